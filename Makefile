@@ -1,0 +1,67 @@
+# cxlshim - run NCCL collectives, pinned memory and TCP through a CXL pool.
+#
+#   make            build build/libcxlshim.so (+ CUDA CPU emulation)
+#   make deps       install the Debian packages the build and tests need (root)
+#   make test       build and run every test (what CI runs)
+#   make demo       4-rank NCCL job through the shim, nccl-tests style table
+#   make bench      benchmarks against Open MPI and MPICH
+
+CC       ?= gcc
+BUILD    ?= build
+CUDA_HOME ?= /usr/local/cuda
+CUDA_INC ?= $(CUDA_HOME)/include
+CUDA_LIB ?= $(CUDA_HOME)/lib
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -I$(CUDA_INC)
+LDLIBS_SHIM = -ldl -lnuma -linih -pthread
+
+# Debian packages: build (libnuma, libinih), baselines (Open MPI, MPICH).
+DEB_PKGS = build-essential libnuma-dev libinih-dev \
+           openmpi-bin libopenmpi-dev mpich libmpich-dev
+
+SHIM_SRC   = $(wildcard shim/*.c)
+CORE_SRC   = $(wildcard core/*.c)
+POLICY_SRC = $(wildcard policy/*.c)
+LIB_SRC    = $(SHIM_SRC) $(CORE_SRC) $(POLICY_SRC)
+LIB_OBJ    = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB        = $(BUILD)/libcxlshim.so
+
+.PHONY: all deps check-deps test test-long demo bench clean
+all: check-deps $(LIB) $(EMU_LIBS)
+
+-include emu/cuda/emu.mk
+include tests/tests.mk
+-include bench/bench.mk
+
+# Headers we cannot build without; say exactly how to get them.
+check-deps:
+	@missing=""; \
+	for h in $(CUDA_INC)/cuda.h $(CUDA_INC)/nccl.h /usr/include/ini.h /usr/include/numa.h; do \
+	  [ -f $$h ] || missing="$$missing $$h"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "cxlshim: missing$$missing"; \
+	  echo "  Debian packages: sudo make deps   (apt-get install -y $(DEB_PKGS))"; \
+	  echo "  cuda.h and nccl.h: CUDA toolkit + NCCL headers under CUDA_HOME=$(CUDA_HOME)"; \
+	  exit 1; fi
+
+deps:
+	@if [ "$$(id -u)" != 0 ]; then echo "make deps installs Debian packages: run it as root"; exit 1; fi
+	@need=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || need="$$need $$p"; done; \
+	if [ -n "$$need" ]; then \
+	  echo "installing:$$need"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
+	else echo "all Debian packages present"; fi
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB_OBJ): CFLAGS += -fvisibility=hidden
+
+$(LIB): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libcxlshim.so -Wl,--no-undefined -o $@ $^ $(LDLIBS_SHIM)
+
+-include $(LIB_OBJ:.o=.d)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,357 @@
+/* comm.c - communicator life cycle: init (blocking or not), finalize,
+ * destroy, abort, and failure propagation. */
+#include "comm.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "registry.h"
+#include "runtime.h"
+#include "uid.h"
+#include "watchdog.h"
+
+void cxls_comm_set_error(struct cxls_comm *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
+	va_end(ap);
+	cxls_log_set_rank(c->rank);
+	CXLS_WARN("%s", c->last_error);
+}
+
+int cxls_comm_usable(struct cxls_comm *c, ncclResult_t *err)
+{
+	ncclResult_t e = (ncclResult_t)atomic_load(&c->async_err);
+
+	if (c->magic != CXLS_COMM_MAGIC) {
+		*err = ncclInvalidArgument;
+		return 0;
+	}
+	if (e != ncclSuccess) {
+		*err = e == ncclInProgress ? ncclInvalidUsage : e;
+		return 0;
+	}
+	if (atomic_load(&c->aborted)) {
+		*err = ncclRemoteError;
+		return 0;
+	}
+	return 1;
+}
+
+/* Makes the communicator's context current on this thread. */
+static int bind_context(struct cxls_comm *c)
+{
+	const struct cxls_cuda *cu = c->st.cu;
+	CUcontext cur = NULL;
+	CUdevice dev;
+
+	if (cu->CtxGetCurrent(&cur) != CUDA_SUCCESS)
+		return -1;
+	if (!cur) {
+		if (cu->DeviceGet(&dev, 0) != CUDA_SUCCESS ||
+		    cu->DevicePrimaryCtxRetain(&cur, dev) != CUDA_SUCCESS ||
+		    cu->CtxSetCurrent(cur) != CUDA_SUCCESS)
+			return -1;
+	}
+	c->ctx = cur;
+	if (cu->CtxGetDevice(&dev) != CUDA_SUCCESS)
+		return -1;
+	c->device = (int)dev;
+	return 0;
+}
+
+static int create_streams(struct cxls_comm *c)
+{
+	struct cxls_stage *s = &c->st;
+	const struct cxls_cuda *cu = s->cu;
+
+	if (cu->StreamCreate(&s->ws, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+	    cu->StreamCreate(&s->rs, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+	    cu->EventCreate(&s->ev_fork, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+	    cu->EventCreate(&s->ev_wjoin, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+	    cu->EventCreate(&s->ev_rjoin, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+		return -1;
+	return 0;
+}
+
+static void destroy_streams(struct cxls_comm *c)
+{
+	struct cxls_stage *s = &c->st;
+	const struct cxls_cuda *cu = s->cu;
+
+	if (s->ws)
+		cu->StreamDestroy(s->ws);
+	if (s->rs)
+		cu->StreamDestroy(s->rs);
+	if (s->ev_fork)
+		cu->EventDestroy(s->ev_fork);
+	if (s->ev_wjoin)
+		cu->EventDestroy(s->ev_wjoin);
+	if (s->ev_rjoin)
+		cu->EventDestroy(s->ev_rjoin);
+	s->ws = s->rs = NULL;
+	s->ev_fork = s->ev_wjoin = s->ev_rjoin = NULL;
+}
+
+/* Everything after the rendezvous: layout, pool mapping, streams. */
+static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
+{
+	const struct cxls_runtime *rt = cxls_runtime();
+
+	if (cxls_layout_init(&c->lay, c->pool->sb, c->view.slot, (uint32_t)c->nranks, ja->chunk,
+			     ja->slots, (int)ja->interleave)) {
+		cxls_comm_set_error(c, "pool lane too small for %d ranks", c->nranks);
+		return -1;
+	}
+	if (cxls_runtime_pool_device(&c->st.dev_base)) {
+		cxls_comm_set_error(c, "cannot map the pool for the device");
+		return -1;
+	}
+	c->st.host_base = c->pool->base;
+	c->st.flush = c->pool->flush_mode;
+	c->st.host_wait = rt->cfg.wait_mode == CXLS_WAIT_HOST;
+	c->st.overlap = rt->cfg.cccl_overlap;
+	if (c->st.overlap && create_streams(c)) {
+		cxls_comm_set_error(c, "cannot create the communicator's streams");
+		return -1;
+	}
+	c->view.ranks[c->rank].device = (uint32_t)c->device;
+	c->wd_since_ns = cxls_now_ns();
+	CXLS_INFO("comm %p rank %d/%d ready: pool slot %u, chunk %llu x %u slots, %s, %s, %s",
+		  (void *)c, c->rank, c->nranks, c->view.slot, (unsigned long long)c->lay.chunk,
+		  c->lay.slots, c->lay.interleave ? "interleaved" : "sequential",
+		  c->st.overlap ? "overlapped" : "single stream",
+		  c->st.host_wait ? "host waits" : "stream memops");
+	return 0;
+}
+
+/* Rendezvous + setup; returns 0, or -1 with c->last_error set. */
+static int connect_comm(struct cxls_comm *c)
+{
+	const struct cxls_runtime *rt = cxls_runtime();
+	struct cxls_join_args ja = {
+		.key = { c->key[0], c->key[1] },
+		.nranks = (uint32_t)c->nranks,
+		.rank = (uint32_t)c->rank,
+		.device = (uint32_t)c->device,
+		.timeout_ms = rt->cfg.timeout_init_ms,
+		.cancel = &c->aborted,
+		.chunk = rt->cfg.cccl_chunk_size,
+		.slots = rt->cfg.cccl_chunks,
+		.interleave = (uint32_t)rt->cfg.cccl_interleave,
+	};
+	int err;
+
+	cxls_log_set_rank(c->rank);
+	err = cxls_comm_join(c->pool, &ja, &c->view);
+	if (err) {
+		cxls_comm_set_error(c, "pool rendezvous of %d ranks failed: %s (timeout %u ms)",
+				    c->nranks, cxls_join_strerror(err), ja.timeout_ms);
+		return -1;
+	}
+	if (setup(c, &ja)) {
+		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, ncclSystemError);
+		cxls_comm_leave(c->pool, &c->view, (uint32_t)c->rank);
+		return -1;
+	}
+	return 0;
+}
+
+static void *connect_thread(void *arg)
+{
+	struct cxls_comm *c = arg;
+
+	if (c->st.cu->CtxSetCurrent(c->ctx) != CUDA_SUCCESS || connect_comm(c)) {
+		atomic_store(&c->async_err, ncclSystemError);
+		return NULL;
+	}
+	atomic_store(&c->async_err, ncclSuccess);
+	cxls_watchdog_start();
+	return NULL;
+}
+
+static struct cxls_comm *comm_new(const struct cxls_init_args *a)
+{
+	struct cxls_comm *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->magic = CXLS_COMM_MAGIC;
+	c->rank = a->rank;
+	c->nranks = a->nranks;
+	c->blocking = a->blocking;
+	c->key[0] = a->uid->key[0];
+	c->key[1] = a->uid->key[1];
+	c->pool = cxls_runtime_pool();
+	c->st.cu = cxls_cuda();
+	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
+	atomic_store(&c->async_err, ncclInProgress);
+	return c;
+}
+
+/* The handle was never given out: forget it but keep the tombstone. */
+static void comm_bury(struct cxls_comm *c)
+{
+	destroy_streams(c);
+	c->magic = CXLS_COMM_DEAD;
+	cxls_registry_kill(c);
+}
+
+ncclResult_t cxls_comm_init(struct cxls_comm **out, const struct cxls_init_args *a,
+			    int *use_real)
+{
+	struct cxls_comm *c;
+
+	*use_real = 0;
+	c = comm_new(a);
+	if (!c)
+		return ncclSystemError;
+	if (bind_context(c)) {
+		CXLS_WARN("no CUDA context for rank %d: falling back", a->rank);
+		free(c);
+		*use_real = 1;
+		return ncclSystemError;
+	}
+	cxls_registry_add(c);
+	*out = c;
+	if (!a->blocking) {
+		if (pthread_create(&c->init_thread, NULL, connect_thread, c) == 0) {
+			c->init_thread_live = 1;
+			return ncclInProgress;
+		}
+		comm_bury(c);
+		return ncclSystemError;
+	}
+	if (connect_comm(c)) {
+		comm_bury(c);
+		*use_real = 1;
+		return ncclSystemError;
+	}
+	atomic_store(&c->async_err, ncclSuccess);
+	cxls_watchdog_start();
+	return ncclSuccess;
+}
+
+ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
+{
+	*err = (ncclResult_t)atomic_load(&c->async_err);
+	if (*err == ncclSuccess && atomic_load(&c->aborted))
+		*err = ncclRemoteError;
+	return ncclSuccess;
+}
+
+/* Raises every doorbell of the communicator to at least `v`, so that any
+ * wait this rank enqueued (all for values <= c->round) passes.  Idempotent
+ * and never pushes far ahead, so peers doing the same stay consistent. */
+void cxls_comm_unblock(struct cxls_comm *c)
+{
+	uint32_t v = c->round + 1;
+
+	for (int r = 0; r < c->nranks; r++) {
+		struct cxls_bell *bells[2] = { &c->view.pub[r], &c->view.ack[r] };
+
+		for (int i = 0; i < 2; i++) {
+			uint32_t cur = cxls_bell_read(bells[i], c->pool->flush_mode);
+
+			if (!cxls_seq_reached(cur, v))
+				cxls_bell_ring(bells[i], v, c->pool->flush_mode);
+		}
+	}
+}
+
+void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err)
+{
+	uint32_t none = CXLS_ABORT_NONE;
+
+	if (atomic_compare_exchange_strong(&c->view.rec->abort_reason, &none, (uint32_t)reason))
+		atomic_store(&c->view.rec->abort_rank, (uint32_t)c->rank);
+	atomic_store(&c->aborted, 1);
+	{
+		int ok = ncclSuccess;
+		atomic_compare_exchange_strong(&c->async_err, &ok, (int)err);
+	}
+	cxls_comm_unblock(c);
+}
+
+/* Waits until the communicator's own streams are idle, re-unblocking
+ * doorbells when it was aborted.  Returns 0 when idle. */
+static int drain(struct cxls_comm *c, uint32_t timeout_ms)
+{
+	const struct cxls_cuda *cu = c->st.cu;
+	uint64_t deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	struct timespec nap = { 0, 200000 };
+
+	if (!c->st.overlap)
+		return 0;
+	while (cu->StreamQuery(c->st.ws) == CUDA_ERROR_NOT_READY ||
+	       cu->StreamQuery(c->st.rs) == CUDA_ERROR_NOT_READY) {
+		if (cxls_now_ns() > deadline)
+			return -1;
+		if (atomic_load(&c->aborted))
+			cxls_comm_unblock(c);
+		nanosleep(&nap, NULL);
+	}
+	return 0;
+}
+
+static void join_init_thread(struct cxls_comm *c)
+{
+	if (c->init_thread_live) {
+		pthread_join(c->init_thread, NULL);
+		c->init_thread_live = 0;
+	}
+}
+
+ncclResult_t cxls_comm_finalize(struct cxls_comm *c)
+{
+	join_init_thread(c);
+	atomic_store(&c->finalized, 1);
+	if (atomic_load(&c->async_err) != ncclSuccess)
+		return ncclSuccess; /* nothing in flight on a failed comm */
+	if (drain(c, c->timeout_ms)) {
+		cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclSystemError);
+		return ncclSystemError;
+	}
+	return ncclSuccess;
+}
+
+static ncclResult_t release(struct cxls_comm *c, int aborting)
+{
+	ncclResult_t ret = ncclSuccess;
+	int connected;
+
+	if (aborting)
+		atomic_store(&c->aborted, 1); /* cancels a pending rendezvous */
+	join_init_thread(c);
+	connected = atomic_load(&c->async_err) != ncclInProgress && c->view.rec &&
+		    c->lay.chunk;
+	cxls_registry_kill(c);
+	if (connected) {
+		if (aborting)
+			cxls_comm_fail(c, CXLS_ABORT_USER, ncclRemoteError);
+		if (drain(c, aborting ? 1000 : c->timeout_ms)) {
+			cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclSystemError);
+			ret = aborting ? ncclSuccess : ncclSystemError;
+		}
+		cxls_comm_leave(c->pool, &c->view, (uint32_t)c->rank);
+	}
+	destroy_streams(c);
+	c->magic = CXLS_COMM_DEAD;
+	return ret;
+}
+
+ncclResult_t cxls_comm_destroy(struct cxls_comm *c)
+{
+	return release(c, 0);
+}
+
+ncclResult_t cxls_comm_abort(struct cxls_comm *c)
+{
+	return release(c, 1);
+}

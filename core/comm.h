@@ -1,0 +1,90 @@
+/* comm.h - a communicator that runs its collectives through the pool.
+ *
+ * Owned by the application from ncclCommInitRank* until ncclCommDestroy or
+ * ncclCommAbort; after that only a tombstone (magic = DEAD) remains, so a
+ * stale handle is recognised.  Every field after init is touched only by
+ * the thread calling NCCL on this communicator, except async_err, aborted
+ * and the watchdog bookkeeping, which are atomics.
+ */
+#ifndef CXLSHIM_CORE_COMM_H
+#define CXLSHIM_CORE_COMM_H
+
+#include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "comm_table.h"
+#include "cuda_drv.h"
+#include "doorbell.h"
+#include "layout.h"
+
+#define CXLS_COMM_MAGIC 0x434f4d4dcafe0001ull
+#define CXLS_COMM_DEAD 0x434f4d4ddead0001ull
+
+struct cxls_uid; /* uid.h */
+
+/* How a communicator enqueues its pool work (fixed at init). */
+struct cxls_stage {
+	const struct cxls_cuda *cu;
+	CUdeviceptr dev_base;   /* device address of the pool's first byte */
+	uint8_t *host_base;
+	int host_wait;          /* wait.mode = host: host functions, not memops */
+	int flush;
+	int overlap;            /* separate write and read streams */
+	CUstream ws, rs;        /* write (publish) and read (fetch) streams */
+	CUevent ev_fork, ev_wjoin, ev_rjoin;
+};
+
+struct cxls_comm {
+	uint64_t magic;
+	int rank, nranks, device;
+	uint64_t key[2];
+	CUcontext ctx;
+	struct cxls_pool *pool;
+	struct cxls_comm_view view;
+	struct cxls_layout lay;
+	struct cxls_stage st;
+	_Atomic uint32_t round;  /* next global round (chunk step) number */
+	_Atomic uint32_t ops;    /* collectives enqueued */
+	uint32_t timeout_ms;
+	_Atomic int async_err;   /* ncclResult_t; ncclInProgress during init */
+	_Atomic int aborted;     /* ncclCommAbort or failure: stop everything */
+	_Atomic int finalized;
+	/* watchdog: progress of this rank's done[] bell as last seen */
+	uint32_t wd_done;
+	uint64_t wd_since_ns;
+	/* nonblocking init */
+	pthread_t init_thread;
+	int init_thread_live;
+	int blocking;
+	char last_error[256];
+};
+
+struct cxls_init_args {
+	int nranks;
+	int rank;
+	int blocking;
+	const struct cxls_uid *uid;
+};
+
+/* 1 when the communicator is live and usable, else 0. */
+int cxls_comm_usable(struct cxls_comm *c, ncclResult_t *err);
+
+/* Creates *out; returns ncclSuccess, ncclInProgress (nonblocking: poll
+ * cxls_comm_async_error) or an error.  *use_real is set when the pool
+ * rendezvous failed and the caller should fall back to the real NCCL. */
+ncclResult_t cxls_comm_init(struct cxls_comm **out, const struct cxls_init_args *a,
+			    int *use_real);
+ncclResult_t cxls_comm_finalize(struct cxls_comm *c);
+ncclResult_t cxls_comm_destroy(struct cxls_comm *c);
+ncclResult_t cxls_comm_abort(struct cxls_comm *c);
+ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err);
+/* Marks the communicator failed everywhere and unblocks every waiter. */
+void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err);
+/* Raises every doorbell to the highest value this rank may wait for. */
+void cxls_comm_unblock(struct cxls_comm *c);
+void cxls_comm_set_error(struct cxls_comm *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

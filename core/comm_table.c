@@ -1,0 +1,348 @@
+/* comm_table.c - claim, join, leave and reclaim communicator records. */
+#include "comm_table.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "coherence.h"
+#include "log.h"
+
+#define LOCK_STEAL_SAME_HOST_NS (2ull * 1000000000ull)
+#define LOCK_STEAL_OTHER_HOST_NS (10ull * 1000000000ull)
+
+static uint64_t align64(uint64_t v)
+{
+	return (v + CXLS_LINE - 1) & ~(uint64_t)(CXLS_LINE - 1);
+}
+
+uint64_t cxls_comm_stride(uint32_t max_ranks)
+{
+	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 3 * sizeof(struct cxls_bell);
+
+	return align64(align64(sizeof(struct cxls_comm_rec)) + per_rank * max_ranks);
+}
+
+void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_comm_view *v)
+{
+	const struct cxls_super *sb = pool->sb;
+	uint8_t *p = cxls_pool_at(pool, sb->comm_offset + sb->comm_stride * slot);
+	uint32_t n = sb->max_ranks;
+
+	v->slot = slot;
+	v->rec = (struct cxls_comm_rec *)p;
+	p += align64(sizeof(struct cxls_comm_rec));
+	v->ranks = (struct cxls_rank_rec *)p;
+	p += sizeof(struct cxls_rank_rec) * n;
+	v->pub = (struct cxls_bell *)p;
+	v->ack = v->pub + n;
+	v->done = v->ack + n;
+}
+
+const char *cxls_join_strerror(int err)
+{
+	switch (err) {
+	case CXLS_JOIN_OK: return "ok";
+	case CXLS_JOIN_EINVAL: return "rank count mismatch or rank already taken";
+	case CXLS_JOIN_EFULL: return "no free communicator slot in the pool";
+	case CXLS_JOIN_ETIMEDOUT: return "not every rank joined before the timeout";
+	case CXLS_JOIN_EFAILED: return "another rank gave up on this communicator";
+	case CXLS_JOIN_ECANCELED: return "aborted";
+	}
+	return "unknown";
+}
+
+static void nap(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+
+	nanosleep(&ts, NULL);
+}
+
+static uint64_t lock_token(void)
+{
+	struct cxls_proc_id me;
+
+	cxls_proc_self(&me);
+	return (me.boot_hash << 32) | me.pid;
+}
+
+/* May the lock held by `owner` for `held_ns` (our clock) be taken over? */
+static int lock_owner_gone(uint64_t owner, uint64_t held_ns)
+{
+	struct cxls_proc_id id = { 0 }, me;
+
+	cxls_proc_self(&me);
+	if ((owner >> 32) != (me.boot_hash & 0xffffffffull))
+		return held_ns > LOCK_STEAL_OTHER_HOST_NS;
+	if (held_ns < LOCK_STEAL_SAME_HOST_NS / 100)
+		return 0;
+	id.pid = (uint32_t)owner;
+	id.boot_hash = me.boot_hash;
+	return cxls_proc_alive(&id) == 0 || held_ns > LOCK_STEAL_SAME_HOST_NS * 5;
+}
+
+/* The table lock guards claiming and freeing records; it is held for
+ * microseconds, never across a wait for other ranks. */
+static void table_lock(struct cxls_pool *pool)
+{
+	_Atomic uint64_t *lock = &pool->sb->table_lock;
+	uint64_t me = lock_token(), seen = 0, seen_since = 0, backoff = 1000;
+
+	for (;;) {
+		uint64_t cur = 0;
+
+		if (atomic_compare_exchange_strong(lock, &cur, me))
+			break;
+		if (cur != seen) {
+			seen = cur;
+			seen_since = cxls_now_ns();
+		} else if (lock_owner_gone(cur, cxls_now_ns() - seen_since) &&
+			   atomic_compare_exchange_strong(lock, &cur, me)) {
+			CXLS_WARN("pool %s: took over the table lock from dead owner pid %u",
+				  pool->path, (unsigned)cur);
+			break;
+		}
+		nap(backoff);
+		if (backoff < 1000000)
+			backoff *= 2;
+	}
+	cxls_refresh(pool->flush_mode, cxls_pool_at(pool, pool->sb->comm_offset),
+		     pool->sb->comm_stride * pool->sb->max_comms);
+}
+
+static void table_unlock(struct cxls_pool *pool)
+{
+	cxls_publish(pool->flush_mode, cxls_pool_at(pool, pool->sb->comm_offset),
+		     pool->sb->comm_stride * pool->sb->max_comms);
+	atomic_store(&pool->sb->table_lock, 0);
+	cxls_publish(pool->flush_mode, &pool->sb->table_lock, CXLS_LINE);
+}
+
+int cxls_comm_rank_alive(const struct cxls_comm_view *v, uint32_t rank)
+{
+	const struct cxls_rank_rec *r = &v->ranks[rank];
+	struct cxls_proc_id id = { r->pid, r->boot_hash, r->start_time };
+
+	if (atomic_load(&r->state) != CXLS_RANK_JOINED)
+		return 0;
+	return cxls_proc_alive(&id);
+}
+
+/* A record is stale when no rank that joined it is alive on this host and
+ * none lives on another host. */
+static int record_stale(const struct cxls_pool *pool, uint32_t slot)
+{
+	struct cxls_comm_view v;
+	uint32_t n;
+
+	cxls_comm_view_of(pool, slot, &v);
+	n = v.rec->nranks;
+	if (n > pool->sb->max_ranks)
+		return 1; /* garbage: not ours to trust */
+	for (uint32_t r = 0; r < n; r++)
+		if (cxls_comm_rank_alive(&v, r) != 0)
+			return 0;
+	return 1;
+}
+
+static void record_free(const struct cxls_pool *pool, uint32_t slot)
+{
+	struct cxls_comm_view v;
+
+	cxls_comm_view_of(pool, slot, &v);
+	atomic_store(&v.rec->state, CXLS_STATE(CXLS_COMM_FREE, 0));
+	atomic_store(&v.rec->key_lo, 0);
+	atomic_store(&v.rec->key_hi, 0);
+}
+
+static int reclaim_locked(struct cxls_pool *pool)
+{
+	int n = 0;
+
+	for (uint32_t s = 0; s < pool->sb->max_comms; s++) {
+		struct cxls_comm_view v;
+
+		cxls_comm_view_of(pool, s, &v);
+		if (CXLS_PHASE(atomic_load(&v.rec->state)) == CXLS_COMM_FREE)
+			continue;
+		if (record_stale(pool, s)) {
+			CXLS_INFO("pool %s: reclaimed communicator slot %u left by a dead job",
+				  pool->path, s);
+			record_free(pool, s);
+			n++;
+		}
+	}
+	return n;
+}
+
+int cxls_comm_reclaim(struct cxls_pool *pool)
+{
+	int n;
+
+	table_lock(pool);
+	n = reclaim_locked(pool);
+	table_unlock(pool);
+	return n;
+}
+
+static int find_key(const struct cxls_pool *pool, const uint64_t key[2])
+{
+	for (uint32_t s = 0; s < pool->sb->max_comms; s++) {
+		struct cxls_comm_view v;
+
+		cxls_comm_view_of(pool, s, &v);
+		if (CXLS_PHASE(atomic_load(&v.rec->state)) != CXLS_COMM_FREE &&
+		    atomic_load(&v.rec->key_lo) == key[0] && atomic_load(&v.rec->key_hi) == key[1])
+			return (int)s;
+	}
+	return -1;
+}
+
+static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
+{
+	uint32_t n = pool->sb->max_comms, start = (uint32_t)(a->key[0] % n);
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t s = (start + i) % n;
+			struct cxls_comm_view v;
+
+			cxls_comm_view_of(pool, s, &v);
+			if (CXLS_PHASE(atomic_load(&v.rec->state)) != CXLS_COMM_FREE)
+				continue;
+			memset(v.rec, 0, pool->sb->comm_stride);
+			v.rec->nranks = a->nranks;
+			v.rec->lane = s;
+			v.rec->created_ns = cxls_now_ns();
+			v.rec->chunk = a->chunk;
+			v.rec->slots = a->slots;
+			v.rec->interleave = a->interleave;
+			atomic_store(&v.rec->key_lo, a->key[0]);
+			atomic_store(&v.rec->key_hi, a->key[1]);
+			atomic_store(&v.rec->state, CXLS_STATE(CXLS_COMM_JOINING, 0));
+			return (int)s;
+		}
+		if (pass == 0 && reclaim_locked(pool) == 0)
+			break;
+	}
+	return -1;
+}
+
+/* Puts this process in the rank's record and counts it in. */
+static int enter_locked(struct cxls_comm_view *v, const struct cxls_join_args *a)
+{
+	struct cxls_rank_rec *r = &v->ranks[a->rank];
+	struct cxls_proc_id me;
+	uint64_t st = atomic_load(&v->rec->state);
+	uint32_t joined = CXLS_JOINED(st);
+
+	if (CXLS_PHASE(st) == CXLS_COMM_FAILED)
+		return CXLS_JOIN_EFAILED;
+	if (CXLS_PHASE(st) != CXLS_COMM_JOINING || v->rec->nranks != a->nranks ||
+	    atomic_load(&r->state) != CXLS_RANK_EMPTY) {
+		atomic_store(&v->rec->state, CXLS_STATE(CXLS_COMM_FAILED, joined));
+		return CXLS_JOIN_EINVAL;
+	}
+	cxls_proc_self(&me);
+	r->pid = me.pid;
+	r->boot_hash = me.boot_hash;
+	r->start_time = me.start_time;
+	r->device = a->device;
+	atomic_store(&r->state, CXLS_RANK_JOINED);
+	joined++;
+	atomic_store(&v->rec->state, CXLS_STATE(joined == a->nranks ? CXLS_COMM_READY :
+						CXLS_COMM_JOINING, joined));
+	return CXLS_JOIN_OK;
+}
+
+static int join_locked(struct cxls_pool *pool, const struct cxls_join_args *a,
+		       struct cxls_comm_view *v)
+{
+	int slot = find_key(pool, a->key);
+
+	if (slot < 0)
+		slot = claim_locked(pool, a);
+	if (slot < 0)
+		return CXLS_JOIN_EFULL;
+	cxls_comm_view_of(pool, (uint32_t)slot, v);
+	return enter_locked(v, a);
+}
+
+/* Waits for READY; on timeout tries to flip the record to FAILED so that
+ * latecomers fail too.  A lost race means it became READY after all. */
+static int wait_ready(struct cxls_pool *pool, struct cxls_comm_view *v,
+		      const struct cxls_join_args *a)
+{
+	uint64_t deadline = cxls_now_ns() + (uint64_t)a->timeout_ms * 1000000ull;
+	uint64_t backoff = 2000;
+
+	for (;;) {
+		uint64_t st;
+
+		cxls_refresh(pool->flush_mode, v->rec, CXLS_LINE);
+		st = atomic_load(&v->rec->state);
+		if (CXLS_PHASE(st) == CXLS_COMM_READY)
+			return CXLS_JOIN_OK;
+		if (CXLS_PHASE(st) != CXLS_COMM_JOINING)
+			return CXLS_JOIN_EFAILED;
+		if (a->cancel && atomic_load(a->cancel)) {
+			if (atomic_compare_exchange_strong(&v->rec->state, &st,
+				CXLS_STATE(CXLS_COMM_FAILED, CXLS_JOINED(st))))
+				return CXLS_JOIN_ECANCELED;
+			continue;
+		}
+		if (cxls_now_ns() > deadline) {
+			if (atomic_compare_exchange_strong(&v->rec->state, &st,
+				CXLS_STATE(CXLS_COMM_FAILED, CXLS_JOINED(st)))) {
+				cxls_publish(pool->flush_mode, v->rec, CXLS_LINE);
+				return CXLS_JOIN_ETIMEDOUT;
+			}
+			continue;
+		}
+		nap(backoff);
+		if (backoff < 1000000)
+			backoff += backoff / 2;
+	}
+}
+
+int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
+		   struct cxls_comm_view *out)
+{
+	int err;
+
+	if (a->nranks < 1 || a->nranks > pool->sb->max_ranks || a->rank >= a->nranks)
+		return CXLS_JOIN_EINVAL;
+	table_lock(pool);
+	err = join_locked(pool, a, out);
+	if (!err) {
+		a->chunk = out->rec->chunk;
+		a->slots = out->rec->slots;
+		a->interleave = out->rec->interleave;
+	}
+	table_unlock(pool);
+	if (err)
+		return err;
+	err = wait_ready(pool, out, a);
+	if (err)
+		cxls_comm_leave(pool, out, a->rank);
+	return err;
+}
+
+void cxls_comm_leave(struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t rank)
+{
+	uint32_t n;
+	int last = 1;
+
+	table_lock(pool);
+	n = v->rec->nranks;
+	if (rank < n)
+		atomic_store(&v->ranks[rank].state, CXLS_RANK_LEFT);
+	for (uint32_t r = 0; r < n && r < pool->sb->max_ranks; r++)
+		if (cxls_comm_rank_alive(v, r) != 0)
+			last = 0;
+	/* a FAILED record stays until every joined rank left, so latecomers
+	 * still find it and fail instead of starting a fresh rendezvous */
+	if (last && CXLS_JOINED(atomic_load(&v->rec->state)) >= n)
+		record_free(pool, v->slot);
+	table_unlock(pool);
+}

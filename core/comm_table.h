@@ -1,0 +1,62 @@
+/* comm_table.h - communicator records in the pool and the rendezvous.
+ *
+ * Ranks meet in the pool, keyed by the 128-bit job key from the unique id:
+ * the first rank to arrive claims a free record, the others join it, the
+ * last one flips it to READY.  A rank that times out flips it to FAILED
+ * instead, so that every rank, early or late, reaches the same decision.
+ * Records left by killed jobs are reclaimed when nobody alive holds them.
+ */
+#ifndef CXLSHIM_CORE_COMM_TABLE_H
+#define CXLSHIM_CORE_COMM_TABLE_H
+
+#include <stdint.h>
+
+#include "pool.h"
+#include "proc_id.h"
+
+/* Pointers into one record (see pool_format.h). */
+struct cxls_comm_view {
+	struct cxls_comm_rec *rec;
+	struct cxls_rank_rec *ranks;
+	struct cxls_bell *pub;
+	struct cxls_bell *ack;
+	struct cxls_bell *done;
+	uint32_t slot;
+};
+
+struct cxls_join_args {
+	uint64_t key[2];
+	uint32_t nranks;
+	uint32_t rank;
+	uint32_t device;
+	uint32_t timeout_ms;
+	/* polled while waiting; non-zero aborts the join (ncclCommAbort) */
+	const _Atomic int *cancel;
+	/* in: this rank's proposal; out: what the record holds */
+	uint64_t chunk;
+	uint32_t slots;
+	uint32_t interleave;
+};
+
+enum cxls_join_err {
+	CXLS_JOIN_OK = 0,
+	CXLS_JOIN_EINVAL = -1,    /* nranks mismatch or rank already taken */
+	CXLS_JOIN_EFULL = -2,     /* no free record */
+	CXLS_JOIN_ETIMEDOUT = -3, /* not every rank arrived in time */
+	CXLS_JOIN_EFAILED = -4,   /* another rank gave up first */
+	CXLS_JOIN_ECANCELED = -5,
+};
+
+uint64_t cxls_comm_stride(uint32_t max_ranks);
+void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_comm_view *v);
+int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
+		   struct cxls_comm_view *out);
+/* This rank is done with the record; the last one frees it. */
+void cxls_comm_leave(struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t rank);
+/* Reclaims records whose holders are all dead; returns how many. */
+int cxls_comm_reclaim(struct cxls_pool *pool);
+/* Liveness of the process holding a rank (proc_id.h semantics). */
+int cxls_comm_rank_alive(const struct cxls_comm_view *v, uint32_t rank);
+const char *cxls_join_strerror(int err);
+
+#endif

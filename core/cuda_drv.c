@@ -1,0 +1,89 @@
+/* cuda_drv.c - resolve the driver API from libcuda.so.1 once. */
+#include "cuda_drv.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+
+#include "log.h"
+
+struct entry {
+	const char *name;
+	size_t off;
+};
+
+#define E(field, sym) { sym, offsetof(struct cxls_cuda, field) }
+
+/* Versioned names: the ABI cuda.h 13 maps the plain names to. */
+static const struct entry entries[] = {
+	E(Init, "cuInit"),
+	E(GetErrorString, "cuGetErrorString"),
+	E(CtxGetCurrent, "cuCtxGetCurrent"),
+	E(CtxSetCurrent, "cuCtxSetCurrent"),
+	E(CtxPushCurrent, "cuCtxPushCurrent_v2"),
+	E(CtxPopCurrent, "cuCtxPopCurrent_v2"),
+	E(CtxGetDevice, "cuCtxGetDevice"),
+	E(DeviceGet, "cuDeviceGet"),
+	E(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+	E(MemHostRegister, "cuMemHostRegister_v2"),
+	E(MemHostUnregister, "cuMemHostUnregister"),
+	E(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
+	E(PointerGetAttribute, "cuPointerGetAttribute"),
+	E(MemcpyAsync, "cuMemcpyAsync"),
+	E(StreamCreate, "cuStreamCreate"),
+	E(StreamDestroy, "cuStreamDestroy_v2"),
+	E(StreamQuery, "cuStreamQuery"),
+	E(StreamSynchronize, "cuStreamSynchronize"),
+	E(StreamWaitEvent, "cuStreamWaitEvent"),
+	E(StreamWriteValue32, "cuStreamWriteValue32_v2"),
+	E(StreamWaitValue32, "cuStreamWaitValue32_v2"),
+	E(StreamIsCapturing, "cuStreamIsCapturing"),
+	E(LaunchHostFunc, "cuLaunchHostFunc"),
+	E(EventCreate, "cuEventCreate"),
+	E(EventRecord, "cuEventRecord"),
+	E(EventQuery, "cuEventQuery"),
+	E(EventDestroy, "cuEventDestroy_v2"),
+};
+
+static struct cxls_cuda table;
+static const struct cxls_cuda *loaded;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void load(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+
+	if (!h) {
+		CXLS_WARN("cannot load libcuda.so.1 (%s): pool collectives disabled", dlerror());
+		return;
+	}
+	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
+		void *f = dlsym(h, entries[i].name);
+
+		if (!f) {
+			CXLS_WARN("libcuda.so.1 lacks %s: pool collectives disabled", entries[i].name);
+			return;
+		}
+		*(void **)((char *)&table + entries[i].off) = f;
+	}
+	if (table.Init(0) != CUDA_SUCCESS) {
+		CXLS_WARN("cuInit failed: pool collectives disabled");
+		return;
+	}
+	loaded = &table;
+}
+
+const struct cxls_cuda *cxls_cuda(void)
+{
+	pthread_once(&once, load);
+	return loaded;
+}
+
+const char *cxls_cuda_strerror(CUresult r)
+{
+	const char *s = NULL;
+
+	if (loaded && loaded->GetErrorString(r, &s) == CUDA_SUCCESS && s)
+		return s;
+	return "unknown CUDA error";
+}

@@ -1,0 +1,46 @@
+/* cuda_drv.h - the CUDA driver entry points the core uses.
+ *
+ * Reached through libcuda.so.1 (the real driver, or the CPU emulation in
+ * emu/cuda when LD_LIBRARY_PATH points there), never through a second copy
+ * of libcudart.  Resolved once, on first use.
+ */
+#ifndef CXLSHIM_CORE_CUDA_DRV_H
+#define CXLSHIM_CORE_CUDA_DRV_H
+
+#include <cuda.h>
+
+struct cxls_cuda {
+	CUresult (*Init)(unsigned int);
+	CUresult (*GetErrorString)(CUresult, const char **);
+	CUresult (*CtxGetCurrent)(CUcontext *);
+	CUresult (*CtxSetCurrent)(CUcontext);
+	CUresult (*CtxPushCurrent)(CUcontext);
+	CUresult (*CtxPopCurrent)(CUcontext *);
+	CUresult (*CtxGetDevice)(CUdevice *);
+	CUresult (*DeviceGet)(CUdevice *, int);
+	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*MemHostRegister)(void *, size_t, unsigned int);
+	CUresult (*MemHostUnregister)(void *);
+	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
+	CUresult (*PointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+	CUresult (*MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*StreamCreate)(CUstream *, unsigned int);
+	CUresult (*StreamDestroy)(CUstream);
+	CUresult (*StreamQuery)(CUstream);
+	CUresult (*StreamSynchronize)(CUstream);
+	CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned int);
+	CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	CUresult (*StreamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+	CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void *);
+	CUresult (*EventCreate)(CUevent *, unsigned int);
+	CUresult (*EventRecord)(CUevent, CUstream);
+	CUresult (*EventQuery)(CUevent);
+	CUresult (*EventDestroy)(CUevent);
+};
+
+/* NULL when libcuda.so.1 or one of the entry points is missing (logged). */
+const struct cxls_cuda *cxls_cuda(void);
+const char *cxls_cuda_strerror(CUresult r);
+
+#endif

@@ -1,0 +1,89 @@
+/* layout.c - CCCL's device interleaving formulas over a lane. */
+#include "layout.h"
+
+#include "pool_format.h"
+
+static uint64_t div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+/* Blocks one device must hold for the N-to-N placement. */
+static uint64_t n2n_blocks_per_dev(uint32_t ndev, uint32_t nranks, uint32_t slots, int il)
+{
+	if (!il)
+		return div_up((uint64_t)nranks * slots, ndev); /* sequential fill */
+	if (ndev >= nranks)
+		return div_up(slots, ndev / nranks);
+	return div_up(nranks, ndev) * slots;
+}
+
+static int fits(const struct cxls_layout *l)
+{
+	return l->lane_blocks >= 1 &&
+	       n2n_blocks_per_dev(l->ndev, l->nranks, l->slots, l->interleave) <= l->lane_blocks;
+}
+
+int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_t lane,
+		     uint32_t nranks, uint64_t chunk, uint32_t slots, int interleave)
+{
+	if (nranks < 1 || chunk < 4096 || slots < 1 || lane >= sb->max_comms)
+		return -1;
+	l->ndev = sb->ndev;
+	l->nranks = nranks;
+	l->interleave = interleave;
+	l->dev_size = sb->dev_size;
+	l->lane_base = sb->dev_offset + (uint64_t)lane * sb->lane_size;
+	for (l->chunk = chunk; l->chunk >= (64u << 10); l->chunk /= 2) {
+		l->lane_blocks = sb->lane_size / l->chunk;
+		for (l->slots = slots; l->slots >= 1; l->slots = l->slots > 2 ? l->slots / 2 :
+								 l->slots - 1) {
+			if (fits(l))
+				goto found;
+		}
+	}
+	return -1;
+found:
+	/* The root of a 1-to-N op may use every block the N-to-N layout
+	 * reserves, which keeps the footprint the same for both. */
+	l->bcast_slots = nranks * l->slots;
+	if ((uint64_t)l->bcast_slots > l->lane_blocks * l->ndev)
+		l->bcast_slots = (uint32_t)(l->lane_blocks * l->ndev);
+	return 0;
+}
+
+static uint64_t place(const struct cxls_layout *l, uint64_t dev, uint64_t block)
+{
+	return l->lane_base + dev * l->dev_size + block * l->chunk;
+}
+
+/* Sequential placement: index i fills device 0's lane, then device 1's. */
+static uint64_t place_seq(const struct cxls_layout *l, uint64_t i)
+{
+	return place(l, i / l->lane_blocks, i % l->lane_blocks);
+}
+
+uint64_t cxls_layout_n2n(const struct cxls_layout *l, uint32_t rank, uint32_t slot)
+{
+	uint32_t dpr;
+
+	if (!l->interleave)
+		return place_seq(l, (uint64_t)rank * l->slots + slot);
+	if (l->ndev >= l->nranks) {
+		dpr = l->ndev / l->nranks;
+		return place(l, (uint64_t)rank * dpr + slot % dpr, slot / dpr);
+	}
+	return place(l, rank % l->ndev, (uint64_t)(rank / l->ndev) * l->slots + slot);
+}
+
+uint64_t cxls_layout_1n(const struct cxls_layout *l, uint32_t c)
+{
+	if (!l->interleave)
+		return place_seq(l, c);
+	return place(l, c % l->ndev, c / l->ndev);
+}
+
+uint32_t cxls_layout_device(const struct cxls_layout *l, uint64_t off)
+{
+	return (uint32_t)((off - l->lane_base) / l->dev_size);
+}

@@ -1,0 +1,48 @@
+/* layout.h - where a staging chunk lives in the pool (CCCL section 3.3).
+ *
+ * A communicator owns one lane (lane_size bytes) in each of the ND devices,
+ * cut into blocks of one chunk.  Two placements, as in the paper:
+ *
+ *   1-to-N (Broadcast; the root publishes):  chunk c goes to device
+ *     c % ND, block c / ND  (equations 1-3), so the root's stream is
+ *     spread over every device and readers starting at different chunks
+ *     read different devices.
+ *   N-to-N (AllGather; everybody publishes): rank r owns the devices
+ *     r*dpr .. r*dpr+dpr-1 with dpr = ND / N (equation 4), and its slot s
+ *     goes to device r*dpr + s % dpr, block s / dpr.  With fewer devices
+ *     than ranks, ranks share device r % ND.
+ *
+ * Without interleaving (CCCL-Naive) chunks are placed sequentially, filling
+ * device 0 first, as an allocator without device awareness would.
+ */
+#ifndef CXLSHIM_CORE_LAYOUT_H
+#define CXLSHIM_CORE_LAYOUT_H
+
+#include <stdint.h>
+
+struct cxls_super;
+
+struct cxls_layout {
+	uint32_t ndev;
+	uint32_t nranks;
+	uint32_t slots;        /* N-to-N staging slots per rank */
+	uint32_t bcast_slots;  /* 1-to-N staging depth */
+	uint64_t chunk;        /* bytes per block */
+	uint64_t lane_blocks;  /* blocks per device lane */
+	uint64_t lane_base;    /* pool offset of this lane in device 0 */
+	uint64_t dev_size;     /* stride between devices */
+	int interleave;
+};
+
+/* Fits nranks x slots chunks into the lane, shrinking slots (down to 2,
+ * then 1) and then the chunk (down to 64 KiB).  Returns 0 or -1. */
+int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_t lane,
+		     uint32_t nranks, uint64_t chunk, uint32_t slots, int interleave);
+
+/* Pool offset of rank's N-to-N slot, and of 1-to-N chunk slot c. */
+uint64_t cxls_layout_n2n(const struct cxls_layout *l, uint32_t rank, uint32_t slot);
+uint64_t cxls_layout_1n(const struct cxls_layout *l, uint32_t c);
+/* Device index of a pool offset produced above. */
+uint32_t cxls_layout_device(const struct cxls_layout *l, uint64_t off);
+
+#endif

@@ -1,0 +1,204 @@
+/* nccl_init.c - unique ids, communicator creation and the fallback rule:
+ * every rank that cannot use the pool goes to the real NCCL with the real
+ * id carried in the head of the unique id, so the ranks meet there. */
+#include "nccl_init.h"
+
+#include <stddef.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "cuda_drv.h"
+#include "log.h"
+#include "registry.h"
+#include "runtime.h"
+#include "uid.h"
+
+#define CONFIG_MAGIC 0xcafebeefu
+
+ncclResult_t cxls_nccl_unique_id(ncclUniqueId *id, const struct cxls_real_init *real)
+{
+	const struct cxls_runtime *rt = cxls_runtime();
+	int has_real = 0;
+
+	if (!id)
+		return ncclInvalidArgument;
+	memset(id, 0, sizeof(*id));
+	if (!rt->pool)
+		return real && real->get_unique_id ? real->get_unique_id(id) : ncclSystemError;
+	/* A real id lets every rank fall back together if the pool fails. */
+	if (rt->cfg.nccl_fallback == CXLS_FALLBACK_NCCL && real && real->get_unique_id &&
+	    real->get_unique_id(id) == ncclSuccess) {
+		has_real = cxls_uid_head_fits(id);
+		if (!has_real)
+			CXLS_WARN("real NCCL id longer than %d bytes: no fallback possible",
+				  CXLS_UID_OFFSET);
+	}
+	if (cxls_uid_make(id, rt->pool->sb->uuid, has_real))
+		return ncclSystemError;
+	CXLS_INFO("unique id for pool %s%s", rt->pool->path, has_real ? " (+ real NCCL id)" : "");
+	return ncclSuccess;
+}
+
+/* Blocking unless the config says blocking = 0; rejects uninitialised
+ * configs as NCCL does.  Fields are read only when `size` covers them. */
+static ncclResult_t read_config(const ncclConfig_t *config, int *blocking)
+{
+	*blocking = 1;
+	if (!config)
+		return ncclSuccess;
+	if (config->magic != CONFIG_MAGIC || config->size < offsetof(ncclConfig_t, blocking)) {
+		CXLS_WARN("ncclConfig_t not initialised with NCCL_CONFIG_INITIALIZER");
+		return ncclInvalidArgument;
+	}
+	if (config->size >= offsetof(ncclConfig_t, blocking) + sizeof(int) &&
+	    config->blocking != NCCL_CONFIG_UNDEF_INT)
+		*blocking = config->blocking != 0;
+	return ncclSuccess;
+}
+
+static ncclResult_t go_real(ncclComm_t *comm, int nranks, const ncclUniqueId *id, int rank,
+			    ncclConfig_t *config, const struct cxls_real_init *real,
+			    const char *why)
+{
+	struct cxls_uid u;
+	ncclUniqueId rid;
+
+	if (cxls_uid_parse(id, &u) == 0) {
+		if (!(u.flags & CXLS_UID_HAS_REAL) || !real || !real->init_rank_config) {
+			CXLS_WARN("rank %d: %s, and no real NCCL to fall back to", rank, why);
+			return ncclSystemError;
+		}
+		CXLS_WARN("rank %d: %s: falling back to the real NCCL", rank, why);
+		cxls_uid_real(id, &rid);
+		return real->init_rank_config(comm, nranks, rid, rank, config);
+	}
+	if (!real || !real->init_rank_config)
+		return ncclInvalidArgument; /* not our id, nobody else to ask */
+	return real->init_rank_config(comm, nranks, *id, rank, config);
+}
+
+/* Why the pool cannot take this communicator, or NULL if it can. */
+static const char *pool_refuses(const struct cxls_uid *u, int nranks)
+{
+	const struct cxls_runtime *rt = cxls_runtime();
+
+	if (!rt->pool)
+		return "the pool is not usable in this process";
+	if (memcmp(u->pool_uuid, rt->pool->sb->uuid, sizeof(u->pool_uuid)))
+		return "this rank sees another pool than rank 0";
+	if ((uint32_t)nranks > rt->pool->sb->max_ranks)
+		return "more ranks than the pool's max_ranks";
+	if (!rt->cfg.nccl_collectives || (uint32_t)nranks < rt->cfg.nccl_min_ranks ||
+	    (uint32_t)nranks > rt->cfg.nccl_max_ranks)
+		return "the policy routes communicators of this size to NCCL";
+	if (!cxls_cuda())
+		return "no CUDA driver";
+	return NULL;
+}
+
+ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *id,
+				 int rank, ncclConfig_t *config,
+				 const struct cxls_real_init *real)
+{
+	struct cxls_init_args a = { nranks, rank, 1, NULL };
+	struct cxls_comm *c = NULL;
+	struct cxls_uid u;
+	const char *why;
+	ncclResult_t r;
+	int use_real;
+
+	if (!comm || nranks < 1 || rank < 0 || rank >= nranks) {
+		CXLS_WARN("ncclCommInitRank: invalid arguments (comm %p, nranks %d, rank %d)",
+			  (void *)comm, nranks, rank);
+		return ncclInvalidArgument;
+	}
+	if ((r = read_config(config, &a.blocking)))
+		return r;
+	cxls_log_set_rank(rank);
+	if (cxls_uid_parse(id, &u))
+		return go_real(comm, nranks, id, rank, config, real, "not a cxlshim id");
+	if ((why = pool_refuses(&u, nranks)))
+		return go_real(comm, nranks, id, rank, config, real, why);
+	a.uid = &u;
+	r = cxls_comm_init(&c, &a, &use_real);
+	if (r == ncclSuccess || r == ncclInProgress) {
+		*comm = (ncclComm_t)c;
+		return r;
+	}
+	if (use_real && cxls_runtime()->cfg.nccl_fallback == CXLS_FALLBACK_NCCL)
+		return go_real(comm, nranks, id, rank, config, real, "the pool rendezvous failed");
+	return r;
+}
+
+/* Blocks until every communicator finished its rendezvous. */
+static int wait_all(ncclComm_t *comms, int ndev)
+{
+	struct timespec nap = { 0, 500000 };
+	int pending;
+
+	do {
+		pending = 0;
+		for (int i = 0; i < ndev; i++) {
+			ncclResult_t e;
+
+			cxls_comm_async_error((struct cxls_comm *)comms[i], &e);
+			if (e == ncclInProgress)
+				pending = 1;
+			else if (e != ncclSuccess)
+				return -1;
+		}
+		if (pending)
+			nanosleep(&nap, NULL);
+	} while (pending);
+	return 0;
+}
+
+static int use_device(const struct cxls_cuda *cu, int dev)
+{
+	CUdevice d;
+	CUcontext ctx;
+
+	return cu->DeviceGet(&d, dev) != CUDA_SUCCESS ||
+	       cu->DevicePrimaryCtxRetain(&ctx, d) != CUDA_SUCCESS ||
+	       cu->CtxSetCurrent(ctx) != CUDA_SUCCESS;
+}
+
+ncclResult_t cxls_nccl_init_all(ncclComm_t *comms, int ndev, const int *devlist,
+				const struct cxls_real_init *real)
+{
+	const struct cxls_cuda *cu = cxls_cuda();
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	CUcontext saved = NULL;
+	ncclUniqueId id;
+	ncclResult_t r = ncclSuccess;
+	int i;
+
+	if (!comms || ndev < 1)
+		return ncclInvalidArgument;
+	if (!cxls_runtime()->pool || !cu)
+		return real && real->init_all ? real->init_all(comms, ndev, devlist) : ncclSystemError;
+	if ((r = cxls_nccl_unique_id(&id, NULL)))
+		return r;
+	cfg.blocking = 0;
+	cu->CtxGetCurrent(&saved);
+	for (i = 0; i < ndev && r != ncclSystemError; i++) {
+		if (use_device(cu, devlist ? devlist[i] : i)) {
+			r = ncclInvalidArgument;
+			break;
+		}
+		r = cxls_nccl_init_rank(&comms[i], ndev, &id, i, &cfg, NULL);
+		if (r != ncclInProgress && r != ncclSuccess)
+			break;
+	}
+	if (i == ndev && wait_all(comms, ndev) == 0)
+		r = ncclSuccess;
+	else {
+		for (int j = 0; j < i; j++)
+			cxls_comm_abort((struct cxls_comm *)comms[j]);
+		if (r == ncclSuccess || r == ncclInProgress)
+			r = ncclSystemError;
+	}
+	cu->CtxSetCurrent(saved);
+	return r;
+}

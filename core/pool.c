@@ -1,0 +1,222 @@
+/* pool.c - open, format and validate the shared pool. */
+#include "pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "../policy/config.h"
+#include "coherence.h"
+#include "log.h"
+#include "proc_id.h"
+
+/* Bytes of one communicator record: header, ranks, three bell arrays. */
+uint64_t cxls_comm_stride(uint32_t max_ranks);
+
+const char *cxls_pool_strerror(int err)
+{
+	switch (err) {
+	case CXLS_POOL_OK: return "ok";
+	case CXLS_POOL_ENOENT: return "cannot open or create the pool";
+	case CXLS_POOL_EMAGIC: return "not a cxlshim pool (wrong magic)";
+	case CXLS_POOL_EVERSION: return "unsupported pool format version";
+	case CXLS_POOL_ECORRUPT: return "pool superblock is corrupt";
+	case CXLS_POOL_ESIZE: return "pool is too small";
+	case CXLS_POOL_ESYS: return "system error mapping the pool";
+	}
+	return "unknown pool error";
+}
+
+uint32_t cxls_super_checksum(const struct cxls_super *sb)
+{
+	struct cxls_super tmp;
+
+	memcpy(&tmp, sb, offsetof(struct cxls_super, checksum));
+	return (uint32_t)cxls_hash64(&tmp, offsetof(struct cxls_super, checksum));
+}
+
+int cxls_super_check(const struct cxls_super *sb, size_t map_size)
+{
+	uint64_t comm_end, dev_end;
+
+	if (sb->magic != CXLS_POOL_MAGIC)
+		return CXLS_POOL_EMAGIC;
+	if (sb->version != CXLS_POOL_VERSION)
+		return CXLS_POOL_EVERSION;
+	if (sb->checksum != cxls_super_checksum(sb))
+		return CXLS_POOL_ECORRUPT;
+	if (sb->super_size != sizeof(*sb) || sb->ndev < 1 || sb->ndev > 64 ||
+	    sb->max_comms < 1 || sb->max_comms > 1024 || sb->max_ranks < 1 ||
+	    sb->max_ranks > 1024 || sb->coherence > 1)
+		return CXLS_POOL_ECORRUPT;
+	if (sb->comm_stride != cxls_comm_stride(sb->max_ranks) ||
+	    sb->lane_size * sb->max_comms > sb->dev_size || sb->lane_size < CXLS_PAGE)
+		return CXLS_POOL_ECORRUPT;
+	comm_end = sb->comm_offset + sb->comm_stride * sb->max_comms;
+	dev_end = sb->dev_offset + sb->dev_size * sb->ndev;
+	if (sb->comm_offset < CXLS_PAGE || comm_end > sb->dev_offset || dev_end < sb->dev_offset ||
+	    dev_end > sb->pool_size)
+		return CXLS_POOL_ECORRUPT;
+	if (sb->pool_size > map_size)
+		return CXLS_POOL_ESIZE;
+	return CXLS_POOL_OK;
+}
+
+static uint64_t align_down(uint64_t v, uint64_t a)
+{
+	return v & ~(a - 1);
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/* Lays the geometry out in a fresh superblock; the magic goes last. */
+static int format(struct cxls_pool *pool, const struct cxls_config *cfg)
+{
+	struct cxls_super *sb = pool->sb;
+	uint64_t comm_bytes, dev_size, lane;
+
+	memset(sb, 0, sizeof(*sb));
+	sb->version = CXLS_POOL_VERSION;
+	sb->super_size = sizeof(*sb);
+	sb->pool_size = pool->size;
+	if (getrandom(sb->uuid, sizeof(sb->uuid), 0) != sizeof(sb->uuid))
+		return CXLS_POOL_ESYS;
+	sb->ndev = cfg->pool_devices;
+	sb->max_comms = cfg->pool_max_comms;
+	sb->max_ranks = cfg->pool_max_ranks;
+	sb->coherence = (uint32_t)cfg->pool_coherence;
+	sb->comm_offset = CXLS_PAGE;
+	sb->comm_stride = cxls_comm_stride(sb->max_ranks);
+	comm_bytes = align_up(sb->comm_stride * sb->max_comms, CXLS_PAGE);
+	sb->dev_offset = sb->comm_offset + comm_bytes;
+	if (sb->dev_offset >= pool->size)
+		return CXLS_POOL_ESIZE;
+	dev_size = align_down((pool->size - sb->dev_offset) / sb->ndev, CXLS_PAGE);
+	lane = align_down(dev_size / sb->max_comms, CXLS_PAGE);
+	if (lane < (1ull << 20))
+		return CXLS_POOL_ESIZE;
+	sb->dev_size = dev_size;
+	sb->lane_size = lane;
+	sb->created_ns = cxls_now_ns();
+	sb->checksum = cxls_super_checksum(sb);
+	cxls_publish(pool->flush_mode, sb, sizeof(*sb));
+	atomic_store((_Atomic uint64_t *)&sb->magic, CXLS_POOL_MAGIC);
+	cxls_publish(pool->flush_mode, sb, CXLS_LINE);
+	CXLS_INFO("pool %s formatted: %zu bytes, %u devices of %llu bytes, %u comm slots",
+		  pool->path, pool->size, sb->ndev, (unsigned long long)dev_size, sb->max_comms);
+	return CXLS_POOL_OK;
+}
+
+/* Size of a DAX character device from sysfs. */
+static int dax_size(const char *path, size_t *size)
+{
+	char sys[128];
+	unsigned long long v;
+	struct stat st;
+	FILE *f;
+
+	if (stat(path, &st))
+		return -1;
+	snprintf(sys, sizeof(sys), "/sys/dev/char/%u:%u/size", major(st.st_rdev),
+		 minor(st.st_rdev));
+	f = fopen(sys, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%llu", &v) != 1)
+		v = 0;
+	fclose(f);
+	*size = (size_t)v;
+	return v ? 0 : -1;
+}
+
+static int open_source(struct cxls_pool *pool, const struct cxls_config *cfg)
+{
+	struct stat st;
+
+	pool->fd = open(pool->path, O_RDWR | O_CREAT | O_CLOEXEC, cfg->pool_mode);
+	if (pool->fd < 0) {
+		CXLS_WARN("pool %s: open: %s", pool->path, strerror(errno));
+		return CXLS_POOL_ENOENT;
+	}
+	if (fstat(pool->fd, &st))
+		return CXLS_POOL_ESYS;
+	if (S_ISCHR(st.st_mode)) {
+		pool->is_dax = 1;
+		if (dax_size(pool->path, &pool->size))
+			return CXLS_POOL_ESYS;
+		return CXLS_POOL_OK;
+	}
+	if (!S_ISREG(st.st_mode))
+		return CXLS_POOL_ENOENT;
+	if (st.st_size == 0 && ftruncate(pool->fd, (off_t)cfg->pool_size)) {
+		CXLS_WARN("pool %s: ftruncate %llu: %s", pool->path,
+			  (unsigned long long)cfg->pool_size, strerror(errno));
+		return CXLS_POOL_ESYS;
+	}
+	pool->size = st.st_size ? (size_t)st.st_size : cfg->pool_size;
+	return CXLS_POOL_OK;
+}
+
+int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
+{
+	int err;
+
+	memset(pool, 0, sizeof(*pool));
+	pool->fd = -1;
+	snprintf(pool->path, sizeof(pool->path), "%s", cfg->pool_path);
+	err = open_source(pool, cfg);
+	if (err)
+		goto fail;
+	if (pool->size < (16ull << 20)) {
+		err = CXLS_POOL_ESIZE;
+		goto fail;
+	}
+	pool->base = mmap(NULL, pool->size, PROT_READ | PROT_WRITE, MAP_SHARED, pool->fd, 0);
+	if (pool->base == MAP_FAILED) {
+		pool->base = NULL;
+		err = CXLS_POOL_ESYS;
+		goto fail;
+	}
+	pool->sb = (struct cxls_super *)pool->base;
+	pool->flush_mode = cfg->pool_coherence == CXLS_FLUSH;
+	/* flock serialises formatting among the processes of one host; pools
+	 * shared across hosts are formatted once by `cxlshim pool create`. */
+	flock(pool->fd, LOCK_EX);
+	cxls_refresh(pool->flush_mode, pool->sb, sizeof(*pool->sb));
+	if (pool->sb->magic == 0)
+		err = format(pool, cfg);
+	else
+		err = cxls_super_check(pool->sb, pool->size);
+	flock(pool->fd, LOCK_UN);
+	if (err)
+		goto fail;
+	/* the pool's own mode wins over this process's policy */
+	pool->flush_mode = pool->sb->coherence == CXLS_FLUSH;
+	return CXLS_POOL_OK;
+fail:
+	CXLS_WARN("pool %s: %s", pool->path, cxls_pool_strerror(err));
+	cxls_pool_close(pool);
+	return err;
+}
+
+void cxls_pool_close(struct cxls_pool *pool)
+{
+	if (pool->base)
+		munmap(pool->base, pool->size);
+	if (pool->fd >= 0)
+		close(pool->fd);
+	pool->base = NULL;
+	pool->sb = NULL;
+	pool->fd = -1;
+}

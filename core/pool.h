@@ -1,0 +1,52 @@
+/* pool.h - the shared memory pool: mapping, superblock, geometry.
+ *
+ * Sources: a DAX character device (/dev/daxX.Y), a file on a DAX, famfs or
+ * tmpfs mount, or (default) a file in /dev/shm.  The first process formats
+ * a new or all-zero pool; everybody else validates the superblock and
+ * refuses a pool it does not understand rather than trusting it.
+ */
+#ifndef CXLSHIM_CORE_POOL_H
+#define CXLSHIM_CORE_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool_format.h"
+
+struct cxls_config;
+
+struct cxls_pool {
+	int fd;
+	int is_dax;
+	int flush_mode;      /* non-coherent pool: see coherence.h */
+	uint8_t *base;
+	size_t size;
+	struct cxls_super *sb;
+	char path[256];
+};
+
+enum cxls_pool_err {
+	CXLS_POOL_OK = 0,
+	CXLS_POOL_ENOENT = -1,   /* cannot open or create the source */
+	CXLS_POOL_EMAGIC = -2,   /* not a cxlshim pool */
+	CXLS_POOL_EVERSION = -3, /* a pool of another format version */
+	CXLS_POOL_ECORRUPT = -4, /* superblock inconsistent or checksum wrong */
+	CXLS_POOL_ESIZE = -5,    /* too small for its geometry */
+	CXLS_POOL_ESYS = -6,     /* mmap, ftruncate, ... */
+};
+
+/* Opens (and formats if new) the pool the config names. */
+int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg);
+void cxls_pool_close(struct cxls_pool *pool);
+const char *cxls_pool_strerror(int err);
+
+/* Validates a superblock as read from a pool of map_size bytes. */
+int cxls_super_check(const struct cxls_super *sb, size_t map_size);
+uint32_t cxls_super_checksum(const struct cxls_super *sb);
+
+static inline void *cxls_pool_at(const struct cxls_pool *pool, uint64_t off)
+{
+	return pool->base + off;
+}
+
+#endif

@@ -1,0 +1,108 @@
+/* pool_format.h - the bytes every host sees in the shared pool.
+ *
+ *   offset 0          superblock (one page): magic, version, geometry, uuid
+ *   comm_offset       max_comms communicator records of comm_stride bytes
+ *   dev_offset        ndev emulated CXL devices of dev_size bytes each;
+ *                     device d holds one lane of lane_size bytes per
+ *                     communicator slot (staging windows, see layout.c)
+ *
+ * Everything here is read by other processes, possibly other hosts and
+ * possibly corrupted: readers validate before use (pool.c, comm_table.c).
+ * Words written concurrently live in their own 64-byte line so that the
+ * non-coherent (flush) mode can write back one line without clobbering a
+ * neighbour's.
+ */
+#ifndef CXLSHIM_CORE_POOL_FORMAT_H
+#define CXLSHIM_CORE_POOL_FORMAT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
+#define CXLS_POOL_VERSION 1u
+#define CXLS_LINE 64
+#define CXLS_PAGE 4096ull
+
+struct cxls_super {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t super_size;
+	uint64_t pool_size;
+	uint8_t uuid[16];
+	uint32_t ndev;
+	uint32_t max_comms;
+	uint32_t max_ranks;
+	uint32_t coherence;
+	uint64_t dev_size;
+	uint64_t dev_offset;
+	uint64_t comm_offset;
+	uint64_t comm_stride;
+	uint64_t lane_size;
+	uint64_t created_ns;
+	uint32_t checksum; /* crc32c of the bytes above, this field as 0 */
+	uint32_t pad0;
+	/* mutable part, outside the checksum */
+	_Alignas(CXLS_LINE) _Atomic uint64_t table_lock; /* owner token or 0 */
+	uint64_t table_lock_ns;
+};
+
+/* A 32-bit doorbell alone in its line: increasing sequence numbers. */
+struct cxls_bell {
+	_Alignas(CXLS_LINE) _Atomic uint32_t seq;
+};
+
+enum cxls_rank_state { CXLS_RANK_EMPTY = 0, CXLS_RANK_JOINED = 1, CXLS_RANK_LEFT = 2 };
+
+/* Who holds a rank: enough to tell a dead process from a live one. */
+struct cxls_rank_rec {
+	_Alignas(CXLS_LINE) _Atomic uint32_t state;
+	uint32_t pid;
+	uint64_t boot_hash;     /* hash of the host's boot id */
+	uint64_t start_time;    /* process start time, clock ticks since boot */
+	_Atomic uint64_t heartbeat; /* bumped by the owner's watchdog */
+	uint32_t device;
+	_Atomic uint32_t ops_enqueued; /* collectives this rank enqueued */
+};
+
+/* Communicator phase, in the top byte of comm_rec.state. */
+enum cxls_comm_phase {
+	CXLS_COMM_FREE = 0,
+	CXLS_COMM_JOINING = 1,
+	CXLS_COMM_READY = 2,
+	CXLS_COMM_FAILED = 3,
+};
+
+enum cxls_abort_reason {
+	CXLS_ABORT_NONE = 0,
+	CXLS_ABORT_USER = 1,     /* ncclCommAbort */
+	CXLS_ABORT_PEER_DEAD = 2,
+	CXLS_ABORT_TIMEOUT = 3,
+};
+
+/* Header of a communicator record; per-rank arrays follow at offsets
+ * computed by comm_table.c from max_ranks. */
+struct cxls_comm_rec {
+	_Alignas(CXLS_LINE) _Atomic uint64_t key_lo;
+	_Atomic uint64_t key_hi;
+	_Atomic uint64_t state; /* phase << 56 | joined count */
+	uint32_t nranks;
+	uint32_t lane;          /* == slot index; staging lane in every device */
+	uint64_t created_ns;
+	/* staging geometry chosen by the rank that claimed the record; the
+	 * others adopt it, so ranks with different policies still agree */
+	uint64_t chunk;
+	uint32_t slots;
+	uint32_t interleave;
+	_Alignas(CXLS_LINE) _Atomic uint32_t abort_reason;
+	_Atomic uint32_t abort_rank;
+	/* struct cxls_rank_rec ranks[max_ranks];
+	 * struct cxls_bell     pub[max_ranks];   chunks published
+	 * struct cxls_bell     ack[max_ranks];   chunks consumed
+	 * struct cxls_bell     done[max_ranks];  collectives completed */
+};
+
+#define CXLS_PHASE(st) ((unsigned)((st) >> 56))
+#define CXLS_JOINED(st) ((uint32_t)((st) & 0xffffffu))
+#define CXLS_STATE(phase, joined) (((uint64_t)(phase) << 56) | (uint64_t)(joined))
+
+#endif

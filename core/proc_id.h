@@ -1,0 +1,21 @@
+/* proc_id.h - identity of a process, good enough to detect that it died:
+ * pid + process start time + boot id of its host.  Recorded in the pool by
+ * every rank, checked by peers while they wait. */
+#ifndef CXLSHIM_CORE_PROC_ID_H
+#define CXLSHIM_CORE_PROC_ID_H
+
+#include <stdint.h>
+
+struct cxls_proc_id {
+	uint32_t pid;
+	uint64_t boot_hash;
+	uint64_t start_time;
+};
+
+void cxls_proc_self(struct cxls_proc_id *id);
+/* 1: alive, 0: dead, -1: cannot tell (another host). */
+int cxls_proc_alive(const struct cxls_proc_id *id);
+uint64_t cxls_now_ns(void);
+uint64_t cxls_hash64(const void *data, unsigned long len);
+
+#endif

@@ -1,0 +1,29 @@
+/* runtime.h - what one process knows: the policy and the pool.
+ *
+ * Loaded on first use, never in a constructor (the shim must not do work
+ * before the application calls it).  A broken policy or an unusable pool
+ * leaves `pool` NULL: every call then passes through to the real NCCL.
+ */
+#ifndef CXLSHIM_CORE_RUNTIME_H
+#define CXLSHIM_CORE_RUNTIME_H
+
+#include <cuda.h>
+
+#include "../policy/config.h"
+#include "pool.h"
+
+struct cxls_runtime {
+	struct cxls_config cfg;
+	int cfg_ok;
+	struct cxls_pool pool_storage;
+	struct cxls_pool *pool;   /* NULL: no pool, pass everything through */
+	int pool_err;             /* why pool is NULL */
+};
+
+const struct cxls_runtime *cxls_runtime(void);
+/* Same, non-const: the pool's mapping is shared by every communicator. */
+struct cxls_pool *cxls_runtime_pool(void);
+/* Device address of the pool base, registering it with the driver once. */
+int cxls_runtime_pool_device(CUdeviceptr *dev);
+
+#endif

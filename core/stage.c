@@ -1,0 +1,129 @@
+/* stage.c - enqueue pool copies, doorbells and flushes on CUDA streams. */
+#include "stage.h"
+
+#include "coherence.h"
+#include "log.h"
+#include "runtime.h"
+
+/* Host functions get one pointer of payload.  Packing the doorbell's line
+ * number and the value into it needs no allocation, so a captured graph
+ * can replay it any number of times.  Pools up to 256 GiB fit. */
+static void *pack(const struct cxls_stage *s, const void *p, uint32_t v)
+{
+	uint64_t line = (uint64_t)((const uint8_t *)p - s->host_base) / CXLS_LINE;
+
+	return (void *)(uintptr_t)((line << 32) | v);
+}
+
+static void *unpack(void *data, uint32_t *v)
+{
+	uint64_t x = (uint64_t)(uintptr_t)data;
+	struct cxls_pool *pool = cxls_runtime_pool();
+
+	*v = (uint32_t)x;
+	return pool->base + (x >> 32) * CXLS_LINE;
+}
+
+static void wait_cfg(struct cxls_wait_cfg *w)
+{
+	const struct cxls_runtime *rt = cxls_runtime();
+
+	w->flush = rt->pool->flush_mode;
+	w->spin_us = rt->cfg.wait_spin_us;
+	w->sleep_max_us = rt->cfg.wait_sleep_max_us;
+}
+
+static void host_ring(void *data)
+{
+	uint32_t v;
+	struct cxls_bell *b = unpack(data, &v);
+
+	cxls_bell_ring(b, v, cxls_runtime_pool()->flush_mode);
+}
+
+static void host_wait(void *data)
+{
+	struct cxls_wait_cfg w;
+	uint32_t v;
+	struct cxls_bell *b = unpack(data, &v);
+
+	wait_cfg(&w);
+	cxls_bell_wait(b, v, &w);
+}
+
+static void host_flush(void *data)
+{
+	uint32_t lines;
+	void *p = unpack(data, &lines);
+
+	cxls_flush_lines(p, (size_t)lines * CXLS_LINE);
+}
+
+static int check(const struct cxls_stage *s, CUresult r, const char *what)
+{
+	(void)s;
+	if (r == CUDA_SUCCESS)
+		return 0;
+	CXLS_WARN("%s failed: %s", what, cxls_cuda_strerror(r));
+	return -1;
+}
+
+int cxls_stage_copy(const struct cxls_stage *s, CUstream st, CUdeviceptr dst,
+		    CUdeviceptr src, size_t bytes)
+{
+	if (!bytes || dst == src)
+		return 0;
+	return check(s, s->cu->MemcpyAsync(dst, src, bytes, st), "cuMemcpyAsync");
+}
+
+int cxls_stage_ring(const struct cxls_stage *s, CUstream st, struct cxls_bell *b, uint32_t v)
+{
+	if (s->host_wait)
+		return check(s, s->cu->LaunchHostFunc(st, host_ring, pack(s, b, v)),
+			     "cuLaunchHostFunc(ring)");
+	return check(s, s->cu->StreamWriteValue32(st, cxls_stage_dev(s, &b->seq), v, 0),
+		     "cuStreamWriteValue32");
+}
+
+int cxls_stage_wait(const struct cxls_stage *s, CUstream st, struct cxls_bell *b, uint32_t v)
+{
+	if (s->host_wait)
+		return check(s, s->cu->LaunchHostFunc(st, host_wait, pack(s, b, v)),
+			     "cuLaunchHostFunc(wait)");
+	return check(s, s->cu->StreamWaitValue32(st, cxls_stage_dev(s, &b->seq), v,
+						 CU_STREAM_WAIT_VALUE_GEQ),
+		     "cuStreamWaitValue32");
+}
+
+int cxls_stage_flush(const struct cxls_stage *s, CUstream st, const void *p, size_t bytes)
+{
+	uint64_t lines = (bytes + CXLS_LINE - 1) / CXLS_LINE;
+
+	if (!s->flush || !bytes)
+		return 0;
+	return check(s, s->cu->LaunchHostFunc(st, host_flush, pack(s, p, (uint32_t)lines)),
+		     "cuLaunchHostFunc(flush)");
+}
+
+int cxls_stage_fork(const struct cxls_stage *s, CUstream user)
+{
+	if (!s->overlap)
+		return 0;
+	if (check(s, s->cu->EventRecord(s->ev_fork, user), "cuEventRecord") ||
+	    check(s, s->cu->StreamWaitEvent(s->ws, s->ev_fork, 0), "cuStreamWaitEvent") ||
+	    check(s, s->cu->StreamWaitEvent(s->rs, s->ev_fork, 0), "cuStreamWaitEvent"))
+		return -1;
+	return 0;
+}
+
+int cxls_stage_join(const struct cxls_stage *s, CUstream user)
+{
+	if (!s->overlap)
+		return 0;
+	if (check(s, s->cu->EventRecord(s->ev_wjoin, s->ws), "cuEventRecord") ||
+	    check(s, s->cu->EventRecord(s->ev_rjoin, s->rs), "cuEventRecord") ||
+	    check(s, s->cu->StreamWaitEvent(user, s->ev_wjoin, 0), "cuStreamWaitEvent") ||
+	    check(s, s->cu->StreamWaitEvent(user, s->ev_rjoin, 0), "cuStreamWaitEvent"))
+		return -1;
+	return 0;
+}

@@ -1,0 +1,29 @@
+/* stage.h - the four things a pooled collective enqueues on a stream:
+ * a copy, a doorbell ring, a doorbell wait, and (non-coherent pools) a
+ * cache write-back.  With wait.mode=memop the ring and wait are stream
+ * memory operations (no CPU thread blocks, CUDA-graph capturable); with
+ * wait.mode=host they are host functions that use doorbell.c.
+ */
+#ifndef CXLSHIM_CORE_STAGE_H
+#define CXLSHIM_CORE_STAGE_H
+
+#include "comm.h"
+
+int cxls_stage_copy(const struct cxls_stage *s, CUstream st, CUdeviceptr dst,
+		    CUdeviceptr src, size_t bytes);
+int cxls_stage_ring(const struct cxls_stage *s, CUstream st, struct cxls_bell *b, uint32_t v);
+int cxls_stage_wait(const struct cxls_stage *s, CUstream st, struct cxls_bell *b, uint32_t v);
+/* flush mode only: write back / drop pool lines the CPU copied */
+int cxls_stage_flush(const struct cxls_stage *s, CUstream st, const void *p, size_t bytes);
+
+/* Device address of a pool byte. */
+static inline CUdeviceptr cxls_stage_dev(const struct cxls_stage *s, const void *p)
+{
+	return s->dev_base + (CUdeviceptr)((const uint8_t *)p - s->host_base);
+}
+
+/* Fork: the work streams wait for the user stream; join: the reverse. */
+int cxls_stage_fork(const struct cxls_stage *s, CUstream user);
+int cxls_stage_join(const struct cxls_stage *s, CUstream user);
+
+#endif

@@ -1,0 +1,94 @@
+/* watchdog.c - timeouts, dead peers and remote aborts. */
+#include "watchdog.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include "comm.h"
+#include "log.h"
+#include "registry.h"
+
+#define TICK_NS (10 * 1000000L)
+
+/* A peer that left or died while this rank still has work in flight. */
+static int peer_gone(struct cxls_comm *c)
+{
+	for (int r = 0; r < c->nranks; r++)
+		if (r != c->rank && cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
+			return r;
+	return -1;
+}
+
+static void check_comm(struct cxls_comm *c, void *arg)
+{
+	uint64_t now = *(uint64_t *)arg;
+	uint32_t ops, done;
+	int dead;
+
+	if (atomic_load(&c->async_err) == ncclInProgress || !c->lay.chunk)
+		return;
+	atomic_fetch_add(&c->view.ranks[c->rank].heartbeat, 1);
+	if (atomic_load(&c->aborted)) {
+		cxls_comm_unblock(c);
+		return;
+	}
+	if (atomic_load(&c->view.rec->abort_reason) != CXLS_ABORT_NONE) {
+		cxls_log_set_rank(c->rank);
+		CXLS_WARN("comm %p: rank %u aborted the communicator (reason %u)", (void *)c,
+			  atomic_load(&c->view.rec->abort_rank),
+			  atomic_load(&c->view.rec->abort_reason));
+		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, ncclRemoteError);
+		return;
+	}
+	ops = atomic_load(&c->ops);
+	done = cxls_bell_read(&c->view.done[c->rank], c->pool->flush_mode);
+	if (done == ops || done != c->wd_done) {
+		c->wd_done = done;
+		c->wd_since_ns = now;
+		return;
+	}
+	cxls_log_set_rank(c->rank);
+	dead = peer_gone(c);
+	if (dead >= 0) {
+		CXLS_WARN("comm %p: rank %d died or left during collective %u: aborting",
+			  (void *)c, dead, done + 1);
+		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, ncclRemoteError);
+	} else if (now - c->wd_since_ns > (uint64_t)c->timeout_ms * 1000000ull) {
+		CXLS_WARN("comm %p: collective %u made no progress for %u ms: aborting",
+			  (void *)c, done + 1, c->timeout_ms);
+		cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclSystemError);
+	}
+}
+
+static void *watchdog(void *arg)
+{
+	struct timespec tick = { 0, TICK_NS };
+
+	(void)arg;
+	for (;;) {
+		uint64_t now = cxls_now_ns();
+
+		cxls_registry_each(check_comm, &now);
+		nanosleep(&tick, NULL);
+	}
+	return NULL;
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void start(void)
+{
+	pthread_t t;
+	pthread_attr_t attr;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, watchdog, NULL))
+		CXLS_WARN("cannot start the watchdog thread: timeouts are not enforced");
+	pthread_attr_destroy(&attr);
+}
+
+void cxls_watchdog_start(void)
+{
+	pthread_once(&once, start);
+}

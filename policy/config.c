@@ -1,0 +1,529 @@
+/* config.c - defaults, INI file (libinih) and environment overrides.
+ *
+ * Every setting is one row of keys[]: section, key, how to parse it and
+ * where it lives in struct cxls_config.  The file loader, the environment
+ * loader and the printer all walk the same table.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+enum key_type { K_SIZE, K_U32, K_BOOL, K_TRI, K_ENUM, K_STR, K_COLLS, K_MODE };
+
+struct enum_name {
+	const char *name;
+	int value;
+};
+
+struct key {
+	const char *section;
+	const char *name;
+	enum key_type type;
+	size_t off;
+	const struct enum_name *names; /* K_ENUM */
+	const char *help;
+};
+
+static const struct enum_name coherence_names[] = {
+	{ "coherent", CXLS_COHERENT }, { "flush", CXLS_FLUSH }, { NULL, 0 }
+};
+static const struct enum_name wait_names[] = {
+	{ "memop", CXLS_WAIT_MEMOP }, { "host", CXLS_WAIT_HOST }, { NULL, 0 }
+};
+static const struct enum_name fallback_names[] = {
+	{ "nccl", CXLS_FALLBACK_NCCL }, { "fail", CXLS_FALLBACK_FAIL }, { NULL, 0 }
+};
+static const struct enum_name variant_names[] = {
+	{ "all", CXLS_VARIANT_ALL },
+	{ "aggregate", CXLS_VARIANT_AGGREGATE },
+	{ "naive", CXLS_VARIANT_NAIVE },
+	{ NULL, 0 }
+};
+/* Same numbers as core/log.h. */
+static const struct enum_name level_names[] = {
+	{ "none", 0 }, { "warn", 1 }, { "info", 2 }, { "trace", 3 }, { NULL, 0 }
+};
+static const struct enum_name coll_names[] = {
+	{ "allgather", CXLS_COLL_ALLGATHER },
+	{ "broadcast", CXLS_COLL_BROADCAST },
+	{ "all", CXLS_COLL_ALL },
+	{ "none", 0 },
+	{ NULL, 0 }
+};
+
+#define OFF(f) offsetof(struct cxls_config, f)
+
+static const struct key keys[] = {
+	{ "pool", "path", K_STR, OFF(pool_path), NULL,
+	  "pool source: /dev/shm file, file on a DAX/famfs/tmpfs mount, or /dev/daxX.Y" },
+	{ "pool", "size", K_SIZE, OFF(pool_size), NULL, "bytes when creating a file pool" },
+	{ "pool", "devices", K_U32, OFF(pool_devices), NULL, "emulated CXL devices (ND)" },
+	{ "pool", "max_comms", K_U32, OFF(pool_max_comms), NULL, "communicator slots" },
+	{ "pool", "max_ranks", K_U32, OFF(pool_max_ranks), NULL, "ranks per communicator" },
+	{ "pool", "coherence", K_ENUM, OFF(pool_coherence), coherence_names,
+	  "coherent (single host) or flush (non-coherent cross-host pool)" },
+	{ "pool", "mode", K_MODE, OFF(pool_mode), NULL, "octal permissions of a new pool file" },
+	{ "nccl", "enable", K_BOOL, OFF(nccl_enable), NULL, "route collectives to the pool at all" },
+	{ "nccl", "collectives", K_COLLS, OFF(nccl_collectives), coll_names,
+	  "collectives run on the pool (comma list)" },
+	{ "nccl", "min_bytes", K_SIZE, OFF(nccl_min_bytes), NULL, "smallest message on the pool" },
+	{ "nccl", "max_bytes", K_SIZE, OFF(nccl_max_bytes), NULL, "largest message on the pool" },
+	{ "nccl", "min_ranks", K_U32, OFF(nccl_min_ranks), NULL, "smallest communicator on the pool" },
+	{ "nccl", "max_ranks", K_U32, OFF(nccl_max_ranks), NULL, "largest communicator on the pool" },
+	{ "nccl", "fallback", K_ENUM, OFF(nccl_fallback), fallback_names,
+	  "when the pool rendezvous fails: nccl (real library) or fail" },
+	{ "cccl", "variant", K_ENUM, OFF(cccl_variant), variant_names, "all, aggregate or naive" },
+	{ "cccl", "interleave", K_TRI, OFF(cccl_interleave), NULL, "device interleaving" },
+	{ "cccl", "overlap", K_TRI, OFF(cccl_overlap), NULL, "publish/fetch on separate streams" },
+	{ "cccl", "chunk_size", K_SIZE, OFF(cccl_chunk_size), NULL, "bytes per chunk (doorbell)" },
+	{ "cccl", "chunks", K_U32, OFF(cccl_chunks), NULL, "staging chunks per rank" },
+	{ "cccl", "model_devices", K_BOOL, OFF(cccl_model_devices), NULL,
+	  "emulate per-device bandwidth sharing" },
+	{ "cccl", "device_bw", K_SIZE, OFF(cccl_device_bw), NULL, "bytes/s of one modelled device" },
+	{ "wait", "mode", K_ENUM, OFF(wait_mode), wait_names,
+	  "memop (stream memory operations) or host (host functions)" },
+	{ "wait", "spin_us", K_U32, OFF(wait_spin_us), NULL, "spin before sleeping" },
+	{ "wait", "sleep_max_us", K_U32, OFF(wait_sleep_max_us), NULL, "longest backoff sleep" },
+	{ "timeout", "init_ms", K_U32, OFF(timeout_init_ms), NULL, "rendezvous timeout" },
+	{ "timeout", "op_ms", K_U32, OFF(timeout_op_ms), NULL, "collective timeout" },
+	{ "log", "level", K_ENUM, OFF(log_level), level_names, "none, warn, info or trace" },
+	{ "log", "file", K_STR, OFF(log_file), NULL, "log file (default stderr)" },
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+void cxls_config_defaults(struct cxls_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->pool_path, sizeof(cfg->pool_path), "/dev/shm/cxlshim-%u.pool",
+		 (unsigned)getuid());
+	cfg->pool_size = 1ull << 30;
+	cfg->pool_devices = 4;
+	cfg->pool_max_comms = 16;
+	cfg->pool_max_ranks = 64;
+	cfg->pool_coherence = CXLS_COHERENT;
+	cfg->pool_mode = 0600;
+	cfg->nccl_enable = 1;
+	cfg->nccl_collectives = CXLS_COLL_ALL;
+	cfg->nccl_min_bytes = 0;
+	cfg->nccl_max_bytes = UINT64_MAX;
+	cfg->nccl_min_ranks = 1;
+	cfg->nccl_max_ranks = 1u << 20;
+	cfg->nccl_fallback = CXLS_FALLBACK_NCCL;
+	cfg->cccl_variant = CXLS_VARIANT_ALL;
+	cfg->cccl_interleave = -1;
+	cfg->cccl_overlap = -1;
+	cfg->cccl_chunk_size = 0;
+	cfg->cccl_chunks = 8;
+	cfg->cccl_device_bw = 20ull << 30;
+	cfg->wait_mode = CXLS_WAIT_MEMOP;
+	cfg->wait_spin_us = 20;
+	cfg->wait_sleep_max_us = 1000;
+	cfg->timeout_init_ms = 30000;
+	cfg->timeout_op_ms = 60000;
+	cfg->log_level = 1;
+	snprintf(cfg->source, sizeof(cfg->source), "defaults");
+}
+
+static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
+{
+	char *end;
+	unsigned long long v;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	if (*s == '-' || *s == '\0')
+		return -1;
+	if (!strcasecmp(s, "inf") || !strcasecmp(s, "max")) {
+		*out = UINT64_MAX;
+		return 0;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return -1;
+	if (allow_suffix && *end) {
+		int shift = 0;
+		switch (toupper((unsigned char)*end)) {
+		case 'K': shift = 10; break;
+		case 'M': shift = 20; break;
+		case 'G': shift = 30; break;
+		case 'T': shift = 40; break;
+		default: return -1;
+		}
+		end++;
+		if (toupper((unsigned char)*end) == 'I')
+			end++;
+		if (toupper((unsigned char)*end) == 'B')
+			end++;
+		if (v > (UINT64_MAX >> shift))
+			return -1;
+		v <<= shift;
+	}
+	while (isspace((unsigned char)*end))
+		end++;
+	if (*end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+	static const char *yes[] = { "1", "yes", "true", "on" };
+	static const char *no[] = { "0", "no", "false", "off" };
+
+	for (size_t i = 0; i < 4; i++) {
+		if (!strcasecmp(s, yes[i]))
+			return *out = 1, 0;
+		if (!strcasecmp(s, no[i]))
+			return *out = 0, 0;
+	}
+	return -1;
+}
+
+static int parse_enum(const struct enum_name *names, const char *s, int *out)
+{
+	for (; names->name; names++) {
+		if (!strcasecmp(names->name, s)) {
+			*out = names->value;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* "allgather, broadcast" -> bits; every item must be known. */
+static int parse_colls(const struct enum_name *names, const char *s, uint32_t *out)
+{
+	char buf[256], *save = NULL, *tok;
+	uint32_t bits = 0;
+
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+		int v;
+		if (parse_enum(names, tok, &v))
+			return -1;
+		bits |= (uint32_t)v;
+	}
+	*out = bits;
+	return 0;
+}
+
+static const char *type_hint(const struct key *k)
+{
+	switch (k->type) {
+	case K_SIZE: return "a size such as 4096, 1M or 2G";
+	case K_U32: return "an unsigned 32-bit number";
+	case K_BOOL: return "0/1, yes/no, true/false or on/off";
+	case K_TRI: return "0/1, yes/no, true/false, on/off or auto";
+	case K_ENUM: return "one of the listed names";
+	case K_STR: return "a string shorter than 256 bytes";
+	case K_COLLS: return "a comma list of allgather, broadcast, all, none";
+	case K_MODE: return "octal permissions such as 0600";
+	}
+	return "?";
+}
+
+/* Parses value into cfg; returns 0 or -1. */
+static int set_value(struct cxls_config *cfg, const struct key *k, const char *value)
+{
+	void *p = (char *)cfg + k->off;
+	uint64_t v64;
+	int vi;
+
+	switch (k->type) {
+	case K_SIZE:
+		if (parse_u64(value, &v64, 1))
+			return -1;
+		*(uint64_t *)p = v64;
+		return 0;
+	case K_U32:
+	case K_MODE:
+		if (parse_u64(value, &v64, 0) || v64 > UINT32_MAX)
+			return -1;
+		if (k->type == K_MODE && v64 > 0777)
+			return -1;
+		*(uint32_t *)p = (uint32_t)v64;
+		return 0;
+	case K_BOOL:
+		if (parse_bool(value, &vi))
+			return -1;
+		*(int *)p = vi;
+		return 0;
+	case K_TRI:
+		if (!strcasecmp(value, "auto"))
+			return *(int *)p = -1, 0;
+		if (parse_bool(value, &vi))
+			return -1;
+		*(int *)p = vi;
+		return 0;
+	case K_ENUM:
+		if (parse_enum(k->names, value, &vi))
+			return -1;
+		*(int *)p = vi;
+		return 0;
+	case K_STR:
+		if (strlen(value) >= CXLS_PATH_MAX)
+			return -1;
+		strcpy((char *)p, value);
+		return 0;
+	case K_COLLS:
+		return parse_colls(k->names, value, (uint32_t *)p);
+	}
+	return -1;
+}
+
+static const struct key *find_key(const char *section, const char *name)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (!strcasecmp(keys[i].section, section) && !strcasecmp(keys[i].name, name))
+			return &keys[i];
+	return NULL;
+}
+
+struct ini_ctx {
+	struct cxls_config *cfg;
+	struct cxls_config_error *err;
+	const char *path;
+	FILE *file;
+	int failed;
+	int line;
+};
+
+static void set_error(struct cxls_config_error *err, const char *file, int line,
+		      const char *key, const char *msg)
+{
+	snprintf(err->file, sizeof(err->file), "%s", file);
+	err->line = line;
+	snprintf(err->key, sizeof(err->key), "%s", key);
+	snprintf(err->msg, sizeof(err->msg), "%s", msg);
+}
+
+/* libinih's handler has no line number (Debian builds it without
+ * INI_HANDLER_LINENO): the reader below counts the lines it hands out, and
+ * the handler runs right after the line it reports was read. */
+static char *count_lines(char *buf, int size, void *stream)
+{
+	struct ini_ctx *c = stream;
+	char *r = fgets(buf, size, c->file);
+
+	if (r)
+		c->line++;
+	return r;
+}
+
+static int ini_cb(void *user, const char *section, const char *name, const char *value)
+{
+	struct ini_ctx *c = user;
+	const struct key *k;
+	char full[96], msg[160];
+	int line = c->line;
+
+	if (c->failed)
+		return 1;
+	snprintf(full, sizeof(full), "%s.%s", section, name ? name : "");
+	if (!name)
+		return 1; /* section header with no keys yet */
+	k = find_key(section, name);
+	if (!k) {
+		set_error(c->err, c->path, line, full, "unknown key");
+		c->failed = 1;
+		return 1;
+	}
+	if (set_value(c->cfg, k, value)) {
+		snprintf(msg, sizeof(msg), "bad value '%.60s': expected %s", value, type_hint(k));
+		set_error(c->err, c->path, line, full, msg);
+		c->failed = 1;
+	}
+	return 1;
+}
+
+static int load_file(struct cxls_config *cfg, const char *path,
+		     struct cxls_config_error *err)
+{
+	struct ini_ctx c = { cfg, err, path, NULL, 0, 0 };
+	FILE *f = fopen(path, "r");
+	int rc;
+
+	c.file = f;
+	if (!f) {
+		set_error(err, path, 0, "", strerror(errno));
+		return -1;
+	}
+	rc = ini_parse_stream(count_lines, &c, ini_cb, &c);
+	fclose(f);
+	if (c.failed)
+		return -1;
+	if (rc != 0) {
+		set_error(err, path, rc, "", "syntax error");
+		return -1;
+	}
+	snprintf(cfg->source, sizeof(cfg->source), "%s", path);
+	return 0;
+}
+
+/* CXLSHIM_<SECTION>_<KEY>, upper case. */
+static void env_name(const struct key *k, char *buf, size_t len)
+{
+	size_t i;
+
+	snprintf(buf, len, "CXLSHIM_%s_%s", k->section, k->name);
+	for (i = 0; buf[i]; i++)
+		buf[i] = (char)toupper((unsigned char)buf[i]);
+}
+
+static int load_env(struct cxls_config *cfg, struct cxls_config_error *err)
+{
+	char name[96], msg[160];
+	int failed = 0;
+
+	for (size_t i = 0; i < NKEYS; i++) {
+		const char *v;
+
+		env_name(&keys[i], name, sizeof(name));
+		v = getenv(name);
+		if (!v || failed)
+			continue;
+		if (set_value(cfg, &keys[i], v)) {
+			snprintf(msg, sizeof(msg), "bad value '%.60s': expected %s", v,
+				 type_hint(&keys[i]));
+			set_error(err, "environment", 0, name, msg);
+			failed = 1;
+		}
+	}
+	/* NCCL-style shorthand for the log level. */
+	if (!failed && getenv("CXLSHIM_DEBUG")) {
+		int lvl;
+		if (parse_enum(level_names, getenv("CXLSHIM_DEBUG"), &lvl) == 0)
+			cfg->log_level = lvl;
+	}
+	return failed ? -1 : 0;
+}
+
+/* Cross-field checks that a single value parser cannot do. */
+static int validate(const struct cxls_config *cfg, struct cxls_config_error *err)
+{
+	const char *src = cfg->source;
+
+	if (cfg->pool_devices < 1 || cfg->pool_devices > 64)
+		return set_error(err, src, 0, "pool.devices", "must be 1..64"), -1;
+	if (cfg->pool_max_comms < 1 || cfg->pool_max_comms > 1024)
+		return set_error(err, src, 0, "pool.max_comms", "must be 1..1024"), -1;
+	if (cfg->pool_max_ranks < 1 || cfg->pool_max_ranks > 1024)
+		return set_error(err, src, 0, "pool.max_ranks", "must be 1..1024"), -1;
+	if (cfg->pool_size < (16ull << 20))
+		return set_error(err, src, 0, "pool.size", "must be at least 16M"), -1;
+	if (cfg->cccl_chunk_size && (cfg->cccl_chunk_size < 4096 ||
+				     cfg->cccl_chunk_size > (1ull << 30) ||
+				     (cfg->cccl_chunk_size & 4095)))
+		return set_error(err, src, 0, "cccl.chunk_size",
+				 "must be a multiple of 4K between 4K and 1G"), -1;
+	if (cfg->cccl_chunks < 1 || cfg->cccl_chunks > 1024)
+		return set_error(err, src, 0, "cccl.chunks", "must be 1..1024"), -1;
+	if (cfg->nccl_min_bytes > cfg->nccl_max_bytes)
+		return set_error(err, src, 0, "nccl.min_bytes", "larger than nccl.max_bytes"), -1;
+	if (cfg->nccl_min_ranks > cfg->nccl_max_ranks)
+		return set_error(err, src, 0, "nccl.min_ranks", "larger than nccl.max_ranks"), -1;
+	if (cfg->timeout_init_ms == 0 || cfg->timeout_op_ms == 0)
+		return set_error(err, src, 0, "timeout", "timeouts must be > 0"), -1;
+	return 0;
+}
+
+int cxls_config_load(struct cxls_config *cfg, const char *path,
+		     struct cxls_config_error *err)
+{
+	memset(err, 0, sizeof(*err));
+	cxls_config_defaults(cfg);
+	if (path && *path && load_file(cfg, path, err))
+		return -1;
+	if (load_env(cfg, err))
+		return -1;
+	if (validate(cfg, err))
+		return -1;
+	cxls_config_finalize(cfg);
+	return 0;
+}
+
+void cxls_config_finalize(struct cxls_config *cfg)
+{
+	int fine = cfg->cccl_variant == CXLS_VARIANT_ALL;
+
+	if (cfg->cccl_interleave < 0)
+		cfg->cccl_interleave = cfg->cccl_variant != CXLS_VARIANT_NAIVE;
+	if (cfg->cccl_overlap < 0)
+		cfg->cccl_overlap = fine;
+	if (!cfg->cccl_chunk_size)
+		cfg->cccl_chunk_size = fine ? (512ull << 10) : (4ull << 20);
+}
+
+static void print_value(const struct cxls_config *cfg, const struct key *k, FILE *out)
+{
+	const void *p = (const char *)cfg + k->off;
+	const struct enum_name *n;
+
+	switch (k->type) {
+	case K_SIZE:
+		fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)p);
+		return;
+	case K_U32:
+		fprintf(out, "%u", *(const uint32_t *)p);
+		return;
+	case K_MODE:
+		fprintf(out, "0%o", *(const uint32_t *)p);
+		return;
+	case K_BOOL:
+	case K_TRI:
+		fprintf(out, "%s", *(const int *)p < 0 ? "auto" : *(const int *)p ? "1" : "0");
+		return;
+	case K_ENUM:
+		for (n = k->names; n->name; n++)
+			if (n->value == *(const int *)p)
+				break;
+		fprintf(out, "%s", n->name ? n->name : "?");
+		return;
+	case K_STR:
+		fprintf(out, "%s", (const char *)p);
+		return;
+	case K_COLLS: {
+		uint32_t bits = *(const uint32_t *)p;
+		const char *sep = "";
+		for (n = k->names; n->name; n++) {
+			if (n->value && (n->value & (n->value - 1)) == 0 &&
+			    (bits & (uint32_t)n->value)) {
+				fprintf(out, "%s%s", sep, n->name);
+				sep = ",";
+			}
+		}
+		if (!*sep)
+			fprintf(out, "none");
+		return;
+	}
+	}
+}
+
+void cxls_config_print(const struct cxls_config *cfg, FILE *out)
+{
+	const char *section = "";
+
+	fprintf(out, "# effective cxlshim policy (from %s + environment)\n", cfg->source);
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct key *k = &keys[i];
+
+		if (strcmp(section, k->section)) {
+			section = k->section;
+			fprintf(out, "\n[%s]\n", section);
+		}
+		fprintf(out, "%s = ", k->name);
+		print_value(cfg, k, out);
+		fprintf(out, "\t; %s\n", k->help);
+	}
+}

@@ -1,0 +1,107 @@
+/* config.h - the effective cxlshim policy.
+ *
+ * One struct holds every setting.  It is filled from built-in defaults, then
+ * the INI file named by CXLSHIM_CONF, then CXLSHIM_<SECTION>_<KEY>
+ * environment overrides (in that order, last wins).  The same key table
+ * drives all three, so a key exists in the file exactly when it exists in the
+ * environment.
+ */
+#ifndef CXLSHIM_POLICY_CONFIG_H
+#define CXLSHIM_POLICY_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#define CXLS_PATH_MAX 256
+
+enum cxls_coherence { CXLS_COHERENT = 0, CXLS_FLUSH = 1 };
+enum cxls_wait_mode { CXLS_WAIT_MEMOP = 0, CXLS_WAIT_HOST = 1 };
+enum cxls_fallback { CXLS_FALLBACK_NCCL = 0, CXLS_FALLBACK_FAIL = 1 };
+
+/* The three CCCL implementations of the paper, section 4. */
+enum cxls_variant {
+	CXLS_VARIANT_ALL = 0,       /* interleave + fine chunks + overlap */
+	CXLS_VARIANT_AGGREGATE = 1, /* interleave, coarse chunks, no overlap */
+	CXLS_VARIANT_NAIVE = 2,     /* sequential placement, no overlap */
+};
+
+/* Bit per collective, used by the routing rule. */
+enum cxls_coll_bit {
+	CXLS_COLL_ALLGATHER = 1u << 0,
+	CXLS_COLL_BROADCAST = 1u << 1,
+};
+#define CXLS_COLL_ALL (CXLS_COLL_ALLGATHER | CXLS_COLL_BROADCAST)
+
+struct cxls_config {
+	/* [pool] */
+	char pool_path[CXLS_PATH_MAX];
+	uint64_t pool_size;
+	uint32_t pool_devices;
+	uint32_t pool_max_comms;
+	uint32_t pool_max_ranks;
+	int pool_coherence;
+	uint32_t pool_mode;        /* file permission bits on create */
+
+	/* [nccl] routing */
+	int nccl_enable;
+	uint32_t nccl_collectives; /* CXLS_COLL_* bits */
+	uint64_t nccl_min_bytes;
+	uint64_t nccl_max_bytes;
+	uint32_t nccl_min_ranks;
+	uint32_t nccl_max_ranks;
+	int nccl_fallback;
+
+	/* [cccl] techniques */
+	int cccl_variant;
+	int cccl_interleave;       /* -1: from the variant */
+	int cccl_overlap;          /* -1: from the variant */
+	uint64_t cccl_chunk_size;  /* 0: from the variant */
+	uint32_t cccl_chunks;      /* staging slots per rank */
+	int cccl_model_devices;    /* emulate per-device bandwidth sharing */
+	uint64_t cccl_device_bw;   /* bytes/s of one modelled device */
+
+	/* [wait] */
+	int wait_mode;
+	uint32_t wait_spin_us;
+	uint32_t wait_sleep_max_us;
+
+	/* [timeout] */
+	uint32_t timeout_init_ms;
+	uint32_t timeout_op_ms;
+
+	/* [log] */
+	int log_level;
+	char log_file[CXLS_PATH_MAX];
+
+	/* where the values came from, for `policy check` and messages */
+	char source[CXLS_PATH_MAX];
+};
+
+/* Error found while loading: the first one is kept. */
+struct cxls_config_error {
+	char file[CXLS_PATH_MAX];
+	int line;                  /* 0 for environment variables */
+	char key[96];
+	char msg[160];
+};
+
+void cxls_config_defaults(struct cxls_config *cfg);
+
+/* Loads defaults + file (path may be NULL: no file) + environment.
+ * Returns 0, or -1 with *err filled; on error *cfg still holds defaults
+ * merged with everything that parsed. */
+int cxls_config_load(struct cxls_config *cfg, const char *path,
+		     struct cxls_config_error *err);
+
+/* Resolves variant-dependent settings (interleave/overlap/chunk size). */
+void cxls_config_finalize(struct cxls_config *cfg);
+
+/* Writes the effective configuration as an INI file. */
+void cxls_config_print(const struct cxls_config *cfg, FILE *out);
+
+/* Routing: should this collective run on the pool?  (policy/route.c) */
+int cxls_route_to_pool(const struct cxls_config *cfg, unsigned coll_bit,
+		       uint64_t bytes, int nranks);
+
+#endif

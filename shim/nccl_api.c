@@ -1,0 +1,480 @@
+/* nccl_api.c - the NCCL API as seen by a preloaded application.
+ *
+ * Thin entry points only: classify the communicator handle, then either
+ * call the core (our communicators) or the real library (everything
+ * else).  The real libnccl calls its own public API through the PLT, so
+ * these functions also see the real library's own communicators: those go
+ * back to it untouched.  No lock is held across a call to the real
+ * library.  Every ncclX is also exported as pncclX, like libnccl does.
+ */
+#include <nccl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/coll.h"
+#include "../core/comm.h"
+#include "../core/log.h"
+#include "../core/nccl_init.h"
+#include "../core/registry.h"
+#include "../core/runtime.h"
+#include "nccl_real.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define PALIAS(name) \
+	EXPORT __typeof__(nccl##name) pnccl##name __attribute__((alias("nccl" #name)))
+
+/* The real entry point, or NULL when there is no real library. */
+#define REAL(name) (cxls_real_nccl() ? cxls_real_nccl()->name : NULL)
+
+/* Forwards to the real library, or fails cleanly without one. */
+#define FORWARD(name, ...)                                                         \
+	do {                                                                       \
+		__typeof__(&pnccl##name) f_ = REAL(name);                          \
+		if (!f_) {                                                         \
+			CXLS_WARN("nccl" #name ": no real NCCL library to call");  \
+			return ncclSystemError;                                    \
+		}                                                                  \
+		return f_(__VA_ARGS__);                                            \
+	} while (0)
+
+/* Our communicator for `comm`, or NULL when it belongs to the real library.
+ * A destroyed one of ours sets *err and returns NULL with *ours = 1. */
+static struct cxls_comm *ours(const void *comm, int *mine, ncclResult_t *err, const char *fn)
+{
+	if (!comm) {
+		*mine = 1;
+		*err = ncclInvalidArgument;
+		CXLS_WARN("%s: NULL communicator", fn);
+		return NULL;
+	}
+	switch (cxls_registry_kind(comm)) {
+	case CXLS_HANDLE_LIVE:
+		*mine = 1;
+		cxls_log_set_rank(((struct cxls_comm *)comm)->rank);
+		return (struct cxls_comm *)comm;
+	case CXLS_HANDLE_DEAD:
+		*mine = 1;
+		*err = ncclInvalidArgument;
+		CXLS_WARN("%s: communicator %p was destroyed", fn, comm);
+		return NULL;
+	default:
+		*mine = 0;
+		return NULL;
+	}
+}
+
+/* Body prologue for calls taking a communicator: ours -> c, dead -> error,
+ * foreign -> real library. */
+#define DISPATCH(fn, comm, ...)                                                    \
+	int mine_;                                                                 \
+	ncclResult_t err_ = ncclSuccess;                                           \
+	struct cxls_comm *c = ours((comm), &mine_, &err_, "nccl" #fn);             \
+	if (!mine_)                                                                \
+		FORWARD(fn, __VA_ARGS__);                                          \
+	if (!c)                                                                    \
+		return err_
+
+/* Entry checks every collective on our communicators shares. */
+static ncclResult_t coll_ready(struct cxls_comm *c, const char *fn)
+{
+	ncclResult_t err;
+
+	if (cxls_comm_usable(c, &err))
+		return ncclSuccess;
+	CXLS_WARN("%s on communicator %p: %s", fn, (void *)c, ncclGetErrorString(err));
+	return err;
+}
+
+static ncclResult_t not_on_pool(struct cxls_comm *c, const char *fn)
+{
+	cxls_comm_set_error(c, "%s is not supported on pool communicators yet", fn);
+	return ncclInvalidUsage;
+}
+
+static const struct cxls_real_init *real_init(struct cxls_real_init *ri)
+{
+	const struct cxls_real_nccl *r = cxls_real_nccl();
+
+	ri->get_unique_id = r ? r->GetUniqueId : NULL;
+	ri->init_rank_config = r ? r->CommInitRankConfig : NULL;
+	ri->init_all = r ? r->CommInitAll : NULL;
+	return ri;
+}
+
+/* ---- library ---------------------------------------------------------- */
+
+EXPORT ncclResult_t ncclGetVersion(int *version)
+{
+	if (!version)
+		return ncclInvalidArgument;
+	if (REAL(GetVersion))
+		return REAL(GetVersion)(version);
+	*version = NCCL_VERSION_CODE; /* pool-only: the headers we were built with */
+	return ncclSuccess;
+}
+PALIAS(GetVersion);
+
+EXPORT const char *ncclGetErrorString(ncclResult_t result)
+{
+	if (REAL(GetErrorString))
+		return REAL(GetErrorString)(result);
+	switch (result) {
+	case ncclSuccess: return "no error";
+	case ncclUnhandledCudaError: return "unhandled cuda error";
+	case ncclSystemError: return "unhandled system error";
+	case ncclInternalError: return "internal error";
+	case ncclInvalidArgument: return "invalid argument";
+	case ncclInvalidUsage: return "invalid usage";
+	case ncclRemoteError: return "remote process exited or there was a network error";
+	case ncclInProgress: return "NCCL operation in progress";
+	default: return "unknown result code";
+	}
+}
+PALIAS(GetErrorString);
+
+EXPORT const char *ncclGetLastError(ncclComm_t comm)
+{
+	if (cxls_registry_kind(comm) != CXLS_HANDLE_FOREIGN)
+		return ((struct cxls_comm *)comm)->last_error;
+	return REAL(GetLastError) ? REAL(GetLastError)(comm) : "";
+}
+PALIAS(GetLastError);
+
+EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size)
+{
+	FORWARD(MemAlloc, ptr, size);
+}
+PALIAS(MemAlloc);
+
+EXPORT ncclResult_t ncclMemFree(void *ptr)
+{
+	FORWARD(MemFree, ptr);
+}
+PALIAS(MemFree);
+
+/* ---- communicators ------------------------------------------------------ */
+
+EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+{
+	struct cxls_real_init ri;
+
+	return cxls_nccl_unique_id(uniqueId, real_init(&ri));
+}
+PALIAS(GetUniqueId);
+
+EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
+					   int rank, ncclConfig_t *config)
+{
+	struct cxls_real_init ri;
+
+	return cxls_nccl_init_rank(comm, nranks, &commId, rank, config, real_init(&ri));
+}
+PALIAS(CommInitRankConfig);
+
+EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+	struct cxls_real_init ri;
+
+	return cxls_nccl_init_rank(comm, nranks, &commId, rank, NULL, real_init(&ri));
+}
+PALIAS(CommInitRank);
+
+EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank,
+					     int nId, ncclUniqueId *commIds,
+					     ncclConfig_t *config)
+{
+	struct cxls_real_init ri;
+
+	if (!commIds || nId < 1)
+		return ncclInvalidArgument;
+	/* our ids carry the whole rendezvous: the first one is enough */
+	if (cxls_runtime()->pool)
+		return cxls_nccl_init_rank(newcomm, nranks, &commIds[0], myrank, config,
+					   real_init(&ri));
+	FORWARD(CommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
+}
+PALIAS(CommInitRankScalable);
+
+EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
+{
+	struct cxls_real_init ri;
+
+	return cxls_nccl_init_all(comm, ndev, devlist, real_init(&ri));
+}
+PALIAS(CommInitAll);
+
+EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+	DISPATCH(CommFinalize, comm, comm);
+	return cxls_comm_finalize(c);
+}
+PALIAS(CommFinalize);
+
+EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+	if (!comm)
+		return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
+	DISPATCH(CommDestroy, comm, comm);
+	return cxls_comm_destroy(c);
+}
+PALIAS(CommDestroy);
+
+EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+	if (!comm)
+		return ncclSuccess;
+	DISPATCH(CommAbort, comm, comm);
+	return cxls_comm_abort(c);
+}
+PALIAS(CommAbort);
+
+EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
+{
+	DISPATCH(CommRevoke, comm, comm, revokeFlags);
+	return not_on_pool(c, "ncclCommRevoke");
+}
+PALIAS(CommRevoke);
+
+EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+				  ncclConfig_t *config)
+{
+	DISPATCH(CommSplit, comm, comm, color, key, newcomm, config);
+	return not_on_pool(c, "ncclCommSplit");
+}
+PALIAS(CommSplit);
+
+EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
+				   int excludeRanksCount, ncclComm_t *newcomm,
+				   ncclConfig_t *config, int shrinkFlags)
+{
+	DISPATCH(CommShrink, comm, comm, excludeRanksList, excludeRanksCount, newcomm, config,
+		 shrinkFlags);
+	return not_on_pool(c, "ncclCommShrink");
+}
+PALIAS(CommShrink);
+
+EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+	if (!asyncError)
+		return ncclInvalidArgument;
+	DISPATCH(CommGetAsyncError, comm, comm, asyncError);
+	return cxls_comm_async_error(c, asyncError);
+}
+PALIAS(CommGetAsyncError);
+
+EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+	if (!count)
+		return ncclInvalidArgument;
+	DISPATCH(CommCount, comm, comm, count);
+	*count = c->nranks;
+	return ncclSuccess;
+}
+PALIAS(CommCount);
+
+EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+{
+	if (!device)
+		return ncclInvalidArgument;
+	DISPATCH(CommCuDevice, comm, comm, device);
+	*device = c->device;
+	return ncclSuccess;
+}
+PALIAS(CommCuDevice);
+
+EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+	if (!rank)
+		return ncclInvalidArgument;
+	DISPATCH(CommUserRank, comm, comm, rank);
+	*rank = c->rank;
+	return ncclSuccess;
+}
+PALIAS(CommUserRank);
+
+/* Registration is an optimisation hint: pool communicators copy through
+ * the pool anyway, so they accept it and hand back the buffer as handle. */
+EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
+				     void **handle)
+{
+	DISPATCH(CommRegister, comm, comm, buff, size, handle);
+	if (!handle)
+		return ncclInvalidArgument;
+	*handle = buff;
+	return ncclSuccess;
+}
+PALIAS(CommRegister);
+
+EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+	DISPATCH(CommDeregister, comm, comm, handle);
+	return ncclSuccess;
+}
+PALIAS(CommDeregister);
+
+EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
+					   ncclWindow_t *win, int winFlags)
+{
+	DISPATCH(CommWindowRegister, comm, comm, buff, size, win, winFlags);
+	return not_on_pool(c, "ncclCommWindowRegister");
+}
+PALIAS(CommWindowRegister);
+
+EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+	DISPATCH(CommWindowDeregister, comm, comm, win);
+	return not_on_pool(c, "ncclCommWindowDeregister");
+}
+PALIAS(CommWindowDeregister);
+
+EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
+					     ncclDataType_t datatype,
+					     ncclScalarResidence_t residence, ncclComm_t comm)
+{
+	DISPATCH(RedOpCreatePreMulSum, comm, op, scalar, datatype, residence, comm);
+	return not_on_pool(c, "ncclRedOpCreatePreMulSum");
+}
+PALIAS(RedOpCreatePreMulSum);
+
+EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+	DISPATCH(RedOpDestroy, comm, op, comm);
+	return not_on_pool(c, "ncclRedOpDestroy");
+}
+PALIAS(RedOpDestroy);
+
+/* ---- collectives ------------------------------------------------------- */
+
+EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+				  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+	ncclResult_t r;
+
+	DISPATCH(AllGather, comm, sendbuff, recvbuff, sendcount, datatype, comm, stream);
+	if ((r = coll_ready(c, "ncclAllGather")))
+		return r;
+	return cxls_allgather(c, sendbuff, recvbuff, sendcount, datatype, (CUstream)stream);
+}
+PALIAS(AllGather);
+
+EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+				  ncclDataType_t datatype, int root, ncclComm_t comm,
+				  cudaStream_t stream)
+{
+	ncclResult_t r;
+
+	DISPATCH(Broadcast, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
+	if ((r = coll_ready(c, "ncclBroadcast")))
+		return r;
+	return cxls_broadcast(c, sendbuff, recvbuff, count, datatype, root, (CUstream)stream);
+}
+PALIAS(Broadcast);
+
+EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+			      ncclComm_t comm, cudaStream_t stream)
+{
+	ncclResult_t r;
+
+	DISPATCH(Bcast, comm, buff, count, datatype, root, comm, stream);
+	if ((r = coll_ready(c, "ncclBcast")))
+		return r;
+	return cxls_broadcast(c, buff, buff, count, datatype, root, (CUstream)stream);
+}
+PALIAS(Bcast);
+
+EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+			       ncclDataType_t datatype, ncclRedOp_t op, int root,
+			       ncclComm_t comm, cudaStream_t stream)
+{
+	DISPATCH(Reduce, comm, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+	return not_on_pool(c, "ncclReduce");
+}
+PALIAS(Reduce);
+
+EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+				  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+				  cudaStream_t stream)
+{
+	DISPATCH(AllReduce, comm, sendbuff, recvbuff, count, datatype, op, comm, stream);
+	return not_on_pool(c, "ncclAllReduce");
+}
+PALIAS(AllReduce);
+
+EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+				      ncclDataType_t datatype, ncclRedOp_t op,
+				      ncclComm_t comm, cudaStream_t stream)
+{
+	DISPATCH(ReduceScatter, comm, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+	return not_on_pool(c, "ncclReduceScatter");
+}
+PALIAS(ReduceScatter);
+
+EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+				 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+	DISPATCH(AlltoAll, comm, sendbuff, recvbuff, count, datatype, comm, stream);
+	return not_on_pool(c, "ncclAlltoAll");
+}
+PALIAS(AlltoAll);
+
+EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+			       ncclDataType_t datatype, int root, ncclComm_t comm,
+			       cudaStream_t stream)
+{
+	DISPATCH(Gather, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
+	return not_on_pool(c, "ncclGather");
+}
+PALIAS(Gather);
+
+EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+				ncclDataType_t datatype, int root, ncclComm_t comm,
+				cudaStream_t stream)
+{
+	DISPATCH(Scatter, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
+	return not_on_pool(c, "ncclScatter");
+}
+PALIAS(Scatter);
+
+EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
+			     int peer, ncclComm_t comm, cudaStream_t stream)
+{
+	DISPATCH(Send, comm, sendbuff, count, datatype, peer, comm, stream);
+	return not_on_pool(c, "ncclSend");
+}
+PALIAS(Send);
+
+EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+			     ncclComm_t comm, cudaStream_t stream)
+{
+	DISPATCH(Recv, comm, recvbuff, count, datatype, peer, comm, stream);
+	return not_on_pool(c, "ncclRecv");
+}
+PALIAS(Recv);
+
+/* ---- groups ------------------------------------------------------------ */
+
+/* Pool collectives are enqueued as they are called (they never block on
+ * peers), so a group only needs to reach the real library, which may hold
+ * real communicators' operations in the same group. */
+EXPORT ncclResult_t ncclGroupStart(void)
+{
+	return REAL(GroupStart) ? REAL(GroupStart)() : ncclSuccess;
+}
+PALIAS(GroupStart);
+
+EXPORT ncclResult_t ncclGroupEnd(void)
+{
+	return REAL(GroupEnd) ? REAL(GroupEnd)() : ncclSuccess;
+}
+PALIAS(GroupEnd);
+
+EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+	if (!simInfo)
+		return ncclInvalidArgument;
+	if (REAL(GroupSimulateEnd))
+		return REAL(GroupSimulateEnd)(simInfo);
+	simInfo->estimatedTime = 0.0f;
+	return ncclSuccess;
+}
+PALIAS(GroupSimulateEnd);

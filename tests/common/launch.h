@@ -1,0 +1,25 @@
+/* launch.h - run one function as N rank processes on this host.
+ *
+ * Used by the tests and the benchmarks: forks nranks children, rank 0 calls
+ * ncclGetUniqueId() (through whatever libnccl / preload is in the process)
+ * and publishes the id to the others through a shared anonymous page.
+ */
+#ifndef CXLSHIM_TESTS_LAUNCH_H
+#define CXLSHIM_TESTS_LAUNCH_H
+
+#include <nccl.h>
+
+typedef int (*launch_rank_fn)(int rank, int nranks, const ncclUniqueId *id,
+                              void *arg);
+
+/* Forks nranks processes, each runs fn(rank, nranks, &id, arg) and exits with
+ * its return value. Returns 0 when every rank returned 0, otherwise the first
+ * non-zero exit status (or 128+signal). Kills every rank still running after
+ * timeout_s seconds and returns 124 in that case. */
+int launch_ranks(int nranks, launch_rank_fn fn, void *arg, int timeout_s);
+
+/* Host-side barrier among the ranks of the current launch_ranks() call
+ * (process-shared, futex based, reusable). Only valid inside fn. */
+void launch_barrier(void);
+
+#endif
