@@ -26,7 +26,7 @@ LIB_SRC    = $(SHIM_SRC) $(CORE_SRC) $(POLICY_SRC)
 LIB_OBJ    = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB        = $(BUILD)/libcxlshim.so
 
-.PHONY: all deps check-deps test test-long demo bench clean
+.PHONY: all deps check-deps test test-long test-build demo bench clean
 all: check-deps $(LIB) $(EMU_LIBS)
 
 -include emu/cuda/emu.mk

@@ -35,12 +35,14 @@ const char *cxls_pool_strerror(int err)
 	return "unknown pool error";
 }
 
+/* Covers the immutable geometry; the magic is excluded because it is
+ * stored last, after the checksum, to publish a fully formatted pool. */
 uint32_t cxls_super_checksum(const struct cxls_super *sb)
 {
-	struct cxls_super tmp;
+	size_t from = offsetof(struct cxls_super, version);
 
-	memcpy(&tmp, sb, offsetof(struct cxls_super, checksum));
-	return (uint32_t)cxls_hash64(&tmp, offsetof(struct cxls_super, checksum));
+	return (uint32_t)cxls_hash64((const char *)sb + from,
+				     offsetof(struct cxls_super, checksum) - from);
 }
 
 int cxls_super_check(const struct cxls_super *sb, size_t map_size)

@@ -39,7 +39,7 @@ struct cxls_super {
 	uint64_t comm_stride;
 	uint64_t lane_size;
 	uint64_t created_ns;
-	uint32_t checksum; /* crc32c of the bytes above, this field as 0 */
+	uint32_t checksum; /* hash of version .. created_ns (pool.c) */
 	uint32_t pad0;
 	/* mutable part, outside the checksum */
 	_Alignas(CXLS_LINE) _Atomic uint64_t table_lock; /* owner token or 0 */

@@ -361,12 +361,13 @@ static int load_file(struct cxls_config *cfg, const char *path,
 	}
 	rc = ini_parse_stream(count_lines, &c, ini_cb, &c);
 	fclose(f);
-	if (c.failed)
-		return -1;
-	if (rc != 0) {
+	/* inih goes on after a syntax error: report whichever came first */
+	if (rc > 0 && (!c.failed || rc <= err->line)) {
 		set_error(err, path, rc, "", "syntax error");
 		return -1;
 	}
+	if (c.failed || rc != 0)
+		return -1;
 	snprintf(cfg->source, sizeof(cfg->source), "%s", path);
 	return 0;
 }

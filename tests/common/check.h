@@ -1,0 +1,30 @@
+/* check.h - the tiny assertion vocabulary of the unit tests.
+ *
+ * CHECK(cond, fmt, ...) counts one check, prints "FAIL file:line ..." when
+ * it does not hold, and never stops the test: later checks still run.
+ * CHECK_SUMMARY() prints "N passed, M failed" and yields the exit status.
+ */
+#ifndef CXLSHIM_TESTS_CHECK_H
+#define CXLSHIM_TESTS_CHECK_H
+
+#include <stdio.h>
+
+static int check_passed, check_failed;
+
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (cond) {                                                    \
+			check_passed++;                                        \
+		} else {                                                       \
+			check_failed++;                                        \
+			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			printf(__VA_ARGS__);                                   \
+			printf("\n");                                          \
+		}                                                              \
+	} while (0)
+
+#define CHECK_SUMMARY()                                                        \
+	(printf("%d passed, %d failed\n", check_passed, check_failed),         \
+	 check_failed ? 1 : 0)
+
+#endif

@@ -1,0 +1,138 @@
+/* test_layout.c - CCCL placement: every slot inside the communicator's
+ * lanes, no two slots overlapping, and devices assigned as the paper says. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/layout.h"
+#include "../../core/pool_format.h"
+#include "../common/check.h"
+
+static struct cxls_super geometry(uint32_t ndev, uint32_t comms, uint64_t lane)
+{
+	struct cxls_super sb;
+
+	memset(&sb, 0, sizeof(sb));
+	sb.ndev = ndev;
+	sb.max_comms = comms;
+	sb.lane_size = lane;
+	sb.dev_size = lane * comms;
+	sb.dev_offset = 1 << 20;
+	return sb;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Offsets sorted: consecutive ones at least a chunk apart, all in a lane. */
+static int disjoint_in_lanes(const struct cxls_layout *l, uint64_t *offs, size_t n,
+			     const struct cxls_super *sb, uint32_t lane)
+{
+	qsort(offs, n, sizeof(*offs), cmp_u64);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t dev = cxls_layout_device(l, offs[i]);
+		uint64_t lane_start = sb->dev_offset + dev * sb->dev_size + lane * sb->lane_size;
+
+		if (dev >= sb->ndev || offs[i] < lane_start ||
+		    offs[i] + l->chunk > lane_start + sb->lane_size)
+			return 0;
+		if (i && offs[i] < offs[i - 1] + l->chunk)
+			return 0;
+	}
+	return 1;
+}
+
+static void sweep(void)
+{
+	static const uint32_t ndevs[] = { 1, 2, 3, 4, 6, 8 };
+	static const uint32_t ranks[] = { 1, 2, 3, 4, 5, 8, 16 };
+
+	for (size_t d = 0; d < sizeof(ndevs) / 4; d++)
+		for (size_t r = 0; r < sizeof(ranks) / 4; r++)
+			for (int il = 0; il < 2; il++) {
+				struct cxls_super sb = geometry(ndevs[d], 4, 8 << 20);
+				struct cxls_layout l;
+				uint32_t n = ranks[r], lane = 2;
+				uint64_t *offs;
+				size_t k = 0;
+
+				if (cxls_layout_init(&l, &sb, lane, n, 512 << 10, 8, il)) {
+					CHECK(0, "ND %u N %u il %d: no layout", ndevs[d], n, il);
+					continue;
+				}
+				offs = malloc(sizeof(*offs) * (n * l.slots + l.bcast_slots));
+				for (uint32_t rk = 0; rk < n; rk++)
+					for (uint32_t s = 0; s < l.slots; s++)
+						offs[k++] = cxls_layout_n2n(&l, rk, s);
+				CHECK(disjoint_in_lanes(&l, offs, k, &sb, lane),
+				      "N-to-N ND %u N %u il %d overlaps or escapes", ndevs[d], n, il);
+				k = 0;
+				for (uint32_t c = 0; c < l.bcast_slots; c++)
+					offs[k++] = cxls_layout_1n(&l, c);
+				CHECK(disjoint_in_lanes(&l, offs, k, &sb, lane),
+				      "1-to-N ND %u N %u il %d overlaps or escapes", ndevs[d], n, il);
+				CHECK(l.bcast_slots >= l.slots, "bcast depth");
+				free(offs);
+			}
+}
+
+/* Equation 4: with ND >= N every rank writes only to its own devices. */
+static void exclusive_devices(void)
+{
+	struct cxls_super sb = geometry(8, 4, 8 << 20);
+	struct cxls_layout l;
+	int owner[8];
+
+	memset(owner, -1, sizeof(owner));
+	CHECK(cxls_layout_init(&l, &sb, 0, 4, 256 << 10, 8, 1) == 0, "init");
+	for (uint32_t r = 0; r < 4; r++)
+		for (uint32_t s = 0; s < l.slots; s++) {
+			uint32_t dev = cxls_layout_device(&l, cxls_layout_n2n(&l, r, s));
+
+			CHECK(owner[dev] == -1 || owner[dev] == (int)r, "device %u shared", dev);
+			owner[dev] = (int)r;
+		}
+	for (int d = 0; d < 8; d++)
+		CHECK(owner[d] >= 0, "device %d unused: 2 devices per rank expected", d);
+}
+
+/* Equations 1-3: consecutive 1-to-N chunks go round robin over devices;
+ * without interleaving they stay on device 0 (CCCL-Naive). */
+static void round_robin(void)
+{
+	struct cxls_super sb = geometry(4, 4, 8 << 20);
+	struct cxls_layout l;
+
+	CHECK(cxls_layout_init(&l, &sb, 1, 4, 256 << 10, 8, 1) == 0, "init");
+	for (uint32_t c = 0; c < 16; c++)
+		CHECK(cxls_layout_device(&l, cxls_layout_1n(&l, c)) == c % 4, "chunk %u", c);
+	CHECK(cxls_layout_init(&l, &sb, 1, 4, 256 << 10, 8, 0) == 0, "init naive");
+	for (uint32_t c = 0; c < 16; c++)
+		CHECK(cxls_layout_device(&l, cxls_layout_1n(&l, c)) == 0, "naive chunk %u", c);
+}
+
+/* The footprint is bounded: a lane too small shrinks slots, then chunks. */
+static void bounded(void)
+{
+	struct cxls_super sb = geometry(2, 16, 1 << 20);
+	struct cxls_layout l;
+
+	CHECK(cxls_layout_init(&l, &sb, 0, 16, 1 << 20, 8, 1) == 0, "fits by shrinking");
+	CHECK((uint64_t)l.slots * 16 * l.chunk <= 2 * (1 << 20), "footprint %u x %llu",
+	      l.slots, (unsigned long long)l.chunk);
+	CHECK(cxls_layout_init(&l, &sb, 0, 1000, 1 << 20, 8, 1) == -1, "1000 ranks cannot fit");
+	CHECK(cxls_layout_init(&l, &sb, 16, 2, 1 << 20, 8, 1) == -1, "lane out of range");
+	CHECK(cxls_layout_init(&l, &sb, 0, 0, 1 << 20, 8, 1) == -1, "zero ranks");
+}
+
+int main(void)
+{
+	sweep();
+	exclusive_devices();
+	round_robin();
+	bounded();
+	return CHECK_SUMMARY();
+}

@@ -1,0 +1,166 @@
+/* test_policy.c - the policy file, environment overrides and routing. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../policy/config.h"
+#include "../common/check.h"
+
+static char *write_file(const char *text)
+{
+	static char path[64];
+	FILE *f;
+
+	strcpy(path, "/tmp/cxlshim-policy-XXXXXX");
+	close(mkstemp(path));
+	f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static void test_defaults(void)
+{
+	struct cxls_config c;
+	struct cxls_config_error e;
+
+	CHECK(cxls_config_load(&c, NULL, &e) == 0, "defaults must load: %s", e.msg);
+	CHECK(c.pool_devices == 4, "%u", c.pool_devices);
+	CHECK(c.cccl_interleave == 1 && c.cccl_overlap == 1, "variant all");
+	CHECK(c.cccl_chunk_size == 512 << 10, "%llu", (unsigned long long)c.cccl_chunk_size);
+	CHECK(c.nccl_collectives == CXLS_COLL_ALL, "%x", c.nccl_collectives);
+}
+
+static void test_file(void)
+{
+	struct cxls_config c;
+	struct cxls_config_error e;
+	char *p = write_file("; comment\n[pool]\npath = /dev/shm/x.pool\nsize = 64M\n"
+			     "devices = 6\ncoherence = flush\n\n[cccl]\nvariant = naive\n"
+			     "chunks = 3\n[nccl]\ncollectives = broadcast\nmax_bytes = 1G\n"
+			     "[wait]\nmode = host\n");
+
+	CHECK(cxls_config_load(&c, p, &e) == 0, "%s:%d %s %s", e.file, e.line, e.key, e.msg);
+	CHECK(!strcmp(c.pool_path, "/dev/shm/x.pool"), "%s", c.pool_path);
+	CHECK(c.pool_size == 64ull << 20, "%llu", (unsigned long long)c.pool_size);
+	CHECK(c.pool_devices == 6 && c.pool_coherence == CXLS_FLUSH, "pool");
+	CHECK(c.cccl_variant == CXLS_VARIANT_NAIVE && c.cccl_interleave == 0 &&
+	      c.cccl_overlap == 0 && c.cccl_chunk_size == 4 << 20, "naive derives the rest");
+	CHECK(c.cccl_chunks == 3, "%u", c.cccl_chunks);
+	CHECK(c.nccl_collectives == CXLS_COLL_BROADCAST, "%x", c.nccl_collectives);
+	CHECK(c.nccl_max_bytes == 1ull << 30, "max_bytes");
+	CHECK(c.wait_mode == CXLS_WAIT_HOST, "wait mode");
+	unlink(p);
+}
+
+/* Every kind of mistake names file, line and key, and loads nothing bad. */
+static void test_errors(void)
+{
+	static const struct { const char *text; int line; const char *key; } bad[] = {
+		{ "[pool]\nsize = 12Q\n", 2, "pool.size" },
+		{ "[pool]\n\n\nfoo = 1\n", 4, "pool.foo" },
+		{ "[cccl]\nvariant = fast\n", 2, "cccl.variant" },
+		{ "[cccl]\ninterleave = maybe\n", 2, "cccl.interleave" },
+		{ "[nccl]\ncollectives = allgather,reduce\n", 2, "nccl.collectives" },
+		{ "[pool]\nsize = -5\n", 2, "pool.size" },
+		{ "[pool]\nmode = 1777\n", 2, "pool.mode" },
+		{ "[pool]\ndevices = 99999999999\n", 2, "pool.devices" },
+	};
+	struct cxls_config c;
+	struct cxls_config_error e;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *p = write_file(bad[i].text);
+
+		CHECK(cxls_config_load(&c, p, &e) == -1, "case %zu must fail", i);
+		CHECK(e.line == bad[i].line, "case %zu: line %d, want %d", i, e.line, bad[i].line);
+		CHECK(!strcmp(e.key, bad[i].key), "case %zu: key %s, want %s", i, e.key,
+		      bad[i].key);
+		CHECK(!strcmp(e.file, p), "case %zu: file %s", i, e.file);
+		unlink(p);
+	}
+	CHECK(cxls_config_load(&c, "/nonexistent/cxlshim.conf", &e) == -1, "missing file");
+	{
+		char *p = write_file("[pool\nsize=1\n");
+		CHECK(cxls_config_load(&c, p, &e) == -1 && e.line == 1, "syntax line %d", e.line);
+		unlink(p);
+	}
+	{
+		char *p = write_file("[pool]\ndevices = 0\n");
+		CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "pool.devices"),
+		      "range check: %s", e.key);
+		unlink(p);
+	}
+}
+
+static void test_env(void)
+{
+	struct cxls_config c;
+	struct cxls_config_error e;
+	char *p = write_file("[pool]\ndevices = 6\n");
+
+	setenv("CXLSHIM_POOL_DEVICES", "8", 1);
+	setenv("CXLSHIM_CCCL_CHUNK_SIZE", "1M", 1);
+	CHECK(cxls_config_load(&c, p, &e) == 0, "%s", e.msg);
+	CHECK(c.pool_devices == 8, "environment overrides the file: %u", c.pool_devices);
+	CHECK(c.cccl_chunk_size == 1 << 20, "chunk");
+	setenv("CXLSHIM_CCCL_CHUNK_SIZE", "1000", 1);
+	CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "cccl.chunk_size"),
+	      "chunk must be 4K aligned: %s", e.key);
+	setenv("CXLSHIM_CCCL_CHUNK_SIZE", "lots", 1);
+	CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "CXLSHIM_CCCL_CHUNK_SIZE") &&
+	      !strcmp(e.file, "environment"), "env error names the variable: %s", e.key);
+	unsetenv("CXLSHIM_CCCL_CHUNK_SIZE");
+	unsetenv("CXLSHIM_POOL_DEVICES");
+	unlink(p);
+}
+
+static void test_route(void)
+{
+	struct cxls_config c;
+
+	cxls_config_defaults(&c);
+	c.nccl_collectives = CXLS_COLL_ALLGATHER;
+	c.nccl_min_bytes = 1024;
+	c.nccl_max_bytes = 1 << 20;
+	c.nccl_max_ranks = 8;
+	CHECK(cxls_route_to_pool(&c, CXLS_COLL_ALLGATHER, 4096, 4), "in range");
+	CHECK(!cxls_route_to_pool(&c, CXLS_COLL_BROADCAST, 4096, 4), "op not listed");
+	CHECK(!cxls_route_to_pool(&c, CXLS_COLL_ALLGATHER, 100, 4), "too small");
+	CHECK(!cxls_route_to_pool(&c, CXLS_COLL_ALLGATHER, 2 << 20, 4), "too large");
+	CHECK(!cxls_route_to_pool(&c, CXLS_COLL_ALLGATHER, 4096, 9), "too many ranks");
+	c.nccl_enable = 0;
+	CHECK(!cxls_route_to_pool(&c, CXLS_COLL_ALLGATHER, 4096, 4), "disabled");
+}
+
+static void test_print(void)
+{
+	struct cxls_config c, d;
+	struct cxls_config_error e;
+	char path[] = "/tmp/cxlshim-print-XXXXXX";
+	FILE *f;
+
+	cxls_config_defaults(&c);
+	c.pool_devices = 5;
+	c.nccl_collectives = CXLS_COLL_BROADCAST;
+	close(mkstemp(path));
+	f = fopen(path, "w");
+	cxls_config_print(&c, f);
+	fclose(f);
+	/* what we print parses back to the same values */
+	CHECK(cxls_config_load(&d, path, &e) == 0, "%s:%d %s %s", e.file, e.line, e.key, e.msg);
+	CHECK(d.pool_devices == 5 && d.nccl_collectives == CXLS_COLL_BROADCAST, "round trip");
+	unlink(path);
+}
+
+int main(void)
+{
+	unsetenv("CXLSHIM_DEBUG");
+	test_defaults();
+	test_file();
+	test_errors();
+	test_env();
+	test_route();
+	test_print();
+	return CHECK_SUMMARY();
+}

@@ -1,0 +1,267 @@
+/* test_pool.c - the pool file, its superblock, the rendezvous in the
+ * communicator table and the doorbells, with real processes. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../core/comm_table.h"
+#include "../../core/doorbell.h"
+#include "../../core/pool.h"
+#include "../../policy/config.h"
+#include "../common/check.h"
+
+static struct cxls_config cfg;
+
+static void fresh_pool(const char *tag)
+{
+	cxls_config_defaults(&cfg);
+	snprintf(cfg.pool_path, sizeof(cfg.pool_path), "/dev/shm/cxlshim-test-%s-%d.pool", tag,
+		 (int)getpid());
+	unlink(cfg.pool_path);
+	cfg.pool_size = 64 << 20;
+	cfg.pool_max_comms = 8;
+	cfg.pool_max_ranks = 16;
+}
+
+static void test_format_and_reopen(void)
+{
+	struct cxls_pool a, b;
+
+	fresh_pool("fmt");
+	CHECK(cxls_pool_open(&a, &cfg) == 0, "create");
+	CHECK(a.sb->magic == CXLS_POOL_MAGIC && a.sb->ndev == 4, "superblock");
+	CHECK(cxls_super_check(a.sb, a.size) == 0, "valid");
+	/* another process's policy with other geometry adopts the pool's */
+	cfg.pool_devices = 2;
+	CHECK(cxls_pool_open(&b, &cfg) == 0, "reopen");
+	CHECK(b.sb->ndev == 4 && !memcmp(a.sb->uuid, b.sb->uuid, 16), "same pool");
+	cxls_pool_close(&b);
+	cxls_pool_close(&a);
+	unlink(cfg.pool_path);
+}
+
+/* Damages one field of a valid pool and expects `want` on reopening. */
+static void damaged(const char *what, size_t off, uint64_t value, int bytes, int want)
+{
+	struct cxls_pool p;
+	int err;
+
+	fresh_pool("bad");
+	CHECK(cxls_pool_open(&p, &cfg) == 0, "create");
+	memcpy((char *)p.sb + off, &value, (size_t)bytes);
+	cxls_pool_close(&p);
+	err = cxls_pool_open(&p, &cfg);
+	CHECK(err == want, "%s: got %d (%s), want %d", what, err, cxls_pool_strerror(err), want);
+	CHECK(p.base == NULL, "%s: nothing left mapped", what);
+	unlink(cfg.pool_path);
+}
+
+static void test_bad_superblocks(void)
+{
+	damaged("magic", offsetof(struct cxls_super, magic), 0x1234, 8, CXLS_POOL_EMAGIC);
+	damaged("version", offsetof(struct cxls_super, version), 99, 4, CXLS_POOL_EVERSION);
+	damaged("ndev", offsetof(struct cxls_super, ndev), 7, 4, CXLS_POOL_ECORRUPT);
+	damaged("dev_size", offsetof(struct cxls_super, dev_size), 1ull << 40, 8,
+		CXLS_POOL_ECORRUPT);
+	damaged("checksum", offsetof(struct cxls_super, checksum), 1, 4, CXLS_POOL_ECORRUPT);
+	/* every byte of the checksummed part matters */
+	for (size_t off = 8; off < offsetof(struct cxls_super, checksum); off += 4)
+		damaged("byte", off, 0x5a5a5a5a, 1, off < 12 ? CXLS_POOL_EVERSION :
+							       CXLS_POOL_ECORRUPT);
+	/* a too-small existing file */
+	fresh_pool("tiny");
+	FILE *f = fopen(cfg.pool_path, "w");
+	fputs("x", f);
+	fclose(f);
+	struct cxls_pool p;
+	CHECK(cxls_pool_open(&p, &cfg) == CXLS_POOL_ESIZE, "tiny file");
+	unlink(cfg.pool_path);
+	/* an unreachable path */
+	snprintf(cfg.pool_path, sizeof(cfg.pool_path), "/nonexistent/dir/pool");
+	CHECK(cxls_pool_open(&p, &cfg) == CXLS_POOL_ENOENT, "missing dir");
+}
+
+static struct cxls_join_args args(uint64_t key, uint32_t n, uint32_t rank, uint32_t ms)
+{
+	struct cxls_join_args a = { .key = { key, ~key }, .nranks = n, .rank = rank,
+				    .timeout_ms = ms, .chunk = 1 << 20, .slots = 4,
+				    .interleave = 1 };
+	return a;
+}
+
+/* n ranks as processes join one record; each exits 0 on success. */
+static void test_rendezvous(uint32_t n)
+{
+	struct cxls_pool p;
+	pid_t pids[16];
+	int ok = 1, st;
+
+	fresh_pool("rdv");
+	CHECK(cxls_pool_open(&p, &cfg) == 0, "create");
+	for (uint32_t r = 0; r < n; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			struct cxls_join_args a = args(42, n, r, 5000);
+			struct cxls_comm_view v;
+			struct cxls_pool q;
+
+			if (cxls_pool_open(&q, &cfg) || cxls_comm_join(&q, &a, &v))
+				_exit(1);
+			_exit(CXLS_PHASE(v.rec->state) == CXLS_COMM_READY && a.chunk == 1 << 20 ?
+				      0 : 2);
+		}
+	}
+	for (uint32_t r = 0; r < n; r++) {
+		waitpid(pids[r], &st, 0);
+		ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	CHECK(ok, "%u ranks rendezvous", n);
+	/* all of them exited without leaving: the record is reclaimable */
+	CHECK(cxls_comm_reclaim(&p) == 1, "dead job's record reclaimed");
+	cxls_pool_close(&p);
+	unlink(cfg.pool_path);
+}
+
+static void test_timeout_and_latecomer(void)
+{
+	struct cxls_pool p;
+	struct cxls_comm_view v;
+	struct cxls_join_args a = args(7, 3, 0, 300), b = args(7, 3, 1, 300);
+
+	fresh_pool("late");
+	CHECK(cxls_pool_open(&p, &cfg) == 0, "create");
+	CHECK(cxls_comm_join(&p, &a, &v) == CXLS_JOIN_ETIMEDOUT, "alone: times out");
+	/* a late rank must not start a new rendezvous: it fails too */
+	CHECK(cxls_comm_join(&p, &b, &v) == CXLS_JOIN_EFAILED, "latecomer fails");
+	cxls_pool_close(&p);
+	unlink(cfg.pool_path);
+}
+
+static void test_mismatch(void)
+{
+	struct cxls_pool p;
+	struct cxls_comm_view v;
+	struct cxls_join_args a = args(9, 2, 0, 2000);
+	pid_t pid;
+	int st;
+
+	fresh_pool("mm");
+	CHECK(cxls_pool_open(&p, &cfg) == 0, "create");
+	pid = fork();
+	if (pid == 0) {
+		struct cxls_join_args b = args(9, 3, 1, 2000); /* disagrees on nranks */
+		struct cxls_pool q;
+
+		usleep(100000);
+		if (cxls_pool_open(&q, &cfg))
+			_exit(9);
+		_exit(cxls_comm_join(&q, &b, &v) == CXLS_JOIN_EINVAL ? 0 : 1);
+	}
+	CHECK(cxls_comm_join(&p, &a, &v) == CXLS_JOIN_EFAILED, "nranks mismatch fails rank 0");
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "and the mismatching rank");
+	/* same rank twice */
+	a = args(10, 2, 0, 2000);
+	pid = fork();
+	if (pid == 0) {
+		struct cxls_join_args b = args(10, 2, 0, 2000);
+		struct cxls_pool q;
+
+		usleep(100000);
+		if (cxls_pool_open(&q, &cfg))
+			_exit(9);
+		_exit(cxls_comm_join(&q, &b, &v) == CXLS_JOIN_EINVAL ? 0 : 1);
+	}
+	CHECK(cxls_comm_join(&p, &a, &v) == CXLS_JOIN_EFAILED, "duplicate rank fails");
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "duplicate detected");
+	CHECK(cxls_comm_join(&p, &(struct cxls_join_args){ .nranks = 0 }, &v) == CXLS_JOIN_EINVAL,
+	      "zero ranks");
+	cxls_pool_close(&p);
+	unlink(cfg.pool_path);
+}
+
+/* A job SIGKILLed mid-rendezvous leaves a record and maybe the table lock;
+ * a new job starts cleanly anyway. */
+static void test_killed_job(void)
+{
+	struct cxls_pool p;
+	struct cxls_comm_view v;
+	pid_t pid;
+
+	fresh_pool("kill");
+	cfg.pool_max_comms = 1; /* the only slot is the dead job's */
+	CHECK(cxls_pool_open(&p, &cfg) == 0, "create");
+	pid = fork();
+	if (pid == 0) {
+		struct cxls_join_args a = args(11, 2, 0, 60000);
+		cxls_comm_join(&p, &a, &v);
+		_exit(0);
+	}
+	usleep(200000);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* also leave the table lock held by the dead process */
+	atomic_store(&p.sb->table_lock, ((uint64_t)0xffffffff << 32) | (uint64_t)pid);
+	{
+		struct cxls_join_args a = args(12, 1, 0, 2000);
+		/* the lock token's host half does not match ours: give it the
+		 * real one so the same-host liveness rule applies */
+		struct cxls_proc_id me;
+		cxls_proc_self(&me);
+		atomic_store(&p.sb->table_lock, (me.boot_hash << 32) | (uint64_t)pid);
+		CHECK(cxls_comm_join(&p, &a, &v) == CXLS_JOIN_OK, "new job after a killed one");
+		cxls_comm_leave(&p, &v, 0);
+		CHECK(CXLS_PHASE(v.rec->state) == CXLS_COMM_FREE, "freed after the last leave");
+	}
+	cxls_pool_close(&p);
+	unlink(cfg.pool_path);
+}
+
+static void test_doorbells(void)
+{
+	struct cxls_bell *b = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+				   -1, 0);
+	struct cxls_wait_cfg w = { 0, 5, 1000 };
+	pid_t pid;
+	int st;
+
+	atomic_store(&b->seq, 0xfffffff0u); /* waits must work across the wrap */
+	pid = fork();
+	if (pid == 0) {
+		for (uint32_t i = 1; i <= 64; i++) {
+			cxls_bell_wait(&b[1], 0xfffffff0u + i, &w);
+			cxls_bell_ring(&b[0], 0xfffffff0u + i, 0);
+		}
+		_exit(0);
+	}
+	for (uint32_t i = 1; i <= 64; i++) {
+		cxls_bell_ring(&b[1], 0xfffffff0u + i, 0);
+		cxls_bell_wait(&b[0], 0xfffffff0u + i, &w);
+	}
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ping-pong across processes");
+	CHECK(cxls_seq_reached(5, 0xfffffff0u) && !cxls_seq_reached(0xfffffff0u, 5), "wrap");
+	CHECK(atomic_load(&b[0].seq) == 0xfffffff0u + 64, "final value");
+	cxls_bell_poison(&b[0], 0);
+	CHECK(cxls_seq_reached(atomic_load(&b[0].seq), 0xfffffff0u + 1000), "poison passes waits");
+	munmap(b, 4096);
+}
+
+int main(void)
+{
+	unsetenv("CXLSHIM_DEBUG");
+	test_format_and_reopen();
+	test_bad_superblocks();
+	test_rendezvous(1);
+	test_rendezvous(2);
+	test_rendezvous(8);
+	test_timeout_and_latecomer();
+	test_mismatch();
+	test_killed_job();
+	test_doorbells();
+	return CHECK_SUMMARY();
+}
