@@ -153,9 +153,26 @@ static void test_print(void)
 	unlink(path);
 }
 
+extern char **environ;
+
+/* The runner sets CXLSHIM_* for the shim; these tests want none of them. */
+static void clear_env(void)
+{
+	char name[128];
+
+	for (int i = 0; environ[i];) {
+		if (!strncmp(environ[i], "CXLSHIM_", 8)) {
+			snprintf(name, sizeof(name), "%.*s", (int)strcspn(environ[i], "="), environ[i]);
+			unsetenv(name);
+			continue;
+		}
+		i++;
+	}
+}
+
 int main(void)
 {
-	unsetenv("CXLSHIM_DEBUG");
+	clear_env();
 	test_defaults();
 	test_file();
 	test_errors();

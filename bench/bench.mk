@@ -1,0 +1,76 @@
+# bench/bench.mk - benchmark targets; included by the top-level Makefile.
+#
+#   make bench-build   build/bench/coll_perf and the MPI baselines that can be
+#                      built here (mpi_perf_openmpi, mpi_perf_mpich)
+#   make bench         bench-build, then bench/baselines.sh for all_gather and
+#                      broadcast at 2 and 4 ranks, 4 MiB .. 64 MiB
+#
+# Which libcudart coll_perf gets at run time: it is linked against the CUDA
+# emulator's libcudart ($(BUILD)/emu, so the emulator must exist first:
+# $(EMU_LIBS)) and carries a RUNPATH (not RPATH: --enable-new-dtags) of
+# $(CUDA_LIB). LD_LIBRARY_PATH is searched before RUNPATH, so
+# LD_LIBRARY_PATH=$(BUILD)/emu selects the emulator; without it the real
+# libcudart.so.13 and libnccl.so.2 in $(CUDA_LIB) are used. Linking against
+# the emulator rather than the real library also keeps the binary free of the
+# real library's symbol versions, which the emulator need not define.
+
+CC ?= gcc
+CUDA_INC ?= /usr/local/cuda/include
+CUDA_LIB ?= /usr/local/cuda/lib
+BUILD ?= build
+MPICC_OPENMPI ?= mpicc.openmpi
+MPICC_MPICH ?= mpicc.mpich
+
+BENCH_CFLAGS ?= -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra
+BENCH_SIZES ?= -b 4M -e 64M -f 2
+BENCH_DIR := $(BUILD)/bench
+# where the emulator fragment puts its libraries (EMU_OUT), else the default
+BENCH_EMU_DIR ?= $(if $(EMU_OUT),$(EMU_OUT),$(BUILD)/emu)
+
+COLL_PERF_SRCS := bench/coll_perf.c bench/bench_util.c tests/common/launch.c
+COLL_PERF_HDRS := bench/bench_util.h tests/common/launch.h
+MPI_PERF_SRCS := bench/mpi_perf.c bench/bench_util.c
+
+BENCH_HAVE_OPENMPI := $(shell command -v $(MPICC_OPENMPI) 2>/dev/null)
+BENCH_HAVE_MPICH := $(shell command -v $(MPICC_MPICH) 2>/dev/null)
+
+BENCH_BINS := $(BENCH_DIR)/coll_perf
+ifneq ($(BENCH_HAVE_OPENMPI),)
+BENCH_BINS += $(BENCH_DIR)/mpi_perf_openmpi
+endif
+ifneq ($(BENCH_HAVE_MPICH),)
+BENCH_BINS += $(BENCH_DIR)/mpi_perf_mpich
+endif
+
+$(BENCH_DIR)/coll_perf: $(COLL_PERF_SRCS) $(COLL_PERF_HDRS) $(EMU_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -I$(CUDA_INC) -Ibench -Itests/common -o $@ $(COLL_PERF_SRCS) \
+	    -L$(BENCH_EMU_DIR) -Wl,-rpath-link,$(BENCH_EMU_DIR) -lcudart \
+	    -L$(CUDA_LIB) -lnccl -Wl,--enable-new-dtags -Wl,-rpath,$(CUDA_LIB)
+
+$(BENCH_DIR)/mpi_perf_openmpi: $(MPI_PERF_SRCS) bench/bench_util.h
+	@mkdir -p $(@D)
+	$(MPICC_OPENMPI) $(BENCH_CFLAGS) -Ibench -o $@ $(MPI_PERF_SRCS)
+
+$(BENCH_DIR)/mpi_perf_mpich: $(MPI_PERF_SRCS) bench/bench_util.h
+	@mkdir -p $(@D)
+	$(MPICC_MPICH) $(BENCH_CFLAGS) -Ibench -o $@ $(MPI_PERF_SRCS)
+
+.PHONY: bench-build bench bench-mpi-check
+
+bench-build: $(BENCH_BINS) bench-mpi-check
+
+bench-mpi-check:
+ifeq ($(BENCH_HAVE_OPENMPI),)
+	@echo "bench: $(MPICC_OPENMPI) not found, mpi_perf_openmpi not built (apt-get install openmpi-bin libopenmpi-dev)"
+endif
+ifeq ($(BENCH_HAVE_MPICH),)
+	@echo "bench: $(MPICC_MPICH) not found, mpi_perf_mpich not built (apt-get install mpich libmpich-dev)"
+endif
+	@true
+
+bench: bench-build $(BUILD)/libcxlshim.so
+	BUILD=$(BUILD) bench/baselines.sh -C all_gather -N 2 $(BENCH_SIZES)
+	BUILD=$(BUILD) bench/baselines.sh -C all_gather -N 4 $(BENCH_SIZES)
+	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 2 $(BENCH_SIZES)
+	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 4 $(BENCH_SIZES)

@@ -1,0 +1,347 @@
+/* emu.h - internals of the CPU emulation of the CUDA driver (libcuda.so.1).
+ *
+ * Model: every emulated device is the host. Device memory is host memory,
+ * a stream is a FIFO drained by its own worker thread, an event is a pair of
+ * sequence counters, a graph is a DAG of the same operations a stream runs.
+ * The opaque CUDA handle types (struct CUstream_st, ...) are defined here, so
+ * a CUstream is directly our stream object and the runtime (cudaStream_t is
+ * the same C type) shares handles with the driver for free.
+ *
+ * Locking order, outermost first: capture lock (capture.c) -> stream lock ->
+ * context lock -> event lock. The handle registry lock and the memory table
+ * lock are leaves.
+ */
+#ifndef CXLSHIM_EMU_CUDA_EMU_H
+#define CXLSHIM_EMU_CUDA_EMU_H
+
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define EMU_DRIVER_VERSION	13000
+#define EMU_MAX_DEVICES		64
+#define EMU_ALLOC_ALIGN		256
+
+/* ---- init.c: process-wide settings, read once by cuInit ---- */
+
+struct emu_config {
+	int ndevices;		/* CUDAEMU_DEVICES, default 8 */
+	unsigned spin_us;	/* CUDAEMU_SPIN_US, default 20 */
+	size_t mem_bytes;	/* CUDAEMU_MEM_MB per device, default 16 GiB */
+	bool check_ptrs;	/* CUDAEMU_CHECK_PTRS, default 1 */
+};
+
+extern struct emu_config emu_config;
+
+/* CUDA_SUCCESS once cuInit ran, CUDA_ERROR_NOT_INITIALIZED before. */
+CUresult emu_check_init(void);
+
+/* ---- handle.c: reference counted objects and the live-handle registry ---- */
+
+enum emu_kind {
+	EMU_KIND_CTX = 1,
+	EMU_KIND_STREAM,
+	EMU_KIND_EVENT,
+	EMU_KIND_GRAPH,
+	EMU_KIND_EXEC,
+};
+
+/* First member of every handle object. The registry only says whether a
+ * pointer is a live handle of some kind; the reference count keeps the
+ * memory alive while queued work or a racing API call still uses it after
+ * the user destroyed the handle. */
+struct emu_obj {
+	enum emu_kind kind;
+	atomic_uint refs;
+	void (*release)(struct emu_obj *obj);
+};
+
+void emu_obj_init(struct emu_obj *obj, enum emu_kind kind,
+		  void (*release)(struct emu_obj *obj));
+void emu_obj_get(struct emu_obj *obj);
+void emu_obj_put(struct emu_obj *obj);
+
+CUresult emu_handle_publish(struct emu_obj *obj);
+/* Unpublishes; false when obj was not a live handle of that kind. */
+bool emu_handle_retire(const void *handle, enum emu_kind kind);
+/* A new reference to a live handle of that kind, or NULL. */
+struct emu_obj *emu_handle_get(const void *handle, enum emu_kind kind);
+
+/* ---- operations: what a stream queue and a graph node hold ---- */
+
+enum emu_op_kind {
+	EMU_OP_COPY,
+	EMU_OP_MEMSET,
+	EMU_OP_WRITE_VALUE,
+	EMU_OP_WAIT_VALUE,
+	EMU_OP_FENCE,		/* memory barrier / flush remote writes */
+	EMU_OP_HOST_FN,
+	EMU_OP_CALLBACK,
+	EMU_OP_EVENT_RECORD,
+	EMU_OP_EVENT_WAIT,
+	EMU_OP_GRAPH,
+};
+
+struct emu_op {
+	enum emu_op_kind kind;
+	union {
+		struct {
+			void *dst;
+			const void *src;
+			size_t bytes;
+		} copy;
+		struct {
+			void *dst;
+			uint32_t value;
+			unsigned width;	/* 1, 2 or 4 bytes per element */
+			size_t count;
+		} memset;
+		struct {
+			void *addr;
+			uint64_t value;
+			unsigned flags;
+			bool is64;
+		} memop;
+		struct {
+			CUhostFn fn;
+			void *arg;
+		} host;
+		struct {
+			CUstreamCallback fn;
+			CUstream stream;
+			void *arg;
+		} callback;
+		struct {
+			struct CUevent_st *event;
+			/* Record: sequence number this op completes. Wait:
+			 * sequence to wait for; 0 means "the latest record at
+			 * the time the op runs" (event nodes of a graph). */
+			uint64_t seq;
+		} event;
+		struct {
+			struct CUgraphExec_st *exec;
+		} graph;
+	} u;
+};
+
+/* Take / drop the references an op holds on events and graph execs. */
+void emu_op_hold(struct emu_op *op);
+void emu_op_release(struct emu_op *op);
+/* Runs op on the calling thread; returns when its effect is complete. */
+void emu_op_run(struct emu_op *op);
+
+/* ---- context.c ---- */
+
+struct CUctx_st {
+	struct emu_obj obj;
+	CUdevice dev;
+	bool primary;
+	unsigned int flags;
+	struct CUstream_st *null_stream;
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	uint64_t inflight;	/* queued ops of all its streams not yet done */
+};
+
+/* The calling thread's current context with a new reference. */
+CUresult emu_ctx_current(struct CUctx_st **out);
+void emu_ctx_put(struct CUctx_st *ctx);
+void emu_ctx_op_begin(struct CUctx_st *ctx);
+void emu_ctx_op_end(struct CUctx_st *ctx);
+/* Blocks until every op queued in ctx completed. */
+void emu_ctx_wait_idle(struct CUctx_st *ctx);
+
+/* ---- device.c ---- */
+
+CUresult emu_check_device(CUdevice dev);
+
+/* ---- stream.c ---- */
+
+struct emu_qop {
+	struct emu_qop *next;
+	struct emu_op op;
+};
+
+struct emu_capture;
+
+struct emu_deps {
+	size_t n, cap;
+	uint32_t *idx;		/* node indices in the capture's graph */
+};
+
+struct CUstream_st {
+	struct emu_obj obj;
+	struct CUctx_st *ctx;	/* holds a reference */
+	unsigned int flags;
+	int priority;
+	bool is_null;
+
+	pthread_mutex_t lock;
+	pthread_cond_t work;	/* worker sleeps here when the queue is empty */
+	pthread_cond_t done;	/* synchronizers sleep here */
+	struct emu_qop *head, *tail;
+	uint64_t submitted, completed;
+	bool worker_started;
+	bool retired;		/* handle destroyed: worker exits when drained */
+
+	/* Capture state, protected by the capture lock. `capturing` is also
+	 * read without it as a fast path for the common, non-capturing case. */
+	atomic_bool capturing;
+	struct emu_capture *cap;
+	struct emu_deps deps;
+	unsigned lane;
+	/* What cuStreamGetCaptureInfo last returned, valid until the next
+	 * call on the stream, as CUDA promises. */
+	CUgraphNode *info_nodes;
+	CUgraphEdgeData *info_edges;
+};
+
+/* Resolves a user stream handle (NULL, CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD mean the current context's default stream) to a new
+ * reference. */
+CUresult emu_stream_get(CUstream handle, struct CUstream_st **out);
+void emu_stream_put(struct CUstream_st *s);
+/* Enqueues (or, while capturing, records into the graph) a copy of op. */
+CUresult emu_stream_submit(struct CUstream_st *s, const struct emu_op *op);
+/* Blocks until everything submitted to s before the call completed. */
+void emu_stream_wait(struct CUstream_st *s);
+CUresult emu_stream_new(struct CUctx_st *ctx, unsigned int flags,
+			int priority, bool is_null, struct CUstream_st **out);
+/* Lets the worker exit (and free s) once its queue drained. */
+void emu_stream_retire(struct CUstream_st *s);
+
+/* ---- event.c ---- */
+
+struct CUevent_st {
+	struct emu_obj obj;
+	unsigned int flags;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t recorded;	/* records issued */
+	uint64_t completed;	/* highest record that ran */
+	struct timespec stamp;	/* when `completed` ran */
+
+	/* Capture bookkeeping (capture lock): a record on a capturing stream
+	 * just remembers which capture and that stream's dependency set, for
+	 * a later cuStreamWaitEvent to join. `in_capture` lets the plain
+	 * record path skip the capture lock when there is nothing to forget. */
+	atomic_bool in_capture;
+	uint64_t cap_id;
+	struct emu_deps cap_deps;
+};
+
+void emu_event_get(struct CUevent_st *ev);
+void emu_event_put(struct CUevent_st *ev);
+/* Allocates the next sequence number for a record of ev. */
+uint64_t emu_event_next_seq(struct CUevent_st *ev);
+void emu_event_complete(struct CUevent_st *ev, uint64_t seq);
+void emu_event_wait_seq(struct CUevent_st *ev, uint64_t seq);
+
+/* ---- memop.c ---- */
+
+void emu_memop_write(void *addr, uint64_t value, bool is64);
+void emu_memop_wait(void *addr, uint64_t value, unsigned flags, bool is64);
+
+/* ---- capture.c ---- */
+
+/* If s is capturing, appends op to its capture graph and returns true
+ * (*res tells how that went); returns false otherwise. */
+bool emu_capture_op(struct CUstream_st *s, const struct emu_op *op,
+		    CUresult *res);
+/* Event record / stream wait event while capturing; same convention. */
+bool emu_capture_record(struct CUstream_st *s, struct CUevent_st *ev,
+			unsigned flags, CUresult *res);
+bool emu_capture_wait(struct CUstream_st *s, struct CUevent_st *ev,
+		      unsigned flags, CUresult *res);
+/* For sync / query on a capturing stream: invalidates its capture. */
+bool emu_capture_forbid(struct CUstream_st *s);
+/* Called when a stream goes away while capturing. */
+void emu_capture_leave(struct CUstream_st *s);
+/* A record outside capture: ev no longer refers to a capture. */
+void emu_capture_forget_event(struct CUevent_st *ev);
+
+/* ---- graph.c ---- */
+
+struct emu_node {
+	struct emu_op op;
+	unsigned lane;		/* which capturing stream produced it */
+	uint32_t ndeps;
+	uint32_t *deps;		/* indices of earlier nodes */
+};
+
+struct CUgraph_st {
+	struct emu_obj obj;
+	size_t n, cap;
+	struct emu_node *nodes;	/* creation order is a topological order */
+	unsigned nlanes;
+};
+
+CUresult emu_graph_new(struct CUgraph_st **out);
+/* Appends a node (taking op's references); *index receives its index. */
+CUresult emu_graph_add(struct CUgraph_st *g, const struct emu_op *op,
+		       unsigned lane, const struct emu_deps *deps,
+		       uint32_t *index);
+void emu_graph_put(struct CUgraph_st *g);
+/* Makes g a live CUgraph handle (end of capture). */
+CUresult emu_graph_publish(struct CUgraph_st *g);
+void emu_exec_get(struct CUgraphExec_st *exec);
+void emu_exec_put(struct CUgraphExec_st *exec);
+void emu_exec_run(struct CUgraphExec_st *exec);
+
+/* ---- deps helpers (capture.c) ---- */
+
+int emu_deps_set(struct emu_deps *d, const struct emu_deps *src);
+int emu_deps_add(struct emu_deps *d, uint32_t idx);
+void emu_deps_free(struct emu_deps *d);
+
+/* ---- memory.c ---- */
+
+enum emu_mem_kind {
+	EMU_MEM_DEVICE,		/* cuMemAlloc */
+	EMU_MEM_HOST,		/* cuMemAllocHost / cuMemHostAlloc */
+	EMU_MEM_REGISTERED,	/* cuMemHostRegister */
+};
+
+struct emu_range {
+	uintptr_t base;
+	size_t size;
+	enum emu_mem_kind kind;
+	CUdevice dev;
+	CUcontext ctx;
+	unsigned int flags;
+	unsigned long long id;
+};
+
+/* Copies the range containing addr to *out; false if none does. */
+bool emu_mem_find(uintptr_t addr, struct emu_range *out);
+/* CUDA_ERROR_INVALID_VALUE unless [addr, addr + bytes) lies in memory a
+ * device can access: a cuMemAlloc block, cuMemHostAlloc'ed or registered
+ * host memory. (CUDAEMU_CHECK_PTRS=0 turns the check off.) */
+CUresult emu_mem_check_access(uintptr_t addr, size_t bytes);
+
+/* ---- small helpers ---- */
+
+static inline uint64_t emu_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU hint for spin loops. */
+static inline void emu_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+#endif

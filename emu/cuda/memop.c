@@ -1,0 +1,253 @@
+/* memop.c - stream memory operations: wait on / write to a 32/64-bit word.
+ *
+ * The word usually lives in a MAP_SHARED mapping that several processes use
+ * as their "device" memory, written by another process's worker or by plain
+ * CPU stores. So waits use SHARED futexes (keyed on the physical page, not on
+ * this process's mm) and never trust a wake-up to arrive: each sleep is
+ * bounded and the condition re-checked, so a writer that does not issue
+ * FUTEX_WAKE still lets the waiter progress within FUTEX_SLICE_NS.
+ *
+ * Ordering: the writer uses a seq_cst store, so everything the stream did
+ * before (copies, memsets on the same worker thread) is visible before the
+ * flag; the waiter loads with acquire, so what the stream does after the
+ * wait sees what the writer published before its store.
+ */
+#include "emu.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define FUTEX_SLICE_NS	(50 * 1000 * 1000)
+
+static long futex(void *addr, int op, uint32_t val,
+		  const struct timespec *timeout)
+{
+	return syscall(SYS_futex, addr, op, val, timeout, NULL, 0);
+}
+
+static uint64_t load_word(void *addr, bool is64)
+{
+	if (is64)
+		return __atomic_load_n((uint64_t *)addr, __ATOMIC_ACQUIRE);
+	return __atomic_load_n((uint32_t *)addr, __ATOMIC_ACQUIRE);
+}
+
+/* The four CUstreamWaitValue_flags conditions. GEQ is a cyclic comparison:
+ * (int32_t)(cur - value) >= 0, so counters may wrap around. */
+static bool satisfied(uint64_t cur, uint64_t value, unsigned cond, bool is64)
+{
+	uint64_t mask = is64 ? UINT64_MAX : UINT32_MAX;
+
+	cur &= mask;
+	value &= mask;
+	switch (cond) {
+	case CU_STREAM_WAIT_VALUE_EQ:
+		return cur == value;
+	case CU_STREAM_WAIT_VALUE_AND:
+		return (cur & value) != 0;
+	case CU_STREAM_WAIT_VALUE_NOR:
+		return (~(cur | value) & mask) != 0;
+	default:
+		if (is64)
+			return (int64_t)(cur - value) >= 0;
+		return (int32_t)(uint32_t)(cur - value) >= 0;
+	}
+}
+
+void emu_memop_write(void *addr, uint64_t value, bool is64)
+{
+	if (is64)
+		__atomic_store_n((uint64_t *)addr, value, __ATOMIC_SEQ_CST);
+	else
+		__atomic_store_n((uint32_t *)addr, (uint32_t)value,
+				 __ATOMIC_SEQ_CST);
+	/* A 64-bit waiter sleeps on the low word, which on little-endian
+	 * hosts is at addr too. */
+	futex(addr, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void emu_memop_wait(void *addr, uint64_t value, unsigned flags, bool is64)
+{
+	const struct timespec slice = { 0, FUTEX_SLICE_NS };
+	unsigned cond = flags & ~(unsigned)CU_STREAM_WAIT_VALUE_FLUSH;
+	uint64_t spin_end = emu_now_ns() + emu_config.spin_us * 1000ull;
+	uint64_t cur;
+
+	/* Short waits are common (the peer is a few µs behind): spin first,
+	 * a futex round trip costs more than that. */
+	do {
+		if (satisfied(load_word(addr, is64), value, cond, is64))
+			goto done;
+		emu_cpu_relax();
+	} while (emu_now_ns() < spin_end);
+
+	for (;;) {
+		cur = load_word(addr, is64);
+		if (satisfied(cur, value, cond, is64))
+			break;
+		/* Returns at once (EAGAIN) if the low word changed since the
+		 * load: no wake-up can be lost between check and sleep. */
+		if (futex(addr, FUTEX_WAIT, (uint32_t)cur, &slice) < 0 &&
+		    errno != ETIMEDOUT && errno != EAGAIN && errno != EINTR)
+			emu_cpu_relax();	/* e.g. ENOSYS: poll */
+	}
+done:
+	if (flags & CU_STREAM_WAIT_VALUE_FLUSH)
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* ---- API ---- */
+
+static CUresult check_memop(CUdeviceptr addr, bool is64)
+{
+	size_t size = is64 ? 8 : 4;
+
+	if (!addr || (addr & (size - 1)))
+		return CUDA_ERROR_INVALID_VALUE;
+	return emu_mem_check_access(addr, size);
+}
+
+static CUresult submit_memop(CUstream stream, enum emu_op_kind kind,
+			     CUdeviceptr addr, uint64_t value,
+			     unsigned int flags, bool is64)
+{
+	struct emu_op op = { .kind = kind };
+	struct CUstream_st *s;
+	CUresult res = emu_stream_get(stream, &s);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = check_memop(addr, is64);
+	if (res != CUDA_SUCCESS)
+		goto out;
+	op.u.memop.addr = (void *)(uintptr_t)addr;
+	op.u.memop.value = value;
+	op.u.memop.flags = flags;
+	op.u.memop.is64 = is64;
+	res = emu_stream_submit(s, &op);
+out:
+	emu_stream_put(s);
+	return res;
+}
+
+static bool wait_flags_ok(unsigned int flags)
+{
+	return (flags & ~(3u | CU_STREAM_WAIT_VALUE_FLUSH)) == 0;
+}
+
+static bool write_flags_ok(unsigned int flags)
+{
+	return (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) == 0;
+}
+
+CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr,
+				cuuint32_t value, unsigned int flags)
+{
+	if (!wait_flags_ok(flags))
+		return CUDA_ERROR_INVALID_VALUE;
+	return submit_memop(stream, EMU_OP_WAIT_VALUE, addr, value, flags,
+			    false);
+}
+
+CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr,
+				cuuint64_t value, unsigned int flags)
+{
+	if (!wait_flags_ok(flags))
+		return CUDA_ERROR_INVALID_VALUE;
+	return submit_memop(stream, EMU_OP_WAIT_VALUE, addr, value, flags,
+			    true);
+}
+
+CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr,
+				 cuuint32_t value, unsigned int flags)
+{
+	if (!write_flags_ok(flags))
+		return CUDA_ERROR_INVALID_VALUE;
+	return submit_memop(stream, EMU_OP_WRITE_VALUE, addr, value, flags,
+			    false);
+}
+
+CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr,
+				 cuuint64_t value, unsigned int flags)
+{
+	if (!write_flags_ok(flags))
+		return CUDA_ERROR_INVALID_VALUE;
+	return submit_memop(stream, EMU_OP_WRITE_VALUE, addr, value, flags,
+			    true);
+}
+
+/* Translates one batch entry; checked before anything is submitted so a
+ * bad entry leaves the stream untouched. */
+static CUresult batch_entry(const CUstreamBatchMemOpParams *p,
+			    struct emu_op *op)
+{
+	memset(op, 0, sizeof(*op));
+	switch (p->operation) {
+	case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+	case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+		op->kind = EMU_OP_WAIT_VALUE;
+		op->u.memop.is64 =
+			p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+		op->u.memop.addr = (void *)(uintptr_t)p->waitValue.address;
+		op->u.memop.value = op->u.memop.is64 ?
+			p->waitValue.value64 : p->waitValue.value;
+		op->u.memop.flags = p->waitValue.flags;
+		if (!wait_flags_ok(p->waitValue.flags))
+			return CUDA_ERROR_INVALID_VALUE;
+		return check_memop(p->waitValue.address, op->u.memop.is64);
+	case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+	case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+		op->kind = EMU_OP_WRITE_VALUE;
+		op->u.memop.is64 =
+			p->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+		op->u.memop.addr = (void *)(uintptr_t)p->writeValue.address;
+		op->u.memop.value = op->u.memop.is64 ?
+			p->writeValue.value64 : p->writeValue.value;
+		op->u.memop.flags = p->writeValue.flags;
+		if (!write_flags_ok(p->writeValue.flags))
+			return CUDA_ERROR_INVALID_VALUE;
+		return check_memop(p->writeValue.address, op->u.memop.is64);
+	case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+	case CU_STREAM_MEM_OP_BARRIER:
+		op->kind = EMU_OP_FENCE;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
+			       CUstreamBatchMemOpParams *paramArray,
+			       unsigned int flags)
+{
+	struct CUstream_st *s;
+	struct emu_op *ops = NULL;
+	CUresult res = emu_stream_get(stream, &s);
+	unsigned int i;
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if ((count && !paramArray) || flags != 0) {
+		res = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	ops = calloc(count ? count : 1, sizeof(*ops));
+	if (!ops) {
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	for (i = 0; i < count && res == CUDA_SUCCESS; i++)
+		res = batch_entry(&paramArray[i], &ops[i]);
+	/* In order, as the GPU front end would process them. */
+	for (i = 0; i < count && res == CUDA_SUCCESS; i++)
+		res = emu_stream_submit(s, &ops[i]);
+out:
+	free(ops);
+	emu_stream_put(s);
+	return res;
+}

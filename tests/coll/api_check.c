@@ -1,0 +1,448 @@
+/* api_check.c - the NCCL API under the preload: bad input, nonblocking
+ * init, ncclCommInitAll, groups, a rank killed mid-collective, abort from
+ * another thread, unusable pools and ranks that disagree on the pool.
+ *
+ *   api_check CASE        (cases: see table at the end)
+ * Prints one line per failed check and "N passed, M failed".
+ */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/check.h"
+#include "../common/launch.h"
+
+#define MIB (1u << 20)
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *dev_alloc(size_t n, int fill)
+{
+	char *p = NULL;
+
+	if (cudaMalloc((void **)&p, n) != cudaSuccess)
+		return NULL;
+	cudaMemset(p, fill, n);
+	return p;
+}
+
+/* AllGather of one byte pattern per rank; returns 1 when correct. */
+static int allgather_ok(ncclComm_t comm, cudaStream_t s, int rank, int n, size_t bytes)
+{
+	char *send = dev_alloc(bytes, 'a' + rank), *recv = dev_alloc(bytes * n, 0);
+	char *host = malloc(bytes * n);
+	int ok;
+
+	ok = ncclAllGather(send, recv, bytes, ncclInt8, comm, s) == ncclSuccess &&
+	     cudaStreamSynchronize(s) == cudaSuccess &&
+	     cudaMemcpy(host, recv, bytes * n, cudaMemcpyDeviceToHost) == cudaSuccess;
+	for (size_t i = 0; ok && i < bytes * n; i++)
+		ok = host[i] == 'a' + (int)(i / bytes);
+	cudaFree(send);
+	cudaFree(recv);
+	free(host);
+	return ok;
+}
+
+static int finish(void)
+{
+	printf("%d passed, %d failed\n", check_passed, check_failed);
+	fflush(stdout);
+	return check_failed ? 1 : 0;
+}
+
+/* ---- bad input ---------------------------------------------------------- */
+
+static void bad_collectives(ncclComm_t comm, cudaStream_t s, int n)
+{
+	char *buf = dev_alloc(MIB, 0), host[64];
+	void *foreign = calloc(1, 8 * MIB); /* zeroed: real NCCL rejects it */
+	int count;
+	ncclResult_t e;
+
+	CHECK(ncclAllGather(NULL, buf, 16, ncclInt8, comm, s) == ncclInvalidArgument, "NULL send");
+	CHECK(ncclAllGather(buf, NULL, 16, ncclInt8, comm, s) == ncclInvalidArgument, "NULL recv");
+	CHECK(ncclAllGather(host, buf, 16, ncclInt8, comm, s) == ncclInvalidArgument,
+	      "host stack buffer");
+	CHECK(ncclAllGather(buf, buf, SIZE_MAX / 2, ncclInt64, comm, s) == ncclInvalidArgument,
+	      "count overflow");
+	CHECK(ncclAllGather(buf, buf, MIB, ncclInt8, comm, s) == ncclInvalidArgument,
+	      "count beyond the allocation");
+	CHECK(ncclAllGather(buf, buf, 16, (ncclDataType_t)99, comm, s) == ncclInvalidArgument,
+	      "bad datatype");
+	CHECK(ncclAllGather(buf, buf, 16, (ncclDataType_t)-1, comm, s) == ncclInvalidArgument,
+	      "negative datatype");
+	CHECK(ncclBroadcast(buf, buf, 16, ncclInt8, -1, comm, s) == ncclInvalidArgument, "root -1");
+	CHECK(ncclBroadcast(buf, buf, 16, ncclInt8, n, comm, s) == ncclInvalidArgument,
+	      "root == nranks");
+	CHECK(ncclBcast(NULL, 16, ncclFloat, 0, comm, s) == ncclInvalidArgument, "Bcast NULL");
+	CHECK(ncclAllGather(buf, buf, 16, ncclInt8, NULL, s) == ncclInvalidArgument, "NULL comm");
+	CHECK(ncclAllGather(buf, buf, 16, ncclInt8, (ncclComm_t)foreign, s) ==
+		      ncclInvalidArgument, "foreign comm goes to real NCCL, which refuses it");
+	CHECK(ncclCommCount((ncclComm_t)foreign, &count) == ncclInvalidArgument, "foreign count");
+	CHECK(ncclCommCount(comm, NULL) == ncclInvalidArgument, "NULL count");
+	CHECK(ncclCommUserRank(comm, NULL) == ncclInvalidArgument, "NULL rank");
+	CHECK(ncclCommCuDevice(comm, NULL) == ncclInvalidArgument, "NULL device");
+	CHECK(ncclCommGetAsyncError(comm, NULL) == ncclInvalidArgument, "NULL async");
+	CHECK(ncclCommGetAsyncError(comm, &e) == ncclSuccess && e == ncclSuccess,
+	      "bad calls leave the communicator healthy");
+	CHECK(ncclAllGather(buf, buf, 0, ncclInt8, comm, s) == ncclSuccess, "count 0");
+	CHECK(ncclGetLastError(comm) && *ncclGetLastError(comm), "last error is kept");
+	free(foreign);
+	cudaFree(buf);
+}
+
+static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER, bad = NCCL_CONFIG_INITIALIZER;
+	ncclComm_t comm, junk;
+	cudaStream_t s;
+	int v;
+
+	(void)arg;
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	bad.magic = 0;
+	CHECK(ncclCommInitRank(NULL, n, *id, rank) == ncclInvalidArgument, "NULL comm out");
+	CHECK(ncclCommInitRank(&junk, n, *id, n) == ncclInvalidArgument, "rank == nranks");
+	CHECK(ncclCommInitRank(&junk, 0, *id, 0) == ncclInvalidArgument, "nranks 0");
+	CHECK(ncclCommInitRank(&junk, n, *id, -1) == ncclInvalidArgument, "rank -1");
+	CHECK(ncclCommInitRankConfig(&junk, n, *id, rank, &bad) == ncclInvalidArgument,
+	      "uninitialised config");
+	CHECK(ncclCommInitRankConfig(&comm, n, *id, rank, &cfg) == ncclSuccess, "init");
+	CHECK(ncclCommCount(comm, &v) == ncclSuccess && v == n, "count %d", v);
+	CHECK(ncclCommUserRank(comm, &v) == ncclSuccess && v == rank, "rank %d", v);
+	CHECK(ncclCommCuDevice(comm, &v) == ncclSuccess && v == rank, "device %d", v);
+	bad_collectives(comm, s, n);
+	CHECK(allgather_ok(comm, s, rank, n, 3 * MIB + 5), "data correct after bad calls");
+	CHECK(ncclCommFinalize(comm) == ncclSuccess, "finalize");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	CHECK(ncclAllGather(NULL, NULL, 0, ncclInt8, comm, s) == ncclInvalidArgument,
+	      "destroyed comm refused");
+	CHECK(ncclCommCount(comm, &v) == ncclInvalidArgument, "destroyed count");
+	CHECK(ncclCommDestroy(comm) == ncclInvalidArgument, "double destroy");
+	CHECK(ncclCommDestroy(NULL) == ncclSuccess, "destroy NULL is a no-op");
+	return finish();
+}
+
+static int case_noargs(void)
+{
+	int v = 0;
+
+	CHECK(ncclGetVersion(NULL) == ncclInvalidArgument, "NULL version");
+	CHECK(ncclGetVersion(&v) == ncclSuccess && v == NCCL_VERSION_CODE,
+	      "real library's version: %d", v);
+	CHECK(ncclGetUniqueId(NULL) == ncclInvalidArgument, "NULL id");
+	CHECK(ncclGetErrorString((ncclResult_t)999) != NULL, "unknown error string");
+	CHECK(ncclCommInitAll(NULL, 2, NULL) == ncclInvalidArgument, "InitAll NULL");
+	CHECK(ncclGroupSimulateEnd(NULL) == ncclInvalidArgument, "SimulateEnd NULL");
+	return finish();
+}
+
+/* ---- init modes ------------------------------------------------------- */
+
+static int case_nonblocking(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclComm_t comm;
+	ncclResult_t r, e = ncclInProgress;
+	cudaStream_t s;
+	double t0 = now_s();
+
+	(void)arg;
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	cfg.blocking = 0;
+	usleep(100000 * rank); /* arrive at different times */
+	r = ncclCommInitRankConfig(&comm, n, *id, rank, &cfg);
+	CHECK(r == ncclInProgress || r == ncclSuccess, "init returns %d", r);
+	CHECK(comm != NULL, "*newcomm valid as soon as init returns");
+	while (e == ncclInProgress && now_s() - t0 < 20) {
+		CHECK(ncclCommGetAsyncError(comm, &e) == ncclSuccess, "poll");
+		usleep(1000);
+	}
+	CHECK(e == ncclSuccess, "init completed: %d", e);
+	CHECK(allgather_ok(comm, s, rank, n, MIB + 3), "collective after nonblocking init");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return finish();
+}
+
+static int case_initall(void)
+{
+	enum { N = 4 };
+	ncclComm_t comms[N], more[N];
+	cudaStream_t s[N];
+	char *send[N], *recv[N], host[N * 4096];
+	int ok = 1;
+
+	CHECK(ncclCommInitAll(comms, N, NULL) == ncclSuccess, "InitAll");
+	CHECK(ncclCommInitAll(more, N, NULL) == ncclSuccess, "a second set at the same time");
+	for (int i = 0; i < N; i++) {
+		int r = -1, d = -1;
+
+		cudaSetDevice(i);
+		cudaStreamCreate(&s[i]);
+		send[i] = dev_alloc(4096, 'A' + i);
+		recv[i] = dev_alloc(N * 4096, 0);
+		ncclCommUserRank(comms[i], &r);
+		ncclCommCuDevice(comms[i], &d);
+		CHECK(r == i && d == i, "comm %d: rank %d device %d", i, r, d);
+	}
+	/* one thread drives all ranks: the group lets it enqueue them all */
+	CHECK(ncclGroupStart() == ncclSuccess, "group start");
+	for (int i = 0; i < N; i++)
+		CHECK(ncclAllGather(send[i], recv[i], 4096, ncclInt8, comms[i], s[i]) == ncclSuccess,
+		      "enqueue %d", i);
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	CHECK(ncclGroupStart() == ncclSuccess, "group start 2");
+	for (int i = 0; i < N; i++)
+		CHECK(ncclBroadcast(send[i], send[i], 4096, ncclInt8, 2, more[i], s[i]) ==
+			      ncclSuccess, "bcast %d", i);
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end 2");
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(i);
+		cudaStreamSynchronize(s[i]);
+		cudaMemcpy(host, recv[i], sizeof(host), cudaMemcpyDeviceToHost);
+		for (int b = 0; b < N * 4096; b++)
+			ok &= host[b] == 'A' + b / 4096;
+		cudaMemcpy(host, send[i], 4096, cudaMemcpyDeviceToHost);
+		for (int b = 0; b < 4096; b++)
+			ok &= host[b] == 'C';
+	}
+	CHECK(ok, "AllGather and Broadcast across the ranks of one process");
+	for (int i = 0; i < N; i++) {
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+		CHECK(ncclCommDestroy(more[i]) == ncclSuccess, "destroy more %d", i);
+	}
+	return finish();
+}
+
+/* ---- failures --------------------------------------------------------- */
+
+/* Polls until the communicator reports an error; returns seconds taken
+ * or -1 when none came within `limit` seconds. */
+static double wait_error(ncclComm_t comm, ncclResult_t *e, double limit)
+{
+	double t0 = now_s();
+
+	do {
+		ncclCommGetAsyncError(comm, e);
+		if (*e != ncclSuccess && *e != ncclInProgress)
+			return now_s() - t0;
+		usleep(2000);
+	} while (now_s() - t0 < limit);
+	return -1;
+}
+
+/* The victim: joins, does one good collective, then dies with the second
+ * one half enqueued. */
+static void victim(int rank, int n, const ncclUniqueId *id)
+{
+	ncclComm_t comm;
+	cudaStream_t s;
+	char *send, *recv;
+
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	if (ncclCommInitRank(&comm, n, *id, rank) != ncclSuccess)
+		_exit(3);
+	if (!allgather_ok(comm, s, rank, n, 4096))
+		_exit(4);
+	launch_barrier();
+	send = dev_alloc(64 * MIB, 1);
+	recv = dev_alloc(64 * MIB * (size_t)n, 0);
+	ncclAllGather(send, recv, 64 * MIB, ncclInt8, comm, s);
+	usleep(20000);
+	raise(SIGKILL);
+}
+
+static int case_kill(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm;
+	cudaStream_t s;
+	ncclResult_t e = ncclSuccess;
+	char *send, *recv;
+	double took;
+
+	(void)arg;
+	if (rank == n - 1) {
+		pid_t pid = fork();
+		int st;
+
+		if (pid == 0)
+			victim(rank, n, id);
+		waitpid(pid, &st, 0);
+		return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? 0 : 1;
+	}
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "first collective");
+	launch_barrier();
+	send = dev_alloc(64 * MIB, 1);
+	recv = dev_alloc(64 * MIB * (size_t)n, 0);
+	/* the death is reported by this call when the watchdog already saw
+	 * it, otherwise by ncclCommGetAsyncError while the call is pending */
+	e = ncclAllGather(send, recv, 64 * MIB, ncclInt8, comm, s);
+	CHECK(e == ncclSuccess || e == ncclRemoteError, "enqueue: %d", e);
+	took = e == ncclSuccess ? wait_error(comm, &e, 20) : 0;
+	CHECK(took >= 0 && e == ncclRemoteError, "peer death reported: %d after %.2fs", e, took);
+	CHECK(ncclAllGather(send, recv, 16, ncclInt8, comm, s) != ncclSuccess,
+	      "a failed communicator refuses new work");
+	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the stream drained after the abort");
+	return finish();
+}
+
+struct aborter {
+	ncclComm_t comm;
+	int delay_ms;
+};
+
+static void *abort_later(void *arg)
+{
+	struct aborter *a = arg;
+
+	usleep((useconds_t)a->delay_ms * 1000);
+	ncclCommAbort(a->comm);
+	return NULL;
+}
+
+/* Rank 0 enqueues a collective rank 1 never joins; another thread aborts. */
+static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm;
+	cudaStream_t s;
+	pthread_t t;
+	struct aborter a;
+	char *buf;
+	double t0;
+
+	(void)arg;
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	buf = dev_alloc(MIB * (size_t)n, 0);
+	if (rank == 0) {
+		a.comm = comm;
+		a.delay_ms = 300;
+		CHECK(ncclAllGather(buf, buf, MIB, ncclInt8, comm, s) == ncclSuccess, "enqueue");
+		t0 = now_s();
+		pthread_create(&t, NULL, abort_later, &a);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "stream sync returns");
+		CHECK(now_s() - t0 < 10, "unblocked by the abort after %.2fs", now_s() - t0);
+		pthread_join(t, NULL);
+	} else {
+		ncclResult_t e = ncclSuccess;
+
+		/* the peer sees the abort as a remote error */
+		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d", e);
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
+	}
+	return finish();
+}
+
+/* ---- pools the shim must not use --------------------------------------- */
+
+static int case_badpool(void)
+{
+	const char *path = getenv("CXLSHIM_POOL_PATH");
+	ncclUniqueId id;
+	FILE *f;
+
+	if (!path)
+		return 2;
+	/* something else's data, 16 MiB of it: must be refused, not formatted */
+	f = fopen(path, "w");
+	for (int i = 0; i < 16 * 1024; i++)
+		fwrite("NOT A CXLSHIM POOL, SOMEBODY ELSE'S DATA.......................", 1, 64, f);
+	fseek(f, 1 << 24, SEEK_SET);
+	fputc(0, f);
+	fclose(f);
+	CHECK(ncclGetUniqueId(&id) == ncclSuccess, "unique id from the real NCCL");
+	CHECK(memcmp(id.internal + 64, "CXLSHMID", 8) != 0, "not a pool id");
+	f = fopen(path, "r");
+	char head[16] = "";
+	CHECK(f && fread(head, 1, 10, f) == 10 && !memcmp(head, "NOT A CXLS", 10),
+	      "the file was left alone");
+	if (f)
+		fclose(f);
+	unlink(path);
+	return finish();
+}
+
+/* Rank 1 sees another pool: nobody may wait forever; both fail cleanly
+ * (fallback=fail) within the init timeout. */
+static int case_mismatch(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm;
+	double t0 = now_s();
+	ncclResult_t r;
+	char path[64];
+
+	(void)arg;
+	if (rank == 1) {
+		snprintf(path, sizeof(path), "/dev/shm/cxlshim-test-other-%d.pool", (int)getpid());
+		setenv("CXLSHIM_POOL_PATH", path, 1);
+	}
+	cudaSetDevice(rank);
+	r = ncclCommInitRank(&comm, n, *id, rank);
+	CHECK(r != ncclSuccess, "rank %d must fail, got %d", rank, r);
+	CHECK(now_s() - t0 < 10, "rank %d gave up after %.2fs", rank, now_s() - t0);
+	if (rank == 1)
+		unlink(path);
+	return finish();
+}
+
+/* ---- driver ------------------------------------------------------------ */
+
+struct rank_case {
+	const char *name;
+	int nranks;
+	launch_rank_fn fn;
+};
+
+static const struct rank_case rank_cases[] = {
+	{ "badargs", 2, case_badargs },
+	{ "nonblocking", 3, case_nonblocking },
+	{ "kill", 3, case_kill },
+	{ "abort", 2, case_abort },
+	{ "mismatch", 2, case_mismatch },
+};
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s badargs|nonblocking|kill|abort|mismatch|noargs|"
+				"initall|badpool\n", argv[0]);
+		return 2;
+	}
+	if (!strcmp(argv[1], "noargs"))
+		return case_noargs();
+	if (!strcmp(argv[1], "initall"))
+		return case_initall();
+	if (!strcmp(argv[1], "badpool"))
+		return case_badpool();
+	for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
+		if (!strcmp(argv[1], rank_cases[i].name)) {
+			int rc = launch_ranks(rank_cases[i].nranks, rank_cases[i].fn, NULL, 120);
+			printf("api_check %s: %s\n", argv[1], rc ? "FAILED" : "ok");
+			return rc;
+		}
+	fprintf(stderr, "unknown case %s\n", argv[1]);
+	return 2;
+}

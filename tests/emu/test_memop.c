@@ -1,0 +1,345 @@
+/* test_memop.c - stream memory operations: wait conditions, wrap-around,
+ * ordering with copies, and wait / write across two processes sharing a
+ * MAP_SHARED file in /dev/shm. */
+#include "check.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ROUNDS		500
+#define DATA_WORDS	(16 * 1024)
+
+/* The shared file: flags on their own cache lines, then the payload. */
+struct shared {
+	uint32_t ready;			/* child -> parent: round done */
+	uint32_t pad0[15];
+	uint32_t consumed;		/* parent -> child: round consumed */
+	uint32_t pad1[15];
+	uint32_t nowake;		/* plain CPU store, no futex wake */
+	uint32_t pad2[15];
+	uint64_t word64;
+	uint64_t pad3[7];
+	uint32_t data[DATA_WORDS];
+};
+
+static struct shared *map_shared(const char *path, int create)
+{
+	int fd = open(path, O_RDWR | (create ? O_CREAT | O_TRUNC : 0), 0600);
+	void *p;
+
+	if (fd < 0)
+		return NULL;
+	if (create && ftruncate(fd, sizeof(struct shared)) < 0) {
+		close(fd);
+		return NULL;
+	}
+	p = mmap(NULL, sizeof(struct shared), PROT_READ | PROT_WRITE,
+		 MAP_SHARED, fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static CUdeviceptr dp(void *p)
+{
+	return (CUdeviceptr)(uintptr_t)p;
+}
+
+/* Both processes: a context on their own device and the file registered. */
+static CUstream setup(struct shared *sh, int dev)
+{
+	CUcontext ctx;
+	CUstream s;
+
+	cuInit(0);
+	cuDevicePrimaryCtxRetain(&ctx, dev);
+	cuCtxSetCurrent(ctx);
+	CHECK_CU(cuMemHostRegister(sh, sizeof(*sh), CU_MEMHOSTREGISTER_PORTABLE),
+		 CUDA_SUCCESS);
+	cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+	return s;
+}
+
+/* Producer: for each round, fill the payload then publish the round. */
+static int child_main(const char *path)
+{
+	struct shared *sh = map_shared(path, 0);
+	CUstream s;
+	uint32_t i;
+
+	if (!sh)
+		return 99;
+	check_watchdog(60);	/* alarms are not inherited across fork */
+	s = setup(sh, 1);
+	for (i = 1; i <= ROUNDS; i++) {
+		cuStreamWaitValue32(s, dp(&sh->consumed), i - 1,
+				    CU_STREAM_WAIT_VALUE_GEQ);
+		cuMemsetD32Async(dp(sh->data), i, DATA_WORDS, s);
+		cuStreamWriteValue32(s, dp(&sh->ready), i, 0);
+	}
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+
+	/* A writer that never calls FUTEX_WAKE must still be seen. */
+	sleep_ms(100);
+	__atomic_store_n(&sh->nowake, 1, __ATOMIC_RELEASE);
+
+	/* 64-bit counter wrapping around. */
+	sleep_ms(50);
+	cuStreamWriteValue64(s, dp(&sh->word64), 3, 0);
+	cuStreamSynchronize(s);
+	return check_failed;
+}
+
+static atomic_int bad_rounds;
+static uint32_t *local_copy;
+static uint32_t round_no;
+
+static void verify_round(void *arg)
+{
+	uint32_t want = ++round_no;
+	int i;
+
+	(void)arg;
+	for (i = 0; i < DATA_WORDS; i++)
+		if (local_copy[i] != want) {
+			atomic_fetch_add(&bad_rounds, 1);
+			return;
+		}
+}
+
+static void test_two_processes(void)
+{
+	char path[64];
+	struct shared *sh;
+	CUdeviceptr local;
+	CUstream s;
+	double t0;
+	pid_t pid;
+	int status, i;
+
+	snprintf(path, sizeof(path), "/dev/shm/cudaemu-test-%d", (int)getpid());
+	sh = map_shared(path, 1);
+	if (!CHECK(sh != NULL, "shared file %s mapped", path))
+		return;
+	sh->word64 = 0xfffffffffffffff0ull;
+	/* Fork before either process touches CUDA: the emulation, like
+	 * CUDA, is not fork safe once initialised. */
+	pid = fork();
+	if (pid == 0)
+		_exit(child_main(path));
+
+	s = setup(sh, 0);
+	cuMemAlloc(&local, DATA_WORDS * sizeof(uint32_t));
+	local_copy = (uint32_t *)(uintptr_t)local;
+	/* Everything is enqueued up front: only the memops order it. */
+	for (i = 1; i <= ROUNDS; i++) {
+		cuStreamWaitValue32(s, dp(&sh->ready), (uint32_t)i,
+				    CU_STREAM_WAIT_VALUE_GEQ);
+		cuMemcpyDtoDAsync(local, dp(sh->data), sizeof(sh->data), s);
+		cuLaunchHostFunc(s, verify_round, NULL);
+		cuStreamWriteValue32(s, dp(&sh->consumed), (uint32_t)i, 0);
+	}
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK(round_no == ROUNDS && atomic_load(&bad_rounds) == 0,
+	      "%d ping-pong rounds across processes, %d with torn data",
+	      round_no, atomic_load(&bad_rounds));
+
+	t0 = now_ms();
+	cuStreamWaitValue32(s, dp(&sh->nowake), 1, CU_STREAM_WAIT_VALUE_EQ);
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK(now_ms() - t0 < 1000,
+	      "wait sees a plain store without wake-up (%.0f ms)",
+	      now_ms() - t0);
+
+	cuStreamWaitValue64(s, dp(&sh->word64), 0xfffffffffffffff8ull,
+			    CU_STREAM_WAIT_VALUE_GEQ);
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK(sh->word64 == 3, "64-bit GEQ satisfied by a wrapped value");
+
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "child process checks passed (status %d)", status);
+	cuStreamDestroy(s);
+	cuMemFree(local);
+	cuMemHostUnregister(sh);
+	munmap(sh, sizeof(*sh));
+	unlink(path);
+}
+
+/* ---- in-process ---- */
+
+static int blocked(CUstream s)
+{
+	sleep_ms(30);
+	return cuStreamQuery(s) == CUDA_ERROR_NOT_READY;
+}
+
+static void test_conditions(CUstream s, CUstream w, uint32_t *word)
+{
+	uint64_t *w64 = (uint64_t *)(word + 2);
+
+	*word = 0xfffffff0u;
+	cuStreamWaitValue32(s, dp(word), 0xfffffff8u, CU_STREAM_WAIT_VALUE_GEQ);
+	CHECK(blocked(s), "GEQ: 0xfffffff0 >= 0xfffffff8 is false");
+	cuStreamWriteValue32(w, dp(word), 5, 0);
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK(*word == 5, "GEQ: wrapped 5 >= 0xfffffff8 (cyclic)");
+
+	*word = 0x7ffffff0u;
+	cuStreamWaitValue32(s, dp(word), 0xfffffff0u, CU_STREAM_WAIT_VALUE_GEQ);
+	CHECK(blocked(s), "GEQ: half the ring ahead counts as behind");
+	__atomic_store_n(word, 0xfffffff0u, __ATOMIC_RELEASE);
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+
+	*word = 1;
+	cuStreamWaitValue32(s, dp(word), 2, CU_STREAM_WAIT_VALUE_EQ);
+	CHECK(blocked(s), "EQ: 1 == 2 is false");
+	cuStreamWriteValue32(w, dp(word), 3, 0);
+	CHECK(blocked(s), "EQ: 3 == 2 is false");
+	cuStreamWriteValue32(w, dp(word), 2, 0);
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+
+	*word = 0x0f;
+	cuStreamWaitValue32(s, dp(word), 0xf0, CU_STREAM_WAIT_VALUE_AND);
+	CHECK(blocked(s), "AND: 0x0f & 0xf0 is zero");
+	cuStreamWriteValue32(w, dp(word), 0x10, 0);
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+
+	*word = 0xffffffffu;
+	cuStreamWaitValue32(s, dp(word), 0x0f, CU_STREAM_WAIT_VALUE_NOR);
+	CHECK(blocked(s), "NOR: ~(0xffffffff | 0x0f) is zero");
+	cuStreamWriteValue32(w, dp(word), 0xfffffff0u, 0);
+	CHECK(blocked(s), "NOR: ~(0xfffffff0 | 0x0f) is zero");
+	cuStreamWriteValue32(w, dp(word), 0x7ffffff0u, 0);
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+
+	*w64 = 0x00000000ffffffffull;
+	cuStreamWaitValue64(s, dp(w64), 0x100000000ull, CU_STREAM_WAIT_VALUE_GEQ);
+	CHECK(blocked(s), "GEQ64: compares all 64 bits");
+	cuStreamWriteValue64(w, dp(w64), 0x100000000ull, 0);
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK(*w64 == 0x100000000ull, "64-bit write landed");
+}
+
+struct order_arg {
+	uint32_t *flag;
+	uint8_t *dst;
+	size_t n;
+	int ok;
+};
+
+/* Spins on the flag like a consumer CPU; the data must be complete. */
+static void *consumer(void *p)
+{
+	struct order_arg *a = p;
+	size_t i;
+
+	while (__atomic_load_n(a->flag, __ATOMIC_ACQUIRE) != 1)
+		;
+	a->ok = 1;
+	for (i = 0; i < a->n; i++)
+		if (a->dst[i] != (uint8_t)(i * 7))
+			a->ok = 0;
+	return NULL;
+}
+
+static void test_ordering(CUstream s, uint32_t *flag)
+{
+	const size_t n = 8 << 20;
+	struct order_arg a = { .flag = flag, .n = n };
+	CUdeviceptr dst;
+	uint8_t *src;
+	pthread_t t;
+	size_t i;
+
+	src = malloc(n);
+	cuMemAlloc(&dst, n);
+	for (i = 0; i < n; i++)
+		src[i] = (uint8_t)(i * 7);
+	*flag = 0;
+	a.dst = (uint8_t *)(uintptr_t)dst;
+	pthread_create(&t, NULL, consumer, &a);
+	cuMemsetD8Async(dst, 0, n, s);
+	cuMemcpyHtoDAsync(dst, src, n, s);
+	cuStreamWriteValue32(s, dp(flag), 1, 0);
+	pthread_join(t, NULL);
+	CHECK(a.ok, "copy before a write is visible to whoever sees the write");
+	cuStreamSynchronize(s);
+	cuMemFree(dst);
+	free(src);
+}
+
+static void test_batch(CUstream s, CUstream w, uint32_t *word)
+{
+	CUstreamBatchMemOpParams p[3];
+
+	memset(p, 0, sizeof(p));
+	word[0] = 0;
+	word[1] = 0;
+	p[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+	p[0].waitValue.address = dp(&word[0]);
+	p[0].waitValue.value = 1;
+	p[0].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+	p[1].flushRemoteWrites.operation = CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
+	p[2].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+	p[2].writeValue.address = dp(&word[1]);
+	p[2].writeValue.value = 77;
+	CHECK_CU(cuStreamBatchMemOp(s, 3, p, 0), CUDA_SUCCESS);
+	CHECK(blocked(s) && word[1] == 0, "batch: write waits for the wait");
+	cuStreamWriteValue32(w, dp(&word[0]), 1, 0);
+	cuStreamSynchronize(s);
+	CHECK(word[1] == 77, "batch: write done after the wait");
+	p[1].operation = (CUstreamBatchMemOpType)99;
+	CHECK_CU(cuStreamBatchMemOp(s, 3, p, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuStreamBatchMemOp(s, 1, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_invalid(CUstream s, uint32_t *word)
+{
+	uint32_t unregistered = 0;
+	CUstream dead;
+
+	CHECK_CU(cuStreamWriteValue32(s, dp(word) + 1, 1, 0),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuStreamWaitValue64(s, dp(word) + 4, 1, 0),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuStreamWaitValue32(s, dp(&unregistered), 1, 0),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuStreamWaitValue32(s, 0, 1, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuStreamWaitValue32(s, dp(word), 1, 0x100),
+		 CUDA_ERROR_INVALID_VALUE);
+	cuStreamCreate(&dead, 0);
+	cuStreamDestroy(dead);
+	CHECK_CU(cuStreamWriteValue32(dead, dp(word), 1, 0),
+		 CUDA_ERROR_INVALID_HANDLE);
+}
+
+int main(void)
+{
+	CUcontext ctx;
+	CUstream s, w;
+	uint32_t *words;
+
+	check_watchdog(60);
+
+	test_two_processes();
+
+	cuDevicePrimaryCtxRetain(&ctx, 0);
+	cuCtxSetCurrent(ctx);
+	cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+	cuStreamCreate(&w, CU_STREAM_NON_BLOCKING);
+	cuMemHostAlloc((void **)&words, 4096, CU_MEMHOSTALLOC_DEVICEMAP);
+	test_conditions(s, w, words);
+	test_ordering(s, words + 16);
+	test_batch(s, w, words + 32);
+	test_invalid(s, words);
+	cuStreamDestroy(s);
+	cuStreamDestroy(w);
+	cuMemFreeHost(words);
+	return check_done();
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# tests/run.sh - every test of `make test` (CXLSHIM_TEST_LONG=1: the long
+# sweep of `make test-long`).  Each step is one program; its output is kept
+# in $BUILD/tests/logs and shown when it fails.  Ends with "N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+LOGS=$BUILD/tests/logs
+LONG=${CXLSHIM_TEST_LONG:-0}
+mkdir -p "$LOGS"
+
+export LD_LIBRARY_PATH=$PWD/$BUILD/emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+SHIM=$PWD/$BUILD/libcxlshim.so
+# every run gets pools of its own, removed at the end
+POOLDIR=/dev/shm
+TAG=cxlshim-test-$$
+export CXLSHIM_POOL_PATH=$POOLDIR/$TAG.pool
+export CXLSHIM_TIMEOUT_OP_MS=${CXLSHIM_TIMEOUT_OP_MS:-20000}
+trap 'rm -f $POOLDIR/$TAG*.pool' EXIT
+
+passed=0
+failed=0
+failures=()
+
+# step NAME CMD...: run, time, record.
+step() {
+	local name=$1 log start rc
+	shift
+	log=$LOGS/$(echo "$name" | tr ' /=,' '____').log
+	start=$(date +%s%N)
+	"$@" >"$log" 2>&1
+	rc=$?
+	printf '%-58s %s %6dms\n' "$name" "$([ $rc = 0 ] && echo PASS || echo FAIL)" \
+		$((($(date +%s%N) - start) / 1000000))
+	if [ $rc = 0 ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures+=("$name")
+		tail -n 30 "$log" | sed 's/^/    | /'
+	fi
+}
+
+shim() { env LD_PRELOAD="$SHIM" "$@"; }
+# pool_env NAME: a fresh pool for runs whose pool geometry differs
+pool() { echo "CXLSHIM_POOL_PATH=$POOLDIR/$TAG-$1.pool"; }
+
+echo "== CUDA CPU emulation"
+step "emu: driver and runtime API" make -s test-emu
+
+echo "== unit"
+for t in policy layout pool; do
+	step "unit: $t" "$BUILD/tests/test_$t"
+done
+
+echo "== NCCL API through the shim"
+step "api: library calls" shim "$BUILD/tests/api_check" noargs
+step "api: bad arguments (2 ranks)" shim "$BUILD/tests/api_check" badargs
+step "api: nonblocking init (3 ranks)" shim "$BUILD/tests/api_check" nonblocking
+step "api: ncclCommInitAll + groups (4 devices)" shim "$BUILD/tests/api_check" initall
+step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
+step "api: rank SIGKILLed mid-collective" env CXLSHIM_TIMEOUT_OP_MS=5000 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" kill
+step "api: new job on the pool after the kill" shim "$BUILD/tests/coll_check" -n 3 -c 1,odd,1M -t int8,float
+step "api: pool with foreign data is refused" env "$(pool bad)" LD_PRELOAD="$SHIM" \
+	"$BUILD/tests/api_check" badpool
+step "api: ranks on different pools fail together" env CXLSHIM_NCCL_FALLBACK=fail \
+	CXLSHIM_TIMEOUT_INIT_MS=1500 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" mismatch
+
+echo "== AllGather / Broadcast, bit-exact: 12 types, in/out of place, every root"
+for n in 1 2 3 4 8; do
+	step "coll: $n ranks, counts 0,1,odd,1M" shim "$BUILD/tests/coll_check" -n $n -c 0,1,odd,1M
+done
+if [ "$LONG" = 1 ]; then
+	for n in 1 2 3 4 8; do
+		step "coll: $n ranks, 64M, all types" shim "$BUILD/tests/coll_check" -n $n -c 64M
+	done
+else
+	step "coll: 2 ranks, 64M, all types" shim "$BUILD/tests/coll_check" -n 2 -c 64M
+	step "coll: 3 ranks, 64M" shim "$BUILD/tests/coll_check" -n 3 -c 64M -t int8,bf16,double
+	step "coll: 4 ranks, 64M" shim "$BUILD/tests/coll_check" -n 4 -c 64M -t uint8,float
+	step "coll: 8 ranks, 64M" shim "$BUILD/tests/coll_check" -n 8 -c 64M -t float -r 3
+fi
+
+echo "== CCCL techniques and pool modes (3 ranks)"
+V=(-n 3 -c 1,odd,1M,5M -t int8,float)
+step "variant naive" env CXLSHIM_CCCL_VARIANT=naive LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "variant aggregate" env CXLSHIM_CCCL_VARIANT=aggregate LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "overlap off" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "interleave off" env CXLSHIM_CCCL_INTERLEAVE=0 LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "tiny window: 64K chunks x 2 slots" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=2 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "host waits (wait.mode=host)" env CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "non-coherent pool (coherence=flush)" env "$(pool flush)" CXLSHIM_POOL_COHERENCE=flush \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "flush + host waits" env "$(pool flush)" CXLSHIM_WAIT_MODE=host \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "1 device" env "$(pool d1)" CXLSHIM_POOL_DEVICES=1 LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "8 devices, 8 ranks" env "$(pool d8)" CXLSHIM_POOL_DEVICES=8 LD_PRELOAD="$SHIM" \
+	"$BUILD/tests/coll_check" -n 8 -c odd,3M -t int8 -r 8
+step "two jobs on one pool at once" bash -c "
+	LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' -n 2 -c 1,2M -i 3 & a=\$!
+	LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' -n 3 -c 1,2M -i 3 & b=\$!
+	wait \$a && wait \$b"
+
+echo
+if [ $failed -gt 0 ]; then
+	echo "failed steps:"
+	printf '  %s\n' "${failures[@]}"
+fi
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]
