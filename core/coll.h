@@ -26,6 +26,7 @@ struct cxls_op {
 	uint32_t g0;            /* first round of this op */
 	uint32_t rounds;
 	size_t bytes;           /* bytes per rank-slice */
+	size_t chunk;           /* bytes per round, <= the layout's block */
 };
 
 ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
@@ -37,12 +38,16 @@ ncclResult_t cxls_op_end(struct cxls_op *op);
  * rounds, wait until every other rank has consumed what the slot held. */
 int cxls_op_wait_consumed(struct cxls_op *op, CUstream st, uint32_t k, uint32_t depth,
 			  int skip_rank);
+static inline size_t cxls_op_off(const struct cxls_op *op, uint32_t k)
+{
+	return (size_t)k * op->chunk;
+}
+
 static inline size_t cxls_op_len(const struct cxls_op *op, uint32_t k)
 {
-	size_t off = (size_t)k * op->c->lay.chunk;
-	size_t left = op->bytes - off;
+	size_t left = op->bytes - cxls_op_off(op, k);
 
-	return left < op->c->lay.chunk ? left : op->c->lay.chunk;
+	return left < op->chunk ? left : op->chunk;
 }
 
 #endif

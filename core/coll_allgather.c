@@ -21,7 +21,7 @@ static int publish(struct cxls_op *op, const char *send, uint32_t k)
 	uint8_t *slot = c->pool->base + cxls_layout_n2n(&c->lay, (uint32_t)c->rank,
 							g % c->lay.slots);
 	size_t len = cxls_op_len(op, k);
-	CUdeviceptr src = (CUdeviceptr)(uintptr_t)(send + (size_t)k * c->lay.chunk);
+	CUdeviceptr src = (CUdeviceptr)(uintptr_t)(send + cxls_op_off(op, k));
 
 	if (cxls_op_wait_consumed(op, op->ws, k, c->lay.slots, c->rank) ||
 	    cxls_stage_copy(s, op->ws, cxls_stage_dev(s, slot), src, len) ||
@@ -43,7 +43,7 @@ static int fetch(struct cxls_op *op, char *recv, uint32_t k)
 		uint8_t *slot = c->pool->base + cxls_layout_n2n(&c->lay, (uint32_t)peer,
 								g % c->lay.slots);
 		CUdeviceptr dst = (CUdeviceptr)(uintptr_t)(recv + (size_t)peer * op->bytes +
-							  (size_t)k * c->lay.chunk);
+							  cxls_op_off(op, k));
 
 		if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], g + 1) ||
 		    cxls_stage_flush(s, op->rs, slot, len) ||

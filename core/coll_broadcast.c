@@ -26,7 +26,7 @@ static int root_publish(struct cxls_op *op, const char *send)
 	for (uint32_t k = 0; k < op->rounds; k++) {
 		uint8_t *slot = bslot(op, k);
 		size_t len = cxls_op_len(op, k);
-		CUdeviceptr src = (CUdeviceptr)(uintptr_t)(send + (size_t)k * c->lay.chunk);
+		CUdeviceptr src = (CUdeviceptr)(uintptr_t)(send + cxls_op_off(op, k));
 
 		if (cxls_op_wait_consumed(op, op->ws, k, c->lay.bcast_slots, c->rank) ||
 		    cxls_stage_copy(s, op->ws, cxls_stage_dev(s, slot), src, len) ||
@@ -39,20 +39,25 @@ static int root_publish(struct cxls_op *op, const char *send)
 }
 
 /* Group size: ND chunks with interleaving (one per device), at most half
- * the staging depth so the root can keep publishing meanwhile. */
-static uint32_t group_size(const struct cxls_comm *c)
+ * the staging depth so the root can keep publishing meanwhile, and at most
+ * an eighth of the message: waiting for a whole group before reading
+ * costs pipeline depth that short messages cannot spare. */
+static uint32_t group_size(const struct cxls_op *op)
 {
+	const struct cxls_comm *c = op->c;
 	uint32_t g = c->lay.interleave ? c->lay.ndev : 1;
 	uint32_t half = c->lay.bcast_slots / 2 ? c->lay.bcast_slots / 2 : 1;
+	uint32_t eighth = op->rounds / 8 ? op->rounds / 8 : 1;
 
-	return g < half ? g : half;
+	g = g < half ? g : half;
+	return g < eighth ? g : eighth;
 }
 
 static int reader_fetch(struct cxls_op *op, char *recv, int root)
 {
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
-	uint32_t gs = group_size(c);
+	uint32_t gs = group_size(op);
 
 	for (uint32_t k0 = 0; k0 < op->rounds; k0 += gs) {
 		uint32_t n = op->rounds - k0 < gs ? op->rounds - k0 : gs;
@@ -63,7 +68,7 @@ static int reader_fetch(struct cxls_op *op, char *recv, int root)
 			uint32_t k = k0 + (i + (uint32_t)c->rank) % n;
 			uint8_t *slot = bslot(op, k);
 			size_t len = cxls_op_len(op, k);
-			CUdeviceptr dst = (CUdeviceptr)(uintptr_t)(recv + (size_t)k * c->lay.chunk);
+			CUdeviceptr dst = (CUdeviceptr)(uintptr_t)(recv + cxls_op_off(op, k));
 
 			if (cxls_stage_flush(s, op->rs, slot, len) ||
 			    cxls_stage_copy(s, op->rs, dst, cxls_stage_dev(s, slot), len))

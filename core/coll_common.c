@@ -53,6 +53,22 @@ ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
 	return ncclSuccess;
 }
 
+/* Bytes per round: the policy's chunk for large messages; smaller ones are
+ * cut in at least MIN_ROUNDS pieces (down to MIN_CHUNK) so that publishing
+ * and fetching still overlap.  Depends only on the message size, so every
+ * rank derives the same rounds. */
+#define MIN_ROUNDS 8
+#define MIN_CHUNK (64u << 10)
+
+static size_t op_chunk(const struct cxls_comm *c, size_t bytes)
+{
+	size_t chunk = (bytes / MIN_ROUNDS + 4095) & ~(size_t)4095;
+
+	if (chunk < MIN_CHUNK)
+		chunk = MIN_CHUNK;
+	return chunk < c->lay.chunk ? chunk : c->lay.chunk;
+}
+
 /* Context current for the enqueue, fork onto the work streams. */
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
 			   size_t bytes)
@@ -66,7 +82,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->rs = s->overlap ? s->rs : stream;
 	op->g0 = atomic_load(&c->round);
 	op->bytes = bytes;
-	op->rounds = (uint32_t)((bytes + c->lay.chunk - 1) / c->lay.chunk);
+	op->chunk = op_chunk(c, bytes);
+	op->rounds = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
 	if (s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
 	    cap == CU_STREAM_CAPTURE_STATUS_ACTIVE)
 		CXLS_INFO("pooled collective captured in a graph: it replays with the same "
