@@ -65,3 +65,14 @@ $(LIB): $(LIB_OBJ)
 
 clean:
 	rm -rf $(BUILD)
+
+# The emulated CUDA stands in when this machine has no NVIDIA GPU.
+HAVE_GPU := $(shell [ -e /dev/nvidia0 ] && echo 1)
+DEMO_ENV  = $(if $(HAVE_GPU),,LD_LIBRARY_PATH=$(BUILD)/emu) LD_PRELOAD=$(BUILD)/libcxlshim.so
+
+demo:
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) -s deps; fi
+	@$(MAKE) -s all bench-build
+	@echo "== 4-rank NCCL job through libcxlshim.so ($(if $(HAVE_GPU),GPU,emulated CUDA)), pool $${CXLSHIM_POOL_PATH:-/dev/shm/cxlshim-$$(id -u).pool}"
+	$(DEMO_ENV) $(BUILD)/bench/coll_perf -C all_gather -N 4 -b 1M -e 64M -f 4
+	$(DEMO_ENV) $(BUILD)/bench/coll_perf -C broadcast -N 4 -b 1M -e 64M -f 4 -r 0

@@ -170,9 +170,23 @@ static void clear_env(void)
 	}
 }
 
+/* The shipped example policies must load. */
+static void test_shipped(void)
+{
+	static const char *files[] = { "conf/cxlshim.conf", "conf/naive.conf",
+				       "conf/cross-host.conf", "conf/broadcast-only.conf" };
+	struct cxls_config c;
+	struct cxls_config_error e;
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		CHECK(cxls_config_load(&c, files[i], &e) == 0, "%s:%d %s: %s", e.file, e.line,
+		      e.key, e.msg);
+}
+
 int main(void)
 {
 	clear_env();
+	test_shipped();
 	test_defaults();
 	test_file();
 	test_errors();
