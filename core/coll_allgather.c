@@ -23,8 +23,10 @@ static int publish(struct cxls_op *op, const char *send, uint32_t k)
 	size_t len = cxls_op_len(op, k);
 	CUdeviceptr src = (CUdeviceptr)(uintptr_t)(send + cxls_op_off(op, k));
 
+	uint32_t dev = cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base));
+
 	if (cxls_op_wait_consumed(op, op->ws, k, c->lay.slots, c->rank) ||
-	    cxls_stage_copy(s, op->ws, cxls_stage_dev(s, slot), src, len) ||
+	    cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), src, len, dev) ||
 	    cxls_stage_flush(s, op->ws, slot, len) ||
 	    cxls_stage_ring(s, op->ws, &c->view.pub[c->rank], g + 1))
 		return -1;
@@ -45,9 +47,11 @@ static int fetch(struct cxls_op *op, char *recv, uint32_t k)
 		CUdeviceptr dst = (CUdeviceptr)(uintptr_t)(recv + (size_t)peer * op->bytes +
 							  cxls_op_off(op, k));
 
+		uint32_t dev = cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base));
+
 		if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], g + 1) ||
 		    cxls_stage_flush(s, op->rs, slot, len) ||
-		    cxls_stage_copy(s, op->rs, dst, cxls_stage_dev(s, slot), len))
+		    cxls_stage_pool_copy(s, op->rs, s->rec_r, dst, cxls_stage_dev(s, slot), len, dev))
 			return -1;
 	}
 	return cxls_stage_ring(s, op->rs, &c->view.ack[c->rank], g + 1);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "devmodel.h"
 #include "log.h"
 #include "registry.h"
 #include "runtime.h"
@@ -117,6 +118,11 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	c->st.flush = c->pool->flush_mode;
 	c->st.host_wait = rt->cfg.wait_mode == CXLS_WAIT_HOST;
 	c->st.overlap = rt->cfg.cccl_overlap;
+	c->st.model = rt->cfg.cccl_model_devices;
+	if (c->st.model) {
+		c->st.rec_w = cxls_devmodel_record();
+		c->st.rec_r = cxls_devmodel_record();
+	}
 	if (c->st.overlap && create_streams(c)) {
 		cxls_comm_set_error(c, "cannot create the communicator's streams");
 		return -1;

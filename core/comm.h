@@ -32,6 +32,8 @@ struct cxls_stage {
 	int host_wait;          /* wait.mode = host: host functions, not memops */
 	int flush;
 	int overlap;            /* separate write and read streams */
+	int model;              /* devmodel.h: emulate device bandwidth */
+	int rec_w, rec_r;       /* devmodel records of the two work streams */
 	CUstream ws, rs;        /* write (publish) and read (fetch) streams */
 	CUevent ev_fork, ev_wjoin, ev_rjoin;
 };

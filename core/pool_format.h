@@ -44,7 +44,11 @@ struct cxls_super {
 	/* mutable part, outside the checksum */
 	_Alignas(CXLS_LINE) _Atomic uint64_t table_lock; /* owner token or 0 */
 	uint64_t table_lock_ns;
+	/* copies in flight per device, for the optional bandwidth model */
+	_Alignas(CXLS_LINE) _Atomic uint32_t dev_active[64];
 };
+
+_Static_assert(sizeof(struct cxls_super) <= CXLS_PAGE, "superblock fits its page");
 
 /* A 32-bit doorbell alone in its line: increasing sequence numbers. */
 struct cxls_bell {

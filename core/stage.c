@@ -2,6 +2,7 @@
 #include "stage.h"
 
 #include "coherence.h"
+#include "devmodel.h"
 #include "log.h"
 #include "runtime.h"
 
@@ -74,6 +75,18 @@ int cxls_stage_copy(const struct cxls_stage *s, CUstream st, CUdeviceptr dst,
 	if (!bytes || dst == src)
 		return 0;
 	return check(s, s->cu->MemcpyAsync(dst, src, bytes, st), "cuMemcpyAsync");
+}
+
+int cxls_stage_pool_copy(const struct cxls_stage *s, CUstream st, int rec, CUdeviceptr dst,
+			 CUdeviceptr src, size_t bytes, uint32_t dev)
+{
+	if (s->model && cxls_devmodel_begin(s, st, rec, dev, bytes))
+		return -1;
+	if (cxls_stage_copy(s, st, dst, src, bytes))
+		return -1;
+	if (s->model && cxls_devmodel_end(s, st, rec))
+		return -1;
+	return 0;
 }
 
 int cxls_stage_ring(const struct cxls_stage *s, CUstream st, struct cxls_bell *b, uint32_t v)

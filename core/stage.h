@@ -11,6 +11,9 @@
 
 int cxls_stage_copy(const struct cxls_stage *s, CUstream st, CUdeviceptr dst,
 		    CUdeviceptr src, size_t bytes);
+/* A copy to or from the pool, on device `dev` (for the bandwidth model). */
+int cxls_stage_pool_copy(const struct cxls_stage *s, CUstream st, int rec, CUdeviceptr dst,
+			 CUdeviceptr src, size_t bytes, uint32_t dev);
 int cxls_stage_ring(const struct cxls_stage *s, CUstream st, struct cxls_bell *b, uint32_t v);
 int cxls_stage_wait(const struct cxls_stage *s, CUstream st, struct cxls_bell *b, uint32_t v);
 /* flush mode only: write back / drop pool lines the CPU copied */

@@ -58,6 +58,7 @@ step "api: library calls" shim "$BUILD/tests/api_check" noargs
 step "api: bad arguments (2 ranks)" shim "$BUILD/tests/api_check" badargs
 step "api: nonblocking init (3 ranks)" shim "$BUILD/tests/api_check" nonblocking
 step "api: ncclCommInitAll + groups (4 devices)" shim "$BUILD/tests/api_check" initall
+step "api: CUDA graph capture + replay" shim "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
 step "api: rank SIGKILLed mid-collective" env CXLSHIM_TIMEOUT_OP_MS=5000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" kill
@@ -94,6 +95,8 @@ step "host waits (wait.mode=host)" env CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM"
 step "non-coherent pool (coherence=flush)" env "$(pool flush)" CXLSHIM_POOL_COHERENCE=flush \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "flush + host waits" env "$(pool flush)" CXLSHIM_WAIT_MODE=host \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "device bandwidth model" env CXLSHIM_CCCL_MODEL_DEVICES=1 CXLSHIM_CCCL_DEVICE_BW=8G \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "1 device" env "$(pool d1)" CXLSHIM_POOL_DEVICES=1 LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "8 devices, 8 ranks" env "$(pool d8)" CXLSHIM_POOL_DEVICES=8 LD_PRELOAD="$SHIM" \

@@ -356,6 +356,51 @@ static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 	return finish();
 }
 
+/* ---- CUDA graphs --------------------------------------------------------- */
+
+/* Pooled ops enqueue only stream work, so they can be captured; one
+ * replay of the captured graph gives the right data. */
+static int case_graph(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t bytes = MIB + 4096;
+	char *send, *recv, *host = malloc(bytes * n);
+	ncclComm_t comm;
+	cudaStream_t s;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	int ok = 1;
+
+	(void)arg;
+	cudaSetDevice(rank);
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	send = dev_alloc(bytes, 'k' + rank);
+	recv = dev_alloc(bytes * n, 0);
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	CHECK(ncclAllGather(send, recv, bytes, ncclInt8, comm, s) == ncclSuccess, "captured op");
+	CHECK(ncclBroadcast(send, send, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "captured bcast");
+	CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
+	cudaMemcpy(host, recv, bytes * n, cudaMemcpyDeviceToHost);
+	for (size_t i = 0; i < bytes * n; i++)
+		ok &= host[i] == 0;
+	CHECK(ok, "nothing ran during capture");
+	CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+	CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch");
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
+	cudaMemcpy(host, recv, bytes * n, cudaMemcpyDeviceToHost);
+	for (size_t i = 0; i < bytes * n; i++)
+		ok &= host[i] == 'k' + (int)(i / bytes);
+	cudaMemcpy(host, send, bytes, cudaMemcpyDeviceToHost);
+	for (size_t i = 0; i < bytes; i++)
+		ok &= host[i] == 'k' + 1;
+	CHECK(ok, "graph replay gives the collectives' results");
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(graph);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	free(host);
+	return finish();
+}
+
 /* ---- pools the shim must not use --------------------------------------- */
 
 static int case_badpool(void)
@@ -422,12 +467,13 @@ static const struct rank_case rank_cases[] = {
 	{ "kill", 3, case_kill },
 	{ "abort", 2, case_abort },
 	{ "mismatch", 2, case_mismatch },
+	{ "graph", 3, case_graph },
 };
 
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s badargs|nonblocking|kill|abort|mismatch|noargs|"
+		fprintf(stderr, "usage: %s badargs|nonblocking|kill|abort|mismatch|graph|noargs|"
 				"initall|badpool\n", argv[0]);
 		return 2;
 	}
