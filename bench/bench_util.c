@@ -11,509 +11,569 @@
 /* ------------------------------------------------------------------ types */
 
 const struct bu_type bu_types[] = {
-    { "int8", 1, BU_INT },      { "uint8", 1, BU_INT },
-    { "int32", 4, BU_INT },     { "uint32", 4, BU_INT },
-    { "int64", 8, BU_INT },     { "uint64", 8, BU_INT },
-    { "half", 2, BU_F16 },      { "float", 4, BU_F32 },
-    { "double", 8, BU_F64 },    { "bfloat16", 2, BU_BF16 },
-    { "f8e4m3", 1, BU_F8E4M3 }, { "f8e5m2", 1, BU_F8E5M2 },
+	{"int8", 1, BU_INT},	  {"uint8", 1, BU_INT},	    {"int32", 4, BU_INT},
+	{"uint32", 4, BU_INT},	  {"int64", 8, BU_INT},	    {"uint64", 8, BU_INT},
+	{"half", 2, BU_F16},	  {"float", 4, BU_F32},	    {"double", 8, BU_F64},
+	{"bfloat16", 2, BU_BF16}, {"f8e4m3", 1, BU_F8E4M3}, {"f8e5m2", 1, BU_F8E5M2},
 };
 const int bu_ntypes = (int)(sizeof(bu_types) / sizeof(bu_types[0]));
 
 int bu_type_find(const char *name)
 {
-    for (int i = 0; i < bu_ntypes; i++)
-        if (strcasecmp(name, bu_types[i].name) == 0)
-            return i;
-    /* a few aliases people type from the NCCL enum names */
-    static const struct { const char *alias; int idx; } aliases[] = {
-        { "char", 0 }, { "int", 2 }, { "float16", 6 }, { "fp16", 6 },
-        { "float32", 7 }, { "float64", 8 }, { "bf16", 9 },
-    };
-    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
-        if (strcasecmp(name, aliases[i].alias) == 0)
-            return aliases[i].idx;
-    return -1;
+	for (int i = 0; i < bu_ntypes; i++)
+		if (strcasecmp(name, bu_types[i].name) == 0)
+			return i;
+	/* a few aliases people type from the NCCL enum names */
+	static const struct {
+		const char *alias;
+		int idx;
+	} aliases[] = {
+		{"char", 0},	{"int", 2},	{"float16", 6}, {"fp16", 6},
+		{"float32", 7}, {"float64", 8}, {"bf16", 9},
+	};
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		if (strcasecmp(name, aliases[i].alias) == 0)
+			return aliases[i].idx;
+	return -1;
 }
 
-const char *const bu_ops[] = { "sum", "prod", "max", "min", "avg" };
+const char *const bu_ops[] = {"sum", "prod", "max", "min", "avg"};
 const int bu_nops = (int)(sizeof(bu_ops) / sizeof(bu_ops[0]));
 
 int bu_op_find(const char *name)
 {
-    for (int i = 0; i < bu_nops; i++)
-        if (strcasecmp(name, bu_ops[i]) == 0)
-            return i;
-    return -1;
+	for (int i = 0; i < bu_nops; i++)
+		if (strcasecmp(name, bu_ops[i]) == 0)
+			return i;
+	return -1;
 }
 
 /* --------------------------------------------------------------- patterns */
 
 static uint64_t mix64(uint64_t x)
 {
-    /* splitmix64 finaliser: cheap, and neighbouring inputs give unrelated
-     * outputs, so a counter makes a good stream. */
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
+	/* splitmix64 finaliser: cheap, and neighbouring inputs give unrelated
+	 * outputs, so a counter makes a good stream. */
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
 }
 
 uint64_t bu_rank_seed(uint64_t base, int rank)
 {
-    return mix64(base ^ ((uint64_t)(rank + 1) << 48));
+	return mix64(base ^ ((uint64_t)(rank + 1) << 48));
 }
 
 uint64_t bu_case_seed(size_t nbytes, int type, int root, int inplace)
 {
-    uint64_t s = mix64((uint64_t)nbytes);
-    s = mix64(s ^ ((uint64_t)type << 8) ^ ((uint64_t)(root + 1) << 16));
-    return mix64(s ^ (uint64_t)inplace);
+	uint64_t s = mix64((uint64_t)nbytes);
+	s = mix64(s ^ ((uint64_t)type << 8) ^ ((uint64_t)(root + 1) << 16));
+	return mix64(s ^ (uint64_t)inplace);
 }
 
 static void random_bytes(uint8_t *p, size_t bytes, uint64_t seed)
 {
-    size_t words = bytes / 8;
-    for (size_t i = 0; i < words; i++) {
-        uint64_t w = mix64(seed + i);
-        memcpy(p + 8 * i, &w, 8);
-    }
-    if (bytes % 8) {
-        uint64_t w = mix64(seed + words);
-        memcpy(p + 8 * words, &w, bytes % 8);
-    }
+	size_t words = bytes / 8;
+	for (size_t i = 0; i < words; i++) {
+		uint64_t w = mix64(seed + i);
+		memcpy(p + 8 * i, &w, 8);
+	}
+	if (bytes % 8) {
+		uint64_t w = mix64(seed + words);
+		memcpy(p + 8 * words, &w, bytes % 8);
+	}
 }
 
 /* Clear one exponent bit wherever the exponent field is all ones (Inf/NaN),
  * which leaves a finite number of the same sign. */
-#define SANITIZE(T, expmask, clearbit)                      \
-    do {                                                    \
-        T *e = buf;                                         \
-        for (size_t i = 0; i < count; i++)                  \
-            if ((e[i] & (T)(expmask)) == (T)(expmask))      \
-                e[i] &= (T) ~(T)(clearbit);                 \
-    } while (0)
+#define SANITIZE(T, expmask, clearbit)                                                             \
+	do {                                                                                       \
+		T *e = buf;                                                                        \
+		for (size_t i = 0; i < count; i++)                                                 \
+			if ((e[i] & (T)(expmask)) == (T)(expmask))                                 \
+				e[i] &= (T) ~(T)(clearbit);                                        \
+	} while (0)
 
 static void sanitize(void *buf, size_t count, enum bu_kind kind)
 {
-    switch (kind) {
-    case BU_INT:
-        break;
-    case BU_F16:
-        SANITIZE(uint16_t, 0x7c00u, 0x4000u);
-        break;
-    case BU_BF16:
-        SANITIZE(uint16_t, 0x7f80u, 0x4000u);
-        break;
-    case BU_F32:
-        SANITIZE(uint32_t, 0x7f800000u, 0x40000000u);
-        break;
-    case BU_F64:
-        SANITIZE(uint64_t, 0x7ff0000000000000ull, 0x4000000000000000ull);
-        break;
-    case BU_F8E4M3: /* no Inf; NaN is S.1111.111 */
-        SANITIZE(uint8_t, 0x7fu, 0x01u);
-        break;
-    case BU_F8E5M2:
-        SANITIZE(uint8_t, 0x7cu, 0x40u);
-        break;
-    }
+	switch (kind) {
+	case BU_INT:
+		break;
+	case BU_F16:
+		SANITIZE(uint16_t, 0x7c00u, 0x4000u);
+		break;
+	case BU_BF16:
+		SANITIZE(uint16_t, 0x7f80u, 0x4000u);
+		break;
+	case BU_F32:
+		SANITIZE(uint32_t, 0x7f800000u, 0x40000000u);
+		break;
+	case BU_F64:
+		SANITIZE(uint64_t, 0x7ff0000000000000ull, 0x4000000000000000ull);
+		break;
+	case BU_F8E4M3: /* no Inf; NaN is S.1111.111 */
+		SANITIZE(uint8_t, 0x7fu, 0x01u);
+		break;
+	case BU_F8E5M2:
+		SANITIZE(uint8_t, 0x7cu, 0x40u);
+		break;
+	}
 }
 
 void bu_pattern(void *buf, size_t count, int type, uint64_t seed)
 {
-    const struct bu_type *t = &bu_types[type];
-    random_bytes(buf, count * t->size, mix64(seed ^ (uint64_t)type));
-    sanitize(buf, count, t->kind);
+	const struct bu_type *t = &bu_types[type];
+	random_bytes(buf, count * t->size, mix64(seed ^ (uint64_t)type));
+	sanitize(buf, count, t->kind);
 }
 
 size_t bu_count_wrong(const void *got, const void *exp, size_t count, size_t tsize)
 {
-    if (memcmp(got, exp, count * tsize) == 0)
-        return 0;
-    const unsigned char *g = got, *e = exp;
-    size_t wrong = 0;
-    for (size_t i = 0; i < count; i++)
-        wrong += memcmp(g + i * tsize, e + i * tsize, tsize) != 0;
-    return wrong;
+	if (memcmp(got, exp, count * tsize) == 0)
+		return 0;
+	const unsigned char *g = got, *e = exp;
+	size_t wrong = 0;
+	for (size_t i = 0; i < count; i++)
+		wrong += memcmp(g + i * tsize, e + i * tsize, tsize) != 0;
+	return wrong;
 }
 
 void bu_poison_from(void *dst, const void *src, size_t bytes)
 {
-    unsigned char *d = dst;
-    const unsigned char *s = src;
-    for (size_t i = 0; i < bytes; i++)
-        d[i] = (unsigned char)~s[i];
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+	for (size_t i = 0; i < bytes; i++)
+		d[i] = (unsigned char)~s[i];
 }
 
 /* ------------------------------------------------------------ collectives */
 
-static void ag_counts(size_t nbytes, size_t tsize, int nranks, int rank,
-                      struct bu_counts *c)
+static void ag_counts(size_t nbytes, size_t tsize, int nranks, int rank, struct bu_counts *c)
 {
-    /* Each rank contributes nbytes/nranks, rounded down so every chunk is a
-     * multiple of 16 bytes (keeps chunks aligned for vector copies). */
-    size_t align = tsize >= 16 ? 1 : 16 / tsize;
-    size_t per = nbytes / tsize / (size_t)nranks;
-    per -= per % align;
-    c->sendcount = per;
-    c->recvcount = per * (size_t)nranks;
-    c->paramcount = per;
-    c->send_inplace_off = per * (size_t)rank;
-    c->recv_inplace_off = 0;
+	/* Each rank contributes nbytes/nranks, rounded down so every chunk is a
+	 * multiple of 16 bytes (keeps chunks aligned for vector copies). */
+	size_t align = tsize >= 16 ? 1 : 16 / tsize;
+	size_t per = nbytes / tsize / (size_t)nranks;
+	per -= per % align;
+	c->sendcount = per;
+	c->recvcount = per * (size_t)nranks;
+	c->paramcount = per;
+	c->send_inplace_off = per * (size_t)rank;
+	c->recv_inplace_off = 0;
 }
 
 static double ag_bus_factor(int nranks)
 {
-    return nranks > 0 ? (double)(nranks - 1) / nranks : 0.0;
+	return nranks > 0 ? (double)(nranks - 1) / nranks : 0.0;
 }
 
 /* Each rank writes its S/n chunk into the pool and reads the (n-1) others. */
 static double ag_pool_bytes(size_t nbytes, int nranks)
 {
-    return (double)nbytes / nranks + (double)nbytes * (nranks - 1) / nranks;
+	return (double)nbytes / nranks + (double)nbytes * (nranks - 1) / nranks;
 }
 
 static int ag_fill_input(void *send, const struct bu_case *k)
 {
-    bu_pattern(send, k->c.sendcount, k->type, bu_rank_seed(k->seed, k->rank));
-    return 1;
+	bu_pattern(send, k->c.sendcount, k->type, bu_rank_seed(k->seed, k->rank));
+	return 1;
 }
 
 static void ag_expected(void *recv, const struct bu_case *k)
 {
-    for (int r = 0; r < k->nranks; r++)
-        bu_pattern((char *)recv + (size_t)r * k->c.sendcount * k->tsize,
-                   k->c.sendcount, k->type, bu_rank_seed(k->seed, r));
+	for (int r = 0; r < k->nranks; r++)
+		bu_pattern((char *)recv + (size_t)r * k->c.sendcount * k->tsize, k->c.sendcount,
+			   k->type, bu_rank_seed(k->seed, r));
 }
 
-static void bc_counts(size_t nbytes, size_t tsize, int nranks, int rank,
-                      struct bu_counts *c)
+static void bc_counts(size_t nbytes, size_t tsize, int nranks, int rank, struct bu_counts *c)
 {
-    (void)nranks;
-    (void)rank;
-    size_t n = nbytes / tsize;
-    c->sendcount = c->recvcount = c->paramcount = n;
-    c->send_inplace_off = c->recv_inplace_off = 0;
+	(void)nranks;
+	(void)rank;
+	size_t n = nbytes / tsize;
+	c->sendcount = c->recvcount = c->paramcount = n;
+	c->send_inplace_off = c->recv_inplace_off = 0;
 }
 
 static double bc_bus_factor(int nranks)
 {
-    (void)nranks;
-    return 1.0;
+	(void)nranks;
+	return 1.0;
 }
 
 /* The root writes S into the pool, every other rank reads S out of it. */
 static double bc_pool_bytes(size_t nbytes, int nranks)
 {
-    (void)nranks;
-    return (double)nbytes;
+	(void)nranks;
+	return (double)nbytes;
 }
 
 static int bc_fill_input(void *send, const struct bu_case *k)
 {
-    bu_pattern(send, k->c.sendcount, k->type, bu_rank_seed(k->seed, k->rank));
-    return k->rank == k->root;
+	bu_pattern(send, k->c.sendcount, k->type, bu_rank_seed(k->seed, k->rank));
+	return k->rank == k->root;
 }
 
 static void bc_expected(void *recv, const struct bu_case *k)
 {
-    bu_pattern(recv, k->c.recvcount, k->type, bu_rank_seed(k->seed, k->root));
+	bu_pattern(recv, k->c.recvcount, k->type, bu_rank_seed(k->seed, k->root));
 }
 
 const struct bu_coll bu_colls[] = {
-    { "all_gather", 0, 0, ag_counts, ag_bus_factor, ag_pool_bytes,
-      ag_fill_input, ag_expected },
-    { "broadcast", 1, 0, bc_counts, bc_bus_factor, bc_pool_bytes,
-      bc_fill_input, bc_expected },
+	{"all_gather", 0, 0, ag_counts, ag_bus_factor, ag_pool_bytes, ag_fill_input, ag_expected},
+	{"broadcast", 1, 0, bc_counts, bc_bus_factor, bc_pool_bytes, bc_fill_input, bc_expected},
 };
 const int bu_ncolls = (int)(sizeof(bu_colls) / sizeof(bu_colls[0]));
 
 const struct bu_coll *bu_coll_find(const char *name)
 {
-    for (int i = 0; i < bu_ncolls; i++) {
-        const char *n = bu_colls[i].name;
-        /* accept "allgather" and "all_gather" alike */
-        const char *a = name, *b = n;
-        while (*a && *b) {
-            if (*a == '_') { a++; continue; }
-            if (*b == '_') { b++; continue; }
-            if ((*a | 0x20) != (*b | 0x20))
-                break;
-            a++, b++;
-        }
-        while (*a == '_') a++;
-        while (*b == '_') b++;
-        if (!*a && !*b)
-            return &bu_colls[i];
-    }
-    return NULL;
+	for (int i = 0; i < bu_ncolls; i++) {
+		const char *n = bu_colls[i].name;
+		/* accept "allgather" and "all_gather" alike */
+		const char *a = name, *b = n;
+		while (*a && *b) {
+			if (*a == '_') {
+				a++;
+				continue;
+			}
+			if (*b == '_') {
+				b++;
+				continue;
+			}
+			if ((*a | 0x20) != (*b | 0x20))
+				break;
+			a++, b++;
+		}
+		while (*a == '_')
+			a++;
+		while (*b == '_')
+			b++;
+		if (!*a && !*b)
+			return &bu_colls[i];
+	}
+	return NULL;
 }
 
 /* ---------------------------------------------------------------- options */
 
 int bu_parse_size(const char *s, size_t *out)
 {
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v < 0)
-        return -1;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end)
-        return -1;
-    *out = (size_t)(v * mul);
-    return 0;
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || v < 0)
+		return -1;
+	double mul = 1;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		mul = 1024.0;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		mul = 1024.0 * 1024;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		mul = 1024.0 * 1024 * 1024;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end)
+		return -1;
+	*out = (size_t)(v * mul);
+	return 0;
 }
 
 static void usage(const char *prog, int is_mpi, int code)
 {
-    FILE *f = code ? stderr : stdout;
-    fprintf(f,
-        "usage: %s [options]\n"
-        "  -C coll       collective: ", prog);
-    for (int i = 0; i < bu_ncolls; i++)
-        fprintf(f, "%s%s", i ? " | " : "", bu_colls[i].name);
-    fprintf(f, " (default all_gather)\n"
-        "  -b minbytes   smallest size, K/M/G suffixes (default 32M)\n"
-        "  -e maxbytes   largest size (default 32M)\n"
-        "  -f factor     multiply the size by this between rows\n"
-        "  -i stepbytes  add this between rows when no -f (default 1M)\n"
-        "  -n iters      timed iterations per row (default 20)\n"
-        "  -w warmup     untimed iterations before each timing (default 5)\n"
-        "  -c 0|1        verify results bit-exactly (default 1)\n"
-        "  -d type       int8 uint8 int32 uint32 int64 uint64 half float double\n"
-        "                bfloat16 f8e4m3 f8e5m2 | all (default float)\n"
-        "  -o op         sum prod max min avg | all (reducing collectives only)\n"
-        "  -r root       root rank, -1 = every root in turn (default 0)\n"
-        "  -a 0|1|2|3    time across ranks: rank 0 | mean | min | max (default 3)\n"
-        "  -g n, -t n    accepted for nccl-tests compatibility, ignored\n");
-    if (!is_mpi)
-        fprintf(f,
-        "  -N nranks     rank processes to fork (default 2)\n"
-        "  -p 0|1        pool efficiency table for sizes >= 1 MiB (default 0)\n"
-        "  -T seconds    kill every rank after this long (default 900)\n"
-        "env: NCCL_TESTS_DEVICE=k puts every rank on device k, otherwise rank %% deviceCount\n");
-    exit(code);
+	FILE *f = code ? stderr : stdout;
+	fprintf(f,
+		"usage: %s [options]\n"
+		"  -C coll       collective: ",
+		prog);
+	for (int i = 0; i < bu_ncolls; i++)
+		fprintf(f, "%s%s", i ? " | " : "", bu_colls[i].name);
+	fprintf(f, " (default all_gather)\n"
+		   "  -b minbytes   smallest size, K/M/G suffixes (default 32M)\n"
+		   "  -e maxbytes   largest size (default 32M)\n"
+		   "  -f factor     multiply the size by this between rows\n"
+		   "  -i stepbytes  add this between rows when no -f (default 1M)\n"
+		   "  -n iters      timed iterations per row (default 20)\n"
+		   "  -w warmup     untimed iterations before each timing (default 5)\n"
+		   "  -c 0|1        verify results bit-exactly (default 1)\n"
+		   "  -d type       int8 uint8 int32 uint32 int64 uint64 half float double\n"
+		   "                bfloat16 f8e4m3 f8e5m2 | all (default float)\n"
+		   "  -o op         sum prod max min avg | all (reducing collectives only)\n"
+		   "  -r root       root rank, -1 = every root in turn (default 0)\n"
+		   "  -a 0|1|2|3    time across ranks: rank 0 | mean | min | max (default 3)\n"
+		   "  -g n, -t n    accepted for nccl-tests compatibility, ignored\n");
+	if (!is_mpi)
+		fprintf(f, "  -N nranks     rank processes to fork (default 2)\n"
+			   "  -p 0|1        pool efficiency table for sizes >= 1 MiB (default 0)\n"
+			   "  -T seconds    kill every rank after this long (default 900)\n"
+			   "env: NCCL_TESTS_DEVICE=k puts every rank on device k, otherwise rank "
+			   "%% deviceCount\n");
+	exit(code);
 }
 
 static int parse_int(const char *s, int *out)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end)
-        return -1;
-    *out = (int)v;
-    return 0;
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (end == s || *end)
+		return -1;
+	*out = (int)v;
+	return 0;
 }
 
-static void parse_one(int c, const char *arg, struct bu_opts *o, const char *prog,
-                      int is_mpi)
+static void parse_one(int c, const char *arg, struct bu_opts *o, const char *prog, int is_mpi)
 {
-    int bad = 0;
-    switch (c) {
-    case 'b': bad = bu_parse_size(arg, &o->min_bytes); break;
-    case 'e': bad = bu_parse_size(arg, &o->max_bytes); break;
-    case 'i': bad = bu_parse_size(arg, &o->step_bytes); break;
-    case 'f': o->step_factor = strtod(arg, NULL); bad = o->step_factor <= 0; break;
-    case 'n': bad = parse_int(arg, &o->iters) || o->iters < 1; break;
-    case 'w': bad = parse_int(arg, &o->warmup) || o->warmup < 0; break;
-    case 'c': bad = parse_int(arg, &o->check); break;
-    case 'r': bad = parse_int(arg, &o->root) || o->root < -1; break;
-    case 'a': bad = parse_int(arg, &o->avg) || o->avg < 0 || o->avg > 3; break;
-    case 'N': bad = parse_int(arg, &o->nranks) || o->nranks < 1; break;
-    case 'p': bad = parse_int(arg, &o->pool_eff); break;
-    case 'T': bad = parse_int(arg, &o->timeout_s); break;
-    case 'g': case 't': case 'm': case 'z': case 'G': break; /* ignored */
-    case 'd':
-        o->type = strcasecmp(arg, "all") == 0 ? -1 : bu_type_find(arg);
-        bad = o->type < 0 && strcasecmp(arg, "all") != 0;
-        break;
-    case 'o':
-        o->op = strcasecmp(arg, "all") == 0 ? -1 : bu_op_find(arg);
-        bad = o->op < 0 && strcasecmp(arg, "all") != 0;
-        break;
-    case 'C':
-        o->coll = bu_coll_find(arg);
-        bad = o->coll == NULL;
-        break;
-    case 'h': usage(prog, is_mpi, 0); break;
-    default: usage(prog, is_mpi, 2); break;
-    }
-    if (bad) {
-        fprintf(stderr, "%s: bad value '%s' for -%c\n", prog, arg, c);
-        usage(prog, is_mpi, 2);
-    }
+	int bad = 0;
+	switch (c) {
+	case 'b':
+		bad = bu_parse_size(arg, &o->min_bytes);
+		break;
+	case 'e':
+		bad = bu_parse_size(arg, &o->max_bytes);
+		break;
+	case 'i':
+		bad = bu_parse_size(arg, &o->step_bytes);
+		break;
+	case 'f':
+		o->step_factor = strtod(arg, NULL);
+		bad = o->step_factor <= 0;
+		break;
+	case 'n':
+		bad = parse_int(arg, &o->iters) || o->iters < 1;
+		break;
+	case 'w':
+		bad = parse_int(arg, &o->warmup) || o->warmup < 0;
+		break;
+	case 'c':
+		bad = parse_int(arg, &o->check);
+		break;
+	case 'r':
+		bad = parse_int(arg, &o->root) || o->root < -1;
+		break;
+	case 'a':
+		bad = parse_int(arg, &o->avg) || o->avg < 0 || o->avg > 3;
+		break;
+	case 'N':
+		bad = parse_int(arg, &o->nranks) || o->nranks < 1;
+		break;
+	case 'p':
+		bad = parse_int(arg, &o->pool_eff);
+		break;
+	case 'T':
+		bad = parse_int(arg, &o->timeout_s);
+		break;
+	case 'g':
+	case 't':
+	case 'm':
+	case 'z':
+	case 'G':
+		break; /* ignored */
+	case 'd':
+		o->type = strcasecmp(arg, "all") == 0 ? -1 : bu_type_find(arg);
+		bad = o->type < 0 && strcasecmp(arg, "all") != 0;
+		break;
+	case 'o':
+		o->op = strcasecmp(arg, "all") == 0 ? -1 : bu_op_find(arg);
+		bad = o->op < 0 && strcasecmp(arg, "all") != 0;
+		break;
+	case 'C':
+		o->coll = bu_coll_find(arg);
+		bad = o->coll == NULL;
+		break;
+	case 'h':
+		usage(prog, is_mpi, 0);
+		break;
+	default:
+		usage(prog, is_mpi, 2);
+		break;
+	}
+	if (bad) {
+		fprintf(stderr, "%s: bad value '%s' for -%c\n", prog, arg, c);
+		usage(prog, is_mpi, 2);
+	}
 }
 
-void bu_parse_opts(int argc, char **argv, struct bu_opts *o, const char *prog,
-                   int is_mpi)
+void bu_parse_opts(int argc, char **argv, struct bu_opts *o, const char *prog, int is_mpi)
 {
-    memset(o, 0, sizeof(*o));
-    o->min_bytes = o->max_bytes = 32u << 20;
-    o->step_bytes = 1u << 20;
-    o->step_factor = 1.0;
-    o->iters = 20;
-    o->warmup = 5;
-    o->check = 1;
-    o->op = 0;
-    o->type = 7; /* float, as nccl-tests */
-    o->root = 0;
-    o->nranks = 2;
-    o->avg = BU_AVG_MAX;
-    o->timeout_s = 900;
-    o->coll = &bu_colls[0];
+	memset(o, 0, sizeof(*o));
+	o->min_bytes = o->max_bytes = 32u << 20;
+	o->step_bytes = 1u << 20;
+	o->step_factor = 1.0;
+	o->iters = 20;
+	o->warmup = 5;
+	o->check = 1;
+	o->op = 0;
+	o->type = 7; /* float, as nccl-tests */
+	o->root = 0;
+	o->nranks = 2;
+	o->avg = BU_AVG_MAX;
+	o->timeout_s = 900;
+	o->coll = &bu_colls[0];
 
-    static const struct option longopts[] = {
-        { "minbytes", required_argument, 0, 'b' },
-        { "maxbytes", required_argument, 0, 'e' },
-        { "stepbytes", required_argument, 0, 'i' },
-        { "stepfactor", required_argument, 0, 'f' },
-        { "iters", required_argument, 0, 'n' },
-        { "warmup_iters", required_argument, 0, 'w' },
-        { "check", required_argument, 0, 'c' },
-        { "op", required_argument, 0, 'o' },
-        { "datatype", required_argument, 0, 'd' },
-        { "root", required_argument, 0, 'r' },
-        { "average", required_argument, 0, 'a' },
-        { "ngpus", required_argument, 0, 'g' },
-        { "nthreads", required_argument, 0, 't' },
-        { "nranks", required_argument, 0, 'N' },
-        { "coll", required_argument, 0, 'C' },
-        { "pool", required_argument, 0, 'p' },
-        { "timeout", required_argument, 0, 'T' },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 },
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:a:g:t:m:z:G:N:C:p:T:h",
-                            longopts, NULL)) != -1)
-        parse_one(c, optarg, o, prog, is_mpi);
-    if (optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
-        usage(prog, is_mpi, 2);
-    }
-    if (o->max_bytes < o->min_bytes) {
-        fprintf(stderr, "%s: maxbytes < minbytes\n", prog);
-        exit(2);
-    }
-    if (o->step_factor <= 1.0 && o->step_bytes == 0)
-        o->step_bytes = 1u << 20;
+	static const struct option longopts[] = {
+		{"minbytes", required_argument, 0, 'b'},
+		{"maxbytes", required_argument, 0, 'e'},
+		{"stepbytes", required_argument, 0, 'i'},
+		{"stepfactor", required_argument, 0, 'f'},
+		{"iters", required_argument, 0, 'n'},
+		{"warmup_iters", required_argument, 0, 'w'},
+		{"check", required_argument, 0, 'c'},
+		{"op", required_argument, 0, 'o'},
+		{"datatype", required_argument, 0, 'd'},
+		{"root", required_argument, 0, 'r'},
+		{"average", required_argument, 0, 'a'},
+		{"ngpus", required_argument, 0, 'g'},
+		{"nthreads", required_argument, 0, 't'},
+		{"nranks", required_argument, 0, 'N'},
+		{"coll", required_argument, 0, 'C'},
+		{"pool", required_argument, 0, 'p'},
+		{"timeout", required_argument, 0, 'T'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:a:g:t:m:z:G:N:C:p:T:h", longopts,
+				NULL)) != -1)
+		parse_one(c, optarg, o, prog, is_mpi);
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
+		usage(prog, is_mpi, 2);
+	}
+	if (o->max_bytes < o->min_bytes) {
+		fprintf(stderr, "%s: maxbytes < minbytes\n", prog);
+		exit(2);
+	}
+	if (o->step_factor <= 1.0 && o->step_bytes == 0)
+		o->step_bytes = 1u << 20;
 }
 
 size_t bu_next_size(const struct bu_opts *o, size_t size)
 {
-    if (o->step_factor > 1.0) {
-        size_t next = (size_t)((double)size * o->step_factor);
-        return next > size ? next : size + 1;
-    }
-    return size + o->step_bytes;
+	if (o->step_factor > 1.0) {
+		size_t next = (size_t)((double)size * o->step_factor);
+		return next > size ? next : size + 1;
+	}
+	return size + o->step_bytes;
 }
 
 /* ----------------------------------------------------- timing and output */
 
 double bu_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 double bu_combine_times(const double *t, int n, int avg)
 {
-    double acc = t[0];
-    for (int i = 1; i < n; i++) {
-        switch (avg) {
-        case BU_AVG_MEAN: acc += t[i]; break;
-        case BU_AVG_MIN: acc = t[i] < acc ? t[i] : acc; break;
-        case BU_AVG_MAX: acc = t[i] > acc ? t[i] : acc; break;
-        default: break;
-        }
-    }
-    return avg == BU_AVG_MEAN ? acc / n : acc;
+	double acc = t[0];
+	for (int i = 1; i < n; i++) {
+		switch (avg) {
+		case BU_AVG_MEAN:
+			acc += t[i];
+			break;
+		case BU_AVG_MIN:
+			acc = t[i] < acc ? t[i] : acc;
+			break;
+		case BU_AVG_MAX:
+			acc = t[i] > acc ? t[i] : acc;
+			break;
+		default:
+			break;
+		}
+	}
+	return avg == BU_AVG_MEAN ? acc / n : acc;
 }
 
 const char *bu_avg_name(int avg)
 {
-    static const char *const names[] = { "rank 0", "mean over ranks",
-                                         "min over ranks", "max over ranks" };
-    return avg >= 0 && avg <= 3 ? names[avg] : "?";
+	static const char *const names[] = {"rank 0", "mean over ranks", "min over ranks",
+					    "max over ranks"};
+	return avg >= 0 && avg <= 3 ? names[avg] : "?";
 }
 
 double bu_memcpy_gbps(void *dst, const void *src, size_t bytes, int reps)
 {
-    double best = 0;
-    for (int r = 0; r < reps; r++) {
-        double t0 = bu_now();
-        memcpy(dst, src, bytes);
-        double dt = bu_now() - t0;
-        /* keep the compiler from treating the copy as dead */
-        __asm__ __volatile__("" : : "r"(dst) : "memory");
-        if (dt > 0 && (best == 0 || (double)bytes / dt > best))
-            best = (double)bytes / dt;
-    }
-    return best / 1e9;
+	double best = 0;
+	for (int r = 0; r < reps; r++) {
+		double t0 = bu_now();
+		memcpy(dst, src, bytes);
+		double dt = bu_now() - t0;
+		/* keep the compiler from treating the copy as dead */
+		__asm__ __volatile__("" : : "r"(dst) : "memory");
+		if (dt > 0 && (best == 0 || (double)bytes / dt > best))
+			best = (double)bytes / dt;
+	}
+	return best / 1e9;
 }
 
 void bu_fill_bw(struct bu_result *r, size_t nbytes, double factor)
 {
-    double sec = r->time_us * 1e-6;
-    r->algbw = sec > 0 ? (double)nbytes / 1e9 / sec : 0;
-    r->busbw = r->algbw * factor;
+	double sec = r->time_us * 1e-6;
+	r->algbw = sec > 0 ? (double)nbytes / 1e9 / sec : 0;
+	r->busbw = r->algbw * factor;
 }
 
 void bu_print_columns(void)
 {
-    printf("#\n");
-    printf("#                                                              out-of-place                       in-place          \n");
-    printf("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
-    printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n");
+	printf("#\n");
+	printf("#                                                              out-of-place        "
+	       "               in-place          \n");
+	printf("#       size         count      type   redop    root     time   algbw   busbw "
+	       "#wrong     time   algbw   busbw #wrong\n");
+	printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)      "
+	       "      (us)  (GB/s)  (GB/s)       \n");
 }
 
 /* Keeps the time column 7 characters wide at any magnitude. */
 static void fmt_time(char *buf, size_t n, double us)
 {
-    if (us < 10000.0)
-        snprintf(buf, n, "%7.2f", us);
-    else if (us < 100000.0)
-        snprintf(buf, n, "%7.1f", us);
-    else
-        snprintf(buf, n, "%7.0f", us);
+	if (us < 10000.0)
+		snprintf(buf, n, "%7.2f", us);
+	else if (us < 100000.0)
+		snprintf(buf, n, "%7.1f", us);
+	else
+		snprintf(buf, n, "%7.0f", us);
 }
 
 static void print_half(const struct bu_result *r)
 {
-    char t[32], w[32];
-    fmt_time(t, sizeof(t), r->time_us);
-    if (r->wrong < 0)
-        snprintf(w, sizeof(w), "%6s", "N/A");
-    else
-        snprintf(w, sizeof(w), "%6ld", r->wrong);
-    printf("  %s  %6.2f  %6.2f %s", t, r->algbw, r->busbw, w);
+	char t[32], w[32];
+	fmt_time(t, sizeof(t), r->time_us);
+	if (r->wrong < 0)
+		snprintf(w, sizeof(w), "%6s", "N/A");
+	else
+		snprintf(w, sizeof(w), "%6ld", r->wrong);
+	printf("  %s  %6.2f  %6.2f %s", t, r->algbw, r->busbw, w);
 }
 
-void bu_print_row(size_t nbytes, size_t count, const char *type, const char *op,
-                  int root, const struct bu_result *out, const struct bu_result *in)
+void bu_print_row(size_t nbytes, size_t count, const char *type, const char *op, int root,
+		  const struct bu_result *out, const struct bu_result *in)
 {
-    printf("%12zu  %12zu  %8s  %6s  %6d", nbytes, count, type, op, root);
-    print_half(out);
-    print_half(in);
-    printf("\n");
-    fflush(stdout);
+	printf("%12zu  %12zu  %8s  %6s  %6d", nbytes, count, type, op, root);
+	print_half(out);
+	print_half(in);
+	printf("\n");
+	fflush(stdout);
 }
 
 void bu_print_footer(long wrong_total, double busbw_sum, int busbw_n)
 {
-    printf("# Out of bounds values : %ld %s\n", wrong_total,
-           wrong_total ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %.5f \n", busbw_n ? busbw_sum / busbw_n : 0.0);
-    printf("#\n");
-    fflush(stdout);
+	printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+	printf("# Avg bus bandwidth    : %.5f \n", busbw_n ? busbw_sum / busbw_n : 0.0);
+	printf("#\n");
+	fflush(stdout);
 }

@@ -17,9 +17,9 @@
 enum bu_kind { BU_INT, BU_F16, BU_BF16, BU_F32, BU_F64, BU_F8E4M3, BU_F8E5M2 };
 
 struct bu_type {
-    const char *name;
-    size_t size;
-    enum bu_kind kind;
+	const char *name;
+	size_t size;
+	enum bu_kind kind;
 };
 
 /* Index i of this table is the ncclDataType_t value i. */
@@ -31,49 +31,48 @@ int bu_type_find(const char *name); /* -1 when unknown */
 
 extern const char *const bu_ops[]; /* index = ncclRedOp_t value */
 extern const int bu_nops;
-int bu_op_find(const char *name);  /* -1 when unknown */
+int bu_op_find(const char *name); /* -1 when unknown */
 
 /* ---- collectives ---- */
 
 /* Element counts of one rank's buffers for one row of the table. */
 struct bu_counts {
-    size_t sendcount, recvcount;
-    size_t paramcount;       /* the count passed to the library call */
-    size_t send_inplace_off; /* in-place: sendbuff = recvbuff + this (elements) */
-    size_t recv_inplace_off; /* in-place: recvbuff = sendbuff + this (elements) */
+	size_t sendcount, recvcount;
+	size_t paramcount;	 /* the count passed to the library call */
+	size_t send_inplace_off; /* in-place: sendbuff = recvbuff + this (elements) */
+	size_t recv_inplace_off; /* in-place: recvbuff = sendbuff + this (elements) */
 };
 
 /* One rank's view of one measurement. */
 struct bu_case {
-    int rank, nranks, root; /* root -1 for rootless collectives */
-    int type;               /* index into bu_types */
-    int op;                 /* index into bu_ops, -1 when the coll does not reduce */
-    size_t tsize;
-    struct bu_counts c;
-    uint64_t seed;          /* differs per size, type, root, placement */
+	int rank, nranks, root; /* root -1 for rootless collectives */
+	int type;		/* index into bu_types */
+	int op;			/* index into bu_ops, -1 when the coll does not reduce */
+	size_t tsize;
+	struct bu_counts c;
+	uint64_t seed; /* differs per size, type, root, placement */
 };
 
 /* Semantics of a collective, independent of the library that runs it.
  * Adding a collective is one entry in bu_colls[] plus one run function in
  * each benchmark's table. */
 struct bu_coll {
-    const char *name;
-    int has_root;
-    int has_op;
-    /* nccl-tests semantics: nbytes is the size printed in the first column,
-     * i.e. max(send, recv) bytes of a rank. */
-    void (*counts)(size_t nbytes, size_t tsize, int nranks, int rank,
-                   struct bu_counts *c);
-    double (*bus_factor)(int nranks);
-    /* Bytes one rank moves through memory in the pool scheme (copy into the
-     * pool plus copy out of it), for the pool efficiency figure. */
-    double (*pool_bytes)(size_t nbytes, int nranks);
-    /* Fills this rank's send buffer (c.sendcount elements). Returns 0 when
-     * the library does not read this rank's input (broadcast at a non-root):
-     * its in-place buffer is then left poisoned. */
-    int (*fill_input)(void *send, const struct bu_case *k);
-    /* Fills what this rank's recv buffer must hold (c.recvcount elements). */
-    void (*expected)(void *recv, const struct bu_case *k);
+	const char *name;
+	int has_root;
+	int has_op;
+	/* nccl-tests semantics: nbytes is the size printed in the first column,
+	 * i.e. max(send, recv) bytes of a rank. */
+	void (*counts)(size_t nbytes, size_t tsize, int nranks, int rank, struct bu_counts *c);
+	double (*bus_factor)(int nranks);
+	/* Bytes one rank moves through memory in the pool scheme (copy into the
+	 * pool plus copy out of it), for the pool efficiency figure. */
+	double (*pool_bytes)(size_t nbytes, int nranks);
+	/* Fills this rank's send buffer (c.sendcount elements). Returns 0 when
+	 * the library does not read this rank's input (broadcast at a non-root):
+	 * its in-place buffer is then left poisoned. */
+	int (*fill_input)(void *send, const struct bu_case *k);
+	/* Fills what this rank's recv buffer must hold (c.recvcount elements). */
+	void (*expected)(void *recv, const struct bu_case *k);
 };
 
 extern const struct bu_coll bu_colls[];
@@ -98,23 +97,22 @@ void bu_poison_from(void *dst, const void *src, size_t bytes);
 enum bu_avg { BU_AVG_RANK0 = 0, BU_AVG_MEAN = 1, BU_AVG_MIN = 2, BU_AVG_MAX = 3 };
 
 struct bu_opts {
-    size_t min_bytes, max_bytes, step_bytes;
-    double step_factor;   /* > 1: multiply, else add step_bytes */
-    int iters, warmup;
-    int check;
-    int op;               /* -1 = all ops */
-    int type;             /* -1 = all types */
-    int root;             /* -1 = every root in turn */
-    int nranks;           /* coll_perf only */
-    int avg;              /* enum bu_avg */
-    int pool_eff;         /* coll_perf only */
-    int timeout_s;        /* coll_perf only */
-    const struct bu_coll *coll;
+	size_t min_bytes, max_bytes, step_bytes;
+	double step_factor; /* > 1: multiply, else add step_bytes */
+	int iters, warmup;
+	int check;
+	int op;	       /* -1 = all ops */
+	int type;      /* -1 = all types */
+	int root;      /* -1 = every root in turn */
+	int nranks;    /* coll_perf only */
+	int avg;       /* enum bu_avg */
+	int pool_eff;  /* coll_perf only */
+	int timeout_s; /* coll_perf only */
+	const struct bu_coll *coll;
 };
 
 /* Parses argv; prints usage and exits on error or -h. */
-void bu_parse_opts(int argc, char **argv, struct bu_opts *o, const char *prog,
-                   int is_mpi);
+void bu_parse_opts(int argc, char **argv, struct bu_opts *o, const char *prog, int is_mpi);
 size_t bu_next_size(const struct bu_opts *o, size_t size);
 int bu_parse_size(const char *s, size_t *out);
 
@@ -128,15 +126,15 @@ const char *bu_avg_name(int avg);
 double bu_memcpy_gbps(void *dst, const void *src, size_t bytes, int reps);
 
 struct bu_result {
-    double time_us;
-    double algbw, busbw; /* GB/s */
-    long wrong;          /* -1: not checked */
+	double time_us;
+	double algbw, busbw; /* GB/s */
+	long wrong;	     /* -1: not checked */
 };
 
 void bu_fill_bw(struct bu_result *r, size_t nbytes, double factor);
 void bu_print_columns(void);
-void bu_print_row(size_t nbytes, size_t count, const char *type, const char *op,
-                  int root, const struct bu_result *out, const struct bu_result *in);
+void bu_print_row(size_t nbytes, size_t count, const char *type, const char *op, int root,
+		  const struct bu_result *out, const struct bu_result *in);
 void bu_print_footer(long wrong_total, double busbw_sum, int busbw_n);
 
 #endif

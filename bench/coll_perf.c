@@ -24,452 +24,461 @@
 #include "bench_util.h"
 #include "launch.h"
 
-#define MAX_RANKS 1024
+#define MAX_RANKS	   1024
 #define POOL_EFF_MIN_BYTES (1u << 20)
-#define MEMCPY_REPS 5
+#define MEMCPY_REPS	   5
 
 /* ------------------------------------------------------------ NCCL calls */
 
 struct op_call {
-    const void *send;
-    void *recv;
-    const struct bu_case *k;
-    ncclDataType_t dtype;
-    ncclRedOp_t redop;
-    ncclComm_t comm;
-    cudaStream_t stream;
+	const void *send;
+	void *recv;
+	const struct bu_case *k;
+	ncclDataType_t dtype;
+	ncclRedOp_t redop;
+	ncclComm_t comm;
+	cudaStream_t stream;
 };
 
 typedef ncclResult_t (*run_fn)(const struct op_call *c);
 
 static ncclResult_t run_all_gather(const struct op_call *c)
 {
-    return ncclAllGather(c->send, c->recv, c->k->c.sendcount, c->dtype, c->comm,
-                         c->stream);
+	return ncclAllGather(c->send, c->recv, c->k->c.sendcount, c->dtype, c->comm, c->stream);
 }
 
 static ncclResult_t run_broadcast(const struct op_call *c)
 {
-    return ncclBroadcast(c->send, c->recv, c->k->c.paramcount, c->dtype,
-                         c->k->root, c->comm, c->stream);
+	return ncclBroadcast(c->send, c->recv, c->k->c.paramcount, c->dtype, c->k->root, c->comm,
+			     c->stream);
 }
 
 /* One entry per collective; semantics (sizes, expected data, bus factor) live
  * in bu_colls[] and are shared with mpi_perf. */
-static const struct { const char *name; run_fn run; } runners[] = {
-    { "all_gather", run_all_gather },
-    { "broadcast", run_broadcast },
+static const struct {
+	const char *name;
+	run_fn run;
+} runners[] = {
+	{"all_gather", run_all_gather},
+	{"broadcast", run_broadcast},
 };
 
 static run_fn find_runner(const char *name)
 {
-    for (size_t i = 0; i < sizeof(runners) / sizeof(runners[0]); i++)
-        if (strcmp(runners[i].name, name) == 0)
-            return runners[i].run;
-    return NULL;
+	for (size_t i = 0; i < sizeof(runners) / sizeof(runners[0]); i++)
+		if (strcmp(runners[i].name, name) == 0)
+			return runners[i].run;
+	return NULL;
 }
 
 /* ------------------------------------------------------- shared board */
 
 struct rank_slot {
-    double time_us;
-    long wrong;
-    int pid;
-    int device;
-    char host[64];
-    char devname[96];
-    char busid[32];
+	double time_us;
+	long wrong;
+	int pid;
+	int device;
+	char host[64];
+	char devname[96];
+	char busid[32];
 };
 
 struct board {
-    struct bu_opts opts;
-    struct rank_slot slot[];
+	struct bu_opts opts;
+	struct rank_slot slot[];
 };
 
 /* ------------------------------------------------------------ per rank */
 
 struct rank_ctx {
-    int rank, nranks;
-    const struct bu_opts *o;
-    struct board *bd;
-    run_fn run;
-    ncclComm_t comm;
-    cudaStream_t stream;
-    void *d_send, *d_recv;     /* device buffers, max_bytes each */
-    void *h_send, *h_exp, *h_got;
-    void *h_cpy_a, *h_cpy_b;   /* rank 0: memcpy reference */
-    size_t buf_bytes;
-    /* rank 0 bookkeeping */
-    double busbw_sum;
-    int busbw_n;
-    long wrong_total;
-    FILE *eff;                  /* pool efficiency rows, printed at the end */
+	int rank, nranks;
+	const struct bu_opts *o;
+	struct board *bd;
+	run_fn run;
+	ncclComm_t comm;
+	cudaStream_t stream;
+	void *d_send, *d_recv; /* device buffers, max_bytes each */
+	void *h_send, *h_exp, *h_got;
+	void *h_cpy_a, *h_cpy_b; /* rank 0: memcpy reference */
+	size_t buf_bytes;
+	/* rank 0 bookkeeping */
+	double busbw_sum;
+	int busbw_n;
+	long wrong_total;
+	FILE *eff; /* pool efficiency rows, printed at the end */
 };
 
 static void die(const struct rank_ctx *x, const char *what, const char *err)
 {
-    fprintf(stderr, "coll_perf: rank %d: %s failed: %s\n", x->rank, what, err);
-    fflush(NULL);
-    exit(1);
+	fprintf(stderr, "coll_perf: rank %d: %s failed: %s\n", x->rank, what, err);
+	fflush(NULL);
+	exit(1);
 }
 
-#define CUDA(x, call)                                                       \
-    do {                                                                    \
-        cudaError_t e_ = (call);                                            \
-        if (e_ != cudaSuccess)                                              \
-            die((x), #call, cudaGetErrorString(e_));                        \
-    } while (0)
+#define CUDA(x, call)                                                                              \
+	do {                                                                                       \
+		cudaError_t e_ = (call);                                                           \
+		if (e_ != cudaSuccess)                                                             \
+			die((x), #call, cudaGetErrorString(e_));                                   \
+	} while (0)
 
-#define NCCL(x, call)                                                       \
-    do {                                                                    \
-        ncclResult_t r_ = (call);                                           \
-        if (r_ != ncclSuccess)                                              \
-            die((x), #call, ncclGetErrorString(r_));                        \
-    } while (0)
+#define NCCL(x, call)                                                                              \
+	do {                                                                                       \
+		ncclResult_t r_ = (call);                                                          \
+		if (r_ != ncclSuccess)                                                             \
+			die((x), #call, ncclGetErrorString(r_));                                   \
+	} while (0)
 
 static int pick_device(struct rank_ctx *x)
 {
-    int ndev = 0;
-    CUDA(x, cudaGetDeviceCount(&ndev));
-    if (ndev <= 0)
-        die(x, "cudaGetDeviceCount", "no device");
-    const char *env = getenv("NCCL_TESTS_DEVICE");
-    int dev = env && *env ? atoi(env) : x->rank % ndev;
-    if (dev < 0 || dev >= ndev)
-        die(x, "NCCL_TESTS_DEVICE", "device index out of range");
-    CUDA(x, cudaSetDevice(dev));
-    return dev;
+	int ndev = 0;
+	CUDA(x, cudaGetDeviceCount(&ndev));
+	if (ndev <= 0)
+		die(x, "cudaGetDeviceCount", "no device");
+	const char *env = getenv("NCCL_TESTS_DEVICE");
+	int dev = env && *env ? atoi(env) : x->rank % ndev;
+	if (dev < 0 || dev >= ndev)
+		die(x, "NCCL_TESTS_DEVICE", "device index out of range");
+	CUDA(x, cudaSetDevice(dev));
+	return dev;
 }
 
 static void publish_device(struct rank_ctx *x, int dev)
 {
-    struct rank_slot *s = &x->bd->slot[x->rank];
-    s->pid = (int)getpid();
-    s->device = dev;
-    if (gethostname(s->host, sizeof(s->host)) != 0)
-        snprintf(s->host, sizeof(s->host), "?");
-    s->host[sizeof(s->host) - 1] = 0;
-    struct cudaDeviceProp prop;
-    memset(&prop, 0, sizeof(prop));
-    if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
-        snprintf(s->devname, sizeof(s->devname), "%.95s", prop.name);
-        snprintf(s->busid, sizeof(s->busid), "%04x:%02x:%02x.0", prop.pciDomainID,
-                 prop.pciBusID, prop.pciDeviceID);
-    } else {
-        snprintf(s->devname, sizeof(s->devname), "unknown");
-        snprintf(s->busid, sizeof(s->busid), "?");
-    }
+	struct rank_slot *s = &x->bd->slot[x->rank];
+	s->pid = (int)getpid();
+	s->device = dev;
+	if (gethostname(s->host, sizeof(s->host)) != 0)
+		snprintf(s->host, sizeof(s->host), "?");
+	s->host[sizeof(s->host) - 1] = 0;
+	struct cudaDeviceProp prop;
+	memset(&prop, 0, sizeof(prop));
+	if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+		snprintf(s->devname, sizeof(s->devname), "%.95s", prop.name);
+		snprintf(s->busid, sizeof(s->busid), "%04x:%02x:%02x.0", prop.pciDomainID,
+			 prop.pciBusID, prop.pciDeviceID);
+	} else {
+		snprintf(s->devname, sizeof(s->devname), "unknown");
+		snprintf(s->busid, sizeof(s->busid), "?");
+	}
 }
 
 static void print_header(const struct rank_ctx *x)
 {
-    const struct bu_opts *o = x->o;
-    int ver = 0;
-    ncclGetVersion(&ver);
-    const char *pre = getenv("LD_PRELOAD");
-    printf("# nccl-tests style benchmark: coll_perf %s\n", o->coll->name);
-    printf("# nranks %d minBytes %zu maxBytes %zu step: ", x->nranks, o->min_bytes,
-           o->max_bytes);
-    if (o->step_factor > 1.0)
-        printf("%g(factor)", o->step_factor);
-    else
-        printf("%zu(bytes)", o->step_bytes);
-    printf(" warmup iters: %d iters: %d validation: %d time: %s\n", o->warmup,
-           o->iters, o->check, bu_avg_name(o->avg));
-    printf("# NCCL version code %d  LD_PRELOAD=%s\n", ver, pre && *pre ? pre : "(none)");
-    printf("#\n# Using devices\n");
-    for (int r = 0; r < x->nranks; r++) {
-        const struct rank_slot *s = &x->bd->slot[r];
-        printf("#  Rank %2d Pid %6d on %10s device %2d [%s] %s\n", r, s->pid, s->host,
-               s->device, s->busid, s->devname);
-    }
-    fflush(stdout);
+	const struct bu_opts *o = x->o;
+	int ver = 0;
+	ncclGetVersion(&ver);
+	const char *pre = getenv("LD_PRELOAD");
+	printf("# nccl-tests style benchmark: coll_perf %s\n", o->coll->name);
+	printf("# nranks %d minBytes %zu maxBytes %zu step: ", x->nranks, o->min_bytes,
+	       o->max_bytes);
+	if (o->step_factor > 1.0)
+		printf("%g(factor)", o->step_factor);
+	else
+		printf("%zu(bytes)", o->step_bytes);
+	printf(" warmup iters: %d iters: %d validation: %d time: %s\n", o->warmup, o->iters,
+	       o->check, bu_avg_name(o->avg));
+	printf("# NCCL version code %d  LD_PRELOAD=%s\n", ver, pre && *pre ? pre : "(none)");
+	printf("#\n# Using devices\n");
+	for (int r = 0; r < x->nranks; r++) {
+		const struct rank_slot *s = &x->bd->slot[r];
+		printf("#  Rank %2d Pid %6d on %10s device %2d [%s] %s\n", r, s->pid, s->host,
+		       s->device, s->busid, s->devname);
+	}
+	fflush(stdout);
 }
 
 static void alloc_buffers(struct rank_ctx *x)
 {
-    /* nccl-tests semantics: no buffer of a row is larger than its size. */
-    size_t bytes = x->o->max_bytes ? x->o->max_bytes : 1;
-    x->buf_bytes = bytes;
-    CUDA(x, cudaMalloc(&x->d_send, bytes));
-    CUDA(x, cudaMalloc(&x->d_recv, bytes));
-    x->h_send = malloc(bytes);
-    x->h_exp = malloc(bytes);
-    x->h_got = malloc(bytes);
-    if (!x->h_send || !x->h_exp || !x->h_got)
-        die(x, "malloc", "out of memory");
-    if (x->rank == 0 && x->o->pool_eff) {
-        x->h_cpy_a = malloc(bytes);
-        x->h_cpy_b = malloc(bytes);
-        if (!x->h_cpy_a || !x->h_cpy_b)
-            die(x, "malloc", "out of memory");
-        /* touch once so page faults are not part of the reference */
-        memset(x->h_cpy_a, 1, bytes);
-        memset(x->h_cpy_b, 2, bytes);
-    }
+	/* nccl-tests semantics: no buffer of a row is larger than its size. */
+	size_t bytes = x->o->max_bytes ? x->o->max_bytes : 1;
+	x->buf_bytes = bytes;
+	CUDA(x, cudaMalloc(&x->d_send, bytes));
+	CUDA(x, cudaMalloc(&x->d_recv, bytes));
+	x->h_send = malloc(bytes);
+	x->h_exp = malloc(bytes);
+	x->h_got = malloc(bytes);
+	if (!x->h_send || !x->h_exp || !x->h_got)
+		die(x, "malloc", "out of memory");
+	if (x->rank == 0 && x->o->pool_eff) {
+		x->h_cpy_a = malloc(bytes);
+		x->h_cpy_b = malloc(bytes);
+		if (!x->h_cpy_a || !x->h_cpy_b)
+			die(x, "malloc", "out of memory");
+		/* touch once so page faults are not part of the reference */
+		memset(x->h_cpy_a, 1, bytes);
+		memset(x->h_cpy_b, 2, bytes);
+	}
 }
 
 static void free_buffers(struct rank_ctx *x)
 {
-    cudaFree(x->d_send);
-    cudaFree(x->d_recv);
-    free(x->h_send);
-    free(x->h_exp);
-    free(x->h_got);
-    free(x->h_cpy_a);
-    free(x->h_cpy_b);
+	cudaFree(x->d_send);
+	cudaFree(x->d_recv);
+	free(x->h_send);
+	free(x->h_exp);
+	free(x->h_got);
+	free(x->h_cpy_a);
+	free(x->h_cpy_b);
 }
 
 static void op_pointers(const struct rank_ctx *x, const struct bu_case *k, int inplace,
-                        const void **send, void **recv)
+			const void **send, void **recv)
 {
-    char *s = x->d_send, *r = x->d_recv;
-    if (!inplace) {
-        *send = s;
-        *recv = r;
-    } else if (k->c.recv_inplace_off) {
-        *send = s;
-        *recv = s + k->c.recv_inplace_off * k->tsize;
-    } else {
-        *send = r + k->c.send_inplace_off * k->tsize;
-        *recv = r;
-    }
+	char *s = x->d_send, *r = x->d_recv;
+	if (!inplace) {
+		*send = s;
+		*recv = r;
+	} else if (k->c.recv_inplace_off) {
+		*send = s;
+		*recv = s + k->c.recv_inplace_off * k->tsize;
+	} else {
+		*send = r + k->c.send_inplace_off * k->tsize;
+		*recv = r;
+	}
 }
 
 static void run_op(const struct rank_ctx *x, const struct bu_case *k, int inplace)
 {
-    struct op_call c;
-    op_pointers(x, k, inplace, &c.send, &c.recv);
-    c.k = k;
-    c.dtype = (ncclDataType_t)k->type;
-    c.redop = (ncclRedOp_t)(k->op < 0 ? 0 : k->op);
-    c.comm = x->comm;
-    c.stream = x->stream;
-    NCCL(x, x->run(&c));
+	struct op_call c;
+	op_pointers(x, k, inplace, &c.send, &c.recv);
+	c.k = k;
+	c.dtype = (ncclDataType_t)k->type;
+	c.redop = (ncclRedOp_t)(k->op < 0 ? 0 : k->op);
+	c.comm = x->comm;
+	c.stream = x->stream;
+	NCCL(x, x->run(&c));
 }
 
 /* Average time of one call in microseconds, as seen by this rank. */
 static double time_op(const struct rank_ctx *x, const struct bu_case *k, int inplace)
 {
-    for (int i = 0; i < x->o->warmup; i++)
-        run_op(x, k, inplace);
-    CUDA(x, cudaStreamSynchronize(x->stream));
-    launch_barrier(); /* start the timed loop together */
-    double t0 = bu_now();
-    for (int i = 0; i < x->o->iters; i++)
-        run_op(x, k, inplace);
-    CUDA(x, cudaStreamSynchronize(x->stream));
-    return (bu_now() - t0) * 1e6 / x->o->iters;
+	for (int i = 0; i < x->o->warmup; i++)
+		run_op(x, k, inplace);
+	CUDA(x, cudaStreamSynchronize(x->stream));
+	launch_barrier(); /* start the timed loop together */
+	double t0 = bu_now();
+	for (int i = 0; i < x->o->iters; i++)
+		run_op(x, k, inplace);
+	CUDA(x, cudaStreamSynchronize(x->stream));
+	return (bu_now() - t0) * 1e6 / x->o->iters;
 }
 
 static void copy_to_dev(const struct rank_ctx *x, void *dst, const void *src, size_t n)
 {
-    CUDA(x, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, x->stream));
+	CUDA(x, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, x->stream));
 }
 
 /* Writes inputs and a poisoned output, runs once, counts wrong elements. */
 static long check_op(struct rank_ctx *x, const struct bu_case *k, int inplace)
 {
-    const struct bu_coll *coll = x->o->coll;
-    size_t sbytes = k->c.sendcount * k->tsize, rbytes = k->c.recvcount * k->tsize;
-    int has_input = coll->fill_input(x->h_send, k);
-    coll->expected(x->h_exp, k);
-    bu_poison_from(x->h_got, x->h_exp, rbytes);
+	const struct bu_coll *coll = x->o->coll;
+	size_t sbytes = k->c.sendcount * k->tsize, rbytes = k->c.recvcount * k->tsize;
+	int has_input = coll->fill_input(x->h_send, k);
+	coll->expected(x->h_exp, k);
+	bu_poison_from(x->h_got, x->h_exp, rbytes);
 
-    const void *send;
-    void *recv;
-    op_pointers(x, k, inplace, &send, &recv);
-    /* Copies go on the benchmark's own (non-blocking) stream: a plain
-     * cudaMemcpy from pageable memory may return before the data reaches the
-     * device and does not order against a non-blocking stream. */
-    if (inplace) {
-        /* recv first: the input lives inside it and must win */
-        copy_to_dev(x, recv, x->h_got, rbytes);
-        if (has_input)
-            copy_to_dev(x, (void *)send, x->h_send, sbytes);
-    } else {
-        copy_to_dev(x, (void *)send, x->h_send, sbytes);
-        copy_to_dev(x, recv, x->h_got, rbytes);
-    }
-    CUDA(x, cudaStreamSynchronize(x->stream));
-    launch_barrier(); /* nobody's check run overlaps a peer's buffer setup */
-    run_op(x, k, inplace);
-    CUDA(x, cudaMemcpyAsync(x->h_got, recv, rbytes, cudaMemcpyDeviceToHost, x->stream));
-    CUDA(x, cudaStreamSynchronize(x->stream));
-    return (long)bu_count_wrong(x->h_got, x->h_exp, k->c.recvcount, k->tsize);
+	const void *send;
+	void *recv;
+	op_pointers(x, k, inplace, &send, &recv);
+	/* Copies go on the benchmark's own (non-blocking) stream: a plain
+	 * cudaMemcpy from pageable memory may return before the data reaches the
+	 * device and does not order against a non-blocking stream. */
+	if (inplace) {
+		/* recv first: the input lives inside it and must win */
+		copy_to_dev(x, recv, x->h_got, rbytes);
+		if (has_input)
+			copy_to_dev(x, (void *)send, x->h_send, sbytes);
+	} else {
+		copy_to_dev(x, (void *)send, x->h_send, sbytes);
+		copy_to_dev(x, recv, x->h_got, rbytes);
+	}
+	CUDA(x, cudaStreamSynchronize(x->stream));
+	launch_barrier(); /* nobody's check run overlaps a peer's buffer setup */
+	run_op(x, k, inplace);
+	CUDA(x, cudaMemcpyAsync(x->h_got, recv, rbytes, cudaMemcpyDeviceToHost, x->stream));
+	CUDA(x, cudaStreamSynchronize(x->stream));
+	return (long)bu_count_wrong(x->h_got, x->h_exp, k->c.recvcount, k->tsize);
 }
 
 /* Runs one placement on every rank; rank 0 gets the combined result. */
-static void measure(struct rank_ctx *x, const struct bu_case *k, int inplace,
-                    size_t nbytes, struct bu_result *res)
+static void measure(struct rank_ctx *x, const struct bu_case *k, int inplace, size_t nbytes,
+		    struct bu_result *res)
 {
-    struct rank_slot *me = &x->bd->slot[x->rank];
-    me->time_us = time_op(x, k, inplace);
-    me->wrong = x->o->check ? check_op(x, k, inplace) : -1;
-    launch_barrier(); /* every slot written */
-    if (x->rank != 0)
-        return;
-    double t[MAX_RANKS];
-    long wrong = 0;
-    for (int r = 0; r < x->nranks; r++) {
-        t[r] = x->bd->slot[r].time_us;
-        wrong += x->bd->slot[r].wrong > 0 ? x->bd->slot[r].wrong : 0;
-    }
-    res->time_us = bu_combine_times(t, x->nranks, x->o->avg);
-    res->wrong = x->o->check ? wrong : -1;
-    bu_fill_bw(res, nbytes, x->o->coll->bus_factor(x->nranks));
+	struct rank_slot *me = &x->bd->slot[x->rank];
+	me->time_us = time_op(x, k, inplace);
+	me->wrong = x->o->check ? check_op(x, k, inplace) : -1;
+	launch_barrier(); /* every slot written */
+	if (x->rank != 0)
+		return;
+	double t[MAX_RANKS];
+	long wrong = 0;
+	for (int r = 0; r < x->nranks; r++) {
+		t[r] = x->bd->slot[r].time_us;
+		wrong += x->bd->slot[r].wrong > 0 ? x->bd->slot[r].wrong : 0;
+	}
+	res->time_us = bu_combine_times(t, x->nranks, x->o->avg);
+	res->wrong = x->o->check ? wrong : -1;
+	bu_fill_bw(res, nbytes, x->o->coll->bus_factor(x->nranks));
 }
 
 static void pool_eff_row(struct rank_ctx *x, const struct bu_case *k, size_t nbytes,
-                         const struct bu_result *out, const struct bu_result *in)
+			 const struct bu_result *out, const struct bu_result *in)
 {
-    if (!x->eff)
-        return;
-    double ref = bu_memcpy_gbps(x->h_cpy_a, x->h_cpy_b, nbytes, MEMCPY_REPS);
-    double pb = x->o->coll->pool_bytes(nbytes, x->nranks);
-    double gout = pb / 1e9 / (out->time_us * 1e-6);
-    double gin = pb / 1e9 / (in->time_us * 1e-6);
-    fprintf(x->eff, "# %10zu  %8s  %6d  %8.2f  %12.0f  %8.2f  %6.1f  %8.2f  %6.1f\n",
-            nbytes, bu_types[k->type].name, k->root, ref, pb, gout,
-            ref > 0 ? 100 * gout / ref : 0, gin, ref > 0 ? 100 * gin / ref : 0);
+	if (!x->eff)
+		return;
+	double ref = bu_memcpy_gbps(x->h_cpy_a, x->h_cpy_b, nbytes, MEMCPY_REPS);
+	double pb = x->o->coll->pool_bytes(nbytes, x->nranks);
+	double gout = pb / 1e9 / (out->time_us * 1e-6);
+	double gin = pb / 1e9 / (in->time_us * 1e-6);
+	fprintf(x->eff, "# %10zu  %8s  %6d  %8.2f  %12.0f  %8.2f  %6.1f  %8.2f  %6.1f\n", nbytes,
+		bu_types[k->type].name, k->root, ref, pb, gout, ref > 0 ? 100 * gout / ref : 0, gin,
+		ref > 0 ? 100 * gin / ref : 0);
 }
 
 static void run_row(struct rank_ctx *x, int type, int root, int op, size_t nbytes)
 {
-    const struct bu_coll *coll = x->o->coll;
-    struct bu_case k = { .rank = x->rank, .nranks = x->nranks, .root = root,
-                         .type = type, .op = op, .tsize = bu_types[type].size };
-    coll->counts(nbytes, k.tsize, x->nranks, x->rank, &k.c);
-    size_t shown = (k.c.sendcount > k.c.recvcount ? k.c.sendcount : k.c.recvcount) * k.tsize;
+	const struct bu_coll *coll = x->o->coll;
+	struct bu_case k = {.rank = x->rank,
+			    .nranks = x->nranks,
+			    .root = root,
+			    .type = type,
+			    .op = op,
+			    .tsize = bu_types[type].size};
+	coll->counts(nbytes, k.tsize, x->nranks, x->rank, &k.c);
+	size_t shown = (k.c.sendcount > k.c.recvcount ? k.c.sendcount : k.c.recvcount) * k.tsize;
 
-    struct bu_result out = { 0 }, in = { 0 };
-    k.seed = bu_case_seed(nbytes, type, root, 0);
-    measure(x, &k, 0, shown, &out);
-    k.seed = bu_case_seed(nbytes, type, root, 1);
-    measure(x, &k, 1, shown, &in);
-    if (x->rank == 0) {
-        bu_print_row(shown, k.c.paramcount, bu_types[type].name,
-                     op < 0 ? "none" : bu_ops[op], root, &out, &in);
-        x->busbw_sum += out.busbw + in.busbw;
-        x->busbw_n += 2;
-        x->wrong_total += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
-    }
-    if (x->o->pool_eff && shown >= POOL_EFF_MIN_BYTES) {
-        /* The other ranks sleep in the barrier while rank 0 measures the
-         * memcpy reference, so they neither compete for cores nor poll. */
-        if (x->rank == 0)
-            pool_eff_row(x, &k, shown, &out, &in);
-        launch_barrier();
-    }
+	struct bu_result out = {0}, in = {0};
+	k.seed = bu_case_seed(nbytes, type, root, 0);
+	measure(x, &k, 0, shown, &out);
+	k.seed = bu_case_seed(nbytes, type, root, 1);
+	measure(x, &k, 1, shown, &in);
+	if (x->rank == 0) {
+		bu_print_row(shown, k.c.paramcount, bu_types[type].name,
+			     op < 0 ? "none" : bu_ops[op], root, &out, &in);
+		x->busbw_sum += out.busbw + in.busbw;
+		x->busbw_n += 2;
+		x->wrong_total += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
+	}
+	if (x->o->pool_eff && shown >= POOL_EFF_MIN_BYTES) {
+		/* The other ranks sleep in the barrier while rank 0 measures the
+		 * memcpy reference, so they neither compete for cores nor poll. */
+		if (x->rank == 0)
+			pool_eff_row(x, &k, shown, &out, &in);
+		launch_barrier();
+	}
 }
 
 static void run_sizes(struct rank_ctx *x, int type, int root, int op)
 {
-    for (size_t s = x->o->min_bytes; s <= x->o->max_bytes; s = bu_next_size(x->o, s))
-        run_row(x, type, root, op, s);
+	for (size_t s = x->o->min_bytes; s <= x->o->max_bytes; s = bu_next_size(x->o, s))
+		run_row(x, type, root, op, s);
 }
 
 /* Iterates types x ops x roots as nccl-tests does. */
 static void run_all(struct rank_ctx *x)
 {
-    const struct bu_opts *o = x->o;
-    int t0 = o->type < 0 ? 0 : o->type, t1 = o->type < 0 ? bu_ntypes - 1 : o->type;
-    int op0 = -1, op1 = -1;
-    if (o->coll->has_op) {
-        op0 = o->op < 0 ? 0 : o->op;
-        op1 = o->op < 0 ? bu_nops - 1 : o->op;
-    }
-    int r0 = -1, r1 = -1;
-    if (o->coll->has_root) {
-        r0 = o->root < 0 ? 0 : o->root;
-        r1 = o->root < 0 ? x->nranks - 1 : o->root;
-    }
-    for (int t = t0; t <= t1; t++)
-        for (int op = op0; op <= op1; op++)
-            for (int r = r0; r <= r1; r++)
-                run_sizes(x, t, r, op);
+	const struct bu_opts *o = x->o;
+	int t0 = o->type < 0 ? 0 : o->type, t1 = o->type < 0 ? bu_ntypes - 1 : o->type;
+	int op0 = -1, op1 = -1;
+	if (o->coll->has_op) {
+		op0 = o->op < 0 ? 0 : o->op;
+		op1 = o->op < 0 ? bu_nops - 1 : o->op;
+	}
+	int r0 = -1, r1 = -1;
+	if (o->coll->has_root) {
+		r0 = o->root < 0 ? 0 : o->root;
+		r1 = o->root < 0 ? x->nranks - 1 : o->root;
+	}
+	for (int t = t0; t <= t1; t++)
+		for (int op = op0; op <= op1; op++)
+			for (int r = r0; r <= r1; r++)
+				run_sizes(x, t, r, op);
 }
 
 static void print_pool_eff(struct rank_ctx *x)
 {
-    if (!x->eff)
-        return;
-    fflush(x->eff);
-    rewind(x->eff);
-    printf("#\n# Pool efficiency (sizes >= 1 MiB): bytes each rank moves through memory in\n"
-           "# the pool scheme (all_gather: writes S/n, reads (n-1)S/n; broadcast: root\n"
-           "# writes S, others read S) / time, as %% of single-thread memcpy of S bytes\n"
-           "# (best of %d, measured by rank 0 in this run).\n", MEMCPY_REPS);
-    printf("#       size      type    root    memcpy   pool B/rank   out-of-place      in-place\n");
-    printf("#        (B)                      (GB/s)           (B)  (GB/s)     (%%)  (GB/s)     (%%)\n");
-    char line[256];
-    while (fgets(line, sizeof(line), x->eff))
-        fputs(line, stdout);
-    fclose(x->eff);
-    x->eff = NULL;
+	if (!x->eff)
+		return;
+	fflush(x->eff);
+	rewind(x->eff);
+	printf("#\n# Pool efficiency (sizes >= 1 MiB): bytes each rank moves through memory in\n"
+	       "# the pool scheme (all_gather: writes S/n, reads (n-1)S/n; broadcast: root\n"
+	       "# writes S, others read S) / time, as %% of single-thread memcpy of S bytes\n"
+	       "# (best of %d, measured by rank 0 in this run).\n",
+	       MEMCPY_REPS);
+	printf("#       size      type    root    memcpy   pool B/rank   out-of-place      "
+	       "in-place\n");
+	printf("#        (B)                      (GB/s)           (B)  (GB/s)     (%%)  (GB/s)    "
+	       " (%%)\n");
+	char line[256];
+	while (fgets(line, sizeof(line), x->eff))
+		fputs(line, stdout);
+	fclose(x->eff);
+	x->eff = NULL;
 }
 
 static int rank_main(int rank, int nranks, const ncclUniqueId *id, void *arg)
 {
-    struct board *bd = arg;
-    struct rank_ctx x = { .rank = rank, .nranks = nranks, .o = &bd->opts, .bd = bd };
-    x.run = find_runner(x.o->coll->name);
-    int dev = pick_device(&x);
-    publish_device(&x, dev);
-    CUDA(&x, cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking));
-    NCCL(&x, ncclCommInitRank(&x.comm, nranks, *id, rank));
-    alloc_buffers(&x);
-    launch_barrier(); /* device lines complete */
-    if (rank == 0) {
-        print_header(&x);
-        if (x.o->pool_eff && !(x.eff = tmpfile()))
-            die(&x, "tmpfile", "cannot buffer the pool efficiency table");
-        bu_print_columns();
-    }
-    run_all(&x);
-    if (rank == 0) {
-        bu_print_footer(x.wrong_total, x.busbw_sum, x.busbw_n);
-        print_pool_eff(&x);
-    }
-    launch_barrier(); /* no rank tears down while others still run */
-    NCCL(&x, ncclCommDestroy(x.comm));
-    free_buffers(&x);
-    CUDA(&x, cudaStreamDestroy(x.stream));
-    /* wrong results fail the run (rank 0 holds the total) */
-    return rank == 0 && x.wrong_total ? 2 : 0;
+	struct board *bd = arg;
+	struct rank_ctx x = {.rank = rank, .nranks = nranks, .o = &bd->opts, .bd = bd};
+	x.run = find_runner(x.o->coll->name);
+	int dev = pick_device(&x);
+	publish_device(&x, dev);
+	CUDA(&x, cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking));
+	NCCL(&x, ncclCommInitRank(&x.comm, nranks, *id, rank));
+	alloc_buffers(&x);
+	launch_barrier(); /* device lines complete */
+	if (rank == 0) {
+		print_header(&x);
+		if (x.o->pool_eff && !(x.eff = tmpfile()))
+			die(&x, "tmpfile", "cannot buffer the pool efficiency table");
+		bu_print_columns();
+	}
+	run_all(&x);
+	if (rank == 0) {
+		bu_print_footer(x.wrong_total, x.busbw_sum, x.busbw_n);
+		print_pool_eff(&x);
+	}
+	launch_barrier(); /* no rank tears down while others still run */
+	NCCL(&x, ncclCommDestroy(x.comm));
+	free_buffers(&x);
+	CUDA(&x, cudaStreamDestroy(x.stream));
+	/* wrong results fail the run (rank 0 holds the total) */
+	return rank == 0 && x.wrong_total ? 2 : 0;
 }
 
 int main(int argc, char **argv)
 {
-    struct bu_opts o;
-    bu_parse_opts(argc, argv, &o, "coll_perf", 0);
-    if (!find_runner(o.coll->name)) {
-        fprintf(stderr, "coll_perf: no NCCL runner for %s\n", o.coll->name);
-        return 2;
-    }
-    if (o.nranks > MAX_RANKS) {
-        fprintf(stderr, "coll_perf: at most %d ranks\n", MAX_RANKS);
-        return 2;
-    }
-    if (o.coll->has_root && o.root >= o.nranks) {
-        fprintf(stderr, "coll_perf: root %d out of range for %d ranks\n", o.root, o.nranks);
-        return 2;
-    }
-    /* The board is mapped before fork so every rank sees the same page; no
-     * CUDA or NCCL call happens in this process (fork after CUDA init is not
-     * allowed). */
-    size_t bsize = sizeof(struct board) + (size_t)o.nranks * sizeof(struct rank_slot);
-    struct board *bd = mmap(NULL, bsize, PROT_READ | PROT_WRITE,
-                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (bd == MAP_FAILED) {
-        perror("coll_perf: mmap");
-        return 1;
-    }
-    memset(bd, 0, bsize);
-    bd->opts = o;
-    int rc = launch_ranks(o.nranks, rank_main, bd, o.timeout_s);
-    munmap(bd, bsize);
-    if (rc)
-        fprintf(stderr, "coll_perf: failed (status %d)\n", rc);
-    return rc;
+	struct bu_opts o;
+	bu_parse_opts(argc, argv, &o, "coll_perf", 0);
+	if (!find_runner(o.coll->name)) {
+		fprintf(stderr, "coll_perf: no NCCL runner for %s\n", o.coll->name);
+		return 2;
+	}
+	if (o.nranks > MAX_RANKS) {
+		fprintf(stderr, "coll_perf: at most %d ranks\n", MAX_RANKS);
+		return 2;
+	}
+	if (o.coll->has_root && o.root >= o.nranks) {
+		fprintf(stderr, "coll_perf: root %d out of range for %d ranks\n", o.root, o.nranks);
+		return 2;
+	}
+	/* The board is mapped before fork so every rank sees the same page; no
+	 * CUDA or NCCL call happens in this process (fork after CUDA init is not
+	 * allowed). */
+	size_t bsize = sizeof(struct board) + (size_t)o.nranks * sizeof(struct rank_slot);
+	struct board *bd =
+		mmap(NULL, bsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (bd == MAP_FAILED) {
+		perror("coll_perf: mmap");
+		return 1;
+	}
+	memset(bd, 0, bsize);
+	bd->opts = o;
+	int rc = launch_ranks(o.nranks, rank_main, bd, o.timeout_s);
+	munmap(bd, bsize);
+	if (rc)
+		fprintf(stderr, "coll_perf: failed (status %d)\n", rc);
+	return rc;
 }

@@ -19,13 +19,13 @@
 #include "bench_util.h"
 
 struct mctx {
-    int rank, nranks;
-    const struct bu_opts *o;
-    char *send, *recv, *exp;
-    size_t buf_bytes;
-    double busbw_sum;
-    int busbw_n;
-    long wrong_total;
+	int rank, nranks;
+	const struct bu_opts *o;
+	char *send, *recv, *exp;
+	size_t buf_bytes;
+	double busbw_sum;
+	int busbw_n;
+	long wrong_total;
 };
 
 /* ------------------------------------------------------------- MPI calls */
@@ -34,22 +34,22 @@ typedef void (*mpi_run_fn)(struct mctx *x, const struct bu_case *k, int inplace)
 
 static int byte_count(const struct bu_case *k, size_t count)
 {
-    size_t b = count * k->tsize;
-    if (b > INT_MAX) {
-        fprintf(stderr, "mpi_perf: %zu bytes exceed an int count\n", b);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    return (int)b;
+	size_t b = count * k->tsize;
+	if (b > INT_MAX) {
+		fprintf(stderr, "mpi_perf: %zu bytes exceed an int count\n", b);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	return (int)b;
 }
 
 static void mpi_all_gather(struct mctx *x, const struct bu_case *k, int inplace)
 {
-    int n = byte_count(k, k->c.sendcount);
-    if (inplace)
-        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->recv, n, MPI_BYTE,
-                      MPI_COMM_WORLD);
-    else
-        MPI_Allgather(x->send, n, MPI_BYTE, x->recv, n, MPI_BYTE, MPI_COMM_WORLD);
+	int n = byte_count(k, k->c.sendcount);
+	if (inplace)
+		MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->recv, n, MPI_BYTE,
+			      MPI_COMM_WORLD);
+	else
+		MPI_Allgather(x->send, n, MPI_BYTE, x->recv, n, MPI_BYTE, MPI_COMM_WORLD);
 }
 
 /* MPI_Bcast is in-place by nature. Out-of-place (ncclBroadcast semantics:
@@ -57,201 +57,206 @@ static void mpi_all_gather(struct mctx *x, const struct bu_case *k, int inplace)
  * as it does in NCCL. */
 static void mpi_broadcast(struct mctx *x, const struct bu_case *k, int inplace)
 {
-    int n = byte_count(k, k->c.paramcount);
-    if (!inplace && x->rank == k->root)
-        memcpy(x->recv, x->send, (size_t)n);
-    MPI_Bcast(x->recv, n, MPI_BYTE, k->root, MPI_COMM_WORLD);
+	int n = byte_count(k, k->c.paramcount);
+	if (!inplace && x->rank == k->root)
+		memcpy(x->recv, x->send, (size_t)n);
+	MPI_Bcast(x->recv, n, MPI_BYTE, k->root, MPI_COMM_WORLD);
 }
 
-static const struct { const char *name; mpi_run_fn run; } runners[] = {
-    { "all_gather", mpi_all_gather },
-    { "broadcast", mpi_broadcast },
+static const struct {
+	const char *name;
+	mpi_run_fn run;
+} runners[] = {
+	{"all_gather", mpi_all_gather},
+	{"broadcast", mpi_broadcast},
 };
 
 static mpi_run_fn find_runner(const char *name)
 {
-    for (size_t i = 0; i < sizeof(runners) / sizeof(runners[0]); i++)
-        if (strcmp(runners[i].name, name) == 0)
-            return runners[i].run;
-    return NULL;
+	for (size_t i = 0; i < sizeof(runners) / sizeof(runners[0]); i++)
+		if (strcmp(runners[i].name, name) == 0)
+			return runners[i].run;
+	return NULL;
 }
 
 /* ------------------------------------------------------------ benchmark */
 
 static void print_header(const struct mctx *x)
 {
-    const struct bu_opts *o = x->o;
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(lib, &len);
-    lib[strcspn(lib, "\n")] = 0; /* first line is enough */
-    char host[64] = "?";
-    gethostname(host, sizeof(host));
-    host[sizeof(host) - 1] = 0;
-    int pids[x->nranks];
-    int me = (int)getpid();
-    MPI_Gather(&me, 1, MPI_INT, pids, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (x->rank != 0)
-        return;
-    printf("# nccl-tests style benchmark: mpi_perf %s (MPI baseline, host memory)\n",
-           o->coll->name);
-    printf("# nranks %d minBytes %zu maxBytes %zu step: ", x->nranks, o->min_bytes,
-           o->max_bytes);
-    if (o->step_factor > 1.0)
-        printf("%g(factor)", o->step_factor);
-    else
-        printf("%zu(bytes)", o->step_bytes);
-    printf(" warmup iters: %d iters: %d validation: %d time: %s\n", o->warmup,
-           o->iters, o->check, bu_avg_name(o->avg));
-    printf("# MPI library: %s\n#\n# Using devices\n", lib);
-    for (int r = 0; r < x->nranks; r++)
-        printf("#  Rank %2d Pid %6d on %10s host memory\n", r, pids[r], host);
-    fflush(stdout);
+	const struct bu_opts *o = x->o;
+	char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+	int len = 0;
+	MPI_Get_library_version(lib, &len);
+	lib[strcspn(lib, "\n")] = 0; /* first line is enough */
+	char host[64] = "?";
+	gethostname(host, sizeof(host));
+	host[sizeof(host) - 1] = 0;
+	int pids[x->nranks];
+	int me = (int)getpid();
+	MPI_Gather(&me, 1, MPI_INT, pids, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	if (x->rank != 0)
+		return;
+	printf("# nccl-tests style benchmark: mpi_perf %s (MPI baseline, host memory)\n",
+	       o->coll->name);
+	printf("# nranks %d minBytes %zu maxBytes %zu step: ", x->nranks, o->min_bytes,
+	       o->max_bytes);
+	if (o->step_factor > 1.0)
+		printf("%g(factor)", o->step_factor);
+	else
+		printf("%zu(bytes)", o->step_bytes);
+	printf(" warmup iters: %d iters: %d validation: %d time: %s\n", o->warmup, o->iters,
+	       o->check, bu_avg_name(o->avg));
+	printf("# MPI library: %s\n#\n# Using devices\n", lib);
+	for (int r = 0; r < x->nranks; r++)
+		printf("#  Rank %2d Pid %6d on %10s host memory\n", r, pids[r], host);
+	fflush(stdout);
 }
 
-static double time_op(struct mctx *x, mpi_run_fn run, const struct bu_case *k,
-                      int inplace)
+static double time_op(struct mctx *x, mpi_run_fn run, const struct bu_case *k, int inplace)
 {
-    for (int i = 0; i < x->o->warmup; i++)
-        run(x, k, inplace);
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = bu_now();
-    for (int i = 0; i < x->o->iters; i++)
-        run(x, k, inplace);
-    return (bu_now() - t0) * 1e6 / x->o->iters;
+	for (int i = 0; i < x->o->warmup; i++)
+		run(x, k, inplace);
+	MPI_Barrier(MPI_COMM_WORLD);
+	double t0 = bu_now();
+	for (int i = 0; i < x->o->iters; i++)
+		run(x, k, inplace);
+	return (bu_now() - t0) * 1e6 / x->o->iters;
 }
 
-static long check_op(struct mctx *x, mpi_run_fn run, const struct bu_case *k,
-                     int inplace)
+static long check_op(struct mctx *x, mpi_run_fn run, const struct bu_case *k, int inplace)
 {
-    const struct bu_coll *coll = x->o->coll;
-    size_t rbytes = k->c.recvcount * k->tsize;
-    coll->expected(x->exp, k);
-    bu_poison_from(x->recv, x->exp, rbytes);
-    if (inplace) {
-        char *in = x->recv + k->c.send_inplace_off * k->tsize;
-        /* fill a scratch copy first: only ranks whose input is read get it */
-        if (coll->fill_input(x->send, k))
-            memcpy(in, x->send, k->c.sendcount * k->tsize);
-    } else {
-        coll->fill_input(x->send, k);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    run(x, k, inplace);
-    return (long)bu_count_wrong(x->recv, x->exp, k->c.recvcount, k->tsize);
+	const struct bu_coll *coll = x->o->coll;
+	size_t rbytes = k->c.recvcount * k->tsize;
+	coll->expected(x->exp, k);
+	bu_poison_from(x->recv, x->exp, rbytes);
+	if (inplace) {
+		char *in = x->recv + k->c.send_inplace_off * k->tsize;
+		/* fill a scratch copy first: only ranks whose input is read get it */
+		if (coll->fill_input(x->send, k))
+			memcpy(in, x->send, k->c.sendcount * k->tsize);
+	} else {
+		coll->fill_input(x->send, k);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	run(x, k, inplace);
+	return (long)bu_count_wrong(x->recv, x->exp, k->c.recvcount, k->tsize);
 }
 
-static void measure(struct mctx *x, mpi_run_fn run, const struct bu_case *k,
-                    int inplace, size_t shown, struct bu_result *res)
+static void measure(struct mctx *x, mpi_run_fn run, const struct bu_case *k, int inplace,
+		    size_t shown, struct bu_result *res)
 {
-    double t = time_op(x, run, k, inplace);
-    long wrong = x->o->check ? check_op(x, run, k, inplace) : 0;
-    double all[x->nranks];
-    long wsum = 0;
-    MPI_Gather(&t, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    MPI_Reduce(&wrong, &wsum, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (x->rank != 0)
-        return;
-    res->time_us = bu_combine_times(all, x->nranks, x->o->avg);
-    res->wrong = x->o->check ? wsum : -1;
-    bu_fill_bw(res, shown, x->o->coll->bus_factor(x->nranks));
+	double t = time_op(x, run, k, inplace);
+	long wrong = x->o->check ? check_op(x, run, k, inplace) : 0;
+	double all[x->nranks];
+	long wsum = 0;
+	MPI_Gather(&t, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	MPI_Reduce(&wrong, &wsum, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+	if (x->rank != 0)
+		return;
+	res->time_us = bu_combine_times(all, x->nranks, x->o->avg);
+	res->wrong = x->o->check ? wsum : -1;
+	bu_fill_bw(res, shown, x->o->coll->bus_factor(x->nranks));
 }
 
-static void run_row(struct mctx *x, mpi_run_fn run, int type, int root, int op,
-                    size_t nbytes)
+static void run_row(struct mctx *x, mpi_run_fn run, int type, int root, int op, size_t nbytes)
 {
-    const struct bu_coll *coll = x->o->coll;
-    struct bu_case k = { .rank = x->rank, .nranks = x->nranks, .root = root,
-                         .type = type, .op = op, .tsize = bu_types[type].size };
-    coll->counts(nbytes, k.tsize, x->nranks, x->rank, &k.c);
-    size_t shown = (k.c.sendcount > k.c.recvcount ? k.c.sendcount : k.c.recvcount) * k.tsize;
-    struct bu_result out = { 0 }, in = { 0 };
-    /* same seeds as coll_perf, so both runs move identical data */
-    k.seed = bu_case_seed(nbytes, type, root, 0);
-    measure(x, run, &k, 0, shown, &out);
-    k.seed = bu_case_seed(nbytes, type, root, 1);
-    measure(x, run, &k, 1, shown, &in);
-    if (x->rank != 0)
-        return;
-    bu_print_row(shown, k.c.paramcount, bu_types[type].name,
-                 op < 0 ? "none" : bu_ops[op], root, &out, &in);
-    x->busbw_sum += out.busbw + in.busbw;
-    x->busbw_n += 2;
-    x->wrong_total += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
+	const struct bu_coll *coll = x->o->coll;
+	struct bu_case k = {.rank = x->rank,
+			    .nranks = x->nranks,
+			    .root = root,
+			    .type = type,
+			    .op = op,
+			    .tsize = bu_types[type].size};
+	coll->counts(nbytes, k.tsize, x->nranks, x->rank, &k.c);
+	size_t shown = (k.c.sendcount > k.c.recvcount ? k.c.sendcount : k.c.recvcount) * k.tsize;
+	struct bu_result out = {0}, in = {0};
+	/* same seeds as coll_perf, so both runs move identical data */
+	k.seed = bu_case_seed(nbytes, type, root, 0);
+	measure(x, run, &k, 0, shown, &out);
+	k.seed = bu_case_seed(nbytes, type, root, 1);
+	measure(x, run, &k, 1, shown, &in);
+	if (x->rank != 0)
+		return;
+	bu_print_row(shown, k.c.paramcount, bu_types[type].name, op < 0 ? "none" : bu_ops[op], root,
+		     &out, &in);
+	x->busbw_sum += out.busbw + in.busbw;
+	x->busbw_n += 2;
+	x->wrong_total += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
 }
 
 static void run_all(struct mctx *x, mpi_run_fn run)
 {
-    const struct bu_opts *o = x->o;
-    int t0 = o->type < 0 ? 0 : o->type, t1 = o->type < 0 ? bu_ntypes - 1 : o->type;
-    int op0 = -1, op1 = -1;
-    if (o->coll->has_op) {
-        op0 = o->op < 0 ? 0 : o->op;
-        op1 = o->op < 0 ? bu_nops - 1 : o->op;
-    }
-    int r0 = -1, r1 = -1;
-    if (o->coll->has_root) {
-        r0 = o->root < 0 ? 0 : o->root;
-        r1 = o->root < 0 ? x->nranks - 1 : o->root;
-    }
-    for (int t = t0; t <= t1; t++)
-        for (int op = op0; op <= op1; op++)
-            for (int r = r0; r <= r1; r++)
-                for (size_t s = o->min_bytes; s <= o->max_bytes; s = bu_next_size(o, s))
-                    run_row(x, run, t, r, op, s);
+	const struct bu_opts *o = x->o;
+	int t0 = o->type < 0 ? 0 : o->type, t1 = o->type < 0 ? bu_ntypes - 1 : o->type;
+	int op0 = -1, op1 = -1;
+	if (o->coll->has_op) {
+		op0 = o->op < 0 ? 0 : o->op;
+		op1 = o->op < 0 ? bu_nops - 1 : o->op;
+	}
+	int r0 = -1, r1 = -1;
+	if (o->coll->has_root) {
+		r0 = o->root < 0 ? 0 : o->root;
+		r1 = o->root < 0 ? x->nranks - 1 : o->root;
+	}
+	for (int t = t0; t <= t1; t++)
+		for (int op = op0; op <= op1; op++)
+			for (int r = r0; r <= r1; r++)
+				for (size_t s = o->min_bytes; s <= o->max_bytes;
+				     s = bu_next_size(o, s))
+					run_row(x, run, t, r, op, s);
 }
 
 static void alloc_buffers(struct mctx *x)
 {
-    size_t bytes = x->o->max_bytes ? x->o->max_bytes : 1;
-    x->buf_bytes = bytes;
-    x->send = malloc(bytes);
-    x->recv = malloc(bytes);
-    x->exp = malloc(bytes);
-    if (!x->send || !x->recv || !x->exp) {
-        fprintf(stderr, "mpi_perf: rank %d: out of memory\n", x->rank);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    /* touch the pages now, not inside the first timed call */
-    memset(x->send, 0, bytes);
-    memset(x->recv, 0, bytes);
+	size_t bytes = x->o->max_bytes ? x->o->max_bytes : 1;
+	x->buf_bytes = bytes;
+	x->send = malloc(bytes);
+	x->recv = malloc(bytes);
+	x->exp = malloc(bytes);
+	if (!x->send || !x->recv || !x->exp) {
+		fprintf(stderr, "mpi_perf: rank %d: out of memory\n", x->rank);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	/* touch the pages now, not inside the first timed call */
+	memset(x->send, 0, bytes);
+	memset(x->recv, 0, bytes);
 }
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    struct bu_opts o;
-    struct mctx x = { 0 };
-    MPI_Comm_rank(MPI_COMM_WORLD, &x.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &x.nranks);
-    bu_parse_opts(argc, argv, &o, "mpi_perf", 1);
-    x.o = &o;
-    mpi_run_fn run = find_runner(o.coll->name);
-    if (!run) {
-        if (x.rank == 0)
-            fprintf(stderr, "mpi_perf: no MPI runner for %s\n", o.coll->name);
-        MPI_Finalize();
-        return 2;
-    }
-    if (o.coll->has_root && o.root >= x.nranks) {
-        if (x.rank == 0)
-            fprintf(stderr, "mpi_perf: root %d out of range for %d ranks\n", o.root,
-                    x.nranks);
-        MPI_Finalize();
-        return 2;
-    }
-    alloc_buffers(&x);
-    print_header(&x);
-    if (x.rank == 0)
-        bu_print_columns();
-    run_all(&x, run);
-    if (x.rank == 0)
-        bu_print_footer(x.wrong_total, x.busbw_sum, x.busbw_n);
-    long wrong = x.wrong_total;
-    MPI_Bcast(&wrong, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    free(x.send);
-    free(x.recv);
-    free(x.exp);
-    MPI_Finalize();
-    return wrong ? 2 : 0;
+	MPI_Init(&argc, &argv);
+	struct bu_opts o;
+	struct mctx x = {0};
+	MPI_Comm_rank(MPI_COMM_WORLD, &x.rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &x.nranks);
+	bu_parse_opts(argc, argv, &o, "mpi_perf", 1);
+	x.o = &o;
+	mpi_run_fn run = find_runner(o.coll->name);
+	if (!run) {
+		if (x.rank == 0)
+			fprintf(stderr, "mpi_perf: no MPI runner for %s\n", o.coll->name);
+		MPI_Finalize();
+		return 2;
+	}
+	if (o.coll->has_root && o.root >= x.nranks) {
+		if (x.rank == 0)
+			fprintf(stderr, "mpi_perf: root %d out of range for %d ranks\n", o.root,
+				x.nranks);
+		MPI_Finalize();
+		return 2;
+	}
+	alloc_buffers(&x);
+	print_header(&x);
+	if (x.rank == 0)
+		bu_print_columns();
+	run_all(&x, run);
+	if (x.rank == 0)
+		bu_print_footer(x.wrong_total, x.busbw_sum, x.busbw_n);
+	long wrong = x.wrong_total;
+	MPI_Bcast(&wrong, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+	free(x.send);
+	free(x.recv);
+	free(x.exp);
+	MPI_Finalize();
+	return wrong ? 2 : 0;
 }
