@@ -27,6 +27,7 @@ struct cxls_op {
 	uint32_t rounds;
 	size_t bytes;           /* bytes per rank-slice */
 	size_t chunk;           /* bytes per round, <= the layout's block */
+	int capturing;          /* the user stream is being captured */
 };
 
 ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
@@ -34,6 +35,8 @@ ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
 			   size_t bytes);
 ncclResult_t cxls_op_end(struct cxls_op *op);
+/* Enqueueing failed half way: the ranks can no longer agree on rounds. */
+ncclResult_t cxls_op_abandon(struct cxls_op *op);
 /* Flow control: before writing round g into a slot reused every `depth`
  * rounds, wait until every other rank has consumed what the slot held. */
 int cxls_op_wait_consumed(struct cxls_op *op, CUstream st, uint32_t k, uint32_t depth,

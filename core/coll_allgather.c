@@ -85,10 +85,10 @@ ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *rec
 	/* out of place: our own slice goes straight to its place */
 	if (cxls_stage_copy(&c->st, op.rs, (CUdeviceptr)(uintptr_t)own,
 			    (CUdeviceptr)(uintptr_t)sendbuff, bytes))
-		return ncclUnhandledCudaError;
+		return cxls_op_abandon(&op);
 	for (uint32_t k = 0; k < op.rounds; k++)
 		if (publish(&op, sendbuff, k) || fetch(&op, recvbuff, k))
-			return ncclUnhandledCudaError;
+			return cxls_op_abandon(&op);
 	CXLS_TRACE("AllGather %zu bytes/rank, %u rounds from round %u", bytes, op.rounds, op.g0);
 	return cxls_op_end(&op);
 }

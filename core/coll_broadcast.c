@@ -37,8 +37,9 @@ static int root_publish(struct cxls_op *op, const char *send)
 		    cxls_stage_ring(s, op->ws, &c->view.pub[c->rank], op->g0 + k + 1))
 			return -1;
 	}
-	/* the root consumes nothing: acknowledge every round at once */
-	return cxls_stage_ring(s, op->rs, &c->view.ack[c->rank], op->g0 + op->rounds);
+	/* The root consumes nothing, but peers' next op may reuse the window
+	 * once every rank acknowledged: only after the last publish. */
+	return cxls_stage_ring(s, op->ws, &c->view.ack[c->rank], op->g0 + op->rounds);
 }
 
 /* Group size: ND chunks with interleaving (one per device), at most half
@@ -83,7 +84,9 @@ static int reader_fetch(struct cxls_op *op, char *recv, int root)
 		if (cxls_stage_ring(s, op->rs, &c->view.ack[c->rank], op->g0 + k0 + n))
 			return -1;
 	}
-	return 0;
+	/* Published nothing: say so, so that our publish doorbell keeps up
+	 * with the rounds and never lags 2^31 behind (wrap-around). */
+	return cxls_stage_ring(s, op->ws, &c->view.pub[c->rank], op->g0 + op->rounds);
 }
 
 ncclResult_t cxls_broadcast(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
@@ -121,7 +124,7 @@ ncclResult_t cxls_broadcast(struct cxls_comm *c, const void *sendbuff, void *rec
 	else
 		rc = reader_fetch(&op, recvbuff, root);
 	if (rc)
-		return ncclUnhandledCudaError;
+		return cxls_op_abandon(&op);
 	CXLS_TRACE("Broadcast %zu bytes from root %d, %u rounds from round %u", bytes, root,
 		   op.rounds, op.g0);
 	return cxls_op_end(&op);

@@ -84,12 +84,13 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->bytes = bytes;
 	op->chunk = op_chunk(c, bytes);
 	op->rounds = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
-	if (s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
-	    cap == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+	op->capturing = s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
+			cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	if (op->capturing)
 		CXLS_INFO("pooled collective captured in a graph: it replays with the same "
 			  "doorbell values, so replay the graph once per capture");
-	if (cxls_stage_fork(s, stream))
-		return ncclUnhandledCudaError;
+	if (cxls_stage_fork(s, stream, op->capturing))
+		return cxls_op_abandon(op);
 	return ncclSuccess;
 }
 
@@ -99,13 +100,20 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	struct cxls_comm *c = op->c;
 	uint32_t ops = atomic_load(&c->ops) + 1;
 
-	if (cxls_stage_join(&c->st, op->user) ||
+	if (cxls_stage_join(&c->st, op->user, op->capturing) ||
 	    cxls_stage_ring(&c->st, op->user, &c->view.done[c->rank], ops))
-		return ncclUnhandledCudaError;
+		return cxls_op_abandon(op);
 	atomic_store(&c->round, op->g0 + op->rounds);
 	atomic_store(&c->ops, ops);
 	atomic_fetch_add(&c->view.ranks[c->rank].ops_enqueued, 1);
 	return ncclSuccess;
+}
+
+ncclResult_t cxls_op_abandon(struct cxls_op *op)
+{
+	cxls_comm_set_error(op->c, "enqueueing a collective failed half way: aborting");
+	cxls_comm_fail(op->c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
+	return ncclUnhandledCudaError;
 }
 
 int cxls_op_wait_consumed(struct cxls_op *op, CUstream st, uint32_t k, uint32_t depth,
@@ -121,8 +129,6 @@ int cxls_op_wait_consumed(struct cxls_op *op, CUstream st, uint32_t k, uint32_t 
 	else if (k >= depth)
 		target = op->g0 + k - depth + 1;
 	else
-		return 0;
-	if (target == 0)
 		return 0;
 	for (int j = 0; j < c->nranks; j++)
 		if (j != skip_rank && cxls_stage_wait(&c->st, st, &c->view.ack[j], target))

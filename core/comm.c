@@ -42,6 +42,10 @@ int cxls_comm_usable(struct cxls_comm *c, ncclResult_t *err)
 		*err = ncclRemoteError;
 		return 0;
 	}
+	if (atomic_load(&c->finalized)) {
+		*err = ncclInvalidUsage;
+		return 0;
+	}
 	return 1;
 }
 
@@ -67,16 +71,22 @@ static int bind_context(struct cxls_comm *c)
 	return 0;
 }
 
+/* The ordering event always; the work streams only with overlap. */
 static int create_streams(struct cxls_comm *c)
 {
 	struct cxls_stage *s = &c->st;
 	const struct cxls_cuda *cu = s->cu;
+	const unsigned ev = CU_EVENT_DISABLE_TIMING;
 
+	if (cu->EventCreate(&s->ev_done, ev) != CUDA_SUCCESS)
+		return -1;
+	if (!s->overlap)
+		return 0;
 	if (cu->StreamCreate(&s->ws, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
 	    cu->StreamCreate(&s->rs, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-	    cu->EventCreate(&s->ev_fork, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
-	    cu->EventCreate(&s->ev_wjoin, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
-	    cu->EventCreate(&s->ev_rjoin, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+	    cu->EventCreate(&s->ev_fork, ev) != CUDA_SUCCESS ||
+	    cu->EventCreate(&s->ev_wjoin, ev) != CUDA_SUCCESS ||
+	    cu->EventCreate(&s->ev_rjoin, ev) != CUDA_SUCCESS)
 		return -1;
 	return 0;
 }
@@ -96,8 +106,10 @@ static void destroy_streams(struct cxls_comm *c)
 		cu->EventDestroy(s->ev_wjoin);
 	if (s->ev_rjoin)
 		cu->EventDestroy(s->ev_rjoin);
+	if (s->ev_done)
+		cu->EventDestroy(s->ev_done);
 	s->ws = s->rs = NULL;
-	s->ev_fork = s->ev_wjoin = s->ev_rjoin = NULL;
+	s->ev_fork = s->ev_wjoin = s->ev_rjoin = s->ev_done = NULL;
 }
 
 /* Everything after the rendezvous: layout, pool mapping, streams. */
@@ -123,7 +135,13 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 		c->st.rec_w = cxls_devmodel_record();
 		c->st.rec_r = cxls_devmodel_record();
 	}
-	if (c->st.overlap && create_streams(c)) {
+	/* host functions carry pool offsets in 32 bits of 64-byte lines */
+	if ((c->st.host_wait || c->st.flush || c->st.model) && c->pool->size >> 38) {
+		cxls_comm_set_error(c, "wait.mode=host, flush pools and the device model "
+				       "need a pool below 256 GiB");
+		return -1;
+	}
+	if (create_streams(c)) {
 		cxls_comm_set_error(c, "cannot create the communicator's streams");
 		return -1;
 	}
@@ -135,6 +153,16 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 		  c->st.overlap ? "overlapped" : "single stream",
 		  c->st.host_wait ? "host waits" : "stream memops");
 	return 0;
+}
+
+/* Gives the record back exactly once; a rank whose streams may still
+ * touch the record keeps it (quarantine until the process exits). */
+static void comm_leave(struct cxls_comm *c)
+{
+	if (!c->joined)
+		return;
+	c->joined = 0;
+	cxls_comm_leave(c->pool, &c->view, (uint32_t)c->rank);
 }
 
 /* Rendezvous + setup; returns 0, or -1 with c->last_error set. */
@@ -161,9 +189,10 @@ static int connect_comm(struct cxls_comm *c)
 				    c->nranks, cxls_join_strerror(err), ja.timeout_ms);
 		return -1;
 	}
+	c->joined = 1;
 	if (setup(c, &ja)) {
 		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, ncclSystemError);
-		cxls_comm_leave(c->pool, &c->view, (uint32_t)c->rank);
+		comm_leave(c);
 		return -1;
 	}
 	return 0;
@@ -197,6 +226,7 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	c->pool = cxls_runtime_pool();
 	c->st.cu = cxls_cuda();
 	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
+	pthread_mutex_init(&c->life, NULL);
 	atomic_store(&c->async_err, ncclInProgress);
 	return c;
 }
@@ -252,51 +282,55 @@ ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
 	return ncclSuccess;
 }
 
-/* Raises every doorbell of the communicator to at least `v`, so that any
- * wait this rank enqueued (all for values <= c->round) passes.  Idempotent
- * and never pushes far ahead, so peers doing the same stay consistent. */
+/* Raises a doorbell to at least v (atomic max in sequence order). */
+static void raise_bell(struct cxls_bell *b, uint32_t v, int flush)
+{
+	uint32_t cur = cxls_bell_read(b, flush);
+
+	while (!cxls_seq_reached(cur, v)) {
+		if (atomic_compare_exchange_weak(&b->seq, &cur, v)) {
+			cxls_bell_ring(b, v, flush); /* publish + wake */
+			return;
+		}
+	}
+}
+
+/* Raises every doorbell of the communicator far enough that every wait
+ * this rank enqueued (all for values <= c->round) passes.  Streams may
+ * still ring lower values afterwards, so the watchdog and drain() repeat
+ * it while this rank has work in flight. */
 void cxls_comm_unblock(struct cxls_comm *c)
 {
-	uint32_t v = c->round + 1;
+	uint32_t v = atomic_load(&c->round) + 1;
 
 	for (int r = 0; r < c->nranks; r++) {
-		struct cxls_bell *bells[2] = { &c->view.pub[r], &c->view.ack[r] };
-
-		for (int i = 0; i < 2; i++) {
-			uint32_t cur = cxls_bell_read(bells[i], c->pool->flush_mode);
-
-			if (!cxls_seq_reached(cur, v))
-				cxls_bell_ring(bells[i], v, c->pool->flush_mode);
-		}
+		raise_bell(&c->view.pub[r], v, c->pool->flush_mode);
+		raise_bell(&c->view.ack[r], v, c->pool->flush_mode);
 	}
 }
 
 void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err)
 {
 	uint32_t none = CXLS_ABORT_NONE;
+	int ok = ncclSuccess;
 
 	if (atomic_compare_exchange_strong(&c->view.rec->abort_reason, &none, (uint32_t)reason))
 		atomic_store(&c->view.rec->abort_rank, (uint32_t)c->rank);
 	atomic_store(&c->aborted, 1);
-	{
-		int ok = ncclSuccess;
-		atomic_compare_exchange_strong(&c->async_err, &ok, (int)err);
-	}
+	atomic_compare_exchange_strong(&c->async_err, &ok, (int)err);
 	cxls_comm_unblock(c);
 }
 
-/* Waits until the communicator's own streams are idle, re-unblocking
- * doorbells when it was aborted.  Returns 0 when idle. */
+/* Waits until every collective this rank enqueued has completed (its done
+ * doorbell caught up), unblocking doorbells meanwhile when the communicator
+ * failed.  Returns 0 when nothing of ours is in flight any more. */
 static int drain(struct cxls_comm *c, uint32_t timeout_ms)
 {
-	const struct cxls_cuda *cu = c->st.cu;
 	uint64_t deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct timespec nap = { 0, 200000 };
+	struct cxls_bell *done = &c->view.done[c->rank];
 
-	if (!c->st.overlap)
-		return 0;
-	while (cu->StreamQuery(c->st.ws) == CUDA_ERROR_NOT_READY ||
-	       cu->StreamQuery(c->st.rs) == CUDA_ERROR_NOT_READY) {
+	while (cxls_bell_read(done, c->pool->flush_mode) != atomic_load(&c->ops)) {
 		if (cxls_now_ns() > deadline)
 			return -1;
 		if (atomic_load(&c->aborted))
@@ -316,39 +350,53 @@ static void join_init_thread(struct cxls_comm *c)
 
 ncclResult_t cxls_comm_finalize(struct cxls_comm *c)
 {
+	ncclResult_t ret = ncclSuccess;
+
+	pthread_mutex_lock(&c->life);
 	join_init_thread(c);
 	atomic_store(&c->finalized, 1);
-	if (atomic_load(&c->async_err) != ncclSuccess)
-		return ncclSuccess; /* nothing in flight on a failed comm */
-	if (drain(c, c->timeout_ms)) {
+	/* nothing to flush on a communicator that never connected or failed */
+	if (c->joined && atomic_load(&c->async_err) == ncclSuccess && drain(c, c->timeout_ms)) {
 		cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclSystemError);
-		return ncclSystemError;
+		ret = ncclSystemError;
 	}
-	return ncclSuccess;
+	pthread_mutex_unlock(&c->life);
+	return ret;
 }
 
+/* Destroy and abort: exactly once, whichever thread comes first.  Abort
+ * keeps the streams (another thread may still be enqueueing on them; they
+ * are a few hundred bytes) and waits only briefly. */
 static ncclResult_t release(struct cxls_comm *c, int aborting)
 {
 	ncclResult_t ret = ncclSuccess;
-	int connected;
 
 	if (aborting)
 		atomic_store(&c->aborted, 1); /* cancels a pending rendezvous */
+	pthread_mutex_lock(&c->life);
+	if (c->released) {
+		pthread_mutex_unlock(&c->life);
+		return ncclSuccess;
+	}
+	c->released = 1;
 	join_init_thread(c);
-	connected = atomic_load(&c->async_err) != ncclInProgress && c->view.rec &&
-		    c->lay.chunk;
 	cxls_registry_kill(c);
-	if (connected) {
+	if (c->joined) {
 		if (aborting)
 			cxls_comm_fail(c, CXLS_ABORT_USER, ncclRemoteError);
-		if (drain(c, aborting ? 1000 : c->timeout_ms)) {
+		if (drain(c, aborting ? 2000 : c->timeout_ms) == 0) {
+			comm_leave(c);
+		} else {
+			CXLS_WARN("comm %p: collectives still in flight; its pool slot stays "
+				  "reserved until this process exits", (void *)c);
 			cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclSystemError);
 			ret = aborting ? ncclSuccess : ncclSystemError;
 		}
-		cxls_comm_leave(c->pool, &c->view, (uint32_t)c->rank);
 	}
-	destroy_streams(c);
+	if (!aborting)
+		destroy_streams(c);
 	c->magic = CXLS_COMM_DEAD;
+	pthread_mutex_unlock(&c->life);
 	return ret;
 }
 

@@ -36,6 +36,7 @@ struct cxls_stage {
 	int rec_w, rec_r;       /* devmodel records of the two work streams */
 	CUstream ws, rs;        /* write (publish) and read (fetch) streams */
 	CUevent ev_fork, ev_wjoin, ev_rjoin;
+	CUevent ev_done;        /* recorded where the previous op ended */
 };
 
 struct cxls_comm {
@@ -56,6 +57,10 @@ struct cxls_comm {
 	/* watchdog: progress of this rank's done[] bell as last seen */
 	uint32_t wd_done;
 	uint64_t wd_since_ns;
+	/* life cycle: `life` serialises finalize/destroy/abort */
+	pthread_mutex_t life;
+	int joined;              /* holds a rank in the pool record */
+	int released;            /* destroyed or aborted */
 	/* nonblocking init */
 	pthread_t init_thread;
 	int init_thread_live;

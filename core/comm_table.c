@@ -112,9 +112,12 @@ static void table_lock(struct cxls_pool *pool)
 
 static void table_unlock(struct cxls_pool *pool)
 {
+	uint64_t me = lock_token();
+
 	cxls_publish(pool->flush_mode, cxls_pool_at(pool, pool->sb->comm_offset),
 		     pool->sb->comm_stride * pool->sb->max_comms);
-	atomic_store(&pool->sb->table_lock, 0);
+	/* a CAS: if somebody stole the lock from us, it is theirs now */
+	atomic_compare_exchange_strong(&pool->sb->table_lock, &me, 0);
 	cxls_publish(pool->flush_mode, &pool->sb->table_lock, CXLS_LINE);
 }
 
@@ -249,9 +252,14 @@ static int enter_locked(struct cxls_comm_view *v, const struct cxls_join_args *a
 	r->start_time = me.start_time;
 	r->device = a->device;
 	atomic_store(&r->state, CXLS_RANK_JOINED);
-	joined++;
-	atomic_store(&v->rec->state, CXLS_STATE(joined == a->nranks ? CXLS_COMM_READY :
-						CXLS_COMM_JOINING, joined));
+	/* A waiting rank may flip the record to FAILED without the lock (its
+	 * timeout): a CAS, so that we never turn a FAILED record READY. */
+	if (!atomic_compare_exchange_strong(&v->rec->state, &st,
+			CXLS_STATE(joined + 1 == a->nranks ? CXLS_COMM_READY : CXLS_COMM_JOINING,
+				   joined + 1))) {
+		atomic_store(&r->state, CXLS_RANK_EMPTY);
+		return CXLS_JOIN_EFAILED;
+	}
 	return CXLS_JOIN_OK;
 }
 

@@ -3,6 +3,8 @@
 
 #include "pool_format.h"
 
+#include <string.h>
+
 static uint64_t div_up(uint64_t a, uint64_t b)
 {
 	return (a + b - 1) / b;
@@ -42,6 +44,7 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 				goto found;
 		}
 	}
+	memset(l, 0, sizeof(*l));
 	return -1;
 found:
 	/* The root of a 1-to-N op may use every block the N-to-N layout

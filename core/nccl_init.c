@@ -16,6 +16,13 @@
 
 #define CONFIG_MAGIC 0xcafebeefu
 
+int cxls_nccl_is_our_id(const ncclUniqueId *id)
+{
+	struct cxls_uid u;
+
+	return cxls_uid_parse(id, &u) == 0;
+}
+
 ncclResult_t cxls_nccl_unique_id(ncclUniqueId *id, const struct cxls_real_init *real)
 {
 	const struct cxls_runtime *rt = cxls_runtime();

@@ -16,6 +16,8 @@ struct cxls_real_init {
 	ncclResult_t (*init_all)(ncclComm_t *comms, int ndev, const int *devlist);
 };
 
+/* 1 when the id was made by cxlshim (see uid.h). */
+int cxls_nccl_is_our_id(const ncclUniqueId *id);
 ncclResult_t cxls_nccl_unique_id(ncclUniqueId *id, const struct cxls_real_init *real);
 ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *id,
 				 int rank, ncclConfig_t *config,

@@ -45,6 +45,16 @@ uint32_t cxls_super_checksum(const struct cxls_super *sb)
 				     offsetof(struct cxls_super, checksum) - from);
 }
 
+/* a + b * n without wrapping, or UINT64_MAX */
+static uint64_t span(uint64_t a, uint64_t b, uint64_t n)
+{
+	uint64_t prod, sum;
+
+	if (__builtin_mul_overflow(b, n, &prod) || __builtin_add_overflow(a, prod, &sum))
+		return UINT64_MAX;
+	return sum;
+}
+
 int cxls_super_check(const struct cxls_super *sb, size_t map_size)
 {
 	uint64_t comm_end, dev_end;
@@ -59,13 +69,15 @@ int cxls_super_check(const struct cxls_super *sb, size_t map_size)
 	    sb->max_comms < 1 || sb->max_comms > 1024 || sb->max_ranks < 1 ||
 	    sb->max_ranks > 1024 || sb->coherence > 1)
 		return CXLS_POOL_ECORRUPT;
-	if (sb->comm_stride != cxls_comm_stride(sb->max_ranks) ||
-	    sb->lane_size * sb->max_comms > sb->dev_size || sb->lane_size < CXLS_PAGE)
+	/* Untrusted numbers: every product and sum checked, every region
+	 * page aligned and inside the pool. */
+	if (sb->comm_stride != cxls_comm_stride(sb->max_ranks) || sb->lane_size < CXLS_PAGE ||
+	    span(0, sb->lane_size, sb->max_comms) > sb->dev_size ||
+	    (sb->comm_offset | sb->dev_offset | sb->dev_size | sb->lane_size) & (CXLS_PAGE - 1))
 		return CXLS_POOL_ECORRUPT;
-	comm_end = sb->comm_offset + sb->comm_stride * sb->max_comms;
-	dev_end = sb->dev_offset + sb->dev_size * sb->ndev;
-	if (sb->comm_offset < CXLS_PAGE || comm_end > sb->dev_offset || dev_end < sb->dev_offset ||
-	    dev_end > sb->pool_size)
+	comm_end = span(sb->comm_offset, sb->comm_stride, sb->max_comms);
+	dev_end = span(sb->dev_offset, sb->dev_size, sb->ndev);
+	if (sb->comm_offset < CXLS_PAGE || comm_end > sb->dev_offset || dev_end > sb->pool_size)
 		return CXLS_POOL_ECORRUPT;
 	if (sb->pool_size > map_size)
 		return CXLS_POOL_ESIZE;
@@ -142,6 +154,21 @@ static int dax_size(const char *path, size_t *size)
 	return v ? 0 : -1;
 }
 
+/* Reserves the whole pool now: a sparse file on a full tmpfs would hand out
+ * SIGBUS on first touch instead of an error here. */
+static int size_new_file(struct cxls_pool *pool, const struct cxls_config *cfg)
+{
+	int err = posix_fallocate(pool->fd, 0, (off_t)cfg->pool_size);
+
+	if (err == 0)
+		return 0;
+	CXLS_WARN("pool %s: cannot reserve %llu bytes: %s (pool.size too large for this "
+		  "file system?)", pool->path, (unsigned long long)cfg->pool_size, strerror(err));
+	if (ftruncate(pool->fd, 0))
+		return -1;
+	return -1;
+}
+
 static int open_source(struct cxls_pool *pool, const struct cxls_config *cfg)
 {
 	struct stat st;
@@ -161,12 +188,17 @@ static int open_source(struct cxls_pool *pool, const struct cxls_config *cfg)
 	}
 	if (!S_ISREG(st.st_mode))
 		return CXLS_POOL_ENOENT;
-	if (st.st_size == 0 && ftruncate(pool->fd, (off_t)cfg->pool_size)) {
-		CXLS_WARN("pool %s: ftruncate %llu: %s", pool->path,
-			  (unsigned long long)cfg->pool_size, strerror(errno));
+	/* flock serialises sizing and formatting among the processes of one
+	 * host; pools shared across hosts are created once, up front. */
+	flock(pool->fd, LOCK_EX);
+	if (fstat(pool->fd, &st) == 0 && st.st_size == 0 && size_new_file(pool, cfg)) {
+		flock(pool->fd, LOCK_UN);
 		return CXLS_POOL_ESYS;
 	}
-	pool->size = st.st_size ? (size_t)st.st_size : cfg->pool_size;
+	flock(pool->fd, LOCK_UN);
+	if (fstat(pool->fd, &st))
+		return CXLS_POOL_ESYS;
+	pool->size = (size_t)st.st_size; /* never shrink what others mapped */
 	return CXLS_POOL_OK;
 }
 
@@ -192,8 +224,6 @@ int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
 	}
 	pool->sb = (struct cxls_super *)pool->base;
 	pool->flush_mode = cfg->pool_coherence == CXLS_FLUSH;
-	/* flock serialises formatting among the processes of one host; pools
-	 * shared across hosts are formatted once by `cxlshim pool create`. */
 	flock(pool->fd, LOCK_EX);
 	cxls_refresh(pool->flush_mode, pool->sb, sizeof(*pool->sb));
 	if (pool->sb->magic == 0)

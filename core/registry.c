@@ -13,8 +13,25 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct slot *slots;
 static size_t nslots, cap;
 
+/* A forked child inherits the parent's handles but not its ranks: using or
+ * destroying them there would act on the parent's pool records. */
+static void forget_all_in_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	for (size_t i = 0; i < nslots; i++)
+		slots[i].live = 0;
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void install_atfork(void)
+{
+	pthread_atfork(NULL, NULL, forget_all_in_child);
+}
+
 void cxls_registry_add(struct cxls_comm *c)
 {
+	pthread_once(&atfork_once, install_atfork);
 	pthread_mutex_lock(&lock);
 	if (nslots == cap) {
 		size_t ncap = cap ? cap * 2 : 16;

@@ -118,25 +118,31 @@ int cxls_stage_flush(const struct cxls_stage *s, CUstream st, const void *p, siz
 		     "cuLaunchHostFunc(flush)");
 }
 
-int cxls_stage_fork(const struct cxls_stage *s, CUstream user)
+static int wait_event(const struct cxls_stage *s, CUstream st, CUevent ev)
+{
+	return check(s, s->cu->StreamWaitEvent(st, ev, 0), "cuStreamWaitEvent");
+}
+
+int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing)
 {
 	if (!s->overlap)
-		return 0;
+		return capturing ? 0 : wait_event(s, user, s->ev_done);
 	if (check(s, s->cu->EventRecord(s->ev_fork, user), "cuEventRecord") ||
-	    check(s, s->cu->StreamWaitEvent(s->ws, s->ev_fork, 0), "cuStreamWaitEvent") ||
-	    check(s, s->cu->StreamWaitEvent(s->rs, s->ev_fork, 0), "cuStreamWaitEvent"))
+	    wait_event(s, s->ws, s->ev_fork) || wait_event(s, s->rs, s->ev_fork))
+		return -1;
+	if (!capturing && (wait_event(s, s->ws, s->ev_done) || wait_event(s, s->rs, s->ev_done)))
 		return -1;
 	return 0;
 }
 
-int cxls_stage_join(const struct cxls_stage *s, CUstream user)
+int cxls_stage_join(const struct cxls_stage *s, CUstream user, int capturing)
 {
-	if (!s->overlap)
-		return 0;
-	if (check(s, s->cu->EventRecord(s->ev_wjoin, s->ws), "cuEventRecord") ||
-	    check(s, s->cu->EventRecord(s->ev_rjoin, s->rs), "cuEventRecord") ||
-	    check(s, s->cu->StreamWaitEvent(user, s->ev_wjoin, 0), "cuStreamWaitEvent") ||
-	    check(s, s->cu->StreamWaitEvent(user, s->ev_rjoin, 0), "cuStreamWaitEvent"))
+	if (s->overlap &&
+	    (check(s, s->cu->EventRecord(s->ev_wjoin, s->ws), "cuEventRecord") ||
+	     check(s, s->cu->EventRecord(s->ev_rjoin, s->rs), "cuEventRecord") ||
+	     wait_event(s, user, s->ev_wjoin) || wait_event(s, user, s->ev_rjoin)))
+		return -1;
+	if (!capturing && check(s, s->cu->EventRecord(s->ev_done, user), "cuEventRecord"))
 		return -1;
 	return 0;
 }

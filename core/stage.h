@@ -25,8 +25,12 @@ static inline CUdeviceptr cxls_stage_dev(const struct cxls_stage *s, const void 
 	return s->dev_base + (CUdeviceptr)((const uint8_t *)p - s->host_base);
 }
 
-/* Fork: the work streams wait for the user stream; join: the reverse. */
-int cxls_stage_fork(const struct cxls_stage *s, CUstream user);
-int cxls_stage_join(const struct cxls_stage *s, CUstream user);
+/* Fork: the work streams wait for the user stream and for the previous op
+ * of the communicator, wherever it was issued (NCCL orders the ops of a
+ * communicator even across streams); join: the reverse, and mark the end.
+ * A capturing stream cannot wait for work outside the capture: there the
+ * order between ops is the order of the captured stream. */
+int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing);
+int cxls_stage_join(const struct cxls_stage *s, CUstream user, int capturing);
 
 #endif

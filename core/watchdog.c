@@ -10,12 +10,23 @@
 
 #define TICK_NS (10 * 1000000L)
 
-/* A peer that left or died while this rank still has work in flight. */
-static int peer_gone(struct cxls_comm *c)
+/* A peer whose process died, or that left before finishing the
+ * collectives this rank is still running (a peer that completed them and
+ * destroyed its communicator is fine). */
+static int peer_gone(struct cxls_comm *c, uint32_t ops)
 {
-	for (int r = 0; r < c->nranks; r++)
-		if (r != c->rank && cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
+	for (int r = 0; r < c->nranks; r++) {
+		uint32_t st = atomic_load(&c->view.ranks[r].state);
+		uint32_t done;
+
+		if (r == c->rank)
+			continue;
+		if (st == CXLS_RANK_JOINED && cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
 			return r;
+		done = cxls_bell_read(&c->view.done[r], c->pool->flush_mode);
+		if (st == CXLS_RANK_LEFT && !cxls_seq_reached(done, ops))
+			return r;
+	}
 	return -1;
 }
 
@@ -48,7 +59,7 @@ static void check_comm(struct cxls_comm *c, void *arg)
 		return;
 	}
 	cxls_log_set_rank(c->rank);
-	dead = peer_gone(c);
+	dead = peer_gone(c, ops);
 	if (dead >= 0) {
 		CXLS_WARN("comm %p: rank %d died or left during collective %u: aborting",
 			  (void *)c, dead, done + 1);

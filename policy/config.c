@@ -423,11 +423,15 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "pool.max_ranks", "must be 1..1024"), -1;
 	if (cfg->pool_size < (16ull << 20))
 		return set_error(err, src, 0, "pool.size", "must be at least 16M"), -1;
-	if (cfg->cccl_chunk_size && (cfg->cccl_chunk_size < 4096 ||
+	if (cfg->cccl_chunk_size && (cfg->cccl_chunk_size < (64u << 10) ||
 				     cfg->cccl_chunk_size > (1ull << 30) ||
 				     (cfg->cccl_chunk_size & 4095)))
 		return set_error(err, src, 0, "cccl.chunk_size",
-				 "must be a multiple of 4K between 4K and 1G"), -1;
+				 "must be a multiple of 4K between 64K and 1G"), -1;
+	if (cfg->wait_sleep_max_us < 1 || cfg->wait_sleep_max_us > 1000000)
+		return set_error(err, src, 0, "wait.sleep_max_us", "must be 1..1000000"), -1;
+	if (cfg->cccl_device_bw < (1u << 20))
+		return set_error(err, src, 0, "cccl.device_bw", "must be at least 1M (bytes/s)"), -1;
 	if (cfg->cccl_chunks < 1 || cfg->cccl_chunks > 1024)
 		return set_error(err, src, 0, "cccl.chunks", "must be 1..1024"), -1;
 	if (cfg->nccl_min_bytes > cfg->nccl_max_bytes)

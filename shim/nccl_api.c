@@ -55,7 +55,8 @@ static struct cxls_comm *ours(const void *comm, int *mine, ncclResult_t *err, co
 	case CXLS_HANDLE_DEAD:
 		*mine = 1;
 		*err = ncclInvalidArgument;
-		CXLS_WARN("%s: communicator %p was destroyed", fn, comm);
+		CXLS_WARN("%s: communicator %p was destroyed (or belongs to the parent "
+			  "process of this fork)", fn, comm);
 		return NULL;
 	default:
 		*mine = 0;
@@ -188,7 +189,7 @@ EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, in
 	if (!commIds || nId < 1)
 		return ncclInvalidArgument;
 	/* our ids carry the whole rendezvous: the first one is enough */
-	if (cxls_runtime()->pool)
+	if (cxls_nccl_is_our_id(&commIds[0]))
 		return cxls_nccl_init_rank(newcomm, nranks, &commIds[0], myrank, config,
 					   real_init(&ri));
 	FORWARD(CommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);

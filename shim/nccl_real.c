@@ -31,6 +31,17 @@ static void *find_library(void)
 	return NULL;
 }
 
+/* Loaded as libnccl.so.2 itself, or pointed at by CXLSHIM_NCCL_LIB, the
+ * "real" library could be this one: calling it would recurse forever. */
+static int is_self(void *fn)
+{
+	Dl_info mine, theirs;
+
+	if (!dladdr((void *)cxls_real_nccl, &mine) || !dladdr(fn, &theirs))
+		return 0;
+	return mine.dli_fbase == theirs.dli_fbase;
+}
+
 static void load(void)
 {
 	void *h = find_library();
@@ -44,6 +55,10 @@ static void load(void)
 #undef X
 	if (!table.GetVersion) {
 		CXLS_WARN("the real NCCL lacks pncclGetVersion: not using it");
+		return;
+	}
+	if (is_self((void *)table.GetVersion)) {
+		CXLS_WARN("the NCCL library found is cxlshim itself: pool-only mode");
 		return;
 	}
 	real = &table;

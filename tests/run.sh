@@ -16,6 +16,7 @@ POOLDIR=/dev/shm
 TAG=cxlshim-test-$$
 export CXLSHIM_POOL_PATH=$POOLDIR/$TAG.pool
 export CXLSHIM_TIMEOUT_OP_MS=${CXLSHIM_TIMEOUT_OP_MS:-20000}
+export CXLSHIM_POOL_SIZE=${CXLSHIM_POOL_SIZE:-256M}
 trap 'rm -f $POOLDIR/$TAG*.pool' EXIT
 
 passed=0
@@ -58,6 +59,9 @@ step "api: library calls" shim "$BUILD/tests/api_check" noargs
 step "api: bad arguments (2 ranks)" shim "$BUILD/tests/api_check" badargs
 step "api: nonblocking init (3 ranks)" shim "$BUILD/tests/api_check" nonblocking
 step "api: ncclCommInitAll + groups (4 devices)" shim "$BUILD/tests/api_check" initall
+step "api: ops on different streams stay ordered" shim "$BUILD/tests/api_check" streams
+step "api: same, 3 ranks, no overlap" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" \
+	"$BUILD/tests/api_check" streams3
 step "api: CUDA graph capture + replay" shim "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
 step "api: rank SIGKILLed mid-collective" env CXLSHIM_TIMEOUT_OP_MS=5000 \

@@ -356,6 +356,58 @@ static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 	return finish();
 }
 
+/* ---- ordering ----------------------------------------------------------- */
+
+/* NCCL orders the collectives of a communicator even when they are issued
+ * on different streams without any synchronisation between them.  Ranks
+ * arrive at different times; every op has its own buffers. */
+static int case_streams(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	enum { OPS = 12 };
+	size_t bytes = 3 * MIB + 4096;
+	char *send[OPS], *recv[OPS], *host = malloc(bytes * n);
+	cudaStream_t st[2];
+	ncclComm_t comm;
+	int ok = 1;
+
+	(void)arg;
+	cudaSetDevice(rank);
+	cudaStreamCreateWithFlags(&st[0], cudaStreamNonBlocking);
+	cudaStreamCreateWithFlags(&st[1], cudaStreamNonBlocking);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	for (int i = 0; i < OPS; i++) {
+		send[i] = dev_alloc(bytes, 'a' + (i + rank) % 26);
+		recv[i] = dev_alloc(bytes * n, 0);
+	}
+	cudaDeviceSynchronize();
+	if (rank == 0)
+		usleep(50000);
+	for (int i = 0; i < OPS; i++) {
+		cudaStream_t s = st[i % 2];
+
+		if (i % 3 == 2)
+			CHECK(ncclAllGather(send[i], recv[i], bytes, ncclInt8, comm, s) == ncclSuccess,
+			      "allgather %d", i);
+		else
+			CHECK(ncclBroadcast(send[i], recv[i], bytes, ncclInt8, i % n, comm, s) ==
+				      ncclSuccess, "broadcast %d", i);
+	}
+	cudaDeviceSynchronize();
+	for (int i = 0; i < OPS; i++) {
+		size_t len = i % 3 == 2 ? bytes * n : bytes;
+
+		cudaMemcpy(host, recv[i], len, cudaMemcpyDeviceToHost);
+		for (size_t b = 0; b < len; b++) {
+			int src = i % 3 == 2 ? (int)(b / bytes) : i % n;
+			ok &= host[b] == 'a' + (i + src) % 26;
+		}
+		CHECK(ok, "op %d correct", i);
+	}
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	free(host);
+	return finish();
+}
+
 /* ---- CUDA graphs --------------------------------------------------------- */
 
 /* Pooled ops enqueue only stream work, so they can be captured; one
@@ -468,12 +520,14 @@ static const struct rank_case rank_cases[] = {
 	{ "abort", 2, case_abort },
 	{ "mismatch", 2, case_mismatch },
 	{ "graph", 3, case_graph },
+	{ "streams", 2, case_streams },
+	{ "streams3", 3, case_streams },
 };
 
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s badargs|nonblocking|kill|abort|mismatch|graph|noargs|"
+		fprintf(stderr, "usage: %s badargs|nonblocking|kill|abort|mismatch|graph|streams|streams3|noargs|"
 				"initall|badpool\n", argv[0]);
 		return 2;
 	}

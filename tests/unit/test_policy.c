@@ -107,6 +107,18 @@ static void test_env(void)
 	setenv("CXLSHIM_CCCL_CHUNK_SIZE", "1000", 1);
 	CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "cccl.chunk_size"),
 	      "chunk must be 4K aligned: %s", e.key);
+	setenv("CXLSHIM_CCCL_CHUNK_SIZE", "4K", 1);
+	CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "cccl.chunk_size"),
+	      "chunk must be at least 64K: %s", e.key);
+	unsetenv("CXLSHIM_CCCL_CHUNK_SIZE");
+	setenv("CXLSHIM_WAIT_SLEEP_MAX_US", "2000000", 1);
+	CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "wait.sleep_max_us"),
+	      "sleep bound: %s", e.key);
+	unsetenv("CXLSHIM_WAIT_SLEEP_MAX_US");
+	setenv("CXLSHIM_CCCL_DEVICE_BW", "0", 1);
+	CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "cccl.device_bw"),
+	      "device bandwidth: %s", e.key);
+	unsetenv("CXLSHIM_CCCL_DEVICE_BW");
 	setenv("CXLSHIM_CCCL_CHUNK_SIZE", "lots", 1);
 	CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "CXLSHIM_CCCL_CHUNK_SIZE") &&
 	      !strcmp(e.file, "environment"), "env error names the variable: %s", e.key);
