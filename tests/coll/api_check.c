@@ -128,6 +128,15 @@ static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclCommUserRank(comm, &v) == ncclSuccess && v == rank, "rank %d", v);
 	CHECK(ncclCommCuDevice(comm, &v) == ncclSuccess && v == rank, "device %d", v);
 	bad_collectives(comm, s, n);
+	/* a forked child inherits the handle but not the rank: refused there,
+	 * and the parent's communicator is untouched */
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(ncclCommDestroy(comm) == ncclInvalidArgument &&
+		      ncclCommAbort(comm) == ncclInvalidArgument ? 0 : 1);
+	int st;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child refused the parent's comm");
 	CHECK(allgather_ok(comm, s, rank, n, 3 * MIB + 5), "data correct after bad calls");
 	CHECK(ncclCommFinalize(comm) == ncclSuccess, "finalize");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");

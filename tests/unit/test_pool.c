@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +60,44 @@ static void damaged(const char *what, size_t off, uint64_t value, int bytes, int
 	unlink(cfg.pool_path);
 }
 
+/* Like damaged(), but with a valid checksum over the damage. */
+static void forged(const char *what, size_t off, uint64_t value)
+{
+	struct cxls_pool p;
+	int err;
+
+	fresh_pool("forge");
+	CHECK(cxls_pool_open(&p, &cfg) == 0, "create");
+	memcpy((char *)p.sb + off, &value, 8);
+	p.sb->checksum = cxls_super_checksum(p.sb);
+	cxls_pool_close(&p);
+	err = cxls_pool_open(&p, &cfg);
+	CHECK(err == CXLS_POOL_ECORRUPT || err == CXLS_POOL_ESIZE, "%s: got %d", what, err);
+	unlink(cfg.pool_path);
+}
+
+/* A pool the file system cannot hold is refused at open, not a SIGBUS at
+ * first touch: here the file size limit plays the full tmpfs. */
+static void test_no_space(void)
+{
+	struct rlimit old, small = { 8 << 20, 8 << 20 };
+	struct cxls_pool p;
+	pid_t pid;
+	int st;
+
+	fresh_pool("nospace");
+	pid = fork();
+	if (pid == 0) {
+		signal(SIGXFSZ, SIG_IGN);
+		getrlimit(RLIMIT_FSIZE, &old);
+		setrlimit(RLIMIT_FSIZE, &small);
+		_exit(cxls_pool_open(&p, &cfg) == CXLS_POOL_ESYS ? 0 : 1);
+	}
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "oversized pool refused (status %d)", st);
+	unlink(cfg.pool_path);
+}
+
 static void test_bad_superblocks(void)
 {
 	damaged("magic", offsetof(struct cxls_super, magic), 0x1234, 8, CXLS_POOL_EMAGIC);
@@ -71,6 +110,12 @@ static void test_bad_superblocks(void)
 	for (size_t off = 8; off < offsetof(struct cxls_super, checksum); off += 4)
 		damaged("byte", off, 0x5a5a5a5a, 1, off < 12 ? CXLS_POOL_EVERSION :
 							       CXLS_POOL_ECORRUPT);
+	/* forged checksums cannot smuggle in geometry that wraps or escapes */
+	forged("dev_size wraps", offsetof(struct cxls_super, dev_size), 1ull << 62);
+	forged("lane_size wraps", offsetof(struct cxls_super, lane_size), 1ull << 40);
+	forged("comm_offset wraps", offsetof(struct cxls_super, comm_offset), (uint64_t)-4096);
+	forged("unaligned dev_offset", offsetof(struct cxls_super, dev_offset), 4096 * 3 + 8);
+	forged("pool beyond the file", offsetof(struct cxls_super, pool_size), 1ull << 40);
 	/* a too-small existing file */
 	fresh_pool("tiny");
 	FILE *f = fopen(cfg.pool_path, "w");
@@ -256,6 +301,7 @@ int main(void)
 	unsetenv("CXLSHIM_DEBUG");
 	test_format_and_reopen();
 	test_bad_superblocks();
+	test_no_space();
 	test_rendezvous(1);
 	test_rendezvous(2);
 	test_rendezvous(8);
