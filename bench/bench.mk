@@ -56,7 +56,7 @@ $(BENCH_DIR)/mpi_perf_mpich: $(MPI_PERF_SRCS) bench/bench_util.h
 	@mkdir -p $(@D)
 	$(MPICC_MPICH) $(BENCH_CFLAGS) -Ibench -o $@ $(MPI_PERF_SRCS)
 
-.PHONY: bench-build bench bench-mpi-check
+.PHONY: bench-build bench bench-mpi-check bench-switches
 
 bench-build: $(BENCH_BINS) bench-mpi-check
 
@@ -70,7 +70,12 @@ endif
 	@true
 
 bench: bench-build $(BUILD)/libcxlshim.so
-	BUILD=$(BUILD) bench/baselines.sh -C all_gather -N 2 $(BENCH_SIZES)
-	BUILD=$(BUILD) bench/baselines.sh -C all_gather -N 4 $(BENCH_SIZES)
-	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 2 $(BENCH_SIZES)
-	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 4 $(BENCH_SIZES)
+	BUILD=$(BUILD) bench/baselines.sh -C all_gather -N 2 $(BENCH_SIZES) -p 1
+	BUILD=$(BUILD) bench/baselines.sh -C all_gather -N 4 $(BENCH_SIZES) -p 1
+	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 2 $(BENCH_SIZES) -p 1
+	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 4 $(BENCH_SIZES) -p 1
+
+# The effect of each CCCL technique (bench/switches.sh), 4 ranks.
+bench-switches: bench-build $(BUILD)/libcxlshim.so
+	BUILD=$(BUILD) bench/switches.sh -C all_gather -N 4
+	BUILD=$(BUILD) bench/switches.sh -C broadcast -N 4

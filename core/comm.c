@@ -400,12 +400,40 @@ static ncclResult_t release(struct cxls_comm *c, int aborting)
 	return ret;
 }
 
+/* The real communicator goes with ours; called with no lock held. */
+static ncclResult_t release_real(struct cxls_comm *c, int aborting, ncclResult_t ret)
+{
+	ncclComm_t real = c->real;
+	ncclResult_t (*fn)(ncclComm_t) = aborting ? c->real_abort : c->real_destroy;
+
+	c->real = NULL;
+	if (real && fn && fn(real) != ncclSuccess && ret == ncclSuccess)
+		return aborting ? ncclSuccess : ncclInternalError;
+	return ret;
+}
+
 ncclResult_t cxls_comm_destroy(struct cxls_comm *c)
 {
-	return release(c, 0);
+	return release_real(c, 0, release(c, 0));
 }
 
 ncclResult_t cxls_comm_abort(struct cxls_comm *c)
 {
-	return release(c, 1);
+	return release_real(c, 1, release(c, 1));
+}
+
+ncclComm_t cxls_comm_route(struct cxls_comm *c, unsigned coll_bit, size_t bytes)
+{
+	const struct cxls_runtime *rt = cxls_runtime();
+
+	if (cxls_route_to_pool(&rt->cfg, coll_bit, bytes, c->nranks))
+		return NULL;
+	if (c->real)
+		return c->real;
+	if (!c->route_warned) {
+		c->route_warned = 1;
+		CXLS_WARN("comm %p: the policy routes this collective to NCCL but the "
+			  "communicator has no real NCCL side: running it on the pool", (void *)c);
+	}
+	return NULL;
 }

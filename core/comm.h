@@ -61,6 +61,12 @@ struct cxls_comm {
 	pthread_mutex_t life;
 	int joined;              /* holds a rank in the pool record */
 	int released;            /* destroyed or aborted */
+	/* the real NCCL communicator for collectives the policy routes to NCCL
+	 * (NULL: everything runs on the pool), see nccl_init.c */
+	ncclComm_t real;
+	ncclResult_t (*real_destroy)(ncclComm_t);
+	ncclResult_t (*real_abort)(ncclComm_t);
+	int route_warned;
 	/* nonblocking init */
 	pthread_t init_thread;
 	int init_thread_live;
@@ -74,6 +80,10 @@ struct cxls_init_args {
 	int blocking;
 	const struct cxls_uid *uid;
 };
+
+/* Where a collective goes: the real communicator when the policy routes it
+ * to NCCL and one exists, else NULL (run it on the pool). */
+ncclComm_t cxls_comm_route(struct cxls_comm *c, unsigned coll_bit, size_t bytes);
 
 /* 1 when the communicator is live and usable, else 0. */
 int cxls_comm_usable(struct cxls_comm *c, ncclResult_t *err);

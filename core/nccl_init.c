@@ -41,7 +41,11 @@ ncclResult_t cxls_nccl_unique_id(ncclUniqueId *id, const struct cxls_real_init *
 			CXLS_WARN("real NCCL id longer than %d bytes: no fallback possible",
 				  CXLS_UID_OFFSET);
 	}
-	if (cxls_uid_make(id, rt->pool->sb->uuid, has_real))
+	/* Rank 0's policy decides for the whole communicator, so that every
+	 * rank makes (or skips) the real communicator alike. */
+	if (cxls_uid_make(id, rt->pool->sb->uuid,
+			  (has_real ? CXLS_UID_HAS_REAL : 0) |
+			  (has_real && cxls_route_needs_nccl(&rt->cfg) ? CXLS_UID_WANT_REAL : 0)))
 		return ncclSystemError;
 	CXLS_INFO("unique id for pool %s%s", rt->pool->path, has_real ? " (+ real NCCL id)" : "");
 	return ncclSuccess;
@@ -83,6 +87,35 @@ static ncclResult_t go_real(ncclComm_t *comm, int nranks, const ncclUniqueId *id
 	if (!real || !real->init_rank_config)
 		return ncclInvalidArgument; /* not our id, nobody else to ask */
 	return real->init_rank_config(comm, nranks, *id, rank, config);
+}
+
+/* The policy sends some collectives of this pool communicator to NCCL:
+ * every rank creates the real communicator from the id's head, now, so
+ * that both paths work on one handle.  Without it (no GPU, or a real init
+ * failing) those collectives stay on the pool, with a warning. */
+static void attach_real(struct cxls_comm *c, int nranks, const ncclUniqueId *id, int rank,
+			ncclConfig_t *config, const struct cxls_real_init *real)
+{
+	ncclUniqueId rid;
+	ncclResult_t r;
+
+	if (!real || !real->init_rank_config) {
+		CXLS_WARN("policy routes some collectives to NCCL, but there is no real NCCL: "
+			  "they run on the pool");
+		return;
+	}
+	cxls_uid_real(id, &rid);
+	r = real->init_rank_config(&c->real, nranks, rid, rank, config);
+	if (r != ncclSuccess) {
+		c->real = NULL;
+		CXLS_WARN("policy routes some collectives to NCCL, but the real communicator "
+			  "failed (%d): they run on the pool", (int)r);
+		return;
+	}
+	c->real_destroy = real->destroy;
+	c->real_abort = real->abort;
+	CXLS_INFO("comm %p: real NCCL communicator %p for the collectives routed to NCCL",
+		  (void *)c, (void *)c->real);
 }
 
 /* Why the pool cannot take this communicator, or NULL if it can. */
@@ -129,6 +162,8 @@ ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueI
 		return go_real(comm, nranks, id, rank, config, real, why);
 	a.uid = &u;
 	r = cxls_comm_init(&c, &a, &use_real);
+	if (r == ncclSuccess && (u.flags & CXLS_UID_WANT_REAL))
+		attach_real(c, nranks, id, rank, config, real);
 	if (r == ncclSuccess || r == ncclInProgress) {
 		*comm = (ncclComm_t)c;
 		return r;

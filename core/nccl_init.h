@@ -14,6 +14,8 @@ struct cxls_real_init {
 	ncclResult_t (*init_rank_config)(ncclComm_t *comm, int nranks, ncclUniqueId id,
 					 int rank, ncclConfig_t *config);
 	ncclResult_t (*init_all)(ncclComm_t *comms, int ndev, const int *devlist);
+	ncclResult_t (*destroy)(ncclComm_t comm);
+	ncclResult_t (*abort)(ncclComm_t comm);
 };
 
 /* 1 when the id was made by cxlshim (see uid.h). */

@@ -11,19 +11,19 @@ static uint32_t check_of(const struct cxls_uid *u)
 	return (uint32_t)cxls_hash64(u, offsetof(struct cxls_uid, check));
 }
 
-int cxls_uid_make(ncclUniqueId *id, const uint8_t pool_uuid[16], int has_real)
+int cxls_uid_make(ncclUniqueId *id, const uint8_t pool_uuid[16], uint32_t flags)
 {
 	struct cxls_uid u;
 
 	memset(&u, 0, sizeof(u));
 	u.magic = CXLS_UID_MAGIC;
 	u.version = CXLS_UID_VERSION;
-	u.flags = has_real ? CXLS_UID_HAS_REAL : 0;
+	u.flags = flags;
 	memcpy(u.pool_uuid, pool_uuid, sizeof(u.pool_uuid));
 	if (getrandom(u.key, sizeof(u.key), 0) != sizeof(u.key))
 		return -1;
 	u.check = check_of(&u);
-	if (!has_real)
+	if (!(flags & CXLS_UID_HAS_REAL))
 		memset(id->internal, 0, CXLS_UID_OFFSET);
 	memcpy(id->internal + CXLS_UID_OFFSET, &u, sizeof(u));
 	return 0;

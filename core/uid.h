@@ -14,7 +14,8 @@
 #define CXLS_UID_MAGIC 0x44494d48534c5843ull /* "CXLSHMID" */
 #define CXLS_UID_VERSION 1u
 #define CXLS_UID_OFFSET 64
-#define CXLS_UID_HAS_REAL 1u
+#define CXLS_UID_HAS_REAL 1u  /* bytes 0..63 hold a real NCCL id */
+#define CXLS_UID_WANT_REAL 2u /* rank 0's policy routes some ops to NCCL */
 
 struct cxls_uid {
 	uint64_t magic;
@@ -30,7 +31,7 @@ _Static_assert(sizeof(struct cxls_uid) <= NCCL_UNIQUE_ID_BYTES - CXLS_UID_OFFSET
 	       "uid record must fit the tail of ncclUniqueId");
 
 /* Fills the tail of id (the head may already hold a real id). */
-int cxls_uid_make(ncclUniqueId *id, const uint8_t pool_uuid[16], int has_real);
+int cxls_uid_make(ncclUniqueId *id, const uint8_t pool_uuid[16], uint32_t flags);
 /* Parses the tail; returns 0 and fills *out when it is a valid record. */
 int cxls_uid_parse(const ncclUniqueId *id, struct cxls_uid *out);
 /* The real NCCL id from the head, tail cleared. */

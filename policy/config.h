@@ -103,5 +103,8 @@ void cxls_config_print(const struct cxls_config *cfg, FILE *out);
 /* Routing: should this collective run on the pool?  (policy/route.c) */
 int cxls_route_to_pool(const struct cxls_config *cfg, unsigned coll_bit,
 		       uint64_t bytes, int nranks);
+/* 1 when some collective or size goes to the real NCCL on a communicator
+ * that is otherwise on the pool (it then needs a real communicator too). */
+int cxls_route_needs_nccl(const struct cxls_config *cfg);
 
 #endif

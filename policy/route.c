@@ -18,3 +18,9 @@ int cxls_route_to_pool(const struct cxls_config *cfg, unsigned coll_bit,
 		return 0;
 	return 1;
 }
+
+int cxls_route_needs_nccl(const struct cxls_config *cfg)
+{
+	return cfg->nccl_collectives != CXLS_COLL_ALL || cfg->nccl_min_bytes > 0 ||
+	       cfg->nccl_max_bytes != UINT64_MAX;
+}

@@ -86,11 +86,16 @@ static ncclResult_t coll_ready(struct cxls_comm *c, const char *fn)
 	return err;
 }
 
-static ncclResult_t not_on_pool(struct cxls_comm *c, const char *fn)
-{
-	cxls_comm_set_error(c, "%s is not supported on pool communicators yet", fn);
-	return ncclInvalidUsage;
-}
+/* Collectives the pool does not run yet: the communicator's real NCCL
+ * side when it has one, else a clear error. */
+#define NOT_ON_POOL(name, ...)                                                     \
+	do {                                                                       \
+		if (c->real && REAL(name))                                         \
+			return REAL(name)(__VA_ARGS__);                            \
+		cxls_comm_set_error(c, "nccl" #name " is not supported on pool "    \
+					"communicators yet");                      \
+		return ncclInvalidUsage;                                           \
+	} while (0)
 
 static const struct cxls_real_init *real_init(struct cxls_real_init *ri)
 {
@@ -99,6 +104,8 @@ static const struct cxls_real_init *real_init(struct cxls_real_init *ri)
 	ri->get_unique_id = r ? r->GetUniqueId : NULL;
 	ri->init_rank_config = r ? r->CommInitRankConfig : NULL;
 	ri->init_all = r ? r->CommInitAll : NULL;
+	ri->destroy = r ? r->CommDestroy : NULL;
+	ri->abort = r ? r->CommAbort : NULL;
 	return ri;
 }
 
@@ -232,7 +239,7 @@ PALIAS(CommAbort);
 EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
 	DISPATCH(CommRevoke, comm, comm, revokeFlags);
-	return not_on_pool(c, "ncclCommRevoke");
+	NOT_ON_POOL(CommRevoke, c->real, revokeFlags);
 }
 PALIAS(CommRevoke);
 
@@ -240,7 +247,7 @@ EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
 				  ncclConfig_t *config)
 {
 	DISPATCH(CommSplit, comm, comm, color, key, newcomm, config);
-	return not_on_pool(c, "ncclCommSplit");
+	NOT_ON_POOL(CommSplit, c->real, color, key, newcomm, config);
 }
 PALIAS(CommSplit);
 
@@ -250,7 +257,7 @@ EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 {
 	DISPATCH(CommShrink, comm, comm, excludeRanksList, excludeRanksCount, newcomm, config,
 		 shrinkFlags);
-	return not_on_pool(c, "ncclCommShrink");
+	NOT_ON_POOL(CommShrink, c->real, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
 }
 PALIAS(CommShrink);
 
@@ -317,14 +324,14 @@ EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t s
 					   ncclWindow_t *win, int winFlags)
 {
 	DISPATCH(CommWindowRegister, comm, comm, buff, size, win, winFlags);
-	return not_on_pool(c, "ncclCommWindowRegister");
+	NOT_ON_POOL(CommWindowRegister, c->real, buff, size, win, winFlags);
 }
 PALIAS(CommWindowRegister);
 
 EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 {
 	DISPATCH(CommWindowDeregister, comm, comm, win);
-	return not_on_pool(c, "ncclCommWindowDeregister");
+	NOT_ON_POOL(CommWindowDeregister, c->real, win);
 }
 PALIAS(CommWindowDeregister);
 
@@ -333,14 +340,14 @@ EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
 					     ncclScalarResidence_t residence, ncclComm_t comm)
 {
 	DISPATCH(RedOpCreatePreMulSum, comm, op, scalar, datatype, residence, comm);
-	return not_on_pool(c, "ncclRedOpCreatePreMulSum");
+	NOT_ON_POOL(RedOpCreatePreMulSum, op, scalar, datatype, residence, c->real);
 }
 PALIAS(RedOpCreatePreMulSum);
 
 EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 {
 	DISPATCH(RedOpDestroy, comm, op, comm);
-	return not_on_pool(c, "ncclRedOpDestroy");
+	NOT_ON_POOL(RedOpDestroy, op, c->real);
 }
 PALIAS(RedOpDestroy);
 
@@ -351,9 +358,15 @@ EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t s
 {
 	ncclResult_t r;
 
+	ncclComm_t real;
+
 	DISPATCH(AllGather, comm, sendbuff, recvbuff, sendcount, datatype, comm, stream);
 	if ((r = coll_ready(c, "ncclAllGather")))
 		return r;
+	real = cxls_comm_route(c, CXLS_COLL_ALLGATHER,
+			       sendcount * cxls_type_size(datatype) * (size_t)c->nranks);
+	if (real)
+		return REAL(AllGather)(sendbuff, recvbuff, sendcount, datatype, real, stream);
 	return cxls_allgather(c, sendbuff, recvbuff, sendcount, datatype, (CUstream)stream);
 }
 PALIAS(AllGather);
@@ -364,9 +377,14 @@ EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t c
 {
 	ncclResult_t r;
 
+	ncclComm_t real;
+
 	DISPATCH(Broadcast, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
 	if ((r = coll_ready(c, "ncclBroadcast")))
 		return r;
+	real = cxls_comm_route(c, CXLS_COLL_BROADCAST, count * cxls_type_size(datatype));
+	if (real)
+		return REAL(Broadcast)(sendbuff, recvbuff, count, datatype, root, real, stream);
 	return cxls_broadcast(c, sendbuff, recvbuff, count, datatype, root, (CUstream)stream);
 }
 PALIAS(Broadcast);
@@ -376,9 +394,14 @@ EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype,
 {
 	ncclResult_t r;
 
+	ncclComm_t real;
+
 	DISPATCH(Bcast, comm, buff, count, datatype, root, comm, stream);
 	if ((r = coll_ready(c, "ncclBcast")))
 		return r;
+	real = cxls_comm_route(c, CXLS_COLL_BROADCAST, count * cxls_type_size(datatype));
+	if (real)
+		return REAL(Bcast)(buff, count, datatype, root, real, stream);
 	return cxls_broadcast(c, buff, buff, count, datatype, root, (CUstream)stream);
 }
 PALIAS(Bcast);
@@ -388,7 +411,7 @@ EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t coun
 			       ncclComm_t comm, cudaStream_t stream)
 {
 	DISPATCH(Reduce, comm, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-	return not_on_pool(c, "ncclReduce");
+	NOT_ON_POOL(Reduce, sendbuff, recvbuff, count, datatype, op, root, c->real, stream);
 }
 PALIAS(Reduce);
 
@@ -397,7 +420,7 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
 				  cudaStream_t stream)
 {
 	DISPATCH(AllReduce, comm, sendbuff, recvbuff, count, datatype, op, comm, stream);
-	return not_on_pool(c, "ncclAllReduce");
+	NOT_ON_POOL(AllReduce, sendbuff, recvbuff, count, datatype, op, c->real, stream);
 }
 PALIAS(AllReduce);
 
@@ -406,7 +429,7 @@ EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size
 				      ncclComm_t comm, cudaStream_t stream)
 {
 	DISPATCH(ReduceScatter, comm, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-	return not_on_pool(c, "ncclReduceScatter");
+	NOT_ON_POOL(ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, c->real, stream);
 }
 PALIAS(ReduceScatter);
 
@@ -414,7 +437,7 @@ EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t co
 				 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
 	DISPATCH(AlltoAll, comm, sendbuff, recvbuff, count, datatype, comm, stream);
-	return not_on_pool(c, "ncclAlltoAll");
+	NOT_ON_POOL(AlltoAll, sendbuff, recvbuff, count, datatype, c->real, stream);
 }
 PALIAS(AlltoAll);
 
@@ -423,7 +446,7 @@ EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t coun
 			       cudaStream_t stream)
 {
 	DISPATCH(Gather, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
-	return not_on_pool(c, "ncclGather");
+	NOT_ON_POOL(Gather, sendbuff, recvbuff, count, datatype, root, c->real, stream);
 }
 PALIAS(Gather);
 
@@ -432,7 +455,7 @@ EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t cou
 				cudaStream_t stream)
 {
 	DISPATCH(Scatter, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
-	return not_on_pool(c, "ncclScatter");
+	NOT_ON_POOL(Scatter, sendbuff, recvbuff, count, datatype, root, c->real, stream);
 }
 PALIAS(Scatter);
 
@@ -440,7 +463,7 @@ EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t 
 			     int peer, ncclComm_t comm, cudaStream_t stream)
 {
 	DISPATCH(Send, comm, sendbuff, count, datatype, peer, comm, stream);
-	return not_on_pool(c, "ncclSend");
+	NOT_ON_POOL(Send, sendbuff, count, datatype, peer, c->real, stream);
 }
 PALIAS(Send);
 
@@ -448,7 +471,7 @@ EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t dataty
 			     ncclComm_t comm, cudaStream_t stream)
 {
 	DISPATCH(Recv, comm, recvbuff, count, datatype, peer, comm, stream);
-	return not_on_pool(c, "ncclRecv");
+	NOT_ON_POOL(Recv, recvbuff, count, datatype, peer, c->real, stream);
 }
 PALIAS(Recv);
 

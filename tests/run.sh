@@ -105,6 +105,11 @@ step "device bandwidth model" env CXLSHIM_CCCL_MODEL_DEVICES=1 CXLSHIM_CCCL_DEVI
 step "1 device" env "$(pool d1)" CXLSHIM_POOL_DEVICES=1 LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "8 devices, 8 ranks" env "$(pool d8)" CXLSHIM_POOL_DEVICES=8 LD_PRELOAD="$SHIM" \
 	"$BUILD/tests/coll_check" -n 8 -c odd,3M -t int8 -r 8
+step "routing: AllGather to NCCL, no real side here" bash -c "
+	out=\$(CXLSHIM_NCCL_COLLECTIVES=broadcast LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' \
+		-n 2 -c 1,1M -t int8,float 2>&1) || { echo \"\$out\"; exit 1; }
+	echo \"\$out\"
+	grep -q 'routes this collective to NCCL but the communicator has no real NCCL side' <<<\"\$out\""
 step "two jobs on one pool at once" bash -c "
 	LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' -n 2 -c 1,2M -i 3 & a=\$!
 	LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' -n 3 -c 1,2M -i 3 & b=\$!

@@ -31,7 +31,8 @@
 
 struct emu_config {
 	int ndevices;		/* CUDAEMU_DEVICES, default 8 */
-	unsigned spin_us;	/* CUDAEMU_SPIN_US, default 20 */
+	unsigned spin_us;	/* CUDAEMU_SPIN_US, default 2: a GPU waits without
+				 * burning a CPU, so spin little */
 	size_t mem_bytes;	/* CUDAEMU_MEM_MB per device, default 16 GiB */
 	bool check_ptrs;	/* CUDAEMU_CHECK_PTRS, default 1 */
 };

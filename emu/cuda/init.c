@@ -26,7 +26,7 @@ static void init_config(void)
 {
 	emu_config.ndevices = (int)env_long("CUDAEMU_DEVICES", 8, 0,
 					    EMU_MAX_DEVICES);
-	emu_config.spin_us = (unsigned)env_long("CUDAEMU_SPIN_US", 20, 0,
+	emu_config.spin_us = (unsigned)env_long("CUDAEMU_SPIN_US", 2, 0,
 						10 * 1000 * 1000);
 	emu_config.mem_bytes = (size_t)env_long("CUDAEMU_MEM_MB", 16384, 1,
 						1L << 30) << 20;
