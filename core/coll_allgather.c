@@ -82,13 +82,14 @@ ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *rec
 	if ((r = cxls_op_begin(&op, c, stream, bytes)))
 		return r;
 	own = (char *)recvbuff + (size_t)c->rank * bytes;
-	/* out of place: our own slice goes straight to its place */
-	if (cxls_stage_copy(&c->st, op.rs, (CUdeviceptr)(uintptr_t)own,
-			    (CUdeviceptr)(uintptr_t)sendbuff, bytes))
-		return cxls_op_abandon(&op);
 	for (uint32_t k = 0; k < op.rounds; k++)
 		if (publish(&op, sendbuff, k) || fetch(&op, recvbuff, k))
 			return cxls_op_abandon(&op);
+	/* Out of place, our own slice goes straight to its place, last on the
+	 * write stream: publishing first lets the peers start earlier. */
+	if (cxls_stage_copy(&c->st, op.ws, (CUdeviceptr)(uintptr_t)own,
+			    (CUdeviceptr)(uintptr_t)sendbuff, bytes))
+		return cxls_op_abandon(&op);
 	CXLS_TRACE("AllGather %zu bytes/rank, %u rounds from round %u", bytes, op.rounds, op.g0);
 	return cxls_op_end(&op);
 }

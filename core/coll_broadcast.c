@@ -118,9 +118,10 @@ ncclResult_t cxls_broadcast(struct cxls_comm *c, const void *sendbuff, void *rec
 	if ((r = cxls_op_begin(&op, c, stream, bytes)))
 		return r;
 	if (c->rank == root)
-		rc = cxls_stage_copy(&c->st, op.rs, (CUdeviceptr)(uintptr_t)recvbuff,
-				     (CUdeviceptr)(uintptr_t)sendbuff, bytes) ||
-		     root_publish(&op, sendbuff);
+		/* publish first, so readers start early; then our own copy */
+		rc = root_publish(&op, sendbuff) ||
+		     cxls_stage_copy(&c->st, op.ws, (CUdeviceptr)(uintptr_t)recvbuff,
+				     (CUdeviceptr)(uintptr_t)sendbuff, bytes);
 	else
 		rc = reader_fetch(&op, recvbuff, root);
 	if (rc)
