@@ -18,13 +18,20 @@ ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *rec
 			    size_t sendcount, ncclDataType_t type, CUstream stream);
 ncclResult_t cxls_broadcast(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			    size_t count, ncclDataType_t type, int root, CUstream stream);
+ncclResult_t cxls_gather(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+			 size_t count, ncclDataType_t type, int root, CUstream stream);
+ncclResult_t cxls_scatter(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+			  size_t count, ncclDataType_t type, int root, CUstream stream);
+ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+			   size_t count, ncclDataType_t type, CUstream stream);
 
 /* Shared by the collectives (coll_common.c). */
 struct cxls_op {
 	struct cxls_comm *c;
 	CUstream user, ws, rs;  /* ws == rs == user without overlap */
 	uint32_t g0;            /* first round of this op */
-	uint32_t rounds;
+	uint32_t rounds;        /* all rounds of the op */
+	uint32_t cpr;           /* rounds (chunks) per slice */
 	size_t bytes;           /* bytes per rank-slice */
 	size_t chunk;           /* bytes per round, <= the layout's block */
 	int capturing;          /* the user stream is being captured */
@@ -32,15 +39,45 @@ struct cxls_op {
 
 ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
 			       const char *what);
+/* Valid datatype, and count x size x slices fits in size_t; *bytes is the
+ * bytes of one slice (count elements). */
+ncclResult_t cxls_op_check_count(struct cxls_comm *c, const char *coll, ncclDataType_t type,
+				 size_t count, int slices, size_t *bytes);
+ncclResult_t cxls_op_check_root(struct cxls_comm *c, const char *coll, int root);
+/* `bytes` per slice; the op runs `slices` x ceil(bytes / chunk) rounds. */
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
-			   size_t bytes);
+			   size_t bytes, uint32_t slices);
 ncclResult_t cxls_op_end(struct cxls_op *op);
 /* Enqueueing failed half way: the ranks can no longer agree on rounds. */
 ncclResult_t cxls_op_abandon(struct cxls_op *op);
-/* Flow control: before writing round g into a slot reused every `depth`
- * rounds, wait until every other rank has consumed what the slot held. */
-int cxls_op_wait_consumed(struct cxls_op *op, CUstream st, uint32_t k, uint32_t depth,
-			  int skip_rank);
+/* Flow control, on the write stream: before writing round k into a slot
+ * reused every `depth` rounds, wait until the rank that consumed what the
+ * slot held (`consumer`, or every other rank when -1) acknowledged it.
+ * Round 0 waits for every rank to be done with the previous op. */
+int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int consumer);
+/* Round k's data: write stream copies src into the slot and rings our
+ * publish doorbell; the read stream waits for peer's, copies out and
+ * (cxls_op_ack) acknowledges the round. */
+int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len);
+int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *dst, size_t len);
+int cxls_op_ack(struct cxls_op *op, uint32_t k);
+/* A local device-to-device copy, on the write stream after publishing. */
+int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len);
+
+/* Staging slots of round k: a rank's own (N-to-N) or the shared 1-to-N. */
+static inline uint8_t *cxls_op_slot(const struct cxls_op *op, int rank, uint32_t k)
+{
+	const struct cxls_comm *c = op->c;
+
+	return c->pool->base + cxls_layout_n2n(&c->lay, (uint32_t)rank, (op->g0 + k) % c->lay.slots);
+}
+
+static inline uint8_t *cxls_op_slot_1n(const struct cxls_op *op, uint32_t k)
+{
+	const struct cxls_comm *c = op->c;
+
+	return c->pool->base + cxls_layout_1n(&c->lay, (op->g0 + k) % c->lay.bcast_slots);
+}
 static inline size_t cxls_op_off(const struct cxls_op *op, uint32_t k)
 {
 	return (size_t)k * op->chunk;

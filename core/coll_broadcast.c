@@ -1,45 +1,22 @@
 /* coll_broadcast.c - Broadcast through the pool (1-to-N).
  *
  * The root publishes chunk k into staging slot g % depth, spread over all
- * devices (CCCL equations 1-3), and rings pub[root] = g+1.  Readers fetch
- * in groups of up to ND chunks, each reader starting at a different chunk
- * of the group so that concurrent readers hit different devices, and ring
- * ack[rank] after each group.
+ * devices (CCCL equations 1-3).  Readers fetch in groups of up to ND
+ * chunks, each reader starting at a different chunk of the group so that
+ * concurrent readers hit different devices, and acknowledge each group.
  */
 #include "coll.h"
 
 #include "log.h"
-#include "stage.h"
-
-static uint8_t *bslot(const struct cxls_op *op, uint32_t k)
-{
-	const struct cxls_comm *c = op->c;
-
-	return c->pool->base + cxls_layout_1n(&c->lay, (op->g0 + k) % c->lay.bcast_slots);
-}
 
 static int root_publish(struct cxls_op *op, const char *send)
 {
-	struct cxls_comm *c = op->c;
-	const struct cxls_stage *s = &c->st;
-
-	for (uint32_t k = 0; k < op->rounds; k++) {
-		uint8_t *slot = bslot(op, k);
-		size_t len = cxls_op_len(op, k);
-		CUdeviceptr src = (CUdeviceptr)(uintptr_t)(send + cxls_op_off(op, k));
-
-		uint32_t dev = cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base));
-
-		if (cxls_op_wait_consumed(op, op->ws, k, c->lay.bcast_slots, c->rank) ||
-		    cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), src, len,
-					 dev) ||
-		    cxls_stage_flush(s, op->ws, slot, len) ||
-		    cxls_stage_ring(s, op->ws, &c->view.pub[c->rank], op->g0 + k + 1))
+	for (uint32_t k = 0; k < op->rounds; k++)
+		if (cxls_op_wait_consumed(op, k, op->c->lay.bcast_slots, -1) ||
+		    cxls_op_put(op, k, cxls_op_slot_1n(op, k), send + cxls_op_off(op, k),
+				cxls_op_len(op, k)))
 			return -1;
-	}
-	/* The root consumes nothing, but peers' next op may reuse the window
-	 * once every rank acknowledged: only after the last publish. */
-	return cxls_stage_ring(s, op->ws, &c->view.ack[c->rank], op->g0 + op->rounds);
+	return 0;
 }
 
 /* Group size: ND chunks with interleaving (one per device), at most half
@@ -59,69 +36,45 @@ static uint32_t group_size(const struct cxls_op *op)
 
 static int reader_fetch(struct cxls_op *op, char *recv, int root)
 {
-	struct cxls_comm *c = op->c;
-	const struct cxls_stage *s = &c->st;
 	uint32_t gs = group_size(op);
 
 	for (uint32_t k0 = 0; k0 < op->rounds; k0 += gs) {
 		uint32_t n = op->rounds - k0 < gs ? op->rounds - k0 : gs;
 
-		if (cxls_stage_wait(s, op->rs, &c->view.pub[root], op->g0 + k0 + n))
-			return -1;
 		for (uint32_t i = 0; i < n; i++) {
-			uint32_t k = k0 + (i + (uint32_t)c->rank) % n;
-			uint8_t *slot = bslot(op, k);
-			size_t len = cxls_op_len(op, k);
-			CUdeviceptr dst = (CUdeviceptr)(uintptr_t)(recv + cxls_op_off(op, k));
+			/* waiting for the group's last chunk covers the others */
+			uint32_t k = k0 + (i + (uint32_t)op->c->rank) % n;
 
-			uint32_t dev = cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base));
-
-			if (cxls_stage_flush(s, op->rs, slot, len) ||
-			    cxls_stage_pool_copy(s, op->rs, s->rec_r, dst, cxls_stage_dev(s, slot),
-						 len, dev))
+			if (cxls_op_get(op, k0 + n - 1, root, cxls_op_slot_1n(op, k),
+					recv + cxls_op_off(op, k), cxls_op_len(op, k)))
 				return -1;
 		}
-		if (cxls_stage_ring(s, op->rs, &c->view.ack[c->rank], op->g0 + k0 + n))
+		if (cxls_op_ack(op, k0 + n - 1))
 			return -1;
 	}
-	/* Published nothing: say so, so that our publish doorbell keeps up
-	 * with the rounds and never lags 2^31 behind (wrap-around). */
-	return cxls_stage_ring(s, op->ws, &c->view.pub[c->rank], op->g0 + op->rounds);
+	return 0;
 }
 
 ncclResult_t cxls_broadcast(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			    size_t count, ncclDataType_t type, int root, CUstream stream)
 {
-	size_t esize = cxls_type_size(type), bytes;
+	size_t bytes;
 	struct cxls_op op;
 	ncclResult_t r;
 	int rc;
 
-	if (!esize) {
-		cxls_comm_set_error(c, "Broadcast: invalid datatype %d", (int)type);
-		return ncclInvalidArgument;
-	}
-	if (root < 0 || root >= c->nranks) {
-		cxls_comm_set_error(c, "Broadcast: root %d out of range [0,%d)", root, c->nranks);
-		return ncclInvalidArgument;
-	}
-	if (count > SIZE_MAX / esize) {
-		cxls_comm_set_error(c, "Broadcast: count %zu overflows", count);
-		return ncclInvalidArgument;
-	}
-	bytes = count * esize;
-	if ((c->rank == root && (r = cxls_op_check_buf(c, sendbuff, bytes, "Broadcast sendbuff"))) ||
+	if ((r = cxls_op_check_count(c, "Broadcast", type, count, 1, &bytes)) ||
+	    (r = cxls_op_check_root(c, "Broadcast", root)) ||
+	    (c->rank == root && (r = cxls_op_check_buf(c, sendbuff, bytes, "Broadcast sendbuff"))) ||
 	    (r = cxls_op_check_buf(c, recvbuff, bytes, "Broadcast recvbuff")))
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream, bytes)))
+	if ((r = cxls_op_begin(&op, c, stream, bytes, 1)))
 		return r;
 	if (c->rank == root)
-		/* publish first, so readers start early; then our own copy */
 		rc = root_publish(&op, sendbuff) ||
-		     cxls_stage_copy(&c->st, op.ws, (CUdeviceptr)(uintptr_t)recvbuff,
-				     (CUdeviceptr)(uintptr_t)sendbuff, bytes);
+		     cxls_op_local_copy(&op, recvbuff, sendbuff, bytes);
 	else
 		rc = reader_fetch(&op, recvbuff, root);
 	if (rc)

@@ -70,8 +70,33 @@ static size_t op_chunk(const struct cxls_comm *c, size_t bytes)
 }
 
 /* Context current for the enqueue, fork onto the work streams. */
+ncclResult_t cxls_op_check_count(struct cxls_comm *c, const char *coll, ncclDataType_t type,
+				 size_t count, int slices, size_t *bytes)
+{
+	size_t esize = cxls_type_size(type);
+
+	if (!esize) {
+		cxls_comm_set_error(c, "%s: invalid datatype %d", coll, (int)type);
+		return ncclInvalidArgument;
+	}
+	if (count > SIZE_MAX / esize / (size_t)slices) {
+		cxls_comm_set_error(c, "%s: count %zu overflows", coll, count);
+		return ncclInvalidArgument;
+	}
+	*bytes = count * esize;
+	return ncclSuccess;
+}
+
+ncclResult_t cxls_op_check_root(struct cxls_comm *c, const char *coll, int root)
+{
+	if (root >= 0 && root < c->nranks)
+		return ncclSuccess;
+	cxls_comm_set_error(c, "%s: root %d out of range [0,%d)", coll, root, c->nranks);
+	return ncclInvalidArgument;
+}
+
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
-			   size_t bytes)
+			   size_t bytes, uint32_t slices)
 {
 	const struct cxls_stage *s = &c->st;
 	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -83,7 +108,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->g0 = atomic_load(&c->round);
 	op->bytes = bytes;
 	op->chunk = op_chunk(c, bytes);
-	op->rounds = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
+	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
+	op->rounds = op->cpr * slices;
 	op->capturing = s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
 			cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
 	if (op->capturing)
@@ -94,14 +120,20 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	return ncclSuccess;
 }
 
-/* Join back, count the op as done in stream order, advance the rounds. */
+/* Join back; then, in stream order: this rank is done reading and writing
+ * every slot of the op (final publish and acknowledge, which also keep the
+ * doorbells of ranks that published or consumed nothing in step with the
+ * rounds), and one more collective is complete. */
 ncclResult_t cxls_op_end(struct cxls_op *op)
 {
 	struct cxls_comm *c = op->c;
-	uint32_t ops = atomic_load(&c->ops) + 1;
+	const struct cxls_stage *s = &c->st;
+	uint32_t ops = atomic_load(&c->ops) + 1, last = op->g0 + op->rounds;
 
-	if (cxls_stage_join(&c->st, op->user, op->capturing) ||
-	    cxls_stage_ring(&c->st, op->user, &c->view.done[c->rank], ops))
+	if (cxls_stage_join(s, op->user, op->capturing) ||
+	    cxls_stage_ring(s, op->user, &c->view.pub[c->rank], last) ||
+	    cxls_stage_ring(s, op->user, &c->view.ack[c->rank], last) ||
+	    cxls_stage_ring(s, op->user, &c->view.done[c->rank], ops))
 		return cxls_op_abandon(op);
 	atomic_store(&c->round, op->g0 + op->rounds);
 	atomic_store(&c->ops, ops);
@@ -116,22 +148,73 @@ ncclResult_t cxls_op_abandon(struct cxls_op *op)
 	return ncclUnhandledCudaError;
 }
 
-int cxls_op_wait_consumed(struct cxls_op *op, CUstream st, uint32_t k, uint32_t depth,
-			  int skip_rank)
+int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int consumer)
 {
 	struct cxls_comm *c = op->c;
 	uint32_t target;
 
 	/* Within the first `depth` rounds only the previous ops' data can be in
-	 * the slots (their layout may differ): wait for all of it once. */
-	if (k == 0)
+	 * the slots, placed by any rank in any layout: every rank's final
+	 * acknowledgement of that op (cxls_op_end) covers it, once. */
+	if (k == 0) {
 		target = op->g0;
-	else if (k >= depth)
+		consumer = -1;
+	} else if (k >= depth) {
 		target = op->g0 + k - depth + 1;
-	else
+	} else {
 		return 0;
+	}
+	if (consumer >= 0)
+		return consumer == c->rank ? 0 :
+			cxls_stage_wait(&c->st, op->ws, &c->view.ack[consumer], target);
 	for (int j = 0; j < c->nranks; j++)
-		if (j != skip_rank && cxls_stage_wait(&c->st, st, &c->view.ack[j], target))
+		if (j != c->rank && cxls_stage_wait(&c->st, op->ws, &c->view.ack[j], target))
 			return -1;
 	return 0;
+}
+
+static uint32_t slot_device(const struct cxls_comm *c, const uint8_t *slot)
+{
+	return cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base));
+}
+
+static CUdeviceptr dptr(const void *p)
+{
+	return (CUdeviceptr)(uintptr_t)p;
+}
+
+int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len)
+{
+	struct cxls_comm *c = op->c;
+	const struct cxls_stage *s = &c->st;
+
+	if (cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), dptr(src), len,
+				 slot_device(c, slot)) ||
+	    cxls_stage_flush(s, op->ws, slot, len))
+		return -1;
+	return cxls_stage_ring(s, op->ws, &c->view.pub[c->rank], op->g0 + k + 1);
+}
+
+int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *dst, size_t len)
+{
+	struct cxls_comm *c = op->c;
+	const struct cxls_stage *s = &c->st;
+
+	if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], op->g0 + k + 1) ||
+	    cxls_stage_flush(s, op->rs, slot, len))
+		return -1;
+	return cxls_stage_pool_copy(s, op->rs, s->rec_r, dptr(dst), cxls_stage_dev(s, slot), len,
+				    slot_device(c, slot));
+}
+
+int cxls_op_ack(struct cxls_op *op, uint32_t k)
+{
+	struct cxls_comm *c = op->c;
+
+	return cxls_stage_ring(&c->st, op->rs, &c->view.ack[c->rank], op->g0 + k + 1);
+}
+
+int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len)
+{
+	return cxls_stage_copy(&op->c->st, op->ws, dptr(dst), dptr(src), len);
 }

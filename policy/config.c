@@ -52,6 +52,9 @@ static const struct enum_name level_names[] = {
 static const struct enum_name coll_names[] = {
 	{ "allgather", CXLS_COLL_ALLGATHER },
 	{ "broadcast", CXLS_COLL_BROADCAST },
+	{ "gather", CXLS_COLL_GATHER },
+	{ "scatter", CXLS_COLL_SCATTER },
+	{ "alltoall", CXLS_COLL_ALLTOALL },
 	{ "all", CXLS_COLL_ALL },
 	{ "none", 0 },
 	{ NULL, 0 }
@@ -227,7 +230,8 @@ static const char *type_hint(const struct key *k)
 	case K_TRI: return "0/1, yes/no, true/false, on/off or auto";
 	case K_ENUM: return "one of the listed names";
 	case K_STR: return "a string shorter than 256 bytes";
-	case K_COLLS: return "a comma list of allgather, broadcast, all, none";
+	case K_COLLS: return "a comma list of allgather, broadcast, gather, scatter, alltoall, "
+			     "all, none";
 	case K_MODE: return "octal permissions such as 0600";
 	}
 	return "?";

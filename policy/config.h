@@ -30,8 +30,12 @@ enum cxls_variant {
 enum cxls_coll_bit {
 	CXLS_COLL_ALLGATHER = 1u << 0,
 	CXLS_COLL_BROADCAST = 1u << 1,
+	CXLS_COLL_GATHER = 1u << 2,
+	CXLS_COLL_SCATTER = 1u << 3,
+	CXLS_COLL_ALLTOALL = 1u << 4,
 };
-#define CXLS_COLL_ALL (CXLS_COLL_ALLGATHER | CXLS_COLL_BROADCAST)
+#define CXLS_COLL_ALL (CXLS_COLL_ALLGATHER | CXLS_COLL_BROADCAST | CXLS_COLL_GATHER | \
+		       CXLS_COLL_SCATTER | CXLS_COLL_ALLTOALL)
 
 struct cxls_config {
 	/* [pool] */

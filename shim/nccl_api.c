@@ -436,8 +436,17 @@ PALIAS(ReduceScatter);
 EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
 				 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
+	ncclComm_t real;
+	ncclResult_t r;
+
 	DISPATCH(AlltoAll, comm, sendbuff, recvbuff, count, datatype, comm, stream);
-	NOT_ON_POOL(AlltoAll, sendbuff, recvbuff, count, datatype, c->real, stream);
+	if ((r = coll_ready(c, "ncclAlltoAll")))
+		return r;
+	real = cxls_comm_route(c, CXLS_COLL_ALLTOALL,
+			       count * cxls_type_size(datatype) * (size_t)c->nranks);
+	if (real)
+		return REAL(AlltoAll)(sendbuff, recvbuff, count, datatype, real, stream);
+	return cxls_alltoall(c, sendbuff, recvbuff, count, datatype, (CUstream)stream);
 }
 PALIAS(AlltoAll);
 
@@ -445,8 +454,17 @@ EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t coun
 			       ncclDataType_t datatype, int root, ncclComm_t comm,
 			       cudaStream_t stream)
 {
+	ncclComm_t real;
+	ncclResult_t r;
+
 	DISPATCH(Gather, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
-	NOT_ON_POOL(Gather, sendbuff, recvbuff, count, datatype, root, c->real, stream);
+	if ((r = coll_ready(c, "ncclGather")))
+		return r;
+	real = cxls_comm_route(c, CXLS_COLL_GATHER,
+			       count * cxls_type_size(datatype) * (size_t)c->nranks);
+	if (real)
+		return REAL(Gather)(sendbuff, recvbuff, count, datatype, root, real, stream);
+	return cxls_gather(c, sendbuff, recvbuff, count, datatype, root, (CUstream)stream);
 }
 PALIAS(Gather);
 
@@ -454,8 +472,17 @@ EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t cou
 				ncclDataType_t datatype, int root, ncclComm_t comm,
 				cudaStream_t stream)
 {
+	ncclComm_t real;
+	ncclResult_t r;
+
 	DISPATCH(Scatter, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
-	NOT_ON_POOL(Scatter, sendbuff, recvbuff, count, datatype, root, c->real, stream);
+	if ((r = coll_ready(c, "ncclScatter")))
+		return r;
+	real = cxls_comm_route(c, CXLS_COLL_SCATTER,
+			       count * cxls_type_size(datatype) * (size_t)c->nranks);
+	if (real)
+		return REAL(Scatter)(sendbuff, recvbuff, count, datatype, root, real, stream);
+	return cxls_scatter(c, sendbuff, recvbuff, count, datatype, root, (CUstream)stream);
 }
 PALIAS(Scatter);
 

@@ -72,7 +72,7 @@ step "api: pool with foreign data is refused" env "$(pool bad)" LD_PRELOAD="$SHI
 step "api: ranks on different pools fail together" env CXLSHIM_NCCL_FALLBACK=fail \
 	CXLSHIM_TIMEOUT_INIT_MS=1500 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" mismatch
 
-echo "== AllGather / Broadcast, bit-exact: 12 types, in/out of place, every root"
+echo "== AllGather, Broadcast, Gather, Scatter, AlltoAll, bit-exact: 12 types, in/out of place, every root"
 for n in 1 2 3 4 8; do
 	step "coll: $n ranks, counts 0,1,odd,1M" shim "$BUILD/tests/coll_check" -n $n -c 0,1,odd,1M
 done
@@ -84,7 +84,8 @@ else
 	step "coll: 2 ranks, 64M, all types" shim "$BUILD/tests/coll_check" -n 2 -c 64M
 	step "coll: 3 ranks, 64M" shim "$BUILD/tests/coll_check" -n 3 -c 64M -t int8,bf16,double
 	step "coll: 4 ranks, 64M" shim "$BUILD/tests/coll_check" -n 4 -c 64M -t uint8,float
-	step "coll: 8 ranks, 64M" shim "$BUILD/tests/coll_check" -n 8 -c 64M -t float -r 3
+	step "coll: 8 ranks, 64M" shim "$BUILD/tests/coll_check" -n 8 -c 64M -t float -r 3 \
+		-C allgather,broadcast,alltoall
 fi
 
 echo "== CCCL techniques and pool modes (3 ranks)"

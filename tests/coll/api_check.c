@@ -90,6 +90,18 @@ static void bad_collectives(ncclComm_t comm, cudaStream_t s, int n)
 	CHECK(ncclBroadcast(buf, buf, 16, ncclInt8, n, comm, s) == ncclInvalidArgument,
 	      "root == nranks");
 	CHECK(ncclBcast(NULL, 16, ncclFloat, 0, comm, s) == ncclInvalidArgument, "Bcast NULL");
+	CHECK(ncclGather(buf, buf, 16, ncclInt8, n, comm, s) == ncclInvalidArgument, "Gather root");
+	CHECK(ncclGather(NULL, buf, 16, ncclInt8, 0, comm, s) == ncclInvalidArgument, "Gather NULL");
+	CHECK(ncclScatter(buf, buf, 16, ncclInt8, -2, comm, s) == ncclInvalidArgument,
+	      "Scatter root");
+	CHECK(ncclScatter(buf, buf, MIB, ncclInt8, 0, comm, s) == ncclInvalidArgument,
+	      "Scatter beyond the allocation");
+	CHECK(ncclAlltoAll(buf, buf, 16, ncclInt8, comm, s) == ncclInvalidArgument,
+	      "AlltoAll in place (overlap)");
+	CHECK(ncclAlltoAll(buf, buf + 16, 16, (ncclDataType_t)12, comm, s) == ncclInvalidArgument,
+	      "AlltoAll datatype");
+	CHECK(ncclAlltoAll(buf, buf + MIB / 2, SIZE_MAX / 4, ncclInt8, comm, s) ==
+		      ncclInvalidArgument, "AlltoAll count overflow");
 	CHECK(ncclAllGather(buf, buf, 16, ncclInt8, NULL, s) == ncclInvalidArgument, "NULL comm");
 	CHECK(ncclAllGather(buf, buf, 16, ncclInt8, (ncclComm_t)foreign, s) ==
 		      ncclInvalidArgument, "foreign comm goes to real NCCL, which refuses it");

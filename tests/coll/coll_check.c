@@ -7,8 +7,9 @@
  * Output buffers are pre-filled with a poison byte, so a chunk that is
  * never written is caught too.
  *
- *   coll_check -n NRANKS [-C allgather|broadcast|both] [-c BYTES,...]
- *              [-t TYPES] [-r ROOTS] [-i ITERS]
+ *   coll_check -n NRANKS [-C COLLS] [-c BYTES,...] [-t TYPES] [-r ROOTS] [-i ITERS]
+ * COLLS: comma list of allgather, broadcast, gather, scatter, alltoall
+ * (default: all of them).
  * BYTES are bytes per rank (rounded down to whole elements; "odd" means
  * 3 elements + 1, "1" one element).  Exit status 0 iff every check passed.
  */
@@ -24,9 +25,13 @@
 
 #define POISON 0xee
 
+enum { COLL_ALLGATHER = 1, COLL_BROADCAST = 2, COLL_GATHER = 4, COLL_SCATTER = 8,
+       COLL_ALLTOALL = 16, COLL_ALL = 31 };
+static const char *coll_names[] = { "allgather", "broadcast", "gather", "scatter", "alltoall" };
+
 struct opts {
 	int nranks;
-	int do_allgather, do_broadcast;
+	unsigned colls;      /* COLL_* bits */
 	size_t counts[16];   /* bytes per rank; 0 = zero count, 1 = one element */
 	int ncounts;
 	int types[12];
@@ -162,6 +167,92 @@ static int check_broadcast(ncclComm_t comm, cudaStream_t s, struct bufs *b, int 
 	return 0;
 }
 
+/* Device buffer <- host pattern of `rank` for `bytes`, at offset `off`. */
+static void put_pattern(char *dev, char *host, size_t bytes, uint64_t seed, int rank)
+{
+	fill(host, bytes, seed, rank);
+	CUDA(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+}
+
+static void poison(char *dev, char *host, size_t bytes)
+{
+	memset(host, POISON, bytes);
+	CUDA(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+}
+
+/* Compares `bytes` of device memory with the pattern of `rank`. */
+static void expect(const char *what, const char *dev, struct bufs *b, size_t bytes,
+		   uint64_t seed, int prank, int rank, int n, int type, size_t count, int root,
+		   int inplace)
+{
+	CUDA(cudaMemcpy(b->host, dev, bytes, cudaMemcpyDeviceToHost));
+	fill(b->expect, bytes, seed, prank);
+	size_t bad = first_diff(b->host, b->expect, bytes);
+	report(bad == (size_t)-1, what, rank, n, type, count, root, inplace, bad);
+}
+
+static int call_ok(ncclResult_t r, const char *what, cudaStream_t s)
+{
+	if (r != ncclSuccess) {
+		printf("FAIL %s returned %s\n", what, ncclGetErrorString(r));
+		failures++;
+		return 0;
+	}
+	CUDA(cudaStreamSynchronize(s));
+	return 1;
+}
+
+/* Gather: rank p's slice lands at p*bytes of the root's recvbuff. */
+static void check_gather(ncclComm_t comm, cudaStream_t s, struct bufs *b, int rank, int n,
+			 int type, size_t count, int root, int inplace, uint64_t seed)
+{
+	size_t bytes = count * type_size[type];
+	char *send = rank == root && inplace ? b->recv + (size_t)root * bytes : b->send;
+
+	poison(b->recv, b->host, bytes * n);
+	put_pattern(send, b->host, bytes, seed, rank);
+	if (!call_ok(ncclGather(send, b->recv, count, (ncclDataType_t)type, root, comm, s),
+		     "ncclGather", s) || rank != root)
+		return;
+	for (int p = 0; p < n; p++)
+		expect("Gather", b->recv + (size_t)p * bytes, b, bytes, seed, p, rank, n, type,
+		       count, root, inplace);
+}
+
+/* Scatter: slice p of the root's sendbuff lands in rank p's recvbuff. */
+static void check_scatter(ncclComm_t comm, cudaStream_t s, struct bufs *b, int rank, int n,
+			  int type, size_t count, int root, int inplace, uint64_t seed)
+{
+	size_t bytes = count * type_size[type];
+	char *recv = rank == root && inplace ? b->send + (size_t)root * bytes : b->recv;
+
+	poison(b->recv, b->host, bytes);
+	if (rank == root)
+		for (int p = 0; p < n; p++)
+			put_pattern(b->send + (size_t)p * bytes, b->host, bytes, seed, p);
+	if (!call_ok(ncclScatter(b->send, recv, count, (ncclDataType_t)type, root, comm, s),
+		     "ncclScatter", s))
+		return;
+	expect("Scatter", recv, b, bytes, seed, rank, rank, n, type, count, root, inplace);
+}
+
+/* AlltoAll: slice q of rank p's sendbuff lands at slice p of rank q. */
+static void check_alltoall(ncclComm_t comm, cudaStream_t s, struct bufs *b, int rank, int n,
+			   int type, size_t count, uint64_t seed)
+{
+	size_t bytes = count * type_size[type];
+
+	poison(b->recv, b->host, bytes * n);
+	for (int q = 0; q < n; q++)
+		put_pattern(b->send + (size_t)q * bytes, b->host, bytes, seed + (uint64_t)q, rank);
+	if (!call_ok(ncclAlltoAll(b->send, b->recv, count, (ncclDataType_t)type, comm, s),
+		     "ncclAlltoAll", s))
+		return;
+	for (int p = 0; p < n; p++)
+		expect("AlltoAll", b->recv + (size_t)p * bytes, b, bytes, seed + (uint64_t)rank, p,
+		       rank, n, type, count, -1, 0);
+}
+
 static void sweep(ncclComm_t comm, cudaStream_t s, struct bufs *b, const struct opts *o,
 		  int rank, int n, int iter)
 {
@@ -172,17 +263,29 @@ static void sweep(ncclComm_t comm, cudaStream_t s, struct bufs *b, const struct 
 			uint64_t seed = ((uint64_t)iter << 48) ^ ((uint64_t)ci << 32) ^
 					((uint64_t)t << 24);
 
+			int nroots = n < o->max_roots ? n : o->max_roots;
+
+			if (o->colls & COLL_ALLTOALL)
+				check_alltoall(comm, s, b, rank, n, t, count, seed);
 			for (int inplace = 0; inplace < 2; inplace++) {
-				if (o->do_allgather)
+				if (o->colls & COLL_ALLGATHER)
 					check_allgather(comm, s, b, rank, n, t, count, inplace,
 							seed ^ (uint64_t)inplace);
-				if (!o->do_broadcast)
-					continue;
-				int nroots = n < o->max_roots ? n : o->max_roots;
-				for (int root = 0; root < nroots; root++)
-					check_broadcast(comm, s, b, rank, n, t, count, root,
-							inplace, seed ^ (uint64_t)(root + 7),
-							(root + inplace + ci) % 3 == 0);
+				for (int root = 0; root < nroots; root++) {
+					uint64_t rs = seed ^ (uint64_t)(root + 7) ^
+						      ((uint64_t)inplace << 20);
+
+					if (o->colls & COLL_BROADCAST)
+						check_broadcast(comm, s, b, rank, n, t, count, root,
+								inplace, rs,
+								(root + inplace + ci) % 3 == 0);
+					if (o->colls & COLL_GATHER)
+						check_gather(comm, s, b, rank, n, t, count, root,
+							     inplace, rs + 1);
+					if (o->colls & COLL_SCATTER)
+						check_scatter(comm, s, b, rank, n, t, count, root,
+							      inplace, rs + 2);
+				}
 			}
 		}
 	}
@@ -210,7 +313,7 @@ static int rank_main(int rank, int n, const ncclUniqueId *id, void *arg)
 	CUDA(cudaGetDeviceCount(&ndev));
 	CUDA(cudaSetDevice(rank % ndev));
 	b.cap = max_bytes(o) * (size_t)n;
-	CUDA(cudaMalloc((void **)&b.send, max_bytes(o)));
+	CUDA(cudaMalloc((void **)&b.send, b.cap));
 	CUDA(cudaMalloc((void **)&b.recv, b.cap));
 	b.host = malloc(b.cap);
 	b.expect = malloc(b.cap);
@@ -232,6 +335,25 @@ static int rank_main(int rank, int n, const ncclUniqueId *id, void *arg)
 	printf("rank %d/%d: %d checks, %d failed\n", rank, n, checks, failures);
 	fflush(stdout);
 	return failures ? 1 : 0;
+}
+
+static unsigned parse_colls(char *s)
+{
+	unsigned bits = 0;
+	char *save = NULL;
+
+	for (char *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		unsigned i;
+
+		for (i = 0; i < 5 && strcmp(t, coll_names[i]); i++)
+			;
+		if (i == 5) {
+			fprintf(stderr, "unknown collective %s\n", t);
+			exit(2);
+		}
+		bits |= 1u << i;
+	}
+	return bits;
 }
 
 static size_t parse_size(const char *s)
@@ -283,16 +405,14 @@ static void add_type(struct opts *o, const char *t)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .nranks = 2, .do_allgather = 1, .do_broadcast = 1,
-			  .max_roots = 64, .iters = 1 };
+	struct opts o = { .nranks = 2, .colls = COLL_ALL, .max_roots = 64, .iters = 1 };
 	int opt, rc;
 
 	while ((opt = getopt(argc, argv, "n:C:c:t:r:i:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'C':
-			o.do_allgather = !strcmp(optarg, "allgather") || !strcmp(optarg, "both");
-			o.do_broadcast = !strcmp(optarg, "broadcast") || !strcmp(optarg, "both");
+			o.colls = parse_colls(optarg);
 			break;
 		case 'c': parse_list(optarg, add_count, &o); break;
 		case 't':
@@ -303,7 +423,7 @@ int main(int argc, char **argv)
 		case 'r': o.max_roots = atoi(optarg); break;
 		case 'i': o.iters = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: %s -n NRANKS [-C allgather|broadcast|both] "
+			fprintf(stderr, "usage: %s -n NRANKS [-C COLL,..] "
 					"[-c BYTES,..] [-t TYPES|all] [-r MAXROOTS] [-i ITERS]\n",
 				argv[0]);
 			return 2;

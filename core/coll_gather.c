@@ -1,0 +1,72 @@
+/* coll_gather.c - Gather through the pool (N-to-1).
+ *
+ * Every rank but the root publishes chunk k of its slice into its own
+ * staging slots (N-to-N placement, so publishers write different devices);
+ * the root fetches chunk k of every peer, starting after itself so that
+ * its reads rotate over the devices, and acknowledges the round.
+ */
+#include "coll.h"
+
+#include "log.h"
+
+static int publish(struct cxls_op *op, const char *send, int root)
+{
+	struct cxls_comm *c = op->c;
+
+	for (uint32_t k = 0; k < op->rounds; k++)
+		if (cxls_op_wait_consumed(op, k, c->lay.slots, root) ||
+		    cxls_op_put(op, k, cxls_op_slot(op, c->rank, k), send + cxls_op_off(op, k),
+				cxls_op_len(op, k)))
+			return -1;
+	return 0;
+}
+
+static int collect(struct cxls_op *op, char *recv)
+{
+	struct cxls_comm *c = op->c;
+
+	for (uint32_t k = 0; k < op->rounds; k++) {
+		for (int i = 1; i < c->nranks; i++) {
+			int peer = (c->rank + i) % c->nranks;
+
+			if (cxls_op_get(op, k, peer, cxls_op_slot(op, peer, k),
+					recv + (size_t)peer * op->bytes + cxls_op_off(op, k),
+					cxls_op_len(op, k)))
+				return -1;
+		}
+		if (cxls_op_ack(op, k))
+			return -1;
+	}
+	return 0;
+}
+
+ncclResult_t cxls_gather(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+			 size_t count, ncclDataType_t type, int root, CUstream stream)
+{
+	size_t bytes;
+	struct cxls_op op;
+	ncclResult_t r;
+	int rc;
+
+	if ((r = cxls_op_check_count(c, "Gather", type, count, c->nranks, &bytes)) ||
+	    (r = cxls_op_check_root(c, "Gather", root)) ||
+	    (r = cxls_op_check_buf(c, sendbuff, bytes, "Gather sendbuff")) ||
+	    (c->rank == root &&
+	     (r = cxls_op_check_buf(c, recvbuff, bytes * (size_t)c->nranks, "Gather recvbuff"))))
+		return r;
+	if (!bytes)
+		return ncclSuccess;
+	if ((r = cxls_op_begin(&op, c, stream, bytes, 1)))
+		return r;
+	if (c->rank == root)
+		rc = collect(&op, recvbuff) ||
+		     cxls_op_local_copy(&op, (char *)recvbuff + (size_t)root * bytes, sendbuff,
+					bytes);
+	else
+		rc = publish(&op, sendbuff, root);
+	if (rc)
+		return cxls_op_abandon(&op);
+	CXLS_TRACE("Gather %zu bytes/rank to root %d, %u rounds from round %u", bytes, root,
+		   op.rounds, op.g0);
+	return cxls_op_end(&op);
+}

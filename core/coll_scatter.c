@@ -1,0 +1,86 @@
+/* coll_scatter.c - Scatter through the pool (1-to-N).
+ *
+ * The root publishes every destination's slice, chunk by chunk, taking the
+ * destinations in turn (round t carries chunk t / N of the slice for rank
+ * t % N), into the 1-to-N staging slots spread over all devices, so that
+ * every receiver progresses at once.  Each receiver fetches only its own
+ * rounds and acknowledges them; a slot is reused once the one rank that
+ * read it is done.
+ */
+#include "coll.h"
+
+#include "log.h"
+
+static int dest_of(const struct cxls_op *op, uint32_t t)
+{
+	return (int)(t % (uint32_t)op->c->nranks);
+}
+
+static int root_publish(struct cxls_op *op, const char *send)
+{
+	struct cxls_comm *c = op->c;
+	uint32_t depth = c->lay.bcast_slots;
+
+	for (uint32_t t = 0; t < op->rounds; t++) {
+		int dest = dest_of(op, t);
+		uint32_t k = t / (uint32_t)c->nranks;
+		/* the slot's last reader, `depth` rounds ago */
+		int consumer = t >= depth ? dest_of(op, t - depth) : -1;
+
+		if (cxls_op_wait_consumed(op, t, depth, consumer))
+			return -1;
+		if (dest == c->rank)
+			continue; /* our own slice is copied locally */
+		if (cxls_op_put(op, t, cxls_op_slot_1n(op, t),
+				send + (size_t)dest * op->bytes + cxls_op_off(op, k),
+				cxls_op_len(op, k)))
+			return -1;
+	}
+	return 0;
+}
+
+static int receive(struct cxls_op *op, char *recv, int root)
+{
+	struct cxls_comm *c = op->c;
+
+	for (uint32_t t = (uint32_t)c->rank; t < op->rounds; t += (uint32_t)c->nranks) {
+		uint32_t k = t / (uint32_t)c->nranks;
+
+		if (cxls_op_get(op, t, root, cxls_op_slot_1n(op, t), recv + cxls_op_off(op, k),
+				cxls_op_len(op, k)) ||
+		    cxls_op_ack(op, t))
+			return -1;
+	}
+	return 0;
+}
+
+ncclResult_t cxls_scatter(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+			  size_t count, ncclDataType_t type, int root, CUstream stream)
+{
+	size_t bytes;
+	struct cxls_op op;
+	ncclResult_t r;
+	int rc;
+
+	if ((r = cxls_op_check_count(c, "Scatter", type, count, c->nranks, &bytes)) ||
+	    (r = cxls_op_check_root(c, "Scatter", root)) ||
+	    (c->rank == root &&
+	     (r = cxls_op_check_buf(c, sendbuff, bytes * (size_t)c->nranks, "Scatter sendbuff"))) ||
+	    (r = cxls_op_check_buf(c, recvbuff, bytes, "Scatter recvbuff")))
+		return r;
+	if (!bytes)
+		return ncclSuccess;
+	if ((r = cxls_op_begin(&op, c, stream, bytes, (uint32_t)c->nranks)))
+		return r;
+	if (c->rank == root)
+		rc = root_publish(&op, sendbuff) ||
+		     cxls_op_local_copy(&op, recvbuff,
+					(const char *)sendbuff + (size_t)root * bytes, bytes);
+	else
+		rc = receive(&op, recvbuff, root);
+	if (rc)
+		return cxls_op_abandon(&op);
+	CXLS_TRACE("Scatter %zu bytes/rank from root %d, %u rounds from round %u", bytes, root,
+		   op.rounds, op.g0);
+	return cxls_op_end(&op);
+}
