@@ -94,7 +94,7 @@ static void bad_collectives(ncclComm_t comm, cudaStream_t s, int n)
 	CHECK(ncclGather(NULL, buf, 16, ncclInt8, 0, comm, s) == ncclInvalidArgument, "Gather NULL");
 	CHECK(ncclScatter(buf, buf, 16, ncclInt8, -2, comm, s) == ncclInvalidArgument,
 	      "Scatter root");
-	CHECK(ncclScatter(buf, buf, MIB, ncclInt8, 0, comm, s) == ncclInvalidArgument,
+	CHECK(ncclScatter(buf, buf, 2 * MIB, ncclInt8, 0, comm, s) == ncclInvalidArgument,
 	      "Scatter beyond the allocation");
 	CHECK(ncclAlltoAll(buf, buf, 16, ncclInt8, comm, s) == ncclInvalidArgument,
 	      "AlltoAll in place (overlap)");
