@@ -13,7 +13,7 @@ CUDA_INC ?= $(CUDA_HOME)/include
 CUDA_LIB ?= $(CUDA_HOME)/lib
 CFLAGS   ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -I$(CUDA_INC)
-LDLIBS_SHIM = -ldl -lnuma -linih -pthread $(SANITIZE)
+LDLIBS_SHIM = -ldl -lnuma -linih -lm -pthread $(SANITIZE)
 
 # Debian packages: build (libnuma, libinih), baselines (Open MPI, MPICH).
 DEB_PKGS = build-essential libnuma-dev libinih-dev \

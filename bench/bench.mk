@@ -4,6 +4,7 @@
 #                      built here (mpi_perf_openmpi, mpi_perf_mpich)
 #   make bench         bench-build, then bench/baselines.sh for all_gather and
 #                      broadcast at 2 and 4 ranks, 4 MiB .. 64 MiB
+#   make bench-more    the same for gather, scatter and alltoall at 4 ranks
 #
 # Which libcudart coll_perf gets at run time: it is linked against the CUDA
 # emulator's libcudart ($(BUILD)/emu, so the emulator must exist first:
@@ -56,7 +57,7 @@ $(BENCH_DIR)/mpi_perf_mpich: $(MPI_PERF_SRCS) bench/bench_util.h
 	@mkdir -p $(@D)
 	$(MPICC_MPICH) $(BENCH_CFLAGS) -Ibench -o $@ $(MPI_PERF_SRCS)
 
-.PHONY: bench-build bench bench-mpi-check bench-switches
+.PHONY: bench-build bench bench-more bench-mpi-check bench-switches
 
 bench-build: $(BENCH_BINS) bench-mpi-check
 
@@ -74,6 +75,13 @@ bench: bench-build $(BUILD)/libcxlshim.so
 	BUILD=$(BUILD) bench/baselines.sh -C all_gather -N 4 $(BENCH_SIZES) -p 1
 	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 2 $(BENCH_SIZES) -p 1
 	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 4 $(BENCH_SIZES) -p 1
+
+# The collectives beyond the issue's two, 4 ranks (root 0 for gather and
+# scatter; alltoall has no in-place variant, its in-place columns are N/A).
+bench-more: bench-build $(BUILD)/libcxlshim.so
+	BUILD=$(BUILD) bench/baselines.sh -C gather -N 4 $(BENCH_SIZES) -p 1
+	BUILD=$(BUILD) bench/baselines.sh -C scatter -N 4 $(BENCH_SIZES) -p 1
+	BUILD=$(BUILD) bench/baselines.sh -C alltoall -N 4 $(BENCH_SIZES) -p 1
 
 # The effect of each CCCL technique (bench/switches.sh), 4 ranks.
 bench-switches: bench-build $(BUILD)/libcxlshim.so

@@ -149,23 +149,50 @@ void bu_poison_from(void *dst, const void *src, size_t bytes)
 
 /* ------------------------------------------------------------ collectives */
 
-static void ag_counts(size_t nbytes, size_t tsize, int nranks, int rank, struct bu_counts *c)
+/* Elements each rank contributes (gather, all_gather) or receives (scatter),
+ * or sends to each peer (alltoall): nbytes/nranks, rounded down so every
+ * chunk is a multiple of 16 bytes (keeps chunks aligned for vector copies),
+ * as nccl-tests does. */
+static size_t per_rank_count(size_t nbytes, size_t tsize, int nranks)
 {
-	/* Each rank contributes nbytes/nranks, rounded down so every chunk is a
-	 * multiple of 16 bytes (keeps chunks aligned for vector copies). */
 	size_t align = tsize >= 16 ? 1 : 16 / tsize;
 	size_t per = nbytes / tsize / (size_t)nranks;
-	per -= per % align;
+
+	return per - per % align;
+}
+
+/* (n-1)/n: gather, scatter, all_gather, alltoall (nccl-tests). */
+static double nm1_bus_factor(int nranks)
+{
+	return nranks > 0 ? (double)(nranks - 1) / nranks : 0.0;
+}
+
+/* Every rank's input: its own pattern (gather, all_gather). */
+static int rank_fill_input(void *send, const struct bu_case *k)
+{
+	bu_pattern(send, k->c.sendcount, k->type, bu_rank_seed(k->seed, k->rank));
+	return 1;
+}
+
+/* Rank r's sendcount elements at offset r * sendcount (gather, all_gather). */
+static void concat_rank_patterns(void *recv, const struct bu_case *k)
+{
+	for (int r = 0; r < k->nranks; r++)
+		bu_pattern((char *)recv + (size_t)r * k->c.sendcount * k->tsize, k->c.sendcount,
+			   k->type, bu_rank_seed(k->seed, r));
+}
+
+/* all_gather: size = the gathered buffer, count = elements per rank;
+ * in-place sendbuff = recvbuff + rank * count. */
+static void ag_counts(size_t nbytes, size_t tsize, int nranks, int rank, struct bu_counts *c)
+{
+	size_t per = per_rank_count(nbytes, tsize, nranks);
+
 	c->sendcount = per;
 	c->recvcount = per * (size_t)nranks;
 	c->paramcount = per;
 	c->send_inplace_off = per * (size_t)rank;
 	c->recv_inplace_off = 0;
-}
-
-static double ag_bus_factor(int nranks)
-{
-	return nranks > 0 ? (double)(nranks - 1) / nranks : 0.0;
 }
 
 /* Each rank writes its S/n chunk into the pool and reads the (n-1) others. */
@@ -174,19 +201,14 @@ static double ag_pool_bytes(size_t nbytes, int nranks)
 	return (double)nbytes / nranks + (double)nbytes * (nranks - 1) / nranks;
 }
 
-static int ag_fill_input(void *send, const struct bu_case *k)
+static int ag_expected(void *recv, const struct bu_case *k)
 {
-	bu_pattern(send, k->c.sendcount, k->type, bu_rank_seed(k->seed, k->rank));
+	concat_rank_patterns(recv, k);
 	return 1;
 }
 
-static void ag_expected(void *recv, const struct bu_case *k)
-{
-	for (int r = 0; r < k->nranks; r++)
-		bu_pattern((char *)recv + (size_t)r * k->c.sendcount * k->tsize, k->c.sendcount,
-			   k->type, bu_rank_seed(k->seed, r));
-}
-
+/* broadcast: size = count = the broadcast buffer; in-place sendbuff ==
+ * recvbuff. */
 static void bc_counts(size_t nbytes, size_t tsize, int nranks, int rank, struct bu_counts *c)
 {
 	(void)nranks;
@@ -215,14 +237,171 @@ static int bc_fill_input(void *send, const struct bu_case *k)
 	return k->rank == k->root;
 }
 
-static void bc_expected(void *recv, const struct bu_case *k)
+static int bc_expected(void *recv, const struct bu_case *k)
 {
 	bu_pattern(recv, k->c.recvcount, k->type, bu_rank_seed(k->seed, k->root));
+	return 1;
 }
 
+/* gather: the counts of all_gather (size = the root's recv buffer, nranks x
+ * count; in-place sendbuff = recvbuff + rank * count on every rank, as
+ * nccl-tests, which at the root is NCCL's in-place condition and elsewhere
+ * just a send buffer). Only the root's recv buffer is defined afterwards. */
+static int ga_expected(void *recv, const struct bu_case *k)
+{
+	if (k->rank != k->root)
+		return 0;
+	concat_rank_patterns(recv, k);
+	return 1;
+}
+
+/* Pool bytes of the busiest rank, the root: it reads the (n-1) other chunks
+ * of S/n (its own chunk is a local copy, or nothing in place). Each non-root
+ * only writes its S/n. */
+static double ga_pool_bytes(size_t nbytes, int nranks)
+{
+	return (double)nbytes * (nranks - 1) / nranks;
+}
+
+/* scatter: size = the root's send buffer, nranks x count; count = elements
+ * each rank receives; in-place recvbuff = sendbuff + rank * count on every
+ * rank (nccl-tests; NCCL's in-place condition at the root). */
+static void sc_counts(size_t nbytes, size_t tsize, int nranks, int rank, struct bu_counts *c)
+{
+	size_t per = per_rank_count(nbytes, tsize, nranks);
+
+	c->sendcount = per * (size_t)nranks;
+	c->recvcount = per;
+	c->paramcount = per;
+	c->send_inplace_off = 0;
+	c->recv_inplace_off = per * (size_t)rank;
+}
+
+/* Pool bytes of the busiest rank, the root: it writes the (n-1) chunks of
+ * S/n for the other ranks. Each non-root only reads its S/n. */
+static double sc_pool_bytes(size_t nbytes, int nranks)
+{
+	return (double)nbytes * (nranks - 1) / nranks;
+}
+
+/* Slice r of the root's send buffer is rank r's own pattern, so the
+ * expected result of a rank needs only its slice. Every rank fills its send
+ * buffer the same way; only the root's is read. */
+static int sc_fill_input(void *send, const struct bu_case *k)
+{
+	for (int r = 0; r < k->nranks; r++)
+		bu_pattern((char *)send + (size_t)r * k->c.recvcount * k->tsize, k->c.recvcount,
+			   k->type, bu_rank_seed(k->seed, r));
+	return k->rank == k->root;
+}
+
+static int sc_expected(void *recv, const struct bu_case *k)
+{
+	bu_pattern(recv, k->c.recvcount, k->type, bu_rank_seed(k->seed, k->rank));
+	return 1;
+}
+
+/* alltoall: size = a rank's send (= recv) buffer, nranks x count; count =
+ * elements per (sender, receiver) pair. No in-place variant: NCCL does not
+ * define one, and the shim refuses overlapping buffers. */
+static void aa_counts(size_t nbytes, size_t tsize, int nranks, int rank, struct bu_counts *c)
+{
+	(void)rank;
+	size_t per = per_rank_count(nbytes, tsize, nranks);
+
+	c->sendcount = c->recvcount = per * (size_t)nranks;
+	c->paramcount = per;
+	c->send_inplace_off = c->recv_inplace_off = 0;
+}
+
+/* Every rank writes its (n-1) slices of S/n for the others into the pool and
+ * reads the (n-1) slices the others wrote for it; its own slice is a local
+ * copy. */
+static double aa_pool_bytes(size_t nbytes, int nranks)
+{
+	return 2.0 * (double)nbytes * (nranks - 1) / nranks;
+}
+
+static uint64_t aa_pair_seed(const struct bu_case *k, int from, int to)
+{
+	return bu_rank_seed(bu_rank_seed(k->seed, from), to);
+}
+
+/* Slice j of rank i's send buffer: the pattern of the pair (i, j). */
+static int aa_fill_input(void *send, const struct bu_case *k)
+{
+	size_t per = k->c.paramcount;
+
+	for (int j = 0; j < k->nranks; j++)
+		bu_pattern((char *)send + (size_t)j * per * k->tsize, per, k->type,
+			   aa_pair_seed(k, k->rank, j));
+	return 1;
+}
+
+/* Slice i of rank j's recv buffer: slice j of rank i's send buffer. */
+static int aa_expected(void *recv, const struct bu_case *k)
+{
+	size_t per = k->c.paramcount;
+
+	for (int i = 0; i < k->nranks; i++)
+		bu_pattern((char *)recv + (size_t)i * per * k->tsize, per, k->type,
+			   aa_pair_seed(k, i, k->rank));
+	return 1;
+}
+
+/* pool_bytes convention: the bytes the busiest rank copies into and out of
+ * the pool for one call of size S (the size column); local copies between a
+ * rank's own buffers are not counted. */
 const struct bu_coll bu_colls[] = {
-	{"all_gather", 0, 0, ag_counts, ag_bus_factor, ag_pool_bytes, ag_fill_input, ag_expected},
-	{"broadcast", 1, 0, bc_counts, bc_bus_factor, bc_pool_bytes, bc_fill_input, bc_expected},
+	{
+		.name = "all_gather",
+		.counts = ag_counts,
+		.bus_factor = nm1_bus_factor,
+		.pool_bytes = ag_pool_bytes,
+		.pool_note = "all_gather: each rank writes S/n, reads (n-1)S/n",
+		.fill_input = rank_fill_input,
+		.expected = ag_expected,
+	},
+	{
+		.name = "broadcast",
+		.has_root = 1,
+		.counts = bc_counts,
+		.bus_factor = bc_bus_factor,
+		.pool_bytes = bc_pool_bytes,
+		.pool_note = "broadcast: root writes S, others read S",
+		.fill_input = bc_fill_input,
+		.expected = bc_expected,
+	},
+	{
+		.name = "gather",
+		.has_root = 1,
+		.counts = ag_counts,
+		.bus_factor = nm1_bus_factor,
+		.pool_bytes = ga_pool_bytes,
+		.pool_note = "gather: root reads (n-1)S/n, others write S/n",
+		.fill_input = rank_fill_input,
+		.expected = ga_expected,
+	},
+	{
+		.name = "scatter",
+		.has_root = 1,
+		.counts = sc_counts,
+		.bus_factor = nm1_bus_factor,
+		.pool_bytes = sc_pool_bytes,
+		.pool_note = "scatter: root writes (n-1)S/n, others read S/n",
+		.fill_input = sc_fill_input,
+		.expected = sc_expected,
+	},
+	{
+		.name = "alltoall",
+		.no_inplace = 1,
+		.counts = aa_counts,
+		.bus_factor = nm1_bus_factor,
+		.pool_bytes = aa_pool_bytes,
+		.pool_note = "alltoall: each rank writes (n-1)S/n, reads (n-1)S/n",
+		.fill_input = aa_fill_input,
+		.expected = aa_expected,
+	},
 };
 const int bu_ncolls = (int)(sizeof(bu_colls) / sizeof(bu_colls[0]));
 
@@ -552,6 +731,10 @@ static void fmt_time(char *buf, size_t n, double us)
 static void print_half(const struct bu_result *r)
 {
 	char t[32], w[32];
+	if (r->not_run) {
+		printf("  %7s  %6s  %6s %6s", "N/A", "N/A", "N/A", "N/A");
+		return;
+	}
 	fmt_time(t, sizeof(t), r->time_us);
 	if (r->wrong < 0)
 		snprintf(w, sizeof(w), "%6s", "N/A");

@@ -60,19 +60,26 @@ struct bu_coll {
 	const char *name;
 	int has_root;
 	int has_op;
+	/* No in-place variant (alltoall): the in-place columns print N/A and
+	 * the in-place call is never made. */
+	int no_inplace;
 	/* nccl-tests semantics: nbytes is the size printed in the first column,
 	 * i.e. max(send, recv) bytes of a rank. */
 	void (*counts)(size_t nbytes, size_t tsize, int nranks, int rank, struct bu_counts *c);
 	double (*bus_factor)(int nranks);
-	/* Bytes one rank moves through memory in the pool scheme (copy into the
-	 * pool plus copy out of it), for the pool efficiency figure. */
+	/* Bytes the busiest rank moves through memory in the pool scheme (copy
+	 * into the pool plus copy out of it), for the pool efficiency figure;
+	 * pool_note says how, in a few words, for the table's header. */
 	double (*pool_bytes)(size_t nbytes, int nranks);
+	const char *pool_note;
 	/* Fills this rank's send buffer (c.sendcount elements). Returns 0 when
 	 * the library does not read this rank's input (broadcast at a non-root):
 	 * its in-place buffer is then left poisoned. */
 	int (*fill_input)(void *send, const struct bu_case *k);
-	/* Fills what this rank's recv buffer must hold (c.recvcount elements). */
-	void (*expected)(void *recv, const struct bu_case *k);
+	/* Fills what this rank's recv buffer must hold (c.recvcount elements).
+	 * Returns 0 when this rank's recv buffer is undefined after the call
+	 * (gather at a non-root): the caller then does not check it. */
+	int (*expected)(void *recv, const struct bu_case *k);
 };
 
 extern const struct bu_coll bu_colls[];
@@ -129,6 +136,7 @@ struct bu_result {
 	double time_us;
 	double algbw, busbw; /* GB/s */
 	long wrong;	     /* -1: not checked */
+	int not_run;	     /* placement not supported (no_inplace): all N/A */
 };
 
 void bu_fill_bw(struct bu_result *r, size_t nbytes, double factor);

@@ -53,15 +53,37 @@ static ncclResult_t run_broadcast(const struct op_call *c)
 			     c->stream);
 }
 
+static ncclResult_t run_gather(const struct op_call *c)
+{
+	return ncclGather(c->send, c->recv, c->k->c.paramcount, c->dtype, c->k->root, c->comm,
+			  c->stream);
+}
+
+static ncclResult_t run_scatter(const struct op_call *c)
+{
+	return ncclScatter(c->send, c->recv, c->k->c.paramcount, c->dtype, c->k->root, c->comm,
+			   c->stream);
+}
+
+static ncclResult_t run_alltoall(const struct op_call *c)
+{
+	return ncclAlltoAll(c->send, c->recv, c->k->c.paramcount, c->dtype, c->comm, c->stream);
+}
+
 /* One entry per collective; semantics (sizes, expected data, bus factor) live
  * in bu_colls[] and are shared with mpi_perf. */
+/* clang-format off */
 static const struct {
 	const char *name;
 	run_fn run;
 } runners[] = {
 	{"all_gather", run_all_gather},
 	{"broadcast", run_broadcast},
+	{"gather", run_gather},
+	{"scatter", run_scatter},
+	{"alltoall", run_alltoall},
 };
+/* clang-format on */
 
 static run_fn find_runner(const char *name)
 {
@@ -275,7 +297,9 @@ static long check_op(struct rank_ctx *x, const struct bu_case *k, int inplace)
 	const struct bu_coll *coll = x->o->coll;
 	size_t sbytes = k->c.sendcount * k->tsize, rbytes = k->c.recvcount * k->tsize;
 	int has_input = coll->fill_input(x->h_send, k);
-	coll->expected(x->h_exp, k);
+	int checked = coll->expected(x->h_exp, k);
+	if (!checked)
+		memset(x->h_exp, 0, rbytes); /* any defined poison will do */
 	bu_poison_from(x->h_got, x->h_exp, rbytes);
 
 	const void *send;
@@ -285,7 +309,8 @@ static long check_op(struct rank_ctx *x, const struct bu_case *k, int inplace)
 	 * cudaMemcpy from pageable memory may return before the data reaches the
 	 * device and does not order against a non-blocking stream. */
 	if (inplace) {
-		/* recv first: the input lives inside it and must win */
+		/* recv first: one buffer lies inside the other (or they are the
+		 * same), and the input must win where they overlap */
 		copy_to_dev(x, recv, x->h_got, rbytes);
 		if (has_input)
 			copy_to_dev(x, (void *)send, x->h_send, sbytes);
@@ -298,6 +323,8 @@ static long check_op(struct rank_ctx *x, const struct bu_case *k, int inplace)
 	run_op(x, k, inplace);
 	CUDA(x, cudaMemcpyAsync(x->h_got, recv, rbytes, cudaMemcpyDeviceToHost, x->stream));
 	CUDA(x, cudaStreamSynchronize(x->stream));
+	if (!checked)
+		return 0; /* this rank's output is undefined (gather at a non-root) */
 	return (long)bu_count_wrong(x->h_got, x->h_exp, k->c.recvcount, k->tsize);
 }
 
@@ -330,10 +357,14 @@ static void pool_eff_row(struct rank_ctx *x, const struct bu_case *k, size_t nby
 	double ref = bu_memcpy_gbps(x->h_cpy_a, x->h_cpy_b, nbytes, MEMCPY_REPS);
 	double pb = x->o->coll->pool_bytes(nbytes, x->nranks);
 	double gout = pb / 1e9 / (out->time_us * 1e-6);
+	fprintf(x->eff, "# %10zu  %8s  %6d  %8.2f  %12.0f  %8.2f  %6.1f", nbytes,
+		bu_types[k->type].name, k->root, ref, pb, gout, ref > 0 ? 100 * gout / ref : 0);
+	if (in->not_run) {
+		fprintf(x->eff, "  %8s  %6s\n", "N/A", "N/A");
+		return;
+	}
 	double gin = pb / 1e9 / (in->time_us * 1e-6);
-	fprintf(x->eff, "# %10zu  %8s  %6d  %8.2f  %12.0f  %8.2f  %6.1f  %8.2f  %6.1f\n", nbytes,
-		bu_types[k->type].name, k->root, ref, pb, gout, ref > 0 ? 100 * gout / ref : 0, gin,
-		ref > 0 ? 100 * gin / ref : 0);
+	fprintf(x->eff, "  %8.2f  %6.1f\n", gin, ref > 0 ? 100 * gin / ref : 0);
 }
 
 static void run_row(struct rank_ctx *x, int type, int root, int op, size_t nbytes)
@@ -352,12 +383,15 @@ static void run_row(struct rank_ctx *x, int type, int root, int op, size_t nbyte
 	k.seed = bu_case_seed(nbytes, type, root, 0);
 	measure(x, &k, 0, shown, &out);
 	k.seed = bu_case_seed(nbytes, type, root, 1);
-	measure(x, &k, 1, shown, &in);
+	if (coll->no_inplace)
+		in.not_run = 1;
+	else
+		measure(x, &k, 1, shown, &in);
 	if (x->rank == 0) {
 		bu_print_row(shown, k.c.paramcount, bu_types[type].name,
 			     op < 0 ? "none" : bu_ops[op], root, &out, &in);
-		x->busbw_sum += out.busbw + in.busbw;
-		x->busbw_n += 2;
+		x->busbw_sum += out.busbw + (in.not_run ? 0 : in.busbw);
+		x->busbw_n += in.not_run ? 1 : 2;
 		x->wrong_total += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
 	}
 	if (x->o->pool_eff && shown >= POOL_EFF_MIN_BYTES) {
@@ -402,11 +436,11 @@ static void print_pool_eff(struct rank_ctx *x)
 		return;
 	fflush(x->eff);
 	rewind(x->eff);
-	printf("#\n# Pool efficiency (sizes >= 1 MiB): bytes each rank moves through memory in\n"
-	       "# the pool scheme (all_gather: writes S/n, reads (n-1)S/n; broadcast: root\n"
-	       "# writes S, others read S) / time, as %% of single-thread memcpy of S bytes\n"
-	       "# (best of %d, measured by rank 0 in this run).\n",
-	       MEMCPY_REPS);
+	printf("#\n# Pool efficiency (sizes >= 1 MiB): bytes the busiest rank moves through\n"
+	       "# memory in the pool scheme (%s)\n"
+	       "# / time, as %% of single-thread memcpy of S bytes (best of %d, measured by\n"
+	       "# rank 0 in this run).\n",
+	       x->o->coll->pool_note, MEMCPY_REPS);
 	printf("#       size      type    root    memcpy   pool B/rank   out-of-place      "
 	       "in-place\n");
 	printf("#        (B)                      (GB/s)           (B)  (GB/s)     (%%)  (GB/s)    "

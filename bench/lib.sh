@@ -125,6 +125,8 @@ run_mpich() {
 # per row (size, type, redop, root) prints busbw of NUM_FILE, the best busbw
 # among the DEN_FILEs, and their ratio, for out-of-place and in-place.
 # Rows are the data lines of the nccl-tests table (not starting with '#').
+# A busbw that is not a number (N/A: the in-place columns of a collective
+# without an in-place variant, alltoall) counts as absent and prints N/A.
 compare_tables() {
     local title=$1 nlabel=$2 nfile=$3 dlabel=$4; shift 4
     local dens=()
@@ -138,12 +140,15 @@ compare_tables() {
     echo "# $title"
     awk -v nfile="$nfile" -v nlabel="$nlabel" -v dlabel="$dlabel" '
         function isrow() { return $0 !~ /^#/ && NF >= 13 && $1 ~ /^[0-9]+$/ }
+        function isnum(v) { return v ~ /^[0-9]+(\.[0-9]*)?$/ }
+        # keeps the larger of a stored busbw and v; absent ones stay absent
+        function best(arr, k, v) { if (isnum(v) && (!(k in arr) || v + 0 > arr[k])) arr[k] = v + 0 }
         FILENAME == nfile { if (isrow()) { k = $1 " " $3 " " $4 " " $5;
-                            if (!(k in nout)) order[n++] = k; nout[k] = $8; nin[k] = $12 } next }
-        isrow() { k = $1 " " $3 " " $4 " " $5;
-                  if (!(k in dout) || $8 > dout[k]) dout[k] = $8;
-                  if (!(k in din) || $12 > din[k]) din[k] = $12 }
-        function ratio(a, b) { return (b > 0) ? sprintf("%7.2f", a / b) : "      -" }
+                            if (!(k in seen)) order[n++] = k; seen[k] = 1;
+                            if (isnum($8)) nout[k] = $8 + 0; if (isnum($12)) nin[k] = $12 + 0 } next }
+        isrow() { k = $1 " " $3 " " $4 " " $5; best(dout, k, $8); best(din, k, $12) }
+        function bw(arr, k) { return (k in arr) ? sprintf("%12.2f", arr[k]) : sprintf("%12s", "N/A") }
+        function ratio(a, b, k) { return ((k in a) && (k in b) && b[k] > 0) ? sprintf("%7.2f", a[k] / b[k]) : "      -" }
         END {
             printf "#       size      type   redop    root  %12s %12s   ratio  %12s %12s   ratio\n", \
                    nlabel " out", dlabel " out", nlabel " in", dlabel " in"
@@ -151,12 +156,8 @@ compare_tables() {
                    "(GB/s)", "(GB/s)", "(GB/s)", "(GB/s)"
             for (i = 0; i < n; i++) {
                 k = order[i]; split(k, f, " ")
-                if (k in dout)
-                    printf "%12s  %8s  %6s  %6s  %12.2f %12.2f %s  %12.2f %12.2f %s\n", f[1], f[2], f[3], f[4], \
-                           nout[k], dout[k], ratio(nout[k], dout[k]), nin[k], din[k], ratio(nin[k], din[k])
-                else
-                    printf "%12s  %8s  %6s  %6s  %12.2f %12s       -  %12.2f %12s       -\n", f[1], f[2], f[3], f[4], \
-                           nout[k], "-", nin[k], "-"
+                printf "%12s  %8s  %6s  %6s  %s %s %s  %s %s %s\n", f[1], f[2], f[3], f[4], \
+                       bw(nout, k), bw(dout, k), ratio(nout, dout, k), bw(nin, k), bw(din, k), ratio(nin, din, k)
             }
         }' "$nfile" "${dens[@]}"
 }

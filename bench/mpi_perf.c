@@ -2,8 +2,14 @@
  * datatypes, table and verification, run with MPI on host memory.
  *
  * Data moves as MPI_BYTE (count = elements * size of the nccl datatype):
- * AllGather and Broadcast only move bytes, and this keeps the baseline free
- * of MPI's datatype handling for types it lacks (half, bfloat16, fp8).
+ * none of the collectives here reduces, they only move bytes, and this keeps
+ * the baseline free of MPI's datatype handling for types it lacks (half,
+ * bfloat16, fp8).
+ *
+ * In place, the buffers are laid out as in coll_perf (one buffer holds the
+ * other at the offset bu_counts gives), and the rank that MPI lets pass
+ * MPI_IN_PLACE (every rank for Allgather, the root for Gather and Scatter)
+ * does so.
  *
  * Built once per MPI implementation (mpicc.openmpi, mpicc.mpich) and started
  * with that implementation's mpirun; the rank count comes from mpirun.
@@ -30,7 +36,14 @@ struct mctx {
 
 /* ------------------------------------------------------------- MPI calls */
 
-typedef void (*mpi_run_fn)(struct mctx *x, const struct bu_case *k, int inplace);
+/* One call: the buffers of this placement (see op_pointers). */
+struct mpi_call {
+	char *send, *recv;
+	const struct bu_case *k;
+	int inplace;
+};
+
+typedef void (*mpi_run_fn)(const struct mpi_call *c);
 
 static int byte_count(const struct bu_case *k, size_t count)
 {
@@ -42,34 +55,73 @@ static int byte_count(const struct bu_case *k, size_t count)
 	return (int)b;
 }
 
-static void mpi_all_gather(struct mctx *x, const struct bu_case *k, int inplace)
+static void mpi_all_gather(const struct mpi_call *c)
 {
-	int n = byte_count(k, k->c.sendcount);
-	if (inplace)
-		MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->recv, n, MPI_BYTE,
+	int n = byte_count(c->k, c->k->c.sendcount);
+	if (c->inplace)
+		MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c->recv, n, MPI_BYTE,
 			      MPI_COMM_WORLD);
 	else
-		MPI_Allgather(x->send, n, MPI_BYTE, x->recv, n, MPI_BYTE, MPI_COMM_WORLD);
+		MPI_Allgather(c->send, n, MPI_BYTE, c->recv, n, MPI_BYTE, MPI_COMM_WORLD);
 }
 
 /* MPI_Bcast is in-place by nature. Out-of-place (ncclBroadcast semantics:
  * the root's recvbuff receives the data too) costs the root one local copy,
  * as it does in NCCL. */
-static void mpi_broadcast(struct mctx *x, const struct bu_case *k, int inplace)
+static void mpi_broadcast(const struct mpi_call *c)
 {
-	int n = byte_count(k, k->c.paramcount);
-	if (!inplace && x->rank == k->root)
-		memcpy(x->recv, x->send, (size_t)n);
-	MPI_Bcast(x->recv, n, MPI_BYTE, k->root, MPI_COMM_WORLD);
+	int n = byte_count(c->k, c->k->c.paramcount);
+	if (!c->inplace && c->k->rank == c->k->root)
+		memcpy(c->recv, c->send, (size_t)n);
+	MPI_Bcast(c->recv, n, MPI_BYTE, c->k->root, MPI_COMM_WORLD);
 }
 
+/* In place the root passes MPI_IN_PLACE (its chunk is already at
+ * recvbuff + root * count); the others send from recvbuff + rank * count,
+ * an ordinary send buffer for them. */
+static void mpi_gather(const struct mpi_call *c)
+{
+	const struct bu_case *k = c->k;
+	int n = byte_count(k, k->c.paramcount);
+	if (c->inplace && k->rank == k->root)
+		MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c->recv, n, MPI_BYTE, k->root,
+			   MPI_COMM_WORLD);
+	else
+		MPI_Gather(c->send, n, MPI_BYTE, c->recv, n, MPI_BYTE, k->root, MPI_COMM_WORLD);
+}
+
+/* In place the root passes MPI_IN_PLACE as recvbuf (its chunk stays at
+ * sendbuff + root * count); the others receive at sendbuff + rank * count. */
+static void mpi_scatter(const struct mpi_call *c)
+{
+	const struct bu_case *k = c->k;
+	int n = byte_count(k, k->c.paramcount);
+	if (c->inplace && k->rank == k->root)
+		MPI_Scatter(c->send, n, MPI_BYTE, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, k->root,
+			    MPI_COMM_WORLD);
+	else
+		MPI_Scatter(c->send, n, MPI_BYTE, c->recv, n, MPI_BYTE, k->root, MPI_COMM_WORLD);
+}
+
+/* Out of place only (no_inplace), like ncclAlltoAll. */
+static void mpi_alltoall(const struct mpi_call *c)
+{
+	int n = byte_count(c->k, c->k->c.paramcount);
+	MPI_Alltoall(c->send, n, MPI_BYTE, c->recv, n, MPI_BYTE, MPI_COMM_WORLD);
+}
+
+/* clang-format off */
 static const struct {
 	const char *name;
 	mpi_run_fn run;
 } runners[] = {
 	{"all_gather", mpi_all_gather},
 	{"broadcast", mpi_broadcast},
+	{"gather", mpi_gather},
+	{"scatter", mpi_scatter},
+	{"alltoall", mpi_alltoall},
 };
+/* clang-format on */
 
 static mpi_run_fn find_runner(const char *name)
 {
@@ -112,34 +164,70 @@ static void print_header(const struct mctx *x)
 	fflush(stdout);
 }
 
+/* The buffers of one placement, as coll_perf's op_pointers. In place only
+ * one of x->send, x->recv is used; *stage is the other one, free to stage
+ * this rank's input in. */
+static void op_pointers(const struct mctx *x, const struct bu_case *k, int inplace,
+			struct mpi_call *c, char **stage)
+{
+	c->k = k;
+	c->inplace = inplace;
+	*stage = NULL;
+	if (!inplace) {
+		c->send = x->send;
+		c->recv = x->recv;
+	} else if (k->c.recv_inplace_off) {
+		c->send = x->send;
+		c->recv = x->send + k->c.recv_inplace_off * k->tsize;
+		*stage = x->recv;
+	} else {
+		c->send = x->recv + k->c.send_inplace_off * k->tsize;
+		c->recv = x->recv;
+		*stage = x->send;
+	}
+}
+
 static double time_op(struct mctx *x, mpi_run_fn run, const struct bu_case *k, int inplace)
 {
+	struct mpi_call c;
+	char *stage;
+	op_pointers(x, k, inplace, &c, &stage);
 	for (int i = 0; i < x->o->warmup; i++)
-		run(x, k, inplace);
+		run(&c);
 	MPI_Barrier(MPI_COMM_WORLD);
 	double t0 = bu_now();
 	for (int i = 0; i < x->o->iters; i++)
-		run(x, k, inplace);
+		run(&c);
 	return (bu_now() - t0) * 1e6 / x->o->iters;
 }
 
 static long check_op(struct mctx *x, mpi_run_fn run, const struct bu_case *k, int inplace)
 {
 	const struct bu_coll *coll = x->o->coll;
-	size_t rbytes = k->c.recvcount * k->tsize;
-	coll->expected(x->exp, k);
-	bu_poison_from(x->recv, x->exp, rbytes);
+	size_t rbytes = k->c.recvcount * k->tsize, sbytes = k->c.sendcount * k->tsize;
+	struct mpi_call c;
+	char *stage;
+	op_pointers(x, k, inplace, &c, &stage);
+	int checked = coll->expected(x->exp, k);
+	if (!checked)
+		memset(x->exp, 0, rbytes); /* any defined poison will do */
 	if (inplace) {
-		char *in = x->recv + k->c.send_inplace_off * k->tsize;
-		/* fill a scratch copy first: only ranks whose input is read get it */
-		if (coll->fill_input(x->send, k))
-			memcpy(in, x->send, k->c.sendcount * k->tsize);
+		/* stage the input in the unused buffer first, poison recv, then
+		 * let the input win where send and recv overlap; only ranks whose
+		 * input is read get it */
+		int has_input = coll->fill_input(stage, k);
+		bu_poison_from(c.recv, x->exp, rbytes);
+		if (has_input)
+			memcpy(c.send, stage, sbytes);
 	} else {
-		coll->fill_input(x->send, k);
+		bu_poison_from(c.recv, x->exp, rbytes);
+		coll->fill_input(c.send, k);
 	}
 	MPI_Barrier(MPI_COMM_WORLD);
-	run(x, k, inplace);
-	return (long)bu_count_wrong(x->recv, x->exp, k->c.recvcount, k->tsize);
+	run(&c);
+	if (!checked)
+		return 0; /* this rank's output is undefined (gather at a non-root) */
+	return (long)bu_count_wrong(c.recv, x->exp, k->c.recvcount, k->tsize);
 }
 
 static void measure(struct mctx *x, mpi_run_fn run, const struct bu_case *k, int inplace,
@@ -174,13 +262,16 @@ static void run_row(struct mctx *x, mpi_run_fn run, int type, int root, int op, 
 	k.seed = bu_case_seed(nbytes, type, root, 0);
 	measure(x, run, &k, 0, shown, &out);
 	k.seed = bu_case_seed(nbytes, type, root, 1);
-	measure(x, run, &k, 1, shown, &in);
+	if (coll->no_inplace)
+		in.not_run = 1;
+	else
+		measure(x, run, &k, 1, shown, &in);
 	if (x->rank != 0)
 		return;
 	bu_print_row(shown, k.c.paramcount, bu_types[type].name, op < 0 ? "none" : bu_ops[op], root,
 		     &out, &in);
-	x->busbw_sum += out.busbw + in.busbw;
-	x->busbw_n += 2;
+	x->busbw_sum += out.busbw + (in.not_run ? 0 : in.busbw);
+	x->busbw_n += in.not_run ? 1 : 2;
 	x->wrong_total += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
 }
 

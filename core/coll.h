@@ -10,9 +10,8 @@
 #include <nccl.h>
 
 #include "comm.h"
+#include "reduce.h"
 
-/* Bytes per element of a datatype, 0 if invalid. */
-size_t cxls_type_size(ncclDataType_t t);
 
 ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			    size_t sendcount, ncclDataType_t type, CUstream stream);
@@ -22,6 +21,14 @@ ncclResult_t cxls_gather(struct cxls_comm *c, const void *sendbuff, void *recvbu
 			 size_t count, ncclDataType_t type, int root, CUstream stream);
 ncclResult_t cxls_scatter(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			  size_t count, ncclDataType_t type, int root, CUstream stream);
+ncclResult_t cxls_reduce(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+			 size_t count, ncclDataType_t type, ncclRedOp_t redop, int root,
+			 CUstream stream);
+ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+				size_t recvcount, ncclDataType_t type, ncclRedOp_t redop,
+				CUstream stream);
+ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+			    size_t count, ncclDataType_t type, ncclRedOp_t redop, CUstream stream);
 ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			   size_t count, ncclDataType_t type, CUstream stream);
 
@@ -61,6 +68,17 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len);
 int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *dst, size_t len);
 int cxls_op_ack(struct cxls_op *op, uint32_t k);
+/* Reductions (emulated CUDA only: a host function computes on device
+ * memory, which is host memory there).  fold_init: dst = src (x scalar),
+ * on the read stream; fold: wait for peer's round k, then dst = dst op
+ * slot, and when `last` finish it (integer avg). */
+int cxls_op_fold_init(struct cxls_op *op, void *dst, const void *src, size_t n,
+		      ncclDataType_t t, const struct cxls_redop *rop, int last);
+int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
+		 ncclDataType_t t, const struct cxls_redop *rop, int last);
+/* The pool reduces only where the CPU can reach device memory. */
+ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll);
+
 /* A local device-to-device copy, on the write stream after publishing. */
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len);
 

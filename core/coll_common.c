@@ -3,25 +3,10 @@
 #include "coll.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "log.h"
 #include "stage.h"
-
-size_t cxls_type_size(ncclDataType_t t)
-{
-	switch (t) {
-	case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2:
-		return 1;
-	case ncclFloat16: case ncclBfloat16:
-		return 2;
-	case ncclInt32: case ncclUint32: case ncclFloat32:
-		return 4;
-	case ncclInt64: case ncclUint64: case ncclFloat64:
-		return 8;
-	default:
-		return 0;
-	}
-}
 
 /* The buffer must be memory the device can reach, in one allocation. */
 ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
@@ -212,6 +197,75 @@ int cxls_op_ack(struct cxls_op *op, uint32_t k)
 	struct cxls_comm *c = op->c;
 
 	return cxls_stage_ring(&c->st, op->rs, &c->view.ack[c->rank], op->g0 + k + 1);
+}
+
+/* What a host function needs to run one fold; freed by it. */
+struct fold {
+	void *dst;
+	const void *src;
+	size_t n;
+	ncclDataType_t type;
+	struct cxls_redop op;
+	int init, last;
+};
+
+static void run_fold(void *arg)
+{
+	struct fold *f = arg;
+
+	if (f->init)
+		cxls_reduce_init(f->dst, f->src, f->n, f->type, &f->op);
+	else
+		cxls_reduce_step(f->dst, f->src, f->n, f->type, &f->op);
+	if (f->last)
+		cxls_reduce_finish(f->dst, f->n, f->type, &f->op);
+	free(f);
+}
+
+static int enqueue_fold(struct cxls_op *op, void *dst, const void *src, size_t n,
+			ncclDataType_t t, const struct cxls_redop *rop, int init, int last)
+{
+	const struct cxls_stage *s = &op->c->st;
+	struct fold *f;
+
+	if (!n)
+		return 0;
+	f = malloc(sizeof(*f));
+	if (!f)
+		return -1;
+	*f = (struct fold){ dst, src, n, t, *rop, init, last };
+	if (s->cu->LaunchHostFunc(op->rs, run_fold, f) != CUDA_SUCCESS) {
+		free(f);
+		return -1;
+	}
+	return 0;
+}
+
+int cxls_op_fold_init(struct cxls_op *op, void *dst, const void *src, size_t n,
+		      ncclDataType_t t, const struct cxls_redop *rop, int last)
+{
+	return enqueue_fold(op, dst, src, n, t, rop, 1, last);
+}
+
+int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
+		 ncclDataType_t t, const struct cxls_redop *rop, int last)
+{
+	struct cxls_comm *c = op->c;
+	const struct cxls_stage *s = &c->st;
+
+	if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], op->g0 + k + 1) ||
+	    cxls_stage_flush(s, op->rs, slot, n * cxls_type_size(t)))
+		return -1;
+	return enqueue_fold(op, dst, slot, n, t, rop, 0, last);
+}
+
+ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll)
+{
+	if (cxls_cuda_emulated())
+		return ncclSuccess;
+	cxls_comm_set_error(c, "%s on the pool needs the GPU reduction kernel, which is not "
+			       "built yet; route it to NCCL with nccl.collectives", coll);
+	return ncclInvalidUsage;
 }
 
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len)

@@ -24,6 +24,16 @@
 
 struct cxls_uid; /* uid.h */
 
+#define CXLS_MAX_USER_OPS 64
+
+/* A PreMulSum operator made by ncclRedOpCreatePreMulSum (redop.c). */
+struct cxls_user_op {
+	int used;
+	ncclDataType_t type;
+	double value;           /* host scalar, read at creation */
+	const void *dev;        /* device scalar, read in stream order */
+};
+
 /* How a communicator enqueues its pool work (fixed at init). */
 struct cxls_stage {
 	const struct cxls_cuda *cu;
@@ -67,6 +77,7 @@ struct cxls_comm {
 	ncclResult_t (*real_destroy)(ncclComm_t);
 	ncclResult_t (*real_abort)(ncclComm_t);
 	int route_warned;
+	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
 	/* nonblocking init */
 	pthread_t init_thread;
 	int init_thread_live;

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "log.h"
 
@@ -24,6 +25,7 @@ static const struct entry entries[] = {
 	E(CtxPopCurrent, "cuCtxPopCurrent_v2"),
 	E(CtxGetDevice, "cuCtxGetDevice"),
 	E(DeviceGet, "cuDeviceGet"),
+	E(DeviceGetName, "cuDeviceGetName"),
 	E(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
 	E(MemHostRegister, "cuMemHostRegister_v2"),
 	E(MemHostUnregister, "cuMemHostUnregister"),
@@ -77,6 +79,17 @@ const struct cxls_cuda *cxls_cuda(void)
 {
 	pthread_once(&once, load);
 	return loaded;
+}
+
+int cxls_cuda_emulated(void)
+{
+	char name[64] = "";
+	CUdevice dev;
+
+	if (!cxls_cuda() || loaded->DeviceGet(&dev, 0) != CUDA_SUCCESS ||
+	    loaded->DeviceGetName(name, sizeof(name), dev) != CUDA_SUCCESS)
+		return 0;
+	return !strncmp(name, "CUDA CPU emulator", 17);
 }
 
 const char *cxls_cuda_strerror(CUresult r)

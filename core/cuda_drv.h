@@ -18,6 +18,7 @@ struct cxls_cuda {
 	CUresult (*CtxPopCurrent)(CUcontext *);
 	CUresult (*CtxGetDevice)(CUdevice *);
 	CUresult (*DeviceGet)(CUdevice *, int);
+	CUresult (*DeviceGetName)(char *, int, CUdevice);
 	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 	CUresult (*MemHostRegister)(void *, size_t, unsigned int);
 	CUresult (*MemHostUnregister)(void *);
@@ -42,5 +43,8 @@ struct cxls_cuda {
 /* NULL when libcuda.so.1 or one of the entry points is missing (logged). */
 const struct cxls_cuda *cxls_cuda(void);
 const char *cxls_cuda_strerror(CUresult r);
+/* 1 when the driver is the CPU emulation (emu/cuda): device memory is
+ * host memory there, so the CPU may compute on it. */
+int cxls_cuda_emulated(void);
 
 #endif

@@ -55,6 +55,9 @@ static const struct enum_name coll_names[] = {
 	{ "gather", CXLS_COLL_GATHER },
 	{ "scatter", CXLS_COLL_SCATTER },
 	{ "alltoall", CXLS_COLL_ALLTOALL },
+	{ "reduce", CXLS_COLL_REDUCE },
+	{ "allreduce", CXLS_COLL_ALLREDUCE },
+	{ "reducescatter", CXLS_COLL_REDUCESCATTER },
 	{ "all", CXLS_COLL_ALL },
 	{ "none", 0 },
 	{ NULL, 0 }
@@ -231,7 +234,7 @@ static const char *type_hint(const struct key *k)
 	case K_ENUM: return "one of the listed names";
 	case K_STR: return "a string shorter than 256 bytes";
 	case K_COLLS: return "a comma list of allgather, broadcast, gather, scatter, alltoall, "
-			     "all, none";
+			     "reduce, allreduce, reducescatter, all, none";
 	case K_MODE: return "octal permissions such as 0600";
 	}
 	return "?";

@@ -33,9 +33,11 @@ enum cxls_coll_bit {
 	CXLS_COLL_GATHER = 1u << 2,
 	CXLS_COLL_SCATTER = 1u << 3,
 	CXLS_COLL_ALLTOALL = 1u << 4,
+	CXLS_COLL_REDUCE = 1u << 5,
+	CXLS_COLL_ALLREDUCE = 1u << 6,
+	CXLS_COLL_REDUCESCATTER = 1u << 7,
 };
-#define CXLS_COLL_ALL (CXLS_COLL_ALLGATHER | CXLS_COLL_BROADCAST | CXLS_COLL_GATHER | \
-		       CXLS_COLL_SCATTER | CXLS_COLL_ALLTOALL)
+#define CXLS_COLL_ALL 0xffu
 
 struct cxls_config {
 	/* [pool] */

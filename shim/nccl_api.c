@@ -15,6 +15,7 @@
 #include "../core/comm.h"
 #include "../core/log.h"
 #include "../core/nccl_init.h"
+#include "../core/redop.h"
 #include "../core/registry.h"
 #include "../core/runtime.h"
 #include "nccl_real.h"
@@ -96,6 +97,17 @@ static ncclResult_t coll_ready(struct cxls_comm *c, const char *fn)
 					"communicators yet");                      \
 		return ncclInvalidUsage;                                           \
 	} while (0)
+
+/* Reductions run on the pool only with emulated CUDA (no GPU kernel yet):
+ * on a GPU they go to the communicator's real side when it has one. */
+static ncclComm_t reduction_route(struct cxls_comm *c, unsigned coll_bit, size_t bytes)
+{
+	ncclComm_t real = cxls_comm_route(c, coll_bit, bytes);
+
+	if (!real && c->real && !cxls_cuda_emulated())
+		real = c->real;
+	return real;
+}
 
 static const struct cxls_real_init *real_init(struct cxls_real_init *ri)
 {
@@ -257,7 +269,8 @@ EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 {
 	DISPATCH(CommShrink, comm, comm, excludeRanksList, excludeRanksCount, newcomm, config,
 		 shrinkFlags);
-	NOT_ON_POOL(CommShrink, c->real, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+	NOT_ON_POOL(CommShrink, c->real, excludeRanksList, excludeRanksCount, newcomm, config,
+		    shrinkFlags);
 }
 PALIAS(CommShrink);
 
@@ -340,14 +353,14 @@ EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
 					     ncclScalarResidence_t residence, ncclComm_t comm)
 {
 	DISPATCH(RedOpCreatePreMulSum, comm, op, scalar, datatype, residence, comm);
-	NOT_ON_POOL(RedOpCreatePreMulSum, op, scalar, datatype, residence, c->real);
+	return cxls_redop_create_premulsum(c, op, scalar, datatype, residence);
 }
 PALIAS(RedOpCreatePreMulSum);
 
 EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 {
 	DISPATCH(RedOpDestroy, comm, op, comm);
-	NOT_ON_POOL(RedOpDestroy, op, c->real);
+	return cxls_redop_destroy(c, op);
 }
 PALIAS(RedOpDestroy);
 
@@ -410,8 +423,17 @@ EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t coun
 			       ncclDataType_t datatype, ncclRedOp_t op, int root,
 			       ncclComm_t comm, cudaStream_t stream)
 {
+	ncclComm_t real;
+	ncclResult_t r;
+
 	DISPATCH(Reduce, comm, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-	NOT_ON_POOL(Reduce, sendbuff, recvbuff, count, datatype, op, root, c->real, stream);
+	if ((r = coll_ready(c, "ncclReduce")))
+		return r;
+	real = reduction_route(c, CXLS_COLL_REDUCE,
+			       count * cxls_type_size(datatype));
+	if (real)
+		return REAL(Reduce)(sendbuff, recvbuff, count, datatype, op, root, real, stream);
+	return cxls_reduce(c, sendbuff, recvbuff, count, datatype, op, root, (CUstream)stream);
 }
 PALIAS(Reduce);
 
@@ -419,8 +441,17 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
 				  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
 				  cudaStream_t stream)
 {
+	ncclComm_t real;
+	ncclResult_t r;
+
 	DISPATCH(AllReduce, comm, sendbuff, recvbuff, count, datatype, op, comm, stream);
-	NOT_ON_POOL(AllReduce, sendbuff, recvbuff, count, datatype, op, c->real, stream);
+	if ((r = coll_ready(c, "ncclAllReduce")))
+		return r;
+	real = reduction_route(c, CXLS_COLL_ALLREDUCE,
+			       count * cxls_type_size(datatype));
+	if (real)
+		return REAL(AllReduce)(sendbuff, recvbuff, count, datatype, op, real, stream);
+	return cxls_allreduce(c, sendbuff, recvbuff, count, datatype, op, (CUstream)stream);
 }
 PALIAS(AllReduce);
 
@@ -428,8 +459,17 @@ EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size
 				      ncclDataType_t datatype, ncclRedOp_t op,
 				      ncclComm_t comm, cudaStream_t stream)
 {
+	ncclComm_t real;
+	ncclResult_t r;
+
 	DISPATCH(ReduceScatter, comm, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-	NOT_ON_POOL(ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, c->real, stream);
+	if ((r = coll_ready(c, "ncclReduceScatter")))
+		return r;
+	real = reduction_route(c, CXLS_COLL_REDUCESCATTER,
+			       recvcount * cxls_type_size(datatype) * (size_t)c->nranks);
+	if (real)
+		return REAL(ReduceScatter)(sendbuff, recvbuff, recvcount, datatype, op, real, stream);
+	return cxls_reducescatter(c, sendbuff, recvbuff, recvcount, datatype, op, (CUstream)stream);
 }
 PALIAS(ReduceScatter);
 

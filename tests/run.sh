@@ -88,6 +88,19 @@ else
 		-C allgather,broadcast,alltoall
 fi
 
+echo "== Reduce, AllReduce, ReduceScatter, bit-exact: 12 types x sum/prod/max/min/avg/PreMulSum"
+for n in 1 2 3 4; do
+	step "reduce: $n ranks, counts 0,1,7,1000" shim "$BUILD/tests/reduce_check" -n $n -c 0,1,7,1000
+done
+step "reduce: 8 ranks, every root" shim "$BUILD/tests/reduce_check" -n 8 -c 1,7,5000 -t int8,float,bf16
+step "reduce: 3 ranks, 3M elements (many windows)" shim "$BUILD/tests/reduce_check" -n 3 \
+	-c 3000000 -t float,int64 -o sum,avg
+step "reduce: 64K chunks x 2 slots" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=2 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 4 -c 7,100000 -t float,uint8 \
+	-o sum,max,premulsum-dev
+step "reduce: overlap off, host waits" env CXLSHIM_CCCL_OVERLAP=0 CXLSHIM_WAIT_MODE=host \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 3 -c 7,100000 -t double,half -o sum,avg
+
 echo "== CCCL techniques and pool modes (3 ranks)"
 V=(-n 3 -c 1,odd,1M,5M -t int8,float)
 step "variant naive" env CXLSHIM_CCCL_VARIANT=naive LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"

@@ -3,13 +3,13 @@
 
 TEST_CFLAGS = $(CFLAGS) -I$(CUDA_INC)
 UNIT_TESTS  = $(BUILD)/tests/test_policy $(BUILD)/tests/test_layout $(BUILD)/tests/test_pool
-NCCL_TESTS  = $(BUILD)/tests/coll_check $(BUILD)/tests/api_check
+NCCL_TESTS  = $(BUILD)/tests/coll_check $(BUILD)/tests/api_check $(BUILD)/tests/reduce_check
 CORE_OBJ    = $(filter $(BUILD)/obj/core/% $(BUILD)/obj/policy/%,$(LIB_OBJ))
 
 # NCCL programs link the real libnccl (RUNPATH, so the preload and
 # LD_LIBRARY_PATH still decide) and the emulated cudart from build/emu.
 NCCL_PROG_LDFLAGS = -L$(BUILD)/emu -L$(CUDA_LIB) -Wl,--enable-new-dtags,-rpath,$(CUDA_LIB)
-NCCL_PROG_LIBS    = -lnccl -lcudart -pthread
+NCCL_PROG_LIBS    = -lnccl -lcudart -lm -pthread
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)

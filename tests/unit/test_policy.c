@@ -61,7 +61,7 @@ static void test_errors(void)
 		{ "[pool]\n\n\nfoo = 1\n", 4, "pool.foo" },
 		{ "[cccl]\nvariant = fast\n", 2, "cccl.variant" },
 		{ "[cccl]\ninterleave = maybe\n", 2, "cccl.interleave" },
-		{ "[nccl]\ncollectives = allgather,reduce\n", 2, "nccl.collectives" },
+		{ "[nccl]\ncollectives = allgather,frobnicate\n", 2, "nccl.collectives" },
 		{ "[pool]\nsize = -5\n", 2, "pool.size" },
 		{ "[pool]\nmode = 1777\n", 2, "pool.mode" },
 		{ "[pool]\ndevices = 99999999999\n", 2, "pool.devices" },

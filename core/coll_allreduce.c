@@ -1,0 +1,138 @@
+/* coll_allreduce.c - AllReduce through the pool as ReduceScatter +
+ * AllGather (better than CCCL's direct scheme, where every rank reads
+ * every peer's whole buffer: here each byte crosses the pool twice).
+ *
+ * The message is cut in N slices of ceil(count/N) elements (the last ones
+ * shorter or empty).  Phase 1, rounds [0, T1): the ReduceScatter pattern;
+ * rank r folds slice r.  Phase 2, rounds [T1, T1 + cpr): rank r publishes
+ * chunk k of its reduced slice, once its own acknowledgement says the
+ * fold of that chunk is done, and fetches chunk k of every other slice.
+ * Every rank gets the same bits: each slice is reduced once, by its owner,
+ * in the order owner, owner-1, owner-2, ...
+ */
+#include "coll.h"
+
+#include "log.h"
+#include "redop.h"
+#include "stage.h"
+
+struct ar {
+	struct cxls_op op;
+	const char *send;
+	char *recv;
+	size_t count, q, es;   /* elements, elements per slice, element size */
+	ncclDataType_t type;
+	struct cxls_redop rop;
+};
+
+static int peer_at(const struct ar *a, uint32_t t, int sign)
+{
+	int n = a->op.c->nranks, o = 1 + (int)(t % (uint32_t)(n - 1));
+
+	return (a->op.c->rank + sign * o + n) % n;
+}
+
+/* Byte offset and length of chunk k of slice i (possibly empty). */
+static size_t slice_off(const struct ar *a, int i, uint32_t k)
+{
+	return (size_t)i * a->q * a->es + cxls_op_off(&a->op, k);
+}
+
+static size_t slice_len(const struct ar *a, int i, uint32_t k)
+{
+	size_t start = (size_t)i * a->q + cxls_op_off(&a->op, k) / a->es;
+	size_t end = (size_t)(i + 1) * a->q, len = cxls_op_len(&a->op, k);
+
+	if (end > a->count)
+		end = a->count;
+	if (start >= end)
+		return 0;
+	return (end - start) * a->es < len ? (end - start) * a->es : len;
+}
+
+static int reduce_round(struct ar *a, uint32_t t)
+{
+	struct cxls_op *op = &a->op;
+	struct cxls_comm *c = op->c;
+	uint32_t k = t / (uint32_t)(c->nranks - 1), depth = c->lay.slots;
+	int to = peer_at(a, t, 1), from = peer_at(a, t, -1), me = c->rank;
+	int consumer = t >= depth ? peer_at(a, t - depth, 1) : -1;
+
+	if (cxls_op_wait_consumed(op, t, depth, consumer) ||
+	    cxls_op_put(op, t, cxls_op_slot(op, me, t), a->send + slice_off(a, to, k),
+			slice_len(a, to, k)) ||
+	    cxls_op_fold(op, t, from, cxls_op_slot(op, from, t), a->recv + slice_off(a, me, k),
+			 slice_len(a, me, k) / a->es, a->type, &a->rop,
+			 from == (me + 1) % c->nranks))
+		return -1;
+	return cxls_op_ack(op, t);
+}
+
+static int gather_round(struct ar *a, uint32_t k, uint32_t t1)
+{
+	struct cxls_op *op = &a->op;
+	struct cxls_comm *c = op->c;
+	uint32_t t = t1 + k;
+	int me = c->rank;
+
+	/* our fold of chunk k ended with phase-1 round k*(N-1) + N-2 */
+	if (cxls_stage_wait(&c->st, op->ws, &c->view.ack[me],
+			    op->g0 + k * (uint32_t)(c->nranks - 1) + (uint32_t)c->nranks - 1) ||
+	    cxls_op_wait_consumed(op, t, c->lay.slots, -1) ||
+	    cxls_op_put(op, t, cxls_op_slot(op, me, t), a->recv + slice_off(a, me, k),
+			slice_len(a, me, k)))
+		return -1;
+	for (int i = 1; i < c->nranks; i++) {
+		int p = (me + i) % c->nranks;
+
+		if (cxls_op_get(op, t, p, cxls_op_slot(op, p, t), a->recv + slice_off(a, p, k),
+				slice_len(a, p, k)))
+			return -1;
+	}
+	return cxls_op_ack(op, t);
+}
+
+static int run(struct ar *a)
+{
+	struct cxls_comm *c = a->op.c;
+	uint32_t t1 = a->op.cpr * (uint32_t)(c->nranks - 1);
+	size_t own = (size_t)c->rank * a->q;
+	size_t own_n = own < a->count ? (a->count - own < a->q ? a->count - own : a->q) : 0;
+
+	if (cxls_op_fold_init(&a->op, a->recv + own * a->es, a->send + own * a->es, own_n,
+			      a->type, &a->rop, c->nranks == 1))
+		return -1;
+	for (uint32_t t = 0; t < t1; t++)
+		if (reduce_round(a, t))
+			return -1;
+	for (uint32_t k = 0; c->nranks > 1 && k < a->op.cpr; k++)
+		if (gather_round(a, k, t1))
+			return -1;
+	return 0;
+}
+
+ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+			    size_t count, ncclDataType_t type, ncclRedOp_t redop, CUstream stream)
+{
+	struct ar a = { .send = sendbuff, .recv = recvbuff, .count = count, .type = type };
+	size_t bytes;
+	ncclResult_t r;
+
+	if ((r = cxls_op_check_count(c, "AllReduce", type, count, 1, &bytes)) ||
+	    (r = cxls_redop_resolve(c, redop, type, &a.rop)) ||
+	    (r = cxls_op_check_reducible(c, "AllReduce")) ||
+	    (r = cxls_op_check_buf(c, sendbuff, bytes, "AllReduce sendbuff")) ||
+	    (r = cxls_op_check_buf(c, recvbuff, bytes, "AllReduce recvbuff")))
+		return r;
+	if (!bytes)
+		return ncclSuccess;
+	a.es = cxls_type_size(type);
+	a.q = (count + (size_t)c->nranks - 1) / (size_t)c->nranks;
+	if ((r = cxls_op_begin(&a.op, c, stream, a.q * a.es,
+			       c->nranks > 1 ? (uint32_t)c->nranks : 0)))
+		return r;
+	if (run(&a))
+		return cxls_op_abandon(&a.op);
+	CXLS_TRACE("AllReduce %zu bytes, %u rounds from round %u", bytes, a.op.rounds, a.op.g0);
+	return cxls_op_end(&a.op);
+}

@@ -1,0 +1,74 @@
+/* coll_reduce.c - Reduce through the pool (N-to-1).
+ *
+ * Every rank but the root publishes its data chunk by chunk, as for
+ * Gather; the root folds each peer's chunk straight out of the pool into
+ * its result, in the order root, root+1, root+2, ... (a fixed order, so
+ * floating results do not depend on timing).
+ */
+#include "coll.h"
+
+#include "log.h"
+#include "redop.h"
+
+static int publish(struct cxls_op *op, const char *send, int root)
+{
+	for (uint32_t k = 0; k < op->rounds; k++)
+		if (cxls_op_wait_consumed(op, k, op->c->lay.slots, root) ||
+		    cxls_op_put(op, k, cxls_op_slot(op, op->c->rank, k), send + cxls_op_off(op, k),
+				cxls_op_len(op, k)))
+			return -1;
+	return 0;
+}
+
+static int fold_all(struct cxls_op *op, const char *send, char *recv, ncclDataType_t t,
+		    const struct cxls_redop *rop)
+{
+	struct cxls_comm *c = op->c;
+	size_t es = cxls_type_size(t);
+
+	if (cxls_op_fold_init(op, recv, send, op->bytes / es, t, rop, c->nranks == 1))
+		return -1;
+	for (uint32_t k = 0; k < op->rounds; k++) {
+		for (int i = 1; i < c->nranks; i++) {
+			int peer = (c->rank + i) % c->nranks;
+
+			if (cxls_op_fold(op, k, peer, cxls_op_slot(op, peer, k),
+					 recv + cxls_op_off(op, k), cxls_op_len(op, k) / es, t, rop,
+					 i == c->nranks - 1))
+				return -1;
+		}
+		if (cxls_op_ack(op, k))
+			return -1;
+	}
+	return 0;
+}
+
+ncclResult_t cxls_reduce(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+			 size_t count, ncclDataType_t type, ncclRedOp_t redop, int root,
+			 CUstream stream)
+{
+	struct cxls_redop rop;
+	struct cxls_op op;
+	size_t bytes;
+	ncclResult_t r;
+	int rc;
+
+	if ((r = cxls_op_check_count(c, "Reduce", type, count, 1, &bytes)) ||
+	    (r = cxls_op_check_root(c, "Reduce", root)) ||
+	    (r = cxls_redop_resolve(c, redop, type, &rop)) ||
+	    (r = cxls_op_check_reducible(c, "Reduce")) ||
+	    (r = cxls_op_check_buf(c, sendbuff, bytes, "Reduce sendbuff")) ||
+	    (c->rank == root && (r = cxls_op_check_buf(c, recvbuff, bytes, "Reduce recvbuff"))))
+		return r;
+	if (!bytes)
+		return ncclSuccess;
+	if ((r = cxls_op_begin(&op, c, stream, bytes, 1)))
+		return r;
+	rc = c->rank == root ? fold_all(&op, sendbuff, recvbuff, type, &rop) :
+			       publish(&op, sendbuff, root);
+	if (rc)
+		return cxls_op_abandon(&op);
+	CXLS_TRACE("Reduce %zu bytes to root %d, %u rounds from round %u", bytes, root,
+		   op.rounds, op.g0);
+	return cxls_op_end(&op);
+}

@@ -1,0 +1,71 @@
+/* coll_reducescatter.c - ReduceScatter through the pool (N-to-N).
+ *
+ * The AlltoAll pattern with a reduction at the receiver: in round t rank r
+ * publishes chunk t / (N-1) of the slice that rank r+o owns (o = 1 +
+ * t % (N-1)) and folds the same chunk of its own slice, published by rank
+ * r-o, into its result.  Each rank reads (N-1)/N of the message once: the
+ * pool carries every byte once in and once out.  Fold order per slice:
+ * r, r-1, r-2, ...
+ */
+#include "coll.h"
+
+#include "log.h"
+#include "redop.h"
+
+static int peer_at(const struct cxls_op *op, uint32_t t, int sign)
+{
+	const struct cxls_comm *c = op->c;
+	int o = 1 + (int)(t % (uint32_t)(c->nranks - 1));
+
+	return (c->rank + sign * o + c->nranks) % c->nranks;
+}
+
+static int round_t(struct cxls_op *op, const char *send, char *recv, uint32_t t,
+		   ncclDataType_t type, const struct cxls_redop *rop)
+{
+	struct cxls_comm *c = op->c;
+	uint32_t k = t / (uint32_t)(c->nranks - 1), depth = c->lay.slots;
+	int to = peer_at(op, t, 1), from = peer_at(op, t, -1);
+	int consumer = t >= depth ? peer_at(op, t - depth, 1) : -1;
+	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
+
+	if (cxls_op_wait_consumed(op, t, depth, consumer) ||
+	    cxls_op_put(op, t, cxls_op_slot(op, c->rank, t), send + (size_t)to * op->bytes + off,
+			len) ||
+	    cxls_op_fold(op, t, from, cxls_op_slot(op, from, t), recv + off,
+			 len / cxls_type_size(type), type, rop, from == (c->rank + 1) % c->nranks))
+		return -1;
+	return cxls_op_ack(op, t);
+}
+
+ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
+				size_t recvcount, ncclDataType_t type, ncclRedOp_t redop,
+				CUstream stream)
+{
+	struct cxls_redop rop;
+	struct cxls_op op;
+	size_t bytes;
+	const char *own;
+	ncclResult_t r;
+
+	if ((r = cxls_op_check_count(c, "ReduceScatter", type, recvcount, c->nranks, &bytes)) ||
+	    (r = cxls_redop_resolve(c, redop, type, &rop)) ||
+	    (r = cxls_op_check_reducible(c, "ReduceScatter")) ||
+	    (r = cxls_op_check_buf(c, sendbuff, bytes * (size_t)c->nranks,
+				   "ReduceScatter sendbuff")) ||
+	    (r = cxls_op_check_buf(c, recvbuff, bytes, "ReduceScatter recvbuff")))
+		return r;
+	if (!bytes)
+		return ncclSuccess;
+	if ((r = cxls_op_begin(&op, c, stream, bytes, (uint32_t)c->nranks - 1)))
+		return r;
+	own = (const char *)sendbuff + (size_t)c->rank * bytes;
+	if (cxls_op_fold_init(&op, recvbuff, own, recvcount, type, &rop, c->nranks == 1))
+		return cxls_op_abandon(&op);
+	for (uint32_t t = 0; t < op.rounds; t++)
+		if (round_t(&op, sendbuff, recvbuff, t, type, &rop))
+			return cxls_op_abandon(&op);
+	CXLS_TRACE("ReduceScatter %zu bytes/rank, %u rounds from round %u", bytes, op.rounds,
+		   op.g0);
+	return cxls_op_end(&op);
+}

@@ -1,0 +1,104 @@
+/* redop.c - built-in and user (PreMulSum) reduction operators. */
+#include "redop.h"
+
+#include <string.h>
+
+static int is_int(ncclDataType_t t)
+{
+	return t <= ncclUint64;
+}
+
+static double scalar_value(const void *p, ncclDataType_t t)
+{
+	switch (t) {
+	case ncclInt8: return *(const int8_t *)p;
+	case ncclUint8: return *(const uint8_t *)p;
+	case ncclInt32: return *(const int32_t *)p;
+	case ncclUint32: return *(const uint32_t *)p;
+	case ncclInt64: return (double)*(const int64_t *)p;
+	case ncclUint64: return (double)*(const uint64_t *)p;
+	case ncclFloat16: return cxls_half_to_float(*(const uint16_t *)p);
+	case ncclBfloat16: return cxls_bf16_to_float(*(const uint16_t *)p);
+	case ncclFloat8e4m3: return cxls_e4m3_to_float(*(const uint8_t *)p);
+	case ncclFloat8e5m2: return cxls_e5m2_to_float(*(const uint8_t *)p);
+	case ncclFloat32: return *(const float *)p;
+	default: return *(const double *)p;
+	}
+}
+
+ncclResult_t cxls_redop_resolve(struct cxls_comm *c, ncclRedOp_t op, ncclDataType_t t,
+				struct cxls_redop *out)
+{
+	struct cxls_user_op *u;
+
+	memset(out, 0, sizeof(*out));
+	switch (op) {
+	case ncclSum: out->kind = CXLS_RED_SUM; return ncclSuccess;
+	case ncclProd: out->kind = CXLS_RED_PROD; return ncclSuccess;
+	case ncclMax: out->kind = CXLS_RED_MAX; return ncclSuccess;
+	case ncclMin: out->kind = CXLS_RED_MIN; return ncclSuccess;
+	case ncclAvg:
+		if (is_int(t)) {
+			out->kind = CXLS_RED_SUM;
+			out->postdiv = (uint32_t)c->nranks;
+		} else {
+			out->kind = CXLS_RED_PREMULSUM;
+			out->scalar = 1.0 / c->nranks;
+		}
+		return ncclSuccess;
+	default:
+		break;
+	}
+	if ((int)op < (int)ncclNumOps || (int)op >= (int)ncclNumOps + CXLS_MAX_USER_OPS)
+		goto bad;
+	u = &c->uops[(int)op - (int)ncclNumOps];
+	if (!u->used || u->type != t)
+		goto bad;
+	out->kind = CXLS_RED_PREMULSUM;
+	out->scalar = u->value;
+	out->scalar_dev = u->dev;
+	out->scalar_type = t;
+	return ncclSuccess;
+bad:
+	cxls_comm_set_error(c, "reduction operator %d is not valid for datatype %d here",
+			    (int)op, (int)t);
+	return ncclInvalidArgument;
+}
+
+ncclResult_t cxls_redop_create_premulsum(struct cxls_comm *c, ncclRedOp_t *op, void *scalar,
+					 ncclDataType_t t, ncclScalarResidence_t res)
+{
+	if (!op || !scalar || !cxls_type_size(t) ||
+	    (res != ncclScalarDevice && res != ncclScalarHostImmediate)) {
+		cxls_comm_set_error(c, "ncclRedOpCreatePreMulSum: invalid arguments");
+		return ncclInvalidArgument;
+	}
+	for (int i = 0; i < CXLS_MAX_USER_OPS; i++) {
+		struct cxls_user_op *u = &c->uops[i];
+
+		if (u->used)
+			continue;
+		u->used = 1;
+		u->type = t;
+		/* a host scalar is read now; a device one at every use */
+		u->dev = res == ncclScalarDevice ? scalar : NULL;
+		u->value = res == ncclScalarDevice ? 0 : scalar_value(scalar, t);
+		*op = (ncclRedOp_t)((int)ncclNumOps + i);
+		return ncclSuccess;
+	}
+	cxls_comm_set_error(c, "ncclRedOpCreatePreMulSum: more than %d live operators",
+			    CXLS_MAX_USER_OPS);
+	return ncclInvalidUsage;
+}
+
+ncclResult_t cxls_redop_destroy(struct cxls_comm *c, ncclRedOp_t op)
+{
+	int i = (int)op - (int)ncclNumOps;
+
+	if (i < 0 || i >= CXLS_MAX_USER_OPS || !c->uops[i].used) {
+		cxls_comm_set_error(c, "ncclRedOpDestroy: %d is not a live operator", (int)op);
+		return ncclInvalidArgument;
+	}
+	c->uops[i].used = 0;
+	return ncclSuccess;
+}

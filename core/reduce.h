@@ -1,0 +1,54 @@
+/* reduce.h - element-wise reduction of two buffers, for the 12 NCCL
+ * datatypes and the NCCL reduction operators, on the CPU.
+ *
+ * Used where the CPU can reach the data: the CUDA CPU emulation (device
+ * memory is host memory) and host-resident buffers.  Semantics follow
+ * NCCL's: half, bfloat16 and fp8 values are combined in float and rounded
+ * back to their type (round to nearest even) after every step, fp8
+ * saturating to its largest finite value; ncclAvg is a pre-multiplied sum
+ * by 1/nranks for floating types and a sum divided by nranks at the end for
+ * integers; ncclRedOpCreatePreMulSum multiplies every input by a scalar.
+ */
+#ifndef CXLSHIM_CORE_REDUCE_H
+#define CXLSHIM_CORE_REDUCE_H
+
+#include <nccl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum cxls_red_kind { CXLS_RED_SUM, CXLS_RED_PROD, CXLS_RED_MAX, CXLS_RED_MIN, CXLS_RED_PREMULSUM };
+
+/* A resolved operator: what to do and, for PreMulSum (and floating avg),
+ * the scalar every input is multiplied by, as a double (exact for every
+ * type's values); for integer avg, the divisor applied at the end. */
+struct cxls_redop {
+	enum cxls_red_kind kind;
+	double scalar;
+	const void *scalar_dev; /* device-resident PreMulSum scalar, read at run time */
+	ncclDataType_t scalar_type;
+	uint32_t postdiv;       /* 0: none */
+};
+
+/* Bytes per element of a datatype, 0 if invalid. */
+size_t cxls_type_size(ncclDataType_t t);
+
+/* dst = src (x scalar for PreMulSum): the first contribution. */
+void cxls_reduce_init(void *dst, const void *src, size_t n, ncclDataType_t t,
+		      const struct cxls_redop *op);
+/* dst = dst op src (src x scalar for PreMulSum). */
+void cxls_reduce_step(void *dst, const void *src, size_t n, ncclDataType_t t,
+		      const struct cxls_redop *op);
+/* Integer avg: dst /= postdiv. */
+void cxls_reduce_finish(void *dst, size_t n, ncclDataType_t t, const struct cxls_redop *op);
+
+/* Conversions, exposed for tests. */
+float cxls_half_to_float(uint16_t h);
+uint16_t cxls_float_to_half(float f);
+float cxls_bf16_to_float(uint16_t b);
+uint16_t cxls_float_to_bf16(float f);
+float cxls_e4m3_to_float(uint8_t v);
+uint8_t cxls_float_to_e4m3(float f);
+float cxls_e5m2_to_float(uint8_t v);
+uint8_t cxls_float_to_e5m2(float f);
+
+#endif
