@@ -77,6 +77,7 @@ struct cxls_comm {
 	ncclResult_t (*real_destroy)(ncclComm_t);
 	ncclResult_t (*real_abort)(ncclComm_t);
 	int route_warned;
+	uint32_t splits;         /* ncclCommSplit/Shrink calls so far */
 	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
 	/* nonblocking init */
 	pthread_t init_thread;

@@ -53,7 +53,7 @@ ncclResult_t cxls_nccl_unique_id(ncclUniqueId *id, const struct cxls_real_init *
 
 /* Blocking unless the config says blocking = 0; rejects uninitialised
  * configs as NCCL does.  Fields are read only when `size` covers them. */
-static ncclResult_t read_config(const ncclConfig_t *config, int *blocking)
+ncclResult_t cxls_nccl_config_blocking(const ncclConfig_t *config, int *blocking)
 {
 	*blocking = 1;
 	if (!config)
@@ -153,7 +153,7 @@ ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueI
 			  (void *)comm, nranks, rank);
 		return ncclInvalidArgument;
 	}
-	if ((r = read_config(config, &a.blocking)))
+	if ((r = cxls_nccl_config_blocking(config, &a.blocking)))
 		return r;
 	cxls_log_set_rank(rank);
 	if (cxls_uid_parse(id, &u))

@@ -66,7 +66,14 @@ struct cxls_rank_rec {
 	_Atomic uint64_t heartbeat; /* bumped by the owner's watchdog */
 	uint32_t device;
 	_Atomic uint32_t ops_enqueued; /* collectives this rank enqueued */
+	/* ncclCommSplit exchange (comm_split.c): split number n's color and
+	 * key sit in slot n % 2, then split_seq = n */
+	_Atomic uint32_t split_seq;
+	int32_t split_color[2];
+	int32_t split_key[2];
 };
+
+_Static_assert(sizeof(struct cxls_rank_rec) == CXLS_LINE, "a rank record is one line");
 
 /* Communicator phase, in the top byte of comm_rec.state. */
 enum cxls_comm_phase {

@@ -13,6 +13,7 @@
 
 #include "../core/coll.h"
 #include "../core/comm.h"
+#include "../core/comm_split.h"
 #include "../core/log.h"
 #include "../core/nccl_init.h"
 #include "../core/redop.h"
@@ -258,8 +259,13 @@ PALIAS(CommRevoke);
 EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
 				  ncclConfig_t *config)
 {
+	int blocking;
+	ncclResult_t r;
+
 	DISPATCH(CommSplit, comm, comm, color, key, newcomm, config);
-	NOT_ON_POOL(CommSplit, c->real, color, key, newcomm, config);
+	if ((r = coll_ready(c, "ncclCommSplit")) || (r = cxls_nccl_config_blocking(config, &blocking)))
+		return r;
+	return cxls_comm_split(c, color, key, newcomm, blocking);
 }
 PALIAS(CommSplit);
 
@@ -267,10 +273,17 @@ EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 				   int excludeRanksCount, ncclComm_t *newcomm,
 				   ncclConfig_t *config, int shrinkFlags)
 {
+	int blocking;
+	ncclResult_t r;
+
 	DISPATCH(CommShrink, comm, comm, excludeRanksList, excludeRanksCount, newcomm, config,
 		 shrinkFlags);
-	NOT_ON_POOL(CommShrink, c->real, excludeRanksList, excludeRanksCount, newcomm, config,
-		    shrinkFlags);
+	/* a failed parent is the usual reason to shrink: no health check */
+	if ((r = cxls_nccl_config_blocking(config, &blocking)))
+		return r;
+	if (shrinkFlags & NCCL_SHRINK_ABORT)
+		cxls_comm_fail(c, CXLS_ABORT_USER, ncclRemoteError);
+	return cxls_comm_shrink(c, excludeRanksList, excludeRanksCount, newcomm, blocking);
 }
 PALIAS(CommShrink);
 

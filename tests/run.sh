@@ -62,6 +62,8 @@ step "api: ncclCommInitAll + groups (4 devices)" shim "$BUILD/tests/api_check" i
 step "api: ops on different streams stay ordered" shim "$BUILD/tests/api_check" streams
 step "api: same, 3 ranks, no overlap" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" \
 	"$BUILD/tests/api_check" streams3
+step "api: ncclCommSplit (parity, NOCOLOR, nested)" shim "$BUILD/tests/api_check" split
+step "api: ncclCommShrink after a rank died" shim "$BUILD/tests/api_check" shrink
 step "api: CUDA graph capture + replay" shim "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
 step "api: rank SIGKILLed mid-collective" env CXLSHIM_TIMEOUT_OP_MS=5000 \

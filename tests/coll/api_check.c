@@ -429,6 +429,79 @@ static int case_streams(int rank, int n, const ncclUniqueId *id, void *arg)
 	return finish();
 }
 
+/* ---- split and shrink ---------------------------------------------------- */
+
+/* 4 ranks: split by parity with reversed keys, split again with one rank
+ * out (NCCL_SPLIT_NOCOLOR), split a child, run collectives on each. */
+static int case_split(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm, half, trio = NULL, solo = NULL;
+	cudaStream_t s;
+	int v = -1;
+
+	(void)arg;
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	CHECK(ncclCommSplit(comm, rank % 2, -rank, &half, NULL) == ncclSuccess, "split parity");
+	CHECK(ncclCommCount(half, &v) == ncclSuccess && v == n / 2, "half has %d ranks", v);
+	CHECK(ncclCommUserRank(half, &v) == ncclSuccess && v == (n - 1 - rank) / 2,
+	      "reversed keys: rank %d -> %d", rank, v);
+	CHECK(ncclCommSplit(comm, rank == 1 ? NCCL_SPLIT_NOCOLOR : 7, rank, &trio, NULL) ==
+		      ncclSuccess, "split with one rank out");
+	CHECK(rank == 1 ? trio == NULL : trio != NULL, "NOCOLOR rank gets no communicator");
+	if (trio) {
+		CHECK(ncclCommCount(trio, &v) == ncclSuccess && v == n - 1, "trio size %d", v);
+		CHECK(ncclCommSplit(trio, 0, 0, &solo, NULL) == ncclSuccess, "split of a child");
+	}
+	/* collectives on parent and children, interleaved */
+	CHECK(allgather_ok(half, s, (n - 1 - rank) / 2, n / 2, 70000), "allgather on half");
+	CHECK(allgather_ok(comm, s, rank, n, 5000), "allgather on parent");
+	if (trio) {
+		int r = -1;
+
+		ncclCommUserRank(trio, &r);
+		CHECK(allgather_ok(trio, s, r, n - 1, 123457), "allgather on trio");
+		ncclCommUserRank(solo, &r);
+		CHECK(allgather_ok(solo, s, r, n - 1, 4096), "allgather on the child's child");
+		CHECK(ncclCommDestroy(solo) == ncclSuccess, "destroy solo");
+		CHECK(ncclCommDestroy(trio) == ncclSuccess, "destroy trio");
+	}
+	CHECK(ncclCommSplit(comm, -5, 0, &trio, NULL) == ncclInvalidArgument, "negative color");
+	CHECK(ncclCommDestroy(half) == ncclSuccess, "destroy half");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return finish();
+}
+
+/* 3 ranks; the last dies; the two others shrink it away and go on. */
+static int case_shrink(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm, small;
+	cudaStream_t s;
+	int gone = n - 1, v = -1;
+	ncclResult_t e = ncclSuccess;
+
+	(void)arg;
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "before");
+	launch_barrier();
+	if (rank == gone)
+		_exit(0); /* dies without a word */
+	CHECK(ncclCommShrink(comm, &gone, 1, &small, NULL, NCCL_SHRINK_DEFAULT) == ncclSuccess,
+	      "shrink");
+	CHECK(ncclCommShrink(comm, &rank, 1, &small, NULL, 0) == ncclInvalidArgument,
+	      "cannot exclude oneself");
+	CHECK(ncclCommCount(small, &v) == ncclSuccess && v == n - 1, "shrunk size %d", v);
+	CHECK(allgather_ok(small, s, rank, n - 1, 300000), "after");
+	ncclCommGetAsyncError(small, &e);
+	CHECK(e == ncclSuccess, "shrunk communicator healthy: %d", e);
+	CHECK(ncclCommDestroy(small) == ncclSuccess, "destroy small");
+	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort the parent");
+	return finish();
+}
+
 /* ---- CUDA graphs --------------------------------------------------------- */
 
 /* Pooled ops enqueue only stream work, so they can be captured; one
@@ -542,13 +615,15 @@ static const struct rank_case rank_cases[] = {
 	{ "mismatch", 2, case_mismatch },
 	{ "graph", 3, case_graph },
 	{ "streams", 2, case_streams },
+	{ "split", 4, case_split },
+	{ "shrink", 3, case_shrink },
 	{ "streams3", 3, case_streams },
 };
 
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s badargs|nonblocking|kill|abort|mismatch|graph|streams|streams3|noargs|"
+		fprintf(stderr, "usage: %s badargs|nonblocking|kill|abort|mismatch|graph|streams|streams3|split|shrink|noargs|"
 				"initall|badpool\n", argv[0]);
 		return 2;
 	}

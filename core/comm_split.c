@@ -1,0 +1,141 @@
+/* comm_split.c - ncclCommSplit and ncclCommShrink of pool communicators.
+ *
+ * Split: every rank of the parent publishes (color, key) in its rank
+ * record and waits until every peer published the same split; each then
+ * computes its new rank and size, and the members of a color meet in the
+ * pool under a key derived from the parent's key, the split number and
+ * the color.  Shrink needs no exchange (the excluded ranks may be dead):
+ * ranks keep their order, and the survivors meet under a key derived from
+ * the parent's key and the split number.
+ */
+#include "comm_split.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "coherence.h"
+#include "log.h"
+#include "proc_id.h"
+#include "runtime.h"
+#include "uid.h"
+
+/* Publishes our (color, key) for split number n and waits for everyone's. */
+static int exchange(struct cxls_comm *c, uint32_t n, int color, int key, int32_t *colors,
+		    int32_t *keys)
+{
+	struct cxls_rank_rec *me = &c->view.ranks[c->rank];
+	uint64_t deadline = cxls_now_ns() + (uint64_t)cxls_runtime()->cfg.timeout_init_ms * 1000000ull;
+	struct timespec nap = { 0, 50000 };
+	int flush = c->pool->flush_mode;
+
+	me->split_color[n % 2] = color;
+	me->split_key[n % 2] = key;
+	cxls_publish(flush, me, sizeof(*me));
+	atomic_store(&me->split_seq, n);
+	cxls_publish(flush, me, sizeof(*me));
+	for (int r = 0; r < c->nranks; r++) {
+		struct cxls_rank_rec *p = &c->view.ranks[r];
+
+		for (;;) {
+			cxls_refresh(flush, p, sizeof(*p));
+			if ((int32_t)(atomic_load(&p->split_seq) - n) >= 0)
+				break;
+			if (cxls_now_ns() > deadline || cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
+				return -1;
+			nanosleep(&nap, NULL);
+		}
+		colors[r] = p->split_color[n % 2];
+		keys[r] = p->split_key[n % 2];
+	}
+	return 0;
+}
+
+/* A child's key: a deterministic function of what every member knows. */
+static void child_key(const struct cxls_comm *c, uint32_t n, int color, uint64_t out[2])
+{
+	uint64_t in[4] = { c->key[0], c->key[1], n, (uint64_t)(uint32_t)color };
+
+	out[0] = cxls_hash64(in, sizeof(in));
+	in[3] ^= 0x5a5a5a5a5a5a5a5aull;
+	out[1] = cxls_hash64(in, sizeof(in));
+}
+
+static ncclResult_t make_child(struct cxls_comm *c, uint32_t n, int color, int nranks,
+			       int rank, int blocking, ncclComm_t *newcomm)
+{
+	struct cxls_uid u;
+	struct cxls_init_args a = { nranks, rank, blocking, &u };
+	struct cxls_comm *child = NULL;
+	ncclResult_t r;
+	int use_real;
+
+	memset(&u, 0, sizeof(u));
+	memcpy(u.pool_uuid, c->pool->sb->uuid, sizeof(u.pool_uuid));
+	child_key(c, n, color, u.key);
+	c->st.cu->CtxSetCurrent(c->ctx);
+	r = cxls_comm_init(&child, &a, &use_real);
+	if (r == ncclSuccess || r == ncclInProgress)
+		*newcomm = (ncclComm_t)child;
+	return r;
+}
+
+ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t *newcomm,
+			     int blocking)
+{
+	int32_t colors[1024], keys[1024];
+	int nranks = 0, rank = 0;
+	uint32_t n;
+
+	/* bad arguments are refused before the split counts: every rank's
+	 * split numbers must stay in step */
+	if (!newcomm || (color < 0 && color != NCCL_SPLIT_NOCOLOR)) {
+		cxls_comm_set_error(c, "ncclCommSplit: invalid arguments (color %d)", color);
+		return ncclInvalidArgument;
+	}
+	n = ++c->splits;
+	*newcomm = NULL;
+	if (exchange(c, n, color, key, colors, keys)) {
+		cxls_comm_set_error(c, "ncclCommSplit: not every rank joined split %u", n);
+		return ncclSystemError;
+	}
+	if (color == NCCL_SPLIT_NOCOLOR)
+		return ncclSuccess;
+	/* new rank: order by key, then by parent rank, among our color */
+	for (int r = 0; r < c->nranks; r++) {
+		if (colors[r] != color)
+			continue;
+		nranks++;
+		if (keys[r] < key || (keys[r] == key && r < c->rank))
+			rank++;
+	}
+	CXLS_INFO("comm %p split %u: color %d key %d -> rank %d of %d", (void *)c, n, color, key,
+		  rank, nranks);
+	return make_child(c, n, color, nranks, rank, blocking, newcomm);
+}
+
+ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexclude,
+			      ncclComm_t *newcomm, int blocking)
+{
+	int below = 0;
+
+	if (!newcomm || nexclude < 0 || nexclude >= c->nranks || (nexclude && !exclude)) {
+		cxls_comm_set_error(c, "ncclCommShrink: invalid arguments");
+		return ncclInvalidArgument;
+	}
+	for (int i = 0; i < nexclude; i++) {
+		if (exclude[i] < 0 || exclude[i] >= c->nranks || exclude[i] == c->rank) {
+			cxls_comm_set_error(c, "ncclCommShrink: cannot exclude rank %d", exclude[i]);
+			return ncclInvalidArgument;
+		}
+		for (int j = 0; j < i; j++)
+			if (exclude[j] == exclude[i]) {
+				cxls_comm_set_error(c, "ncclCommShrink: rank %d listed twice",
+						    exclude[i]);
+				return ncclInvalidArgument;
+			}
+		below += exclude[i] < c->rank;
+	}
+	*newcomm = NULL;
+	return make_child(c, ++c->splits, -2, c->nranks - nexclude, c->rank - below, blocking,
+			  newcomm);
+}
