@@ -82,6 +82,20 @@ ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll);
 /* A local device-to-device copy, on the write stream after publishing. */
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len);
 
+/* Pairwise rounds (AlltoAll, ReduceScatter, AllReduce): round t pairs each
+ * rank with the one at distance 1 + t % (N-1), ahead (sign 1, the rank we
+ * write for) or behind (sign -1, the rank we read from). */
+static inline int cxls_op_pair(const struct cxls_op *op, uint32_t t, int sign)
+{
+	int n = op->c->nranks, o = 1 + (int)(t % (uint32_t)(n - 1));
+
+	return (op->c->rank + sign * o + n) % n;
+}
+
+/* Publishes every chunk of `send` into this rank's N-to-N slots, read by
+ * `consumer` (Gather and Reduce: the root). */
+int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer);
+
 /* Staging slots of round k: a rank's own (N-to-N) or the shared 1-to-N. */
 static inline uint8_t *cxls_op_slot(const struct cxls_op *op, int rank, uint32_t k)
 {

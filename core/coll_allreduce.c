@@ -25,13 +25,6 @@ struct ar {
 	struct cxls_redop rop;
 };
 
-static int peer_at(const struct ar *a, uint32_t t, int sign)
-{
-	int n = a->op.c->nranks, o = 1 + (int)(t % (uint32_t)(n - 1));
-
-	return (a->op.c->rank + sign * o + n) % n;
-}
-
 /* Byte offset and length of chunk k of slice i (possibly empty). */
 static size_t slice_off(const struct ar *a, int i, uint32_t k)
 {
@@ -55,8 +48,8 @@ static int reduce_round(struct ar *a, uint32_t t)
 	struct cxls_op *op = &a->op;
 	struct cxls_comm *c = op->c;
 	uint32_t k = t / (uint32_t)(c->nranks - 1), depth = c->lay.slots;
-	int to = peer_at(a, t, 1), from = peer_at(a, t, -1), me = c->rank;
-	int consumer = t >= depth ? peer_at(a, t - depth, 1) : -1;
+	int to = cxls_op_pair(&a->op, t, 1), from = cxls_op_pair(&a->op, t, -1), me = c->rank;
+	int consumer = t >= depth ? cxls_op_pair(&a->op, t - depth, 1) : -1;
 
 	if (cxls_op_wait_consumed(op, t, depth, consumer) ||
 	    cxls_op_put(op, t, cxls_op_slot(op, me, t), a->send + slice_off(a, to, k),

@@ -192,6 +192,16 @@ int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *d
 				    slot_device(c, slot));
 }
 
+int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer)
+{
+	for (uint32_t k = 0; k < op->rounds; k++)
+		if (cxls_op_wait_consumed(op, k, op->c->lay.slots, consumer) ||
+		    cxls_op_put(op, k, cxls_op_slot(op, op->c->rank, k), send + cxls_op_off(op, k),
+				cxls_op_len(op, k)))
+			return -1;
+	return 0;
+}
+
 int cxls_op_ack(struct cxls_op *op, uint32_t k)
 {
 	struct cxls_comm *c = op->c;

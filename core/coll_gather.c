@@ -9,18 +9,6 @@
 
 #include "log.h"
 
-static int publish(struct cxls_op *op, const char *send, int root)
-{
-	struct cxls_comm *c = op->c;
-
-	for (uint32_t k = 0; k < op->rounds; k++)
-		if (cxls_op_wait_consumed(op, k, c->lay.slots, root) ||
-		    cxls_op_put(op, k, cxls_op_slot(op, c->rank, k), send + cxls_op_off(op, k),
-				cxls_op_len(op, k)))
-			return -1;
-	return 0;
-}
-
 static int collect(struct cxls_op *op, char *recv)
 {
 	struct cxls_comm *c = op->c;
@@ -63,7 +51,7 @@ ncclResult_t cxls_gather(struct cxls_comm *c, const void *sendbuff, void *recvbu
 		     cxls_op_local_copy(&op, (char *)recvbuff + (size_t)root * bytes, sendbuff,
 					bytes);
 	else
-		rc = publish(&op, sendbuff, root);
+		rc = cxls_op_publish_all(&op, sendbuff, root);
 	if (rc)
 		return cxls_op_abandon(&op);
 	CXLS_TRACE("Gather %zu bytes/rank to root %d, %u rounds from round %u", bytes, root,

@@ -10,16 +10,6 @@
 #include "log.h"
 #include "redop.h"
 
-static int publish(struct cxls_op *op, const char *send, int root)
-{
-	for (uint32_t k = 0; k < op->rounds; k++)
-		if (cxls_op_wait_consumed(op, k, op->c->lay.slots, root) ||
-		    cxls_op_put(op, k, cxls_op_slot(op, op->c->rank, k), send + cxls_op_off(op, k),
-				cxls_op_len(op, k)))
-			return -1;
-	return 0;
-}
-
 static int fold_all(struct cxls_op *op, const char *send, char *recv, ncclDataType_t t,
 		    const struct cxls_redop *rop)
 {
@@ -65,7 +55,7 @@ ncclResult_t cxls_reduce(struct cxls_comm *c, const void *sendbuff, void *recvbu
 	if ((r = cxls_op_begin(&op, c, stream, bytes, 1)))
 		return r;
 	rc = c->rank == root ? fold_all(&op, sendbuff, recvbuff, type, &rop) :
-			       publish(&op, sendbuff, root);
+			       cxls_op_publish_all(&op, sendbuff, root);
 	if (rc)
 		return cxls_op_abandon(&op);
 	CXLS_TRACE("Reduce %zu bytes to root %d, %u rounds from round %u", bytes, root,

@@ -12,21 +12,13 @@
 #include "log.h"
 #include "redop.h"
 
-static int peer_at(const struct cxls_op *op, uint32_t t, int sign)
-{
-	const struct cxls_comm *c = op->c;
-	int o = 1 + (int)(t % (uint32_t)(c->nranks - 1));
-
-	return (c->rank + sign * o + c->nranks) % c->nranks;
-}
-
 static int round_t(struct cxls_op *op, const char *send, char *recv, uint32_t t,
 		   ncclDataType_t type, const struct cxls_redop *rop)
 {
 	struct cxls_comm *c = op->c;
 	uint32_t k = t / (uint32_t)(c->nranks - 1), depth = c->lay.slots;
-	int to = peer_at(op, t, 1), from = peer_at(op, t, -1);
-	int consumer = t >= depth ? peer_at(op, t - depth, 1) : -1;
+	int to = cxls_op_pair(op, t, 1), from = cxls_op_pair(op, t, -1);
+	int consumer = t >= depth ? cxls_op_pair(op, t - depth, 1) : -1;
 	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
 
 	if (cxls_op_wait_consumed(op, t, depth, consumer) ||
