@@ -4,7 +4,9 @@
 #                      built here (mpi_perf_openmpi, mpi_perf_mpich)
 #   make bench         bench-build, then bench/baselines.sh for all_gather and
 #                      broadcast at 2 and 4 ranks, 4 MiB .. 64 MiB
-#   make bench-more    the same for gather, scatter and alltoall at 4 ranks
+#   make bench-more    the same for gather, scatter, alltoall, reduce,
+#                      all_reduce and reduce_scatter at 4 ranks (reductions:
+#                      sum on float, the defaults)
 #
 # Which libcudart coll_perf gets at run time: it is linked against the CUDA
 # emulator's libcudart ($(BUILD)/emu, so the emulator must exist first:
@@ -76,12 +78,16 @@ bench: bench-build $(BUILD)/libcxlshim.so
 	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 2 $(BENCH_SIZES) -p 1
 	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 4 $(BENCH_SIZES) -p 1
 
-# The collectives beyond the issue's two, 4 ranks (root 0 for gather and
-# scatter; alltoall has no in-place variant, its in-place columns are N/A).
+# The collectives beyond the issue's two, 4 ranks (root 0 for gather,
+# scatter and reduce; alltoall has no in-place variant, its in-place columns
+# are N/A; the reductions run sum on float, -o and -d default).
 bench-more: bench-build $(BUILD)/libcxlshim.so
 	BUILD=$(BUILD) bench/baselines.sh -C gather -N 4 $(BENCH_SIZES) -p 1
 	BUILD=$(BUILD) bench/baselines.sh -C scatter -N 4 $(BENCH_SIZES) -p 1
 	BUILD=$(BUILD) bench/baselines.sh -C alltoall -N 4 $(BENCH_SIZES) -p 1
+	BUILD=$(BUILD) bench/baselines.sh -C reduce -N 4 $(BENCH_SIZES) -p 1
+	BUILD=$(BUILD) bench/baselines.sh -C all_reduce -N 4 $(BENCH_SIZES) -p 1
+	BUILD=$(BUILD) bench/baselines.sh -C reduce_scatter -N 4 $(BENCH_SIZES) -p 1
 
 # The effect of each CCCL technique (bench/switches.sh), 4 ranks.
 bench-switches: bench-build $(BUILD)/libcxlshim.so

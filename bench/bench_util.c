@@ -37,7 +37,7 @@ int bu_type_find(const char *name)
 	return -1;
 }
 
-const char *const bu_ops[] = {"sum", "prod", "max", "min", "avg"};
+const char *const bu_ops[] = {"sum", "prod", "max", "min", "avg", "mulsum"};
 const int bu_nops = (int)(sizeof(bu_ops) / sizeof(bu_ops[0]));
 
 int bu_op_find(const char *name)
@@ -45,7 +45,85 @@ int bu_op_find(const char *name)
 	for (int i = 0; i < bu_nops; i++)
 		if (strcasecmp(name, bu_ops[i]) == 0)
 			return i;
+	if (strcasecmp(name, "premulsum") == 0)
+		return BU_OP_MULSUM;
 	return -1;
+}
+
+int bu_premul_scalar(int rank)
+{
+	return rank % 2 ? 2 : 1;
+}
+
+/* Bits of v in a binary floating format with ebits exponent and mbits
+ * mantissa bits (bias 2^(ebits-1) - 1), rounded to nearest even. No
+ * overflow handling: the benchmark stores small values only. */
+static uint32_t enc_small_float(double v, int ebits, int mbits)
+{
+	uint64_t b;
+	memcpy(&b, &v, sizeof(b));
+	uint32_t sign = (uint32_t)(b >> 63) << (ebits + mbits);
+	int e = (int)((b >> 52) & 0x7ff);
+	if (e == 0)
+		return sign; /* zero (double subnormals are far below any target) */
+	uint64_t m = (b & ((1ull << 52) - 1)) | (1ull << 52); /* value = m * 2^(e-1075) */
+	int ue = e - 1023, bias = (1 << (ebits - 1)) - 1, emin = 1 - bias;
+	int shift = 52 - mbits;
+	if (ue < emin)
+		shift += emin - ue; /* subnormal in the target */
+	if (shift > 62)
+		return sign;
+	uint64_t q = m >> shift, rem = m & ((1ull << shift) - 1), half = 1ull << (shift - 1);
+	if (rem > half || (rem == half && (q & 1)))
+		q++;
+	if (ue < emin) /* q == 2^mbits (rounded up to the smallest normal) also encodes right */
+		return sign | (uint32_t)q;
+	int be = ue + bias;
+	if (q >> (mbits + 1)) {
+		q >>= 1;
+		be++;
+	}
+	return sign | ((uint32_t)be << mbits) | (uint32_t)(q & ((1u << mbits) - 1));
+}
+
+void bu_store_value(void *buf, size_t i, int type, double v)
+{
+	const struct bu_type *t = &bu_types[type];
+	unsigned char *p = (unsigned char *)buf + i * t->size;
+	uint64_t u;
+	uint16_t h;
+	uint8_t q;
+	float f;
+
+	switch (t->kind) {
+	case BU_INT: /* two's complement, little-endian: the low bytes wrap */
+		u = (uint64_t)(int64_t)v;
+		memcpy(p, &u, t->size);
+		break;
+	case BU_F32:
+		f = (float)v;
+		memcpy(p, &f, sizeof(f));
+		break;
+	case BU_F64:
+		memcpy(p, &v, sizeof(v));
+		break;
+	case BU_F16:
+		h = (uint16_t)enc_small_float(v, 5, 10);
+		memcpy(p, &h, sizeof(h));
+		break;
+	case BU_BF16:
+		h = (uint16_t)enc_small_float(v, 8, 7);
+		memcpy(p, &h, sizeof(h));
+		break;
+	case BU_F8E4M3:
+		q = (uint8_t)enc_small_float(v, 4, 3);
+		memcpy(p, &q, 1);
+		break;
+	case BU_F8E5M2:
+		q = (uint8_t)enc_small_float(v, 5, 2);
+		memcpy(p, &q, 1);
+		break;
+	}
 }
 
 /* --------------------------------------------------------------- patterns */
@@ -349,6 +427,212 @@ static int aa_expected(void *recv, const struct bu_case *k)
 	return 1;
 }
 
+/* ---- reducing collectives (reduce, all_reduce, reduce_scatter) ----
+ *
+ * Inputs are small integers stored as the datatype, chosen so that every
+ * partial result of every reduction order is an exactly representable value
+ * of the type: the result is then exact and independent of the order (and of
+ * the library), and is checked bit for bit like the other collectives.
+ * Rank r's input at element i (global index: reduce_scatter's send buffer
+ * holds every slice) comes from a hash of (seed, r, i):
+ *
+ *   sum, mulsum, avg (integers): on "term" elements, (i + r) % n < L, a value
+ *     in {-1, 0, 1} ({0, 1, 2} for unsigned types), 0 elsewhere; L =
+ *     min(n, red_max_terms(type)) keeps every partial sum (mulsum: terms up
+ *     to 2x) exact, e.g. L = 4 for f8e5m2, 8 for f8e4m3, 128 for bfloat16.
+ *   avg (floating types: NCCL multiplies every input by 1/n, rounded in the
+ *     type, then sums): one term rank per element ((i + r) % n == 0), value
+ *     in {-2, ..., 2}; the result is that value / n rounded to nearest even,
+ *     the same bits whether 1/n is rounded before (NCCL) or not, and the
+ *     other ranks add exact zeros. Integers: the sum divided by n, truncated
+ *     toward zero (NCCL).
+ *   prod: -1 or 1 on every rank (unsigned types: 2^bits - 1 or 1; the
+ *     product wraps to +-1 in any order).
+ *   max, min: -8 .. 8 on every rank (unsigned: 0 .. 16).
+ *   mulsum: ncclRedOpCreatePreMulSum, rank r's scalar bu_premul_scalar(r)
+ *     (1 or 2, nccl-tests): expected sum of v_r * scalar_r.
+ */
+
+static int type_is_unsigned(int type)
+{
+	return bu_types[type].kind == BU_INT && (type == 1 || type == 3 || type == 5);
+}
+
+/* Most ranks with a nonzero term per element (sum, mulsum, integer avg):
+ * terms reach 2 (4 for unsigned mulsum) in magnitude, and every sum of L of
+ * them must be an exact integer of the type. */
+static size_t red_max_terms(int type)
+{
+	switch (bu_types[type].kind) {
+	case BU_INT:
+		return bu_types[type].size == 1 ? 31 : (size_t)1 << 30;
+	case BU_F16:
+		return 1024; /* integers exact to 2048 */
+	case BU_BF16:
+		return 128; /* to 256 */
+	case BU_F32:
+		return (size_t)1 << 22;
+	case BU_F64:
+		return (size_t)1 << 30;
+	case BU_F8E4M3:
+		return 8; /* to 16 */
+	case BU_F8E5M2:
+		return 4; /* to 8 */
+	}
+	return 1;
+}
+
+struct red_gen {
+	int op, n, uns, flt;
+	size_t terms;
+	const uint64_t *rs; /* per-rank seeds */
+};
+
+static void red_gen_init(struct red_gen *g, const struct bu_case *k, uint64_t *rs)
+{
+	g->op = k->op < 0 ? BU_OP_SUM : k->op;
+	g->n = k->nranks;
+	g->uns = type_is_unsigned(k->type);
+	g->flt = bu_types[k->type].kind != BU_INT;
+	g->terms = red_max_terms(k->type);
+	if ((size_t)g->n < g->terms)
+		g->terms = (size_t)g->n;
+	if (g->op == BU_OP_AVG && g->flt)
+		g->terms = 1;
+	for (int r = 0; r < k->nranks; r++)
+		rs[r] = bu_rank_seed(k->seed, r);
+	g->rs = rs;
+}
+
+/* Rank r's input at global element i. */
+static int64_t red_input(const struct red_gen *g, int r, size_t i)
+{
+	uint64_t h = mix64(g->rs[r] + i);
+
+	switch (g->op) {
+	case BU_OP_PROD:
+		return (h & 1) ? -1 : 1;
+	case BU_OP_MAX:
+	case BU_OP_MIN:
+		return (int64_t)(h % 17) - (g->uns ? 0 : 8);
+	default:
+		break;
+	}
+	if ((i + (size_t)r) % (size_t)g->n >= g->terms)
+		return 0;
+	if (g->op == BU_OP_AVG && g->flt)
+		return (int64_t)(h % 5) - 2;
+	return (int64_t)(h % 3) - (g->uns ? 0 : 1);
+}
+
+static double red_result(const struct red_gen *g, size_t i)
+{
+	int64_t acc = red_input(g, 0, i);
+
+	if (g->op == BU_OP_MULSUM)
+		acc *= bu_premul_scalar(0);
+	for (int r = 1; r < g->n; r++) {
+		int64_t v = red_input(g, r, i);
+
+		switch (g->op) {
+		case BU_OP_PROD:
+			acc *= v;
+			break;
+		case BU_OP_MAX:
+			acc = v > acc ? v : acc;
+			break;
+		case BU_OP_MIN:
+			acc = v < acc ? v : acc;
+			break;
+		case BU_OP_MULSUM:
+			acc += v * bu_premul_scalar(r);
+			break;
+		default: /* sum, avg */
+			acc += v;
+			break;
+		}
+	}
+	if (g->op == BU_OP_AVG)
+		return g->flt ? (double)acc / g->n : (double)(acc / g->n);
+	return (double)acc;
+}
+
+static int red_fill_input(void *send, const struct bu_case *k)
+{
+	uint64_t rs[k->nranks];
+	struct red_gen g;
+
+	red_gen_init(&g, k, rs);
+	for (size_t i = 0; i < k->c.sendcount; i++)
+		bu_store_value(send, i, k->type, (double)red_input(&g, k->rank, i));
+	return 1;
+}
+
+/* The reduced elements [first, first + k->c.recvcount). */
+static void red_expected_from(void *recv, const struct bu_case *k, size_t first)
+{
+	uint64_t rs[k->nranks];
+	struct red_gen g;
+
+	red_gen_init(&g, k, rs);
+	for (size_t i = 0; i < k->c.recvcount; i++)
+		bu_store_value(recv, i, k->type, red_result(&g, first + i));
+}
+
+/* reduce: the counts of broadcast (size = count = the buffer; in-place
+ * sendbuff == recvbuff, nccl-tests). Only the root's recv buffer is defined. */
+static int rd_expected(void *recv, const struct bu_case *k)
+{
+	if (k->rank != k->root)
+		return 0;
+	red_expected_from(recv, k, 0);
+	return 1;
+}
+
+/* Pool bytes of the busiest rank, the root: it folds the whole S of each of
+ * the (n-1) others straight out of the pool (its own input is a local
+ * copy). Each non-root only writes its S. */
+static double rd_pool_bytes(size_t nbytes, int nranks)
+{
+	return (double)nbytes * (nranks - 1);
+}
+
+/* all_reduce: the counts of broadcast (in-place sendbuff == recvbuff). */
+static double ar_bus_factor(int nranks)
+{
+	return nranks > 0 ? 2.0 * (nranks - 1) / nranks : 0.0;
+}
+
+/* ReduceScatter + AllGather in the pool: each rank writes (n-1)S/n and reads
+ * (n-1)S/n (its slice's terms), then writes its reduced S/n and reads the
+ * (n-1) other slices: writes S, reads 2(n-1)S/n. */
+static double ar_pool_bytes(size_t nbytes, int nranks)
+{
+	return (double)nbytes + 2.0 * (double)nbytes * (nranks - 1) / nranks;
+}
+
+static int ar_expected(void *recv, const struct bu_case *k)
+{
+	red_expected_from(recv, k, 0);
+	return 1;
+}
+
+/* reduce_scatter: the counts of scatter (size = a rank's send buffer, nranks
+ * x count; count = elements each rank receives; in-place recvbuff = sendbuff
+ * + rank * count, nccl-tests). Rank r gets slice r of the reduced vector. */
+static int rs_expected(void *recv, const struct bu_case *k)
+{
+	red_expected_from(recv, k, (size_t)k->rank * k->c.recvcount);
+	return 1;
+}
+
+/* The alltoall pattern: each rank writes the (n-1) slices of S/n it does not
+ * own and reads (n-1) terms of its own slice: 2(n-1)S/n. */
+static double rs_pool_bytes(size_t nbytes, int nranks)
+{
+	return 2.0 * (double)nbytes * (nranks - 1) / nranks;
+}
+
 /* pool_bytes convention: the bytes the busiest rank copies into and out of
  * the pool for one call of size S (the size column); local copies between a
  * rank's own buffers are not counted. */
@@ -401,6 +685,37 @@ const struct bu_coll bu_colls[] = {
 		.pool_note = "alltoall: each rank writes (n-1)S/n, reads (n-1)S/n",
 		.fill_input = aa_fill_input,
 		.expected = aa_expected,
+	},
+	{
+		.name = "reduce",
+		.has_root = 1,
+		.has_op = 1,
+		.counts = bc_counts,
+		.bus_factor = bc_bus_factor,
+		.pool_bytes = rd_pool_bytes,
+		.pool_note = "reduce: root reads (n-1)S, others write S",
+		.fill_input = red_fill_input,
+		.expected = rd_expected,
+	},
+	{
+		.name = "all_reduce",
+		.has_op = 1,
+		.counts = bc_counts,
+		.bus_factor = ar_bus_factor,
+		.pool_bytes = ar_pool_bytes,
+		.pool_note = "all_reduce: each rank writes S, reads 2(n-1)S/n",
+		.fill_input = red_fill_input,
+		.expected = ar_expected,
+	},
+	{
+		.name = "reduce_scatter",
+		.has_op = 1,
+		.counts = sc_counts,
+		.bus_factor = nm1_bus_factor,
+		.pool_bytes = rs_pool_bytes,
+		.pool_note = "reduce_scatter: each rank writes (n-1)S/n, reads (n-1)S/n",
+		.fill_input = red_fill_input,
+		.expected = rs_expected,
 	},
 };
 const int bu_ncolls = (int)(sizeof(bu_colls) / sizeof(bu_colls[0]));
@@ -489,7 +804,8 @@ static void usage(const char *prog, int is_mpi, int code)
 		   "  -c 0|1        verify results bit-exactly (default 1)\n"
 		   "  -d type       int8 uint8 int32 uint32 int64 uint64 half float double\n"
 		   "                bfloat16 f8e4m3 f8e5m2 | all (default float)\n"
-		   "  -o op         sum prod max min avg | all (reducing collectives only)\n"
+		   "  -o op         sum prod max min avg mulsum | all (reducing collectives\n"
+		   "                only; default sum; mulsum = PreMulSum, scalar 1 or 2)\n"
 		   "  -r root       root rank, -1 = every root in turn (default 0)\n"
 		   "  -a 0|1|2|3    time across ranks: rank 0 | mean | min | max (default 3)\n"
 		   "  -g n, -t n    accepted for nccl-tests compatibility, ignored\n");

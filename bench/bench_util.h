@@ -29,9 +29,20 @@ int bu_type_find(const char *name); /* -1 when unknown */
 
 /* ---- reduction ops (only printed for collectives that reduce) ---- */
 
-extern const char *const bu_ops[]; /* index = ncclRedOp_t value */
+/* Index = ncclRedOp_t value for the built-in ones; BU_OP_MULSUM (nccl-tests'
+ * "mulsum") is ncclRedOpCreatePreMulSum with bu_premul_scalar(rank) as this
+ * rank's scalar, created and destroyed around every call as nccl-tests does. */
+enum bu_op { BU_OP_SUM, BU_OP_PROD, BU_OP_MAX, BU_OP_MIN, BU_OP_AVG, BU_OP_MULSUM };
+
+extern const char *const bu_ops[];
 extern const int bu_nops;
 int bu_op_find(const char *name); /* -1 when unknown */
+/* PreMulSum scalar of a rank: 1 on even ranks, 2 on odd ones (nccl-tests). */
+int bu_premul_scalar(int rank);
+/* Stores v as element i of a buffer of the given type (integers: truncated
+ * to int64 and wrapped to the type; half, bfloat16, fp8: rounded to nearest
+ * even). Exact for the small values the reducing collectives use. */
+void bu_store_value(void *buf, size_t i, int type, double v);
 
 /* ---- collectives ---- */
 

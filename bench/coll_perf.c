@@ -70,6 +70,24 @@ static ncclResult_t run_alltoall(const struct op_call *c)
 	return ncclAlltoAll(c->send, c->recv, c->k->c.paramcount, c->dtype, c->comm, c->stream);
 }
 
+static ncclResult_t run_reduce(const struct op_call *c)
+{
+	return ncclReduce(c->send, c->recv, c->k->c.paramcount, c->dtype, c->redop, c->k->root,
+			  c->comm, c->stream);
+}
+
+static ncclResult_t run_all_reduce(const struct op_call *c)
+{
+	return ncclAllReduce(c->send, c->recv, c->k->c.paramcount, c->dtype, c->redop, c->comm,
+			     c->stream);
+}
+
+static ncclResult_t run_reduce_scatter(const struct op_call *c)
+{
+	return ncclReduceScatter(c->send, c->recv, c->k->c.paramcount, c->dtype, c->redop, c->comm,
+				 c->stream);
+}
+
 /* One entry per collective; semantics (sizes, expected data, bus factor) live
  * in bu_colls[] and are shared with mpi_perf. */
 /* clang-format off */
@@ -82,6 +100,9 @@ static const struct {
 	{"gather", run_gather},
 	{"scatter", run_scatter},
 	{"alltoall", run_alltoall},
+	{"reduce", run_reduce},
+	{"all_reduce", run_all_reduce},
+	{"reduce_scatter", run_reduce_scatter},
 };
 /* clang-format on */
 
@@ -269,7 +290,18 @@ static void run_op(const struct rank_ctx *x, const struct bu_case *k, int inplac
 	c.redop = (ncclRedOp_t)(k->op < 0 ? 0 : k->op);
 	c.comm = x->comm;
 	c.stream = x->stream;
+	if (k->op != BU_OP_MULSUM) {
+		NCCL(x, x->run(&c));
+		return;
+	}
+	/* PreMulSum, made and destroyed around every call as nccl-tests does;
+	 * the scalar is this rank's, in the datatype, read at creation */
+	uint64_t scalar = 0;
+	bu_store_value(&scalar, 0, k->type, bu_premul_scalar(k->rank));
+	NCCL(x, ncclRedOpCreatePreMulSum(&c.redop, &scalar, c.dtype, ncclScalarHostImmediate,
+					 x->comm));
 	NCCL(x, x->run(&c));
+	NCCL(x, ncclRedOpDestroy(c.redop, x->comm));
 }
 
 /* Average time of one call in microseconds, as seen by this rank. */

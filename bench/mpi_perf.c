@@ -1,15 +1,18 @@
 /* mpi_perf.c - MPI baseline for coll_perf: the same collectives, sizes,
  * datatypes, table and verification, run with MPI on host memory.
  *
- * Data moves as MPI_BYTE (count = elements * size of the nccl datatype):
- * none of the collectives here reduces, they only move bytes, and this keeps
- * the baseline free of MPI's datatype handling for types it lacks (half,
- * bfloat16, fp8).
+ * The collectives that only move data move it as MPI_BYTE (count = elements
+ * * size of the nccl datatype), which keeps them free of MPI's datatype
+ * handling for types it lacks (half, bfloat16, fp8). The reducing ones
+ * (Reduce, Allreduce, Reduce_scatter_block) use the MPI datatype and op that
+ * match the NCCL ones; where MPI has none (half, bfloat16, fp8; avg, mulsum)
+ * the rows are skipped with a note, so the shim's rows of those have no
+ * baseline.
  *
  * In place, the buffers are laid out as in coll_perf (one buffer holds the
  * other at the offset bu_counts gives), and the rank that MPI lets pass
- * MPI_IN_PLACE (every rank for Allgather, the root for Gather and Scatter)
- * does so.
+ * MPI_IN_PLACE (every rank for Allgather, Allreduce and Reduce_scatter_block,
+ * the root for Gather, Scatter and Reduce) does so.
  *
  * Built once per MPI implementation (mpicc.openmpi, mpicc.mpich) and started
  * with that implementation's mpirun; the rank count comes from mpirun.
@@ -39,6 +42,7 @@ struct mctx {
 /* One call: the buffers of this placement (see op_pointers). */
 struct mpi_call {
 	char *send, *recv;
+	char *stage; /* in place: the buffer this placement leaves unused */
 	const struct bu_case *k;
 	int inplace;
 };
@@ -110,6 +114,109 @@ static void mpi_alltoall(const struct mpi_call *c)
 	MPI_Alltoall(c->send, n, MPI_BYTE, c->recv, n, MPI_BYTE, MPI_COMM_WORLD);
 }
 
+/* The MPI datatype of a bu_types index, MPI_DATATYPE_NULL when MPI has none. */
+static MPI_Datatype mpi_type(int type)
+{
+	switch (type) {
+	case 0:
+		return MPI_INT8_T;
+	case 1:
+		return MPI_UINT8_T;
+	case 2:
+		return MPI_INT32_T;
+	case 3:
+		return MPI_UINT32_T;
+	case 4:
+		return MPI_INT64_T;
+	case 5:
+		return MPI_UINT64_T;
+	case 7:
+		return MPI_FLOAT;
+	case 8:
+		return MPI_DOUBLE;
+	default:
+		return MPI_DATATYPE_NULL; /* half, bfloat16, fp8 */
+	}
+}
+
+/* The MPI op of a bu_ops index, MPI_OP_NULL when MPI has none (avg, mulsum). */
+static MPI_Op mpi_op(int op)
+{
+	switch (op) {
+	case BU_OP_SUM:
+		return MPI_SUM;
+	case BU_OP_PROD:
+		return MPI_PROD;
+	case BU_OP_MAX:
+		return MPI_MAX;
+	case BU_OP_MIN:
+		return MPI_MIN;
+	default:
+		return MPI_OP_NULL;
+	}
+}
+
+static int elem_count(size_t count)
+{
+	if (count > INT_MAX) {
+		fprintf(stderr, "mpi_perf: %zu elements exceed an int count\n", count);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	return (int)count;
+}
+
+/* In place the root passes MPI_IN_PLACE (its input is in recvbuff); the
+ * others pass recvbuff as sendbuff (their recvbuff is not significant).
+ *
+ * MPICH 4.0.2 (Debian 12) crashes in MPI_Reduce with MPI_IN_PLACE at a root
+ * other than 0 once the message is large (it dereferences MPI_IN_PLACE; 64
+ * floats work, 24K do not): built against MPICH, such a root copies its
+ * input to the unused buffer and reduces out of place (a local copy of S
+ * bytes, timed). */
+static void mpi_reduce(const struct mpi_call *c)
+{
+	const struct bu_case *k = c->k;
+	int n = elem_count(k->c.paramcount);
+	const void *send = c->send;
+	if (c->inplace && k->rank == k->root) {
+		send = MPI_IN_PLACE;
+#ifdef MPICH_VERSION
+		if (k->root != 0) {
+			memcpy(c->stage, c->recv, (size_t)n * k->tsize);
+			send = c->stage;
+		}
+#endif
+	}
+	MPI_Reduce(send, c->recv, n, mpi_type(k->type), mpi_op(k->op), k->root, MPI_COMM_WORLD);
+}
+
+static void mpi_all_reduce(const struct mpi_call *c)
+{
+	const struct bu_case *k = c->k;
+	int n = elem_count(k->c.paramcount);
+	MPI_Allreduce(c->inplace ? MPI_IN_PLACE : c->send, c->recv, n, mpi_type(k->type),
+		      mpi_op(k->op), MPI_COMM_WORLD);
+}
+
+/* In place, MPI_Reduce_scatter_block takes the input from recvbuf (the whole
+ * send buffer here) and leaves rank r's slice at its start, while NCCL's
+ * in-place layout wants it at sendbuff + r * count: ranks other than 0 move
+ * it there, a local copy of S/n bytes (like broadcast's root copy). */
+static void mpi_reduce_scatter(const struct mpi_call *c)
+{
+	const struct bu_case *k = c->k;
+	int n = elem_count(k->c.paramcount);
+	if (!c->inplace) {
+		MPI_Reduce_scatter_block(c->send, c->recv, n, mpi_type(k->type), mpi_op(k->op),
+					 MPI_COMM_WORLD);
+		return;
+	}
+	MPI_Reduce_scatter_block(MPI_IN_PLACE, c->send, n, mpi_type(k->type), mpi_op(k->op),
+				 MPI_COMM_WORLD);
+	if (c->recv != c->send)
+		memmove(c->recv, c->send, (size_t)n * k->tsize);
+}
+
 /* clang-format off */
 static const struct {
 	const char *name;
@@ -120,6 +227,9 @@ static const struct {
 	{"gather", mpi_gather},
 	{"scatter", mpi_scatter},
 	{"alltoall", mpi_alltoall},
+	{"reduce", mpi_reduce},
+	{"all_reduce", mpi_all_reduce},
+	{"reduce_scatter", mpi_reduce_scatter},
 };
 /* clang-format on */
 
@@ -185,6 +295,7 @@ static void op_pointers(const struct mctx *x, const struct bu_case *k, int inpla
 		c->recv = x->recv;
 		*stage = x->send;
 	}
+	c->stage = *stage;
 }
 
 static double time_op(struct mctx *x, mpi_run_fn run, const struct bu_case *k, int inplace)
@@ -275,6 +386,25 @@ static void run_row(struct mctx *x, mpi_run_fn run, int type, int root, int op, 
 	x->wrong_total += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
 }
 
+/* Whether MPI can reduce this datatype (op < 0) or this op; rank 0 notes
+ * why not. */
+static int mpi_reducible(const struct mctx *x, int type, int op)
+{
+	int ok = op < 0 ? mpi_type(type) != MPI_DATATYPE_NULL : mpi_op(op) != MPI_OP_NULL;
+	if (!ok && x->rank == 0) {
+		if (op < 0)
+			printf("# %s: no MPI datatype, rows skipped (the shim's have no "
+			       "baseline)\n",
+			       bu_types[type].name);
+		else
+			printf("# %s %s: no MPI operator, rows skipped (the shim's have no "
+			       "baseline)\n",
+			       bu_types[type].name, bu_ops[op]);
+		fflush(stdout);
+	}
+	return ok;
+}
+
 static void run_all(struct mctx *x, mpi_run_fn run)
 {
 	const struct bu_opts *o = x->o;
@@ -289,12 +419,18 @@ static void run_all(struct mctx *x, mpi_run_fn run)
 		r0 = o->root < 0 ? 0 : o->root;
 		r1 = o->root < 0 ? x->nranks - 1 : o->root;
 	}
-	for (int t = t0; t <= t1; t++)
-		for (int op = op0; op <= op1; op++)
+	for (int t = t0; t <= t1; t++) {
+		if (o->coll->has_op && !mpi_reducible(x, t, -1))
+			continue;
+		for (int op = op0; op <= op1; op++) {
+			if (o->coll->has_op && !mpi_reducible(x, t, op))
+				continue;
 			for (int r = r0; r <= r1; r++)
 				for (size_t s = o->min_bytes; s <= o->max_bytes;
 				     s = bu_next_size(o, s))
 					run_row(x, run, t, r, op, s);
+		}
+	}
 }
 
 static void alloc_buffers(struct mctx *x)

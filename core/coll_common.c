@@ -115,10 +115,11 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	const struct cxls_stage *s = &c->st;
 	uint32_t ops = atomic_load(&c->ops) + 1, last = op->g0 + op->rounds;
 
-	if (cxls_stage_join(s, op->user, op->capturing) ||
+	if (cxls_stage_join(s, op->user) ||
 	    cxls_stage_ring(s, op->user, &c->view.pub[c->rank], last) ||
 	    cxls_stage_ring(s, op->user, &c->view.ack[c->rank], last) ||
-	    cxls_stage_ring(s, op->user, &c->view.done[c->rank], ops))
+	    cxls_stage_ring(s, op->user, &c->view.done[c->rank], ops) ||
+	    cxls_stage_mark_done(s, op->user, op->capturing))
 		return cxls_op_abandon(op);
 	atomic_store(&c->round, op->g0 + op->rounds);
 	atomic_store(&c->ops, ops);

@@ -135,14 +135,19 @@ int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing)
 	return 0;
 }
 
-int cxls_stage_join(const struct cxls_stage *s, CUstream user, int capturing)
+int cxls_stage_join(const struct cxls_stage *s, CUstream user)
 {
 	if (s->overlap &&
 	    (check(s, s->cu->EventRecord(s->ev_wjoin, s->ws), "cuEventRecord") ||
 	     check(s, s->cu->EventRecord(s->ev_rjoin, s->rs), "cuEventRecord") ||
 	     wait_event(s, user, s->ev_wjoin) || wait_event(s, user, s->ev_rjoin)))
 		return -1;
-	if (!capturing && check(s, s->cu->EventRecord(s->ev_done, user), "cuEventRecord"))
-		return -1;
 	return 0;
+}
+
+int cxls_stage_mark_done(const struct cxls_stage *s, CUstream user, int capturing)
+{
+	if (capturing)
+		return 0;
+	return check(s, s->cu->EventRecord(s->ev_done, user), "cuEventRecord");
 }

@@ -31,6 +31,9 @@ static inline CUdeviceptr cxls_stage_dev(const struct cxls_stage *s, const void 
  * A capturing stream cannot wait for work outside the capture: there the
  * order between ops is the order of the captured stream. */
 int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing);
-int cxls_stage_join(const struct cxls_stage *s, CUstream user, int capturing);
+int cxls_stage_join(const struct cxls_stage *s, CUstream user);
+/* After the op's last stream work (its final doorbells): the next op of
+ * the communicator, on any stream, starts after this point. */
+int cxls_stage_mark_done(const struct cxls_stage *s, CUstream user, int capturing);
 
 #endif

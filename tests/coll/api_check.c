@@ -389,7 +389,6 @@ static int case_streams(int rank, int n, const ncclUniqueId *id, void *arg)
 	char *send[OPS], *recv[OPS], *host = malloc(bytes * n);
 	cudaStream_t st[2];
 	ncclComm_t comm;
-	int ok = 1;
 
 	(void)arg;
 	cudaSetDevice(rank);
@@ -418,11 +417,16 @@ static int case_streams(int rank, int n, const ncclUniqueId *id, void *arg)
 		size_t len = i % 3 == 2 ? bytes * n : bytes;
 
 		cudaMemcpy(host, recv[i], len, cudaMemcpyDeviceToHost);
-		for (size_t b = 0; b < len; b++) {
+		size_t bad = (size_t)-1;
+
+		for (size_t b = 0; b < len && bad == (size_t)-1; b++) {
 			int src = i % 3 == 2 ? (int)(b / bytes) : i % n;
-			ok &= host[b] == 'a' + (i + src) % 26;
+
+			if (host[b] != 'a' + (i + src) % 26)
+				bad = b;
 		}
-		CHECK(ok, "op %d correct", i);
+		CHECK(bad == (size_t)-1, "rank %d op %d: byte %zu of %zu is %d", rank, i, bad, len,
+		      bad == (size_t)-1 ? 0 : host[bad]);
 	}
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	free(host);
