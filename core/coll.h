@@ -42,6 +42,10 @@ struct cxls_op {
 	size_t bytes;           /* bytes per rank-slice */
 	size_t chunk;           /* bytes per round, <= the layout's block */
 	int capturing;          /* the user stream is being captured */
+	/* PreMulSum: every rank scales its own input as it publishes it (the
+	 * scalar may differ per rank), so readers only add */
+	const struct cxls_redop *scale;
+	ncclDataType_t type;
 };
 
 ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,

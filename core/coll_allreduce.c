@@ -95,9 +95,12 @@ static int run(struct ar *a)
 	if (cxls_op_fold_init(&a->op, a->recv + own * a->es, a->send + own * a->es, own_n,
 			      a->type, &a->rop, c->nranks == 1))
 		return -1;
+	a->op.scale = &a->rop; /* phase 1 publishes inputs, phase 2 results */
+	a->op.type = a->type;
 	for (uint32_t t = 0; t < t1; t++)
 		if (reduce_round(a, t))
 			return -1;
+	a->op.scale = NULL;
 	for (uint32_t k = 0; c->nranks > 1 && k < a->op.cpr; k++)
 		if (gather_round(a, k, t1))
 			return -1;

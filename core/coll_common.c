@@ -87,6 +87,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
 
 	op->c = c;
+	op->scale = NULL;
 	op->user = stream;
 	op->ws = s->overlap ? s->ws : stream;
 	op->rs = s->overlap ? s->rs : stream;
@@ -169,14 +170,21 @@ static CUdeviceptr dptr(const void *p)
 	return (CUdeviceptr)(uintptr_t)p;
 }
 
+static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, const void *src, size_t n,
+			ncclDataType_t t, const struct cxls_redop *rop, int init, int last);
+
 int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len)
 {
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
+	int scaled = op->scale && op->scale->kind == CXLS_RED_PREMULSUM;
 
-	if (cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), dptr(src), len,
-				 slot_device(c, slot)) ||
-	    cxls_stage_flush(s, op->ws, slot, len))
+	if (scaled ? enqueue_fold(op, op->ws, slot, src, len / cxls_type_size(op->type), op->type,
+				  op->scale, 1, 0) :
+		     cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), dptr(src),
+					  len, slot_device(c, slot)))
+		return -1;
+	if (cxls_stage_flush(s, op->ws, slot, len))
 		return -1;
 	return cxls_stage_ring(s, op->ws, &c->view.pub[c->rank], op->g0 + k + 1);
 }
@@ -233,7 +241,7 @@ static void run_fold(void *arg)
 	free(f);
 }
 
-static int enqueue_fold(struct cxls_op *op, void *dst, const void *src, size_t n,
+static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, const void *src, size_t n,
 			ncclDataType_t t, const struct cxls_redop *rop, int init, int last)
 {
 	const struct cxls_stage *s = &op->c->st;
@@ -245,7 +253,7 @@ static int enqueue_fold(struct cxls_op *op, void *dst, const void *src, size_t n
 	if (!f)
 		return -1;
 	*f = (struct fold){ dst, src, n, t, *rop, init, last };
-	if (s->cu->LaunchHostFunc(op->rs, run_fold, f) != CUDA_SUCCESS) {
+	if (s->cu->LaunchHostFunc(st, run_fold, f) != CUDA_SUCCESS) {
 		free(f);
 		return -1;
 	}
@@ -255,7 +263,7 @@ static int enqueue_fold(struct cxls_op *op, void *dst, const void *src, size_t n
 int cxls_op_fold_init(struct cxls_op *op, void *dst, const void *src, size_t n,
 		      ncclDataType_t t, const struct cxls_redop *rop, int last)
 {
-	return enqueue_fold(op, dst, src, n, t, rop, 1, last);
+	return enqueue_fold(op, op->rs, dst, src, n, t, rop, 1, last);
 }
 
 int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
@@ -263,11 +271,15 @@ int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *
 {
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
+	struct cxls_redop add = *rop;
 
+	/* the peer scaled its input when it published it */
+	if (add.kind == CXLS_RED_PREMULSUM)
+		add.kind = CXLS_RED_SUM;
 	if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], op->g0 + k + 1) ||
 	    cxls_stage_flush(s, op->rs, slot, n * cxls_type_size(t)))
 		return -1;
-	return enqueue_fold(op, dst, slot, n, t, rop, 0, last);
+	return enqueue_fold(op, op->rs, dst, slot, n, t, &add, 0, last);
 }
 
 ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll)

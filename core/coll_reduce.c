@@ -54,6 +54,8 @@ ncclResult_t cxls_reduce(struct cxls_comm *c, const void *sendbuff, void *recvbu
 		return ncclSuccess;
 	if ((r = cxls_op_begin(&op, c, stream, bytes, 1)))
 		return r;
+	op.scale = &rop;
+	op.type = type;
 	rc = c->rank == root ? fold_all(&op, sendbuff, recvbuff, type, &rop) :
 			       cxls_op_publish_all(&op, sendbuff, root);
 	if (rc)

@@ -51,6 +51,8 @@ ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void 
 		return ncclSuccess;
 	if ((r = cxls_op_begin(&op, c, stream, bytes, (uint32_t)c->nranks - 1)))
 		return r;
+	op.scale = &rop;
+	op.type = type;
 	own = (const char *)sendbuff + (size_t)c->rank * bytes;
 	if (cxls_op_fold_init(&op, recvbuff, own, recvcount, type, &rop, c->nranks == 1))
 		return cxls_op_abandon(&op);

@@ -186,16 +186,23 @@ static double fold(int t, int op, double acc, double x)
 	return round_to(t, v);
 }
 
+/* PreMulSum scalars differ per rank, as NCCL allows: each rank's input is
+ * multiplied by its own. */
+static double rank_scalar(double base, int r)
+{
+	return base * (1 + r % 2);
+}
+
 /* Reduction of element i over ranks first, first+dir, first+2dir, ... */
 static double expected(uint64_t seed, size_t i, int t, int op, int n, int first, int dir,
 		       double scalar)
 {
-	double acc = input(t, op, value(seed, first, i, t), n, scalar);
+	double acc = input(t, op, value(seed, first, i, t), n, rank_scalar(scalar, first));
 
 	for (int s = 1; s < n; s++) {
 		int r = ((first + dir * s) % n + n) % n;
 
-		acc = fold(t, op, acc, input(t, op, value(seed, r, i, t), n, scalar));
+		acc = fold(t, op, acc, input(t, op, value(seed, r, i, t), n, rank_scalar(scalar, r)));
 	}
 	if (is_int(t) && op == OP_AVG)
 		acc = (double)((int64_t)acc / n);
@@ -219,8 +226,8 @@ static ncclRedOp_t make_op(struct ctx *x, int op, int t, double *scalar)
 
 	if (op < OP_PMS_HOST)
 		return builtin[op];
-	*scalar = is_int(t) ? 2 : 0.5;
-	store(buf, 0, t, *scalar);
+	*scalar = is_int(t) ? 1 : 0.5; /* base; rank r uses rank_scalar() */
+	store(buf, 0, t, rank_scalar(*scalar, x->rank));
 	if (op == OP_PMS_DEV) {
 		CUDA(cudaMemcpy(x->dscalar, buf, tsize[t], cudaMemcpyHostToDevice));
 		if (ncclRedOpCreatePreMulSum(&r, x->dscalar, (ncclDataType_t)t, ncclScalarDevice,
