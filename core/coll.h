@@ -96,6 +96,13 @@ static inline int cxls_op_pair(const struct cxls_op *op, uint32_t t, int sign)
 	return (op->c->rank + sign * o + n) % n;
 }
 
+/* Pairwise round t: once the reader of what our slot held `depth` rounds
+ * ago is done with it, publish `len` bytes of src for the rank ahead. */
+int cxls_op_pair_put(struct cxls_op *op, uint32_t t, const char *src, size_t len);
+/* Round k of a gather: chunk k of every peer's slice into recv (slices of
+ * op->bytes, peers in the order rank+1, rank+2, ...), then acknowledge. */
+int cxls_op_get_all(struct cxls_op *op, uint32_t k, char *recv);
+
 /* Publishes every chunk of `send` into this rank's N-to-N slots, read by
  * `consumer` (Gather and Reduce: the root). */
 int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer);

@@ -19,14 +19,7 @@ static int round_k(struct cxls_op *op, const char *send, char *recv, uint32_t k)
 	if (cxls_op_wait_consumed(op, k, c->lay.slots, -1) ||
 	    cxls_op_put(op, k, cxls_op_slot(op, c->rank, k), send + off, len))
 		return -1;
-	for (int i = 1; i < c->nranks; i++) {
-		int peer = (c->rank + i) % c->nranks;
-
-		if (cxls_op_get(op, k, peer, cxls_op_slot(op, peer, k),
-				recv + (size_t)peer * op->bytes + off, len))
-			return -1;
-	}
-	return cxls_op_ack(op, k);
+	return cxls_op_get_all(op, k, recv);
 }
 
 ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *recvbuff,

@@ -47,13 +47,10 @@ static int reduce_round(struct ar *a, uint32_t t)
 {
 	struct cxls_op *op = &a->op;
 	struct cxls_comm *c = op->c;
-	uint32_t k = t / (uint32_t)(c->nranks - 1), depth = c->lay.slots;
-	int to = cxls_op_pair(&a->op, t, 1), from = cxls_op_pair(&a->op, t, -1), me = c->rank;
-	int consumer = t >= depth ? cxls_op_pair(&a->op, t - depth, 1) : -1;
+	uint32_t k = t / (uint32_t)(c->nranks - 1);
+	int to = cxls_op_pair(op, t, 1), from = cxls_op_pair(op, t, -1), me = c->rank;
 
-	if (cxls_op_wait_consumed(op, t, depth, consumer) ||
-	    cxls_op_put(op, t, cxls_op_slot(op, me, t), a->send + slice_off(a, to, k),
-			slice_len(a, to, k)) ||
+	if (cxls_op_pair_put(op, t, a->send + slice_off(a, to, k), slice_len(a, to, k)) ||
 	    cxls_op_fold(op, t, from, cxls_op_slot(op, from, t), a->recv + slice_off(a, me, k),
 			 slice_len(a, me, k) / a->es, a->type, &a->rop,
 			 from == (me + 1) % c->nranks))

@@ -211,6 +211,31 @@ int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer)
 	return 0;
 }
 
+int cxls_op_pair_put(struct cxls_op *op, uint32_t t, const char *src, size_t len)
+{
+	uint32_t depth = op->c->lay.slots;
+	int consumer = t >= depth ? cxls_op_pair(op, t - depth, 1) : -1;
+
+	if (cxls_op_wait_consumed(op, t, depth, consumer))
+		return -1;
+	return cxls_op_put(op, t, cxls_op_slot(op, op->c->rank, t), src, len);
+}
+
+int cxls_op_get_all(struct cxls_op *op, uint32_t k, char *recv)
+{
+	struct cxls_comm *c = op->c;
+
+	for (int i = 1; i < c->nranks; i++) {
+		int peer = (c->rank + i) % c->nranks;
+
+		if (cxls_op_get(op, k, peer, cxls_op_slot(op, peer, k),
+				recv + (size_t)peer * op->bytes + cxls_op_off(op, k),
+				cxls_op_len(op, k)))
+			return -1;
+	}
+	return cxls_op_ack(op, k);
+}
+
 int cxls_op_ack(struct cxls_op *op, uint32_t k)
 {
 	struct cxls_comm *c = op->c;

@@ -11,20 +11,9 @@
 
 static int collect(struct cxls_op *op, char *recv)
 {
-	struct cxls_comm *c = op->c;
-
-	for (uint32_t k = 0; k < op->rounds; k++) {
-		for (int i = 1; i < c->nranks; i++) {
-			int peer = (c->rank + i) % c->nranks;
-
-			if (cxls_op_get(op, k, peer, cxls_op_slot(op, peer, k),
-					recv + (size_t)peer * op->bytes + cxls_op_off(op, k),
-					cxls_op_len(op, k)))
-				return -1;
-		}
-		if (cxls_op_ack(op, k))
+	for (uint32_t k = 0; k < op->rounds; k++)
+		if (cxls_op_get_all(op, k, recv))
 			return -1;
-	}
 	return 0;
 }
 

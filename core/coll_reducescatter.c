@@ -16,14 +16,11 @@ static int round_t(struct cxls_op *op, const char *send, char *recv, uint32_t t,
 		   ncclDataType_t type, const struct cxls_redop *rop)
 {
 	struct cxls_comm *c = op->c;
-	uint32_t k = t / (uint32_t)(c->nranks - 1), depth = c->lay.slots;
+	uint32_t k = t / (uint32_t)(c->nranks - 1);
 	int to = cxls_op_pair(op, t, 1), from = cxls_op_pair(op, t, -1);
-	int consumer = t >= depth ? cxls_op_pair(op, t - depth, 1) : -1;
 	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
 
-	if (cxls_op_wait_consumed(op, t, depth, consumer) ||
-	    cxls_op_put(op, t, cxls_op_slot(op, c->rank, t), send + (size_t)to * op->bytes + off,
-			len) ||
+	if (cxls_op_pair_put(op, t, send + (size_t)to * op->bytes + off, len) ||
 	    cxls_op_fold(op, t, from, cxls_op_slot(op, from, t), recv + off,
 			 len / cxls_type_size(type), type, rop, from == (c->rank + 1) % c->nranks))
 		return -1;

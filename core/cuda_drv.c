@@ -49,7 +49,19 @@ static const struct entry entries[] = {
 
 static struct cxls_cuda table;
 static const struct cxls_cuda *loaded;
+static int emulated; /* fixed at load: the driver does not change */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* The CPU emulation names its devices so (emu/cuda/device.c). */
+static int is_emulator(void)
+{
+	char name[64] = "";
+	CUdevice dev;
+
+	return table.DeviceGet(&dev, 0) == CUDA_SUCCESS &&
+	       table.DeviceGetName(name, sizeof(name), dev) == CUDA_SUCCESS &&
+	       !strncmp(name, "CUDA CPU emulator", 17);
+}
 
 static void load(void)
 {
@@ -72,6 +84,7 @@ static void load(void)
 		CXLS_WARN("cuInit failed: pool collectives disabled");
 		return;
 	}
+	emulated = is_emulator();
 	loaded = &table;
 }
 
@@ -83,13 +96,7 @@ const struct cxls_cuda *cxls_cuda(void)
 
 int cxls_cuda_emulated(void)
 {
-	char name[64] = "";
-	CUdevice dev;
-
-	if (!cxls_cuda() || loaded->DeviceGet(&dev, 0) != CUDA_SUCCESS ||
-	    loaded->DeviceGetName(name, sizeof(name), dev) != CUDA_SUCCESS)
-		return 0;
-	return !strncmp(name, "CUDA CPU emulator", 17);
+	return cxls_cuda() && emulated;
 }
 
 const char *cxls_cuda_strerror(CUresult r)
