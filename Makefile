@@ -12,7 +12,10 @@ CUDA_HOME ?= /usr/local/cuda
 CUDA_INC ?= $(CUDA_HOME)/include
 CUDA_LIB ?= $(CUDA_HOME)/lib
 CFLAGS   ?= -O2 -g
-override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -I$(CUDA_INC)
+# Every source folder is on the include path: headers are named after what
+# they hold, not after where they live.
+SRC_DIRS := shim policy $(shell find core -type d | sort)
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -I$(CUDA_INC) $(SRC_DIRS:%=-I%)
 LDLIBS_SHIM = -ldl -lnuma -linih -lm -pthread $(SANITIZE)
 
 # Debian packages: build (libnuma, libinih), baselines (Open MPI, MPICH).
@@ -20,7 +23,7 @@ DEB_PKGS = build-essential libnuma-dev libinih-dev \
            openmpi-bin libopenmpi-dev mpich libmpich-dev
 
 SHIM_SRC   = $(wildcard shim/*.c)
-CORE_SRC   = $(wildcard core/*.c)
+CORE_SRC   = $(shell find core -name '*.c' | sort)
 POLICY_SRC = $(wildcard policy/*.c)
 LIB_SRC    = $(SHIM_SRC) $(CORE_SRC) $(POLICY_SRC)
 LIB_OBJ    = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

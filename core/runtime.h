@@ -9,7 +9,7 @@
 
 #include <cuda.h>
 
-#include "../policy/config.h"
+#include "config.h"
 #include "pool.h"
 
 struct cxls_runtime {

@@ -11,14 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/coll.h"
-#include "../core/comm.h"
-#include "../core/comm_split.h"
-#include "../core/log.h"
-#include "../core/nccl_init.h"
-#include "../core/redop.h"
-#include "../core/registry.h"
-#include "../core/runtime.h"
+#include "coll.h"
+#include "comm.h"
+#include "comm_split.h"
+#include "log.h"
+#include "nccl_init.h"
+#include "redop.h"
+#include "registry.h"
+#include "runtime.h"
 #include "nccl_real.h"
 
 #define EXPORT __attribute__((visibility("default")))

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "../core/log.h"
+#include "log.h"
 
 static struct cxls_real_nccl table;
 static const struct cxls_real_nccl *real;

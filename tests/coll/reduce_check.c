@@ -38,7 +38,7 @@ static int checks, failures;
 #define CUDA(x) do { if ((x) != cudaSuccess) { printf("FAIL %s:%d %s\n", __FILE__, \
 	__LINE__, #x); exit(3); } } while (0)
 
-/* ---- reference arithmetic (independent of core/reduce.c) --------------- */
+/* ---- reference arithmetic (independent of core/coll/arith.c) --------------- */
 
 static double fp8_value(int e4m3, unsigned code)
 {

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/layout.h"
-#include "../../core/pool_format.h"
+#include "layout.h"
+#include "pool_format.h"
 #include "../common/check.h"
 
 static struct cxls_super geometry(uint32_t ndev, uint32_t comms, uint64_t lane)

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../policy/config.h"
+#include "config.h"
 #include "../common/check.h"
 
 static char *write_file(const char *text)

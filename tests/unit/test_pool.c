@@ -8,10 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../core/comm_table.h"
-#include "../../core/doorbell.h"
-#include "../../core/pool.h"
-#include "../../policy/config.h"
+#include "comm_table.h"
+#include "doorbell.h"
+#include "pool.h"
+#include "config.h"
 #include "../common/check.h"
 
 static struct cxls_config cfg;

@@ -1,4 +1,4 @@
-/* coll_scatter.c - Scatter through the pool (1-to-N).
+/* scatter.c - Scatter through the pool (1-to-N).
  *
  * The root publishes every destination's slice, chunk by chunk, taking the
  * destinations in turn (round t carries chunk t / N of the slice for rank

@@ -10,7 +10,7 @@
 #include <nccl.h>
 
 #include "comm.h"
-#include "reduce.h"
+#include "arith.h"
 
 
 ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
@@ -32,7 +32,7 @@ ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *rec
 ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			   size_t count, ncclDataType_t type, CUstream stream);
 
-/* Shared by the collectives (coll_common.c). */
+/* Shared by the collectives (common.c). */
 struct cxls_op {
 	struct cxls_comm *c;
 	CUstream user, ws, rs;  /* ws == rs == user without overlap */

@@ -1,4 +1,4 @@
-/* coll_alltoall.c - AlltoAll through the pool (N-to-N).
+/* alltoall.c - AlltoAll through the pool (N-to-N).
  *
  * Round t pairs every rank with the peer at distance o = 1 + t % (N-1):
  * rank r publishes chunk t / (N-1) of its slice for rank r+o into its own

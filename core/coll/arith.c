@@ -1,5 +1,5 @@
-/* reduce.c - CPU reductions with NCCL's per-type semantics. */
-#include "reduce.h"
+/* arith.c - CPU reductions with NCCL's per-type semantics. */
+#include "arith.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* coll_allreduce.c - AllReduce through the pool as ReduceScatter +
+/* allreduce.c - AllReduce through the pool as ReduceScatter +
  * AllGather (better than CCCL's direct scheme, where every rank reads
  * every peer's whole buffer: here each byte crosses the pool twice).
  *

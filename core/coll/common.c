@@ -1,4 +1,4 @@
-/* coll_common.c - argument checks, op bracketing and flow control shared
+/* common.c - argument checks, op bracketing and flow control shared
  * by every pooled collective. */
 #include "coll.h"
 

@@ -11,7 +11,7 @@
 #define CXLSHIM_CORE_REDOP_H
 
 #include "comm.h"
-#include "reduce.h"
+#include "arith.h"
 
 ncclResult_t cxls_redop_resolve(struct cxls_comm *c, ncclRedOp_t op, ncclDataType_t t,
 				struct cxls_redop *out);

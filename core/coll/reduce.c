@@ -1,4 +1,4 @@
-/* coll_reduce.c - Reduce through the pool (N-to-1).
+/* reduce.c - Reduce through the pool (N-to-1).
  *
  * Every rank but the root publishes its data chunk by chunk, as for
  * Gather; the root folds each peer's chunk straight out of the pool into

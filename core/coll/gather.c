@@ -1,4 +1,4 @@
-/* coll_gather.c - Gather through the pool (N-to-1).
+/* gather.c - Gather through the pool (N-to-1).
  *
  * Every rank but the root publishes chunk k of its slice into its own
  * staging slots (N-to-N placement, so publishers write different devices);

@@ -1,4 +1,4 @@
-/* coll_allgather.c - AllGather through the pool (N-to-N).
+/* allgather.c - AllGather through the pool (N-to-N).
  *
  * Round k: every rank publishes chunk k of its slice into its own staging
  * slot (devices of its own, CCCL equation 4); then it fetches chunk k of

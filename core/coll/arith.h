@@ -1,4 +1,4 @@
-/* reduce.h - element-wise reduction of two buffers, for the 12 NCCL
+/* arith.h - element-wise reduction of two buffers, for the 12 NCCL
  * datatypes and the NCCL reduction operators, on the CPU.
  *
  * Used where the CPU can reach the data: the CUDA CPU emulation (device
@@ -9,8 +9,8 @@
  * by 1/nranks for floating types and a sum divided by nranks at the end for
  * integers; ncclRedOpCreatePreMulSum multiplies every input by a scalar.
  */
-#ifndef CXLSHIM_CORE_REDUCE_H
-#define CXLSHIM_CORE_REDUCE_H
+#ifndef CXLSHIM_CORE_ARITH_H
+#define CXLSHIM_CORE_ARITH_H
 
 #include <nccl.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* coll_reducescatter.c - ReduceScatter through the pool (N-to-N).
+/* reducescatter.c - ReduceScatter through the pool (N-to-N).
  *
  * The AlltoAll pattern with a reduction at the receiver: in round t rank r
  * publishes chunk t / (N-1) of the slice that rank r+o owns (o = 1 +

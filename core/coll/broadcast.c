@@ -1,4 +1,4 @@
-/* coll_broadcast.c - Broadcast through the pool (1-to-N).
+/* broadcast.c - Broadcast through the pool (1-to-N).
  *
  * The root publishes chunk k into staging slot g % depth, spread over all
  * devices (CCCL equations 1-3).  Readers fetch in groups of up to ND

@@ -13,7 +13,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "../policy/config.h"
+#include "config.h"
 #include "coherence.h"
 #include "log.h"
 #include "proc_id.h"
