@@ -66,6 +66,9 @@ step "api: ncclCommSplit (parity, NOCOLOR, nested)" shim "$BUILD/tests/api_check
 step "api: ncclCommShrink after a rank died" shim "$BUILD/tests/api_check" shrink
 step "api: CUDA graph capture + replay" shim "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
+step "api: mismatched counts fail every rank" shim "$BUILD/tests/api_check" argcount
+step "api: mismatched roots fail every rank (3 ranks)" shim "$BUILD/tests/api_check" argroot
+step "api: mismatched collectives fail every rank" shim "$BUILD/tests/api_check" argcoll
 step "api: rank SIGKILLed mid-collective" env CXLSHIM_TIMEOUT_OP_MS=5000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" kill
 step "api: new job on the pool after the kill" shim "$BUILD/tests/coll_check" -n 3 -c 1,odd,1M -t int8,float

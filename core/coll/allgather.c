@@ -36,7 +36,8 @@ ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *rec
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream, bytes, 1)))
+	if ((r = cxls_op_begin(&op, c, stream,
+				 &(struct cxls_call){ CXLS_OP_ALLGATHER, sendcount, type, 0, -1 }, bytes, 1)))
 		return r;
 	for (uint32_t k = 0; k < op.rounds; k++)
 		if (round_k(&op, sendbuff, recvbuff, k))

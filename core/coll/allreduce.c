@@ -121,8 +121,9 @@ ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *rec
 		return ncclSuccess;
 	a.es = cxls_type_size(type);
 	a.q = (count + (size_t)c->nranks - 1) / (size_t)c->nranks;
-	if ((r = cxls_op_begin(&a.op, c, stream, a.q * a.es,
-			       c->nranks > 1 ? (uint32_t)c->nranks : 0)))
+	if ((r = cxls_op_begin(&a.op, c, stream,
+				 &(struct cxls_call){ CXLS_OP_ALLREDUCE, count, type, (int)redop, -1 },
+				 a.q * a.es, c->nranks > 1 ? (uint32_t)c->nranks : 0)))
 		return r;
 	if (run(&a))
 		return cxls_op_abandon(&a.op);

@@ -51,7 +51,9 @@ ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recv
 		cxls_comm_set_error(c, "AlltoAll: sendbuff and recvbuff overlap");
 		return ncclInvalidArgument;
 	}
-	if ((r = cxls_op_begin(&op, c, stream, bytes, (uint32_t)c->nranks - 1)))
+	if ((r = cxls_op_begin(&op, c, stream,
+				 &(struct cxls_call){ CXLS_OP_ALLTOALL, count, type, 0, -1 }, bytes,
+				 (uint32_t)c->nranks - 1)))
 		return r;
 	for (uint32_t t = 0; t < op.rounds; t++)
 		if (round_t(&op, sendbuff, recvbuff, t))

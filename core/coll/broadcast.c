@@ -70,7 +70,8 @@ ncclResult_t cxls_broadcast(struct cxls_comm *c, const void *sendbuff, void *rec
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream, bytes, 1)))
+	if ((r = cxls_op_begin(&op, c, stream,
+				 &(struct cxls_call){ CXLS_OP_BROADCAST, count, type, 0, root }, bytes, 1)))
 		return r;
 	if (c->rank == root)
 		rc = root_publish(&op, sendbuff) ||

@@ -11,6 +11,7 @@
 
 #include "comm.h"
 #include "arith.h"
+#include "op_desc.h"
 
 
 ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
@@ -55,9 +56,11 @@ ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
 ncclResult_t cxls_op_check_count(struct cxls_comm *c, const char *coll, ncclDataType_t type,
 				 size_t count, int slices, size_t *bytes);
 ncclResult_t cxls_op_check_root(struct cxls_comm *c, const char *coll, int root);
-/* `bytes` per slice; the op runs `slices` x ceil(bytes / chunk) rounds. */
+/* `bytes` per slice; the op runs `slices` x ceil(bytes / chunk) rounds.
+ * Posts the call's descriptor first: ncclInvalidUsage when a peer called
+ * something else as this operation. */
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
-			   size_t bytes, uint32_t slices);
+			   const struct cxls_call *call, size_t bytes, uint32_t slices);
 ncclResult_t cxls_op_end(struct cxls_op *op);
 /* Enqueueing failed half way: the ranks can no longer agree on rounds. */
 ncclResult_t cxls_op_abandon(struct cxls_op *op);

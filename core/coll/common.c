@@ -81,10 +81,11 @@ ncclResult_t cxls_op_check_root(struct cxls_comm *c, const char *coll, int root)
 }
 
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
-			   size_t bytes, uint32_t slices)
+			   const struct cxls_call *call, size_t bytes, uint32_t slices)
 {
 	const struct cxls_stage *s = &c->st;
 	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+	ncclResult_t r;
 
 	op->c = c;
 	op->scale = NULL;
@@ -96,6 +97,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->chunk = op_chunk(c, bytes);
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
 	op->rounds = op->cpr * slices;
+	if ((r = cxls_desc_post(c, call, op->rounds)))
+		return r;
 	op->capturing = s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
 			cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
 	if (op->capturing)

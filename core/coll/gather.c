@@ -33,7 +33,8 @@ ncclResult_t cxls_gather(struct cxls_comm *c, const void *sendbuff, void *recvbu
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream, bytes, 1)))
+	if ((r = cxls_op_begin(&op, c, stream,
+				 &(struct cxls_call){ CXLS_OP_GATHER, count, type, 0, root }, bytes, 1)))
 		return r;
 	if (c->rank == root)
 		rc = collect(&op, recvbuff) ||

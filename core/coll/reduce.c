@@ -52,7 +52,9 @@ ncclResult_t cxls_reduce(struct cxls_comm *c, const void *sendbuff, void *recvbu
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream, bytes, 1)))
+	if ((r = cxls_op_begin(&op, c, stream,
+				 &(struct cxls_call){ CXLS_OP_REDUCE, count, type, (int)redop, root }, bytes,
+				 1)))
 		return r;
 	op.scale = &rop;
 	op.type = type;

@@ -46,7 +46,9 @@ ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void 
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream, bytes, (uint32_t)c->nranks - 1)))
+	if ((r = cxls_op_begin(&op, c, stream,
+				 &(struct cxls_call){ CXLS_OP_REDUCESCATTER, recvcount, type, (int)redop, -1 },
+				 bytes, (uint32_t)c->nranks - 1)))
 		return r;
 	op.scale = &rop;
 	op.type = type;

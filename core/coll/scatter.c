@@ -70,7 +70,9 @@ ncclResult_t cxls_scatter(struct cxls_comm *c, const void *sendbuff, void *recvb
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream, bytes, (uint32_t)c->nranks)))
+	if ((r = cxls_op_begin(&op, c, stream,
+				 &(struct cxls_call){ CXLS_OP_SCATTER, count, type, 0, root }, bytes,
+				 (uint32_t)c->nranks)))
 		return r;
 	if (c->rank == root)
 		rc = root_publish(&op, sendbuff) ||

@@ -67,6 +67,7 @@ struct cxls_comm {
 	/* watchdog: progress of this rank's done[] bell as last seen */
 	uint32_t wd_done;
 	uint64_t wd_since_ns;
+	uint32_t desc_verified;  /* ops whose descriptors every peer matched */
 	/* life cycle: `life` serialises finalize/destroy/abort */
 	pthread_mutex_t life;
 	int joined;              /* holds a rank in the pool record */

@@ -17,7 +17,8 @@ static uint64_t align64(uint64_t v)
 
 uint64_t cxls_comm_stride(uint32_t max_ranks)
 {
-	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 3 * sizeof(struct cxls_bell);
+	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 3 * sizeof(struct cxls_bell) +
+			    CXLS_DESC_RING * sizeof(struct cxls_op_desc);
 
 	return align64(align64(sizeof(struct cxls_comm_rec)) + per_rank * max_ranks);
 }
@@ -36,6 +37,7 @@ void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_
 	v->pub = (struct cxls_bell *)p;
 	v->ack = v->pub + n;
 	v->done = v->ack + n;
+	v->desc = (struct cxls_op_desc *)(v->done + n);
 }
 
 const char *cxls_join_strerror(int err)

@@ -21,6 +21,7 @@ struct cxls_comm_view {
 	struct cxls_bell *pub;
 	struct cxls_bell *ack;
 	struct cxls_bell *done;
+	struct cxls_op_desc *desc; /* [rank * CXLS_DESC_RING + seq % CXLS_DESC_RING] */
 	uint32_t slot;
 };
 

@@ -6,6 +6,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "op_desc.h"
 #include "registry.h"
 
 #define TICK_NS (10 * 1000000L)
@@ -30,10 +31,21 @@ static int peer_gone(struct cxls_comm *c, uint32_t ops)
 	return -1;
 }
 
+static const char *abort_reason_name(uint32_t reason)
+{
+	switch (reason) {
+	case CXLS_ABORT_USER: return "ncclCommAbort";
+	case CXLS_ABORT_PEER_DEAD: return "a rank died or left";
+	case CXLS_ABORT_TIMEOUT: return "a collective timed out";
+	case CXLS_ABORT_MISMATCH: return "ranks called different collectives";
+	default: return "unknown reason";
+	}
+}
+
 static void check_comm(struct cxls_comm *c, void *arg)
 {
 	uint64_t now = *(uint64_t *)arg;
-	uint32_t ops, done;
+	uint32_t ops, done, reason;
 	int dead;
 
 	if (atomic_load(&c->async_err) == ncclInProgress || !c->lay.chunk)
@@ -43,14 +55,18 @@ static void check_comm(struct cxls_comm *c, void *arg)
 		cxls_comm_unblock(c);
 		return;
 	}
-	if (atomic_load(&c->view.rec->abort_reason) != CXLS_ABORT_NONE) {
+	reason = atomic_load(&c->view.rec->abort_reason);
+	if (reason != CXLS_ABORT_NONE) {
 		cxls_log_set_rank(c->rank);
-		CXLS_WARN("comm %p: rank %u aborted the communicator (reason %u)", (void *)c,
-			  atomic_load(&c->view.rec->abort_rank),
-			  atomic_load(&c->view.rec->abort_reason));
-		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, ncclRemoteError);
+		CXLS_WARN("comm %p: rank %u failed the communicator: %s", (void *)c,
+			  atomic_load(&c->view.rec->abort_rank), abort_reason_name(reason));
+		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD,
+			       reason == CXLS_ABORT_MISMATCH ? ncclInvalidUsage : ncclRemoteError);
 		return;
 	}
+	cxls_desc_verify(c);
+	if (atomic_load(&c->aborted))
+		return;
 	ops = atomic_load(&c->ops);
 	done = cxls_bell_read(&c->view.done[c->rank], c->pool->flush_mode);
 	if (done == ops || done != c->wd_done) {

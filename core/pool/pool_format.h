@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 1u
+#define CXLS_POOL_VERSION 2u
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 
@@ -88,7 +88,38 @@ enum cxls_abort_reason {
 	CXLS_ABORT_USER = 1,     /* ncclCommAbort */
 	CXLS_ABORT_PEER_DEAD = 2,
 	CXLS_ABORT_TIMEOUT = 3,
+	CXLS_ABORT_MISMATCH = 4, /* ranks called different collectives */
 };
+
+/* What a rank enqueued as its n-th operation on a communicator, kept in a
+ * ring of CXLS_DESC_RING per rank.  Ranks compare their descriptors of the
+ * same sequence number to catch mismatched calls (different collective,
+ * count, type, op or root) before they corrupt results or hang, and
+ * `cxlshim doctor` reads them to name the operation a hung job waits on.
+ * Seqlock: the writer zeroes seq, fills the words, then publishes seq. */
+#define CXLS_DESC_RING 8
+
+enum cxls_op_kind {
+	CXLS_OP_NONE = 0,
+	CXLS_OP_ALLGATHER, CXLS_OP_BROADCAST, CXLS_OP_GATHER, CXLS_OP_SCATTER,
+	CXLS_OP_ALLTOALL, CXLS_OP_REDUCE, CXLS_OP_ALLREDUCE, CXLS_OP_REDUCESCATTER,
+	CXLS_OP_SENDRECV, /* a group of sends and receives */
+	CXLS_OP_KINDS
+};
+
+struct cxls_op_desc {
+	_Alignas(CXLS_LINE) _Atomic uint32_t seq; /* 1-based op number; 0: being written */
+	_Atomic uint32_t kind;   /* enum cxls_op_kind */
+	_Atomic uint64_t count;  /* elements, as passed to the call */
+	_Atomic uint32_t type;   /* ncclDataType_t */
+	_Atomic uint32_t redop;  /* ncclRedOp_t, or the PreMulSum kind */
+	_Atomic int32_t root;    /* -1 when the collective has none */
+	_Atomic uint32_t rounds; /* doorbell rounds: must agree across ranks */
+	_Atomic uint64_t sum;    /* hash of the fields that must agree */
+	_Atomic uint64_t enq_ns; /* CLOCK_REALTIME when enqueued */
+};
+
+_Static_assert(sizeof(struct cxls_op_desc) == CXLS_LINE, "a descriptor is one line");
 
 /* Header of a communicator record; per-rank arrays follow at offsets
  * computed by comm_table.c from max_ranks. */
@@ -109,7 +140,8 @@ struct cxls_comm_rec {
 	/* struct cxls_rank_rec ranks[max_ranks];
 	 * struct cxls_bell     pub[max_ranks];   chunks published
 	 * struct cxls_bell     ack[max_ranks];   chunks consumed
-	 * struct cxls_bell     done[max_ranks];  collectives completed */
+	 * struct cxls_bell     done[max_ranks];  collectives completed
+	 * struct cxls_op_desc  desc[max_ranks][CXLS_DESC_RING]; */
 };
 
 #define CXLS_PHASE(st) ((unsigned)((st) >> 56))

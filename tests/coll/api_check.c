@@ -377,6 +377,51 @@ static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 	return finish();
 }
 
+/* ---- mismatched calls --------------------------------------------------- */
+
+/* Rank 1 disagrees with the others about operation 2 (AllGather count,
+ * Broadcast root or the collective itself, by `arg`): every rank must see
+ * ncclInvalidUsage, from the call or asynchronously, and no stream may hang.
+ * Operation 1 is a good AllGather, so the check runs on a working
+ * communicator. */
+static int case_argmismatch(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	const char *what = arg;
+	ncclComm_t comm;
+	cudaStream_t s;
+	ncclResult_t r, e = ncclSuccess;
+	char *buf;
+	double took;
+	int odd = rank == 1;
+
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	buf = dev_alloc(4 * MIB * (size_t)n, 0);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "operation 1 agrees");
+	if (rank == 0)
+		usleep(100000); /* both orders of arrival: rank 0 comes last */
+	if (!strcmp(what, "count"))
+		r = ncclAllGather(buf + rank * MIB, buf, odd ? MIB / 2 : MIB, ncclInt8, comm, s);
+	else if (!strcmp(what, "root"))
+		r = ncclBroadcast(buf, buf, MIB, ncclFloat, odd, comm, s);
+	else
+		r = odd ? ncclBroadcast(buf, buf, MIB, ncclInt8, 0, comm, s) :
+			  ncclAllGather(buf + rank * MIB, buf, MIB, ncclInt8, comm, s);
+	CHECK(r == ncclSuccess || r == ncclInvalidUsage, "%s: call returned %d", what, r);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "%s: the stream completes", what);
+	took = r == ncclSuccess ? wait_error(comm, &e, 10) : 0;
+	if (r == ncclInvalidUsage)
+		ncclCommGetAsyncError(comm, &e);
+	CHECK(took >= 0 && e == ncclInvalidUsage, "%s: rank %d async error %d after %.2fs", what,
+	      rank, e, took);
+	CHECK(ncclAllGather(buf + rank * MIB, buf, MIB, ncclInt8, comm, s) != ncclSuccess,
+	      "%s: a failed communicator refuses further work", what);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after the mismatch");
+	cudaFree(buf);
+	return finish();
+}
+
 /* ---- ordering ----------------------------------------------------------- */
 
 /* NCCL orders the collectives of a communicator even when they are issued
@@ -609,26 +654,32 @@ struct rank_case {
 	const char *name;
 	int nranks;
 	launch_rank_fn fn;
+	void *arg;
 };
 
 static const struct rank_case rank_cases[] = {
-	{ "badargs", 2, case_badargs },
-	{ "nonblocking", 3, case_nonblocking },
-	{ "kill", 3, case_kill },
-	{ "abort", 2, case_abort },
-	{ "mismatch", 2, case_mismatch },
-	{ "graph", 3, case_graph },
-	{ "streams", 2, case_streams },
-	{ "split", 4, case_split },
-	{ "shrink", 3, case_shrink },
-	{ "streams3", 3, case_streams },
+	{ "badargs", 2, case_badargs, NULL },
+	{ "nonblocking", 3, case_nonblocking, NULL },
+	{ "kill", 3, case_kill, NULL },
+	{ "abort", 2, case_abort, NULL },
+	{ "mismatch", 2, case_mismatch, NULL },
+	{ "graph", 3, case_graph, NULL },
+	{ "streams", 2, case_streams, NULL },
+	{ "split", 4, case_split, NULL },
+	{ "shrink", 3, case_shrink, NULL },
+	{ "streams3", 3, case_streams, NULL },
+	{ "argcount", 2, case_argmismatch, "count" },
+	{ "argroot", 3, case_argmismatch, "root" },
+	{ "argcoll", 2, case_argmismatch, "collective" },
 };
 
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s badargs|nonblocking|kill|abort|mismatch|graph|streams|streams3|split|shrink|noargs|"
-				"initall|badpool\n", argv[0]);
+		fprintf(stderr, "usage: %s noargs|initall|badpool", argv[0]);
+		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
+			fprintf(stderr, "|%s", rank_cases[i].name);
+		fprintf(stderr, "\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "noargs"))
@@ -639,7 +690,8 @@ int main(int argc, char **argv)
 		return case_badpool();
 	for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
 		if (!strcmp(argv[1], rank_cases[i].name)) {
-			int rc = launch_ranks(rank_cases[i].nranks, rank_cases[i].fn, NULL, 120);
+			int rc = launch_ranks(rank_cases[i].nranks, rank_cases[i].fn,
+					      rank_cases[i].arg, 120);
 			printf("api_check %s: %s\n", argv[1], rc ? "FAILED" : "ok");
 			return rc;
 		}

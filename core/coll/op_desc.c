@@ -1,0 +1,191 @@
+/* op_desc.c - operation descriptors in the pool and the mismatch check. */
+#include "op_desc.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#include "coherence.h"
+#include "comm.h"
+#include "log.h"
+
+static const char *const kind_names[CXLS_OP_KINDS] = {
+	[CXLS_OP_NONE] = "none",
+	[CXLS_OP_ALLGATHER] = "AllGather",
+	[CXLS_OP_BROADCAST] = "Broadcast",
+	[CXLS_OP_GATHER] = "Gather",
+	[CXLS_OP_SCATTER] = "Scatter",
+	[CXLS_OP_ALLTOALL] = "AlltoAll",
+	[CXLS_OP_REDUCE] = "Reduce",
+	[CXLS_OP_ALLREDUCE] = "AllReduce",
+	[CXLS_OP_REDUCESCATTER] = "ReduceScatter",
+	[CXLS_OP_SENDRECV] = "SendRecv",
+};
+
+const char *cxls_op_kind_name(enum cxls_op_kind kind)
+{
+	return (unsigned)kind < CXLS_OP_KINDS ? kind_names[kind] : "invalid";
+}
+
+/* A plain copy of a descriptor, read consistently. */
+struct desc {
+	uint32_t seq, kind, type, redop, rounds;
+	int32_t root;
+	uint64_t count, sum;
+};
+
+static struct cxls_op_desc *slot_of(struct cxls_comm *c, int rank, uint32_t seq)
+{
+	return &c->view.desc[(size_t)rank * CXLS_DESC_RING + seq % CXLS_DESC_RING];
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	for (int i = 0; i < 8; i++, v >>= 8)
+		h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t desc_sum(const struct desc *d)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	h = mix(h, d->seq);
+	h = mix(h, d->kind);
+	h = mix(h, d->count);
+	h = mix(h, d->type);
+	h = mix(h, d->redop);
+	h = mix(h, (uint32_t)d->root);
+	return mix(h, d->rounds);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void write_desc(struct cxls_comm *c, const struct desc *d)
+{
+	struct cxls_op_desc *p = slot_of(c, c->rank, d->seq);
+
+	atomic_store(&p->seq, 0);
+	atomic_store_explicit(&p->kind, d->kind, memory_order_relaxed);
+	atomic_store_explicit(&p->count, d->count, memory_order_relaxed);
+	atomic_store_explicit(&p->type, d->type, memory_order_relaxed);
+	atomic_store_explicit(&p->redop, d->redop, memory_order_relaxed);
+	atomic_store_explicit(&p->root, d->root, memory_order_relaxed);
+	atomic_store_explicit(&p->rounds, d->rounds, memory_order_relaxed);
+	atomic_store_explicit(&p->sum, d->sum, memory_order_relaxed);
+	atomic_store_explicit(&p->enq_ns, now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&p->seq, d->seq, memory_order_release);
+	cxls_publish(c->pool->flush_mode, p, sizeof(*p));
+}
+
+/* Peer's descriptor number seq: 1 read, 0 not posted yet (or being
+ * rewritten), -1 overwritten by a later one (the peer is far ahead). */
+static int read_desc(struct cxls_comm *c, int rank, uint32_t seq, struct desc *d)
+{
+	struct cxls_op_desc *p = slot_of(c, rank, seq);
+	uint32_t s;
+
+	cxls_refresh(c->pool->flush_mode, p, sizeof(*p));
+	s = atomic_load_explicit(&p->seq, memory_order_acquire);
+	if (s != seq)
+		return s && s - seq < (1u << 31) ? -1 : 0;
+	d->seq = s;
+	d->kind = atomic_load_explicit(&p->kind, memory_order_relaxed);
+	d->count = atomic_load_explicit(&p->count, memory_order_relaxed);
+	d->type = atomic_load_explicit(&p->type, memory_order_relaxed);
+	d->redop = atomic_load_explicit(&p->redop, memory_order_relaxed);
+	d->root = atomic_load_explicit(&p->root, memory_order_relaxed);
+	d->rounds = atomic_load_explicit(&p->rounds, memory_order_relaxed);
+	d->sum = atomic_load_explicit(&p->sum, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&p->seq, memory_order_relaxed) != seq)
+		return 0;
+	/* a torn or corrupted record is not a mismatch: only a checksummed one
+	 * is compared */
+	return desc_sum(d) == d->sum ? 1 : 0;
+}
+
+static void describe(char *buf, size_t len, const struct desc *d)
+{
+	snprintf(buf, len, "%s(count %llu, type %u, op %u, root %d)",
+		 cxls_op_kind_name((enum cxls_op_kind)d->kind), (unsigned long long)d->count,
+		 d->type, d->redop, d->root);
+}
+
+static void mismatch(struct cxls_comm *c, const struct desc *mine, int peer,
+			     const struct desc *theirs)
+{
+	char a[96], b[96];
+
+	describe(a, sizeof(a), mine);
+	describe(b, sizeof(b), theirs);
+	cxls_comm_set_error(c, "operation %u: this rank called %s but rank %d called %s", mine->seq,
+			    a, peer, b);
+	CXLS_WARN("comm %p: operation %u: this rank called %s but rank %d called %s: failing the "
+		  "communicator on every rank",
+		  (void *)c, mine->seq, a, peer, b);
+	cxls_comm_fail(c, CXLS_ABORT_MISMATCH, ncclInvalidUsage);
+}
+
+/* 1: every peer posted seq and agrees (or is past it), 0: some have not
+ * posted it yet, -1: mismatch (communicator failed). */
+static int compare(struct cxls_comm *c, const struct desc *mine)
+{
+	int all = 1;
+
+	for (int r = 0; r < c->nranks; r++) {
+		struct desc d;
+		int got;
+
+		if (r == c->rank)
+			continue;
+		got = read_desc(c, r, mine->seq, &d);
+		if (got == 0)
+			all = 0;
+		else if (got == 1 && d.sum != mine->sum) {
+			mismatch(c, mine, r, &d);
+			return -1;
+		}
+	}
+	return all;
+}
+
+ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds)
+{
+	struct desc d = {
+		.seq = atomic_load(&c->ops) + 1,
+		.kind = (uint32_t)call->kind,
+		.type = (uint32_t)call->type,
+		/* PreMulSum handles are per rank: only their class must agree */
+		.redop = (uint32_t)(call->redop < (int)ncclNumOps ? call->redop : (int)ncclNumOps),
+		.rounds = rounds,
+		.root = call->root,
+		.count = call->count,
+	};
+
+	d.sum = desc_sum(&d);
+	write_desc(c, &d);
+	return compare(c, &d) < 0 ? ncclInvalidUsage : ncclSuccess;
+}
+
+void cxls_desc_verify(struct cxls_comm *c)
+{
+	uint32_t ops = atomic_load(&c->ops);
+
+	/* older descriptors of ours may already be overwritten */
+	if (ops - c->desc_verified > CXLS_DESC_RING - 1)
+		c->desc_verified = ops - (CXLS_DESC_RING - 1);
+	while (c->desc_verified != ops) {
+		struct desc mine;
+		uint32_t seq = c->desc_verified + 1;
+
+		if (read_desc(c, c->rank, seq, &mine) != 1 || compare(c, &mine) != 1)
+			return;
+		c->desc_verified = seq;
+	}
+}

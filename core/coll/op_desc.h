@@ -1,0 +1,42 @@
+/* op_desc.h - what each rank enqueued, and the check that every rank of a
+ * communicator called the same collective with the same arguments.
+ *
+ * A rank posts the descriptor of its n-th operation in the pool when it
+ * enqueues it (pool_format.h: struct cxls_op_desc).  The caller that comes
+ * second compares at once and gets ncclInvalidUsage; the one that came
+ * first learns it from its watchdog within a tick.  Either way the
+ * communicator fails on every rank with ncclInvalidUsage, and its
+ * doorbells are raised so that no stream waits for rounds that a
+ * mismatched peer will never publish.
+ */
+#ifndef CXLSHIM_CORE_OP_DESC_H
+#define CXLSHIM_CORE_OP_DESC_H
+
+#include <nccl.h>
+#include <stddef.h>
+
+#include "pool_format.h"
+
+struct cxls_comm;
+
+/* The arguments every rank must agree on. */
+struct cxls_call {
+	enum cxls_op_kind kind;
+	size_t count;
+	ncclDataType_t type;
+	int redop;               /* ncclRedOp_t, or 0 without a reduction */
+	int root;                /* -1 without a root */
+};
+
+const char *cxls_op_kind_name(enum cxls_op_kind kind);
+
+/* Posts this rank's descriptor for its next operation (number ops + 1,
+ * `rounds` doorbell rounds) and compares it with the peers that already
+ * posted theirs.  ncclInvalidUsage (communicator failed) on a mismatch. */
+ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds);
+
+/* Watchdog: compares the descriptors of operations this rank enqueued with
+ * the peers' as they appear; fails the communicator on a mismatch. */
+void cxls_desc_verify(struct cxls_comm *c);
+
+#endif
