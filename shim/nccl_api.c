@@ -14,6 +14,7 @@
 #include "coll.h"
 #include "comm.h"
 #include "comm_split.h"
+#include "group.h"
 #include "log.h"
 #include "nccl_init.h"
 #include "redop.h"
@@ -539,11 +540,25 @@ EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t cou
 }
 PALIAS(Scatter);
 
+/* ---- point-to-point and groups ------------------------------------------ */
+
+static ncclResult_t p2p(struct cxls_comm *c, int send, const void *buf, size_t count,
+			ncclDataType_t type, int peer, cudaStream_t stream)
+{
+	struct cxls_p2p p;
+	ncclResult_t r;
+
+	if ((r = coll_ready(c, send ? "ncclSend" : "ncclRecv")) ||
+	    (r = cxls_p2p_check(c, send, buf, count, type, peer, &p)))
+		return r;
+	return cxls_group_p2p(c, &p, (CUstream)stream);
+}
+
 EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
 			     int peer, ncclComm_t comm, cudaStream_t stream)
 {
 	DISPATCH(Send, comm, sendbuff, count, datatype, peer, comm, stream);
-	NOT_ON_POOL(Send, sendbuff, count, datatype, peer, c->real, stream);
+	return p2p(c, 1, sendbuff, count, datatype, peer, stream);
 }
 PALIAS(Send);
 
@@ -551,34 +566,42 @@ EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t dataty
 			     ncclComm_t comm, cudaStream_t stream)
 {
 	DISPATCH(Recv, comm, recvbuff, count, datatype, peer, comm, stream);
-	NOT_ON_POOL(Recv, recvbuff, count, datatype, peer, c->real, stream);
+	return p2p(c, 0, recvbuff, count, datatype, peer, stream);
 }
 PALIAS(Recv);
 
-/* ---- groups ------------------------------------------------------------ */
-
-/* Pool collectives are enqueued as they are called (they never block on
- * peers), so a group only needs to reach the real library, which may hold
- * real communicators' operations in the same group. */
+/* Our groups hold pool sends and receives (group.h); the real library's
+ * hold its own communicators' operations, so both are opened and closed.
+ * Ours runs first at the end: a real operation in the same group never
+ * waits for a pool one. */
 EXPORT ncclResult_t ncclGroupStart(void)
 {
+	cxls_group_start();
 	return REAL(GroupStart) ? REAL(GroupStart)() : ncclSuccess;
 }
 PALIAS(GroupStart);
 
 EXPORT ncclResult_t ncclGroupEnd(void)
 {
-	return REAL(GroupEnd) ? REAL(GroupEnd)() : ncclSuccess;
+	ncclResult_t r = cxls_group_end();
+	ncclResult_t rr = REAL(GroupEnd) ? REAL(GroupEnd)() : ncclSuccess;
+
+	return r != ncclSuccess ? r : rr;
 }
 PALIAS(GroupEnd);
 
+/* Ends the group without running it, as NCCL does; the pool's estimate is
+ * not modelled, so only the real library's (or 0) is reported. */
 EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
+	ncclResult_t r;
+
 	if (!simInfo)
 		return ncclInvalidArgument;
+	r = cxls_group_discard();
 	if (REAL(GroupSimulateEnd))
 		return REAL(GroupSimulateEnd)(simInfo);
 	simInfo->estimatedTime = 0.0f;
-	return ncclSuccess;
+	return r;
 }
 PALIAS(GroupSimulateEnd);

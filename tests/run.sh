@@ -66,6 +66,19 @@ step "api: ncclCommSplit (parity, NOCOLOR, nested)" shim "$BUILD/tests/api_check
 step "api: ncclCommShrink after a rank died" shim "$BUILD/tests/api_check" shrink
 step "api: CUDA graph capture + replay" shim "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
+echo "== send/receive and groups"
+P2P="$BUILD/tests/p2p_check"
+step "p2p: ring, receive first, 0 B .. 9 MiB (2 ranks)" shim "$P2P" ring 2
+step "p2p: ring (1, 3 and 8 ranks)" sh -c "for n in 1 3 8; do env LD_PRELOAD=$SHIM $P2P ring \$n || exit 1; done"
+step "p2p: alltoallv, random call order (4 ranks)" shim "$P2P" alltoallv 4
+step "p2p: alltoallv, 8 ranks, host waits" env CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$P2P" alltoallv 8
+step "p2p: alltoallv, flush pool, no overlap (3 ranks)" env "$(pool p2pflush)" \
+	CXLSHIM_POOL_COHERENCE=flush CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" "$P2P" alltoallv 3
+step "p2p: blocking sends match receives in order (3 ranks)" shim "$P2P" pingpong 3
+step "p2p: sends to self" shim "$P2P" self 2
+step "p2p: two communicators and a collective in one group (4 ranks)" shim "$P2P" multi 4
+step "p2p: bad arguments, nested groups" shim "$P2P" badargs 2
+echo "== mismatched calls"
 step "api: mismatched counts fail every rank" shim "$BUILD/tests/api_check" argcount
 step "api: mismatched roots fail every rank (3 ranks)" shim "$BUILD/tests/api_check" argroot
 step "api: mismatched collectives fail every rank" shim "$BUILD/tests/api_check" argcoll

@@ -60,12 +60,17 @@ struct cxls_comm {
 	struct cxls_stage st;
 	_Atomic uint32_t round;  /* next global round (chunk step) number */
 	_Atomic uint32_t ops;    /* collectives enqueued */
+	/* point-to-point (p2p.c): send/receive groups enqueued, and chunks
+	 * enqueued so far on the channel to / from each peer */
+	_Atomic uint32_t p2p_ops;
+	_Atomic uint32_t p2p_sent[CXLS_MAX_RANKS];
+	_Atomic uint32_t p2p_recvd[CXLS_MAX_RANKS];
 	uint32_t timeout_ms;
 	_Atomic int async_err;   /* ncclResult_t; ncclInProgress during init */
 	_Atomic int aborted;     /* ncclCommAbort or failure: stop everything */
 	_Atomic int finalized;
 	/* watchdog: progress of this rank's done[] bell as last seen */
-	uint32_t wd_done;
+	uint32_t wd_done, wd_p2p_done;
 	uint64_t wd_since_ns;
 	uint32_t desc_verified;  /* ops whose descriptors every peer matched */
 	/* life cycle: `life` serialises finalize/destroy/abort */

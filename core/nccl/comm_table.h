@@ -22,6 +22,10 @@ struct cxls_comm_view {
 	struct cxls_bell *ack;
 	struct cxls_bell *done;
 	struct cxls_op_desc *desc; /* [rank * CXLS_DESC_RING + seq % CXLS_DESC_RING] */
+	struct cxls_bell *p2p_pub;  /* [src * max_ranks + dst] */
+	struct cxls_bell *p2p_ack;  /* [src * max_ranks + dst] */
+	struct cxls_bell *p2p_done; /* [rank] */
+	uint32_t max_ranks;
 	uint32_t slot;
 };
 

@@ -9,6 +9,7 @@
 
 #include "comm.h"
 #include "cuda_drv.h"
+#include "group.h"
 #include "log.h"
 #include "registry.h"
 #include "runtime.h"
@@ -146,7 +147,7 @@ ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueI
 	struct cxls_uid u;
 	const char *why;
 	ncclResult_t r;
-	int use_real;
+	int use_real, in_group;
 
 	if (!comm || nranks < 1 || rank < 0 || rank >= nranks) {
 		CXLS_WARN("ncclCommInitRank: invalid arguments (comm %p, nranks %d, rank %d)",
@@ -161,7 +162,16 @@ ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueI
 	if ((why = pool_refuses(&u, nranks)))
 		return go_real(comm, nranks, id, rank, config, real, why);
 	a.uid = &u;
+	/* inside a group, a blocking init completes at the group's end, so
+	 * that one thread can init several ranks (group.h) */
+	in_group = a.blocking && cxls_group_depth() > 0;
+	if (in_group)
+		a.blocking = 0;
 	r = cxls_comm_init(&c, &a, &use_real);
+	if (in_group && r == ncclInProgress) {
+		*comm = (ncclComm_t)c;
+		return cxls_group_add_init(c);
+	}
 	if (r == ncclSuccess && (u.flags & CXLS_UID_WANT_REAL))
 		attach_real(c, nranks, id, rank, config, real);
 	if (r == ncclSuccess || r == ncclInProgress) {

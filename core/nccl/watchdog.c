@@ -45,7 +45,8 @@ static const char *abort_reason_name(uint32_t reason)
 static void check_comm(struct cxls_comm *c, void *arg)
 {
 	uint64_t now = *(uint64_t *)arg;
-	uint32_t ops, done, reason;
+	uint32_t ops, done, p2p_done, reason;
+	int idle;
 	int dead;
 
 	if (atomic_load(&c->async_err) == ncclInProgress || !c->lay.chunk)
@@ -69,8 +70,11 @@ static void check_comm(struct cxls_comm *c, void *arg)
 		return;
 	ops = atomic_load(&c->ops);
 	done = cxls_bell_read(&c->view.done[c->rank], c->pool->flush_mode);
-	if (done == ops || done != c->wd_done) {
+	p2p_done = cxls_bell_read(&c->view.p2p_done[c->rank], c->pool->flush_mode);
+	idle = done == ops && p2p_done == atomic_load(&c->p2p_ops);
+	if (idle || done != c->wd_done || p2p_done != c->wd_p2p_done) {
 		c->wd_done = done;
+		c->wd_p2p_done = p2p_done;
 		c->wd_since_ns = now;
 		return;
 	}
@@ -81,8 +85,9 @@ static void check_comm(struct cxls_comm *c, void *arg)
 			  (void *)c, dead, done + 1);
 		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, ncclRemoteError);
 	} else if (now - c->wd_since_ns > (uint64_t)c->timeout_ms * 1000000ull) {
-		CXLS_WARN("comm %p: collective %u made no progress for %u ms: aborting",
-			  (void *)c, done + 1, c->timeout_ms);
+		CXLS_WARN("comm %p: collective %u or send/receive group %u made no progress for "
+			  "%u ms: aborting",
+			  (void *)c, done + 1, p2p_done + 1, c->timeout_ms);
 		cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclSystemError);
 	}
 }

@@ -26,9 +26,34 @@ static int fits(const struct cxls_layout *l)
 	       n2n_blocks_per_dev(l->ndev, l->nranks, l->slots, l->interleave) <= l->lane_blocks;
 }
 
+#define P2P_SLOTS 4
+#define P2P_MAX_CHUNK (1u << 20)
+
+/* Cuts the p2p part (`bytes` per device) into P2P_SLOTS slots per ordered
+ * pair, or fewer slots of at least one page when ranks are many; with less
+ * than that the communicator has no p2p channels (p2p_slots == 0). */
+static void p2p_init(struct cxls_layout *l, uint64_t bytes)
+{
+	uint64_t pairs = (uint64_t)l->nranks * l->nranks;
+
+	for (l->p2p_slots = P2P_SLOTS; l->p2p_slots >= 1; l->p2p_slots /= 2) {
+		uint64_t per_dev = div_up(pairs * l->p2p_slots, l->ndev);
+
+		l->p2p_chunk = (bytes / per_dev) & ~(uint64_t)4095;
+		if (l->p2p_chunk > P2P_MAX_CHUNK)
+			l->p2p_chunk = P2P_MAX_CHUNK;
+		if (l->p2p_chunk >= 4096)
+			return;
+	}
+	l->p2p_slots = 0;
+	l->p2p_chunk = 0;
+}
+
 int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_t lane,
 		     uint32_t nranks, uint64_t chunk, uint32_t slots, int interleave)
 {
+	uint64_t coll_bytes;
+
 	if (nranks < 1 || chunk < 4096 || slots < 1 || lane >= sb->max_comms)
 		return -1;
 	l->ndev = sb->ndev;
@@ -36,8 +61,11 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 	l->interleave = interleave;
 	l->dev_size = sb->dev_size;
 	l->lane_base = sb->dev_offset + (uint64_t)lane * sb->lane_size;
+	coll_bytes = (sb->lane_size - sb->lane_size / 4) & ~(uint64_t)4095;
+	l->p2p_off = coll_bytes;
+	p2p_init(l, sb->lane_size - coll_bytes);
 	for (l->chunk = chunk; l->chunk >= (64u << 10); l->chunk /= 2) {
-		l->lane_blocks = sb->lane_size / l->chunk;
+		l->lane_blocks = coll_bytes / l->chunk;
 		for (l->slots = slots; l->slots >= 1; l->slots = l->slots > 2 ? l->slots / 2 :
 								 l->slots - 1) {
 			if (fits(l))
@@ -84,6 +112,13 @@ uint64_t cxls_layout_1n(const struct cxls_layout *l, uint32_t c)
 	if (!l->interleave)
 		return place_seq(l, c);
 	return place(l, c % l->ndev, c / l->ndev);
+}
+
+uint64_t cxls_layout_p2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j)
+{
+	uint64_t g = ((uint64_t)src * l->nranks + dst) * l->p2p_slots + j;
+
+	return l->lane_base + (g % l->ndev) * l->dev_size + l->p2p_off + (g / l->ndev) * l->p2p_chunk;
 }
 
 uint32_t cxls_layout_device(const struct cxls_layout *l, uint64_t off)

@@ -14,6 +14,12 @@
  *
  * Without interleaving (CCCL-Naive) chunks are placed sequentially, filling
  * device 0 first, as an allocator without device awareness would.
+ *
+ * The last quarter of every device lane holds the point-to-point channels:
+ * p2p_slots blocks of p2p_chunk bytes for each ordered pair of ranks, slot
+ * g = pair * p2p_slots + j on device g % ND, so that a rank's channels to
+ * different peers, and consecutive slots of one channel, use different
+ * devices.
  */
 #ifndef CXLSHIM_CORE_LAYOUT_H
 #define CXLSHIM_CORE_LAYOUT_H
@@ -32,6 +38,10 @@ struct cxls_layout {
 	uint64_t lane_base;    /* pool offset of this lane in device 0 */
 	uint64_t dev_size;     /* stride between devices */
 	int interleave;
+	/* point-to-point channels */
+	uint64_t p2p_off;      /* start of the p2p part of each device lane */
+	uint64_t p2p_chunk;
+	uint32_t p2p_slots;    /* staging slots per ordered pair; 0: no room */
 };
 
 /* Fits nranks x slots chunks into the lane, shrinking slots (down to 2,
@@ -42,6 +52,8 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 /* Pool offset of rank's N-to-N slot, and of 1-to-N chunk slot c. */
 uint64_t cxls_layout_n2n(const struct cxls_layout *l, uint32_t rank, uint32_t slot);
 uint64_t cxls_layout_1n(const struct cxls_layout *l, uint32_t c);
+/* Pool offset of slot j of the channel from rank src to rank dst. */
+uint64_t cxls_layout_p2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j);
 /* Device index of a pool offset produced above. */
 uint32_t cxls_layout_device(const struct cxls_layout *l, uint64_t off);
 

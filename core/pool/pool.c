@@ -67,7 +67,7 @@ int cxls_super_check(const struct cxls_super *sb, size_t map_size)
 		return CXLS_POOL_ECORRUPT;
 	if (sb->super_size != sizeof(*sb) || sb->ndev < 1 || sb->ndev > 64 ||
 	    sb->max_comms < 1 || sb->max_comms > 1024 || sb->max_ranks < 1 ||
-	    sb->max_ranks > 1024 || sb->coherence > 1)
+	    sb->max_ranks > CXLS_MAX_RANKS || sb->coherence > 1)
 		return CXLS_POOL_ECORRUPT;
 	/* Untrusted numbers: every product and sum checked, every region
 	 * page aligned and inside the pool. */

@@ -22,6 +22,7 @@
 #define CXLS_POOL_VERSION 2u
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
+#define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
 
 struct cxls_super {
 	uint64_t magic;
@@ -141,7 +142,13 @@ struct cxls_comm_rec {
 	 * struct cxls_bell     pub[max_ranks];   chunks published
 	 * struct cxls_bell     ack[max_ranks];   chunks consumed
 	 * struct cxls_bell     done[max_ranks];  collectives completed
-	 * struct cxls_op_desc  desc[max_ranks][CXLS_DESC_RING]; */
+	 * struct cxls_op_desc  desc[max_ranks][CXLS_DESC_RING];
+	 * struct cxls_bell     p2p_pub[max_ranks][max_ranks];  [src][dst] chunks sent
+	 * struct cxls_bell     p2p_ack[max_ranks][max_ranks];  [src][dst] chunks received
+	 * struct cxls_bell     p2p_done[max_ranks];  send/receive groups completed
+	 * Point-to-point traffic involves two ranks, not the communicator, so
+	 * it cannot share the collectives' rounds: every ordered pair has its
+	 * own sequence and its own staging slots (layout.h). */
 };
 
 #define CXLS_PHASE(st) ((unsigned)((st) >> 56))

@@ -128,8 +128,45 @@ static void bounded(void)
 	CHECK(cxls_layout_init(&l, &sb, 0, 0, 1 << 20, 8, 1) == -1, "zero ranks");
 }
 
+/* Point-to-point channels: inside the lane's last quarter, never
+ * overlapping each other or the collectives' blocks, consecutive slots of
+ * a channel on different devices. */
+static void p2p_channels(void)
+{
+	struct cxls_super sb = geometry(4, 4, 8 << 20);
+	struct cxls_layout l;
+	uint32_t n = 3;
+
+	CHECK(cxls_layout_init(&l, &sb, 2, n, 256 << 10, 8, 1) == 0, "init");
+	CHECK(l.p2p_slots >= 2 && l.p2p_chunk >= 4096, "%u slots of %llu", l.p2p_slots,
+	      (unsigned long long)l.p2p_chunk);
+	CHECK(l.lane_blocks * l.chunk <= l.p2p_off, "collective blocks end before p2p");
+	for (uint32_t a = 0; a < n * n * l.p2p_slots; a++) {
+		uint64_t oa = cxls_layout_p2p(&l, a / l.p2p_slots / n, a / l.p2p_slots % n,
+					      a % l.p2p_slots);
+		uint64_t in_lane = (oa - l.lane_base) % l.dev_size;
+
+		CHECK(in_lane >= l.p2p_off && in_lane + l.p2p_chunk <= sb.lane_size,
+		      "slot %u inside the p2p part", a);
+		for (uint32_t b = a + 1; b < n * n * l.p2p_slots; b++) {
+			uint64_t ob = cxls_layout_p2p(&l, b / l.p2p_slots / n,
+						      b / l.p2p_slots % n, b % l.p2p_slots);
+
+			CHECK(oa + l.p2p_chunk <= ob || ob + l.p2p_chunk <= oa,
+			      "slots %u and %u overlap", a, b);
+		}
+	}
+	CHECK(cxls_layout_device(&l, cxls_layout_p2p(&l, 0, 1, 0)) !=
+		      cxls_layout_device(&l, cxls_layout_p2p(&l, 0, 1, 1)),
+	      "consecutive slots on different devices");
+	sb = geometry(2, 16, 1 << 20);
+	CHECK(cxls_layout_init(&l, &sb, 0, 16, 1 << 20, 8, 1) == 0 && l.p2p_slots == 0,
+	      "no room for 16x16 channels: collectives only");
+}
+
 int main(void)
 {
+	p2p_channels();
 	sweep();
 	exclusive_devices();
 	round_robin();

@@ -1,0 +1,248 @@
+/* p2p.c - send/receive groups through per-pair channels in the pool. */
+#include "p2p.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "log.h"
+#include "stage.h"
+
+/* Where one direction of one channel stands while a group is enqueued:
+ * the group's messages to (or from) that peer, cut into chunks. */
+struct lane_cursor {
+	int peer;
+	int send;
+	uint32_t seq0;          /* channel chunks before this group */
+	uint32_t chunks;        /* chunks of this group */
+	const struct cxls_p2p *ops;
+	int n;                  /* the group's ops, filtered by peer/direction */
+	int msg;                /* cursor: current message ... */
+	size_t off;             /* ... and offset in it */
+};
+
+ncclResult_t cxls_p2p_check(struct cxls_comm *c, int send, const void *buf, size_t count,
+			    ncclDataType_t type, int peer, struct cxls_p2p *p)
+{
+	const char *fn = send ? "Send" : "Recv";
+	size_t bytes;
+	ncclResult_t r;
+
+	if (peer < 0 || peer >= c->nranks) {
+		cxls_comm_set_error(c, "%s: peer %d out of range [0,%d)", fn, peer, c->nranks);
+		return ncclInvalidArgument;
+	}
+	if ((r = cxls_op_check_count(c, fn, type, count, 1, &bytes)) ||
+	    (r = cxls_op_check_buf(c, buf, bytes, send ? "Send sendbuff" : "Recv recvbuff")))
+		return r;
+	if (!c->lay.p2p_slots) {
+		cxls_comm_set_error(c, "%s: the pool lane has no room for %d x %d point-to-point "
+				       "channels (raise pool.size or lower pool.max_comms)",
+				    fn, c->nranks, c->nranks);
+		return ncclInvalidUsage;
+	}
+	p->send = send;
+	p->peer = peer;
+	p->buf = (char *)buf;
+	p->bytes = bytes;
+	return ncclSuccess;
+}
+
+static uint8_t *slot_of(struct cxls_comm *c, int src, int dst, uint32_t seq)
+{
+	return c->pool->base + cxls_layout_p2p(&c->lay, (uint32_t)src, (uint32_t)dst,
+					       seq % c->lay.p2p_slots);
+}
+
+static struct cxls_bell *pub_of(struct cxls_comm *c, int src, int dst)
+{
+	return &c->view.p2p_pub[(size_t)src * c->view.max_ranks + (size_t)dst];
+}
+
+static struct cxls_bell *ack_of(struct cxls_comm *c, int src, int dst)
+{
+	return &c->view.p2p_ack[(size_t)src * c->view.max_ranks + (size_t)dst];
+}
+
+static CUdeviceptr dptr(const void *p)
+{
+	return (CUdeviceptr)(uintptr_t)p;
+}
+
+/* The next chunk of the cursor's messages: where, and how long. */
+static size_t next_chunk(struct lane_cursor *l, size_t chunk, char **buf)
+{
+	for (; l->msg < l->n; l->msg++, l->off = 0) {
+		const struct cxls_p2p *p = &l->ops[l->msg];
+		size_t len;
+
+		if (p->peer != l->peer || p->send != l->send || l->off >= p->bytes)
+			continue;
+		len = p->bytes - l->off < chunk ? p->bytes - l->off : chunk;
+		*buf = p->buf + l->off;
+		l->off += len;
+		return len;
+	}
+	return 0;
+}
+
+/* Chunk seq of the channel to l->peer: once the peer consumed what the
+ * slot held (chunk seq - slots; doorbells compare cyclically, so for the
+ * channel's first chunks the wait passes at once), copy it in and ring. */
+static int send_chunk(struct cxls_comm *c, CUstream st, struct lane_cursor *l, uint32_t k)
+{
+	const struct cxls_stage *s = &c->st;
+	uint32_t seq = l->seq0 + k;
+	uint8_t *slot = slot_of(c, c->rank, l->peer, seq);
+	char *src = NULL;
+	size_t len = next_chunk(l, c->lay.p2p_chunk, &src);
+
+	if (cxls_stage_wait(s, st, ack_of(c, c->rank, l->peer), seq - c->lay.p2p_slots + 1) ||
+	    cxls_stage_pool_copy(s, st, s->rec_w, cxls_stage_dev(s, slot), dptr(src), len,
+				 cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base))) ||
+	    cxls_stage_flush(s, st, slot, len))
+		return -1;
+	return cxls_stage_ring(s, st, pub_of(c, c->rank, l->peer), seq + 1);
+}
+
+static int recv_chunk(struct cxls_comm *c, CUstream st, struct lane_cursor *l, uint32_t k)
+{
+	const struct cxls_stage *s = &c->st;
+	uint32_t seq = l->seq0 + k;
+	uint8_t *slot = slot_of(c, l->peer, c->rank, seq);
+	char *dst = NULL;
+	size_t len = next_chunk(l, c->lay.p2p_chunk, &dst);
+
+	if (cxls_stage_wait(s, st, pub_of(c, l->peer, c->rank), seq + 1) ||
+	    cxls_stage_flush(s, st, slot, len) ||
+	    cxls_stage_pool_copy(s, st, s->rec_r, dptr(dst), cxls_stage_dev(s, slot), len,
+				 cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base))))
+		return -1;
+	return cxls_stage_ring(s, st, ack_of(c, l->peer, c->rank), seq + 1);
+}
+
+static uint32_t chunks_of(const struct cxls_p2p *ops, int n, int peer, int send, size_t chunk)
+{
+	uint32_t k = 0;
+
+	for (int i = 0; i < n; i++)
+		if (ops[i].peer == peer && ops[i].send == send)
+			k += (uint32_t)((ops[i].bytes + chunk - 1) / chunk);
+	return k;
+}
+
+/* A rank's sends to itself are its receives from itself, in order: local
+ * copies, checked pairwise for equal sizes. */
+static int self_copies(struct cxls_comm *c, CUstream st, const struct cxls_p2p *ops, int n)
+{
+	int si = 0, ri = 0;
+
+	for (;;) {
+		while (si < n && !(ops[si].send && ops[si].peer == c->rank))
+			si++;
+		while (ri < n && !(!ops[ri].send && ops[ri].peer == c->rank))
+			ri++;
+		if (si == n && ri == n)
+			return 0;
+		if (si == n || ri == n || ops[si].bytes != ops[ri].bytes) {
+			cxls_comm_set_error(c, "a send to self needs a receive from self of the "
+					       "same size in the same group");
+			return 1;
+		}
+		if (cxls_stage_copy(&c->st, st, dptr(ops[ri].buf), dptr(ops[si].buf),
+				    ops[si].bytes))
+			return -1;
+		si++;
+		ri++;
+	}
+}
+
+/* One cursor per peer and direction the group uses; returns how many. */
+static int make_cursors(struct cxls_comm *c, const struct cxls_p2p *ops, int n,
+			struct lane_cursor *cur, uint32_t *rounds)
+{
+	int m = 0;
+
+	*rounds = 0;
+	/* peers in ring order from this rank, so that ranks start on
+	 * different channels */
+	for (int d = 1; d < c->nranks; d++) {
+		int peer = (c->rank + d) % c->nranks;
+
+		for (int send = 1; send >= 0; send--) {
+			uint32_t k = chunks_of(ops, n, peer, send, c->lay.p2p_chunk);
+
+			if (!k)
+				continue;
+			cur[m] = (struct lane_cursor){
+				.peer = peer, .send = send, .chunks = k, .ops = ops, .n = n,
+				.seq0 = atomic_load(send ? &c->p2p_sent[peer] : &c->p2p_recvd[peer]),
+			};
+			*rounds = k > *rounds ? k : *rounds;
+			m++;
+		}
+	}
+	return m;
+}
+
+static int enqueue_rounds(struct cxls_comm *c, CUstream ws, CUstream rs, struct lane_cursor *cur,
+			  int m, uint32_t rounds)
+{
+	for (uint32_t k = 0; k < rounds; k++) {
+		for (int i = 0; i < m; i++)
+			if (cur[i].send && k < cur[i].chunks && send_chunk(c, ws, &cur[i], k))
+				return -1;
+		for (int i = 0; i < m; i++)
+			if (!cur[i].send && k < cur[i].chunks && recv_chunk(c, rs, &cur[i], k))
+				return -1;
+	}
+	return 0;
+}
+
+ncclResult_t cxls_p2p_run(struct cxls_comm *c, const struct cxls_p2p *ops, int n,
+			  CUstream stream)
+{
+	const struct cxls_stage *s = &c->st;
+	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+	struct lane_cursor *cur;
+	uint32_t rounds, done;
+	int m, capturing, rc;
+	CUstream ws, rs;
+
+	cur = calloc((size_t)2 * (size_t)c->nranks, sizeof(*cur));
+	if (!cur)
+		return ncclSystemError;
+	capturing = s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
+		    cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	ws = s->overlap ? s->ws : stream;
+	rs = s->overlap ? s->rs : stream;
+	m = make_cursors(c, ops, n, cur, &rounds);
+	if (cxls_stage_fork(s, stream, capturing))
+		goto fail;
+	rc = self_copies(c, ws, ops, n);
+	if (rc > 0) {
+		/* nothing of the group reached a peer yet: refuse it whole */
+		free(cur);
+		cxls_stage_join(s, stream);
+		return ncclInvalidUsage;
+	}
+	if (rc || enqueue_rounds(c, ws, rs, cur, m, rounds))
+		goto fail;
+	done = atomic_load(&c->p2p_ops) + 1;
+	if (cxls_stage_join(s, stream) ||
+	    cxls_stage_ring(s, stream, &c->view.p2p_done[c->rank], done) ||
+	    cxls_stage_mark_done(s, stream, capturing))
+		goto fail;
+	for (int i = 0; i < m; i++)
+		atomic_fetch_add(cur[i].send ? &c->p2p_sent[cur[i].peer] :
+					       &c->p2p_recvd[cur[i].peer], cur[i].chunks);
+	atomic_store(&c->p2p_ops, done);
+	CXLS_TRACE("p2p group of %d ops, %d channels, %u rounds", n, m, rounds);
+	free(cur);
+	return ncclSuccess;
+fail:
+	free(cur);
+	cxls_comm_set_error(c, "enqueueing a send/receive group failed half way: aborting");
+	cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
+	return ncclUnhandledCudaError;
+}

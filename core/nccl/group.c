@@ -1,0 +1,213 @@
+/* group.c - per-thread group state and its execution at the outermost end. */
+#include "group.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "log.h"
+
+struct queued_p2p {
+	struct cxls_comm *c;
+	struct cxls_p2p p;
+	CUstream stream;
+	size_t order;           /* call order, for a stable sort */
+};
+
+/* One per thread, as in NCCL: a group belongs to the thread that opened
+ * it. */
+struct group {
+	int depth;
+	struct queued_p2p *p2p;
+	size_t n_p2p, cap_p2p;
+	struct cxls_comm **inits;
+	size_t n_init, cap_init;
+};
+
+static _Thread_local struct group grp;
+
+int cxls_group_depth(void)
+{
+	return grp.depth;
+}
+
+void cxls_group_start(void)
+{
+	grp.depth++;
+}
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	size_t ncap = *cap ? *cap * 2 : 16;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	p = realloc(*arr, ncap * elem);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+static void reset(void)
+{
+	free(grp.p2p);
+	free(grp.inits);
+	memset(&grp, 0, sizeof(grp));
+}
+
+ncclResult_t cxls_group_p2p(struct cxls_comm *c, const struct cxls_p2p *p, CUstream stream)
+{
+	struct queued_p2p *q;
+
+	if (!grp.depth)
+		return cxls_p2p_run(c, p, 1, stream);
+	if (grow((void **)&grp.p2p, &grp.cap_p2p, grp.n_p2p, sizeof(*grp.p2p)))
+		return ncclSystemError;
+	q = &grp.p2p[grp.n_p2p];
+	q->c = c;
+	q->p = *p;
+	q->stream = stream;
+	q->order = grp.n_p2p++;
+	return ncclSuccess;
+}
+
+ncclResult_t cxls_group_add_init(struct cxls_comm *c)
+{
+	if (grow((void **)&grp.inits, &grp.cap_init, grp.n_init, sizeof(*grp.inits)))
+		return ncclSystemError;
+	grp.inits[grp.n_init++] = c;
+	return ncclSuccess;
+}
+
+/* Communicators by job key (the same on every rank), calls in order. */
+static int by_comm(const void *a, const void *b)
+{
+	const struct queued_p2p *x = a, *y = b;
+
+	if (x->c != y->c) {
+		if (x->c->key[0] != y->c->key[0])
+			return x->c->key[0] < y->c->key[0] ? -1 : 1;
+		if (x->c->key[1] != y->c->key[1])
+			return x->c->key[1] < y->c->key[1] ? -1 : 1;
+		return x->c < y->c ? -1 : 1;
+	}
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The group's calls on one communicator may name several streams: the
+ * first one runs the group after the others reach it, and they continue
+ * after it is done. */
+static int streams_join(struct cxls_comm *c, const struct queued_p2p *q, size_t n, int after)
+{
+	const struct cxls_cuda *cu = c->st.cu;
+	CUstream main = q[0].stream;
+
+	for (size_t i = 1; i < n; i++) {
+		CUstream from = after ? main : q[i].stream, to = after ? q[i].stream : main;
+		CUevent ev;
+		int bad;
+
+		if (q[i].stream == main)
+			continue;
+		if (cu->EventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+			return -1;
+		bad = cu->EventRecord(ev, from) != CUDA_SUCCESS ||
+		      cu->StreamWaitEvent(to, ev, 0) != CUDA_SUCCESS;
+		cu->EventDestroy(ev);
+		if (bad)
+			return -1;
+	}
+	return 0;
+}
+
+static ncclResult_t run_comm(struct queued_p2p *q, size_t n)
+{
+	struct cxls_comm *c = q[0].c;
+	struct cxls_p2p *ops;
+	ncclResult_t r;
+
+	if (!cxls_comm_usable(c, &r))
+		return r;
+	ops = malloc(n * sizeof(*ops));
+	if (!ops)
+		return ncclSystemError;
+	for (size_t i = 0; i < n; i++)
+		ops[i] = q[i].p;
+	r = ncclUnhandledCudaError;
+	if (!streams_join(c, q, n, 0)) {
+		r = cxls_p2p_run(c, ops, (int)n, q[0].stream);
+		if (r == ncclSuccess && streams_join(c, q, n, 1))
+			r = ncclUnhandledCudaError;
+	}
+	free(ops);
+	return r;
+}
+
+static ncclResult_t run_p2p(void)
+{
+	ncclResult_t ret = ncclSuccess;
+	size_t i = 0;
+
+	qsort(grp.p2p, grp.n_p2p, sizeof(*grp.p2p), by_comm);
+	while (i < grp.n_p2p) {
+		size_t j = i;
+		ncclResult_t r;
+
+		while (j < grp.n_p2p && grp.p2p[j].c == grp.p2p[i].c)
+			j++;
+		r = run_comm(&grp.p2p[i], j - i);
+		if (r != ncclSuccess && ret == ncclSuccess)
+			ret = r;
+		i = j;
+	}
+	return ret;
+}
+
+/* Inits made blocking by the application finish before the group ends. */
+static ncclResult_t wait_inits(void)
+{
+	struct timespec nap = { 0, 500000 };
+	ncclResult_t ret = ncclSuccess;
+
+	for (size_t i = 0; i < grp.n_init; i++) {
+		struct cxls_comm *c = grp.inits[i];
+		ncclResult_t e;
+
+		while (cxls_comm_async_error(c, &e) == ncclSuccess && e == ncclInProgress)
+			nanosleep(&nap, NULL);
+		c->blocking = 1;
+		if (e != ncclSuccess && ret == ncclSuccess)
+			ret = e;
+	}
+	return ret;
+}
+
+ncclResult_t cxls_group_end(void)
+{
+	ncclResult_t r, r2;
+
+	if (!grp.depth) {
+		CXLS_WARN("ncclGroupEnd without ncclGroupStart");
+		return ncclInvalidUsage;
+	}
+	if (--grp.depth)
+		return ncclSuccess;
+	/* inits first: the group's operations may use those communicators */
+	r = wait_inits();
+	r2 = run_p2p();
+	reset();
+	return r != ncclSuccess ? r : r2;
+}
+
+ncclResult_t cxls_group_discard(void)
+{
+	if (!grp.depth)
+		return ncclInvalidUsage;
+	if (--grp.depth == 0)
+		reset();
+	return ncclSuccess;
+}

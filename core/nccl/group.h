@@ -1,0 +1,33 @@
+/* group.h - ncclGroupStart/ncclGroupEnd for pool communicators.
+ *
+ * Groups nest per thread; work is held until the outermost end.  Pool
+ * collectives never block the calling thread, so they are enqueued when
+ * called, in call order; what waits for the end is:
+ *   - sends and receives, run per communicator as one lockstep group
+ *     (p2p.h), communicators in key order so that every rank enqueues them
+ *     in the same order whatever order the calls came in;
+ *   - blocking communicator inits made inside the group (several ranks of
+ *     one thread, as ncclCommInitAll and PyTorch do): they rendezvous in
+ *     the background and the end waits for all of them.
+ */
+#ifndef CXLSHIM_CORE_GROUP_H
+#define CXLSHIM_CORE_GROUP_H
+
+#include <nccl.h>
+
+#include "p2p.h"
+
+void cxls_group_start(void);
+/* ncclInvalidUsage when no group is open on this thread. */
+ncclResult_t cxls_group_end(void);
+/* Ends the group without running what it holds (ncclGroupSimulateEnd). */
+ncclResult_t cxls_group_discard(void);
+int cxls_group_depth(void);
+
+/* Inside a group: queue; outside: a group of one, run now. */
+ncclResult_t cxls_group_p2p(struct cxls_comm *c, const struct cxls_p2p *p, CUstream stream);
+/* A blocking init made inside a group, now running nonblocking: the
+ * outermost end waits for it and makes it blocking again. */
+ncclResult_t cxls_group_add_init(struct cxls_comm *c);
+
+#endif
