@@ -78,6 +78,9 @@ step "p2p: blocking sends match receives in order (3 ranks)" shim "$P2P" pingpon
 step "p2p: sends to self" shim "$P2P" self 2
 step "p2p: two communicators and a collective in one group (4 ranks)" shim "$P2P" multi 4
 step "p2p: bad arguments, nested groups" shim "$P2P" badargs 2
+step "PyTorch ProcessGroupNCCL usage (4 ranks)" shim "$BUILD/tests/pg_check" 4
+step "PyTorch ProcessGroupNCCL usage (1 and 3 ranks)" sh -c \
+	"env LD_PRELOAD=$SHIM $BUILD/tests/pg_check 1 && env LD_PRELOAD=$SHIM $BUILD/tests/pg_check 3"
 echo "== mismatched calls"
 step "api: mismatched counts fail every rank" shim "$BUILD/tests/api_check" argcount
 step "api: mismatched roots fail every rank (3 ranks)" shim "$BUILD/tests/api_check" argroot
