@@ -64,7 +64,9 @@ step "api: same, 3 ranks, no overlap" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SH
 	"$BUILD/tests/api_check" streams3
 step "api: ncclCommSplit (parity, NOCOLOR, nested)" shim "$BUILD/tests/api_check" split
 step "api: ncclCommShrink after a rank died" shim "$BUILD/tests/api_check" shrink
-step "api: CUDA graph capture + replay" shim "$BUILD/tests/api_check" graph
+step "api: CUDA graph: 100 replays, eager ops between" shim "$BUILD/tests/api_check" graph
+step "api: CUDA graph replays, host waits, no overlap" env CXLSHIM_WAIT_MODE=host CXLSHIM_CCCL_OVERLAP=0 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
 echo "== send/receive and groups"
 P2P="$BUILD/tests/p2p_check"

@@ -43,6 +43,7 @@ struct cxls_op {
 	size_t bytes;           /* bytes per rank-slice */
 	size_t chunk;           /* bytes per round, <= the layout's block */
 	int capturing;          /* the user stream is being captured */
+	struct cxls_replay *replay; /* then: rebases doorbells per replay */
 	/* PreMulSum: every rank scales its own input as it publishes it (the
 	 * scalar may differ per rank), so readers only add */
 	const struct cxls_redop *scale;

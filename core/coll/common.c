@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "replay.h"
 #include "stage.h"
 
 /* The buffer must be memory the device can reach, in one allocation. */
@@ -97,13 +98,15 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->chunk = op_chunk(c, bytes);
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
 	op->rounds = op->cpr * slices;
-	if ((r = cxls_desc_post(c, call, op->rounds)))
-		return r;
 	op->capturing = s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
 			cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
-	if (op->capturing)
-		CXLS_INFO("pooled collective captured in a graph: it replays with the same "
-			  "doorbell values, so replay the graph once per capture");
+	op->replay = NULL;
+	if (op->capturing && !(op->replay = cxls_replay_begin(c, stream)))
+		return ncclSystemError;
+	/* descriptors describe the live sequence, which captures do not
+	 * extend (replay.h) */
+	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds)))
+		return r;
 	if (cxls_stage_fork(s, stream, op->capturing))
 		return cxls_op_abandon(op);
 	return ncclSuccess;
@@ -123,8 +126,11 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	    cxls_stage_ring(s, op->user, &c->view.pub[c->rank], last) ||
 	    cxls_stage_ring(s, op->user, &c->view.ack[c->rank], last) ||
 	    cxls_stage_ring(s, op->user, &c->view.done[c->rank], ops) ||
-	    cxls_stage_mark_done(s, op->user, op->capturing))
+	    cxls_stage_mark_done(s, op->user, op->capturing) ||
+	    (op->replay && cxls_replay_end(op->replay, op->user)))
 		return cxls_op_abandon(op);
+	if (op->capturing)
+		return ncclSuccess; /* replays rebase the doorbells (replay.h) */
 	atomic_store(&c->round, op->g0 + op->rounds);
 	atomic_store(&c->ops, ops);
 	atomic_fetch_add(&c->view.ranks[c->rank].ops_enqueued, 1);

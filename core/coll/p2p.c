@@ -6,6 +6,7 @@
 
 #include "coll.h"
 #include "log.h"
+#include "replay.h"
 #include "stage.h"
 
 /* Where one direction of one channel stands while a group is enqueued:
@@ -204,6 +205,7 @@ ncclResult_t cxls_p2p_run(struct cxls_comm *c, const struct cxls_p2p *ops, int n
 {
 	const struct cxls_stage *s = &c->st;
 	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+	struct cxls_replay *replay = NULL;
 	struct lane_cursor *cur;
 	uint32_t rounds, done;
 	int m, capturing, rc;
@@ -217,6 +219,8 @@ ncclResult_t cxls_p2p_run(struct cxls_comm *c, const struct cxls_p2p *ops, int n
 	ws = s->overlap ? s->ws : stream;
 	rs = s->overlap ? s->rs : stream;
 	m = make_cursors(c, ops, n, cur, &rounds);
+	if (capturing && !(replay = cxls_replay_begin(c, stream)))
+		goto fail;
 	if (cxls_stage_fork(s, stream, capturing))
 		goto fail;
 	rc = self_copies(c, ws, ops, n);
@@ -231,12 +235,14 @@ ncclResult_t cxls_p2p_run(struct cxls_comm *c, const struct cxls_p2p *ops, int n
 	done = atomic_load(&c->p2p_ops) + 1;
 	if (cxls_stage_join(s, stream) ||
 	    cxls_stage_ring(s, stream, &c->view.p2p_done[c->rank], done) ||
-	    cxls_stage_mark_done(s, stream, capturing))
+	    cxls_stage_mark_done(s, stream, capturing) ||
+	    (replay && cxls_replay_end(replay, stream)))
 		goto fail;
-	for (int i = 0; i < m; i++)
+	for (int i = 0; i < m && !capturing; i++)
 		atomic_fetch_add(cur[i].send ? &c->p2p_sent[cur[i].peer] :
 					       &c->p2p_recvd[cur[i].peer], cur[i].chunks);
-	atomic_store(&c->p2p_ops, done);
+	if (!capturing)
+		atomic_store(&c->p2p_ops, done);
 	CXLS_TRACE("p2p group of %d ops, %d channels, %u rounds", n, m, rounds);
 	free(cur);
 	return ncclSuccess;

@@ -10,6 +10,7 @@
 
 #include "devmodel.h"
 #include "log.h"
+#include "replay.h"
 #include "registry.h"
 #include "runtime.h"
 #include "uid.h"
@@ -406,8 +407,11 @@ static ncclResult_t release(struct cxls_comm *c, int aborting)
 			ret = aborting ? ncclSuccess : ncclSystemError;
 		}
 	}
-	if (!aborting)
+	if (!aborting) {
 		destroy_streams(c);
+		/* graphs that replay our operations die with the communicator */
+		cxls_replay_free_all(c);
+	}
 	c->magic = CXLS_COMM_DEAD;
 	pthread_mutex_unlock(&c->life);
 	return ret;

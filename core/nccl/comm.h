@@ -23,6 +23,7 @@
 #define CXLS_COMM_DEAD 0x434f4d4ddead0001ull
 
 struct cxls_uid; /* uid.h */
+struct cxls_replay; /* replay.h */
 
 #define CXLS_MAX_USER_OPS 64
 
@@ -73,6 +74,10 @@ struct cxls_comm {
 	uint32_t wd_done, wd_p2p_done;
 	uint64_t wd_since_ns;
 	uint32_t desc_verified;  /* ops whose descriptors every peer matched */
+	/* CUDA graphs (replay.c): operations captured so far, and the replay
+	 * barriers this rank has passed */
+	struct cxls_replay *replays;
+	_Atomic uint32_t graph_barriers;
 	/* life cycle: `life` serialises finalize/destroy/abort */
 	pthread_mutex_t life;
 	int joined;              /* holds a rank in the pool record */

@@ -17,7 +17,7 @@ static uint64_t align64(uint64_t v)
 
 uint64_t cxls_comm_stride(uint32_t max_ranks)
 {
-	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 4 * sizeof(struct cxls_bell) +
+	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 5 * sizeof(struct cxls_bell) +
 			    CXLS_DESC_RING * sizeof(struct cxls_op_desc);
 	uint64_t pairs = 2ull * max_ranks * max_ranks * sizeof(struct cxls_bell);
 
@@ -42,6 +42,7 @@ void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_
 	v->p2p_pub = (struct cxls_bell *)(v->desc + (size_t)n * CXLS_DESC_RING);
 	v->p2p_ack = v->p2p_pub + (size_t)n * n;
 	v->p2p_done = v->p2p_ack + (size_t)n * n;
+	v->graph = v->p2p_done + n;
 	v->max_ranks = n;
 }
 

@@ -25,6 +25,7 @@ struct cxls_comm_view {
 	struct cxls_bell *p2p_pub;  /* [src * max_ranks + dst] */
 	struct cxls_bell *p2p_ack;  /* [src * max_ranks + dst] */
 	struct cxls_bell *p2p_done; /* [rank] */
+	struct cxls_bell *graph;    /* [rank] */
 	uint32_t max_ranks;
 	uint32_t slot;
 };

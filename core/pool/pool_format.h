@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 2u
+#define CXLS_POOL_VERSION 3u
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -146,6 +146,7 @@ struct cxls_comm_rec {
 	 * struct cxls_bell     p2p_pub[max_ranks][max_ranks];  [src][dst] chunks sent
 	 * struct cxls_bell     p2p_ack[max_ranks][max_ranks];  [src][dst] chunks received
 	 * struct cxls_bell     p2p_done[max_ranks];  send/receive groups completed
+	 * struct cxls_bell     graph[max_ranks];     CUDA graph replay barriers
 	 * Point-to-point traffic involves two ranks, not the communicator, so
 	 * it cannot share the collectives' rounds: every ordered pair has its
 	 * own sequence and its own staging slots (layout.h). */

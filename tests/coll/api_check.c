@@ -553,42 +553,73 @@ static int case_shrink(int rank, int n, const ncclUniqueId *id, void *arg)
 
 /* ---- CUDA graphs --------------------------------------------------------- */
 
-/* Pooled ops enqueue only stream work, so they can be captured; one
- * replay of the captured graph gives the right data. */
+/* Captured AllGather, Broadcast and a send/receive ring, replayed
+ * REPLAYS times with new inputs each time and eager collectives in
+ * between: every replay must give that replay's results. */
+#define REPLAYS 100
+
+static int graph_results_ok(const char *send, const char *recv, const char *ring, size_t bytes,
+			    int rank, int n, int it, char *host)
+{
+	int ok = cudaMemcpy(host, recv, bytes * n, cudaMemcpyDeviceToHost) == cudaSuccess;
+
+	for (size_t i = 0; ok && i < bytes * n; i++)
+		ok = host[i] == (char)('A' + (int)(i / bytes) + it % 40);
+	ok = ok && cudaMemcpy(host, send, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+	for (size_t i = 0; ok && i < bytes; i++)
+		ok = host[i] == (char)('A' + 1 + it % 40); /* rank 1's, broadcast in place */
+	ok = ok && cudaMemcpy(host, ring, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+	for (size_t i = 0; ok && i < bytes; i++)
+		ok = host[i] == (char)('A' + 1 + it % 40); /* rank 1's bytes, passed on */
+	(void)rank;
+	return ok;
+}
+
 static int case_graph(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	size_t bytes = MIB + 4096;
-	char *send, *recv, *host = malloc(bytes * n);
+	char *send, *recv, *ring, *host = malloc(bytes * n);
+	int next = (rank + 1) % n, prev = (rank + n - 1) % n, bad = -1;
 	ncclComm_t comm;
 	cudaStream_t s;
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
-	int ok = 1;
 
 	(void)arg;
+	(void)prev;
 	cudaSetDevice(rank);
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
 	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
-	send = dev_alloc(bytes, 'k' + rank);
+	send = dev_alloc(bytes, 0);
 	recv = dev_alloc(bytes * n, 0);
+	ring = dev_alloc(bytes, 0);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "eager op before the capture");
 	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
 	CHECK(ncclAllGather(send, recv, bytes, ncclInt8, comm, s) == ncclSuccess, "captured op");
 	CHECK(ncclBroadcast(send, send, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "captured bcast");
+	/* after the broadcast every rank's send holds rank 1's bytes: the ring
+	 * passes them on */
+	CHECK(ncclGroupStart() == ncclSuccess, "group");
+	CHECK(ncclSend(send, bytes, ncclInt8, next, comm, s) == ncclSuccess, "captured send");
+	CHECK(ncclRecv(ring, bytes, ncclInt8, prev, comm, s) == ncclSuccess, "captured recv");
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
 	CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
 	cudaMemcpy(host, recv, bytes * n, cudaMemcpyDeviceToHost);
-	for (size_t i = 0; i < bytes * n; i++)
-		ok &= host[i] == 0;
-	CHECK(ok, "nothing ran during capture");
+	CHECK(host[0] == 0 && host[bytes * n - 1] == 0, "nothing ran during capture");
 	CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
-	CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch");
-	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
-	cudaMemcpy(host, recv, bytes * n, cudaMemcpyDeviceToHost);
-	for (size_t i = 0; i < bytes * n; i++)
-		ok &= host[i] == 'k' + (int)(i / bytes);
-	cudaMemcpy(host, send, bytes, cudaMemcpyDeviceToHost);
-	for (size_t i = 0; i < bytes; i++)
-		ok &= host[i] == 'k' + 1;
-	CHECK(ok, "graph replay gives the collectives' results");
+	CHECK(allgather_ok(comm, s, rank, n, 5000), "eager op between capture and first launch");
+	for (int it = 0; it < REPLAYS; it++) {
+		cudaMemsetAsync(send, 'A' + rank + it % 40, bytes, s);
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		if (bad < 0 && !graph_results_ok(send, recv, ring, bytes, rank, n, it, host))
+			bad = it;
+		if (it % 10 == 9)
+			CHECK(allgather_ok(comm, s, rank, n, 3 * 4096 + 1), "eager op after replay %d",
+			      it);
+	}
+	CHECK(bad < 0, "replay %d gave wrong results", bad);
+	CHECK(allgather_ok(comm, s, rank, n, MIB), "eager op after the replays");
 	cudaGraphExecDestroy(exec);
 	cudaGraphDestroy(graph);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");

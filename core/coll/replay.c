@@ -1,0 +1,162 @@
+/* replay.c - doorbell rebasing around replays of captured operations. */
+#include "replay.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "doorbell.h"
+#include "log.h"
+
+/* This rank's doorbells: the ones it writes. */
+struct bells {
+	uint32_t pub, ack, done, p2p_done;
+	uint32_t *p2p_pub;      /* [peer]: chunks we sent to peer */
+	uint32_t *p2p_ack;      /* [peer]: chunks we consumed from peer */
+};
+
+struct cxls_replay {
+	struct cxls_comm *c;
+	struct bells base;      /* at capture */
+	struct bells saved;     /* when the current replay started */
+	struct cxls_replay *next;
+};
+
+static int bells_alloc(struct bells *b, int n)
+{
+	b->p2p_pub = calloc((size_t)n, sizeof(uint32_t));
+	b->p2p_ack = calloc((size_t)n, sizeof(uint32_t));
+	return b->p2p_pub && b->p2p_ack ? 0 : -1;
+}
+
+static void bells_free(struct bells *b)
+{
+	free(b->p2p_pub);
+	free(b->p2p_ack);
+}
+
+static struct cxls_bell *p2p_out(struct cxls_comm *c, int peer)
+{
+	return &c->view.p2p_pub[(size_t)c->rank * c->view.max_ranks + (size_t)peer];
+}
+
+static struct cxls_bell *p2p_in(struct cxls_comm *c, int peer)
+{
+	return &c->view.p2p_ack[(size_t)peer * c->view.max_ranks + (size_t)c->rank];
+}
+
+static void bells_read(struct cxls_comm *c, struct bells *b)
+{
+	int f = c->pool->flush_mode;
+
+	b->pub = cxls_bell_read(&c->view.pub[c->rank], f);
+	b->ack = cxls_bell_read(&c->view.ack[c->rank], f);
+	b->done = cxls_bell_read(&c->view.done[c->rank], f);
+	b->p2p_done = cxls_bell_read(&c->view.p2p_done[c->rank], f);
+	for (int p = 0; p < c->nranks; p++) {
+		b->p2p_pub[p] = cxls_bell_read(p2p_out(c, p), f);
+		b->p2p_ack[p] = cxls_bell_read(p2p_in(c, p), f);
+	}
+}
+
+static void bells_write(struct cxls_comm *c, const struct bells *b)
+{
+	int f = c->pool->flush_mode;
+
+	cxls_bell_ring(&c->view.pub[c->rank], b->pub, f);
+	cxls_bell_ring(&c->view.ack[c->rank], b->ack, f);
+	cxls_bell_ring(&c->view.done[c->rank], b->done, f);
+	cxls_bell_ring(&c->view.p2p_done[c->rank], b->p2p_done, f);
+	for (int p = 0; p < c->nranks; p++) {
+		cxls_bell_ring(p2p_out(c, p), b->p2p_pub[p], f);
+		cxls_bell_ring(p2p_in(c, p), b->p2p_ack[p], f);
+	}
+}
+
+/* Every rank reaches the same barrier; gives up when the communicator
+ * fails (the replay then produces garbage, and the error is reported). */
+static void barrier(struct cxls_comm *c)
+{
+	uint32_t v = atomic_fetch_add(&c->graph_barriers, 1) + 1;
+	int f = c->pool->flush_mode;
+	long ns = 1000;
+
+	cxls_bell_ring(&c->view.graph[c->rank], v, f);
+	for (int r = 0; r < c->nranks; r++) {
+		while (!cxls_seq_reached(cxls_bell_read(&c->view.graph[r], f), v) &&
+		       !atomic_load(&c->aborted)) {
+			struct timespec ts = { 0, ns };
+
+			nanosleep(&ts, NULL);
+			ns = ns < 1000000 ? ns * 2 : ns;
+		}
+	}
+}
+
+static void on_start(void *arg)
+{
+	struct cxls_replay *r = arg;
+
+	barrier(r->c);
+	bells_read(r->c, &r->saved);
+	bells_write(r->c, &r->base);
+	barrier(r->c);
+}
+
+static void on_end(void *arg)
+{
+	struct cxls_replay *r = arg;
+
+	barrier(r->c);
+	bells_write(r->c, &r->saved);
+}
+
+struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st)
+{
+	struct cxls_replay *r = calloc(1, sizeof(*r));
+
+	if (!r || bells_alloc(&r->base, c->nranks) || bells_alloc(&r->saved, c->nranks))
+		goto fail;
+	r->c = c;
+	/* the live sequence as enqueued so far, which the capture does not
+	 * advance: the operation's doorbell values start from there */
+	r->base.pub = r->base.ack = atomic_load(&c->round);
+	r->base.done = atomic_load(&c->ops);
+	r->base.p2p_done = atomic_load(&c->p2p_ops);
+	for (int p = 0; p < c->nranks; p++) {
+		r->base.p2p_pub[p] = atomic_load(&c->p2p_sent[p]);
+		r->base.p2p_ack[p] = atomic_load(&c->p2p_recvd[p]);
+	}
+	if (c->st.cu->LaunchHostFunc(st, on_start, r) != CUDA_SUCCESS)
+		goto fail;
+	pthread_mutex_lock(&c->life);
+	r->next = c->replays;
+	c->replays = r;
+	pthread_mutex_unlock(&c->life);
+	return r;
+fail:
+	CXLS_WARN("comm %p: cannot prepare a captured operation for replays", (void *)c);
+	if (r) {
+		bells_free(&r->base);
+		bells_free(&r->saved);
+	}
+	free(r);
+	return NULL;
+}
+
+int cxls_replay_end(struct cxls_replay *r, CUstream st)
+{
+	return r->c->st.cu->LaunchHostFunc(st, on_end, r) == CUDA_SUCCESS ? 0 : -1;
+}
+
+void cxls_replay_free_all(struct cxls_comm *c)
+{
+	struct cxls_replay *r = c->replays, *next;
+
+	for (; r; r = next) {
+		next = r->next;
+		bells_free(&r->base);
+		bells_free(&r->saved);
+		free(r);
+	}
+	c->replays = NULL;
+}
