@@ -16,6 +16,8 @@ CFLAGS   ?= -O2 -g
 # they hold, not after where they live.
 SRC_DIRS := shim policy $(shell find core -type d | sort)
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -I$(CUDA_INC) $(SRC_DIRS:%=-I%)
+# include/cxlshim.h: the public header for programs that can change
+override CFLAGS += -Iinclude
 LDLIBS_SHIM = -ldl -lnuma -linih -lm -pthread $(SANITIZE)
 
 # Debian packages: build (libnuma, libinih), baselines (Open MPI, MPICH).

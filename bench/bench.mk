@@ -93,3 +93,17 @@ bench-more: bench-build $(BUILD)/libcxlshim.so
 bench-switches: bench-build $(BUILD)/libcxlshim.so
 	BUILD=$(BUILD) bench/switches.sh -C all_gather -N 4
 	BUILD=$(BUILD) bench/switches.sh -C broadcast -N 4
+
+# Pinned host memory placement (issue 4): allocation overhead of the shim
+# versus the plain call, and a CPU Adam step over policy-placed buffers
+# versus naive interleave.  Run under the preload with the emulated CUDA.
+$(BENCH_DIR)/mem_perf: bench/mem_perf.c include/cxlshim.h $(EMU_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -I$(CUDA_INC) -o $@ bench/mem_perf.c \
+	    -L$(BENCH_EMU_DIR) -Wl,-rpath-link,$(BENCH_EMU_DIR) -lcudart -ldl -lm
+
+bench-build: $(BENCH_DIR)/mem_perf
+
+.PHONY: bench-mem
+bench-mem: $(BENCH_DIR)/mem_perf $(BUILD)/libcxlshim.so
+	LD_LIBRARY_PATH=$(BUILD)/emu LD_PRELOAD=$(BUILD)/libcxlshim.so $(BENCH_DIR)/mem_perf

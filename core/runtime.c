@@ -10,6 +10,7 @@
 
 static struct cxls_runtime rt;
 static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
+static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
 
 static void load_policy(void)
 {
@@ -37,7 +38,7 @@ static void load(void)
 {
 	int err;
 
-	load_policy();
+	pthread_once(&policy_once, load_policy);
 	if (!rt.cfg_ok || !rt.cfg.nccl_enable)
 		return;
 	err = cxls_pool_open(&rt.pool_storage, &rt.cfg);
@@ -56,6 +57,14 @@ const struct cxls_runtime *cxls_runtime(void)
 {
 	pthread_once(&rt_once, load);
 	return &rt;
+}
+
+/* Pinned-memory placement needs the policy but not the pool: a process
+ * that never calls NCCL must not create a pool file. */
+const struct cxls_config *cxls_runtime_config(void)
+{
+	pthread_once(&policy_once, load_policy);
+	return rt.cfg_ok ? &rt.cfg : NULL;
 }
 
 struct cxls_pool *cxls_runtime_pool(void)

@@ -21,6 +21,9 @@ struct cxls_runtime {
 };
 
 const struct cxls_runtime *cxls_runtime(void);
+/* The policy alone, without the pool; NULL when it is invalid (then
+ * everything passes through). */
+const struct cxls_config *cxls_runtime_config(void);
 /* Same, non-const: the pool's mapping is shared by every communicator. */
 struct cxls_pool *cxls_runtime_pool(void);
 /* Device address of the pool base, registering it with the driver once. */

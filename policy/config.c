@@ -39,6 +39,10 @@ static const struct enum_name wait_names[] = {
 static const struct enum_name fallback_names[] = {
 	{ "nccl", CXLS_FALLBACK_NCCL }, { "fail", CXLS_FALLBACK_FAIL }, { NULL, 0 }
 };
+static const struct enum_name verify_names[] = {
+	{ "off", CXLS_VERIFY_OFF }, { "sample", CXLS_VERIFY_SAMPLE }, { "all", CXLS_VERIFY_ALL },
+	{ NULL, 0 }
+};
 static const struct enum_name variant_names[] = {
 	{ "all", CXLS_VARIANT_ALL },
 	{ "aggregate", CXLS_VARIANT_AGGREGATE },
@@ -98,6 +102,21 @@ static const struct key keys[] = {
 	{ "wait", "sleep_max_us", K_U32, OFF(wait_sleep_max_us), NULL, "longest backoff sleep" },
 	{ "timeout", "init_ms", K_U32, OFF(timeout_init_ms), NULL, "rendezvous timeout" },
 	{ "timeout", "op_ms", K_U32, OFF(timeout_op_ms), NULL, "collective timeout" },
+	{ "mem", "enable", K_BOOL, OFF(mem_enable), NULL,
+	  "place pinned host buffers by the [rule.NAME] sections" },
+	{ "mem", "dram_nodes", K_STR, OFF(mem_dram_nodes), NULL,
+	  "DRAM nodes, e.g. 0 (empty: from sysfs)" },
+	{ "mem", "cxl_nodes", K_STR, OFF(mem_cxl_nodes), NULL,
+	  "CXL nodes, e.g. 1,2 (empty: CPU-less memory nodes / lower memory tiers)" },
+	{ "mem", "gpu_node", K_STR, OFF(mem_gpu_node), NULL,
+	  "DRAM node nearest the GPU: auto (PCI device's numa_node) or a node id" },
+	{ "mem", "stripe_size", K_SIZE, OFF(mem_stripe_size), NULL,
+	  "stripe chunk of rules that set none" },
+	{ "mem", "verify", K_ENUM, OFF(mem_verify), verify_names,
+	  "check placement with move_pages: off, sample (a page per chunk), all" },
+	{ "mem", "stats", K_BOOL, OFF(mem_stats), NULL,
+	  "print per-tier and per-rule statistics at exit (CXLSHIM_STATS=1)" },
+	{ "mem", "tag", K_STR, OFF(mem_tag), NULL, "this process's tag, matched by env_tag" },
 	{ "log", "level", K_ENUM, OFF(log_level), level_names, "none, warn, info or trace" },
 	{ "log", "file", K_STR, OFF(log_file), NULL, "log file (default stderr)" },
 };
@@ -133,6 +152,10 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	cfg->wait_sleep_max_us = 1000;
 	cfg->timeout_init_ms = 30000;
 	cfg->timeout_op_ms = 60000;
+	cfg->mem_enable = 1;
+	snprintf(cfg->mem_gpu_node, sizeof(cfg->mem_gpu_node), "auto");
+	cfg->mem_stripe_size = 2ull << 20;
+	cfg->mem_verify = CXLS_VERIFY_SAMPLE;
 	cfg->log_level = 1;
 	snprintf(cfg->source, sizeof(cfg->source), "defaults");
 }
@@ -178,6 +201,11 @@ static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+int cxls_config_parse_size(const char *s, uint64_t *out)
+{
+	return parse_u64(s, out, 1);
 }
 
 static int parse_bool(const char *s, int *out)
@@ -340,6 +368,15 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 	snprintf(full, sizeof(full), "%s.%s", section, name ? name : "");
 	if (!name)
 		return 1; /* section header with no keys yet */
+	/* [rule.NAME] sections repeat: mem_rules.c owns their keys */
+	if (!strncasecmp(section, "rule.", 5)) {
+		if (cxls_mem_rule_set(&c->cfg->mem_rules, section + 5, line, name, value, msg,
+				      sizeof(msg))) {
+			set_error(c->err, c->path, line, full, msg);
+			c->failed = 1;
+		}
+		return 1;
+	}
 	k = find_key(section, name);
 	if (!k) {
 		set_error(c->err, c->path, line, full, "unknown key");
@@ -408,6 +445,9 @@ static int load_env(struct cxls_config *cfg, struct cxls_config_error *err)
 			failed = 1;
 		}
 	}
+	/* Shorthand for mem.stats, like CXLSHIM_DEBUG for the level. */
+	if (!failed && getenv("CXLSHIM_STATS"))
+		parse_bool(getenv("CXLSHIM_STATS"), &cfg->mem_stats);
 	/* NCCL-style shorthand for the log level. */
 	if (!failed && getenv("CXLSHIM_DEBUG")) {
 		int lvl;
@@ -415,6 +455,21 @@ static int load_env(struct cxls_config *cfg, struct cxls_config_error *err)
 			cfg->log_level = lvl;
 	}
 	return failed ? -1 : 0;
+}
+
+static int validate_rules(const struct cxls_config *cfg, struct cxls_config_error *err)
+{
+	const struct cxls_mem_rules *rules = &cfg->mem_rules;
+	const char *bad = NULL;
+	char key[96], msg[160];
+
+	if (cxls_mem_rules_validate(rules, &bad, msg, sizeof(msg)) == 0)
+		return 0;
+	snprintf(key, sizeof(key), "rule.%s", bad);
+	for (int i = 0; i < rules->n; i++)
+		if (!strcmp(rules->r[i].name, bad))
+			set_error(err, cfg->source, rules->r[i].line, key, msg);
+	return -1;
 }
 
 /* Cross-field checks that a single value parser cannot do. */
@@ -447,7 +502,9 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "nccl.min_ranks", "larger than nccl.max_ranks"), -1;
 	if (cfg->timeout_init_ms == 0 || cfg->timeout_op_ms == 0)
 		return set_error(err, src, 0, "timeout", "timeouts must be > 0"), -1;
-	return 0;
+	if (cfg->mem_stripe_size < 4096 || (cfg->mem_stripe_size & 4095))
+		return set_error(err, src, 0, "mem.stripe_size", "must be a multiple of 4K"), -1;
+	return validate_rules(cfg, err);
 }
 
 int cxls_config_load(struct cxls_config *cfg, const char *path,
@@ -538,4 +595,5 @@ void cxls_config_print(const struct cxls_config *cfg, FILE *out)
 		print_value(cfg, k, out);
 		fprintf(out, "\t; %s\n", k->help);
 	}
+	cxls_mem_rules_print(&cfg->mem_rules, out);
 }

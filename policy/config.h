@@ -13,10 +13,13 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "mem_rules.h"
+
 #define CXLS_PATH_MAX 256
 
 enum cxls_coherence { CXLS_COHERENT = 0, CXLS_FLUSH = 1 };
 enum cxls_wait_mode { CXLS_WAIT_MEMOP = 0, CXLS_WAIT_HOST = 1 };
+enum cxls_verify_mode { CXLS_VERIFY_OFF = 0, CXLS_VERIFY_SAMPLE = 1, CXLS_VERIFY_ALL = 2 };
 enum cxls_fallback { CXLS_FALLBACK_NCCL = 0, CXLS_FALLBACK_FAIL = 1 };
 
 /* The three CCCL implementations of the paper, section 4. */
@@ -76,6 +79,17 @@ struct cxls_config {
 	uint32_t timeout_init_ms;
 	uint32_t timeout_op_ms;
 
+	/* [mem] pinned host memory placement (rules: [rule.NAME]) */
+	int mem_enable;
+	char mem_dram_nodes[CXLS_PATH_MAX]; /* topology overrides, "" = sysfs */
+	char mem_cxl_nodes[CXLS_PATH_MAX];
+	char mem_gpu_node[CXLS_PATH_MAX];   /* "auto" or a node id */
+	uint64_t mem_stripe_size;
+	int mem_verify;                     /* enum cxls_verify_mode */
+	int mem_stats;                      /* print per-tier/per-rule at exit */
+	char mem_tag[CXLS_PATH_MAX];        /* the process's tag for env_tag */
+	struct cxls_mem_rules mem_rules;
+
 	/* [log] */
 	int log_level;
 	char log_file[CXLS_PATH_MAX];
@@ -99,6 +113,9 @@ void cxls_config_defaults(struct cxls_config *cfg);
  * merged with everything that parsed. */
 int cxls_config_load(struct cxls_config *cfg, const char *path,
 		     struct cxls_config_error *err);
+
+/* A size such as 4096, 1M, 2GiB or max; 0 or -1. */
+int cxls_config_parse_size(const char *s, uint64_t *out);
 
 /* Resolves variant-dependent settings (interleave/overlap/chunk size). */
 void cxls_config_finalize(struct cxls_config *cfg);

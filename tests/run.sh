@@ -54,6 +54,24 @@ for t in policy layout pool; do
 	step "unit: $t" "$BUILD/tests/test_$t"
 done
 
+echo "== pinned host memory placement (issue 4)"
+step "mem: rules, topology from a fake sysfs, plans" "$BUILD/tests/test_mem_policy"
+step "mem: topology of this machine (cxlshim topo)" "$BUILD/tests/mem_topo"
+for c in offload-seed capacity cxlshim; do
+	step "mem: conf/$c.conf loads" env CXLSHIM_CONF=conf/$c.conf CXLSHIM_STRICT=1 \
+		"$BUILD/tests/mem_topo"
+done
+step "mem: every entry point + async copies" shim "$BUILD/tests/hostmem_check" api
+step "mem: bad arguments = the plain call's error + WARN" bash -c "
+	out=\$(LD_PRELOAD='$SHIM' '$BUILD/tests/hostmem_check' badargs 2>&1); rc=\$?
+	echo \"\$out\"; [ \$rc = 0 ] && grep -q 'CXLSHIM WARN cudaFreeHost' <<<\"\$out\""
+step "mem: 4 threads alloc/free, fork" shim "$BUILD/tests/hostmem_check" threads
+step "mem: placement of every rule type (this host's nodes)" shim "$BUILD/tests/numa_check"
+step "mem: no rules = plain calls, CXLSHIM_STATS=1 report" bash -c "
+	out=\$(CXLSHIM_CONF=/dev/null CXLSHIM_STATS=1 LD_PRELOAD='$SHIM' \
+		'$BUILD/tests/hostmem_check' nopolicy 2>&1); rc=\$?
+	echo \"\$out\"; [ \$rc = 0 ] && grep -q 'cxlshim mem  dram' <<<\"\$out\""
+
 echo "== NCCL API through the shim"
 step "api: library calls" shim "$BUILD/tests/api_check" noargs
 step "api: bad arguments (2 ranks)" shim "$BUILD/tests/api_check" badargs

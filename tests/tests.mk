@@ -27,3 +27,18 @@ test: test-build
 
 test-long: test-build
 	BUILD=$(BUILD) CXLSHIM_TEST_LONG=1 tests/run.sh
+
+# tests/mem - pinned host memory placement (issue 4)
+MEM_UNIT   = $(BUILD)/tests/test_mem_policy $(BUILD)/tests/mem_topo
+MEM_PROGS  = $(BUILD)/tests/hostmem_check $(BUILD)/tests/numa_check
+
+$(BUILD)/tests/test_mem_policy $(BUILD)/tests/mem_topo: $(BUILD)/tests/%: tests/mem/%.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LDLIBS_SHIM)
+
+# applications of the shim: the emulated cudart and libcuda, no core objects
+$(BUILD)/tests/hostmem_check $(BUILD)/tests/numa_check: $(BUILD)/tests/%: tests/mem/%.c $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -L$(BUILD)/emu -lcudart -lcuda -lnuma -ldl -pthread
+
+test-build: $(MEM_UNIT) $(MEM_PROGS)

@@ -30,7 +30,7 @@ EMU_CFLAGS := $(filter-out -fPIC -D_GNU_SOURCE -fvisibility=%,$(CFLAGS)) \
 
 EMU_DRV_NAMES := init errors handle device context memory copy stream op \
 	event memop capture graph legacy procaddr
-EMU_RT_NAMES := runtime rt_device rt_memory rt_stream rt_error
+EMU_RT_NAMES := runtime rt_device rt_memory rt_stream rt_error rt_entry
 
 EMU_DRV_OBJS := $(EMU_DRV_NAMES:%=$(EMU_OBJ)/%.o)
 EMU_RT_OBJS := $(EMU_RT_NAMES:%=$(EMU_OBJ)/%.o)

@@ -14,9 +14,15 @@
  */
 #include "emu.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 #define HOST_ALLOC_FLAGS (CU_MEMHOSTALLOC_PORTABLE | \
 			  CU_MEMHOSTALLOC_DEVICEMAP | \
@@ -140,6 +146,31 @@ static size_t round_up(size_t n, size_t a)
 	return (n + a - 1) / a * a;
 }
 
+/* Page-locked host memory as the driver makes it: its own mapping, every
+ * page present when the call returns (the driver pins them), so the cost
+ * of an allocation is what it is on a GPU machine. */
+static void *host_pages(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	if (madvise(p, bytes, MADV_POPULATE_WRITE) && errno != EINVAL) {
+		munmap(p, bytes);
+		return NULL;
+	}
+	return p;
+}
+
+static void free_pages_or_block(const struct emu_range *r)
+{
+	if (r->kind == EMU_MEM_HOST)
+		munmap((void *)r->base, r->size);
+	else
+		free((void *)r->base);
+}
+
 /* Allocates, records and returns in *out a range of `kind` in the current
  * context. */
 static CUresult mem_alloc(size_t bytes, enum emu_mem_kind kind,
@@ -158,6 +189,9 @@ static CUresult mem_alloc(size_t bytes, enum emu_mem_kind kind,
 	if (bytes == 0 || bytes > SIZE_MAX - align)
 		return CUDA_ERROR_INVALID_VALUE;
 	r.size = round_up(bytes, align);
+	/* populating takes a while: not under the table lock */
+	if (kind == EMU_MEM_HOST && !(p = host_pages(r.size)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
 
 	pthread_rwlock_wrlock(&mem_lock);
 	/* Device memory is budgeted per device, so cuMemGetInfo moves and
@@ -167,14 +201,16 @@ static CUresult mem_alloc(size_t bytes, enum emu_mem_kind kind,
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	if (posix_memalign(&p, align, r.size)) {
+	if (kind != EMU_MEM_HOST && posix_memalign(&p, align, r.size))
+		p = NULL;
+	if (!p) {
 		res = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
 	r.base = (uintptr_t)p;
 	res = insert(&r);
 	if (res != CUDA_SUCCESS) {
-		free(p);
+		free_pages_or_block(&r);
 		goto out;
 	}
 	if (kind == EMU_MEM_DEVICE)
@@ -197,7 +233,7 @@ static CUresult mem_free(uintptr_t base, enum emu_mem_kind kind)
 	pthread_rwlock_unlock(&mem_lock);
 	if (!found)
 		return CUDA_ERROR_INVALID_VALUE;
-	free((void *)base);
+	free_pages_or_block(&r);
 	return CUDA_SUCCESS;
 }
 
