@@ -27,12 +27,16 @@ test: test-build
 test-long: test-build
 	BUILD=$(BUILD) CXLSHIM_TEST_LONG=1 tests/run.sh
 
-# Test machines (tests/qemu): programs run inside TCG guests, and the
-# target that boots them (make test-qemu; run.sh runs it when QEMU can run).
-QEMU_TESTS = $(BUILD)/tests/qemu/numa_check
+# Test machines (tests/qemu): programs run inside TCG guests (make test-qemu
+# boots them; run.sh runs it when QEMU can run here).
+QEMU_TESTS = $(BUILD)/tests/qemu/numa_check $(BUILD)/tests/qemu/rack_check
 
 $(BUILD)/tests/qemu/numa_check: tests/qemu/numa_check.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -lnuma
+
+$(BUILD)/tests/qemu/rack_check: tests/qemu/rack_check.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LDLIBS_SHIM)
 
 test-build: $(QEMU_TESTS)

@@ -21,8 +21,9 @@
 #   --mem-path DIR     back node N's memory with the file DIR/nodeN
 #                      (share=on, left there for the caller to inspect)
 #   --share DIR        another host folder shared read-write at the same path
-#   --ivshmem FILE     FILE as an ivshmem-plain PCI device; the guest finds
-#                      its BAR at $GUEST_BAR (/sys/bus/pci/devices/*/resource2)
+#   --ivshmem FILE     FILE as an ivshmem-plain PCI device (00:10.0); its BAR
+#                      is the job's $GUEST_BAR and $CXLSHIM_POOL_PATH
+#                      (/sys/bus/pci/devices/0000:00:10.0/resource2)
 #   --link LOCAL,PEER  virtio-net over unix datagram sockets LOCAL -> PEER
 #   --ip ADDR/PREFIX   the guest's address on that link
 #   --env NAME=VALUE   set in the job's environment (CXLSHIM_* and LAUNCH_*
@@ -240,6 +241,7 @@ vmlinux() {
 BOOT=$(vmlinux) || BOOT=$KERNEL
 
 # what stage2.sh needs: the job, its environment, the shares
+BAR=/sys/bus/pci/devices/0000:00:10.0/resource2
 printf '%q ' "$@" >"$RUN/cmd"
 cp "$HERE/stage2.sh" "$RUN/stage2.sh"
 {
@@ -247,6 +249,8 @@ cp "$HERE/stage2.sh" "$RUN/stage2.sh"
 	while IFS= read -r v; do
 		printf 'export %s=%q\n' "$v" "${!v}"
 	done < <(compgen -v | grep -E '^(CXLSHIM|LAUNCH)_')
+	# the shim's pool is the BAR, whatever the caller's environment said
+	[ -n "$IVSHMEM" ] && printf 'export CXLSHIM_POOL_PATH=%q\n' "$BAR"
 	for e in "${ENVS[@]}"; do
 		[[ $e == *=* ]] || die "--env $e: want NAME=VALUE"
 		printf 'export %s=%q\n' "${e%%=*}" "${e#*=}"
@@ -270,7 +274,7 @@ done
 if [ -n "$IVSHMEM" ]; then
 	[ -f "$IVSHMEM" ] || die "--ivshmem $IVSHMEM: no such file"
 	QARGS+=(-object "memory-backend-file,id=pool,size=$(stat -c %s "$IVSHMEM"),mem-path=$IVSHMEM,share=on"
-		-device ivshmem-plain,memdev=pool)
+		-device ivshmem-plain,memdev=pool,addr=10.0)
 fi
 if [ -n "$LINK" ]; then
 	QARGS+=(-netdev "dgram,id=n0,local.type=unix,local.path=${LINK%%,*},remote.type=unix,remote.path=${LINK#*,}"
