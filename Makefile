@@ -23,6 +23,9 @@ LDLIBS_SHIM = -ldl -lnuma -linih -lm -pthread $(SANITIZE)
 # Debian packages: build (libnuma, libinih), baselines (Open MPI, MPICH).
 DEB_PKGS = build-essential libnuma-dev libinih-dev \
            openmpi-bin libopenmpi-dev mpich libmpich-dev
+# Test machines (tests/qemu): TCG guests booting Debian's own kernel, with the
+# host's root shared read-only; installed without recommends (no GUI, no OVMF).
+QEMU_DEB_PKGS = qemu-system-x86 linux-image-amd64 busybox-static cpio kmod numactl
 
 SHIM_SRC   = $(wildcard shim/*.c)
 CORE_SRC   = $(shell find core -name '*.c' | sort)
@@ -56,6 +59,11 @@ deps:
 	  echo "installing:$$need"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
 	else echo "all Debian packages present"; fi
+	@need=""; for p in $(QEMU_DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || need="$$need $$p"; done; \
+	if [ -n "$$need" ]; then \
+	  echo "installing (test machines):$$need"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends $$need >/dev/null; fi
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

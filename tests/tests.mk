@@ -42,3 +42,17 @@ $(BUILD)/tests/hostmem_check $(BUILD)/tests/numa_check: $(BUILD)/tests/%: tests/
 	$(CC) $(TEST_CFLAGS) -o $@ $< -L$(BUILD)/emu -lcudart -lcuda -lnuma -ldl -pthread
 
 test-build: $(MEM_UNIT) $(MEM_PROGS)
+
+# Test machines (tests/qemu): programs run inside TCG guests (make test-qemu
+# boots them; run.sh runs it when QEMU can run here).
+QEMU_TESTS = $(BUILD)/tests/qemu/numa_check $(BUILD)/tests/qemu/rack_check
+
+$(BUILD)/tests/qemu/numa_check: tests/qemu/numa_check.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -lnuma
+
+$(BUILD)/tests/qemu/rack_check: tests/qemu/rack_check.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LDLIBS_SHIM)
+
+test-build: $(QEMU_TESTS)

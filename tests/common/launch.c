@@ -17,6 +17,7 @@
 #include "launch.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -59,6 +60,8 @@ struct launch_shared {
  * inside a rank. */
 static struct launch_shared *g_shared;
 static uint32_t g_local_sense; /* per-process half of the barrier */
+static int g_first, g_count;    /* the ranks this host runs (LAUNCH_RANKS) */
+static const char *g_id_file;   /* LAUNCH_ID_FILE: the id across hosts */
 
 static uint64_t now_ms(void)
 {
@@ -96,6 +99,10 @@ void launch_barrier(void)
 		fprintf(stderr, "launch_barrier: called outside launch_ranks()\n");
 		abort();
 	}
+	if (g_count != sh->nranks) {
+		fprintf(stderr, "launch_barrier: not available with ranks on several hosts\n");
+		abort();
+	}
 	uint32_t sense = g_local_sense ^ 1u;
 	g_local_sense = sense;
 	if (atomic_fetch_add(&sh->bar_count, 1) + 1 == (uint32_t)sh->nranks) {
@@ -112,10 +119,32 @@ void launch_barrier(void)
 	}
 }
 
+/* For the other hosts: written aside, then renamed, so a reader never sees
+ * half an id. */
+static int write_id_file(const ncclUniqueId *id)
+{
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", g_id_file);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		return -1;
+	int ok = write(fd, id, sizeof(*id)) == (ssize_t)sizeof(*id);
+	ok &= close(fd) == 0;
+	if (!ok || rename(tmp, g_id_file)) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
 /* Rank 0 side: get the id through whatever libnccl (or preload) is loaded. */
 static int publish_id(struct launch_shared *sh)
 {
 	ncclResult_t r = ncclGetUniqueId(&sh->id);
+	if (r == ncclSuccess && g_id_file && write_id_file(&sh->id)) {
+		fprintf(stderr, "launch: rank 0: cannot write %s: %s\n", g_id_file, strerror(errno));
+		r = ncclSystemError;
+	}
 	if (r != ncclSuccess) {
 		fprintf(stderr, "launch: rank 0: ncclGetUniqueId failed: %d\n", (int)r);
 		atomic_store(&sh->id_state, ID_FAILED);
@@ -150,6 +179,29 @@ static int wait_id(struct launch_shared *sh, int rank, int timeout_s)
 	}
 }
 
+/* A rank whose rank 0 runs on another host: poll the id file (it is on a
+ * shared folder, where no change notification crosses hosts). */
+static int read_id_file(ncclUniqueId *id, int rank, int timeout_s)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_s * 1000u;
+	for (;;) {
+		int fd = open(g_id_file, O_RDONLY);
+		if (fd >= 0) {
+			ssize_t n = read(fd, id, sizeof(*id));
+			close(fd);
+			if (n == (ssize_t)sizeof(*id))
+				return 0;
+		}
+		exit_if_aborted();
+		if (now_ms() >= deadline) {
+			fprintf(stderr, "launch: rank %d: no unique id in %s after %d s\n", rank,
+				g_id_file, timeout_s);
+			return -1;
+		}
+		usleep(POLL_MS * 250);
+	}
+}
+
 /* Map a rank function's return value to an exit status that is non-zero
  * whenever the return value is (exit statuses are only 8 bits). */
 static int exit_code(int rc)
@@ -180,15 +232,19 @@ static void run_child(int rank, int nranks, launch_rank_fn fn, void *arg, int ti
 
 	g_local_sense = 0;
 	int rc;
+	ncclUniqueId id;
 	if (rank == 0)
 		rc = publish_id(g_shared);
-	else
+	else if (g_first == 0)
 		rc = wait_id(g_shared, rank, timeout_s);
+	else
+		rc = read_id_file(&id, rank, timeout_s);
 	if (rc != 0) {
 		fflush(NULL);
 		_exit(rank == 0 ? 3 : PEER_FAILED_RC);
 	}
-	ncclUniqueId id = g_shared->id;
+	if (g_first == 0)
+		id = g_shared->id;
 	rc = fn(rank, nranks, &id, arg);
 	/* exit(), not _exit(): the rank's own atexit handlers and library
 	 * destructors (the shim's pool cleanup, for instance) must run. */
@@ -206,7 +262,8 @@ static int status_code(int status)
 }
 
 struct reaper {
-	pid_t *pids; /* 0 once reaped */
+	pid_t *pids; /* 0 once reaped; index = rank - first */
+	int first;
 	int nranks;
 	int alive;
 	int first_rc; /* first failure, causes preferred over consequences */
@@ -223,7 +280,7 @@ static void record_exit(struct reaper *rp, int i, int status)
 	if (!rp->failed || (rp->first_rc == PEER_FAILED_RC && code != PEER_FAILED_RC))
 		rp->first_rc = code;
 	if (!rp->failed)
-		fprintf(stderr, "launch: rank %d exited with status %d\n", i, code);
+		fprintf(stderr, "launch: rank %d exited with status %d\n", rp->first + i, code);
 	rp->failed = 1;
 }
 
@@ -299,9 +356,34 @@ static int supervise(struct reaper *rp, struct launch_shared *sh, int timeout_s)
 	return rp->failed ? rp->first_rc : 0;
 }
 
+/* LAUNCH_RANKS / LAUNCH_ID_FILE: which ranks run here; 0 or -1. */
+static int local_ranks(int nranks)
+{
+	const char *env = getenv("LAUNCH_RANKS");
+	int last;
+
+	g_first = 0;
+	g_count = nranks;
+	g_id_file = getenv("LAUNCH_ID_FILE");
+	if (!env)
+		return 0;
+	if (sscanf(env, "%d-%d", &g_first, &last) != 2 || g_first < 0 || last < g_first ||
+	    last >= nranks) {
+		fprintf(stderr, "launch: LAUNCH_RANKS=%s: want FIRST-LAST within 0-%d\n", env,
+			nranks - 1);
+		return -1;
+	}
+	g_count = last - g_first + 1;
+	if (g_count < nranks && !g_id_file) {
+		fprintf(stderr, "launch: LAUNCH_RANKS=%s needs LAUNCH_ID_FILE\n", env);
+		return -1;
+	}
+	return 0;
+}
+
 int launch_ranks(int nranks, launch_rank_fn fn, void *arg, int timeout_s)
 {
-	if (nranks <= 0 || !fn)
+	if (nranks <= 0 || !fn || local_ranks(nranks))
 		return 1;
 	if (timeout_s <= 0)
 		timeout_s = DEFAULT_TIMEOUT_S;
@@ -314,7 +396,7 @@ int launch_ranks(int nranks, launch_rank_fn fn, void *arg, int timeout_s)
 	}
 	memset(sh, 0, sizeof(*sh));
 	sh->nranks = nranks;
-	pid_t *pids = calloc((size_t)nranks, sizeof(*pids));
+	pid_t *pids = calloc((size_t)g_count, sizeof(*pids));
 	if (!pids) {
 		munmap(sh, sizeof(*sh));
 		return 1;
@@ -336,12 +418,12 @@ int launch_ranks(int nranks, launch_rank_fn fn, void *arg, int timeout_s)
 	sigprocmask(SIG_BLOCK, &chld, &saved.mask);
 	fflush(NULL); /* or buffered output would be printed once per rank */
 
-	struct reaper rp = {pids, nranks, 0, 0, 0};
+	struct reaper rp = {pids, g_first, g_count, 0, 0, 0};
 	pid_t parent = getpid();
-	for (int i = 0; i < nranks; i++) {
+	for (int i = 0; i < g_count; i++) {
 		pid_t pid = fork();
 		if (pid == 0)
-			run_child(i, nranks, fn, arg, timeout_s, parent, &saved);
+			run_child(g_first + i, nranks, fn, arg, timeout_s, parent, &saved);
 		if (pid < 0) {
 			perror("launch: fork");
 			rp.failed = 1;

@@ -3,6 +3,14 @@
  * Used by the tests and the benchmarks: forks nranks children, rank 0 calls
  * ncclGetUniqueId() (through whatever libnccl / preload is in the process)
  * and publishes the id to the others through a shared anonymous page.
+ *
+ * Across hosts (the guests of tests/qemu/rack.sh), each host runs the same
+ * program with the same nranks and two environment variables:
+ *   LAUNCH_RANKS=FIRST-LAST  the ranks this host runs (default: all)
+ *   LAUNCH_ID_FILE=PATH      a file both hosts see: the host running rank 0
+ *                            writes the id there, the others wait for it
+ *                            (a fresh path per job: a stale id is not detected)
+ * launch_barrier() covers one host only and refuses to run in that mode.
  */
 #ifndef CXLSHIM_TESTS_LAUNCH_H
 #define CXLSHIM_TESTS_LAUNCH_H

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# rack.sh - a two-host rack on one machine: boots guests a and b (each as
+# tests/qemu/guest.sh does) that share one memory file through ivshmem-plain
+# as their CXL pool and are linked by a virtio-net wire; runs one shell
+# command in each and exits 0 when both exit 0.
+#
+#   tests/qemu/rack.sh [OPTIONS] --a 'COMMAND' --b 'COMMAND'
+#
+# Each command runs under bash in the repository, as root, with:
+#   RACK_NAME         a or b (also the guest's hostname)
+#   RACK_SELF_IP      10.0.0.1 for a, 10.0.0.2 for b (eth0, /24)
+#   RACK_PEER_IP      the other guest's address
+#   RACK_DIR          a host folder both guests see read-write at this path
+#                     (the place to hand files across, e.g. a unique id)
+#   GUEST_BAR, CXLSHIM_POOL_PATH
+#                     the pool's BAR: /sys/bus/pci/devices/0000:00:10.0/resource2
+#
+# Options:
+#   --pool FILE        the pool: an existing file, formatted up front (the
+#                      guests' flock does not cross hosts, so two shims
+#                      finding it blank would format it twice).  Default: a
+#                      new blank file in /dev/shm of --pool-size, removed after
+#   --pool-size SIZE   power of two, as ivshmem wants (default 256M)
+#   --repo DIR, --mem SIZE, --smp N, --timeout S, --env NAME=VALUE, --debug
+#                      as for guest.sh, for both guests (default --mem 1G)
+#
+# The wire is two unix datagram sockets in RACK_DIR (QEMU's dgram netdev):
+# nothing is bound on the host's network.  Output lines carry "[a] "/"[b] ".
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CMD_A=
+CMD_B=
+POOL=
+POOL_SIZE=256M
+GUEST_OPTS=()
+
+usage() {
+	sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" >&2
+	exit 2
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--a) CMD_A=$2; shift 2 ;;
+	--b) CMD_B=$2; shift 2 ;;
+	--pool) POOL=$2; shift 2 ;;
+	--pool-size) POOL_SIZE=$2; shift 2 ;;
+	--repo | --mem | --smp | --timeout | --env) GUEST_OPTS+=("$1" "$2"); shift 2 ;;
+	--debug) GUEST_OPTS+=("$1"); shift ;;
+	*) usage ;;
+	esac
+done
+[ -n "$CMD_A" ] && [ -n "$CMD_B" ] || usage
+"$HERE/guest.sh" --check >/dev/null || { "$HERE/guest.sh" --check; exit 77; }
+
+RACK=$(mktemp -d /tmp/cxlshim-rack-XXXXXX) || exit 125
+OWN_POOL=
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	[ -n "$OWN_POOL" ] && rm -f "$OWN_POOL"
+	rm -rf "$RACK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ -z "$POOL" ]; then
+	POOL=$(mktemp /dev/shm/cxlshim-rack-XXXXXX.pool) || exit 125
+	OWN_POOL=$POOL
+	fallocate -l "$POOL_SIZE" "$POOL" || exit 125
+fi
+
+# guest NAME SELF PEER COMMAND: one guest in the background, lines tagged
+guest() {
+	"$HERE/guest.sh" --name "$1" --mem 1G --numa none "${GUEST_OPTS[@]}" \
+		--share "$RACK" --ivshmem "$POOL" --link "$RACK/$1.sock,$RACK/$4.sock" \
+		--ip "$2/24" --env RACK_NAME="$1" --env RACK_SELF_IP="$2" \
+		--env RACK_PEER_IP="$3" --env RACK_DIR="$RACK" \
+		-- bash -c "$5" > >(sed -u "s/^/[$1] /") 2>&1 &
+	PIDS+=($!)
+}
+guest a 10.0.0.1 10.0.0.2 b "$CMD_A"
+guest b 10.0.0.2 10.0.0.1 a "$CMD_B"
+wait "${PIDS[0]}"
+rc_a=$?
+wait "${PIDS[1]}"
+rc_b=$?
+PIDS=()
+sleep 0.2 # the tagging seds flush their last lines
+echo "rack.sh: a exited $rc_a, b exited $rc_b"
+[ $rc_a = 0 ] && [ $rc_b = 0 ] && exit 0
+[ $rc_a = 77 ] && [ $rc_b = 77 ] && exit 77
+[ $rc_a != 0 ] && exit $rc_a
+exit $rc_b
