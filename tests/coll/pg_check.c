@@ -129,10 +129,8 @@ static void *watchdog_main(void *arg)
 		atomic_fetch_add(&w->polls, 1);
 		if (e != ncclSuccess && e != ncclInProgress && !atomic_load(&w->aborted))
 			atomic_store(&w->saw_error, 1);
-		if (since > 0 && now_s() - since > w->timeout_s && !atomic_load(&w->aborted)) {
-			atomic_store(&w->aborted, 1);
+		if (since > 0 && now_s() - since > w->timeout_s && !atomic_exchange(&w->aborted, 1))
 			ncclCommAbort(w->comm); /* as ProcessGroupNCCL's watchdog */
-		}
 		usleep(2000);
 	}
 	return NULL;
@@ -378,7 +376,16 @@ static void hang_and_abort(struct watchdog *w, cudaStream_t s, int rank, int n)
 	t0 = now_s();
 	CHECK(ncclAllGather(x, x, SHARD, ncclFloat, w->comm, s) == ncclSuccess, "enqueued");
 	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the hung stream is released");
-	CHECK(atomic_load(&w->aborted), "released by the watchdog's abort");
+	/* by this rank's watchdog, or by a peer's abort reaching us first */
+	if (!atomic_load(&w->aborted)) {
+		ncclResult_t e = ncclSuccess;
+
+		ncclCommGetAsyncError(w->comm, &e);
+		CHECK(e == ncclRemoteError || atomic_load(&w->aborted),
+		      "released by a peer's abort (async error %d)", e);
+	}
+	if (!atomic_exchange(&w->aborted, 1))
+		ncclCommAbort(w->comm);
 	CHECK(now_s() - t0 < 15, "within %.1fs", now_s() - t0);
 	cudaFree(x);
 }
