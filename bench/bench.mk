@@ -5,7 +5,8 @@
 #   make bench         bench-build, then bench/baselines.sh for all_gather and
 #                      broadcast at 2 and 4 ranks, 4 MiB .. 64 MiB
 #   make bench-more    the same for gather, scatter, alltoall, reduce,
-#                      all_reduce and reduce_scatter at 4 ranks (reductions:
+#                      all_reduce and reduce_scatter at 4 ranks, sendrecv
+#                      (a ring, as nccl-tests) at 2 and 4 ranks (reductions:
 #                      sum on float, the defaults)
 #
 # Which libcudart coll_perf gets at run time: it is linked against the CUDA
@@ -88,6 +89,8 @@ bench-more: bench-build $(BUILD)/libcxlshim.so
 	BUILD=$(BUILD) bench/baselines.sh -C reduce -N 4 $(BENCH_SIZES) -p 1
 	BUILD=$(BUILD) bench/baselines.sh -C all_reduce -N 4 $(BENCH_SIZES) -p 1
 	BUILD=$(BUILD) bench/baselines.sh -C reduce_scatter -N 4 $(BENCH_SIZES) -p 1
+	BUILD=$(BUILD) bench/baselines.sh -C sendrecv -N 2 $(BENCH_SIZES) -p 1
+	BUILD=$(BUILD) bench/baselines.sh -C sendrecv -N 4 $(BENCH_SIZES) -p 1
 
 # The effect of each CCCL technique (bench/switches.sh), 4 ranks.
 bench-switches: bench-build $(BUILD)/libcxlshim.so

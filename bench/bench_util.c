@@ -633,6 +633,20 @@ static double rs_pool_bytes(size_t nbytes, int nranks)
 	return 2.0 * (double)nbytes * (nranks - 1) / nranks;
 }
 
+/* sendrecv (nccl-tests sendrecv_perf): every rank sends S to the next rank
+ * and receives S from the previous one; busbw = algbw. */
+static double sr_pool_bytes(size_t nbytes, int nranks)
+{
+	return nranks > 1 ? 2.0 * (double)nbytes : 0.0;
+}
+
+static int sr_expected(void *recv, const struct bu_case *k)
+{
+	bu_pattern(recv, k->c.recvcount, k->type,
+		   bu_rank_seed(k->seed, (k->rank + k->nranks - 1) % k->nranks));
+	return 1;
+}
+
 /* pool_bytes convention: the bytes the busiest rank copies into and out of
  * the pool for one call of size S (the size column); local copies between a
  * rank's own buffers are not counted. */
@@ -716,6 +730,16 @@ const struct bu_coll bu_colls[] = {
 		.pool_note = "reduce_scatter: each rank writes (n-1)S/n, reads (n-1)S/n",
 		.fill_input = red_fill_input,
 		.expected = rs_expected,
+	},
+	{
+		.name = "sendrecv",
+		.no_inplace = 1,
+		.counts = bc_counts,
+		.bus_factor = bc_bus_factor,
+		.pool_bytes = sr_pool_bytes,
+		.pool_note = "sendrecv: each rank writes S for the next, reads S from the previous",
+		.fill_input = rank_fill_input,
+		.expected = sr_expected,
 	},
 };
 const int bu_ncolls = (int)(sizeof(bu_colls) / sizeof(bu_colls[0]));

@@ -88,6 +88,23 @@ static ncclResult_t run_reduce_scatter(const struct op_call *c)
 				 c->stream);
 }
 
+/* As nccl-tests' sendrecv_perf: a ring, in one group. */
+static ncclResult_t run_sendrecv(const struct op_call *c)
+{
+	int rank, n;
+	size_t count = c->k->c.paramcount;
+	ncclResult_t r;
+
+	ncclCommUserRank(c->comm, &rank);
+	ncclCommCount(c->comm, &n);
+	ncclGroupStart();
+	r = ncclSend(c->send, count, c->dtype, (rank + 1) % n, c->comm, c->stream);
+	if (r == ncclSuccess)
+		r = ncclRecv(c->recv, count, c->dtype, (rank + n - 1) % n, c->comm, c->stream);
+	ncclGroupEnd();
+	return r;
+}
+
 /* One entry per collective; semantics (sizes, expected data, bus factor) live
  * in bu_colls[] and are shared with mpi_perf. */
 /* clang-format off */
@@ -103,6 +120,7 @@ static const struct {
 	{"reduce", run_reduce},
 	{"all_reduce", run_all_reduce},
 	{"reduce_scatter", run_reduce_scatter},
+	{"sendrecv", run_sendrecv},
 };
 /* clang-format on */
 

@@ -114,6 +114,15 @@ static void mpi_alltoall(const struct mpi_call *c)
 	MPI_Alltoall(c->send, n, MPI_BYTE, c->recv, n, MPI_BYTE, MPI_COMM_WORLD);
 }
 
+static void mpi_sendrecv(const struct mpi_call *c)
+{
+	const struct bu_case *k = c->k;
+	int n = byte_count(k, k->c.paramcount);
+
+	MPI_Sendrecv(c->send, n, MPI_BYTE, (k->rank + 1) % k->nranks, 0, c->recv, n, MPI_BYTE,
+		     (k->rank + k->nranks - 1) % k->nranks, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
 /* The MPI datatype of a bu_types index, MPI_DATATYPE_NULL when MPI has none. */
 static MPI_Datatype mpi_type(int type)
 {
@@ -230,6 +239,7 @@ static const struct {
 	{"reduce", mpi_reduce},
 	{"all_reduce", mpi_all_reduce},
 	{"reduce_scatter", mpi_reduce_scatter},
+	{"sendrecv", mpi_sendrecv},
 };
 /* clang-format on */
 
