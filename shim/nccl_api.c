@@ -253,7 +253,13 @@ PALIAS(CommAbort);
 EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
 	DISPATCH(CommRevoke, comm, comm, revokeFlags);
-	NOT_ON_POOL(CommRevoke, c->real, revokeFlags);
+	if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+		cxls_comm_set_error(c, "ncclCommRevoke: flags must be 0, got %d", revokeFlags);
+		return ncclInvalidArgument;
+	}
+	if (c->real && REAL(CommRevoke))
+		REAL(CommRevoke)(c->real, revokeFlags);
+	return cxls_comm_revoke(c);
 }
 PALIAS(CommRevoke);
 

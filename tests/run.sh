@@ -86,6 +86,7 @@ step "api: CUDA graph: 100 replays, eager ops between" shim "$BUILD/tests/api_ch
 step "api: CUDA graph replays, host waits, no overlap" env CXLSHIM_WAIT_MODE=host CXLSHIM_CCCL_OVERLAP=0 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
+step "api: revoke a hung communicator, then shrink it (3 ranks)" shim "$BUILD/tests/api_check" revoke
 echo "== send/receive and groups"
 P2P="$BUILD/tests/p2p_check"
 step "p2p: ring, receive first, 0 B .. 9 MiB (2 ranks)" shim "$P2P" ring 2

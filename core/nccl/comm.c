@@ -275,11 +275,45 @@ ncclResult_t cxls_comm_init(struct cxls_comm **out, const struct cxls_init_args 
 	return ncclSuccess;
 }
 
+/* 1 when every collective and send/receive group this rank enqueued has
+ * completed in stream order. */
+static int quiescent(struct cxls_comm *c)
+{
+	return cxls_bell_read(&c->view.done[c->rank], c->pool->flush_mode) ==
+		       atomic_load(&c->ops) &&
+	       cxls_bell_read(&c->view.p2p_done[c->rank], c->pool->flush_mode) ==
+		       atomic_load(&c->p2p_ops);
+}
+
 ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
 {
+	/* revoked: in progress until the streams drained, then clean, so that
+	 * the application may shrink or destroy it */
+	if (atomic_load(&c->revoked)) {
+		if (!quiescent(c))
+			cxls_comm_unblock(c);
+		*err = quiescent(c) ? ncclSuccess : ncclInProgress;
+		return ncclSuccess;
+	}
 	*err = (ncclResult_t)atomic_load(&c->async_err);
 	if (*err == ncclSuccess && atomic_load(&c->aborted))
 		*err = ncclRemoteError;
+	return ncclSuccess;
+}
+
+ncclResult_t cxls_comm_revoke(struct cxls_comm *c)
+{
+	pthread_mutex_lock(&c->life);
+	if (!c->joined || atomic_load(&c->finalized)) {
+		pthread_mutex_unlock(&c->life);
+		cxls_comm_set_error(c, "ncclCommRevoke on a communicator that is %s",
+				    c->joined ? "finalized" : "not initialized");
+		return ncclInvalidUsage;
+	}
+	atomic_store(&c->revoked, 1);
+	/* peers waiting for this rank learn it as a remote error */
+	cxls_comm_fail(c, CXLS_ABORT_USER, ncclRemoteError);
+	pthread_mutex_unlock(&c->life);
 	return ncclSuccess;
 }
 
@@ -366,6 +400,10 @@ ncclResult_t cxls_comm_finalize(struct cxls_comm *c)
 {
 	ncclResult_t ret = ncclSuccess;
 
+	if (atomic_load(&c->revoked)) {
+		cxls_comm_set_error(c, "ncclCommFinalize after ncclCommRevoke");
+		return ncclInvalidUsage;
+	}
 	pthread_mutex_lock(&c->life);
 	join_init_thread(c);
 	atomic_store(&c->finalized, 1);

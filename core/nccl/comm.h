@@ -70,6 +70,7 @@ struct cxls_comm {
 	_Atomic int async_err;   /* ncclResult_t; ncclInProgress during init */
 	_Atomic int aborted;     /* ncclCommAbort or failure: stop everything */
 	_Atomic int finalized;
+	_Atomic int revoked;     /* ncclCommRevoke: shrink or destroy only */
 	/* watchdog: progress of this rank's done[] bell as last seen */
 	uint32_t wd_done, wd_p2p_done;
 	uint64_t wd_since_ns;
@@ -119,6 +120,10 @@ ncclResult_t cxls_comm_init(struct cxls_comm **out, const struct cxls_init_args 
 ncclResult_t cxls_comm_finalize(struct cxls_comm *c);
 ncclResult_t cxls_comm_destroy(struct cxls_comm *c);
 ncclResult_t cxls_comm_abort(struct cxls_comm *c);
+/* Stops everything in flight; the communicator reports ncclInProgress until
+ * its streams drained, then ncclSuccess, and accepts only shrink, destroy
+ * and abort. */
+ncclResult_t cxls_comm_revoke(struct cxls_comm *c);
 ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err);
 /* Marks the communicator failed everywhere and unblocks every waiter. */
 void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err);

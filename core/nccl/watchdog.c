@@ -34,7 +34,7 @@ static int peer_gone(struct cxls_comm *c, uint32_t ops)
 static const char *abort_reason_name(uint32_t reason)
 {
 	switch (reason) {
-	case CXLS_ABORT_USER: return "ncclCommAbort";
+	case CXLS_ABORT_USER: return "ncclCommAbort or ncclCommRevoke";
 	case CXLS_ABORT_PEER_DEAD: return "a rank died or left";
 	case CXLS_ABORT_TIMEOUT: return "a collective timed out";
 	case CXLS_ABORT_MISMATCH: return "ranks called different collectives";

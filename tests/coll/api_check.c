@@ -377,6 +377,52 @@ static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 	return finish();
 }
 
+/* ---- revoke ------------------------------------------------------------- */
+
+/* Rank 2 stops taking part; ranks 0 and 1 revoke their communicator while
+ * an AllGather waits for it, see it quiesce, shrink it to the two of them
+ * and carry on. */
+static int case_revoke(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm, small = NULL;
+	cudaStream_t s;
+	ncclResult_t e = ncclSuccess;
+	int gone = 2, count = 0;
+	char *buf;
+	double t0;
+
+	(void)arg;
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	buf = dev_alloc(MIB * (size_t)n, 0);
+	if (rank == gone) {
+		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "revoke seen: %d", e);
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+		return finish();
+	}
+	CHECK(ncclAllGather(buf + rank * MIB, buf, MIB, ncclInt8, comm, s) == ncclSuccess, "enqueue");
+	usleep(200000);
+	CHECK(ncclCommRevoke(comm, 1) == ncclInvalidArgument, "flags must be 0");
+	t0 = now_s();
+	CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclSuccess, "revoke");
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the waiting stream is released");
+	do
+		ncclCommGetAsyncError(comm, &e);
+	while (e == ncclInProgress && now_s() - t0 < 10);
+	CHECK(e == ncclSuccess, "quiescent after revoke: %d", e);
+	CHECK(ncclAllGather(buf, buf, 16, ncclInt8, comm, s) != ncclSuccess, "no new work");
+	CHECK(ncclCommFinalize(comm) == ncclInvalidUsage, "no finalize after revoke");
+	CHECK(ncclCommShrink(comm, &gone, 1, &small, NULL, NCCL_SHRINK_DEFAULT) == ncclSuccess,
+	      "shrink the revoked communicator");
+	CHECK(small && ncclCommCount(small, &count) == ncclSuccess && count == 2, "2 ranks left");
+	CHECK(small && allgather_ok(small, s, rank, 2, MIB), "the shrunk communicator works");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy the revoked one");
+	if (small)
+		CHECK(ncclCommDestroy(small) == ncclSuccess, "destroy the shrunk one");
+	return finish();
+}
+
 /* ---- mismatched calls --------------------------------------------------- */
 
 /* Rank 1 disagrees with the others about operation 2 (AllGather count,
@@ -699,6 +745,7 @@ static const struct rank_case rank_cases[] = {
 	{ "split", 4, case_split, NULL },
 	{ "shrink", 3, case_shrink, NULL },
 	{ "streams3", 3, case_streams, NULL },
+	{ "revoke", 3, case_revoke, NULL },
 	{ "argcount", 2, case_argmismatch, "count" },
 	{ "argroot", 3, case_argmismatch, "root" },
 	{ "argcoll", 2, case_argmismatch, "collective" },
