@@ -16,6 +16,7 @@
 #include "comm_split.h"
 #include "group.h"
 #include "log.h"
+#include "mem_alloc.h"
 #include "nccl_init.h"
 #include "redop.h"
 #include "registry.h"
@@ -162,14 +163,24 @@ EXPORT const char *ncclGetLastError(ncclComm_t comm)
 }
 PALIAS(GetLastError);
 
+/* The real library's allocator when it works here; plain driver memory
+ * (mem_alloc.h) when it does not, e.g. under the CPU emulation. */
 EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
-	FORWARD(MemAlloc, ptr, size);
+	if (!ptr || !size)
+		return ncclInvalidArgument;
+	if (REAL(MemAlloc) && REAL(MemAlloc)(ptr, size) == ncclSuccess)
+		return ncclSuccess;
+	return cxls_mem_alloc(ptr, size);
 }
 PALIAS(MemAlloc);
 
 EXPORT ncclResult_t ncclMemFree(void *ptr)
 {
+	if (!ptr)
+		return ncclSuccess;
+	if (cxls_mem_free(ptr) != ncclInvalidArgument)
+		return ncclSuccess;
 	FORWARD(MemFree, ptr);
 }
 PALIAS(MemFree);
@@ -356,15 +367,29 @@ PALIAS(CommDeregister);
 EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
 					   ncclWindow_t *win, int winFlags)
 {
+	ncclResult_t r;
+
 	DISPATCH(CommWindowRegister, comm, comm, buff, size, win, winFlags);
-	NOT_ON_POOL(CommWindowRegister, c->real, buff, size, win, winFlags);
+	if (!win)
+		return ncclInvalidArgument;
+	/* the real side's window, for operations routed there */
+	if (c->real && REAL(CommWindowRegister))
+		return REAL(CommWindowRegister)(c->real, buff, size, win, winFlags);
+	/* the pool copies through its staging windows: a window is only a
+	 * checked promise that the buffer is device memory */
+	if ((r = cxls_op_check_buf(c, buff, size, "ncclCommWindowRegister buffer")))
+		return r;
+	*win = (ncclWindow_t)buff;
+	return ncclSuccess;
 }
 PALIAS(CommWindowRegister);
 
 EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 {
 	DISPATCH(CommWindowDeregister, comm, comm, win);
-	NOT_ON_POOL(CommWindowDeregister, c->real, win);
+	if (c->real && REAL(CommWindowDeregister))
+		return REAL(CommWindowDeregister)(c->real, win);
+	return win ? ncclSuccess : ncclInvalidArgument;
 }
 PALIAS(CommWindowDeregister);
 

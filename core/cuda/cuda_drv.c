@@ -27,6 +27,8 @@ static const struct entry entries[] = {
 	E(DeviceGet, "cuDeviceGet"),
 	E(DeviceGetName, "cuDeviceGetName"),
 	E(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+	E(MemAlloc, "cuMemAlloc_v2"),
+	E(MemFree, "cuMemFree_v2"),
 	E(MemHostRegister, "cuMemHostRegister_v2"),
 	E(MemHostUnregister, "cuMemHostUnregister"),
 	E(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),

@@ -20,6 +20,8 @@ struct cxls_cuda {
 	CUresult (*DeviceGet)(CUdevice *, int);
 	CUresult (*DeviceGetName)(char *, int, CUdevice);
 	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*MemHostRegister)(void *, size_t, unsigned int);
 	CUresult (*MemHostUnregister)(void *);
 	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);

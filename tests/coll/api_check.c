@@ -118,6 +118,40 @@ static void bad_collectives(ncclComm_t comm, cudaStream_t s, int n)
 	cudaFree(buf);
 }
 
+/* ncclMemAlloc memory works as collective buffers; windows and
+ * registrations are accepted for good buffers and refused for bad ones. */
+static void memory_calls(ncclComm_t comm, cudaStream_t s, int rank, int n)
+{
+	char *buf = NULL, host[64], *check = malloc(MIB * (size_t)n);
+	ncclWindow_t win = NULL;
+	void *handle = NULL;
+	int ok = 1;
+
+	CHECK(ncclMemAlloc(NULL, MIB) == ncclInvalidArgument, "MemAlloc NULL");
+	CHECK(ncclMemAlloc((void **)&buf, 0) == ncclInvalidArgument, "MemAlloc 0 bytes");
+	CHECK(ncclMemFree(NULL) == ncclSuccess, "MemFree NULL");
+	CHECK(ncclMemAlloc((void **)&buf, MIB * (size_t)n) == ncclSuccess && buf, "MemAlloc");
+	CHECK(ncclCommWindowRegister(comm, buf, MIB * (size_t)n, &win, 0) == ncclSuccess && win,
+	      "window on ncclMemAlloc memory");
+	CHECK(ncclCommWindowRegister(comm, host, sizeof(host), &win, 0) == ncclInvalidArgument,
+	      "window on a host stack buffer");
+	CHECK(ncclCommWindowRegister(comm, buf, MIB, NULL, 0) == ncclInvalidArgument, "NULL win");
+	CHECK(ncclCommRegister(comm, buf, MIB, NULL) == ncclInvalidArgument, "NULL handle");
+	CHECK(ncclCommRegister(comm, buf, MIB, &handle) == ncclSuccess, "register");
+	cudaMemset(buf + (size_t)rank * MIB, 'm' + rank, MIB);
+	CHECK(ncclAllGather(buf + (size_t)rank * MIB, buf, MIB, ncclInt8, comm, s) == ncclSuccess &&
+		      cudaStreamSynchronize(s) == cudaSuccess,
+	      "AllGather in ncclMemAlloc memory");
+	cudaMemcpy(check, buf, MIB * (size_t)n, cudaMemcpyDeviceToHost);
+	for (size_t i = 0; i < MIB * (size_t)n; i++)
+		ok &= check[i] == 'm' + (int)(i / MIB);
+	CHECK(ok, "its result");
+	CHECK(ncclCommDeregister(comm, handle) == ncclSuccess, "deregister");
+	CHECK(ncclCommWindowDeregister(comm, win) == ncclSuccess, "window deregister");
+	CHECK(ncclMemFree(buf) == ncclSuccess, "MemFree");
+	free(check);
+}
+
 static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER, bad = NCCL_CONFIG_INITIALIZER;
@@ -140,6 +174,7 @@ static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclCommUserRank(comm, &v) == ncclSuccess && v == rank, "rank %d", v);
 	CHECK(ncclCommCuDevice(comm, &v) == ncclSuccess && v == rank, "device %d", v);
 	bad_collectives(comm, s, n);
+	memory_calls(comm, s, rank, n);
 	/* a forked child inherits the handle but not the rank: refused there,
 	 * and the parent's communicator is untouched */
 	pid_t pid = fork();
