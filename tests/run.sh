@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/run.sh - every test of `make test` (CXLSHIM_TEST_LONG=1: the long
 # sweep of `make test-long`).  Each step is one program; its output is kept
-# in $BUILD/tests/logs and shown when it fails.  Ends with "N passed, M failed".
+# in $BUILD/tests/logs and shown when it fails.  A step that exits 77 could
+# not run here: it counts as skipped, with the reason it printed.  Ends with
+# "N passed, M failed, K skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -21,6 +23,7 @@ trap 'rm -f $POOLDIR/$TAG*.pool' EXIT
 
 passed=0
 failed=0
+skipped=0
 failures=()
 
 # step NAME CMD...: run, time, record.
@@ -31,10 +34,13 @@ step() {
 	start=$(date +%s%N)
 	"$@" >"$log" 2>&1
 	rc=$?
-	printf '%-58s %s %6dms\n' "$name" "$([ $rc = 0 ] && echo PASS || echo FAIL)" \
-		$((($(date +%s%N) - start) / 1000000))
+	printf '%-58s %s %6dms\n' "$name" "$(case $rc in 0) echo PASS ;; 77) echo SKIP ;;
+		*) echo FAIL ;; esac)" $((($(date +%s%N) - start) / 1000000))
 	if [ $rc = 0 ]; then
 		passed=$((passed + 1))
+	elif [ $rc = 77 ]; then
+		skipped=$((skipped + 1))
+		grep -m1 'SKIPPED' "$log" | sed 's/^/    /'
 	else
 		failed=$((failed + 1))
 		failures+=("$name")
@@ -171,10 +177,19 @@ step "two jobs on one pool at once" bash -c "
 	LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' -n 3 -c 1,2M -i 3 & b=\$!
 	wait \$a && wait \$b"
 
+echo "== test machines: TCG guests (tests/qemu, make test-qemu); skipped where QEMU cannot run"
+step "qemu: NUMA guest: mempolicy, placement seen from host" tests/qemu/numa_selftest.sh
+step "qemu: two-guest rack: BAR, TCP, pool, coll_check" tests/qemu/rack_selftest.sh
+step "rack in two network namespaces (no QEMU)" tests/qemu/rack_selftest.sh --netns
+if [ -f tests/mem/numa_guest.sh ]; then
+	step "qemu: tests/mem/numa_guest.sh in the NUMA guest" \
+		tests/qemu/guest.sh -- sh tests/mem/numa_guest.sh
+fi
+
 echo
 if [ $failed -gt 0 ]; then
 	echo "failed steps:"
 	printf '  %s\n' "${failures[@]}"
 fi
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed = 0 ]

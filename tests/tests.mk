@@ -45,9 +45,9 @@ test-build: $(MEM_UNIT) $(MEM_PROGS)
 
 # Test machines (tests/qemu): programs run inside TCG guests (make test-qemu
 # boots them; run.sh runs it when QEMU can run here).
-QEMU_TESTS = $(BUILD)/tests/qemu/numa_check $(BUILD)/tests/qemu/rack_check
+QEMU_TESTS = $(BUILD)/tests/qemu/mempolicy_check $(BUILD)/tests/qemu/rack_check
 
-$(BUILD)/tests/qemu/numa_check: tests/qemu/numa_check.c
+$(BUILD)/tests/qemu/mempolicy_check: tests/qemu/mempolicy_check.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -lnuma
 
@@ -56,3 +56,7 @@ $(BUILD)/tests/qemu/rack_check: tests/qemu/rack_check.c $(CORE_OBJ)
 	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LDLIBS_SHIM)
 
 test-build: $(QEMU_TESTS)
+
+.PHONY: test-qemu
+test-qemu: test-build
+	@BUILD=$(BUILD) tests/qemu/run.sh; rc=$$?; [ $$rc = 77 ] || exit $$rc

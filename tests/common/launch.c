@@ -60,8 +60,8 @@ struct launch_shared {
  * inside a rank. */
 static struct launch_shared *g_shared;
 static uint32_t g_local_sense; /* per-process half of the barrier */
-static int g_first, g_count;    /* the ranks this host runs (LAUNCH_RANKS) */
-static const char *g_id_file;   /* LAUNCH_ID_FILE: the id across hosts */
+static int g_first, g_count;   /* the ranks this host runs (LAUNCH_RANKS) */
+static const char *g_id_file;  /* LAUNCH_ID_FILE: the id across hosts */
 
 static uint64_t now_ms(void)
 {
@@ -142,7 +142,8 @@ static int publish_id(struct launch_shared *sh)
 {
 	ncclResult_t r = ncclGetUniqueId(&sh->id);
 	if (r == ncclSuccess && g_id_file && write_id_file(&sh->id)) {
-		fprintf(stderr, "launch: rank 0: cannot write %s: %s\n", g_id_file, strerror(errno));
+		fprintf(stderr, "launch: rank 0: cannot write %s: %s\n", g_id_file,
+			strerror(errno));
 		r = ncclSystemError;
 	}
 	if (r != ncclSuccess) {

@@ -13,6 +13,7 @@
 #
 # Options:
 #   --repo DIR         repository shared read-write (default: this checkout)
+#   --ro               the repository read-only, like the rest of the root
 #   --numa SPEC|none   NUMA nodes, SIZE[:CPUS] each, comma separated; nodes
 #                      without CPUs stand for CXL cards (default
 #                      1G:0-1,512M,512M).  none: one node of --mem
@@ -31,6 +32,10 @@
 #   --name NAME        hostname of the guest (default guest)
 #   --timeout S        kill the guest after S seconds, exit 124 (default 300)
 #   --debug            kernel messages on the console, run folder kept
+#
+# Environment: QEMU (the emulator), GUEST_KERNEL (a /boot/vmlinuz-VERSION),
+# GUEST_PVH=0 (boot the bzImage, not its decompressed ELF), GUEST_APPEND
+# (more kernel command line).
 #
 # Exit status: COMMAND's, 124 on timeout, 125 when the guest did not boot or
 # did not report a status, 77 when guests cannot run here (with the reason).
@@ -52,6 +57,7 @@ NAME=guest
 TIMEOUT=300
 DEBUG=0
 CHECK=0
+RO=0
 
 usage() {
 	sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" >&2
@@ -88,6 +94,7 @@ why_not() {
 	command -v "$QEMU" >/dev/null || { echo "$QEMU not installed (make deps)"; return; }
 	k=$(find_kernel)
 	[ -n "$k" ] || { echo "no Debian kernel with 9p modules under /boot (make deps)"; return; }
+	[ -e "$k" ] || { echo "no kernel $k"; return; }
 	[ -r "$k" ] || { echo "$k is not readable by $(id -un) (run as root)"; return; }
 	[ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 ||
 		{ echo "no static /bin/busybox (make deps: busybox-static)"; return; }
@@ -111,6 +118,7 @@ while [ $# -gt 0 ]; do
 	--env) ENVS+=("$2"); shift 2 ;;
 	--name) NAME=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
+	--ro) RO=1; shift ;;
 	--debug) DEBUG=1; shift ;;
 	--check) CHECK=1; shift ;;
 	--) shift; break ;;
@@ -238,7 +246,8 @@ vmlinux() {
 	fi
 	echo "$out"
 }
-BOOT=$(vmlinux) || BOOT=$KERNEL
+BOOT=$KERNEL
+[ "${GUEST_PVH:-1}" = 0 ] || BOOT=$(vmlinux) || BOOT=$KERNEL
 
 # what stage2.sh needs: the job, its environment, the shares
 BAR=/sys/bus/pci/devices/0000:00:10.0/resource2
@@ -265,7 +274,8 @@ QARGS+=(-fsdev "local,id=root,path=/,$P9,readonly=on"
 	-device "virtio-9p-pci,fsdev=run,mount_tag=run")
 : >"$RUN/mounts"
 i=0
-for dir in "$REPO" "${SHARES[@]}"; do
+[ $RO = 1 ] || SHARES=("$REPO" "${SHARES[@]}")
+for dir in "${SHARES[@]}"; do
 	QARGS+=(-fsdev "local,id=s$i,path=$dir,$P9" -device "virtio-9p-pci,fsdev=s$i,mount_tag=s$i")
 	echo "s$i $dir" >>"$RUN/mounts"
 	i=$((i + 1))
@@ -281,8 +291,13 @@ if [ -n "$LINK" ]; then
 		-device "virtio-net-pci,netdev=n0,mac=52:54:00:$(printf '%02x:%02x:%02x' $((RANDOM % 256)) $((RANDOM % 256)) $((RANDOM % 256)))")
 fi
 
-CMDLINE="console=ttyS0 panic=-1 mitigations=off tsc=reliable no_timer_check"
+# The guest clock: HPET, not the TSC.  TCG's TSC is the host's, and a
+# guest calibrating it while the host is busy got it 30 times too fast.
+# No lockup detector either: a vCPU thread the host does not run for a
+# while is no bug in the guest.
+CMDLINE="console=ttyS0 panic=-1 mitigations=off clocksource=hpet tsc=unstable nowatchdog"
 [ $DEBUG = 1 ] || CMDLINE+=" quiet loglevel=1"
+CMDLINE+=" ${GUEST_APPEND:-}"
 
 start=$(date +%s%N)
 # KVM hangs on these machines: TCG, multi-threaded.
@@ -290,7 +305,9 @@ timeout -k 5 "$TIMEOUT" "$QEMU" -name "$NAME" -machine pc -bios qboot.rom -accel
 	-smp "$SMP" -m "${TOTAL}M" -nodefaults -no-user-config -display none -no-reboot \
 	-chardev stdio,id=con,signal=off -serial chardev:con \
 	-kernel "$BOOT" -initrd "$RUN/initrd.cpio" -append "$CMDLINE" \
-	"${QARGS[@]}" </dev/null &
+	"${QARGS[@]}" </dev/null > >(if [ $DEBUG = 1 ]; then cat; else
+		# the one kernel line left under loglevel=1 (KERN_EMERG)
+		sed -u '/^\[ *[0-9.]*\] reboot: Power down/d'; fi) &
 QPID=$!
 wait $QPID
 qrc=$?

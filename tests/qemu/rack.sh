@@ -24,8 +24,15 @@
 #   --repo DIR, --mem SIZE, --smp N, --timeout S, --env NAME=VALUE, --debug
 #                      as for guest.sh, for both guests (default --mem 1G)
 #
-# The wire is two unix datagram sockets in RACK_DIR (QEMU's dgram netdev):
-# nothing is bound on the host's network.  Output lines carry "[a] "/"[b] ".
+#   --netns            no QEMU: a and b are process trees on this host in two
+#                      network namespaces joined by a veth pair (same
+#                      addresses); the pool file itself is GUEST_BAR and
+#                      CXLSHIM_POOL_PATH.  Needs root (CAP_NET_ADMIN)
+#
+# The wire is two unix datagram sockets in RACK_DIR (QEMU's dgram netdev),
+# or the veth pair: nothing is bound on the host's own network.  Output
+# lines carry "[a] "/"[b] ".  Exit 77 (+ "SKIPPED: why") when the chosen
+# kind of rack cannot run here.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,6 +41,10 @@ CMD_B=
 POOL=
 POOL_SIZE=256M
 GUEST_OPTS=()
+NETNS=0
+REPO=$(cd "$HERE/../.." && pwd)
+TIMEOUT=300
+ENVS=()
 
 usage() {
 	sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" >&2
@@ -46,17 +57,27 @@ while [ $# -gt 0 ]; do
 	--b) CMD_B=$2; shift 2 ;;
 	--pool) POOL=$2; shift 2 ;;
 	--pool-size) POOL_SIZE=$2; shift 2 ;;
-	--repo | --mem | --smp | --timeout | --env) GUEST_OPTS+=("$1" "$2"); shift 2 ;;
+	--repo) REPO=$(cd "$2" && pwd) || exit 2; GUEST_OPTS+=("$1" "$2"); shift 2 ;;
+	--timeout) TIMEOUT=$2; GUEST_OPTS+=("$1" "$2"); shift 2 ;;
+	--env) ENVS+=("$2"); GUEST_OPTS+=("$1" "$2"); shift 2 ;;
+	--mem | --smp) GUEST_OPTS+=("$1" "$2"); shift 2 ;;
+	--netns) NETNS=1; shift ;;
 	--debug) GUEST_OPTS+=("$1"); shift ;;
 	*) usage ;;
 	esac
 done
 [ -n "$CMD_A" ] && [ -n "$CMD_B" ] || usage
-"$HERE/guest.sh" --check >/dev/null || { "$HERE/guest.sh" --check; exit 77; }
+if [ $NETNS = 0 ]; then
+	"$HERE/guest.sh" --check >/dev/null || { "$HERE/guest.sh" --check; exit 77; }
+elif ! command -v ip >/dev/null; then
+	echo "SKIPPED: no ip (iproute2) for network namespaces"
+	exit 77
+fi
 
 RACK=$(mktemp -d /tmp/cxlshim-rack-XXXXXX) || exit 125
 OWN_POOL=
 PIDS=()
+NAMESPACES=()
 cleanup() {
 	local p
 	for p in "${PIDS[@]}"; do
@@ -66,6 +87,9 @@ cleanup() {
 		wait "$p" 2>/dev/null
 	done
 	[ -n "$OWN_POOL" ] && rm -f "$OWN_POOL"
+	for p in "${NAMESPACES[@]}"; do
+		ip netns del "$p" 2>/dev/null
+	done
 	rm -rf "$RACK"
 }
 trap cleanup EXIT
@@ -78,8 +102,9 @@ if [ -z "$POOL" ]; then
 	fallocate -l "$POOL_SIZE" "$POOL" || exit 125
 fi
 
-# guest NAME SELF PEER COMMAND: one guest in the background, lines tagged
-guest() {
+# guest NAME SELF PEER PEERNAME COMMAND: one guest in the background, lines
+# tagged
+guest_qemu() {
 	"$HERE/guest.sh" --name "$1" --mem 1G --numa none "${GUEST_OPTS[@]}" \
 		--share "$RACK" --ivshmem "$POOL" --link "$RACK/$1.sock,$RACK/$4.sock" \
 		--ip "$2/24" --env RACK_NAME="$1" --env RACK_SELF_IP="$2" \
@@ -87,8 +112,49 @@ guest() {
 		-- bash -c "$5" > >(sed -u "s/^/[$1] /") 2>&1 &
 	PIDS+=($!)
 }
-guest a 10.0.0.1 10.0.0.2 b "$CMD_A"
-guest b 10.0.0.2 10.0.0.1 a "$CMD_B"
+# the same, as a process tree in network namespace $NS_<NAME>
+guest_netns() {
+	local ns=${NAMESPACES[$([ "$1" = a ] && echo 0 || echo 1)]} e
+	local -a envs=(RACK_NAME="$1" RACK_SELF_IP="$2" RACK_PEER_IP="$3" RACK_DIR="$RACK"
+		GUEST_BAR="$POOL" CXLSHIM_POOL_PATH="$POOL")
+	for e in "${ENVS[@]}"; do
+		envs+=("$e")
+	done
+	(cd "$REPO" && exec timeout -k 5 "$TIMEOUT" ip netns exec "$ns" env "${envs[@]}" \
+		bash -c "$5") > >(sed -u "s/^/[$1] /") 2>&1 &
+	PIDS+=($!)
+}
+
+# two namespaces and a veth pair between them: the wire of the netns rack
+netns_up() {
+	local tag=cxq$$ i name ip
+	NAMESPACES=("$tag-a" "$tag-b")
+	for i in 0 1; do
+		if ! ip netns add "${NAMESPACES[$i]}" 2>"$RACK/netns.err"; then
+			NAMESPACES=("${NAMESPACES[@]:0:$i}")
+			echo "SKIPPED: cannot create network namespaces: $(head -n1 "$RACK/netns.err")"
+			exit 77
+		fi
+	done
+	ip link add "$tag-a" netns "${NAMESPACES[0]}" type veth \
+		peer name "$tag-b" netns "${NAMESPACES[1]}" || exit 125
+	for i in 0 1; do
+		name=$tag-$([ $i = 0 ] && echo a || echo b)
+		ip=10.0.0.$((i + 1))
+		ip -n "${NAMESPACES[$i]}" link set lo up &&
+			ip -n "${NAMESPACES[$i]}" addr add "$ip/24" dev "$name" &&
+			ip -n "${NAMESPACES[$i]}" link set "$name" up || exit 125
+	done
+}
+
+if [ $NETNS = 1 ]; then
+	netns_up
+	guest=guest_netns
+else
+	guest=guest_qemu
+fi
+$guest a 10.0.0.1 10.0.0.2 b "$CMD_A"
+$guest b 10.0.0.2 10.0.0.1 a "$CMD_B"
 wait "${PIDS[0]}"
 rc_a=$?
 wait "${PIDS[1]}"

@@ -36,10 +36,10 @@
 #include "pool.h"
 #include "../common/check.h"
 
-#define WAIT_S 120
-#define BAR_DATA (8ul << 20)
+#define WAIT_S	  120
+#define BAR_DATA  (8ul << 20)
 #define TCP_BYTES (16ul << 20)
-#define TCP_PORT 7474
+#define TCP_PORT  7474
 
 static double now_s(void)
 {
@@ -126,7 +126,7 @@ static int cmd_pool(const char *want)
 struct bar_flags {
 	_Atomic uint64_t ready[2]; /* nonce once side i's data is written */
 	uint64_t pad[6];
-	_Atomic uint64_t seen[2];  /* nonce once side i verified the other's */
+	_Atomic uint64_t seen[2]; /* nonce once side i verified the other's */
 };
 
 static int wait_flag(_Atomic uint64_t *flag, uint64_t want)
@@ -203,7 +203,7 @@ static int tcp_listen(const char *self)
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1))
 		goto out;
-	p = (struct pollfd){ .fd = s, .events = POLLIN };
+	p = (struct pollfd){.fd = s, .events = POLLIN};
 	if (poll(&p, 1, WAIT_S * 1000) == 1)
 		c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
 out:
@@ -267,7 +267,7 @@ static int recv_all(int s, unsigned char *p, size_t n)
 static int cmd_tcp(int me, const char *self, const char *peer)
 {
 	unsigned char *out = malloc(TCP_BYTES), *in = malloc(TCP_BYTES), *want = malloc(TCP_BYTES);
-	struct timeval tv = { WAIT_S, 0 };
+	struct timeval tv = {WAIT_S, 0};
 	uint64_t nonce = 0x7cb;
 	int s;
 	double t;

@@ -1,9 +1,10 @@
-/* numa_check.c - the NUMA facts the tiered pinned memory relies on, checked
- * against a real kernel (inside a guest of tests/qemu/guest.sh).
+/* mempolicy_check.c - the NUMA facts the tiered pinned memory relies on,
+ * checked against a real kernel (inside a guest of tests/qemu/guest.sh).
  *
- *   numa_check [-x NCXL] [-k TOKEN]         in the guest: the checks below
- *   numa_check -f FILE -k TOKEN             on the host: pages of patterns
- *                                           1..4 in FILE (a node's memory)
+ *   mempolicy_check [-x NCXL] [-k TOKEN]   in the guest: the checks below
+ *   mempolicy_check -f FILE -k TOKEN       on the host: distinct pages of
+ *                                          patterns 1..4 in FILE (the
+ *                                          memory of one node)
  *
  * In the guest: node 0 has CPUs and memory and at least NCXL (default 2)
  * nodes have memory but no CPU (CXL cards); memory bound with mbind before
@@ -38,10 +39,10 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-#define PAGE 4096ul
-#define BUF (8ul << 20)
+#define PAGE	  4096ul
+#define BUF	  (8ul << 20)
 #define MAX_NODES 64
-#define MAGIC 0x554d4551534c5843ull /* "CXLSQEMU" */
+#define MAGIC	  0x554d4551534c5843ull /* "CXLSQEMU" */
 
 struct page_head {
 	uint64_t magic;
@@ -56,7 +57,7 @@ static uint64_t token;
 static void write_pages(char *p, size_t len, unsigned pattern)
 {
 	for (size_t i = 0; i < len / PAGE; i++) {
-		struct page_head h = { MAGIC, token, pattern, i };
+		struct page_head h = {MAGIC, token, pattern, i};
 		uint64_t x = token ^ ((uint64_t)pattern << 56) ^ (i + 1);
 
 		memcpy(p + i * PAGE, &h, sizeof(h));
@@ -117,7 +118,7 @@ out:
 
 static int bind(void *p, size_t len, int node, unsigned flags)
 {
-	unsigned long mask[MAX_NODES / 64] = { 0 };
+	unsigned long mask[MAX_NODES / 64] = {0};
 
 	mask[node / 64] = 1ul << (node % 64);
 	return (int)mbind(p, len, MPOL_BIND, mask, MAX_NODES + 1, flags);
@@ -195,7 +196,7 @@ static void check_bind_first(int node, unsigned pattern)
 {
 	char *p = map(BUF), *q = map(BUF);
 	int mode = -1;
-	unsigned long mask[MAX_NODES / 64] = { 0 };
+	unsigned long mask[MAX_NODES / 64] = {0};
 
 	CHECK(bind(p, BUF, node, 0) == 0, "mbind node %d: %s", node, strerror(errno));
 	write_pages(p, BUF, pattern);
@@ -206,7 +207,8 @@ static void check_bind_first(int node, unsigned pattern)
 	      "get_mempolicy: mode %d mask %#lx", mode, mask[0]);
 
 	CHECK(bind(q, BUF, node, 0) == 0, "mbind node %d", node);
-	CHECK(madvise(q, BUF, MADV_POPULATE_WRITE) == 0, "MADV_POPULATE_WRITE: %s", strerror(errno));
+	CHECK(madvise(q, BUF, MADV_POPULATE_WRITE) == 0, "MADV_POPULATE_WRITE: %s",
+	      strerror(errno));
 	CHECK(pages_on(q, BUF, node) == (long)(BUF / PAGE), "populated pages on node %d: %ld", node,
 	      pages_on(q, BUF, node));
 	munmap(q, BUF);
@@ -314,14 +316,17 @@ static void tiers(void)
 	globfree(&g);
 }
 
-/* Host side: how many pages of FILE carry the header of each pattern
- * 1..NPAT, printed on one line.  read(), not mmap: the file is a sparse
- * tmpfs file of up to gigabytes and holes read fastest as zeros. */
+/* Host side: how many distinct pages (by index) of each pattern 1..NPAT
+ * FILE holds, printed on one line.  Distinct, because the guest kernel may
+ * leave stale copies behind on the same node (compaction, khugepaged).
+ * read(), not mmap: the file is a sparse tmpfs file of up to gigabytes and
+ * holes read fastest as zeros. */
 #define NPAT 4
 static int find(const char *file)
 {
 	static char buf[1 << 20];
-	long n[NPAT + 1] = { 0 };
+	static unsigned char seen[NPAT + 1][BUF / PAGE];
+	long n[NPAT + 1] = {0};
 	int fd = open(file, O_RDONLY);
 	ssize_t got;
 
@@ -334,8 +339,11 @@ static int find(const char *file)
 			struct page_head h;
 
 			memcpy(&h, buf + o, sizeof(h));
-			if (h.magic == MAGIC && h.token == token && h.pattern >= 1 && h.pattern <= NPAT)
-				n[h.pattern]++;
+			if (h.magic != MAGIC || h.token != token || h.pattern < 1 ||
+			    h.pattern > NPAT || h.index >= BUF / PAGE || seen[h.pattern][h.index])
+				continue;
+			seen[h.pattern][h.index] = 1;
+			n[h.pattern]++;
 		}
 	}
 	close(fd);
@@ -356,11 +364,18 @@ int main(int argc, char **argv)
 	token = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
 	while ((c = getopt(argc, argv, "x:k:f:")) != -1) {
 		switch (c) {
-		case 'x': want_cxl = atoi(optarg); break;
-		case 'k': token = strtoull(optarg, NULL, 16); break;
-		case 'f': file = optarg; break;
+		case 'x':
+			want_cxl = atoi(optarg);
+			break;
+		case 'k':
+			token = strtoull(optarg, NULL, 16);
+			break;
+		case 'f':
+			file = optarg;
+			break;
 		default:
-			fprintf(stderr, "usage: numa_check [-x NCXL] [-k TOKEN] | -f FILE -k TOKEN\n");
+			fprintf(stderr,
+				"usage: mempolicy_check [-x NCXL] [-k TOKEN] | -f FILE -k TOKEN\n");
 			return 2;
 		}
 	}
