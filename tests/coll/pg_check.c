@@ -379,8 +379,13 @@ static void hang_and_abort(struct watchdog *w, cudaStream_t s, int rank, int n)
 	/* by this rank's watchdog, or by a peer's abort reaching us first */
 	if (!atomic_load(&w->aborted)) {
 		ncclResult_t e = ncclSuccess;
+		double t1 = now_s();
 
-		ncclCommGetAsyncError(w->comm, &e);
+		/* the peer's abort may release the stream a watchdog tick
+		 * before this rank records it */
+		while (!atomic_load(&w->aborted) && ncclCommGetAsyncError(w->comm, &e) == ncclSuccess &&
+		       e == ncclSuccess && now_s() - t1 < 5)
+			usleep(1000);
 		CHECK(e == ncclRemoteError || atomic_load(&w->aborted),
 		      "released by a peer's abort (async error %d)", e);
 	}

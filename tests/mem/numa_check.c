@@ -93,9 +93,20 @@ static int *where(void *p, size_t len)
 
 	for (size_t i = 0; i < n; i++)
 		pages[i] = (char *)p + i * PAGE;
-	if (move_pages(0, n, pages, NULL, st, 0))
-		for (size_t i = 0; i < n; i++)
-			st[i] = -1;
+	/* a page being collapsed into a huge page or migrated right now
+	 * reports an error status for a moment: ask again before trusting it */
+	for (int tries = 0; tries < 5; tries++) {
+		int odd = 0;
+
+		if (move_pages(0, n, pages, NULL, st, 0))
+			for (size_t i = 0; i < n; i++)
+				st[i] = -1;
+		for (size_t i = 0; i < n && !odd; i++)
+			odd = st[i] < 0;
+		if (!odd)
+			break;
+		usleep(100000);
+	}
 	free(pages);
 	return st;
 }
@@ -370,16 +381,20 @@ static void test_register(void)
 	size_t len = 16 * MiB;
 	unsigned char *m = aligned_alloc(PAGE, len);
 	size_t hist[8] = { 0 };
-	int ok = 1, *st;
+	int ok = 1, *st, first_odd = 0;
 
 	for (size_t i = 0; i < len; i++)
 		m[i] = (unsigned char)(i * 13);
 	st = where(m, len);
-	for (size_t i = 0; i < len / PAGE; i++)
+	for (size_t i = 0; i < len / PAGE; i++) {
+		if ((st[i] < 0 || st[i] >= 7) && first_odd == 0)
+			first_odd = st[i] ? st[i] : 1000;
 		hist[st[i] >= 0 && st[i] < 8 ? st[i] : 7]++;
+	}
 	free(st);
-	CHECK(hist[dram] == len / PAGE, "touched memory starts on DRAM (%zu %zu %zu pages on 0 1 2)",
-	      hist[0], hist[1], hist[2]);
+	CHECK(hist[dram] == len / PAGE,
+	      "touched memory starts on DRAM (%zu %zu %zu pages on 0 1 2, %zu elsewhere, first %d)",
+	      hist[0], hist[1], hist[2], hist[7], first_odd);
 	CHECK(cudaHostRegister(m, len, cudaHostRegisterDefault) == cudaSuccess, "register");
 	CHECK(!misplaced(m, len, on_node, &c1), "registered memory migrated to node %d", c1);
 	for (size_t i = 0; i < len && ok; i++)
