@@ -26,7 +26,7 @@ DEB_PKGS = build-essential libnuma-dev libinih-dev \
 # Test machines (tests/qemu): TCG guests booting Debian's own kernel, with the
 # host's root shared read-only; installed without recommends (no GUI, no OVMF).
 QEMU_DEB_PKGS = qemu-system-x86 linux-image-amd64 busybox-static cpio kmod xz-utils \
-                iproute2 numactl
+                iproute2 numactl ndctl daxctl
 
 SHIM_SRC   = $(wildcard shim/*.c)
 CORE_SRC   = $(shell find core -name '*.c' | sort)

@@ -19,6 +19,10 @@
 #                      1G:0-1,512M,512M).  none: one node of --mem
 #   --mem SIZE         memory with --numa none (default 1G)
 #   --smp N            vCPUs (default: as many as SPEC names, else 2)
+#   --movable          CPU-less nodes come up the way CXL expanders do
+#                      under daxctl: their memory is a devdax device first,
+#                      then onlined as system RAM in ZONE_MOVABLE (so a
+#                      long-term pin migrates pages off them)
 #   --mem-path DIR     back node N's memory with the file DIR/nodeN
 #                      (share=on, left there for the caller to inspect)
 #   --share DIR        another host folder shared read-write at the same path
@@ -42,6 +46,7 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PATH=$PATH:/usr/sbin:/sbin # modprobe, for users whose PATH lacks them
 QEMU=${QEMU:-qemu-system-x86_64}
 REPO=$(cd "$HERE/../.." && pwd)
 NUMA=1G:0-1,512M,512M
@@ -58,6 +63,7 @@ TIMEOUT=300
 DEBUG=0
 CHECK=0
 RO=0
+MOVABLE=0
 
 usage() {
 	sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" >&2
@@ -119,6 +125,7 @@ while [ $# -gt 0 ]; do
 	--name) NAME=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--ro) RO=1; shift ;;
+	--movable) MOVABLE=1; shift ;;
 	--debug) DEBUG=1; shift ;;
 	--check) CHECK=1; shift ;;
 	--) shift; break ;;
@@ -133,6 +140,10 @@ if [ -n "$reason" ]; then
 fi
 KERNEL=$(find_kernel)
 KVER=${KERNEL#/boot/vmlinuz-}
+if [ $MOVABLE = 1 ] && ! { command -v daxctl && command -v ndctl; } >/dev/null; then
+	echo "SKIPPED: --movable needs ndctl and daxctl (make deps)"
+	exit 77
+fi
 if [ $CHECK = 1 ]; then
 	echo "guests can run: $($QEMU --version | head -n1), kernel $KVER, TCG"
 	exit 0
@@ -164,16 +175,20 @@ numa_args() {
 		size=$(mib "${nodes[$i]%%:*}")
 		cpus=
 		[[ ${nodes[$i]} == *:* ]] && cpus=${nodes[$i]#*:}
-		TOTAL=$((TOTAL + size))
 		if [ -n "$MEM_PATH" ]; then
 			QARGS+=(-object "memory-backend-file,id=m$i,size=${size}M,mem-path=$MEM_PATH/node$i,share=on")
 		else
 			QARGS+=(-object "memory-backend-ram,id=m$i,size=${size}M")
 		fi
 		QARGS+=(-numa "node,nodeid=$i,memdev=m$i${cpus:+,cpus=$cpus}")
+		# --movable: the whole node as legacy pmem, for ndctl and daxctl
+		# (the pc machine puts RAM below 4 GiB in node order up to 3 GiB)
+		[ $MOVABLE = 1 ] && [ -z "$cpus" ] && MEMMAP+=" memmap=${size}M!$((TOTAL))M"
 		[ -n "$cpus" ] && [ "${cpus##*-}" -gt $maxcpu ] && maxcpu=${cpus##*-}
 		has_cpu[$i]=${cpus:+1}
+		TOTAL=$((TOTAL + size))
 	done
+	[ $MOVABLE = 0 ] || [ $TOTAL -le 3072 ] || die "--movable: at most 3G of memory in all"
 	for i in "${!nodes[@]}"; do
 		for ((j = i + 1; j < ${#nodes[@]}; j++)); do
 			d=20
@@ -186,6 +201,7 @@ numa_args() {
 }
 
 declare -a has_cpu
+MEMMAP=
 if [ "$NUMA" = none ]; then
 	TOTAL=$(mib "$MEM")
 	SMP=${SMP:-2}
@@ -254,7 +270,8 @@ BAR=/sys/bus/pci/devices/0000:00:10.0/resource2
 printf '%q ' "$@" >"$RUN/cmd"
 cp "$HERE/stage2.sh" "$RUN/stage2.sh"
 {
-	printf 'export GUEST_REPO=%q GUEST_NAME=%q GUEST_IP=%q\n' "$REPO" "$NAME" "$IP"
+	printf 'export GUEST_REPO=%q GUEST_NAME=%q GUEST_IP=%q GUEST_MOVABLE=%q\n' "$REPO" \
+		"$NAME" "$IP" "${MEMMAP:+1}"
 	while IFS= read -r v; do
 		printf 'export %s=%q\n' "$v" "${!v}"
 	done < <(compgen -v | grep -E '^(CXLSHIM|LAUNCH)_')
@@ -297,7 +314,7 @@ fi
 # while is no bug in the guest.
 CMDLINE="console=ttyS0 panic=-1 mitigations=off clocksource=hpet tsc=unstable nowatchdog"
 [ $DEBUG = 1 ] || CMDLINE+=" quiet loglevel=1"
-CMDLINE+=" ${GUEST_APPEND:-}"
+CMDLINE+="$MEMMAP ${GUEST_APPEND:-}"
 
 start=$(date +%s%N)
 # KVM hangs on these machines: TCG, multi-threaded.

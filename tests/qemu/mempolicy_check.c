@@ -1,7 +1,8 @@
 /* mempolicy_check.c - the NUMA facts the tiered pinned memory relies on,
  * checked against a real kernel (inside a guest of tests/qemu/guest.sh).
  *
- *   mempolicy_check [-x NCXL] [-k TOKEN]   in the guest: the checks below
+ *   mempolicy_check [-m] [-x NCXL] [-k TOKEN]
+ *                                          in the guest: the checks below
  *   mempolicy_check -f FILE -k TOKEN       on the host: distinct pages of
  *                                          patterns 1..4 in FILE (the
  *                                          memory of one node)
@@ -12,7 +13,9 @@
  * MADV_POPULATE_WRITE), as move_pages reports; memory already touched on
  * node 0 migrates in place with MPOL_MF_MOVE, contents intact; move_pages
  * moves pages between the CXL nodes; chunks bound alternately stripe over
- * two nodes; a node that does not exist is refused.
+ * two nodes; a node that does not exist is refused; a long-term pin
+ * (io_uring fixed buffers) leaves pages on a node of boot memory but moves
+ * them off a node onlined ZONE_MOVABLE (-m: guest.sh --movable).
  *
  * Every page a check writes starts with a header (magic, TOKEN, pattern K,
  * page index).  With guest.sh --mem-path the host can then look for those
@@ -30,7 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/io_uring.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "../common/check.h"
@@ -301,6 +307,71 @@ static void check_bad_node(void)
 	munmap(p, PAGE);
 }
 
+/* Pages of `node` in zones other than ZONE_MOVABLE, from /proc/zoneinfo
+ * (-1 when the node is not there). */
+static long unmovable_pages(int node, long *movable)
+{
+	char line[256], zone[32];
+	long present, other = -1;
+	int n, in_node = 0, is_movable = 0;
+	FILE *f = fopen("/proc/zoneinfo", "r");
+
+	*movable = 0;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Node %d, zone %31s", &n, zone) == 2) {
+			in_node = n == node;
+			is_movable = !strcmp(zone, "Movable");
+			if (in_node && other < 0)
+				other = 0;
+		} else if (in_node && sscanf(line, " present %ld", &present) == 1) {
+			if (is_movable)
+				*movable += present;
+			else
+				other += present;
+		}
+	}
+	fclose(f);
+	return other;
+}
+
+/* A long-term pin, the kind cuMemHostRegister takes on a real GPU: io_uring
+ * fixed buffers pin with FOLL_LONGTERM too.  A pinned page must not stay in
+ * ZONE_MOVABLE, so on a node onlined movable the kernel migrates it to
+ * another node: the trap DESIGN.md warns about, which the shim's placement
+ * check must catch.  On boot memory (ZONE_NORMAL) the pages stay put. */
+static void check_longterm_pin(int node, int movable, unsigned pattern)
+{
+	const size_t len = 4ul << 20;
+	struct io_uring_params params;
+	struct iovec iov;
+	char *p = map(len);
+	long on;
+	int ring;
+
+	CHECK(bind(p, len, node, 0) == 0, "mbind %d", node);
+	write_pages(p, len, pattern);
+	CHECK(pages_on(p, len, node) == (long)(len / PAGE), "on node %d before the pin", node);
+	memset(&params, 0, sizeof(params));
+	ring = (int)syscall(__NR_io_uring_setup, 1, &params);
+	CHECK(ring >= 0, "io_uring_setup: %s", strerror(errno));
+	if (ring < 0)
+		return;
+	iov = (struct iovec){p, len};
+	CHECK(syscall(__NR_io_uring_register, ring, IORING_REGISTER_BUFFERS, &iov, 1) == 0,
+	      "IORING_REGISTER_BUFFERS: %s", strerror(errno));
+	on = pages_on(p, len, node);
+	if (movable)
+		CHECK(on == 0, "pinned pages left movable node %d: %ld still there", node, on);
+	else
+		CHECK(on == (long)(len / PAGE), "pinned pages stay on node %d: %ld", node, on);
+	printf("long-term pin of %zu pages bound to node %d (%s): %ld left on it\n", len / PAGE,
+	       node, movable ? "ZONE_MOVABLE" : "ZONE_NORMAL", on);
+	CHECK(pages_intact(p, len, pattern), "contents intact after the pin");
+	close(ring);
+}
+
 /* For the log: which tier the kernel put each node in. */
 static void tiers(void)
 {
@@ -359,11 +430,15 @@ static int find(const char *file)
 int main(int argc, char **argv)
 {
 	const char *file = NULL;
-	int want_cxl = 2, cxl[MAX_NODES], ncxl, c;
+	int want_cxl = 2, cxl[MAX_NODES], ncxl, c, movable = 0;
+	long other, in_movable;
 
 	token = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
-	while ((c = getopt(argc, argv, "x:k:f:")) != -1) {
+	while ((c = getopt(argc, argv, "mx:k:f:")) != -1) {
 		switch (c) {
+		case 'm':
+			movable = 1;
+			break;
 		case 'x':
 			want_cxl = atoi(optarg);
 			break;
@@ -374,8 +449,8 @@ int main(int argc, char **argv)
 			file = optarg;
 			break;
 		default:
-			fprintf(stderr,
-				"usage: mempolicy_check [-x NCXL] [-k TOKEN] | -f FILE -k TOKEN\n");
+			fprintf(stderr, "usage: mempolicy_check [-m] [-x NCXL] [-k TOKEN] | -f "
+					"FILE -k TOKEN\n");
 			return 2;
 		}
 	}
@@ -394,5 +469,14 @@ int main(int argc, char **argv)
 	check_move_pages(cxl[1], cxl[0], 4);
 	check_stripe(cxl[0], cxl[1]);
 	check_bad_node();
+	for (int i = 0; i < 2; i++) {
+		other = unmovable_pages(cxl[i], &in_movable);
+		printf("node %d: %ld pages movable, %ld not\n", cxl[i], in_movable, other);
+		if (movable)
+			CHECK(other == 0 && in_movable > 0, "node %d all ZONE_MOVABLE", cxl[i]);
+		else
+			CHECK(other > 0 && in_movable == 0, "node %d boot memory", cxl[i]);
+	}
+	check_longterm_pin(cxl[0], movable, 5);
 	return CHECK_SUMMARY();
 }

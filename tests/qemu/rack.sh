@@ -112,7 +112,7 @@ guest_qemu() {
 		-- bash -c "$5" > >(sed -u "s/^/[$1] /") 2>&1 &
 	PIDS+=($!)
 }
-# the same, as a process tree in network namespace $NS_<NAME>
+# the same without QEMU: a process tree in the side's network namespace
 guest_netns() {
 	local ns=${NAMESPACES[$([ "$1" = a ] && echo 0 || echo 1)]} e
 	local -a envs=(RACK_NAME="$1" RACK_SELF_IP="$2" RACK_PEER_IP="$3" RACK_DIR="$RACK"

@@ -28,6 +28,20 @@ if [ -n "${GUEST_IP:-}" ]; then
 		finish 125
 	fi
 fi
+# --movable: the CPU-less nodes' memory is legacy pmem (memmap=); make
+# each region a devdax device and online it as system RAM, ZONE_MOVABLE by
+# daxctl's default, as an administrator onlines a CXL expander.
+if [ -n "${GUEST_MOVABLE:-}" ]; then
+	for m in nd_e820 nd_pmem dax_pmem device_dax kmem; do
+		modprobe $m >/dev/null 2>&1 # ndctl's modprobe hook: key messages
+	done
+	for ns in /sys/bus/nd/devices/namespace*.0; do
+		ndctl create-namespace -f -e "${ns##*/}" --mode=devdax >/dev/null 2>&1 ||
+			say "ndctl create-namespace ${ns##*/} failed"
+	done
+	daxctl reconfigure-device --mode=system-ram all >/dev/null 2>&1 ||
+		say "daxctl reconfigure-device failed"
+fi
 # ivshmem-plain is PCI 1af4:1110; its BAR 2 is the shared memory.
 # (builtins only: every program started costs a 9p lookup under TCG)
 for d in /sys/bus/pci/devices/*; do
