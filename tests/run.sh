@@ -103,6 +103,8 @@ step "p2p: alltoallv, flush pool, no overlap (3 ranks)" env "$(pool p2pflush)" \
 	CXLSHIM_POOL_COHERENCE=flush CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" "$P2P" alltoallv 3
 step "p2p: blocking sends match receives in order (3 ranks)" shim "$P2P" pingpong 3
 step "p2p: sends to self" shim "$P2P" self 2
+step "p2p: peers group the same calls differently" shim "$P2P" uneven 2
+step "p2p: same, overlap off" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" "$P2P" uneven 2
 step "p2p: two communicators and a collective in one group (4 ranks)" shim "$P2P" multi 4
 step "p2p: bad arguments, nested groups" shim "$P2P" badargs 2
 step "PyTorch ProcessGroupNCCL usage (4 ranks)" shim "$BUILD/tests/pg_check" 4

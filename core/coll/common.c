@@ -107,7 +107,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	 * extend (replay.h) */
 	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds)))
 		return r;
-	if (cxls_stage_fork(s, stream, op->capturing))
+	if (cxls_stage_fork(s, stream, op->capturing, s->overlap))
 		return cxls_op_abandon(op);
 	return ncclSuccess;
 }
@@ -122,7 +122,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	const struct cxls_stage *s = &c->st;
 	uint32_t ops = atomic_load(&c->ops) + 1, last = op->g0 + op->rounds;
 
-	if (cxls_stage_join(s, op->user) ||
+	if (cxls_stage_join(s, op->user, s->overlap) ||
 	    cxls_stage_ring(s, op->user, &c->view.pub[c->rank], last) ||
 	    cxls_stage_ring(s, op->user, &c->view.ack[c->rank], last) ||
 	    cxls_stage_ring(s, op->user, &c->view.done[c->rank], ops) ||

@@ -71,6 +71,7 @@ static void write_desc(struct cxls_comm *c, const struct desc *d)
 	struct cxls_op_desc *p = slot_of(c, c->rank, d->seq);
 
 	atomic_store(&p->seq, 0);
+	atomic_thread_fence(memory_order_release);
 	atomic_store_explicit(&p->kind, d->kind, memory_order_relaxed);
 	atomic_store_explicit(&p->count, d->count, memory_order_relaxed);
 	atomic_store_explicit(&p->type, d->type, memory_order_relaxed);

@@ -133,29 +133,47 @@ static uint32_t chunks_of(const struct cxls_p2p *ops, int n, int peer, int send,
 }
 
 /* A rank's sends to itself are its receives from itself, in order: local
- * copies, checked pairwise for equal sizes. */
+ * copies.  Checked before anything is enqueued (pairs of equal size), done
+ * with the group. */
+static int self_pair(const struct cxls_p2p *ops, int n, int me, int *si, int *ri)
+{
+	while (*si < n && !(ops[*si].send && ops[*si].peer == me))
+		(*si)++;
+	while (*ri < n && !(!ops[*ri].send && ops[*ri].peer == me))
+		(*ri)++;
+	if (*si == n && *ri == n)
+		return 0;
+	if (*si == n || *ri == n || ops[*si].bytes != ops[*ri].bytes)
+		return -1;
+	return 1;
+}
+
+static int self_check(struct cxls_comm *c, const struct cxls_p2p *ops, int n)
+{
+	int si = 0, ri = 0, rc;
+
+	while ((rc = self_pair(ops, n, c->rank, &si, &ri)) > 0) {
+		si++;
+		ri++;
+	}
+	if (rc < 0)
+		cxls_comm_set_error(c, "a send to self needs a receive from self of the same size "
+				       "in the same group");
+	return rc;
+}
+
 static int self_copies(struct cxls_comm *c, CUstream st, const struct cxls_p2p *ops, int n)
 {
 	int si = 0, ri = 0;
 
-	for (;;) {
-		while (si < n && !(ops[si].send && ops[si].peer == c->rank))
-			si++;
-		while (ri < n && !(!ops[ri].send && ops[ri].peer == c->rank))
-			ri++;
-		if (si == n && ri == n)
-			return 0;
-		if (si == n || ri == n || ops[si].bytes != ops[ri].bytes) {
-			cxls_comm_set_error(c, "a send to self needs a receive from self of the "
-					       "same size in the same group");
-			return 1;
-		}
+	while (self_pair(ops, n, c->rank, &si, &ri) > 0) {
 		if (cxls_stage_copy(&c->st, st, dptr(ops[ri].buf), dptr(ops[si].buf),
 				    ops[si].bytes))
 			return -1;
 		si++;
 		ri++;
 	}
+	return 0;
 }
 
 /* One cursor per peer and direction the group uses; returns how many. */
@@ -200,55 +218,91 @@ static int enqueue_rounds(struct cxls_comm *c, CUstream ws, CUstream rs, struct 
 	return 0;
 }
 
-ncclResult_t cxls_p2p_run(struct cxls_comm *c, const struct cxls_p2p *ops, int n,
-			  CUstream stream)
+/* Work enqueued half way cannot be matched by the peers any more: count
+ * it as enqueued (so that unblocking raises the doorbells past it) and
+ * fail the communicator. */
+static ncclResult_t abandon(struct cxls_p2p_batch *b)
 {
-	const struct cxls_stage *s = &c->st;
-	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-	struct cxls_replay *replay = NULL;
-	struct lane_cursor *cur;
-	uint32_t rounds, done;
-	int m, capturing, rc;
-	CUstream ws, rs;
+	struct cxls_comm *c = b->c;
 
-	cur = calloc((size_t)2 * (size_t)c->nranks, sizeof(*cur));
-	if (!cur)
-		return ncclSystemError;
-	capturing = s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
-		    cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
-	ws = s->overlap ? s->ws : stream;
-	rs = s->overlap ? s->rs : stream;
-	m = make_cursors(c, ops, n, cur, &rounds);
-	if (capturing && !(replay = cxls_replay_begin(c, stream)))
-		goto fail;
-	if (cxls_stage_fork(s, stream, capturing))
-		goto fail;
-	rc = self_copies(c, ws, ops, n);
-	if (rc > 0) {
-		/* nothing of the group reached a peer yet: refuse it whole */
-		free(cur);
-		cxls_stage_join(s, stream);
-		return ncclInvalidUsage;
-	}
-	if (rc || enqueue_rounds(c, ws, rs, cur, m, rounds))
-		goto fail;
-	done = atomic_load(&c->p2p_ops) + 1;
-	if (cxls_stage_join(s, stream) ||
-	    cxls_stage_ring(s, stream, &c->view.p2p_done[c->rank], done) ||
-	    cxls_stage_mark_done(s, stream, capturing) ||
-	    (replay && cxls_replay_end(replay, stream)))
-		goto fail;
-	for (int i = 0; i < m && !capturing; i++)
-		atomic_fetch_add(cur[i].send ? &c->p2p_sent[cur[i].peer] :
-					       &c->p2p_recvd[cur[i].peer], cur[i].chunks);
-	if (!capturing)
-		atomic_store(&c->p2p_ops, done);
-	CXLS_TRACE("p2p group of %d ops, %d channels, %u rounds", n, m, rounds);
-	free(cur);
-	return ncclSuccess;
-fail:
-	free(cur);
+	for (int i = 0; i < b->m && !b->capturing; i++)
+		atomic_fetch_add(b->cur[i].send ? &c->p2p_sent[b->cur[i].peer] :
+						  &c->p2p_recvd[b->cur[i].peer],
+				 b->cur[i].chunks);
+	free(b->cur);
+	b->cur = NULL;
 	cxls_comm_set_error(c, "enqueueing a send/receive group failed half way: aborting");
 	cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
 	return ncclUnhandledCudaError;
+}
+
+ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
+			    const struct cxls_p2p *ops, int n, CUstream stream)
+{
+	const struct cxls_stage *s = &c->st;
+	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+
+	*b = (struct cxls_p2p_batch){ .c = c, .ops = ops, .n = n, .stream = stream };
+	/* nothing of the group reaches a peer unless all of it can */
+	if (self_check(c, ops, n))
+		return ncclInvalidUsage;
+	b->cur = calloc((size_t)2 * (size_t)c->nranks, sizeof(*b->cur));
+	if (!b->cur)
+		return ncclSystemError;
+	b->capturing = s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
+		       cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	b->m = make_cursors(c, ops, n, b->cur, &b->rounds);
+	if (b->capturing && !(b->replay = cxls_replay_begin(c, stream))) {
+		free(b->cur);
+		b->cur = NULL;
+		return ncclSystemError;
+	}
+	if (cxls_stage_fork(s, stream, b->capturing, 1))
+		return abandon(b);
+	return ncclSuccess;
+}
+
+ncclResult_t cxls_p2p_enqueue(struct cxls_p2p_batch *b)
+{
+	const struct cxls_stage *s = &b->c->st;
+
+	if (self_copies(b->c, s->ws, b->ops, b->n) ||
+	    enqueue_rounds(b->c, s->ws, s->rs, b->cur, b->m, b->rounds))
+		return abandon(b);
+	return ncclSuccess;
+}
+
+ncclResult_t cxls_p2p_end(struct cxls_p2p_batch *b)
+{
+	struct cxls_comm *c = b->c;
+	const struct cxls_stage *s = &c->st;
+	uint32_t done = atomic_load(&c->p2p_ops) + 1;
+
+	if (cxls_stage_join(s, b->stream, 1) ||
+	    cxls_stage_ring(s, b->stream, &c->view.p2p_done[c->rank], done) ||
+	    cxls_stage_mark_done(s, b->stream, b->capturing) ||
+	    (b->replay && cxls_replay_end(b->replay, b->stream)))
+		return abandon(b);
+	/* captures do not advance the live sequence (replay.h) */
+	for (int i = 0; i < b->m && !b->capturing; i++)
+		atomic_fetch_add(b->cur[i].send ? &c->p2p_sent[b->cur[i].peer] :
+						  &c->p2p_recvd[b->cur[i].peer],
+				 b->cur[i].chunks);
+	if (!b->capturing)
+		atomic_store(&c->p2p_ops, done);
+	CXLS_TRACE("p2p group of %d ops, %d channels, %u rounds", b->n, b->m, b->rounds);
+	free(b->cur);
+	b->cur = NULL;
+	return ncclSuccess;
+}
+
+ncclResult_t cxls_p2p_run(struct cxls_comm *c, const struct cxls_p2p *ops, int n,
+			  CUstream stream)
+{
+	struct cxls_p2p_batch b;
+	ncclResult_t r;
+
+	if ((r = cxls_p2p_begin(&b, c, ops, n, stream)) || (r = cxls_p2p_enqueue(&b)))
+		return r;
+	return cxls_p2p_end(&b);
 }

@@ -19,6 +19,9 @@
 
 #include "comm.h"
 
+struct cxls_replay;
+struct lane_cursor;
+
 struct cxls_p2p {
 	int send;               /* 1: ncclSend, 0: ncclRecv */
 	int peer;
@@ -30,8 +33,34 @@ struct cxls_p2p {
 ncclResult_t cxls_p2p_check(struct cxls_comm *c, int send, const void *buf, size_t count,
 			    ncclDataType_t type, int peer, struct cxls_p2p *p);
 
-/* Enqueues the group's sends and receives on `stream`, in call order per
- * peer and direction. */
+/* A group's sends and receives on one communicator.  Sends run on the
+ * communicator's write stream and receives on its read stream, forked from
+ * the caller's stream: a rank's sends never wait behind its receives or
+ * the other way round, whatever its peers' grouping.  A group that spans
+ * several communicators begins all of them before enqueueing any and ends
+ * them after (group.c), so that they progress together. */
+struct cxls_p2p_batch {
+	struct cxls_comm *c;
+	const struct cxls_p2p *ops;
+	int n;
+	CUstream stream;
+	int capturing;
+	struct cxls_replay *replay;
+	struct lane_cursor *cur; /* one per peer and direction */
+	int m;
+	uint32_t rounds;
+};
+
+/* Checks the group (ncclInvalidUsage: unmatched sends to self, nothing
+ * enqueued) and forks the work streams from `stream`. */
+ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
+			    const struct cxls_p2p *ops, int n, CUstream stream);
+/* The copies and doorbells, in call order per peer and direction. */
+ncclResult_t cxls_p2p_enqueue(struct cxls_p2p_batch *b);
+/* Joins back into `stream` and marks the group done.  After a failure of
+ * enqueue or end the communicator has failed and b holds nothing. */
+ncclResult_t cxls_p2p_end(struct cxls_p2p_batch *b);
+/* All three, for one group on one communicator. */
 ncclResult_t cxls_p2p_run(struct cxls_comm *c, const struct cxls_p2p *ops, int n,
 			  CUstream stream);
 

@@ -72,11 +72,22 @@ static void bells_write(struct cxls_comm *c, const struct bells *b)
 	}
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Every rank reaches the same barrier; gives up when the communicator
- * fails (the replay then produces garbage, and the error is reported). */
+ * fails, or fails it after the op timeout (a rank that skipped a replay or
+ * died), so that a replay never hangs: its results are then garbage and
+ * the error is reported. */
 static void barrier(struct cxls_comm *c)
 {
 	uint32_t v = atomic_fetch_add(&c->graph_barriers, 1) + 1;
+	uint64_t deadline = now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
 	int f = c->pool->flush_mode;
 	long ns = 1000;
 
@@ -86,6 +97,12 @@ static void barrier(struct cxls_comm *c)
 		       !atomic_load(&c->aborted)) {
 			struct timespec ts = { 0, ns };
 
+			if (now_ns() > deadline) {
+				CXLS_WARN("comm %p: rank %d did not reach replay barrier %u in %u ms: "
+					  "aborting", (void *)c, r, v, c->timeout_ms);
+				cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclSystemError);
+				return;
+			}
 			nanosleep(&ts, NULL);
 			ns = ns < 1000000 ? ns * 2 : ns;
 		}
@@ -102,12 +119,16 @@ static void on_start(void *arg)
 	barrier(r->c);
 }
 
+/* The second barrier: until every rank restored, a peer's doorbell may
+ * still hold a replay value above the live sequence, which our next eager
+ * operation would take for fresh data. */
 static void on_end(void *arg)
 {
 	struct cxls_replay *r = arg;
 
 	barrier(r->c);
 	bells_write(r->c, &r->saved);
+	barrier(r->c);
 }
 
 struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st)

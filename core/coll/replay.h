@@ -10,7 +10,15 @@
  *   start: barrier (every rank finished what came before: nobody still
  *          waits on our doorbells), save them, set them to the captured
  *          base, barrier (nobody sees a value from before the reset);
- *   end:   barrier (every rank finished the operation), restore them.
+ *   end:   barrier (every rank finished the operation), restore them,
+ *          barrier (nobody sees a replay value above the live sequence).
+ *
+ * The barriers run in host nodes.  CUDA may serialise host functions of
+ * one process, so a process that drives several ranks of one communicator
+ * and replays graphs of them can deadlock on a real GPU (the emulation runs
+ * one host worker per stream); one rank per process, as PyTorch runs, is
+ * fine.  A barrier gives up after the op timeout and fails the
+ * communicator.
  *
  * A capture does not advance the live sequence (the host's round, op and
  * channel counters), so eager operations enqueued after a capture, before

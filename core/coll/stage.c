@@ -123,9 +123,9 @@ static int wait_event(const struct cxls_stage *s, CUstream st, CUevent ev)
 	return check(s, s->cu->StreamWaitEvent(st, ev, 0), "cuStreamWaitEvent");
 }
 
-int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing)
+int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing, int split)
 {
-	if (!s->overlap)
+	if (!split)
 		return capturing ? 0 : wait_event(s, user, s->ev_done);
 	if (check(s, s->cu->EventRecord(s->ev_fork, user), "cuEventRecord") ||
 	    wait_event(s, s->ws, s->ev_fork) || wait_event(s, s->rs, s->ev_fork))
@@ -135,9 +135,9 @@ int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing)
 	return 0;
 }
 
-int cxls_stage_join(const struct cxls_stage *s, CUstream user)
+int cxls_stage_join(const struct cxls_stage *s, CUstream user, int split)
 {
-	if (s->overlap &&
+	if (split &&
 	    (check(s, s->cu->EventRecord(s->ev_wjoin, s->ws), "cuEventRecord") ||
 	     check(s, s->cu->EventRecord(s->ev_rjoin, s->rs), "cuEventRecord") ||
 	     wait_event(s, user, s->ev_wjoin) || wait_event(s, user, s->ev_rjoin)))

@@ -29,9 +29,11 @@ static inline CUdeviceptr cxls_stage_dev(const struct cxls_stage *s, const void 
  * of the communicator, wherever it was issued (NCCL orders the ops of a
  * communicator even across streams); join: the reverse, and mark the end.
  * A capturing stream cannot wait for work outside the capture: there the
- * order between ops is the order of the captured stream. */
-int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing);
-int cxls_stage_join(const struct cxls_stage *s, CUstream user);
+ * order between ops is the order of the captured stream.  `split`: the
+ * work runs on the write and read streams (overlap, and always for sends
+ * and receives, which must progress independently), else on `user`. */
+int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing, int split);
+int cxls_stage_join(const struct cxls_stage *s, CUstream user, int split);
 /* After the op's last stream work (its final doorbells): the next op of
  * the communicator, on any stream, starts after this point. */
 int cxls_stage_mark_done(const struct cxls_stage *s, CUstream user, int capturing);

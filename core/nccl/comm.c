@@ -72,7 +72,8 @@ static int bind_context(struct cxls_comm *c)
 	return 0;
 }
 
-/* The ordering event always; the work streams only with overlap. */
+/* The ordering event and the work streams (collectives use them with
+ * overlap; sends and receives always). */
 static int create_streams(struct cxls_comm *c)
 {
 	struct cxls_stage *s = &c->st;
@@ -81,8 +82,6 @@ static int create_streams(struct cxls_comm *c)
 
 	if (cu->EventCreate(&s->ev_done, ev) != CUDA_SUCCESS)
 		return -1;
-	if (!s->overlap)
-		return 0;
 	if (cu->StreamCreate(&s->ws, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
 	    cu->StreamCreate(&s->rs, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
 	    cu->EventCreate(&s->ev_fork, ev) != CUDA_SUCCESS ||

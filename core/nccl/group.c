@@ -124,46 +124,71 @@ static int streams_join(struct cxls_comm *c, const struct queued_p2p *q, size_t 
 	return 0;
 }
 
-static ncclResult_t run_comm(struct queued_p2p *q, size_t n)
-{
-	struct cxls_comm *c = q[0].c;
+/* One communicator's part of the group: its calls q[0..n), their copy as
+ * p2p ops, and the batch that runs them. */
+struct part {
+	struct queued_p2p *q;
+	size_t n;
 	struct cxls_p2p *ops;
-	ncclResult_t r;
+	struct cxls_p2p_batch b;
+	ncclResult_t r;         /* the first error; parts in error are skipped */
+};
 
-	if (!cxls_comm_usable(c, &r))
-		return r;
-	ops = malloc(n * sizeof(*ops));
-	if (!ops)
-		return ncclSystemError;
-	for (size_t i = 0; i < n; i++)
-		ops[i] = q[i].p;
-	r = ncclUnhandledCudaError;
-	if (!streams_join(c, q, n, 0)) {
-		r = cxls_p2p_run(c, ops, (int)n, q[0].stream);
-		if (r == ncclSuccess && streams_join(c, q, n, 1))
-			r = ncclUnhandledCudaError;
+static void part_begin(struct part *pt)
+{
+	struct cxls_comm *c = pt->q[0].c;
+
+	if (!cxls_comm_usable(c, &pt->r))
+		return;
+	pt->ops = malloc(pt->n * sizeof(*pt->ops));
+	if (!pt->ops) {
+		pt->r = ncclSystemError;
+		return;
 	}
-	free(ops);
-	return r;
+	for (size_t i = 0; i < pt->n; i++)
+		pt->ops[i] = pt->q[i].p;
+	if (streams_join(c, pt->q, pt->n, 0))
+		pt->r = ncclUnhandledCudaError;
+	else
+		pt->r = cxls_p2p_begin(&pt->b, c, pt->ops, (int)pt->n, pt->q[0].stream);
 }
 
+/* Every communicator's work is forked before any is enqueued, and joined
+ * after all are: a rank never finishes one communicator's part before
+ * starting another's, so no order of the peers' groups can deadlock. */
 static ncclResult_t run_p2p(void)
 {
 	ncclResult_t ret = ncclSuccess;
-	size_t i = 0;
+	struct part *parts;
+	size_t np = 0;
 
+	if (!grp.n_p2p)
+		return ncclSuccess;
+	parts = calloc(grp.n_p2p, sizeof(*parts));
+	if (!parts)
+		return ncclSystemError;
 	qsort(grp.p2p, grp.n_p2p, sizeof(*grp.p2p), by_comm);
-	while (i < grp.n_p2p) {
-		size_t j = i;
-		ncclResult_t r;
-
-		while (j < grp.n_p2p && grp.p2p[j].c == grp.p2p[i].c)
-			j++;
-		r = run_comm(&grp.p2p[i], j - i);
-		if (r != ncclSuccess && ret == ncclSuccess)
-			ret = r;
-		i = j;
+	for (size_t i = 0, j; i < grp.n_p2p; i = j, np++) {
+		for (j = i; j < grp.n_p2p && grp.p2p[j].c == grp.p2p[i].c; j++)
+			;
+		parts[np].q = &grp.p2p[i];
+		parts[np].n = j - i;
+		part_begin(&parts[np]);
 	}
+	for (size_t k = 0; k < np; k++)
+		if (parts[k].r == ncclSuccess)
+			parts[k].r = cxls_p2p_enqueue(&parts[k].b);
+	for (size_t k = 0; k < np; k++) {
+		if (parts[k].r == ncclSuccess)
+			parts[k].r = cxls_p2p_end(&parts[k].b);
+		if (parts[k].r == ncclSuccess &&
+		    streams_join(parts[k].q[0].c, parts[k].q, parts[k].n, 1))
+			parts[k].r = ncclUnhandledCudaError;
+		if (parts[k].r != ncclSuccess && ret == ncclSuccess)
+			ret = parts[k].r;
+		free(parts[k].ops);
+	}
+	free(parts);
 	return ret;
 }
 
@@ -205,9 +230,15 @@ ncclResult_t cxls_group_end(void)
 
 ncclResult_t cxls_group_discard(void)
 {
+	ncclResult_t r = ncclSuccess;
+
 	if (!grp.depth)
 		return ncclInvalidUsage;
-	if (--grp.depth == 0)
-		reset();
-	return ncclSuccess;
+	if (--grp.depth)
+		return ncclSuccess;
+	/* the operations are dropped; communicators created in the group
+	 * still finish their init */
+	r = wait_inits();
+	reset();
+	return r;
 }

@@ -692,6 +692,10 @@ static int case_graph(int rank, int n, const ncclUniqueId *id, void *arg)
 	for (int it = 0; it < REPLAYS; it++) {
 		cudaMemsetAsync(send, 'A' + rank + it % 40, bytes, s);
 		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		/* an eager op queued right behind the replay, no host sync */
+		if (it % 10 == 4)
+			CHECK(allgather_ok(comm, s, rank, n, 2 * MIB + 1), "eager op right after "
+			      "launch %d", it);
 		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
 		if (bad < 0 && !graph_results_ok(send, recv, ring, bytes, rank, n, it, host))
 			bad = it;

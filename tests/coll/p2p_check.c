@@ -14,6 +14,7 @@
  *   self      sends to self inside groups
  *   multi     two communicators in one group, calls interleaved in a
  *             different order on every rank, plus a collective in the group
+ *   uneven    the peers group the same calls differently (2 ranks)
  *   badargs   bad peers, buffers, types, unmatched self sends, GroupEnd
  *             without GroupStart
  */
@@ -301,6 +302,53 @@ static int case_multi(int rank, int n, const ncclUniqueId *id, void *arg)
 	return finish();
 }
 
+/* ---- uneven grouping -------------------------------------------------------- */
+
+/* The peers group differently and every message is larger than a channel:
+ *  1. rank 0 sends then receives outside groups, rank 1 receives and sends
+ *     in one group;
+ *  2. rank 0's group receives on one communicator and sends on another,
+ *     rank 1 runs the matching halves as two groups in the other order.
+ * NCCL completes both; so must the pool (sends never wait behind
+ * receives, communicators of a group progress together). */
+static int case_uneven(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t b = 16 * MIB + 3;
+	cudaStream_t s;
+	ncclComm_t comm = init(rank, n, id, &s), dup = NULL;
+	int peer = 1 - rank;
+	void *out = dev_fill(b, rank, peer, 1), *in = dev_zero(b);
+	void *out2 = dev_fill(b, rank, peer, 2), *in2 = dev_zero(b);
+
+	(void)arg;
+	CHECK(ncclCommSplit(comm, 0, rank, &dup, NULL) == ncclSuccess, "split");
+	if (rank == 0) {
+		CHECK(ncclSend(out, b, ncclInt8, peer, comm, s) == ncclSuccess, "send");
+		CHECK(ncclRecv(in, b, ncclInt8, peer, comm, s) == ncclSuccess, "recv");
+	} else {
+		CHECK(ncclGroupStart() == ncclSuccess, "start");
+		CHECK(ncclRecv(in, b, ncclInt8, peer, comm, s) == ncclSuccess, "recv");
+		CHECK(ncclSend(out, b, ncclInt8, peer, comm, s) == ncclSuccess, "send");
+		CHECK(ncclGroupEnd() == ncclSuccess, "end");
+	}
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync 1");
+	CHECK(dev_is(in, b, peer, rank, 1), "1: rank %d received", rank);
+	if (rank == 0) {
+		CHECK(ncclGroupStart() == ncclSuccess, "start");
+		CHECK(ncclRecv(in2, b, ncclInt8, peer, comm, s) == ncclSuccess, "recv comm");
+		CHECK(ncclSend(out2, b, ncclInt8, peer, dup, s) == ncclSuccess, "send dup");
+		CHECK(ncclGroupEnd() == ncclSuccess, "end");
+	} else {
+		CHECK(ncclRecv(in2, b, ncclInt8, peer, dup, s) == ncclSuccess, "recv dup");
+		CHECK(ncclSend(out2, b, ncclInt8, peer, comm, s) == ncclSuccess, "send comm");
+	}
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync 2");
+	CHECK(dev_is(in2, b, peer, rank, 2), "2: rank %d received", rank);
+	CHECK(ncclCommDestroy(dup) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess,
+	      "destroy");
+	return finish();
+}
+
 /* ---- bad input ---------------------------------------------------------- */
 
 static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
@@ -347,6 +395,7 @@ struct p2p_case {
 static const struct p2p_case cases[] = {
 	{ "ring", case_ring },         { "alltoallv", case_alltoallv }, { "pingpong", case_pingpong },
 	{ "self", case_self },         { "multi", case_multi },         { "badargs", case_badargs },
+	{ "uneven", case_uneven },
 };
 
 int main(int argc, char **argv)
@@ -360,6 +409,6 @@ int main(int argc, char **argv)
 			printf("p2p_check %s %d ranks: %s\n", argv[1], n, rc ? "FAILED" : "ok");
 			return rc;
 		}
-	fprintf(stderr, "usage: %s ring|alltoallv|pingpong|self|multi|badargs NRANKS\n", argv[0]);
+	fprintf(stderr, "usage: %s ring|alltoallv|pingpong|self|multi|uneven|badargs NRANKS\n", argv[0]);
 	return 2;
 }
