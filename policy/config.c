@@ -49,6 +49,10 @@ static const struct enum_name variant_names[] = {
 static const struct enum_name level_names[] = {
 	{ "none", 0 }, { "warn", 1 }, { "info", 2 }, { "trace", 3 }, { NULL, 0 }
 };
+/* Same numbers as core/trace/trace.h. */
+static const struct enum_name trace_names[] = {
+	{ "off", 0 }, { "ops", 1 }, { "stages", 2 }, { NULL, 0 }
+};
 static const struct enum_name coll_names[] = {
 	{ "allgather", CXLS_COLL_ALLGATHER },
 	{ "broadcast", CXLS_COLL_BROADCAST },
@@ -98,6 +102,13 @@ static const struct key keys[] = {
 	{ "wait", "sleep_max_us", K_U32, OFF(wait_sleep_max_us), NULL, "longest backoff sleep" },
 	{ "timeout", "init_ms", K_U32, OFF(timeout_init_ms), NULL, "rendezvous timeout" },
 	{ "timeout", "op_ms", K_U32, OFF(timeout_op_ms), NULL, "collective timeout" },
+	{ "trace", "level", K_ENUM, OFF(trace_level), trace_names,
+	  "off, ops (a record per collective) or stages (+ stream stage times)" },
+	{ "trace", "records", K_U32, OFF(trace_records), NULL, "records kept in the ring" },
+	{ "trace", "file", K_STR, OFF(trace_file), NULL,
+	  "where the ring is written at exit and on signals (%h host, %p pid; empty: never)" },
+	{ "trace", "signal", K_U32, OFF(trace_signal), NULL,
+	  "signal number that writes the ring on demand (0: none)" },
 	{ "log", "level", K_ENUM, OFF(log_level), level_names, "none, warn, info or trace" },
 	{ "log", "file", K_STR, OFF(log_file), NULL, "log file (default stderr)" },
 };
@@ -133,6 +144,9 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	cfg->wait_sleep_max_us = 1000;
 	cfg->timeout_init_ms = 30000;
 	cfg->timeout_op_ms = 60000;
+	cfg->trace_level = 1;
+	cfg->trace_records = 4096;
+	cfg->trace_signal = 0;
 	cfg->log_level = 1;
 	snprintf(cfg->source, sizeof(cfg->source), "defaults");
 }
@@ -445,6 +459,10 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "nccl.min_bytes", "larger than nccl.max_bytes"), -1;
 	if (cfg->nccl_min_ranks > cfg->nccl_max_ranks)
 		return set_error(err, src, 0, "nccl.min_ranks", "larger than nccl.max_ranks"), -1;
+	if (cfg->trace_records < 64 || cfg->trace_records > (1u << 20))
+		return set_error(err, src, 0, "trace.records", "must be 64..1048576"), -1;
+	if (cfg->trace_signal >= 65)
+		return set_error(err, src, 0, "trace.signal", "must be a signal number or 0"), -1;
 	if (cfg->timeout_init_ms == 0 || cfg->timeout_op_ms == 0)
 		return set_error(err, src, 0, "timeout", "timeouts must be > 0"), -1;
 	return 0;

@@ -76,6 +76,12 @@ struct cxls_config {
 	uint32_t timeout_init_ms;
 	uint32_t timeout_op_ms;
 
+	/* [trace] */
+	int trace_level;           /* core/trace/trace.h: off, ops, stages */
+	uint32_t trace_records;    /* ring size */
+	char trace_file[CXLS_PATH_MAX];
+	uint32_t trace_signal;     /* dump on this signal (0: none) */
+
 	/* [log] */
 	int log_level;
 	char log_file[CXLS_PATH_MAX];

@@ -8,6 +8,8 @@
 #include "log.h"
 #include "op_desc.h"
 #include "registry.h"
+#include "trace.h"
+#include "trace_coll.h"
 
 #define TICK_NS (10 * 1000000L)
 
@@ -69,6 +71,8 @@ static void check_comm(struct cxls_comm *c, void *arg)
 		return;
 	ops = atomic_load(&c->ops);
 	done = cxls_bell_read(&c->view.done[c->rank], c->pool->flush_mode);
+	if (done != c->wd_done)
+		cxls_trace_done(cxls_trace_comm_id(c), done);
 	if (done == ops || done != c->wd_done) {
 		c->wd_done = done;
 		c->wd_since_ns = now;
