@@ -34,6 +34,7 @@ all: check-deps $(LIB) $(EMU_LIBS)
 
 -include emu/cuda/emu.mk
 include tests/tests.mk
+-include tools/tools.mk
 -include bench/bench.mk
 
 # Headers we cannot build without; say exactly how to get them.

@@ -26,3 +26,12 @@ test: test-build
 
 test-long: test-build
 	BUILD=$(BUILD) CXLSHIM_TEST_LONG=1 tests/run.sh
+
+# Operability: jobs that hang, trace or fail on purpose (tests/ops).
+OPS_TESTS = $(BUILD)/tests/ops_job
+
+$(BUILD)/tests/ops_job: tests/ops/ops_job.c tests/common/launch.c $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/common -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
+
+test-build: $(OPS_TESTS)
