@@ -21,6 +21,9 @@ LDLIBS_SHIM = -ldl -lnuma -linih -lm -pthread $(SANITIZE)
 # Debian packages: build (libnuma, libinih), baselines (Open MPI, MPICH).
 DEB_PKGS = build-essential libnuma-dev libinih-dev \
            openmpi-bin libopenmpi-dev mpich libmpich-dev
+# Operability tests and tools: trace schema check (python3), fuzzers
+# (clang + libFuzzer runtime), valgrind runs, bench plots (gnuplot).
+DEB_PKGS += python3 clang libclang-rt-14-dev valgrind gnuplot-nox
 
 SHIM_SRC   = $(wildcard shim/*.c)
 CORE_SRC   = $(shell find core -name '*.c' | sort)

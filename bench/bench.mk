@@ -93,3 +93,10 @@ bench-more: bench-build $(BUILD)/libcxlshim.so
 bench-switches: bench-build $(BUILD)/libcxlshim.so
 	BUILD=$(BUILD) bench/switches.sh -C all_gather -N 4
 	BUILD=$(BUILD) bench/switches.sh -C broadcast -N 4
+
+# PNG charts of every result folder (bench/plot.sh, gnuplot-nox).
+.PHONY: plots
+plots:
+	@dirs=$$(ls -d $(BUILD)/bench/results/*/ 2>/dev/null); \
+	if [ -z "$$dirs" ]; then echo "plots: no results under $(BUILD)/bench/results (make bench)"; \
+	else bench/plot.sh $$dirs; fi

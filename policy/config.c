@@ -78,7 +78,8 @@ static const struct key keys[] = {
 	{ "pool", "max_ranks", K_U32, OFF(pool_max_ranks), NULL, "ranks per communicator" },
 	{ "pool", "coherence", K_ENUM, OFF(pool_coherence), coherence_names,
 	  "coherent (single host) or flush (non-coherent cross-host pool)" },
-	{ "pool", "mode", K_MODE, OFF(pool_mode), NULL, "octal permissions of a new pool file" },
+	{ "pool", "mode", K_MODE, OFF(pool_mode), NULL,
+	  "permissions of the pool file: 0600 owner only, 0660 shared with its group" },
 	{ "nccl", "enable", K_BOOL, OFF(nccl_enable), NULL, "route collectives to the pool at all" },
 	{ "nccl", "collectives", K_COLLS, OFF(nccl_collectives), coll_names,
 	  "collectives run on the pool (comma list)" },
@@ -442,6 +443,9 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "pool.max_comms", "must be 1..1024"), -1;
 	if (cfg->pool_max_ranks < 1 || cfg->pool_max_ranks > 1024)
 		return set_error(err, src, 0, "pool.max_ranks", "must be 1..1024"), -1;
+	if ((cfg->pool_mode & 0600) != 0600 || (cfg->pool_mode & 0007))
+		return set_error(err, src, 0, "pool.mode",
+				 "must give the owner rw and others nothing (0600 or 0660)"), -1;
 	if (cfg->pool_size < (16ull << 20))
 		return set_error(err, src, 0, "pool.size", "must be at least 16M"), -1;
 	if (cfg->cccl_chunk_size && (cfg->cccl_chunk_size < (64u << 10) ||

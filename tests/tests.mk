@@ -28,10 +28,20 @@ test-long: test-build
 	BUILD=$(BUILD) CXLSHIM_TEST_LONG=1 tests/run.sh
 
 # Operability: jobs that hang, trace or fail on purpose (tests/ops).
-OPS_TESTS = $(BUILD)/tests/ops_job
+OPS_TESTS = $(BUILD)/tests/ops_job $(BUILD)/tests/bitflip $(BUILD)/tests/soak
 
 $(BUILD)/tests/ops_job: tests/ops/ops_job.c tests/common/launch.c $(EMU_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -Itests/common -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
 
+$(BUILD)/tests/bitflip: tests/ops/bitflip.c tests/common/launch.c $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/common -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
+
+$(BUILD)/tests/soak: tests/ops/soak.c $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
+
 test-build: $(OPS_TESTS)
+-include tests/fuzz/fuzz.mk
+-include tests/sanitize.mk

@@ -88,11 +88,12 @@ static int pool_create(const struct pool_opts *o)
 	struct cxls_config cfg;
 	struct cxls_pool pool;
 	struct stat st;
-	int err;
+	int err, existed;
 
 	if (apply(o, &cfg))
 		return EXIT_FAIL;
-	if (stat(cfg.pool_path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size) {
+	existed = stat(cfg.pool_path, &st) == 0;
+	if (existed && S_ISREG(st.st_mode) && st.st_size) {
 		fprintf(stderr, "cxlshim pool create: %s exists (pool status shows it; remove it "
 			"to start over)\n", cfg.pool_path);
 		return EXIT_FAIL;
@@ -101,8 +102,8 @@ static int pool_create(const struct pool_opts *o)
 	if (err) {
 		fprintf(stderr, "cxlshim pool create: %s: %s\n", cfg.pool_path,
 			cxls_pool_strerror(err));
-		/* leave no half-made pool file behind (a device is not ours) */
-		if (stat(cfg.pool_path, &st) == 0 && S_ISREG(st.st_mode))
+		/* leave no half-made pool file of ours behind */
+		if (!existed && stat(cfg.pool_path, &st) == 0 && S_ISREG(st.st_mode))
 			unlink(cfg.pool_path);
 		return EXIT_FAIL;
 	}

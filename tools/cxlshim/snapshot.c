@@ -139,6 +139,7 @@ int snap_take(const void *base, size_t size, int flags, struct pool_snap *out)
 	p.base = (uint8_t *)base;
 	p.size = size;
 	p.sb = &out->sb;
+	p.geo = out->sb;
 	out->comms = calloc(out->sb.max_comms, sizeof(*out->comms));
 	if (!out->comms)
 		return CXLS_POOL_ESYS;
