@@ -3,7 +3,8 @@
 #   1. ASan + UBSan: every step of tests/run.sh on build-asan/
 #   2. TSan: the steps with threads that race if anything does (abort from
 #      another thread, nonblocking init, watchdog against enqueue, stream
-#      host functions stamping traces) on build-tsan/
+#      host functions stamping traces) on build-tsan/, whose CUDA
+#      emulation is instrumented too: TSan sees the streams' ordering
 #   3. valgrind memcheck: the cxlshim command and emulated NCCL runs of
 #      the normal build
 # Any report fails the run: the sanitizers abort on their first finding.

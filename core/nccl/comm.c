@@ -285,10 +285,13 @@ ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
 		return ncclSuccess;
 	/* A rank that fails the communicator records why, then raises the
 	 * doorbells: our streams may pass their waits (on data that never
-	 * came) before our watchdog's next tick.  The record tells at once. */
+	 * came) before our watchdog's next tick.  The record tells at once,
+	 * and from now on this rank refuses new work as the watchdog would. */
 	reason = atomic_load(&c->view.rec->abort_reason);
-	if (reason != CXLS_ABORT_NONE)
+	if (reason != CXLS_ABORT_NONE) {
 		*err = reason == CXLS_ABORT_MISMATCH ? ncclInvalidUsage : ncclRemoteError;
+		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, *err);
+	}
 	return ncclSuccess;
 }
 

@@ -45,9 +45,12 @@ void cxls_trace_rec_load(const struct cxls_trace_rec *r, struct cxls_trace_rec *
 		o[i] = __atomic_load_n(&w[i], __ATOMIC_RELAXED);
 }
 
-static struct cxls_trace_rec *at(const struct cxls_trace_ring *ring, uint64_t pos)
+/* The record at ring position pos, or NULL before the ring exists. */
+static struct cxls_trace_rec *at(struct cxls_trace_ring *ring, uint64_t pos)
 {
-	return &ring->recs[pos & ring->mask];
+	struct cxls_trace_rec *recs = atomic_load_explicit(&ring->recs, memory_order_acquire);
+
+	return recs ? &recs[pos & ring->mask] : NULL;
 }
 
 uint64_t cxls_trace_begin(const struct cxls_trace_rec *proto)
@@ -56,10 +59,12 @@ uint64_t cxls_trace_begin(const struct cxls_trace_rec *proto)
 	struct cxls_trace_rec tmp = *proto, *r;
 	uint64_t pos, *w;
 
-	if (cxls_trace_level() == CXLS_TRACE_OFF || !ring->recs)
+	if (cxls_trace_level() == CXLS_TRACE_OFF)
 		return 0;
 	pos = atomic_fetch_add_explicit(&ring->head, 1, memory_order_relaxed);
 	r = at(ring, pos);
+	if (!r)
+		return 0;
 	w = words(r);
 	__atomic_store_n(&r->id, 0, __ATOMIC_RELAXED);
 	atomic_thread_fence(memory_order_release);
@@ -77,10 +82,10 @@ void cxls_trace_stamp(uint64_t handle, enum cxls_trace_stage stage)
 	struct cxls_trace_ring *ring = &cxls_trace_ring_g;
 	struct cxls_trace_rec *r;
 
-	if (!handle || !ring->recs || (unsigned)stage >= CXLS_TS_NUM)
+	if (!handle || (unsigned)stage >= CXLS_TS_NUM)
 		return;
 	r = at(ring, handle - 1);
-	if (__atomic_load_n(&r->id, __ATOMIC_ACQUIRE) == handle)
+	if (r && __atomic_load_n(&r->id, __ATOMIC_ACQUIRE) == handle)
 		__atomic_store_n(&r->t[stage], mono_ns(), __ATOMIC_RELAXED);
 }
 
@@ -89,7 +94,7 @@ void cxls_trace_done(uint64_t comm, uint32_t done)
 	struct cxls_trace_ring *ring = &cxls_trace_ring_g;
 	uint64_t head, now, n;
 
-	if (!ring->recs)
+	if (!at(ring, 0))
 		return;
 	head = atomic_load_explicit(&ring->head, memory_order_acquire);
 	n = head < DONE_SCAN ? head : DONE_SCAN;
@@ -125,6 +130,6 @@ int cxls_trace_ring_alloc(struct cxls_trace_ring *ring, uint32_t records)
 	if (p == MAP_FAILED)
 		return -1;
 	ring->mask = n - 1;
-	ring->recs = p;
+	atomic_store_explicit(&ring->recs, p, memory_order_release);
 	return 0;
 }

@@ -75,11 +75,12 @@ static int write_all(int fd, const void *buf, size_t len)
 int cxls_trace_write(int fd, enum cxls_trace_reason reason, int signo)
 {
 	struct cxls_trace_ring *ring = &cxls_trace_ring_g;
+	struct cxls_trace_rec *recs = atomic_load_explicit(&ring->recs, memory_order_acquire);
 	struct cxls_trace_hdr h = { 0 };
 	struct timespec mono, real;
 	uint64_t head, from, pos;
 
-	if (!ring->recs)
+	if (!recs)
 		return -1;
 	head = atomic_load_explicit(&ring->head, memory_order_acquire);
 	from = ring->first;
@@ -100,14 +101,14 @@ int cxls_trace_write(int fd, enum cxls_trace_reason reason, int signo)
 	memcpy(h.host, host, sizeof(h.host));
 	/* count the complete records first: the header says how many follow */
 	for (pos = from; pos < head; pos++)
-		if (__atomic_load_n(&ring->recs[pos & ring->mask].id, __ATOMIC_ACQUIRE) == pos + 1)
+		if (__atomic_load_n(&recs[pos & ring->mask].id, __ATOMIC_ACQUIRE) == pos + 1)
 			h.nrec++;
 	if (write_all(fd, &h, sizeof(h)))
 		return -1;
 	for (pos = from; pos < head && h.nrec; pos++) {
 		struct cxls_trace_rec r;
 
-		cxls_trace_rec_load(&ring->recs[pos & ring->mask], &r);
+		cxls_trace_rec_load(&recs[pos & ring->mask], &r);
 		if (r.id != pos + 1)
 			continue; /* being rewritten: the count above included it */
 		if (write_all(fd, &r, sizeof(r)))

@@ -9,7 +9,10 @@
 #include "trace_format.h"
 
 struct cxls_trace_ring {
-	struct cxls_trace_rec *recs; /* NULL until set up, or when off */
+	/* NULL until set up, or when off; published with release order,
+	 * since stream host functions and signal handlers read it without
+	 * taking part in the setup */
+	struct cxls_trace_rec *_Atomic recs;
 	uint64_t mask;               /* records - 1 (a power of two) */
 	_Atomic uint64_t head;       /* next position to claim */
 	uint64_t first;              /* first position of this process (fork) */

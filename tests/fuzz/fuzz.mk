@@ -28,6 +28,9 @@ $(BUILD_FUZZ)/obj/%.o: %.c
 $(BUILD_FUZZ)/fuzz_%: $(BUILD_FUZZ)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ -ldl -lnuma -linih -lm -pthread
 
+# the targets' own objects are not intermediate files to delete
+.SECONDARY: $(FUZZ_TARGETS:%=$(BUILD_FUZZ)/obj/tests/fuzz/fuzz_%.o)
+
 .PHONY: fuzz-build test-fuzz
 ifeq ($(FUZZ_OK),1)
 fuzz-build: $(FUZZ_TARGETS:%=$(BUILD_FUZZ)/fuzz_%)

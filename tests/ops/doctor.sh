@@ -4,6 +4,9 @@
 # AllReduce; a trace is written on demand (trace.signal) while the job
 # hangs and by every rank killed with SIGTERM; once the ranks are dead,
 # doctor says so and `cxlshim pool clean` reclaims their record.
+# A second job hangs across communicators: its rank 2 misses an AllReduce
+# on A because it waits in an AllGather on B that B's other rank never
+# calls; doctor must follow the chain and name B's AllGather.
 set -euo pipefail
 B=${BUILD:-build}
 CX=$B/cxlshim
@@ -12,7 +15,10 @@ export CXLSHIM_POOL_PATH=/dev/shm/cxlshim-ops-doctor-$$.pool
 export CXLSHIM_TIMEOUT_OP_MS=300000 CXLSHIM_TRACE_SIGNAL=12
 job=
 cleanup() {
-	[ -n "$job" ] && kill -KILL $(ps -o pid= --ppid "$job") "$job" 2>/dev/null
+	if [ -n "$job" ]; then
+		kill -KILL $(ps -o pid= --ppid "$job") "$job" 2>/dev/null
+		wait "$job" 2>/dev/null || true
+	fi
 	rm -rf "$dir" "$CXLSHIM_POOL_PATH"
 }
 trap cleanup EXIT
@@ -65,4 +71,21 @@ cat "$dir/doctor.out"
 $CX pool clean | tee "$dir/clean.out"
 grep -q "reclaimed 1 communicator record " "$dir/clean.out" || fail "clean did not reclaim"
 $CX doctor | grep -q "nothing is stuck" || fail "pool not clean after pool clean"
+
+echo "== a hang across two communicators"
+$CX run -e -- "$B/tests/ops_job" chain >"$dir/chain.log" 2>&1 &
+job=$!
+found=0
+for _ in $(seq 150); do
+	$CX doctor >"$dir/doctor.out" 2>&1 || true
+	if grep -q "^first cause" "$dir/doctor.out"; then found=1; break; fi
+	sleep 0.2
+done
+cat "$dir/doctor.out"
+[ $found = 1 ] || fail "doctor never saw the chained hang"
+grep -q "rank 2 (pid [0-9]*, alive) has not called op 1: it waits in op 1 AllGather(count 4096, float32) of comm slot" \
+	"$dir/doctor.out" || fail "the rank busy on another communicator is not followed"
+grep -q "^first cause: op 1 AllGather(count 4096, float32) on comm slot [0-9]*: rank 1 (pid [0-9]*) has not called it$" \
+	"$dir/doctor.out" || fail "the first cause is not B's AllGather"
+[ "$(grep -c "^first cause" "$dir/doctor.out")" = 1 ] || fail "more than one first cause"
 echo "doctor: ok"

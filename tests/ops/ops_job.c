@@ -4,6 +4,11 @@
  *                           the last call an AllReduce and wait in it,
  *                           while the last rank never calls it (it sleeps
  *                           until killed): `cxlshim doctor` must name it
+ *   ops_job chain           4 ranks split into A = {0,1,2} and B = {2,3}:
+ *                           ranks 0 and 1 wait in an AllReduce on A that
+ *                           rank 2 never calls, because it waits in an
+ *                           AllGather on B that rank 3 never calls (it
+ *                           sleeps): the first cause is B's AllGather
  *   ops_job traffic [N] [I] I iterations of AllGather, Broadcast and
  *                           AllReduce, results checked (for traces)
  */
@@ -133,6 +138,34 @@ static int hang(int rank, int n, const ncclUniqueId *id, void *arg)
 	return 0;
 }
 
+static int chain(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t world, a, b;
+	cudaStream_t s;
+	float *buf, *all;
+
+	(void)arg;
+	if (setup(rank, n, id, &world, &s) || allgather(world, s, rank, n) ||
+	    ncclCommSplit(world, rank <= 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &a, NULL) != ncclSuccess ||
+	    ncclCommSplit(world, rank >= 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &b, NULL) != ncclSuccess)
+		return 1;
+	printf("rank %d: split done\n", rank);
+	buf = dev_floats(COUNT, 1);
+	all = dev_floats((size_t)COUNT * 2, 0);
+	if (rank == 3) {
+		for (;;)
+			pause(); /* never calls B's AllGather */
+	}
+	if (rank == 2) {
+		if (ncclAllGather(buf, all, COUNT, ncclFloat, b, s) != ncclSuccess)
+			return 1;
+	} else if (ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, a, s) != ncclSuccess) {
+		return 1;
+	}
+	cudaStreamSynchronize(s); /* hangs until a kill */
+	return 0;
+}
+
 static int traffic(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	int iters = *(int *)arg;
@@ -157,8 +190,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 1 && !strcmp(argv[1], "hang"))
 		return launch_ranks(n, hang, NULL, 600);
+	if (argc > 1 && !strcmp(argv[1], "chain"))
+		return launch_ranks(4, chain, NULL, 600);
 	if (argc > 1 && !strcmp(argv[1], "traffic"))
 		return launch_ranks(n, traffic, &iters, 120);
-	fprintf(stderr, "usage: %s hang|traffic [NRANKS] [ITERS]\n", argv[0]);
+	fprintf(stderr, "usage: %s hang|chain|traffic [NRANKS] [ITERS]\n", argv[0]);
 	return 2;
 }
