@@ -27,6 +27,9 @@ DEB_PKGS = build-essential libnuma-dev libinih-dev \
 # host's root shared read-only; installed without recommends (no GUI, no OVMF).
 QEMU_DEB_PKGS = qemu-system-x86 linux-image-amd64 busybox-static cpio kmod xz-utils \
                 iproute2 numactl ndctl daxctl
+# Operability tests and tools: trace schema check (python3), fuzzers
+# (clang + libFuzzer runtime), valgrind runs, bench plots (gnuplot).
+DEB_PKGS += python3 clang libclang-rt-14-dev valgrind gnuplot-nox
 
 SHIM_SRC   = $(wildcard shim/*.c)
 CORE_SRC   = $(shell find core -name '*.c' | sort)
@@ -40,6 +43,7 @@ all: check-deps $(LIB) $(EMU_LIBS)
 
 -include emu/cuda/emu.mk
 include tests/tests.mk
+-include tools/tools.mk
 -include bench/bench.mk
 
 # Headers we cannot build without; say exactly how to get them.

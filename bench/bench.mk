@@ -110,3 +110,9 @@ bench-build: $(BENCH_DIR)/mem_perf
 .PHONY: bench-mem
 bench-mem: $(BENCH_DIR)/mem_perf $(BUILD)/libcxlshim.so
 	LD_LIBRARY_PATH=$(BUILD)/emu LD_PRELOAD=$(BUILD)/libcxlshim.so $(BENCH_DIR)/mem_perf
+# PNG charts of every result folder (bench/plot.sh, gnuplot-nox).
+.PHONY: plots
+plots:
+	@dirs=$$(ls -d $(BUILD)/bench/results/*/ 2>/dev/null); \
+	if [ -z "$$dirs" ]; then echo "plots: no results under $(BUILD)/bench/results (make bench)"; \
+	else bench/plot.sh $$dirs; fi

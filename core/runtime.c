@@ -50,7 +50,7 @@ static void load(void)
 	}
 	rt.pool = &rt.pool_storage;
 	CXLS_INFO("pool %s mapped: %zu bytes, %u devices, %s", rt.pool->path, rt.pool->size,
-		  rt.pool->sb->ndev, rt.pool->flush_mode ? "flush" : "coherent");
+		  rt.pool->geo.ndev, rt.pool->flush_mode ? "flush" : "coherent");
 }
 
 const struct cxls_runtime *cxls_runtime(void)

@@ -53,6 +53,10 @@ static const struct enum_name variant_names[] = {
 static const struct enum_name level_names[] = {
 	{ "none", 0 }, { "warn", 1 }, { "info", 2 }, { "trace", 3 }, { NULL, 0 }
 };
+/* Same numbers as core/trace/trace.h. */
+static const struct enum_name trace_names[] = {
+	{ "off", 0 }, { "ops", 1 }, { "stages", 2 }, { NULL, 0 }
+};
 static const struct enum_name coll_names[] = {
 	{ "allgather", CXLS_COLL_ALLGATHER },
 	{ "broadcast", CXLS_COLL_BROADCAST },
@@ -78,7 +82,8 @@ static const struct key keys[] = {
 	{ "pool", "max_ranks", K_U32, OFF(pool_max_ranks), NULL, "ranks per communicator" },
 	{ "pool", "coherence", K_ENUM, OFF(pool_coherence), coherence_names,
 	  "coherent (single host) or flush (non-coherent cross-host pool)" },
-	{ "pool", "mode", K_MODE, OFF(pool_mode), NULL, "octal permissions of a new pool file" },
+	{ "pool", "mode", K_MODE, OFF(pool_mode), NULL,
+	  "permissions of the pool file: 0600 owner only, 0660 shared with its group" },
 	{ "nccl", "enable", K_BOOL, OFF(nccl_enable), NULL, "route collectives to the pool at all" },
 	{ "nccl", "collectives", K_COLLS, OFF(nccl_collectives), coll_names,
 	  "collectives run on the pool (comma list)" },
@@ -117,6 +122,13 @@ static const struct key keys[] = {
 	{ "mem", "stats", K_BOOL, OFF(mem_stats), NULL,
 	  "print per-tier and per-rule statistics at exit (CXLSHIM_STATS=1)" },
 	{ "mem", "tag", K_STR, OFF(mem_tag), NULL, "this process's tag, matched by env_tag" },
+	{ "trace", "level", K_ENUM, OFF(trace_level), trace_names,
+	  "off, ops (a record per collective) or stages (+ stream stage times)" },
+	{ "trace", "records", K_U32, OFF(trace_records), NULL, "records kept in the ring" },
+	{ "trace", "file", K_STR, OFF(trace_file), NULL,
+	  "where the ring is written at exit and on signals (%h host, %p pid; empty: never)" },
+	{ "trace", "signal", K_U32, OFF(trace_signal), NULL,
+	  "signal number that writes the ring on demand (0: none)" },
 	{ "log", "level", K_ENUM, OFF(log_level), level_names, "none, warn, info or trace" },
 	{ "log", "file", K_STR, OFF(log_file), NULL, "log file (default stderr)" },
 };
@@ -156,6 +168,9 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	snprintf(cfg->mem_gpu_node, sizeof(cfg->mem_gpu_node), "auto");
 	cfg->mem_stripe_size = 2ull << 20;
 	cfg->mem_verify = CXLS_VERIFY_SAMPLE;
+	cfg->trace_level = 1;
+	cfg->trace_records = 4096;
+	cfg->trace_signal = 0;
 	cfg->log_level = 1;
 	snprintf(cfg->source, sizeof(cfg->source), "defaults");
 }
@@ -483,6 +498,9 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "pool.max_comms", "must be 1..1024"), -1;
 	if (cfg->pool_max_ranks < 1 || cfg->pool_max_ranks > 1024)
 		return set_error(err, src, 0, "pool.max_ranks", "must be 1..1024"), -1;
+	if ((cfg->pool_mode & 0600) != 0600 || (cfg->pool_mode & 0007))
+		return set_error(err, src, 0, "pool.mode",
+				 "must give the owner rw and others nothing (0600 or 0660)"), -1;
 	if (cfg->pool_size < (16ull << 20))
 		return set_error(err, src, 0, "pool.size", "must be at least 16M"), -1;
 	if (cfg->cccl_chunk_size && (cfg->cccl_chunk_size < (64u << 10) ||
@@ -500,6 +518,10 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "nccl.min_bytes", "larger than nccl.max_bytes"), -1;
 	if (cfg->nccl_min_ranks > cfg->nccl_max_ranks)
 		return set_error(err, src, 0, "nccl.min_ranks", "larger than nccl.max_ranks"), -1;
+	if (cfg->trace_records < 64 || cfg->trace_records > (1u << 20))
+		return set_error(err, src, 0, "trace.records", "must be 64..1048576"), -1;
+	if (cfg->trace_signal >= 65)
+		return set_error(err, src, 0, "trace.signal", "must be a signal number or 0"), -1;
 	if (cfg->timeout_init_ms == 0 || cfg->timeout_op_ms == 0)
 		return set_error(err, src, 0, "timeout", "timeouts must be > 0"), -1;
 	if (cfg->mem_stripe_size < 4096 || (cfg->mem_stripe_size & 4095))

@@ -89,6 +89,11 @@ struct cxls_config {
 	int mem_stats;                      /* print per-tier/per-rule at exit */
 	char mem_tag[CXLS_PATH_MAX];        /* the process's tag for env_tag */
 	struct cxls_mem_rules mem_rules;
+	/* [trace] */
+	int trace_level;           /* core/trace/trace.h: off, ops, stages */
+	uint32_t trace_records;    /* ring size */
+	char trace_file[CXLS_PATH_MAX];
+	uint32_t trace_signal;     /* dump on this signal (0: none) */
 
 	/* [log] */
 	int log_level;

@@ -26,10 +26,14 @@ failed=0
 skipped=0
 failures=()
 
-# step NAME CMD...: run, time, record.
+# step NAME CMD...: run, time, record.  Exit status 77 means the test
+# cannot run on this machine: counted as skipped, with its last line (the
+# reason) printed.
 step() {
 	local name=$1 log start rc
 	shift
+	# CXLSHIM_TEST_ONLY=REGEX: run only the steps whose name matches
+	[ -n "${CXLSHIM_TEST_ONLY:-}" ] && ! [[ $name =~ $CXLSHIM_TEST_ONLY ]] && return
 	log=$LOGS/$(echo "$name" | tr ' /=,' '____').log
 	start=$(date +%s%N)
 	"$@" >"$log" 2>&1
@@ -40,7 +44,7 @@ step() {
 		passed=$((passed + 1))
 	elif [ $rc = 77 ]; then
 		skipped=$((skipped + 1))
-		grep -m1 'SKIPPED' "$log" | sed 's/^/    /'
+		{ grep -m1 'SKIPPED' "$log" || tail -n 1 "$log"; } | sed 's/^/    /'
 	else
 		failed=$((failed + 1))
 		failures+=("$name")
@@ -189,6 +193,28 @@ if [ -f tests/mem/numa_guest.sh ]; then
 	step "qemu: tests/mem/numa_guest.sh in the NUMA guest" \
 		tests/qemu/guest.sh -- sh tests/mem/numa_guest.sh
 fi
+
+echo "== operability: the cxlshim command, tracing, doctor, pool security"
+step "ops: cxlshim command arguments, policy, run, pool" tests/ops/tools.sh
+step "ops: doctor names the rank a hung job waits for" tests/ops/doctor.sh
+step "ops: trace timeline passes the trace-event schema" tests/ops/trace.sh
+step "ops: pool owner-only, group sharing, second user" tests/ops/security.sh
+step "ops: make install (DESTDIR, PREFIX) and uninstall" tests/ops/install.sh
+step "ops: bench results rendered as PNG charts" tests/ops/plot.sh
+FLIP_S=$([ "$LONG" = 1 ] && echo 180 || echo 20)
+step "ops: bit flips in a live pool, ${FLIP_S}s: no rank crashes" env "$(pool flip)" \
+	CXLSHIM_TIMEOUT_OP_MS=1000 CXLSHIM_TIMEOUT_INIT_MS=2000 CXLSHIM_DEBUG=NONE \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/bitflip" 3 "$FLIP_S"
+SOAK_S=$([ "$LONG" = 1 ] && echo 600 || echo 30)
+step "ops: soak ${SOAK_S}s, 4 ranks, random collectives, kills" tests/ops/soak.sh "$SOAK_S"
+
+echo "== fuzzing (libFuzzer + ASan + UBSan): every tests/fuzz/fuzz_*.c target"
+FUZZ_S=$([ "$LONG" = 1 ] && echo 60 || echo 10)
+for f in tests/fuzz/fuzz_*.c; do
+	t=$(basename "$f" .c)
+	t=${t#fuzz_}
+	step "fuzz: $t, ${FUZZ_S}s from tests/fuzz/corpus/$t" tests/fuzz/run.sh "$t" "$FUZZ_S"
+done
 
 echo
 if [ $failed -gt 0 ]; then

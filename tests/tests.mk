@@ -60,3 +60,22 @@ test-build: $(QEMU_TESTS)
 .PHONY: test-qemu
 test-qemu: test-build
 	@BUILD=$(BUILD) tests/qemu/run.sh; rc=$$?; [ $$rc = 77 ] || exit $$rc
+
+# Operability: jobs that hang, trace or fail on purpose (tests/ops).
+OPS_TESTS = $(BUILD)/tests/ops_job $(BUILD)/tests/bitflip $(BUILD)/tests/soak
+
+$(BUILD)/tests/ops_job: tests/ops/ops_job.c tests/common/launch.c $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/common -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
+
+$(BUILD)/tests/bitflip: tests/ops/bitflip.c tests/common/launch.c $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/common -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
+
+$(BUILD)/tests/soak: tests/ops/soak.c $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
+
+test-build: $(OPS_TESTS)
+-include tests/fuzz/fuzz.mk
+-include tests/sanitize.mk

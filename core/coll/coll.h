@@ -48,6 +48,7 @@ struct cxls_op {
 	 * scalar may differ per rank), so readers only add */
 	const struct cxls_redop *scale;
 	ncclDataType_t type;
+	uint64_t trace;         /* trace record handle (core/trace), 0: none */
 };
 
 ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "replay.h"
 #include "stage.h"
+#include "trace_coll.h"
 
 /* The buffer must be memory the device can reach, in one allocation. */
 ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
@@ -90,6 +91,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 
 	op->c = c;
 	op->scale = NULL;
+	op->trace = 0;
 	op->user = stream;
 	op->ws = s->overlap ? s->ws : stream;
 	op->rs = s->overlap ? s->rs : stream;
@@ -109,6 +111,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 		return r;
 	if (cxls_stage_fork(s, stream, op->capturing, s->overlap))
 		return cxls_op_abandon(op);
+	cxls_trace_op_begin(op, call);
 	return ncclSuccess;
 }
 
@@ -122,6 +125,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	const struct cxls_stage *s = &c->st;
 	uint32_t ops = atomic_load(&c->ops) + 1, last = op->g0 + op->rounds;
 
+	cxls_trace_op_streams(op);
 	if (cxls_stage_join(s, op->user, s->overlap) ||
 	    cxls_stage_ring(s, op->user, &c->view.pub[c->rank], last) ||
 	    cxls_stage_ring(s, op->user, &c->view.ack[c->rank], last) ||
@@ -134,6 +138,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	atomic_store(&c->round, op->g0 + op->rounds);
 	atomic_store(&c->ops, ops);
 	atomic_fetch_add(&c->view.ranks[c->rank].ops_enqueued, 1);
+	cxls_trace_op_end(op);
 	return ncclSuccess;
 }
 

@@ -117,7 +117,7 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 {
 	const struct cxls_runtime *rt = cxls_runtime();
 
-	if (cxls_layout_init(&c->lay, c->pool->sb, c->view.slot, (uint32_t)c->nranks, ja->chunk,
+	if (cxls_layout_init(&c->lay, &c->pool->geo, c->view.slot, (uint32_t)c->nranks, ja->chunk,
 			     ja->slots, (int)ja->interleave)) {
 		cxls_comm_set_error(c, "pool lane too small for %d ranks", c->nranks);
 		return -1;
@@ -286,6 +286,8 @@ static int quiescent(struct cxls_comm *c)
 
 ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
 {
+	uint32_t reason;
+
 	/* revoked: in progress until the streams drained, then clean, so that
 	 * the application may shrink or destroy it */
 	if (atomic_load(&c->revoked)) {
@@ -297,6 +299,17 @@ ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
 	*err = (ncclResult_t)atomic_load(&c->async_err);
 	if (*err == ncclSuccess && atomic_load(&c->aborted))
 		*err = ncclRemoteError;
+	if (*err != ncclSuccess || !c->joined)
+		return ncclSuccess;
+	/* A rank that fails the communicator records why, then raises the
+	 * doorbells: our streams may pass their waits (on data that never
+	 * came) before our watchdog's next tick.  The record tells at once,
+	 * and from now on this rank refuses new work as the watchdog would. */
+	reason = atomic_load(&c->view.rec->abort_reason);
+	if (reason != CXLS_ABORT_NONE) {
+		*err = reason == CXLS_ABORT_MISMATCH ? ncclInvalidUsage : ncclRemoteError;
+		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, *err);
+	}
 	return ncclSuccess;
 }
 

@@ -70,7 +70,7 @@ static ncclResult_t make_child(struct cxls_comm *c, uint32_t n, int color, int n
 	int use_real;
 
 	memset(&u, 0, sizeof(u));
-	memcpy(u.pool_uuid, c->pool->sb->uuid, sizeof(u.pool_uuid));
+	memcpy(u.pool_uuid, c->pool->geo.uuid, sizeof(u.pool_uuid));
 	child_key(c, n, color, u.key);
 	c->st.cu->CtxSetCurrent(c->ctx);
 	r = cxls_comm_init(&child, &a, &use_real);

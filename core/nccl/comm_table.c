@@ -26,7 +26,7 @@ uint64_t cxls_comm_stride(uint32_t max_ranks)
 
 void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_comm_view *v)
 {
-	const struct cxls_super *sb = pool->sb;
+	const struct cxls_super *sb = &pool->geo;
 	uint8_t *p = cxls_pool_at(pool, sb->comm_offset + sb->comm_stride * slot);
 	uint32_t n = sb->max_ranks;
 
@@ -114,16 +114,16 @@ static void table_lock(struct cxls_pool *pool)
 		if (backoff < 1000000)
 			backoff *= 2;
 	}
-	cxls_refresh(pool->flush_mode, cxls_pool_at(pool, pool->sb->comm_offset),
-		     pool->sb->comm_stride * pool->sb->max_comms);
+	cxls_refresh(pool->flush_mode, cxls_pool_at(pool, pool->geo.comm_offset),
+		     pool->geo.comm_stride * pool->geo.max_comms);
 }
 
 static void table_unlock(struct cxls_pool *pool)
 {
 	uint64_t me = lock_token();
 
-	cxls_publish(pool->flush_mode, cxls_pool_at(pool, pool->sb->comm_offset),
-		     pool->sb->comm_stride * pool->sb->max_comms);
+	cxls_publish(pool->flush_mode, cxls_pool_at(pool, pool->geo.comm_offset),
+		     pool->geo.comm_stride * pool->geo.max_comms);
 	/* a CAS: if somebody stole the lock from us, it is theirs now */
 	atomic_compare_exchange_strong(&pool->sb->table_lock, &me, 0);
 	cxls_publish(pool->flush_mode, &pool->sb->table_lock, CXLS_LINE);
@@ -148,7 +148,7 @@ static int record_stale(const struct cxls_pool *pool, uint32_t slot)
 
 	cxls_comm_view_of(pool, slot, &v);
 	n = v.rec->nranks;
-	if (n > pool->sb->max_ranks)
+	if (n > pool->geo.max_ranks)
 		return 1; /* garbage: not ours to trust */
 	for (uint32_t r = 0; r < n; r++)
 		if (cxls_comm_rank_alive(&v, r) != 0)
@@ -170,7 +170,7 @@ static int reclaim_locked(struct cxls_pool *pool)
 {
 	int n = 0;
 
-	for (uint32_t s = 0; s < pool->sb->max_comms; s++) {
+	for (uint32_t s = 0; s < pool->geo.max_comms; s++) {
 		struct cxls_comm_view v;
 
 		cxls_comm_view_of(pool, s, &v);
@@ -198,7 +198,7 @@ int cxls_comm_reclaim(struct cxls_pool *pool)
 
 static int find_key(const struct cxls_pool *pool, const uint64_t key[2])
 {
-	for (uint32_t s = 0; s < pool->sb->max_comms; s++) {
+	for (uint32_t s = 0; s < pool->geo.max_comms; s++) {
 		struct cxls_comm_view v;
 
 		cxls_comm_view_of(pool, s, &v);
@@ -211,7 +211,7 @@ static int find_key(const struct cxls_pool *pool, const uint64_t key[2])
 
 static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 {
-	uint32_t n = pool->sb->max_comms, start = (uint32_t)(a->key[0] % n);
+	uint32_t n = pool->geo.max_comms, start = (uint32_t)(a->key[0] % n);
 
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 0; i < n; i++) {
@@ -221,7 +221,7 @@ static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 			cxls_comm_view_of(pool, s, &v);
 			if (CXLS_PHASE(atomic_load(&v.rec->state)) != CXLS_COMM_FREE)
 				continue;
-			memset(v.rec, 0, pool->sb->comm_stride);
+			memset(v.rec, 0, pool->geo.comm_stride);
 			v.rec->nranks = a->nranks;
 			v.rec->lane = s;
 			v.rec->created_ns = cxls_now_ns();
@@ -326,7 +326,7 @@ int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
 {
 	int err;
 
-	if (a->nranks < 1 || a->nranks > pool->sb->max_ranks || a->rank >= a->nranks)
+	if (a->nranks < 1 || a->nranks > pool->geo.max_ranks || a->rank >= a->nranks)
 		return CXLS_JOIN_EINVAL;
 	table_lock(pool);
 	err = join_locked(pool, a, out);
@@ -353,7 +353,7 @@ void cxls_comm_leave(struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t 
 	n = v->rec->nranks;
 	if (rank < n)
 		atomic_store(&v->ranks[rank].state, CXLS_RANK_LEFT);
-	for (uint32_t r = 0; r < n && r < pool->sb->max_ranks; r++)
+	for (uint32_t r = 0; r < n && r < pool->geo.max_ranks; r++)
 		if (cxls_comm_rank_alive(v, r) != 0)
 			last = 0;
 	/* a FAILED record stays until every joined rank left, so latecomers

@@ -44,7 +44,7 @@ ncclResult_t cxls_nccl_unique_id(ncclUniqueId *id, const struct cxls_real_init *
 	}
 	/* Rank 0's policy decides for the whole communicator, so that every
 	 * rank makes (or skips) the real communicator alike. */
-	if (cxls_uid_make(id, rt->pool->sb->uuid,
+	if (cxls_uid_make(id, rt->pool->geo.uuid,
 			  (has_real ? CXLS_UID_HAS_REAL : 0) |
 			  (has_real && cxls_route_needs_nccl(&rt->cfg) ? CXLS_UID_WANT_REAL : 0)))
 		return ncclSystemError;
@@ -126,9 +126,9 @@ static const char *pool_refuses(const struct cxls_uid *u, int nranks)
 
 	if (!rt->pool)
 		return "the pool is not usable in this process";
-	if (memcmp(u->pool_uuid, rt->pool->sb->uuid, sizeof(u->pool_uuid)))
+	if (memcmp(u->pool_uuid, rt->pool->geo.uuid, sizeof(u->pool_uuid)))
 		return "this rank sees another pool than rank 0";
-	if ((uint32_t)nranks > rt->pool->sb->max_ranks)
+	if ((uint32_t)nranks > rt->pool->geo.max_ranks)
 		return "more ranks than the pool's max_ranks";
 	if (!rt->cfg.nccl_collectives || (uint32_t)nranks < rt->cfg.nccl_min_ranks ||
 	    (uint32_t)nranks > rt->cfg.nccl_max_ranks)

@@ -8,6 +8,8 @@
 #include "log.h"
 #include "op_desc.h"
 #include "registry.h"
+#include "trace.h"
+#include "trace_coll.h"
 
 #define TICK_NS (10 * 1000000L)
 
@@ -72,6 +74,8 @@ static void check_comm(struct cxls_comm *c, void *arg)
 	done = cxls_bell_read(&c->view.done[c->rank], c->pool->flush_mode);
 	p2p_done = cxls_bell_read(&c->view.p2p_done[c->rank], c->pool->flush_mode);
 	idle = done == ops && p2p_done == atomic_load(&c->p2p_ops);
+	if (done != c->wd_done)
+		cxls_trace_done(cxls_trace_comm_id(c), done);
 	if (idle || done != c->wd_done || p2p_done != c->wd_p2p_done) {
 		c->wd_done = done;
 		c->wd_p2p_done = p2p_done;

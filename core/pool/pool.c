@@ -169,17 +169,62 @@ static int size_new_file(struct cxls_pool *pool, const struct cxls_config *cfg)
 	return -1;
 }
 
+/* 1 when the file's group is one of this process's groups. */
+static int in_group(gid_t gid)
+{
+	gid_t groups[256];
+	int n = getgroups(256, groups);
+
+	if (gid == getegid())
+		return 1;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+/* Whoever can write the pool file can read and forge every job's state in
+ * it.  A file of ours gets exactly pool.mode (a new one despite the umask,
+ * an old one even if someone widened it); another user's file is used
+ * only when the policy shares pools with the group, the file is in one of
+ * our groups and others have no access to it. */
+static int check_access(struct cxls_pool *pool, const struct stat *st, uint32_t mode)
+{
+	if (st->st_uid == geteuid()) {
+		if ((st->st_mode & 0777) != mode && fchmod(pool->fd, mode)) {
+			CXLS_WARN("pool %s: cannot set mode 0%o: %s", pool->path, mode,
+				  strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	if (!(mode & 0060)) {
+		CXLS_WARN("pool %s belongs to uid %u and pool.mode 0%o shares with nobody: refused",
+			  pool->path, (unsigned)st->st_uid, mode);
+		return -1;
+	}
+	if (!in_group(st->st_gid) || (st->st_mode & 0007)) {
+		CXLS_WARN("pool %s (uid %u, gid %u, mode 0%o) is not shared through one of our "
+			  "groups only: refused", pool->path, (unsigned)st->st_uid,
+			  (unsigned)st->st_gid, (unsigned)(st->st_mode & 0777));
+		return -1;
+	}
+	return 0;
+}
+
 static int open_source(struct cxls_pool *pool, const struct cxls_config *cfg)
 {
 	struct stat st;
 
-	pool->fd = open(pool->path, O_RDWR | O_CREAT | O_CLOEXEC, cfg->pool_mode);
+	pool->fd = open(pool->path, O_RDWR | O_CREAT | O_CLOEXEC, cfg->pool_mode & 0600);
 	if (pool->fd < 0) {
 		CXLS_WARN("pool %s: open: %s", pool->path, strerror(errno));
 		return CXLS_POOL_ENOENT;
 	}
 	if (fstat(pool->fd, &st))
 		return CXLS_POOL_ESYS;
+	if (S_ISREG(st.st_mode) && check_access(pool, &st, cfg->pool_mode))
+		return CXLS_POOL_ENOENT;
 	if (S_ISCHR(st.st_mode)) {
 		pool->is_dax = 1;
 		if (dax_size(pool->path, &pool->size))
@@ -233,8 +278,9 @@ int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
 	flock(pool->fd, LOCK_UN);
 	if (err)
 		goto fail;
+	pool->geo = *pool->sb;
 	/* the pool's own mode wins over this process's policy */
-	pool->flush_mode = pool->sb->coherence == CXLS_FLUSH;
+	pool->flush_mode = pool->geo.coherence == CXLS_FLUSH;
 	return CXLS_POOL_OK;
 fail:
 	CXLS_WARN("pool %s: %s", pool->path, cxls_pool_strerror(err));

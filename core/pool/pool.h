@@ -21,7 +21,12 @@ struct cxls_pool {
 	int flush_mode;      /* non-coherent pool: see coherence.h */
 	uint8_t *base;
 	size_t size;
+	/* the live superblock: only its mutable words (table lock, device
+	 * counters) are used after open; the geometry is read from `geo`,
+	 * the copy validated at open, so that bytes changed in the pool later
+	 * (a bug, a bit flip, another host) cannot move a pointer */
 	struct cxls_super *sb;
+	struct cxls_super geo;
 	char path[256];
 };
 

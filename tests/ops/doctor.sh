@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# doctor.sh - a job hangs on purpose: of 3 ranks, rank 2 never calls the
+# AllReduce the others wait in.  `cxlshim doctor` must name rank 2 and the
+# AllReduce; a trace is written on demand (trace.signal) while the job
+# hangs and by every rank killed with SIGTERM; once the ranks are dead,
+# doctor says so and `cxlshim pool clean` reclaims their record.
+# A second job hangs across communicators: its rank 2 misses an AllReduce
+# on A because it waits in an AllGather on B that B's other rank never
+# calls; doctor must follow the chain and name B's AllGather.
+set -euo pipefail
+B=${BUILD:-build}
+CX=$B/cxlshim
+dir=$(mktemp -d /tmp/cxlshim-ops-doctor.XXXXXX)
+export CXLSHIM_POOL_PATH=/dev/shm/cxlshim-ops-doctor-$$.pool
+export CXLSHIM_TIMEOUT_OP_MS=300000 CXLSHIM_TRACE_SIGNAL=12
+job=
+cleanup() {
+	if [ -n "$job" ]; then
+		kill -KILL $(ps -o pid= --ppid "$job") "$job" 2>/dev/null
+		wait "$job" 2>/dev/null || true
+	fi
+	rm -rf "$dir" "$CXLSHIM_POOL_PATH"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+$CX run -e -t "$dir" -- "$B/tests/ops_job" hang 3 >"$dir/job.log" 2>&1 &
+job=$!
+found=0
+for _ in $(seq 150); do
+	rc=0
+	$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
+	if grep -q "has not called op 3" "$dir/doctor.out"; then found=1; break; fi
+	sleep 0.2
+done
+cat "$dir/doctor.out"
+[ $found = 1 ] || fail "doctor never saw the hang"
+[ $rc = 3 ] || fail "doctor exit status $rc, want 3 (something is stuck)"
+grep -q "op 3 AllReduce(count 4096, float32, sum) not complete" "$dir/doctor.out" ||
+	fail "the stuck collective is not named"
+grep -q "waiting in op 3: rank 0, rank 1$" "$dir/doctor.out" || fail "waiting ranks"
+grep -q "rank 2 (pid [0-9]*, alive) has not called op 3 (it enqueued 2 ops)" "$dir/doctor.out" ||
+	fail "the missing rank is not named"
+grep -q "first cause: op 3 AllReduce.* rank 2 (pid [0-9]*) has not called it$" "$dir/doctor.out" ||
+	fail "no first cause"
+
+ranks=$(ps -o pid= --ppid "$job")
+[ "$(echo $ranks | wc -w)" = 3 ] || fail "expected 3 rank processes, got: $ranks"
+# on demand: rank processes write their trace and go on
+for p in $ranks; do kill -USR2 "$p"; done
+for _ in $(seq 50); do [ "$(ls "$dir"/*.trace 2>/dev/null | wc -l)" = 3 ] && break; sleep 0.1; done
+[ "$(ls "$dir"/*.trace | wc -l)" = 3 ] || fail "no trace on SIGUSR2"
+rm -f "$dir"/*.trace
+kill -0 $ranks || fail "a rank died of the on-demand dump"
+
+# fatal signal: every rank writes its trace on the way out
+kill -TERM $ranks
+wait "$job" || true
+job=
+ls -l "$dir"/*.trace
+[ "$(ls "$dir"/*.trace | wc -l)" = 3 ] || fail "a rank killed by SIGTERM left no trace"
+$CX trace "$dir"/*.trace | tee "$dir/summary"
+grep -Eq "^AllGather +6 " "$dir/summary" || fail "6 AllGathers (2 per rank) in the traces"
+grep -Eq "^AllReduce +2 .* 2$" "$dir/summary" || fail "2 AllReduces, both incomplete"
+
+# the job is dead now: its ranks are reported dead, then reclaimed
+rc=0
+$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
+cat "$dir/doctor.out"
+[ $rc = 3 ] && grep -q "is DEAD" "$dir/doctor.out" || fail "dead ranks not reported"
+$CX pool clean | tee "$dir/clean.out"
+grep -q "reclaimed 1 communicator record " "$dir/clean.out" || fail "clean did not reclaim"
+$CX doctor | grep -q "nothing is stuck" || fail "pool not clean after pool clean"
+
+echo "== a hang across two communicators"
+$CX run -e -- "$B/tests/ops_job" chain >"$dir/chain.log" 2>&1 &
+job=$!
+found=0
+for _ in $(seq 150); do
+	$CX doctor >"$dir/doctor.out" 2>&1 || true
+	if grep -q "^first cause" "$dir/doctor.out"; then found=1; break; fi
+	sleep 0.2
+done
+cat "$dir/doctor.out"
+[ $found = 1 ] || fail "doctor never saw the chained hang"
+grep -q "rank 2 (pid [0-9]*, alive) has not called op 1: it waits in op 1 AllGather(count 4096, float32) of comm slot" \
+	"$dir/doctor.out" || fail "the rank busy on another communicator is not followed"
+grep -q "^first cause: op 1 AllGather(count 4096, float32) on comm slot [0-9]*: rank 1 (pid [0-9]*) has not called it$" \
+	"$dir/doctor.out" || fail "the first cause is not B's AllGather"
+[ "$(grep -c "^first cause" "$dir/doctor.out")" = 1 ] || fail "more than one first cause"
+echo "doctor: ok"

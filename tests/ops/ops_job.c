@@ -1,0 +1,199 @@
+/* ops_job.c - NCCL jobs for the operability tests (the scripts in tests/ops):
+ *
+ *   ops_job hang [N]        every rank runs two AllGathers; then all but
+ *                           the last call an AllReduce and wait in it,
+ *                           while the last rank never calls it (it sleeps
+ *                           until killed): `cxlshim doctor` must name it
+ *   ops_job chain           4 ranks split into A = {0,1,2} and B = {2,3}:
+ *                           ranks 0 and 1 wait in an AllReduce on A that
+ *                           rank 2 never calls, because it waits in an
+ *                           AllGather on B that rank 3 never calls (it
+ *                           sleeps): the first cause is B's AllGather
+ *   ops_job traffic [N] [I] I iterations of AllGather, Broadcast and
+ *                           AllReduce, results checked (for traces)
+ */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launch.h"
+
+#define COUNT 4096
+
+static float *dev_floats(size_t n, float v)
+{
+	float *p = NULL, *h = malloc(n * sizeof(float));
+
+	if (!h || cudaMalloc((void **)&p, n * sizeof(float)) != cudaSuccess) {
+		free(h);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		h[i] = v;
+	cudaMemcpy(p, h, n * sizeof(float), cudaMemcpyHostToDevice);
+	free(h);
+	return p;
+}
+
+/* 1 when every element of the device buffer equals want(i). */
+static int check(const float *dev, size_t n, float (*want)(size_t i, int nranks), int nranks)
+{
+	float *h = malloc(n * sizeof(float));
+	int ok = h != NULL;
+
+	if (ok && cudaMemcpy(h, dev, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+		ok = 0;
+	for (size_t i = 0; ok && i < n; i++)
+		if (h[i] != want(i, nranks)) {
+			fprintf(stderr, "element %zu: %g, want %g\n", i, h[i], want(i, nranks));
+			ok = 0;
+		}
+	free(h);
+	return ok;
+}
+
+static float gathered(size_t i, int nranks)
+{
+	(void)nranks;
+	return (float)(i / COUNT);
+}
+
+static float summed(size_t i, int nranks)
+{
+	(void)i;
+	return (float)(nranks * (nranks - 1) / 2);
+}
+
+static float from_root(size_t i, int nranks)
+{
+	(void)i;
+	(void)nranks;
+	return 0.0f;
+}
+
+static int setup(int rank, int n, const ncclUniqueId *id, ncclComm_t *comm, cudaStream_t *s)
+{
+	cudaSetDevice(0);
+	if (cudaStreamCreate(s) != cudaSuccess)
+		return -1;
+	return ncclCommInitRank(comm, n, *id, rank) == ncclSuccess ? 0 : -1;
+}
+
+static int allgather(ncclComm_t comm, cudaStream_t s, int rank, int n)
+{
+	float *send = dev_floats(COUNT, (float)rank), *recv = dev_floats((size_t)COUNT * n, -1);
+	int ok = send && recv &&
+		 ncclAllGather(send, recv, COUNT, ncclFloat, comm, s) == ncclSuccess &&
+		 cudaStreamSynchronize(s) == cudaSuccess &&
+		 check(recv, (size_t)COUNT * n, gathered, n);
+
+	cudaFree(send);
+	cudaFree(recv);
+	return ok ? 0 : -1;
+}
+
+static int allreduce(ncclComm_t comm, cudaStream_t s, int rank, int n)
+{
+	float *buf = dev_floats(COUNT, (float)rank);
+	int ok = buf && ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, comm, s) == ncclSuccess &&
+		 cudaStreamSynchronize(s) == cudaSuccess && check(buf, COUNT, summed, n);
+
+	cudaFree(buf);
+	return ok ? 0 : -1;
+}
+
+static int broadcast(ncclComm_t comm, cudaStream_t s, int rank, int n)
+{
+	float *buf = dev_floats(COUNT, (float)rank);
+	int ok = buf && ncclBroadcast(buf, buf, COUNT, ncclFloat, 0, comm, s) == ncclSuccess &&
+		 cudaStreamSynchronize(s) == cudaSuccess && check(buf, COUNT, from_root, n);
+
+	cudaFree(buf);
+	return ok ? 0 : -1;
+}
+
+static int hang(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm;
+	cudaStream_t s;
+	float *buf;
+
+	(void)arg;
+	if (setup(rank, n, id, &comm, &s) || allgather(comm, s, rank, n) ||
+	    allgather(comm, s, rank, n))
+		return 1;
+	printf("rank %d: two AllGathers done\n", rank);
+	fflush(stdout);
+	if (rank == n - 1) {
+		for (;;)
+			pause(); /* never calls the AllReduce */
+	}
+	buf = dev_floats(COUNT, 1);
+	if (ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, comm, s) != ncclSuccess)
+		return 1;
+	cudaStreamSynchronize(s); /* hangs until the timeout or a kill */
+	return 0;
+}
+
+static int chain(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t world, a, b;
+	cudaStream_t s;
+	float *buf, *all;
+
+	(void)arg;
+	if (setup(rank, n, id, &world, &s) || allgather(world, s, rank, n) ||
+	    ncclCommSplit(world, rank <= 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &a, NULL) != ncclSuccess ||
+	    ncclCommSplit(world, rank >= 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &b, NULL) != ncclSuccess)
+		return 1;
+	printf("rank %d: split done\n", rank);
+	buf = dev_floats(COUNT, 1);
+	all = dev_floats((size_t)COUNT * 2, 0);
+	if (rank == 3) {
+		for (;;)
+			pause(); /* never calls B's AllGather */
+	}
+	if (rank == 2) {
+		if (ncclAllGather(buf, all, COUNT, ncclFloat, b, s) != ncclSuccess)
+			return 1;
+	} else if (ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, a, s) != ncclSuccess) {
+		return 1;
+	}
+	cudaStreamSynchronize(s); /* hangs until a kill */
+	return 0;
+}
+
+static int traffic(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	int iters = *(int *)arg;
+	ncclComm_t comm;
+	cudaStream_t s;
+
+	if (setup(rank, n, id, &comm, &s))
+		return 1;
+	for (int i = 0; i < iters; i++)
+		if (allgather(comm, s, rank, n) || broadcast(comm, s, rank, n) ||
+		    allreduce(comm, s, rank, n)) {
+			fprintf(stderr, "rank %d: iteration %d failed\n", rank, i);
+			return 1;
+		}
+	return ncclCommDestroy(comm) == ncclSuccess ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	int n = argc > 2 ? atoi(argv[2]) : 3, iters = argc > 3 ? atoi(argv[3]) : 5;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 1 && !strcmp(argv[1], "hang"))
+		return launch_ranks(n, hang, NULL, 600);
+	if (argc > 1 && !strcmp(argv[1], "chain"))
+		return launch_ranks(4, chain, NULL, 600);
+	if (argc > 1 && !strcmp(argv[1], "traffic"))
+		return launch_ranks(n, traffic, &iters, 120);
+	fprintf(stderr, "usage: %s hang|chain|traffic [NRANKS] [ITERS]\n", argv[0]);
+	return 2;
+}

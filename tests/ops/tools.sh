@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# tools.sh - the `cxlshim` command's contract: every subcommand refuses bad
+# arguments with exit 2 and missing or foreign files with exit 1 (never a
+# crash), `policy check` reports file:line: key, `run` sets the environment
+# alone (also under mpirun), and `pool status` reads a pool read-only.
+set -euo pipefail
+B=${BUILD:-build}
+CX=$PWD/$B/cxlshim
+dir=$(mktemp -d /tmp/cxlshim-ops-tools.XXXXXX)
+P=/dev/shm/cxlshim-ops-tools-$$.pool
+trap 'rm -rf "$dir" $P' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# only what each check sets decides (run.sh exports pool settings)
+unset $(env | sed -n 's/^\(CXLSHIM_[A-Z_]*\)=.*/\1/p')
+# expect STATUS CMD...: exit status STATUS, and no signal
+expect() {
+	local want=$1 rc=0
+	shift
+	"$@" >"$dir/out" 2>&1 || rc=$?
+	[ $rc = "$want" ] || { cat "$dir/out"; fail "'$*': exit $rc, want $want"; }
+}
+
+echo "== bad arguments"
+expect 2 $CX
+expect 2 $CX frobnicate
+expect 0 $CX --help
+for sub in run pool policy trace doctor; do
+	expect 0 $CX $sub --help
+done
+expect 2 $CX run
+expect 2 $CX run --bogus -- true
+expect 2 $CX pool
+expect 2 $CX pool explode
+expect 2 $CX pool status extra-arg
+expect 2 $CX policy
+expect 2 $CX policy lint x
+expect 2 $CX trace
+expect 2 $CX doctor extra
+expect 1 $CX pool status -p /nonexistent/pool
+expect 1 $CX doctor -p /nonexistent/pool
+expect 1 $CX pool clean -p /nonexistent/pool
+expect 1 $CX trace /nonexistent.trace
+head -c 100000 /dev/urandom >"$dir/junk"
+expect 1 $CX pool status -p "$dir/junk"
+grep -q "not a cxlshim pool" "$dir/out" || fail "junk pool: $(cat "$dir/out")"
+expect 1 $CX doctor -p "$dir/junk"
+expect 1 $CX trace "$dir/junk"
+expect 1 $CX pool status -p /dev/null
+expect 1 $CX pool create -p /nonexistent/dir/pool -s 128M
+expect 1 $CX pool create -p $P -s 1K
+[ ! -e $P ] || fail "a failed create left $P behind"
+
+echo "== policy check"
+printf '[pool]\nsize = 2G\n[nccl]\ncollectives = allgather, broadcast\n' >"$dir/good.conf"
+expect 0 env CXLSHIM_CCCL_CHUNKS=4 $CX policy check "$dir/good.conf"
+grep -q "^size = 2147483648" "$dir/out" && grep -q "^collectives = allgather,broadcast" "$dir/out" &&
+	grep -q "^chunks = 4" "$dir/out" && grep -q "environment: CXLSHIM_CCCL_CHUNKS=4" "$dir/out" ||
+	fail "effective policy: $(cat "$dir/out")"
+printf '[pool]\nsize = 2G\n\n[cccl]\nchunkz = 3\n' >"$dir/bad.conf"
+expect 1 $CX policy check "$dir/bad.conf"
+grep -q "bad.conf:5: cccl.chunkz: unknown key" "$dir/out" || fail "bad key: $(cat "$dir/out")"
+expect 1 env CXLSHIM_TIMEOUT_OP_MS=soon $CX policy check "$dir/good.conf"
+grep -q "CXLSHIM_TIMEOUT_OP_MS: bad value" "$dir/out" || fail "bad env: $(cat "$dir/out")"
+expect 1 $CX policy check /nonexistent.conf
+
+echo "== run sets the environment and execs"
+expect 0 $CX run -c "$dir/good.conf" -d INFO -- sh -c 'echo "$LD_PRELOAD|$CXLSHIM_CONF|$CXLSHIM_DEBUG"'
+grep -q "^$PWD/$B/libcxlshim.so|$dir/good.conf|INFO$" "$dir/out" || fail "run env: $(cat "$dir/out")"
+expect 0 env LD_PRELOAD=libfoo.so $CX run -- sh -c 'echo "$LD_PRELOAD"'
+grep -q "^$PWD/$B/libcxlshim.so:libfoo.so$" "$dir/out" || fail "preload list: $(cat "$dir/out")"
+expect 1 $CX run -c "$dir/bad.conf" -- true
+expect 127 $CX run -- /nonexistent/program
+expect 1 env CXLSHIM_LIB=/nonexistent.so $CX run -- true
+expect 0 $CX run -n -e -t "$dir/tr" -s
+grep -q "^LD_LIBRARY_PATH=$PWD/$B/emu" "$dir/out" && grep -q "^CXLSHIM_TRACE_LEVEL=stages" "$dir/out" &&
+	grep -q "^CXLSHIM_TRACE_FILE=$dir/tr/%h-%p.trace" "$dir/out" || fail "dry run: $(cat "$dir/out")"
+if command -v mpirun.openmpi >/dev/null; then
+	expect 0 mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 \
+		$CX run -c "$dir/good.conf" -- sh -c 'echo "rank $OMPI_COMM_WORLD_RANK $LD_PRELOAD"'
+	[ "$(grep -c "^rank [01] $PWD/$B/libcxlshim.so$" "$dir/out")" = 2 ] ||
+		fail "under mpirun: $(cat "$dir/out")"
+else
+	echo "(mpirun.openmpi not installed: launcher check skipped)"
+fi
+
+echo "== pool create, status, clean"
+expect 0 $CX pool create -p $P -s 128M -d 2 --max-comms 4 --max-ranks 8
+expect 1 $CX pool create -p $P -s 128M
+expect 0 $CX pool status -p $P -v
+grep -q "2 devices .* 4 communicator slots (0 in use, 4 free), up to 8 ranks" "$dir/out" ||
+	fail "status: $(cat "$dir/out")"
+expect 0 $CX pool clean -p $P
+grep -q "reclaimed 0 " "$dir/out" || fail "clean: $(cat "$dir/out")"
+expect 0 $CX doctor -p $P
+echo "tools: ok"

@@ -1,0 +1,25 @@
+/* cmd.h - the subcommands of `cxlshim` (one file each) and the helpers
+ * they share (main.c). */
+#ifndef CXLSHIM_TOOLS_CMD_H
+#define CXLSHIM_TOOLS_CMD_H
+
+#include "config.h"
+
+/* Exit codes of every subcommand. */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_FOUND = 3 };
+
+int cmd_run(int argc, char **argv);
+int cmd_pool(int argc, char **argv);
+int cmd_policy(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+
+/* The policy from `file` (NULL: $CXLSHIM_CONF, or none) and the
+ * environment; prints the first error and returns -1. */
+int tool_policy(const char *file, struct cxls_config *cfg);
+/* The pool path: `path` if given, else the policy's. */
+const char *tool_pool_path(const char *path, const struct cxls_config *cfg);
+/* Directory of this executable, for finding the library next to it. */
+int tool_self_dir(char *buf, unsigned long len);
+
+#endif

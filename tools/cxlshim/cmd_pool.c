@@ -1,0 +1,248 @@
+/* cmd_pool.c - `cxlshim pool create|status|clean`.
+ *
+ * status reads the pool through a read-only mapping and a validated
+ * snapshot (snapshot.h): it cannot disturb a running job.  create and
+ * clean go through the library's own code (pool.c, comm_table.c), so the
+ * tool formats and reclaims exactly as the ranks do.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "comm_table.h"
+#include "names.h"
+#include "pool.h"
+#include "snapshot.h"
+
+struct pool_opts {
+	const char *policy, *path;
+	const char *size, *devices, *mode, *comms, *ranks;
+	int verbose;
+};
+
+static void help(FILE *out)
+{
+	fprintf(out,
+		"usage: cxlshim pool create [-c POLICY] [-p PATH] [-s SIZE] [-d DEVICES] [-m MODE]\n"
+		"                           [--max-comms N] [--max-ranks N]\n"
+		"       cxlshim pool status [-c POLICY] [-p PATH] [-v]\n"
+		"       cxlshim pool clean  [-c POLICY] [-p PATH]\n"
+		"  create  format a new pool file (or an all-zero DAX device)\n"
+		"  status  communicators, ranks, sequence numbers, owners and which are dead\n"
+		"  clean   reclaim the communicator records of jobs whose ranks all died\n"
+		"PATH defaults to the policy's pool.path; SIZE takes K/M/G suffixes.\n");
+}
+
+static int parse(int argc, char **argv, struct pool_opts *o)
+{
+	static const struct option opts[] = {
+		{ "policy", required_argument, NULL, 'c' }, { "path", required_argument, NULL, 'p' },
+		{ "size", required_argument, NULL, 's' },   { "devices", required_argument, NULL, 'd' },
+		{ "mode", required_argument, NULL, 'm' },   { "max-comms", required_argument, NULL, 'C' },
+		{ "max-ranks", required_argument, NULL, 'R' }, { "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 }
+	};
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	while ((c = getopt_long(argc, argv, "c:p:s:d:m:vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': o->policy = optarg; break;
+		case 'p': o->path = optarg; break;
+		case 's': o->size = optarg; break;
+		case 'd': o->devices = optarg; break;
+		case 'm': o->mode = optarg; break;
+		case 'C': o->comms = optarg; break;
+		case 'R': o->ranks = optarg; break;
+		case 'v': o->verbose = 1; break;
+		case 'h': help(stdout); exit(EXIT_OK);
+		default: return -1;
+		}
+	}
+	return optind == argc ? 0 : -1;
+}
+
+/* Options of `create` become environment overrides, so that the policy
+ * code parses and validates them like any other setting. */
+static int apply(const struct pool_opts *o, struct cxls_config *cfg)
+{
+	const char *const set[][2] = {
+		{ "CXLSHIM_POOL_PATH", o->path },       { "CXLSHIM_POOL_SIZE", o->size },
+		{ "CXLSHIM_POOL_DEVICES", o->devices }, { "CXLSHIM_POOL_MODE", o->mode },
+		{ "CXLSHIM_POOL_MAX_COMMS", o->comms }, { "CXLSHIM_POOL_MAX_RANKS", o->ranks },
+	};
+
+	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
+		if (set[i][1] && setenv(set[i][0], set[i][1], 1))
+			return -1;
+	return tool_policy(o->policy, cfg);
+}
+
+static int pool_create(const struct pool_opts *o)
+{
+	struct cxls_config cfg;
+	struct cxls_pool pool;
+	struct stat st;
+	int err, existed;
+
+	if (apply(o, &cfg))
+		return EXIT_FAIL;
+	existed = stat(cfg.pool_path, &st) == 0;
+	if (existed && S_ISREG(st.st_mode) && st.st_size) {
+		fprintf(stderr, "cxlshim pool create: %s exists (pool status shows it; remove it "
+			"to start over)\n", cfg.pool_path);
+		return EXIT_FAIL;
+	}
+	err = cxls_pool_open(&pool, &cfg);
+	if (err) {
+		fprintf(stderr, "cxlshim pool create: %s: %s\n", cfg.pool_path,
+			cxls_pool_strerror(err));
+		/* leave no half-made pool file of ours behind */
+		if (!existed && stat(cfg.pool_path, &st) == 0 && S_ISREG(st.st_mode))
+			unlink(cfg.pool_path);
+		return EXIT_FAIL;
+	}
+	printf("created %s: %zu bytes, %u devices of %llu bytes, %u communicator slots of up "
+	       "to %u ranks, %s, mode 0%o\n", pool.path, pool.size, pool.sb->ndev,
+	       (unsigned long long)pool.sb->dev_size, pool.sb->max_comms, pool.sb->max_ranks,
+	       pool.sb->coherence ? "flush" : "coherent", cfg.pool_mode);
+	cxls_pool_close(&pool);
+	return EXIT_OK;
+}
+
+static void print_uuid(const uint8_t *u)
+{
+	for (int i = 0; i < 16; i++)
+		printf("%02x%s", u[i], i == 3 || i == 5 || i == 7 || i == 9 ? "-" : "");
+}
+
+static void print_rank(const struct snap_comm *c, uint32_t r, int verbose)
+{
+	const struct snap_rank *k = &c->ranks[r];
+	const char *alive = k->state != CXLS_RANK_JOINED ? "-" :
+			    k->alive > 0 ? "alive" : k->alive == 0 ? "DEAD" : "remote";
+
+	printf("    rank %-4u %-6s pid %-8u %-6s dev %-3u enq %-6u done %-6u pub %-8u ack %-8u"
+	       " hb %llu\n", r, snap_rank_state_name(k->state), k->pid, alive, k->device, k->enq,
+	       k->done, k->pub, k->ack, (unsigned long long)k->heartbeat);
+	if (!verbose)
+		return;
+	for (uint32_t i = 0; i < CXLS_DESC_RING; i++) {
+		const struct snap_desc *d = &k->desc[i];
+		char call[128];
+
+		if (!d->valid)
+			continue;
+		name_call(call, sizeof(call), d->kind, d->count, d->type, d->redop, d->root);
+		printf("      op %-6u %s, %u rounds\n", d->seq, call, d->rounds);
+	}
+}
+
+static void print_comm(const struct snap_comm *c, int verbose)
+{
+	printf("  slot %-4u %-8s id %016llx  ranks %u, joined %u", c->slot,
+	       snap_phase_name(c->phase), (unsigned long long)c->key_hash, c->nranks, c->joined);
+	if (c->corrupt) {
+		printf("  CORRUPT: %s\n", c->corrupt);
+		return;
+	}
+	printf(", chunk %llu x %u slots", (unsigned long long)c->chunk, c->slots);
+	if (c->abort_reason)
+		printf(", failed by rank %u: %s", c->abort_rank, snap_abort_name(c->abort_reason));
+	printf("\n");
+	for (uint32_t r = 0; r < c->nranks; r++)
+		if (c->ranks[r].state != CXLS_RANK_EMPTY || verbose)
+			print_rank(c, r, verbose);
+}
+
+static int pool_status(const struct pool_opts *o)
+{
+	struct cxls_config cfg;
+	struct snap_map m;
+	struct pool_snap s;
+	const char *path;
+	int err;
+
+	if (tool_policy(o->policy, &cfg))
+		return EXIT_FAIL;
+	path = tool_pool_path(o->path, &cfg);
+	if (snap_map_open(path, &m)) {
+		fprintf(stderr, "cxlshim pool status: %s: %s\n", path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	err = snap_take(m.base, m.size, SNAP_LIVENESS, &s);
+	if (err) {
+		fprintf(stderr, "cxlshim pool status: %s: %s\n", path, cxls_pool_strerror(err));
+		snap_map_close(&m);
+		return EXIT_FAIL;
+	}
+	printf("pool %s: %llu bytes, uuid ", path, (unsigned long long)s.sb.pool_size);
+	print_uuid(s.sb.uuid);
+	printf("\n  %u devices of %llu bytes, %s, %u communicator slots (%u in use, %u free), "
+	       "up to %u ranks each\n", s.sb.ndev, (unsigned long long)s.sb.dev_size,
+	       s.sb.coherence ? "flush" : "coherent", s.sb.max_comms, s.ncomms, s.nfree,
+	       s.sb.max_ranks);
+	if (s.lock_owner)
+		printf("  table lock held by pid %u\n", (unsigned)s.lock_owner);
+	for (uint32_t i = 0; i < s.ncomms; i++)
+		print_comm(&s.comms[i], o->verbose);
+	snap_free(&s);
+	snap_map_close(&m);
+	return EXIT_OK;
+}
+
+static int pool_clean(const struct pool_opts *o)
+{
+	struct cxls_config cfg;
+	struct cxls_pool pool;
+	struct stat st;
+	int err, n;
+
+	if (tool_policy(o->policy, &cfg))
+		return EXIT_FAIL;
+	if (o->path)
+		snprintf(cfg.pool_path, sizeof(cfg.pool_path), "%s", o->path);
+	/* never create a pool just to clean it */
+	if (stat(cfg.pool_path, &st)) {
+		fprintf(stderr, "cxlshim pool clean: %s: %s\n", cfg.pool_path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	err = cxls_pool_open(&pool, &cfg);
+	if (err) {
+		fprintf(stderr, "cxlshim pool clean: %s: %s\n", cfg.pool_path,
+			cxls_pool_strerror(err));
+		return EXIT_FAIL;
+	}
+	n = cxls_comm_reclaim(&pool);
+	printf("reclaimed %d communicator record%s left by dead jobs\n", n, n == 1 ? "" : "s");
+	cxls_pool_close(&pool);
+	return EXIT_OK;
+}
+
+int cmd_pool(int argc, char **argv)
+{
+	struct pool_opts o;
+	const char *verb = argc > 1 ? argv[1] : "";
+
+	if (!strcmp(verb, "-h") || !strcmp(verb, "--help")) {
+		help(stdout);
+		return EXIT_OK;
+	}
+	if (parse(argc - 1, argv + 1, &o)) {
+		help(stderr);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(verb, "create"))
+		return pool_create(&o);
+	if (!strcmp(verb, "status"))
+		return pool_status(&o);
+	if (!strcmp(verb, "clean"))
+		return pool_clean(&o);
+	help(stderr);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,224 @@
+/* snapshot.c - copy and validate a pool's metadata, read-only. */
+#include "snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "comm_table.h"
+#include "pool.h"
+#include "proc_id.h"
+
+const char *snap_phase_name(uint32_t phase)
+{
+	static const char *const names[] = { "free", "joining", "ready", "failed" };
+
+	return phase < 4 ? names[phase] : "invalid";
+}
+
+const char *snap_rank_state_name(uint32_t state)
+{
+	static const char *const names[] = { "empty", "joined", "left" };
+
+	return state < 3 ? names[state] : "invalid";
+}
+
+const char *snap_abort_name(uint32_t reason)
+{
+	static const char *const names[] = { "none", "ncclCommAbort", "a rank died or left",
+					     "a collective timed out", "mismatched collectives" };
+
+	return reason < 5 ? names[reason] : "invalid";
+}
+
+/* One descriptor, read like op_desc.c does: seq, fields, seq again. */
+static void copy_desc(const struct cxls_op_desc *p, struct snap_desc *d)
+{
+	uint32_t seq = atomic_load_explicit(&p->seq, memory_order_acquire);
+
+	memset(d, 0, sizeof(*d));
+	d->seq = seq;
+	d->kind = atomic_load_explicit(&p->kind, memory_order_relaxed);
+	d->count = atomic_load_explicit(&p->count, memory_order_relaxed);
+	d->type = atomic_load_explicit(&p->type, memory_order_relaxed);
+	d->redop = atomic_load_explicit(&p->redop, memory_order_relaxed);
+	d->root = atomic_load_explicit(&p->root, memory_order_relaxed);
+	d->rounds = atomic_load_explicit(&p->rounds, memory_order_relaxed);
+	d->enq_ns = atomic_load_explicit(&p->enq_ns, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	d->valid = seq && atomic_load_explicit(&p->seq, memory_order_relaxed) == seq &&
+		   d->kind > CXLS_OP_NONE && d->kind < CXLS_OP_KINDS && d->type < 32;
+}
+
+static void copy_rank(const struct cxls_comm_view *v, uint32_t r, int flags, struct snap_rank *o)
+{
+	const struct cxls_rank_rec *rr = &v->ranks[r];
+
+	o->state = atomic_load(&rr->state);
+	o->pid = rr->pid;
+	o->device = rr->device;
+	o->boot_hash = rr->boot_hash;
+	o->start_time = rr->start_time;
+	o->heartbeat = atomic_load(&rr->heartbeat);
+	o->enq = atomic_load(&rr->ops_enqueued);
+	o->done = atomic_load(&v->done[r].seq);
+	o->pub = atomic_load(&v->pub[r].seq);
+	o->ack = atomic_load(&v->ack[r].seq);
+	o->alive = 0;
+	if ((flags & SNAP_LIVENESS) && o->state == CXLS_RANK_JOINED) {
+		struct cxls_proc_id id = { o->pid, o->boot_hash, o->start_time };
+
+		o->alive = cxls_proc_alive(&id);
+	}
+	for (uint32_t i = 0; i < CXLS_DESC_RING; i++)
+		copy_desc(&v->desc[(size_t)r * CXLS_DESC_RING + i], &o->desc[i]);
+}
+
+/* Header fields, each checked against the geometry. */
+static int copy_comm(const struct cxls_pool *p, uint32_t slot, int flags, struct snap_comm *o)
+{
+	struct cxls_comm_view v;
+	uint64_t st;
+
+	cxls_comm_view_of(p, slot, &v);
+	st = atomic_load(&v.rec->state);
+	memset(o, 0, sizeof(*o));
+	o->slot = slot;
+	o->phase = CXLS_PHASE(st);
+	o->joined = CXLS_JOINED(st);
+	if (o->phase == CXLS_COMM_FREE)
+		return 0;
+	o->key_hash = cxls_hash64((const void *)v.rec, 2 * sizeof(uint64_t));
+	o->nranks = v.rec->nranks;
+	o->created_ns = v.rec->created_ns;
+	o->abort_reason = atomic_load(&v.rec->abort_reason);
+	o->abort_rank = atomic_load(&v.rec->abort_rank);
+	o->chunk = v.rec->chunk;
+	o->slots = v.rec->slots;
+	if (o->phase > CXLS_COMM_FAILED)
+		o->corrupt = "unknown phase";
+	else if (o->nranks < 1 || o->nranks > p->sb->max_ranks)
+		o->corrupt = "rank count outside the pool's max_ranks";
+	else if (o->joined > o->nranks)
+		o->corrupt = "more ranks joined than the record holds";
+	else if (v.rec->lane != slot)
+		o->corrupt = "lane does not match the slot";
+	if (o->corrupt)
+		return 1;
+	o->ranks = calloc(o->nranks, sizeof(*o->ranks));
+	if (!o->ranks) {
+		o->corrupt = "out of memory";
+		return 1;
+	}
+	for (uint32_t r = 0; r < o->nranks; r++)
+		copy_rank(&v, r, flags, &o->ranks[r]);
+	return 1;
+}
+
+int snap_take(const void *base, size_t size, int flags, struct pool_snap *out)
+{
+	struct cxls_pool p = { .fd = -1 };
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (size < sizeof(struct cxls_super))
+		return CXLS_POOL_ESIZE;
+	memcpy(&out->sb, base, sizeof(out->sb));
+	out->lock_owner = atomic_load(&((const struct cxls_super *)base)->table_lock);
+	err = cxls_super_check(&out->sb, size);
+	if (err)
+		return err;
+	out->map_size = size;
+	/* views are computed from the validated copy, never the live bytes */
+	p.base = (uint8_t *)base;
+	p.size = size;
+	p.sb = &out->sb;
+	p.geo = out->sb;
+	out->comms = calloc(out->sb.max_comms, sizeof(*out->comms));
+	if (!out->comms)
+		return CXLS_POOL_ESYS;
+	for (uint32_t s = 0; s < out->sb.max_comms; s++) {
+		if (copy_comm(&p, s, flags, &out->comms[out->ncomms]))
+			out->ncomms++;
+		else
+			out->nfree++;
+	}
+	return 0;
+}
+
+void snap_free(struct pool_snap *s)
+{
+	for (uint32_t i = 0; i < s->ncomms; i++)
+		free(s->comms[i].ranks);
+	free(s->comms);
+	memset(s, 0, sizeof(*s));
+}
+
+static int dax_size(const struct stat *st, size_t *size)
+{
+	char sys[128];
+	unsigned long long v = 0;
+	FILE *f;
+
+	snprintf(sys, sizeof(sys), "/sys/dev/char/%u:%u/size", major(st->st_rdev),
+		 minor(st->st_rdev));
+	f = fopen(sys, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%llu", &v) != 1)
+		v = 0;
+	fclose(f);
+	*size = (size_t)v;
+	return v ? 0 : -1;
+}
+
+int snap_map_open(const char *path, struct snap_map *m)
+{
+	struct stat st;
+	void *p;
+	int fd, saved;
+
+	memset(m, 0, sizeof(*m));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st))
+		goto fail;
+	if (S_ISCHR(st.st_mode)) {
+		if (dax_size(&st, &m->size))
+			goto fail;
+	} else if (S_ISREG(st.st_mode)) {
+		m->size = (size_t)st.st_size;
+	} else {
+		errno = EINVAL;
+		goto fail;
+	}
+	if (m->size < CXLS_PAGE) {
+		errno = EINVAL;
+		goto fail;
+	}
+	p = mmap(NULL, m->size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		goto fail;
+	close(fd);
+	m->base = p;
+	return 0;
+fail:
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
+void snap_map_close(struct snap_map *m)
+{
+	if (m->base)
+		munmap((void *)m->base, m->size);
+	m->base = NULL;
+}

@@ -1,0 +1,75 @@
+/* snapshot.h - a validated, private copy of what a pool holds.
+ *
+ * `cxlshim pool status`, `pool clean` and `doctor` never act on the live
+ * pool's bytes: they map it read-only, copy the superblock, validate it,
+ * then copy every record field by field, checking each number against
+ * the validated geometry.  A record that fails a check is marked corrupt
+ * (with the reason) and not interpreted further.  snap_take() works on
+ * any bytes, which is what the fuzzer feeds it.
+ */
+#ifndef CXLSHIM_TOOLS_SNAPSHOT_H
+#define CXLSHIM_TOOLS_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool_format.h"
+
+struct snap_desc {
+	int valid;               /* posted, consistent and in range */
+	uint32_t seq, kind, type, redop, rounds;
+	int32_t root;
+	uint64_t count, enq_ns;  /* enq_ns: CLOCK_REALTIME */
+};
+
+struct snap_rank {
+	uint32_t state;          /* enum cxls_rank_state */
+	uint32_t pid, device;
+	uint64_t boot_hash, start_time, heartbeat;
+	uint32_t enq, done;      /* ops enqueued, ops completed (done bell) */
+	uint32_t pub, ack;
+	int alive;               /* 1 alive, 0 dead, -1 another host */
+	struct snap_desc desc[CXLS_DESC_RING];
+};
+
+struct snap_comm {
+	uint32_t slot, phase, joined, nranks;
+	uint64_t key_hash;       /* never the key itself */
+	uint64_t created_ns;     /* CLOCK_MONOTONIC of the host that claimed it */
+	uint32_t abort_reason, abort_rank;
+	uint64_t chunk;
+	uint32_t slots;
+	const char *corrupt;     /* why it cannot be interpreted, or NULL */
+	struct snap_rank *ranks; /* nranks entries when not corrupt */
+};
+
+struct pool_snap {
+	struct cxls_super sb;    /* validated copy */
+	size_t map_size;
+	uint32_t nfree;          /* free communicator records */
+	uint32_t ncomms;         /* records in use (listed in comms) */
+	struct snap_comm *comms;
+	uint64_t lock_owner;     /* table lock token, 0 when free */
+};
+
+/* Flags of snap_take(). */
+#define SNAP_LIVENESS 1 /* ask the kernel whether holders are alive */
+
+/* Copies and validates the pool at base (size bytes).  Returns 0, or a
+ * negative enum cxls_pool_err for an unusable superblock. */
+int snap_take(const void *base, size_t size, int flags, struct pool_snap *out);
+void snap_free(struct pool_snap *s);
+
+/* Maps a pool file or DAX device read-only (nothing is ever created). */
+struct snap_map {
+	const void *base;
+	size_t size;
+};
+int snap_map_open(const char *path, struct snap_map *m);
+void snap_map_close(struct snap_map *m);
+
+const char *snap_phase_name(uint32_t phase);
+const char *snap_rank_state_name(uint32_t state);
+const char *snap_abort_name(uint32_t reason);
+
+#endif
