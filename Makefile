@@ -14,10 +14,9 @@ CUDA_LIB ?= $(CUDA_HOME)/lib
 CFLAGS   ?= -O2 -g
 # Every source folder is on the include path: headers are named after what
 # they hold, not after where they live.
-SRC_DIRS := shim policy $(shell find core -type d | sort)
+SRC_DIRS := include shim policy $(shell find core -type d | sort)
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -pthread -I$(CUDA_INC) $(SRC_DIRS:%=-I%)
 # include/cxlshim.h: the public header for programs that can change
-override CFLAGS += -Iinclude
 LDLIBS_SHIM = -ldl -lnuma -linih -lm -pthread $(SANITIZE)
 
 # Debian packages: build (libnuma, libinih), baselines (Open MPI, MPICH).
