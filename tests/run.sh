@@ -138,7 +138,7 @@ else
 	step "coll: 2 ranks, 64M, all types" shim "$BUILD/tests/coll_check" -n 2 -c 64M
 	step "coll: 3 ranks, 64M" shim "$BUILD/tests/coll_check" -n 3 -c 64M -t int8,bf16,double
 	step "coll: 4 ranks, 64M" shim "$BUILD/tests/coll_check" -n 4 -c 64M -t uint8,float
-	step "coll: 8 ranks, 64M" shim "$BUILD/tests/coll_check" -n 8 -c 64M -t float -r 3 \
+	step "coll: 8 ranks, 32M (64M: test-long)" shim "$BUILD/tests/coll_check" -n 8 -c 32M -t float -r 3 \
 		-C allgather,broadcast,alltoall
 fi
 

@@ -19,8 +19,9 @@ test-build: $(CXLSHIM_CMD)
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the library, the command,
 # its man page, the example policies, and the CUDA CPU emulation (for
-# `cxlshim run -e` on machines without a GPU).  No public header: the
-# library's interface is NCCL's own.
+# `cxlshim run -e` on machines without a GPU), and include/cxlshim.h (the
+# optional tagging and statistics calls; everything else is NCCL's and
+# CUDA's own interface).
 PREFIX  ?= /usr/local
 DESTDIR ?=
 INSTALL_LIB = $(DESTDIR)$(PREFIX)/lib
@@ -28,7 +29,9 @@ INSTALL_LIB = $(DESTDIR)$(PREFIX)/lib
 .PHONY: install uninstall
 install: all
 	install -d $(INSTALL_LIB)/cxlshim/emu $(DESTDIR)$(PREFIX)/bin \
-		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/cxlshim/conf
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/cxlshim/conf \
+		$(DESTDIR)$(PREFIX)/include
+	install -m 644 include/cxlshim.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(LIB) $(INSTALL_LIB)/
 	install -m 755 $(CXLSHIM_CMD) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 tools/cxlshim/cxlshim.1 $(DESTDIR)$(PREFIX)/share/man/man1/
@@ -37,5 +40,6 @@ install: all
 
 uninstall:
 	rm -f $(INSTALL_LIB)/libcxlshim.so $(DESTDIR)$(PREFIX)/bin/cxlshim \
+		$(DESTDIR)$(PREFIX)/include/cxlshim.h \
 		$(DESTDIR)$(PREFIX)/share/man/man1/cxlshim.1
 	rm -rf $(INSTALL_LIB)/cxlshim $(DESTDIR)$(PREFIX)/share/cxlshim

@@ -24,7 +24,7 @@ echo "== bad arguments"
 expect 2 $CX
 expect 2 $CX frobnicate
 expect 0 $CX --help
-for sub in run pool policy trace doctor; do
+for sub in run pool policy trace doctor topo; do
 	expect 0 $CX $sub --help
 done
 expect 2 $CX run
@@ -36,6 +36,10 @@ expect 2 $CX policy
 expect 2 $CX policy lint x
 expect 2 $CX trace
 expect 2 $CX doctor extra
+expect 2 $CX topo extra
+expect 0 $CX topo
+grep -q '^memory nodes:' "$dir/out" && grep -q '^pool: ' "$dir/out" ||
+	{ cat "$dir/out"; fail "topo prints the nodes and the pool"; }
 expect 1 $CX pool status -p /nonexistent/pool
 expect 1 $CX doctor -p /nonexistent/pool
 expect 1 $CX pool clean -p /nonexistent/pool

@@ -13,6 +13,7 @@ int cmd_pool(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_topo(int argc, char **argv);
 
 /* The policy from `file` (NULL: $CXLSHIM_CONF, or none) and the
  * environment; prints the first error and returns -1. */

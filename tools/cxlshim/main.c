@@ -22,8 +22,7 @@ static const struct subcommand subcommands[] = {
 	{ "policy", cmd_policy, "policy check FILE" },
 	{ "trace", cmd_trace, "trace [-o TIMELINE.json] FILE..." },
 	{ "doctor", cmd_doctor, "doctor [-c POLICY] [-p PATH]" },
-	/* "topo": DRAM and CXL nodes, pool devices, GPUs and their nearest
-	 * nodes - cxls_topo_print() from core/mem, connected at merge. */
+	{ "topo", cmd_topo, "topo [-c POLICY]" },
 };
 
 #define NSUB (sizeof(subcommands) / sizeof(subcommands[0]))
