@@ -5,6 +5,7 @@
  * loader and the printer all walk the same table.
  */
 #include "config.h"
+#include "sock_rules.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -98,6 +99,21 @@ static const struct key keys[] = {
 	{ "wait", "sleep_max_us", K_U32, OFF(wait_sleep_max_us), NULL, "longest backoff sleep" },
 	{ "timeout", "init_ms", K_U32, OFF(timeout_init_ms), NULL, "rendezvous timeout" },
 	{ "timeout", "op_ms", K_U32, OFF(timeout_op_ms), NULL, "collective timeout" },
+	{ "sock", "enable", K_BOOL, OFF(sock_enable), NULL,
+	  "move TCP connections between processes on the pool through it" },
+	{ "sock", "slots", K_U32, OFF(sock_slots), NULL, "connection records of a new pool" },
+	{ "sock", "ring_size", K_SIZE, OFF(sock_ring_size), NULL,
+	  "ring bytes per direction of a new pool (power of two, 16K..64M)" },
+	{ "sock", "peers", K_STR, OFF(sock_peers), NULL,
+	  "peer addresses: CIDR list, '!' denies, first match wins, 'any'" },
+	{ "sock", "ports", K_STR, OFF(sock_ports), NULL,
+	  "server ports: list of ports and ranges, '!' denies, 'any'" },
+	{ "sock", "programs", K_STR, OFF(sock_programs), NULL,
+	  "program names (both ends check their own), '!' denies, 'any'" },
+	{ "sock", "busy_poll_us", K_U32, OFF(sock_busy_poll_us), NULL,
+	  "spin this long in reads and waits before sleeping (0: off)" },
+	{ "sock", "meet_timeout_ms", K_U32, OFF(sock_meet_timeout_ms), NULL,
+	  "how long an end waits for its peer in the pool before staying on TCP" },
 	{ "log", "level", K_ENUM, OFF(log_level), level_names, "none, warn, info or trace" },
 	{ "log", "file", K_STR, OFF(log_file), NULL, "log file (default stderr)" },
 };
@@ -133,6 +149,14 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	cfg->wait_sleep_max_us = 1000;
 	cfg->timeout_init_ms = 30000;
 	cfg->timeout_op_ms = 60000;
+	cfg->sock_enable = 1;
+	cfg->sock_slots = 128;
+	cfg->sock_ring_size = 256u << 10;
+	strcpy(cfg->sock_peers, "any");
+	strcpy(cfg->sock_ports, "any");
+	strcpy(cfg->sock_programs, "any");
+	cfg->sock_busy_poll_us = 0;
+	cfg->sock_meet_timeout_ms = 500;
 	cfg->log_level = 1;
 	snprintf(cfg->source, sizeof(cfg->source), "defaults");
 }
@@ -417,6 +441,27 @@ static int load_env(struct cxls_config *cfg, struct cxls_config_error *err)
 	return failed ? -1 : 0;
 }
 
+static int validate_sock(const struct cxls_config *cfg, struct cxls_config_error *err)
+{
+	const char *src = cfg->source;
+	struct cxls_sock_rules rules;
+	uint64_t ring = cfg->sock_ring_size;
+	char msg[160];
+
+	if (ring < (16u << 10) || ring > (64u << 20) || (ring & (ring - 1)))
+		return set_error(err, src, 0, "sock.ring_size",
+				 "must be a power of two between 16K and 64M"), -1;
+	if (cfg->sock_slots > 65536)
+		return set_error(err, src, 0, "sock.slots", "must be 0..65536"), -1;
+	if (cfg->sock_busy_poll_us > 1000000)
+		return set_error(err, src, 0, "sock.busy_poll_us", "must be 0..1000000"), -1;
+	if (cfg->sock_meet_timeout_ms < 1 || cfg->sock_meet_timeout_ms > 600000)
+		return set_error(err, src, 0, "sock.meet_timeout_ms", "must be 1..600000"), -1;
+	if (cxls_sock_rules_parse(&rules, cfg, msg, sizeof(msg)))
+		return set_error(err, src, 0, "sock", msg), -1;
+	return 0;
+}
+
 /* Cross-field checks that a single value parser cannot do. */
 static int validate(const struct cxls_config *cfg, struct cxls_config_error *err)
 {
@@ -447,7 +492,7 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "nccl.min_ranks", "larger than nccl.max_ranks"), -1;
 	if (cfg->timeout_init_ms == 0 || cfg->timeout_op_ms == 0)
 		return set_error(err, src, 0, "timeout", "timeouts must be > 0"), -1;
-	return 0;
+	return validate_sock(cfg, err);
 }
 
 int cxls_config_load(struct cxls_config *cfg, const char *path,

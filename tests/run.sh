@@ -131,6 +131,14 @@ step "two jobs on one pool at once" bash -c "
 	LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' -n 3 -c 1,2M -i 3 & b=\$!
 	wait \$a && wait \$b"
 
+echo "== TCP through the pool (issue 5): real processes, real sockets"
+SOCK=("$BUILD/tests/sock_check")
+step "sock: echo over IPv4, 8 MiB in random pieces" shim "${SOCK[@]}" echo
+step "sock: echo over IPv6" shim "${SOCK[@]}" echo6
+step "sock: server without the shim stays TCP" shim "${SOCK[@]}" plain-server
+step "sock: client without the shim stays TCP" shim "${SOCK[@]}" plain-client
+step "sock: same tests without the preload (all TCP)" "${SOCK[@]}" all
+
 echo
 if [ $failed -gt 0 ]; then
 	echo "failed steps:"
