@@ -193,7 +193,14 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 
 EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-	int r = REAL(setsockopt)(fd, level, name, val, len), err = errno;
+	unsigned l = len;
+	int r, err;
+
+	if (level == IPPROTO_TCP && val && len >= sizeof(int) &&
+	    cxls_sock_tcp_option(fd, name, (void *)val, &l, 1))
+		return 0;
+	r = REAL(setsockopt)(fd, level, name, val, len);
+	err = errno;
 
 	if (r == 0 && val) {
 		cxls_sock_option(fd, level, name, val, len);
@@ -205,9 +212,17 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 /* SO_ERROR is how a nonblocking connect reports its end: meet there. */
 EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-	int r = REAL(getsockopt)(fd, level, name, val, len), err = errno;
 	struct cxls_sconn *c;
+	unsigned l;
+	int r, err;
 
+	if (level == IPPROTO_TCP && val && len && *len >= sizeof(int) &&
+	    cxls_sock_tcp_option(fd, name, val, &l, 0)) {
+		*len = l;
+		return 0;
+	}
+	r = REAL(getsockopt)(fd, level, name, val, len);
+	err = errno;
 	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && *(int *)val == 0 &&
 	    (c = cxls_sock_use(fd))) {
 		cxls_sock_done(c);

@@ -34,6 +34,10 @@ void cxls_sock_closing(int fd);
 void cxls_sock_duped(int oldfd, int newfd);
 void cxls_sock_set_nonblock(int fd, int on);
 void cxls_sock_shutdown(int fd, int how);
+/* TCP_NODELAY and TCP_CORK of a pooled socket are the application's view
+ * only (its socket carries doorbells, which must not wait): 1 when
+ * handled here (get: *val and *len filled; set: val holds an int). */
+int cxls_sock_tcp_option(int fd, int name, void *val, unsigned *len, int set);
 /* setsockopt seen by the shim (after the real one succeeded). */
 void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len);
 

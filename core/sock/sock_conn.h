@@ -54,6 +54,8 @@ struct cxls_sconn {
 	_Atomic int linger0;      /* SO_LINGER {1, 0}: close resets */
 	_Atomic uint32_t sndbuf;  /* SO_SNDBUF set by the application */
 	_Atomic uint32_t rcvlowat;
+	_Atomic int app_nodelay;  /* TCP_NODELAY and TCP_CORK as the application */
+	_Atomic int app_cork;     /* set them: the socket itself keeps 1 and 0 */
 	uint32_t busy_us;
 };
 

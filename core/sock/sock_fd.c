@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <sys/socket.h>
 
@@ -212,6 +213,27 @@ void cxls_sock_shutdown(int fd, int how)
 		cxls_chan_notify_reader(c, fd);
 	}
 	cxls_sock_done(c);
+}
+
+int cxls_sock_tcp_option(int fd, int name, void *val, unsigned *len, int set)
+{
+	struct cxls_sconn *c;
+	_Atomic int *opt;
+
+	if (name != TCP_NODELAY && name != TCP_CORK)
+		return 0;
+	c = cxls_sock_use(fd);
+	if (!c)
+		return 0;
+	opt = name == TCP_NODELAY ? &c->app_nodelay : &c->app_cork;
+	if (set)
+		atomic_store(opt, *(const int *)val != 0);
+	else {
+		*(int *)val = atomic_load(opt);
+		*len = sizeof(int);
+	}
+	cxls_sock_done(c);
+	return 1;
 }
 
 void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len)

@@ -218,8 +218,10 @@ static int creator_ok(const struct cxls_sock_region *r, const struct cxls_sock_r
 	return rec->end[rec->creator & 1].uid == (uint32_t)getuid();
 }
 
+static void control_channel(struct cxls_sconn *c, int fd);
+
 static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
-		uint64_t sg, int role)
+		uint64_t sg, int role, int fd)
 {
 	struct cxls_sock_rec *rec = cxls_sock_rec(r, slot);
 	uint32_t gen = CXLS_SG_GEN(sg), cap = rec->cap;
@@ -234,6 +236,7 @@ static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t
 	cxls_proc_self(&self);
 	init_end(&rec->end[role], &self);
 	attach(c, r, slot, gen, role, cap);
+	control_channel(c, fd);
 	atomic_store(&c->mode, CXLS_SC_POOL);
 	CXLS_INFO("socket slot %u: joined, bytes go through the pool", slot);
 	return CXLS_SC_POOL;
@@ -324,7 +327,7 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 	if (slot >= 0) {
 		if (CXLS_SG_STATE(sg) != CXLS_SK_WAITING)
 			return CXLS_SC_TCP; /* the other end already settled for TCP */
-		return join(c, r, (uint32_t)slot, sg, role);
+		return join(c, r, (uint32_t)slot, sg, role, fd);
 	}
 	return create(c, r, sndbuf, role, &t, key);
 }
@@ -343,8 +346,30 @@ int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 	return mode;
 }
 
-static int to_pool(struct cxls_sconn *c)
+/* The TCP socket now carries doorbells only: each must leave at once, not
+ * wait for an ACK (Nagle) or a cork.  What the application set is kept
+ * and shown to it (sock_fd.c). */
+static void control_channel(struct cxls_sconn *c, int fd)
 {
+	int one = 1, v = 0;
+	socklen_t l = sizeof(v);
+
+	if (sys_getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &l) == 0)
+		atomic_store(&c->app_nodelay, v);
+	l = sizeof(v);
+	v = 0;
+	if (sys_getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &l) == 0)
+		atomic_store(&c->app_cork, v);
+	syscall(SYS_setsockopt, fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (v) {
+		v = 0;
+		syscall(SYS_setsockopt, fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
+	}
+}
+
+static int to_pool(struct cxls_sconn *c, int fd)
+{
+	control_channel(c, fd);
 	atomic_store(&c->mode, CXLS_SC_POOL);
 	CXLS_INFO("socket slot %u: peer joined, bytes go through the pool", c->slot);
 	return CXLS_SC_POOL;
@@ -383,7 +408,7 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 			break;
 		}
 		if (st == CXLS_SK_JOINED) {
-			mode = to_pool(c);
+			mode = to_pool(c, fd);
 			break;
 		}
 		if (st == CXLS_SK_REFUSED) {
