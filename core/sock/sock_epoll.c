@@ -134,7 +134,7 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	struct epoll_event e;
 	int r;
 
-	if (cxls_fdtab_empty() && !atomic_load(&any_set))
+	if (epfd < 0 || (cxls_fdtab_empty() && !atomic_load(&any_set)))
 		return -2;
 	c = cxls_fdtab_get(fd);
 	if (c && atomic_load(&c->mode) != CXLS_SC_CONNECTING) {

@@ -456,15 +456,19 @@ static void maybe_free(struct cxls_sock_rec *rec, uint32_t gen)
 {
 	uint64_t sg = CXLS_SG(gen, CXLS_SK_JOINED);
 
-	if (end_finished(&rec->end[0]) && end_finished(&rec->end[1]) &&
-	    atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE)))
+	int a = end_finished(&rec->end[0]), b = end_finished(&rec->end[1]);
+
+	if (a && b && atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE)))
 		CXLS_TRACE("socket record freed");
+	else
+		CXLS_TRACE("socket record kept: client end %s, server end %s",
+			   a ? "finished" : "open", b ? "finished" : "open");
 }
 
 void cxls_sock_release(struct cxls_sconn *c)
 {
 	struct cxls_sock_end *e = c->me;
-	int mode = atomic_load(&c->mode);
+	int mode = atomic_load(&c->mode), left;
 	uint64_t sg;
 
 	if (!c->rec || (mode != CXLS_SC_POOL && mode != CXLS_SC_PENDING))
@@ -481,9 +485,15 @@ void cxls_sock_release(struct cxls_sconn *c)
 		if (CXLS_SG_STATE(sg) != CXLS_SK_JOINED)
 			return;
 	}
-	if (cxls_holder_remove(e->holder, CXLS_SOCK_HOLDERS) || atomic_load(&e->forking) ||
-	    (atomic_load(&e->flags) & CXLS_END_UNTRACKED))
+	left = cxls_holder_remove(e->holder, CXLS_SOCK_HOLDERS);
+	/* children that held it too but exited without closing count as gone */
+	if (left && cxls_holder_alive(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash, &left) == 0)
+		left = 0;
+	if (left || atomic_load(&e->forking) || (atomic_load(&e->flags) & CXLS_END_UNTRACKED)) {
+		CXLS_TRACE("socket slot %u: still held here (%d holders, %u forks)", c->slot, left,
+			   atomic_load(&e->forking));
 		return;
+	}
 	atomic_fetch_or(&e->flags, CXLS_END_CLOSED | (atomic_load(&c->linger0) ? CXLS_END_RESET : 0));
 	maybe_free(c->rec, c->gen);
 }
