@@ -21,6 +21,8 @@ LDLIBS_SHIM = -ldl -lnuma -linih -lm -pthread $(SANITIZE)
 # Debian packages: build (libnuma, libinih), baselines (Open MPI, MPICH).
 DEB_PKGS = build-essential libnuma-dev libinih-dev \
            openmpi-bin libopenmpi-dev mpich libmpich-dev
+# Real programs the socket tests and benchmarks run under the preload.
+DEB_PKGS += iperf3 sockperf redis-server redis-tools socat curl
 
 SHIM_SRC   = $(wildcard shim/*.c)
 CORE_SRC   = $(shell find core -name '*.c' | sort)

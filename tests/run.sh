@@ -150,6 +150,9 @@ step "sock: policy denies the ports: TCP" env CXLSHIM_SOCK_PORTS=1-1023 SOCK_CHE
 	LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
 step "sock: sockets disabled: TCP" env CXLSHIM_SOCK_ENABLE=0 LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
 step "sock: every case without the preload (all TCP)" "${SOCK[@]}" all
+for t in iperf3 redis sockperf socat curl; do
+	step "sock: $t under the preload on both ends" env BUILD="$BUILD" tests/sock/tools.sh $t
+done
 
 echo
 if [ $failed -gt 0 ]; then

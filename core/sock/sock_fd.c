@@ -66,6 +66,11 @@ void cxls_sock_connected(int fd, int rc, int err, int listens)
 
 	if (!listens)
 		return; /* no peer to meet: plain TCP, not even followed */
+	c = cxls_fdtab_get(fd);
+	if (c) { /* connect() again to learn how the first one ended */
+		cxls_sconn_put(c);
+		return;
+	}
 	if (rc == 0) {
 		start(fd, CXLS_CLIENT, listens);
 		return;
