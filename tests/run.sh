@@ -142,7 +142,7 @@ step "sock: echo over IPv4, 8 MiB in random pieces" shim "${SOCK[@]}" echo
 step "sock: echo over IPv6" shim "${SOCK[@]}" echo6
 step "sock: server without the shim stays TCP" shim "${SOCK[@]}" plain-server
 step "sock: client without the shim stays TCP" shim "${SOCK[@]}" plain-client
-for t in flags halfclose reset epipe kill-writer kill-reader fork dup poll epoll eintr \
+for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll epoll eintr \
 	close-blocked nbconnect corrupt badargs sendfile uring stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t
 done
@@ -150,6 +150,8 @@ step "sock: policy denies the ports: TCP" env CXLSHIM_SOCK_PORTS=1-1023 SOCK_CHE
 	LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
 step "sock: sockets disabled: TCP" env CXLSHIM_SOCK_ENABLE=0 LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
 step "sock: every case without the preload (all TCP)" "${SOCK[@]}" all
+step "sock: two network namespaces joined by veth (two stacks)" env BUILD="$BUILD" \
+	tests/sock/netns.sh
 for t in iperf3 redis sockperf socat curl; do
 	step "sock: $t under the preload on both ends" env BUILD="$BUILD" tests/sock/tools.sh $t
 done

@@ -69,6 +69,13 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 			 const sigset_t *mask);
 void cxls_sock_epoll_closing(int fd);
 
+/* exec (sock_exec.c): the "fd:slot:gen:role,..." list of pooled fds that
+ * survive exec (no FD_CLOEXEC), for CXLSHIM_SOCK_FDS; how many.  The new
+ * image adopts them (verified against the pool). */
+#define CXLS_SOCK_FDS_ENV "CXLSHIM_SOCK_FDS"
+int cxls_sock_exec_spec(char *buf, size_t len);
+void cxls_sock_adopt(const char *spec);
+
 /* fork: the child holds every pooled connection too (sock_fd.c). */
 void cxls_sock_fork_prepare(void);
 void cxls_sock_fork_parent(void);

@@ -157,7 +157,7 @@ static int claim_slot(const struct cxls_sock_region *r, uint64_t key, uint32_t *
 }
 
 /* The local view of a record on the pool: rings and ends by role. */
-static void attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
+void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
 		   uint32_t gen, int role, uint32_t cap)
 {
 	c->slot = slot;
@@ -197,7 +197,7 @@ static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32
 	rec->created_ns = cxls_now_ns();
 	init_end(&rec->end[role], &self);
 	memset(&rec->end[!role], 0, sizeof(rec->end[!role]));
-	attach(c, r, slot, gen, role, cap);
+	cxls_sock_attach(c, r, slot, gen, role, cap);
 	c->deadline_ns = rec->created_ns + (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
 	atomic_store(&c->mode, CXLS_SC_PENDING);
 	atomic_store_explicit(&rec->sg, CXLS_SG(gen, CXLS_SK_WAITING), memory_order_release);
@@ -218,7 +218,8 @@ static int creator_ok(const struct cxls_sock_region *r, const struct cxls_sock_r
 	return rec->end[rec->creator & 1].uid == (uint32_t)getuid();
 }
 
-static void control_channel(struct cxls_sconn *c, int fd);
+
+void cxls_sock_control_channel(struct cxls_sconn *c, int fd);
 
 static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
 		uint64_t sg, int role, int fd)
@@ -235,8 +236,8 @@ static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t
 		return CXLS_SC_TCP;
 	cxls_proc_self(&self);
 	init_end(&rec->end[role], &self);
-	attach(c, r, slot, gen, role, cap);
-	control_channel(c, fd);
+	cxls_sock_attach(c, r, slot, gen, role, cap);
+	cxls_sock_control_channel(c, fd);
 	atomic_store(&c->mode, CXLS_SC_POOL);
 	CXLS_INFO("socket slot %u: joined, bytes go through the pool", slot);
 	return CXLS_SC_POOL;
@@ -349,7 +350,7 @@ int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 /* The TCP socket now carries doorbells only: each must leave at once, not
  * wait for an ACK (Nagle) or a cork.  What the application set is kept
  * and shown to it (sock_fd.c). */
-static void control_channel(struct cxls_sconn *c, int fd)
+void cxls_sock_control_channel(struct cxls_sconn *c, int fd)
 {
 	int one = 1, v = 0;
 	socklen_t l = sizeof(v);
@@ -369,7 +370,7 @@ static void control_channel(struct cxls_sconn *c, int fd)
 
 static int to_pool(struct cxls_sconn *c, int fd)
 {
-	control_channel(c, fd);
+	cxls_sock_control_channel(c, fd);
 	atomic_store(&c->mode, CXLS_SC_POOL);
 	CXLS_INFO("socket slot %u: peer joined, bytes go through the pool", c->slot);
 	return CXLS_SC_POOL;

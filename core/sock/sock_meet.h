@@ -40,6 +40,12 @@ void cxls_sock_fork(struct cxls_sconn *c, int phase);
  * returns how many. */
 int cxls_sock_sweep(const struct cxls_sock_region *r);
 
+/* The local view of slot's record (rings and ends by role). */
+void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
+		      uint32_t gen, int role, uint32_t cap);
+/* Makes the TCP socket a doorbell channel (TCP_NODELAY on, no cork). */
+void cxls_sock_control_channel(struct cxls_sconn *c, int fd);
+
 /* Before a connect: does a process under the shim listen at sa? */
 int cxls_sock_server_listens(const struct sockaddr *sa);
 

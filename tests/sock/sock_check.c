@@ -603,6 +603,41 @@ static void test_dup(void)
 	close(b);
 }
 
+/* exec: the new image keeps the pooled connection (CXLSHIM_SOCK_FDS) */
+static int exec_child(const char *fdarg)
+{
+	int fd = atoi(fdarg);
+	char buf[2];
+
+	if (write(fd, "exec", 4) != 4 || tu_read_all(fd, buf, 2) || memcmp(buf, "ok", 2))
+		return 50;
+	return 0;
+}
+
+static void test_exec(void)
+{
+	int a, b;
+	char buf[8], arg[16];
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	CHECK(write(a, "pre", 3) == 3 && tu_read_all(b, buf, 3) == 0, "bytes before exec");
+	snprintf(arg, sizeof(arg), "%d", b);
+	pid = fork();
+	if (pid == 0) {
+		close(a);
+		execl(self_path, self_path, "exec-child", arg, (char *)NULL);
+		_exit(127);
+	}
+	close(b);
+	CHECK(tu_read_all(a, buf, 4) == 0 && !memcmp(buf, "exec", 4), "bytes from the new image");
+	CHECK(write(a, "ok", 2) == 2, "bytes to the new image");
+	CHECK(tu_wait(pid) == 0, "the exec'd program read them");
+	CHECK(read(a, buf, 8) == 0, "EOF when it exited");
+	check_pooled(a, "pair across exec");
+	close(a);
+}
+
 /* ---- waiting ----------------------------------------------------------- */
 
 static void test_poll_select(void)
@@ -1188,6 +1223,46 @@ static void test_stress(void)
 	CHECK(!expect_pool || pooled == STRESS_CONNS, "all on the pool");
 }
 
+/* ---- two network namespaces (tests/sock/netns.sh) ----------------------- */
+
+static struct sockaddr_in net_addr(const char *ip, const char *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	a.sin_port = htons((uint16_t)atoi(port));
+	return a;
+}
+
+static int net_server(const char *ip, const char *port)
+{
+	struct sockaddr_in a = net_addr(ip, port);
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 4))
+		return 30;
+	printf("listening\n");
+	fflush(stdout);
+	fd = accept(lfd, NULL, NULL);
+	return fd < 0 ? 31 : echo_conn(fd);
+}
+
+static int net_client(const char *ip, const char *port)
+{
+	struct sockaddr_in a = net_addr(ip, port);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ok, pooled;
+
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+		return 40;
+	ok = echo_roundtrip(fd, 8 << 20, 5);
+	pooled = tu_pooled(fd, 8 << 20);
+	printf("8 MiB echoed %s, %s (TCP carried %llu bytes)\n", ok ? "intact" : "CORRUPT",
+	       pooled ? "through the pool" : "over TCP", (unsigned long long)tu_tcp_bytes(fd));
+	close(fd);
+	return ok && pooled == expect_pool ? 0 : 41;
+}
+
 /* ---- main ------------------------------------------------------------- */
 
 struct test_case {
@@ -1211,6 +1286,7 @@ static const struct test_case cases[] = {
 	{ "kill-reader", test_kill_reader },
 	{ "fork", test_fork },
 	{ "dup", test_dup },
+	{ "exec", test_exec },
 	{ "poll", test_poll_select },
 	{ "epoll", test_epoll },
 	{ "eintr", test_eintr },
@@ -1236,6 +1312,12 @@ int main(int argc, char **argv)
 	expect_pool = pre && strstr(pre, "cxlshim") && !(en && !strcmp(en, "0"));
 	if (getenv("SOCK_CHECK_EXPECT"))
 		expect_pool = !strcmp(getenv("SOCK_CHECK_EXPECT"), "pool");
+	if (argc == 3 && !strcmp(argv[1], "exec-child"))
+		return exec_child(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "net-server"))
+		return net_server(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "net-client"))
+		return net_client(argv[2], argv[3]);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		if (argc > 1 && strcmp(argv[1], "all") && strcmp(argv[1], cases[i].name))
 			continue;

@@ -38,6 +38,15 @@ under_shim() {
 	env LD_PRELOAD="$SHIM" CXLSHIM_DEBUG=INFO CXLSHIM_LOG_FILE="$log" "$@"
 }
 
+# serve LOG CMD...: the same in the background; its pid (the program's
+# own, env execs it) goes to PIDS so that cleanup really stops it
+serve() {
+	local log=$1
+	shift
+	env LD_PRELOAD="$SHIM" CXLSHIM_DEBUG=INFO CXLSHIM_LOG_FILE="$log" "$@" &
+	PIDS+=($!)
+}
+
 wait_port() {
 	for _ in $(seq 100); do
 		(exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0
@@ -62,8 +71,7 @@ run_iperf3() {
 	local p mode
 	p=$(port)
 	for mode in "" "-R" "-P 4" "--bidir"; do
-		under_shim "$TMP/srv.log" iperf3 -s -1 -p "$p" >"$TMP/srv.out" 2>&1 &
-		PIDS+=($!)
+		serve "$TMP/srv.log" iperf3 -s -1 -p "$p" >"$TMP/srv.out" 2>&1
 		sleep 0.3
 		# shellcheck disable=SC2086
 		under_shim "$TMP/cli.log" timeout 60 iperf3 -c 127.0.0.1 -p "$p" -t 1 $mode \
@@ -79,9 +87,8 @@ run_redis() {
 	need redis-benchmark
 	local p
 	p=$(port)
-	under_shim "$TMP/srv.log" redis-server --port "$p" --save '' --appendonly no \
-		--bind 127.0.0.1 >"$TMP/srv.out" 2>&1 &
-	PIDS+=($!)
+	serve "$TMP/srv.log" redis-server --port "$p" --save '' --appendonly no \
+		--bind 127.0.0.1 >"$TMP/srv.out" 2>&1
 	wait_port "$p" || fail "redis-server did not start"
 	under_shim "$TMP/cli.log" timeout 120 redis-benchmark -p "$p" -c 50 -n 20000 -t set,get \
 		-q >"$TMP/b1.out" 2>&1 || { cat "$TMP/b1.out"; fail "redis-benchmark"; }
@@ -104,8 +111,7 @@ run_sockperf() {
 	need sockperf
 	local p
 	p=$(port)
-	under_shim "$TMP/srv.log" sockperf sr --tcp -i 127.0.0.1 -p "$p" >"$TMP/srv.out" 2>&1 &
-	PIDS+=($!)
+	serve "$TMP/srv.log" sockperf sr --tcp -i 127.0.0.1 -p "$p" >"$TMP/srv.out" 2>&1
 	wait_port "$p" || fail "sockperf server did not start"
 	under_shim "$TMP/cli.log" timeout 60 sockperf pp --tcp -i 127.0.0.1 -p "$p" -t 1 -m 64 \
 		>"$TMP/pp.out" 2>&1 || { cat "$TMP/pp.out"; fail "sockperf ping-pong"; }
@@ -122,15 +128,13 @@ run_socat() {
 	local p
 	p=$(port)
 	head -c 50000000 /dev/urandom >"$TMP/in"
-	under_shim "$TMP/srv.log" timeout 60 socat -u TCP-LISTEN:"$p",bind=127.0.0.1,reuseaddr \
-		CREATE:"$TMP/out" &
-	PIDS+=($!)
+	serve "$TMP/srv.log" timeout 60 socat -u TCP-LISTEN:"$p",bind=127.0.0.1,reuseaddr \
+		CREATE:"$TMP/out"
 	wait_port "$p" || fail "socat did not listen"
 	# the probe above was a connection too: listen again for the transfer
 	wait "${PIDS[-1]}"
-	under_shim "$TMP/srv.log" timeout 60 socat -u TCP-LISTEN:"$p",bind=127.0.0.1,reuseaddr \
-		CREATE:"$TMP/out" &
-	PIDS+=($!)
+	serve "$TMP/srv.log" timeout 60 socat -u TCP-LISTEN:"$p",bind=127.0.0.1,reuseaddr \
+		CREATE:"$TMP/out"
 	sleep 0.3
 	under_shim "$TMP/cli.log" timeout 60 socat -u FILE:"$TMP/in" TCP:127.0.0.1:"$p" ||
 		fail "socat client"
@@ -147,9 +151,8 @@ run_curl() {
 	p=$(port)
 	mkdir "$TMP/www"
 	head -c 30000000 /dev/urandom >"$TMP/www/blob"
-	(cd "$TMP/www" && under_shim "$TMP/srv.log" python3 -m http.server "$p" --bind 127.0.0.1 \
-		>"$TMP/srv.out" 2>&1) &
-	PIDS+=($!)
+	serve "$TMP/srv.log" python3 -m http.server "$p" --bind 127.0.0.1 \
+		--directory "$TMP/www" >"$TMP/srv.out" 2>&1
 	wait_port "$p" || fail "http.server did not start"
 	under_shim "$TMP/cli.log" timeout 60 curl -sS -o "$TMP/got" "http://127.0.0.1:$p/blob" ||
 		fail "curl"
