@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 
@@ -122,19 +123,26 @@ short cxls_chan_arm(struct cxls_sconn *c, short events)
 	return cxls_chan_events(c, events);
 }
 
+#define PURE_SPIN_NS 0
+
 short cxls_chan_busy_poll(struct cxls_sconn *c, short events)
 {
-	uint64_t end;
+	uint64_t start, end;
 	short ev = 0;
 
 	if (!c->busy_us)
 		return 0;
-	end = cxls_now_ns() + (uint64_t)c->busy_us * 1000;
+	start = cxls_now_ns();
+	end = start + (uint64_t)c->busy_us * 1000;
 	do {
-		for (int i = 0; i < 64 && !ev; i++) {
+		for (int i = 0; i < 32 && !ev; i++) {
 			ev = cxls_chan_events(c, events);
-			__builtin_ia32_pause();
+			cxls_cpu_relax();
 		}
+		/* past the first microseconds, with more runnable threads than
+		 * cores, the peer may be waiting for this very core */
+		if (!ev && cxls_now_ns() - start > PURE_SPIN_NS)
+			sched_yield();
 	} while (!ev && cxls_now_ns() < end);
 	return ev;
 }

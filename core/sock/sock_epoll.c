@@ -13,6 +13,7 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,8 @@ struct ep_item {
 	uint32_t events;       /* the application's */
 	epoll_data_t data;
 	int disabled;          /* EPOLLONESHOT fired */
+	int quiet;             /* armed and found idle: only a doorbell (a
+				* kernel event) can change that */
 	uint32_t last;         /* edge-triggered: bits reported last */
 	uint64_t seen_prod;    /* rx prod at that report */
 	uint64_t seen_cons;    /* tx cons at that report */
@@ -38,6 +41,7 @@ struct ep_item {
 struct epset {
 	pthread_mutex_t lock;
 	int n, cap;
+	unsigned calls;        /* every so often look at quiet items too */
 	struct ep_item *items;
 };
 
@@ -196,6 +200,7 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			it->events = ev->events;
 			it->data = ev->data;
 			it->disabled = 0;
+			it->quiet = 0;
 			it->last = 0;
 		}
 		break;
@@ -226,9 +231,14 @@ static uint32_t item_ready(struct ep_item *it, int arm)
 	uint32_t ev;
 	uint64_t prod, cons;
 
-	if (it->disabled || atomic_load(&c->mode) != CXLS_SC_POOL)
+	if (it->disabled || it->quiet || atomic_load(&c->mode) != CXLS_SC_POOL)
 		return 0;
 	ev = (uint16_t)(arm ? cxls_chan_arm(c, want) : cxls_chan_events(c, want));
+	/* Armed and idle: its peer rings a doorbell before anything changes,
+	 * so the next scans skip it (the cache lines it would cost are the
+	 * peer's) until the kernel reports that doorbell. */
+	if (arm && !ev)
+		it->quiet = 1;
 	if (!(it->events & EPOLLET) || !ev)
 		return ev;
 	prod = atomic_load(&c->rx.hdr->prod);
@@ -317,6 +327,7 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m)
 		if (!it)
 			continue;
 		if (atomic_load(&it->c->mode) == CXLS_SC_POOL) {
+			it->quiet = 0;
 			cxls_chan_drain(it->c, it->fd);
 			continue;
 		}
@@ -338,9 +349,11 @@ static int busy(struct epset *s, struct epoll_event *out, int max)
 	if (!us)
 		return 0;
 	end = cxls_now_ns() + (uint64_t)us * 1000;
-	do
+	do {
 		n = collect(s, out, 0, max, 0);
-	while (!n && cxls_now_ns() < end);
+		if (!n)
+			sched_yield(); /* the peer may be waiting for this core */
+	} while (!n && cxls_now_ns() < end);
 	return n;
 }
 
@@ -360,6 +373,11 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 	}
 	if (timeout_ms > 0)
 		deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	/* a doorbell swallowed by another waiter of the same socket (a thread
+	 * blocked in read) would leave an item quiet forever: look anyway */
+	if ((++s->calls & 63) == 0)
+		for (int i = 0; i < s->n; i++)
+			s->items[i].quiet = 0;
 	for (int round = 0;; round++) {
 		int wait = 0;
 

@@ -10,6 +10,7 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +66,7 @@ static int busy_pooled(struct pset *s)
 	do {
 		if (ready_pooled(s))
 			return 1;
+		sched_yield(); /* the peer may be waiting for this core */
 	} while (cxls_now_ns() < end);
 	return 0;
 }

@@ -116,7 +116,7 @@ int cxls_ring_lock(_Atomic uint32_t *lock)
 
 	while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
 		if (++spins < 128) {
-			__builtin_ia32_pause();
+			cxls_cpu_relax();
 			continue;
 		}
 		if (!start)

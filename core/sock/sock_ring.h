@@ -22,6 +22,15 @@ struct cxls_ring {
 	uint64_t cap;      /* power of two */
 };
 
+static inline void cxls_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
 /* Walks an iovec array as one buffer. */
 struct cxls_iovc {
 	const struct iovec *iov;
