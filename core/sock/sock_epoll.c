@@ -82,6 +82,48 @@ static struct epset *set_of(int epfd, int create)
 	return s;
 }
 
+/* fds the application put in an epoll set while the shim did not follow
+ * them: if such a socket connects later, the kernel has the set's plain
+ * registration, so the connection must stay on TCP (sock_fd.c asks) */
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *seen;
+static int nseen; /* words */
+
+static void mark_seen(int fd, int on)
+{
+	int w = fd / 64;
+
+	pthread_mutex_lock(&seen_lock);
+	if (w >= nseen && on) {
+		int n = w + 64;
+		uint64_t *grown = realloc(seen, (size_t)n * sizeof(*seen));
+
+		if (grown) {
+			memset(grown + nseen, 0, (size_t)(n - nseen) * sizeof(*seen));
+			seen = grown;
+			nseen = n;
+		}
+	}
+	if (w < nseen) {
+		if (on)
+			seen[w] |= 1ull << (fd % 64);
+		else
+			seen[w] &= ~(1ull << (fd % 64));
+	}
+	pthread_mutex_unlock(&seen_lock);
+}
+
+int cxls_sock_epoll_has(int fd)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&seen_lock);
+	if (fd >= 0 && fd / 64 < nseen)
+		r = (seen[fd / 64] >> (fd % 64)) & 1;
+	pthread_mutex_unlock(&seen_lock);
+	return r;
+}
+
 static struct ep_item *find(struct epset *s, int fd)
 {
 	for (int i = 0; i < s->n; i++)
@@ -138,8 +180,13 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	struct epoll_event e;
 	int r;
 
-	if (epfd < 0 || (cxls_fdtab_empty() && !atomic_load(&any_set)))
+	if (epfd < 0)
 		return -2;
+	if (cxls_fdtab_empty() && !atomic_load(&any_set)) {
+		if (op == EPOLL_CTL_ADD && fd >= 0)
+			mark_seen(fd, 1);
+		return -2;
+	}
 	c = cxls_fdtab_get(fd);
 	if (c && atomic_load(&c->mode) != CXLS_SC_CONNECTING) {
 		cxls_sconn_put(c);
@@ -149,6 +196,8 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		cxls_sconn_put(c);
 		c = NULL;
 	}
+	if (!c && op == EPOLL_CTL_ADD && fd >= 0)
+		mark_seen(fd, 1);
 	s = set_of(epfd, c != NULL);
 	if (!c && (!s || op == EPOLL_CTL_ADD)) {
 		if (c)
@@ -417,6 +466,8 @@ void cxls_sock_epoll_closing(int fd)
 {
 	struct cxls_sconn *c;
 
+	if (nseen)
+		mark_seen(fd, 0);
 	if (!atomic_load(&any_set))
 		return;
 	pthread_mutex_lock(&sets_lock);

@@ -66,6 +66,10 @@ void cxls_sock_connected(int fd, int rc, int err, int listens)
 
 	if (!listens)
 		return; /* no peer to meet: plain TCP, not even followed */
+	if (cxls_sock_epoll_has(fd)) {
+		CXLS_INFO("fd %d was put in an epoll set before connect(): it stays on TCP", fd);
+		return;
+	}
 	c = cxls_fdtab_get(fd);
 	if (c) { /* connect() again to learn how the first one ended */
 		cxls_sconn_put(c);

@@ -885,6 +885,21 @@ static void test_nbconnect(void)
 	close(ep);
 	close(fd);
 	close(b);
+	/* registered before connect(): must keep working (it stays on TCP) */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	ep = epoll_create1(0);
+	ev.events = EPOLLIN;
+	ev.data.u64 = 43;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll add before connect");
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
+	b = accept(lfd, NULL, NULL);
+	CHECK(write(b, "pre", 3) == 3, "server writes");
+	CHECK(epoll_wait(ep, &out, 1, 5000) == 1 && out.data.u64 == 43, "the set sees it");
+	CHECK(read(fd, buf, 8) == 3, "read");
+	CHECK(pool_rec(local_port(fd), 0) == NULL, "stays on TCP");
+	close(ep);
+	close(fd);
+	close(b);
 	close(lfd);
 }
 
