@@ -29,10 +29,13 @@ void cxls_chan_notify_reader(struct cxls_sconn *c, int fd)
 		ring_bell(fd);
 }
 
+/* A sleeping writer is woken once a quarter of its ring is free, not at
+ * every byte: one wake-up then moves a large piece (TCP's write space). */
 void cxls_chan_notify_writer(struct cxls_sconn *c, int fd)
 {
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&c->rx.hdr->tx_wait, memory_order_relaxed) &&
+	    cxls_ring_free(&c->rx) >= (int64_t)(c->rx.cap / 4) &&
 	    atomic_exchange(&c->rx.hdr->tx_wait, 0))
 		ring_bell(fd);
 }
@@ -104,7 +107,7 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 		ev |= POLLIN | POLLRDNORM;
 	if (rd != CXLS_RD_OPEN || atomic_load(&c->shut_rd))
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
-	if (room > 0 || wr)
+	if (room >= (int64_t)(c->tx.cap / 4) || wr)
 		ev |= POLLOUT | POLLWRNORM;
 	if (rd == CXLS_RD_RESET || wr == ECONNRESET)
 		ev |= POLLERR;
