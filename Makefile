@@ -29,6 +29,8 @@ QEMU_DEB_PKGS = qemu-system-x86 linux-image-amd64 busybox-static cpio kmod xz-ut
 # Operability tests and tools: trace schema check (python3), fuzzers
 # (clang + libFuzzer runtime), valgrind runs, bench plots (gnuplot).
 DEB_PKGS += python3 clang libclang-rt-14-dev valgrind gnuplot-nox
+# Real programs the socket tests and benchmarks run under the preload.
+DEB_PKGS += iperf3 sockperf redis-server redis-tools socat curl
 
 SHIM_SRC   = $(wildcard shim/*.c)
 CORE_SRC   = $(shell find core -name '*.c' | sort)

@@ -116,3 +116,15 @@ plots:
 	@dirs=$$(ls -d $(BUILD)/bench/results/*/ 2>/dev/null); \
 	if [ -z "$$dirs" ]; then echo "plots: no results under $(BUILD)/bench/results (make bench)"; \
 	else bench/plot.sh $$dirs; fi
+# Sockets through the pool (issue 5): sock_perf (ping-pong percentiles and
+# streaming, 16 B .. 1 MiB, TCP loopback vs pool vs pool + busy-poll, one
+# run) and the real tools (redis-benchmark, iperf3, sockperf) A/B.
+$(BENCH_DIR)/sock_perf: bench/sock_perf.c
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+.PHONY: bench-sock
+bench-sock: $(BENCH_DIR)/sock_perf $(BUILD)/libcxlshim.so
+	$(BENCH_DIR)/sock_perf -L $(BUILD)/libcxlshim.so -b 16 -e 1M -f 4 -B 200
+	BUILD=$(BUILD) bench/sock_tools.sh
+	BUILD=$(BUILD) bench/sock_tools.sh -B 200

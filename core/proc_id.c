@@ -42,7 +42,8 @@ static uint64_t boot_hash(void)
 }
 
 /* Field 22 of /proc/PID/stat; the command name (field 2) may hold spaces
- * and parentheses, so parse from the last ')'. */
+ * and parentheses, so parse from the last ')'.  A zombie (exited, not yet
+ * reaped) has no start time for us: it is dead. */
 static uint64_t start_time_of(uint32_t pid)
 {
 	char path[64], buf[1024], *p;
@@ -58,7 +59,7 @@ static uint64_t start_time_of(uint32_t pid)
 	fclose(f);
 	buf[n] = '\0';
 	p = strrchr(buf, ')');
-	if (!p)
+	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
 		return 0;
 	/* after ')' come fields 3..; start time is the 20th of them */
 	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
@@ -90,7 +91,7 @@ int cxls_proc_alive(const struct cxls_proc_id *id)
 		return 0;
 	if (kill((pid_t)id->pid, 0) && errno == ESRCH)
 		return 0;
-	/* pid reused by another process? */
+	/* pid reused by another process, or a zombie? */
 	if (id->start_time && start_time_of(id->pid) != id->start_time)
 		return 0;
 	return 1;

@@ -18,10 +18,15 @@ static void load_policy(void)
 	const char *path = getenv("CXLSHIM_CONF");
 	const char *strict = getenv("CXLSHIM_STRICT");
 
+	char msg[160];
+
 	rt.cfg_ok = cxls_config_load(&rt.cfg, path, &err) == 0;
 	cxls_log_setup(rt.cfg.log_level, rt.cfg.log_file);
-	if (rt.cfg_ok)
+	if (rt.cfg_ok) {
+		/* validated by the load: cannot fail here */
+		cxls_sock_rules_parse(&rt.sock_rules, &rt.cfg, msg, sizeof(msg));
 		return;
+	}
 	if (err.line)
 		CXLS_WARN("policy %s:%d: %s: %s; passing everything to the real NCCL",
 			  err.file, err.line, err.key, err.msg);
@@ -39,12 +44,13 @@ static void load(void)
 	int err;
 
 	pthread_once(&policy_once, load_policy);
-	if (!rt.cfg_ok || !rt.cfg.nccl_enable)
+	if (!rt.cfg_ok || (!rt.cfg.nccl_enable && !rt.cfg.sock_enable))
 		return;
 	err = cxls_pool_open(&rt.pool_storage, &rt.cfg);
 	if (err) {
 		rt.pool_err = err;
-		CXLS_WARN("pool %s unusable (%s): NCCL calls go to the real library",
+		CXLS_WARN("pool %s unusable (%s): NCCL calls go to the real library, sockets "
+			  "stay on TCP",
 			  rt.cfg.pool_path, cxls_pool_strerror(err));
 		return;
 	}

@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "pool.h"
+#include "sock_rules.h"
 
 struct cxls_runtime {
 	struct cxls_config cfg;
@@ -18,6 +19,7 @@ struct cxls_runtime {
 	struct cxls_pool pool_storage;
 	struct cxls_pool *pool;   /* NULL: no pool, pass everything through */
 	int pool_err;             /* why pool is NULL */
+	struct cxls_sock_rules sock_rules; /* compiled [sock] rules */
 };
 
 const struct cxls_runtime *cxls_runtime(void);

@@ -5,6 +5,7 @@
  * loader and the printer all walk the same table.
  */
 #include "config.h"
+#include "sock_rules.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -129,6 +130,21 @@ static const struct key keys[] = {
 	  "where the ring is written at exit and on signals (%h host, %p pid; empty: never)" },
 	{ "trace", "signal", K_U32, OFF(trace_signal), NULL,
 	  "signal number that writes the ring on demand (0: none)" },
+	{ "sock", "enable", K_BOOL, OFF(sock_enable), NULL,
+	  "move TCP connections between processes on the pool through it" },
+	{ "sock", "slots", K_U32, OFF(sock_slots), NULL, "connection records of a new pool" },
+	{ "sock", "ring_size", K_SIZE, OFF(sock_ring_size), NULL,
+	  "ring bytes per direction of a new pool (power of two, 16K..64M)" },
+	{ "sock", "peers", K_STR, OFF(sock_peers), NULL,
+	  "peer addresses: CIDR list, '!' denies, first match wins, 'any'" },
+	{ "sock", "ports", K_STR, OFF(sock_ports), NULL,
+	  "server ports: list of ports and ranges, '!' denies, 'any'" },
+	{ "sock", "programs", K_STR, OFF(sock_programs), NULL,
+	  "program names (both ends check their own), '!' denies, 'any'" },
+	{ "sock", "busy_poll_us", K_U32, OFF(sock_busy_poll_us), NULL,
+	  "spin this long in reads and waits before sleeping (0: off)" },
+	{ "sock", "meet_timeout_ms", K_U32, OFF(sock_meet_timeout_ms), NULL,
+	  "how long an end waits for its peer in the pool before staying on TCP" },
 	{ "log", "level", K_ENUM, OFF(log_level), level_names, "none, warn, info or trace" },
 	{ "log", "file", K_STR, OFF(log_file), NULL, "log file (default stderr)" },
 };
@@ -171,6 +187,14 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	cfg->trace_level = 1;
 	cfg->trace_records = 4096;
 	cfg->trace_signal = 0;
+	cfg->sock_enable = 1;
+	cfg->sock_slots = 128;
+	cfg->sock_ring_size = 256u << 10;
+	strcpy(cfg->sock_peers, "any");
+	strcpy(cfg->sock_ports, "any");
+	strcpy(cfg->sock_programs, "any");
+	cfg->sock_busy_poll_us = 0;
+	cfg->sock_meet_timeout_ms = 500;
 	cfg->log_level = 1;
 	snprintf(cfg->source, sizeof(cfg->source), "defaults");
 }
@@ -487,6 +511,27 @@ static int validate_rules(const struct cxls_config *cfg, struct cxls_config_erro
 	return -1;
 }
 
+static int validate_sock(const struct cxls_config *cfg, struct cxls_config_error *err)
+{
+	const char *src = cfg->source;
+	struct cxls_sock_rules rules;
+	uint64_t ring = cfg->sock_ring_size;
+	char msg[160];
+
+	if (ring < (16u << 10) || ring > (64u << 20) || (ring & (ring - 1)))
+		return set_error(err, src, 0, "sock.ring_size",
+				 "must be a power of two between 16K and 64M"), -1;
+	if (cfg->sock_slots > 65536)
+		return set_error(err, src, 0, "sock.slots", "must be 0..65536"), -1;
+	if (cfg->sock_busy_poll_us > 1000000)
+		return set_error(err, src, 0, "sock.busy_poll_us", "must be 0..1000000"), -1;
+	if (cfg->sock_meet_timeout_ms < 1 || cfg->sock_meet_timeout_ms > 600000)
+		return set_error(err, src, 0, "sock.meet_timeout_ms", "must be 1..600000"), -1;
+	if (cxls_sock_rules_parse(&rules, cfg, msg, sizeof(msg)))
+		return set_error(err, src, 0, "sock", msg), -1;
+	return 0;
+}
+
 /* Cross-field checks that a single value parser cannot do. */
 static int validate(const struct cxls_config *cfg, struct cxls_config_error *err)
 {
@@ -526,7 +571,9 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "timeout", "timeouts must be > 0"), -1;
 	if (cfg->mem_stripe_size < 4096 || (cfg->mem_stripe_size & 4095))
 		return set_error(err, src, 0, "mem.stripe_size", "must be a multiple of 4K"), -1;
-	return validate_rules(cfg, err);
+	if (validate_rules(cfg, err))
+		return -1;
+	return validate_sock(cfg, err);
 }
 
 int cxls_config_load(struct cxls_config *cfg, const char *path,

@@ -94,6 +94,15 @@ struct cxls_config {
 	uint32_t trace_records;    /* ring size */
 	char trace_file[CXLS_PATH_MAX];
 	uint32_t trace_signal;     /* dump on this signal (0: none) */
+	/* [sock] TCP connections through the pool */
+	int sock_enable;
+	uint32_t sock_slots;          /* connection records of a new pool */
+	uint64_t sock_ring_size;      /* bytes per direction of a new pool */
+	char sock_peers[CXLS_PATH_MAX];    /* CIDR rules (sock_rules.c) */
+	char sock_ports[CXLS_PATH_MAX];    /* server port rules */
+	char sock_programs[CXLS_PATH_MAX]; /* program name rules */
+	uint32_t sock_busy_poll_us;   /* spin before sleeping in waits */
+	uint32_t sock_meet_timeout_ms; /* how long an end waits for its peer */
 
 	/* [log] */
 	int log_level;

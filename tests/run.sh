@@ -216,6 +216,26 @@ for f in tests/fuzz/fuzz_*.c; do
 	step "fuzz: $t, ${FUZZ_S}s from tests/fuzz/corpus/$t" tests/fuzz/run.sh "$t" "$FUZZ_S"
 done
 
+echo "== TCP through the pool (issue 5): real processes, real sockets"
+SOCK=("$BUILD/tests/sock_check")
+step "sock: echo over IPv4, 8 MiB in random pieces" shim "${SOCK[@]}" echo
+step "sock: echo over IPv6" shim "${SOCK[@]}" echo6
+step "sock: server without the shim stays TCP" shim "${SOCK[@]}" plain-server
+step "sock: client without the shim stays TCP" shim "${SOCK[@]}" plain-client
+for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll epoll eintr \
+	close-blocked nbconnect corrupt badargs sendfile uring stress; do
+	step "sock: $t" shim "${SOCK[@]}" $t
+done
+step "sock: policy denies the ports: TCP" env CXLSHIM_SOCK_PORTS=1-1023 SOCK_CHECK_EXPECT=tcp \
+	LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
+step "sock: sockets disabled: TCP" env CXLSHIM_SOCK_ENABLE=0 LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
+step "sock: every case without the preload (all TCP)" "${SOCK[@]}" all
+step "sock: two network namespaces joined by veth (two stacks)" env BUILD="$BUILD" \
+	tests/sock/netns.sh
+for t in iperf3 redis sockperf socat curl; do
+	step "sock: $t under the preload on both ends" env BUILD="$BUILD" tests/sock/tools.sh $t
+done
+
 echo
 if [ $failed -gt 0 ]; then
 	echo "failed steps:"

@@ -12,6 +12,14 @@ CORE_OBJ    = $(filter $(BUILD)/obj/core/% $(BUILD)/obj/policy/%,$(LIB_OBJ))
 NCCL_PROG_LDFLAGS = -L$(BUILD)/emu -L$(CUDA_LIB) -Wl,--enable-new-dtags,-rpath,$(CUDA_LIB)
 NCCL_PROG_LIBS    = -lnccl -lcudart -lm -pthread
 
+# Socket tests: real processes and sockets under the preload; they link the
+# core to look into the pool (records, rings) from the outside.
+SOCK_TESTS  = $(BUILD)/tests/sock_check
+
+$(BUILD)/tests/sock_check: tests/sock/sock_check.c tests/sock/sock_util.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
+
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LDLIBS_SHIM)
@@ -20,7 +28,7 @@ $(BUILD)/tests/%: tests/coll/%.c tests/common/launch.c $(EMU_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
 
-test-build: $(LIB) $(EMU_LIBS) $(UNIT_TESTS) $(NCCL_TESTS)
+test-build: $(LIB) $(EMU_LIBS) $(UNIT_TESTS) $(NCCL_TESTS) $(SOCK_TESTS)
 
 test: test-build
 	BUILD=$(BUILD) tests/run.sh

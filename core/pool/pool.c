@@ -17,6 +17,7 @@
 #include "coherence.h"
 #include "log.h"
 #include "proc_id.h"
+#include "sock_format.h"
 
 /* Bytes of one communicator record: header, ranks, three bell arrays. */
 uint64_t cxls_comm_stride(uint32_t max_ranks);
@@ -55,6 +56,23 @@ static uint64_t span(uint64_t a, uint64_t b, uint64_t n)
 	return sum;
 }
 
+/* The socket region lies between the communicator records and the
+ * devices; with no slots it is empty. */
+static int sock_region_ok(const struct cxls_super *sb, uint64_t comm_end)
+{
+	uint64_t ring = sb->sock_ring;
+
+	if (sb->sock_slots == 0)
+		return sb->sock_size == 0 && sb->sock_listeners == 0;
+	if (sb->sock_slots > 65536 || sb->sock_listeners < 1 || sb->sock_listeners > 65536 ||
+	    ring < CXLS_SOCK_RING_MIN || ring > CXLS_SOCK_RING_MAX || (ring & (ring - 1)))
+		return 0;
+	if (sb->sock_size != cxls_sock_region_size(sb->sock_listeners, sb->sock_slots, ring) ||
+	    sb->sock_offset & (CXLS_PAGE - 1) || sb->sock_offset < comm_end)
+		return 0;
+	return span(sb->sock_offset, sb->sock_size, 1) <= sb->dev_offset;
+}
+
 int cxls_super_check(const struct cxls_super *sb, size_t map_size)
 {
 	uint64_t comm_end, dev_end;
@@ -77,7 +95,8 @@ int cxls_super_check(const struct cxls_super *sb, size_t map_size)
 		return CXLS_POOL_ECORRUPT;
 	comm_end = span(sb->comm_offset, sb->comm_stride, sb->max_comms);
 	dev_end = span(sb->dev_offset, sb->dev_size, sb->ndev);
-	if (sb->comm_offset < CXLS_PAGE || comm_end > sb->dev_offset || dev_end > sb->pool_size)
+	if (sb->comm_offset < CXLS_PAGE || comm_end > sb->dev_offset || dev_end > sb->pool_size ||
+	    !sock_region_ok(sb, comm_end))
 		return CXLS_POOL_ECORRUPT;
 	if (sb->pool_size > map_size)
 		return CXLS_POOL_ESIZE;
@@ -92,6 +111,21 @@ static uint64_t align_down(uint64_t v, uint64_t a)
 static uint64_t align_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) & ~(a - 1);
+}
+
+/* Connection slots for a new pool: what the policy asks, halved until the
+ * socket region takes at most an eighth of the pool. */
+static void sock_geometry(struct cxls_super *sb, const struct cxls_config *cfg)
+{
+	uint32_t slots = cfg->sock_slots;
+	uint64_t ring = cfg->sock_ring_size;
+
+	while (slots && cxls_sock_region_size(slots, slots, ring) > sb->pool_size / 8)
+		slots /= 2;
+	sb->sock_slots = slots;
+	sb->sock_listeners = slots;
+	sb->sock_ring = slots ? ring : 0;
+	sb->sock_size = slots ? cxls_sock_region_size(slots, slots, ring) : 0;
 }
 
 /* Lays the geometry out in a fresh superblock; the magic goes last. */
@@ -113,7 +147,9 @@ static int format(struct cxls_pool *pool, const struct cxls_config *cfg)
 	sb->comm_offset = CXLS_PAGE;
 	sb->comm_stride = cxls_comm_stride(sb->max_ranks);
 	comm_bytes = align_up(sb->comm_stride * sb->max_comms, CXLS_PAGE);
-	sb->dev_offset = sb->comm_offset + comm_bytes;
+	sb->sock_offset = sb->comm_offset + comm_bytes;
+	sock_geometry(sb, cfg);
+	sb->dev_offset = sb->sock_offset + sb->sock_size;
 	if (sb->dev_offset >= pool->size)
 		return CXLS_POOL_ESIZE;
 	dev_size = align_down((pool->size - sb->dev_offset) / sb->ndev, CXLS_PAGE);
@@ -127,8 +163,10 @@ static int format(struct cxls_pool *pool, const struct cxls_config *cfg)
 	cxls_publish(pool->flush_mode, sb, sizeof(*sb));
 	atomic_store((_Atomic uint64_t *)&sb->magic, CXLS_POOL_MAGIC);
 	cxls_publish(pool->flush_mode, sb, CXLS_LINE);
-	CXLS_INFO("pool %s formatted: %zu bytes, %u devices of %llu bytes, %u comm slots",
-		  pool->path, pool->size, sb->ndev, (unsigned long long)dev_size, sb->max_comms);
+	CXLS_INFO("pool %s formatted: %zu bytes, %u devices of %llu bytes, %u comm slots, "
+		  "%u socket slots of 2 x %llu bytes", pool->path, pool->size, sb->ndev,
+		  (unsigned long long)dev_size, sb->max_comms, sb->sock_slots,
+		  (unsigned long long)sb->sock_ring);
 	return CXLS_POOL_OK;
 }
 

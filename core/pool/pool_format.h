@@ -2,6 +2,8 @@
  *
  *   offset 0          superblock (one page): magic, version, geometry, uuid
  *   comm_offset       max_comms communicator records of comm_stride bytes
+ *   sock_offset       socket region of sock_size bytes (core/sock/sock_format.h):
+ *                     listener records, connection records, their rings
  *   dev_offset        ndev emulated CXL devices of dev_size bytes each;
  *                     device d holds one lane of lane_size bytes per
  *                     communicator slot (staging windows, see layout.c)
@@ -19,7 +21,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 3u
+#define CXLS_POOL_VERSION 4u /* 4: socket region */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -40,7 +42,13 @@ struct cxls_super {
 	uint64_t comm_stride;
 	uint64_t lane_size;
 	uint64_t created_ns;
-	uint32_t checksum; /* hash of version .. created_ns (pool.c) */
+	/* sockets through the pool; sock_slots == 0: no socket region */
+	uint64_t sock_offset;
+	uint64_t sock_size;
+	uint64_t sock_ring;       /* bytes of one ring (one direction) */
+	uint32_t sock_slots;      /* connection records */
+	uint32_t sock_listeners;  /* listener records */
+	uint32_t checksum; /* hash of version .. sock_listeners (pool.c) */
 	uint32_t pad0;
 	/* mutable part, outside the checksum */
 	_Alignas(CXLS_LINE) _Atomic uint64_t table_lock; /* owner token or 0 */

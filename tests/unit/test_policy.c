@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "sock_rules.h"
+
+#include <arpa/inet.h>
 #include "../common/check.h"
 
 static char *write_file(const char *text)
@@ -195,9 +198,55 @@ static void test_shipped(void)
 		      e.key, e.msg);
 }
 
+/* [sock] rules: CIDR with deny and first match, port ranges, programs. */
+static void test_sock_rules(void)
+{
+	struct cxls_config c;
+	struct cxls_sock_rules r;
+	uint8_t a[16] = { 0 }, b6[16] = { 0 };
+	char msg[160];
+	uint16_t p6379 = htons(6379), p22 = htons(22);
+
+	cxls_config_defaults(&c);
+	CHECK(cxls_sock_rules_parse(&r, &c, msg, sizeof(msg)) == 0, "defaults: %s", msg);
+	inet_pton(AF_INET, "10.1.2.3", a);
+	CHECK(cxls_sock_rules_allow(&r, AF_INET, a, p22, "x"), "defaults allow everything");
+	strcpy(c.sock_peers, "!10.1.2.3, 10.0.0.0/8, ::1/128");
+	strcpy(c.sock_ports, "!22, 1024-65535");
+	strcpy(c.sock_programs, "!sshd, any");
+	CHECK(cxls_sock_rules_parse(&r, &c, msg, sizeof(msg)) == 0, "rules: %s", msg);
+	CHECK(!cxls_sock_rules_allow(&r, AF_INET, a, p6379, "redis"), "denied host first");
+	inet_pton(AF_INET, "10.200.0.9", a);
+	CHECK(cxls_sock_rules_allow(&r, AF_INET, a, p6379, "redis"), "in 10/8");
+	CHECK(!cxls_sock_rules_allow(&r, AF_INET, a, p22, "redis"), "port 22 denied");
+	CHECK(!cxls_sock_rules_allow(&r, AF_INET, a, p6379, "sshd"), "program denied");
+	inet_pton(AF_INET, "11.0.0.1", a);
+	CHECK(!cxls_sock_rules_allow(&r, AF_INET, a, p6379, "redis"), "no match denies");
+	inet_pton(AF_INET6, "::1", b6);
+	CHECK(cxls_sock_rules_allow(&r, AF_INET6, b6, p6379, "redis"), "::1/128");
+	strcpy(c.sock_peers, "10.0.0.0/33");
+	CHECK(cxls_sock_rules_parse(&r, &c, msg, sizeof(msg)) && strstr(msg, "sock.peers"),
+	      "bad prefix: %s", msg);
+	strcpy(c.sock_peers, "any");
+	strcpy(c.sock_ports, "70000");
+	CHECK(cxls_sock_rules_parse(&r, &c, msg, sizeof(msg)) && strstr(msg, "sock.ports"),
+	      "bad port: %s", msg);
+	strcpy(c.sock_ports, "9-3");
+	CHECK(cxls_sock_rules_parse(&r, &c, msg, sizeof(msg)), "reversed range");
+	setenv("CXLSHIM_SOCK_RING_SIZE", "100K", 1);
+	CHECK(cxls_config_load(&c, NULL, &(struct cxls_config_error){ 0 }) == -1,
+	      "ring_size must be a power of two");
+	unsetenv("CXLSHIM_SOCK_RING_SIZE");
+	setenv("CXLSHIM_SOCK_PEERS", "not-an-address", 1);
+	CHECK(cxls_config_load(&c, NULL, &(struct cxls_config_error){ 0 }) == -1,
+	      "bad peers in the environment");
+	unsetenv("CXLSHIM_SOCK_PEERS");
+}
+
 int main(void)
 {
 	clear_env();
+	test_sock_rules();
 	test_shipped();
 	test_defaults();
 	test_file();

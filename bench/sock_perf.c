@@ -1,0 +1,282 @@
+/* sock_perf.c - TCP loopback versus TCP through the pool, in the same run.
+ *
+ *   sock_perf [-L path/libcxlshim.so] [-b 16] [-e 1M] [-f 4] [-T ms] [-B us]
+ *
+ * For every message size (b to e, times f) it runs the same client/server
+ * pair three times: without the preload (plain TCP), under the preload
+ * (pool, no busy-poll) and under the preload with sock.busy_poll_us = B.
+ * Ping-pong: the client sends a message, the server returns it; latency
+ * percentiles of one round trip / 2.  Stream: the client writes messages
+ * for T ms, the server reads them; throughput measured by the server.
+ * Each measurement runs in fresh processes (-w is the worker mode).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t r = write(fd, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r, n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int read_all(int fd, char *p, size_t n)
+{
+	while (n) {
+		ssize_t r = read(fd, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r, n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* A connected pair: server in a child, the client fd returned. */
+static int pair(pid_t *child, int (*serve)(int fd, size_t size, int wfd), size_t size,
+		int *result_fd)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd, p[2];
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, len) || listen(lfd, 4) ||
+	    getsockname(lfd, (struct sockaddr *)&a, &len) || pipe(p))
+		return -1;
+	*child = fork();
+	if (*child == 0) {
+		close(p[0]);
+		fd = accept(lfd, NULL, NULL);
+		close(lfd);
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		_exit(serve(fd, size, p[1]));
+	}
+	close(p[1]);
+	close(lfd);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(fd, (struct sockaddr *)&a, len))
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	*result_fd = p[0];
+	return fd;
+}
+
+static int serve_echo(int fd, size_t size, int wfd)
+{
+	char *buf = malloc(size);
+
+	(void)wfd;
+	while (read_all(fd, buf, size) == 0)
+		if (write_all(fd, buf, size))
+			return 1;
+	return 0;
+}
+
+static int serve_sink(int fd, size_t size, int wfd)
+{
+	size_t cap = size > (1u << 20) ? size : (1u << 20);
+	char *buf = malloc(cap);
+	uint64_t bytes = 0, t0 = 0, t1;
+	ssize_t r;
+
+	while ((r = read(fd, buf, cap)) > 0) {
+		if (!t0)
+			t0 = now_ns();
+		bytes += (uint64_t)r;
+	}
+	t1 = now_ns();
+	dprintf(wfd, "%llu %llu\n", (unsigned long long)bytes, (unsigned long long)(t1 - t0));
+	return 0;
+}
+
+static int worker_pingpong(size_t size, int iters)
+{
+	char *buf = calloc(1, size);
+	uint64_t *lat = calloc((size_t)iters, sizeof(*lat)), sum = 0;
+	int rfd, fd;
+	pid_t pid;
+
+	fd = pair(&pid, serve_echo, size, &rfd);
+	if (fd < 0)
+		return 1;
+	for (int i = -iters / 10; i < iters; i++) { /* a tenth to warm up */
+		uint64_t t = now_ns();
+
+		if (write_all(fd, buf, size) || read_all(fd, buf, size))
+			return 1;
+		if (i >= 0)
+			lat[i] = (now_ns() - t) / 2;
+	}
+	close(fd);
+	waitpid(pid, NULL, 0);
+	qsort(lat, (size_t)iters, sizeof(*lat), cmp_u64);
+	for (int i = 0; i < iters; i++)
+		sum += lat[i];
+	printf("RESULT %.2f %.2f %.2f\n", lat[iters / 2] / 1e3, lat[iters * 99 / 100] / 1e3,
+	       (double)sum / iters / 1e3);
+	return 0;
+}
+
+static int worker_stream(size_t size, int ms)
+{
+	char *buf = calloc(1, size);
+	unsigned long long bytes = 0, ns = 0;
+	uint64_t end;
+	int rfd, fd;
+	pid_t pid;
+	FILE *f;
+
+	fd = pair(&pid, serve_sink, size, &rfd);
+	if (fd < 0)
+		return 1;
+	end = now_ns() + (uint64_t)ms * 1000000ull;
+	while (now_ns() < end)
+		if (write_all(fd, buf, size))
+			return 1;
+	close(fd);
+	f = fdopen(rfd, "r");
+	if (!f || fscanf(f, "%llu %llu", &bytes, &ns) != 2 || !ns)
+		return 1;
+	waitpid(pid, NULL, 0);
+	printf("RESULT %.3f\n", (double)bytes / (double)ns); /* GB/s */
+	return 0;
+}
+
+static size_t parse_size(const char *s)
+{
+	char *end;
+	size_t v = strtoull(s, &end, 10);
+
+	if (*end == 'K' || *end == 'k')
+		v <<= 10;
+	else if (*end == 'M' || *end == 'm')
+		v <<= 20;
+	return v;
+}
+
+struct mode {
+	const char *name;
+	const char *env; /* prefix of the command */
+};
+
+/* Runs one worker with env; fills up to 3 numbers. */
+static int run(const char *self, const char *env, const char *kind, size_t size, int arg,
+	       double *v)
+{
+	char cmd[1024], line[256];
+	FILE *p;
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd), "env %s %s -w %s -z %zu -n %d", env, self, kind, size, arg);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (fgets(line, sizeof(line), p))
+		if (!strncmp(line, "RESULT", 6))
+			n = sscanf(line + 6, "%lf %lf %lf", &v[0], &v[1], &v[2]);
+	return pclose(p) == 0 && n > 0 ? 0 : -1;
+}
+
+static const char *fmt_size(size_t s, char *buf)
+{
+	if (s >= (1u << 20))
+		sprintf(buf, "%zuM", s >> 20);
+	else if (s >= 1024)
+		sprintf(buf, "%zuK", s >> 10);
+	else
+		sprintf(buf, "%zu", s);
+	return buf;
+}
+
+int main(int argc, char **argv)
+{
+	const char *lib = "build/libcxlshim.so", *kind = NULL;
+	size_t b = 16, e = 1u << 20, f = 4, size = 0;
+	int ms = 300, busy = 50, n = 0, opt;
+	char env[3][600], sz[16];
+
+	while ((opt = getopt(argc, argv, "L:b:e:f:T:B:w:z:n:")) != -1) {
+		switch (opt) {
+		case 'L': lib = optarg; break;
+		case 'b': b = parse_size(optarg); break;
+		case 'e': e = parse_size(optarg); break;
+		case 'f': f = parse_size(optarg); break;
+		case 'T': ms = atoi(optarg); break;
+		case 'B': busy = atoi(optarg); break;
+		case 'w': kind = optarg; break;
+		case 'z': size = parse_size(optarg); break;
+		case 'n': n = atoi(optarg); break;
+		default: return 2;
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (kind)
+		return !strcmp(kind, "pingpong") ? worker_pingpong(size, n) : worker_stream(size, n);
+	if (access(lib, R_OK) || !realpath(lib, env[2])) {
+		fprintf(stderr, "sock_perf: %s not found (-L)\n", lib);
+		return 2;
+	}
+	lib = strdup(env[2]);
+	snprintf(env[0], sizeof(env[0]), "-u LD_PRELOAD");
+	snprintf(env[1], sizeof(env[1]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=0", lib);
+	snprintf(env[2], sizeof(env[2]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=%d", lib, busy);
+	printf("# sock_perf: TCP loopback vs the pool, same run (busy-poll window %d us)\n", busy);
+	printf("# ping-pong one-way latency in us (round trip / 2); stream GB/s for %d ms\n", ms);
+	printf("%7s | %8s %8s %8s %6s %6s | %8s %8s %8s | %7s %7s %6s\n", "size", "tcp p50",
+	       "pool p50", "busy p50", "ratio", "busy", "tcp p99", "pool p99", "busy p99",
+	       "tcp GB/s", "poolGB/s", "ratio");
+	for (size_t s = b; s <= e; s *= f) {
+		double pp[3][3] = { { 0 } }, st[3][3] = { { 0 } };
+		int iters = (int)(s <= 4096 ? 20000 : s <= 65536 ? 5000 : 500);
+
+		for (int m = 0; m < 3; m++)
+			if (run(argv[0], env[m], "pingpong", s, iters, pp[m]))
+				fprintf(stderr, "sock_perf: ping-pong %zu mode %d failed\n", s, m);
+		for (int m = 0; m < 2; m++)
+			if (run(argv[0], env[m], "stream", s, ms, st[m]))
+				fprintf(stderr, "sock_perf: stream %zu mode %d failed\n", s, m);
+		printf("%7s | %8.2f %8.2f %8.2f %6.2f %6.2f | %8.2f %8.2f %8.2f | %7.2f %7.2f %6.2f\n",
+		       fmt_size(s, sz), pp[0][0], pp[1][0], pp[2][0],
+		       pp[0][0] > 0 ? pp[1][0] / pp[0][0] : 0, pp[0][0] > 0 ? pp[2][0] / pp[0][0] : 0,
+		       pp[0][1], pp[1][1], pp[2][1], st[0][0], st[1][0],
+		       st[0][0] > 0 ? st[1][0] / st[0][0] : 0);
+		fflush(stdout);
+		if (f < 2)
+			break;
+	}
+	return 0;
+}

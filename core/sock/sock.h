@@ -1,0 +1,86 @@
+/* sock.h - TCP through the pool: what the interposition layer calls.
+ *
+ * The shim calls the real function first where the kernel must act
+ * (connect, accept, listen, close, dup, shutdown, fcntl) and tells the core
+ * what happened; for calls that move or wait for bytes it asks
+ * cxls_sock_use() whether the fd is on the pool and, if so, lets the core
+ * do the call.  A NULL from cxls_sock_use() means: plain TCP (or not a
+ * socket at all), call the real function.
+ */
+#ifndef CXLSHIM_CORE_SOCK_H
+#define CXLSHIM_CORE_SOCK_H
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/select.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "sock_conn.h"
+
+/* Life of fds (sock_fd.c); each after the real call succeeded. */
+/* Before connect: 1 when the server's port is in the pool's listener
+ * table; then after it, with the real call's result and errno. */
+int cxls_sock_connecting(const struct sockaddr *sa);
+void cxls_sock_connected(int fd, int rc, int err, int listens);
+void cxls_sock_accepted(int fd);
+void cxls_sock_listening(int fd);
+/* Before the real close: forget fd. */
+void cxls_sock_closing(int fd);
+/* After a real dup/dup2/dup3/F_DUPFD: newfd is oldfd. */
+void cxls_sock_duped(int oldfd, int newfd);
+void cxls_sock_set_nonblock(int fd, int on);
+void cxls_sock_shutdown(int fd, int how);
+/* TCP_NODELAY and TCP_CORK of a pooled socket are the application's view
+ * only (its socket carries doorbells, which must not wait): 1 when
+ * handled here (get: *val and *len filled; set: val holds an int). */
+int cxls_sock_tcp_option(int fd, int name, void *val, unsigned *len, int set);
+/* setsockopt seen by the shim (after the real one succeeded). */
+void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len);
+
+/* The pooled connection of fd with a reference, or NULL: use the real
+ * call.  Finishes a connect in flight and waits for a pending peer. */
+struct cxls_sconn *cxls_sock_use(int fd);
+static inline void cxls_sock_done(struct cxls_sconn *c)
+{
+	cxls_sconn_put(c);
+}
+
+/* Data path (sock_io.c): like recvmsg/sendmsg on a blocking or
+ * nonblocking socket; -1 with errno. */
+ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
+			int flags);
+ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
+			int flags);
+int cxls_sock_unread(struct cxls_sconn *c); /* FIONREAD */
+int cxls_sock_unsent(struct cxls_sconn *c); /* TIOCOUTQ */
+
+/* Waiting (sock_poll.c, sock_epoll.c).  Return -2 when no fd of the call
+ * is on the pool: the caller then makes the real call. */
+int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
+		    const sigset_t *mask);
+int cxls_sock_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
+		      const struct timespec *timeout, const sigset_t *mask);
+int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms,
+			 const sigset_t *mask);
+void cxls_sock_epoll_closing(int fd);
+/* 1 when fd went into an epoll set before the shim followed it. */
+int cxls_sock_epoll_has(int fd);
+
+/* exec (sock_exec.c): the "fd:slot:gen:role,..." list of pooled fds that
+ * survive exec (no FD_CLOEXEC), for CXLSHIM_SOCK_FDS; how many.  The new
+ * image adopts them (verified against the pool). */
+#define CXLS_SOCK_FDS_ENV "CXLSHIM_SOCK_FDS"
+int cxls_sock_exec_spec(char *buf, size_t len);
+void cxls_sock_adopt(const char *spec);
+
+/* fork: the child holds every pooled connection too (sock_fd.c). */
+void cxls_sock_fork_prepare(void);
+void cxls_sock_fork_parent(void);
+void cxls_sock_fork_child(void);
+
+#endif

@@ -1,0 +1,35 @@
+/* sock_conn.c - life of a followed socket's local state. */
+#include "sock_conn.h"
+
+#include <stdlib.h>
+
+#include "sock_meet.h"
+
+struct cxls_sconn *cxls_sconn_new(int mode)
+{
+	struct cxls_sconn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	atomic_init(&c->refs, 1);
+	atomic_init(&c->mode, mode);
+	c->listener = -1;
+	pthread_mutex_init(&c->lock, NULL);
+	return c;
+}
+
+void cxls_sconn_hold(struct cxls_sconn *c)
+{
+	atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+}
+
+void cxls_sconn_put(struct cxls_sconn *c)
+{
+	if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (c->listener >= 0)
+		cxls_listener_del(c->listener);
+	cxls_sock_release(c);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}

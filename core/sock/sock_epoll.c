@@ -1,0 +1,501 @@
+/* sock_epoll.c - epoll sets that hold pooled connections.
+ *
+ * The kernel cannot see a ring, so the shim keeps, per epoll fd, the
+ * pooled fds the application registered (its events and data) and
+ * registers their TCP sockets itself, level-triggered for POLLIN (doorbells
+ * and FIN/RST) with a tag instead of the application's data.  epoll_wait
+ * reports the rings' readiness in the application's terms: level or edge
+ * triggered (a new report only when bytes or room arrived since the last
+ * one), one-shot until EPOLL_CTL_MOD.  A connect still in flight is
+ * registered with the tag and its own events, and converted on its first
+ * event: to the rings, or back to a plain registration.
+ */
+#include "sock.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc_id.h"
+#include "sock_chan.h"
+#include "sock_sys.h"
+
+#define TAG 0xc5c5000000000000ull
+#define TAG_MASK 0xffff000000000000ull
+
+struct ep_item {
+	int fd;
+	struct cxls_sconn *c;
+	uint32_t events;       /* the application's */
+	epoll_data_t data;
+	int disabled;          /* EPOLLONESHOT fired */
+	int quiet;             /* armed and found idle: only a doorbell (a
+				* kernel event) can change that */
+	uint32_t last;         /* edge-triggered: bits reported last */
+	uint64_t seen_prod;    /* rx prod at that report */
+	uint64_t seen_cons;    /* tx cons at that report */
+};
+
+struct epset {
+	pthread_mutex_t lock;
+	int n, cap;
+	unsigned calls;        /* every so often look at quiet items too */
+	struct ep_item *items;
+};
+
+/* epoll fd -> set; process-wide like the fd numbers it is indexed by */
+static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct epset **sets;
+static int nsets;
+static _Atomic int any_set;
+
+static struct epset *set_of(int epfd, int create)
+{
+	struct epset *s = NULL;
+
+	if (epfd < 0 || (!create && !atomic_load(&any_set)))
+		return NULL;
+	pthread_mutex_lock(&sets_lock);
+	if (epfd >= nsets && create) {
+		int n = epfd + 64;
+		struct epset **grown = realloc(sets, (size_t)n * sizeof(*sets));
+
+		if (grown) {
+			memset(grown + nsets, 0, (size_t)(n - nsets) * sizeof(*sets));
+			sets = grown;
+			nsets = n;
+		}
+	}
+	if (epfd < nsets) {
+		if (!sets[epfd] && create) {
+			sets[epfd] = calloc(1, sizeof(**sets));
+			if (sets[epfd]) {
+				pthread_mutex_init(&sets[epfd]->lock, NULL);
+				atomic_store(&any_set, 1);
+			}
+		}
+		s = sets[epfd];
+	}
+	pthread_mutex_unlock(&sets_lock);
+	return s;
+}
+
+/* fds the application put in an epoll set while the shim did not follow
+ * them: if such a socket connects later, the kernel has the set's plain
+ * registration, so the connection must stay on TCP (sock_fd.c asks) */
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *seen;
+static int nseen; /* words */
+
+static void mark_seen(int fd, int on)
+{
+	int w = fd / 64;
+
+	pthread_mutex_lock(&seen_lock);
+	if (w >= nseen && on) {
+		int n = w + 64;
+		uint64_t *grown = realloc(seen, (size_t)n * sizeof(*seen));
+
+		if (grown) {
+			memset(grown + nseen, 0, (size_t)(n - nseen) * sizeof(*seen));
+			seen = grown;
+			nseen = n;
+		}
+	}
+	if (w < nseen) {
+		if (on)
+			seen[w] |= 1ull << (fd % 64);
+		else
+			seen[w] &= ~(1ull << (fd % 64));
+	}
+	pthread_mutex_unlock(&seen_lock);
+}
+
+int cxls_sock_epoll_has(int fd)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&seen_lock);
+	if (fd >= 0 && fd / 64 < nseen)
+		r = (seen[fd / 64] >> (fd % 64)) & 1;
+	pthread_mutex_unlock(&seen_lock);
+	return r;
+}
+
+static struct ep_item *find(struct epset *s, int fd)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->items[i].fd == fd)
+			return &s->items[i];
+	return NULL;
+}
+
+static void drop(struct epset *s, struct ep_item *it)
+{
+	cxls_sconn_put(it->c);
+	*it = s->items[--s->n];
+}
+
+static int add(struct epset *s, int fd, struct cxls_sconn *c, const struct epoll_event *ev)
+{
+	struct ep_item *it;
+
+	if (s->n == s->cap) {
+		int cap = s->cap ? s->cap * 2 : 8;
+		struct ep_item *grown = realloc(s->items, (size_t)cap * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		s->items = grown;
+		s->cap = cap;
+	}
+	it = &s->items[s->n++];
+	memset(it, 0, sizeof(*it));
+	it->fd = fd;
+	it->c = c;
+	cxls_sconn_hold(c);
+	it->events = ev->events;
+	it->data = ev->data;
+	return 0;
+}
+
+/* What the kernel watches for a followed fd. */
+static struct epoll_event tagged(int fd, struct cxls_sconn *c, uint32_t app_events)
+{
+	struct epoll_event e;
+
+	e.events = atomic_load(&c->mode) == CXLS_SC_CONNECTING ? (app_events & ~EPOLLET) | EPOLLOUT
+							       : EPOLLIN | EPOLLRDHUP;
+	e.data.u64 = TAG | (uint32_t)fd;
+	return e;
+}
+
+int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct cxls_sconn *c;
+	struct epset *s;
+	struct ep_item *it;
+	struct epoll_event e;
+	int r;
+
+	if (epfd < 0)
+		return -2;
+	if (cxls_fdtab_empty() && !atomic_load(&any_set)) {
+		if (op == EPOLL_CTL_ADD && fd >= 0)
+			mark_seen(fd, 1);
+		return -2;
+	}
+	c = cxls_fdtab_get(fd);
+	if (c && atomic_load(&c->mode) != CXLS_SC_CONNECTING) {
+		cxls_sconn_put(c);
+		c = cxls_sock_use(fd); /* settles a pending peer */
+	}
+	if (c && atomic_load(&c->mode) == CXLS_SC_LISTEN) {
+		cxls_sconn_put(c);
+		c = NULL;
+	}
+	if (!c && op == EPOLL_CTL_ADD && fd >= 0)
+		mark_seen(fd, 1);
+	s = set_of(epfd, c != NULL);
+	if (!c && (!s || op == EPOLL_CTL_ADD)) {
+		if (c)
+			cxls_sconn_put(c);
+		return -2;
+	}
+	if (!s) {
+		cxls_sconn_put(c);
+		errno = ENOMEM;
+		return -1;
+	}
+	pthread_mutex_lock(&s->lock);
+	it = find(s, fd);
+	if (!c) { /* fell back to TCP since: hand the fd back to the kernel */
+		if (it)
+			drop(s, it);
+		pthread_mutex_unlock(&s->lock);
+		return -2;
+	}
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (!ev) {
+			r = -1, errno = EFAULT;
+			break;
+		}
+		if (it) {
+			r = -1, errno = EEXIST;
+			break;
+		}
+		e = tagged(fd, c, ev->events);
+		r = sys_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e);
+		if (r == 0 && add(s, fd, c, ev)) {
+			sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+			r = -1, errno = ENOMEM;
+		}
+		break;
+	case EPOLL_CTL_MOD:
+		if (!ev) {
+			r = -1, errno = EFAULT;
+			break;
+		}
+		if (!it) {
+			r = -1, errno = ENOENT;
+			break;
+		}
+		e = tagged(fd, c, ev->events);
+		r = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e);
+		if (r == 0) {
+			it->events = ev->events;
+			it->data = ev->data;
+			it->disabled = 0;
+			it->quiet = 0;
+			it->last = 0;
+		}
+		break;
+	case EPOLL_CTL_DEL:
+		r = sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+		if (it)
+			drop(s, it);
+		break;
+	default:
+		r = -1, errno = EINVAL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	cxls_sconn_put(c);
+	return r;
+}
+
+static short poll_bits(uint32_t ev)
+{
+	return (short)((ev & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM |
+			      EPOLLWRNORM)) & 0xffff);
+}
+
+/* The item's report now, honouring edge triggering and one-shot. */
+static uint32_t item_ready(struct ep_item *it, int arm)
+{
+	struct cxls_sconn *c = it->c;
+	short want = poll_bits(it->events);
+	uint32_t ev;
+	uint64_t prod, cons;
+
+	if (it->disabled || it->quiet || atomic_load(&c->mode) != CXLS_SC_POOL)
+		return 0;
+	ev = (uint16_t)(arm ? cxls_chan_arm(c, want) : cxls_chan_events(c, want));
+	/* Armed and idle: its peer rings a doorbell before anything changes,
+	 * so the next scans skip it (the cache lines it would cost are the
+	 * peer's) until the kernel reports that doorbell. */
+	if (arm && !ev)
+		it->quiet = 1;
+	if (!(it->events & EPOLLET) || !ev)
+		return ev;
+	prod = atomic_load(&c->rx.hdr->prod);
+	cons = atomic_load(&c->tx.hdr->cons);
+	/* edge: only what is new since the last report */
+	if (prod == it->seen_prod && (it->last & EPOLLIN))
+		ev &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM);
+	if (cons == it->seen_cons && (it->last & EPOLLOUT))
+		ev &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM);
+	if ((it->last & EPOLLRDHUP) && !(ev & (EPOLLIN | EPOLLOUT)))
+		ev &= ~(uint32_t)EPOLLRDHUP;
+	if ((it->last & (EPOLLHUP | EPOLLERR)) && !(ev & (EPOLLIN | EPOLLOUT)))
+		ev &= ~(uint32_t)(EPOLLHUP | EPOLLERR);
+	return ev;
+}
+
+static void reported(struct ep_item *it, uint32_t ev)
+{
+	it->last = ev;
+	it->seen_prod = atomic_load(&it->c->rx.hdr->prod);
+	it->seen_cons = atomic_load(&it->c->tx.hdr->cons);
+	if (it->events & EPOLLONESHOT)
+		it->disabled = 1;
+}
+
+/* Appends ready items to out (at most max - n); returns the new n. */
+static int collect(struct epset *s, struct epoll_event *out, int n, int max, int arm)
+{
+	for (int i = 0; i < s->n && n < max; i++) {
+		struct ep_item *it = &s->items[i];
+		uint32_t ev = item_ready(it, arm);
+
+		if (!ev)
+			continue;
+		reported(it, ev);
+		out[n].events = ev;
+		out[n].data = it->data;
+		n++;
+	}
+	return n;
+}
+
+/* A connect in flight reported an event: meet, then re-register. */
+static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
+		   struct epoll_event *out)
+{
+	struct cxls_sconn *c = cxls_sock_use(it->fd);
+	struct epoll_event e;
+
+	if (c) {
+		e = tagged(it->fd, c, it->events);
+		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e);
+		cxls_sock_done(c);
+		return 0;
+	}
+	if (atomic_load(&it->c->mode) == CXLS_SC_CONNECTING) {
+		out->events = kev & (it->events | EPOLLERR | EPOLLHUP);
+		out->data = it->data;
+		return out->events != 0;
+	}
+	/* plain TCP from now on: the kernel reports it as the app asked */
+	e.events = it->events;
+	e.data = it->data;
+	sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e);
+	out->events = kev & (it->events | EPOLLERR | EPOLLHUP);
+	out->data = it->data;
+	drop(s, it);
+	return out->events != 0;
+}
+
+/* Sorts the kernel's answer: plain events stay, tagged ones drain their
+ * doorbells (their readiness comes from collect()). */
+static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m)
+{
+	int keep = 0;
+
+	for (int i = 0; i < m; i++) {
+		struct ep_item *it;
+		uint64_t d = ev[i].data.u64;
+
+		if ((d & TAG_MASK) != TAG) {
+			ev[keep++] = ev[i];
+			continue;
+		}
+		it = find(s, (int)(uint32_t)d);
+		if (!it)
+			continue;
+		if (atomic_load(&it->c->mode) == CXLS_SC_POOL) {
+			it->quiet = 0;
+			cxls_chan_drain(it->c, it->fd);
+			continue;
+		}
+		if (convert(epfd, s, it, ev[i].events, &ev[keep]))
+			keep++;
+	}
+	return keep;
+}
+
+static int busy(struct epset *s, struct epoll_event *out, int max)
+{
+	uint32_t us = 0;
+	uint64_t end;
+	int n = 0;
+
+	for (int i = 0; i < s->n; i++)
+		if (s->items[i].c->busy_us > us)
+			us = s->items[i].c->busy_us;
+	if (!us)
+		return 0;
+	end = cxls_now_ns() + (uint64_t)us * 1000;
+	do {
+		n = collect(s, out, 0, max, 0);
+		if (!n)
+			sched_yield(); /* the peer may be waiting for this core */
+	} while (!n && cxls_now_ns() < end);
+	return n;
+}
+
+int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms,
+			 const sigset_t *mask)
+{
+	struct epset *s = set_of(epfd, 0);
+	uint64_t deadline = 0;
+	int n, m;
+
+	if (!s || max <= 0)
+		return -2;
+	pthread_mutex_lock(&s->lock);
+	if (!s->n) {
+		pthread_mutex_unlock(&s->lock);
+		return -2;
+	}
+	if (timeout_ms > 0)
+		deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	/* a doorbell swallowed by another waiter of the same socket (a thread
+	 * blocked in read) would leave an item quiet forever: look anyway */
+	if ((++s->calls & 63) == 0)
+		for (int i = 0; i < s->n; i++)
+			s->items[i].quiet = 0;
+	for (int round = 0;; round++) {
+		int wait = 0;
+
+		n = collect(s, ev, 0, max, 0);
+		if (!n && round == 0)
+			n = busy(s, ev, max);
+		if (!n)
+			n = collect(s, ev, 0, max, 1);
+		if (!n) {
+			wait = timeout_ms < 0 ? -1 : 0;
+			if (timeout_ms > 0) {
+				uint64_t now = cxls_now_ns();
+				wait = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+			}
+		}
+		/* the kernel's part: plain fds, doorbells, connects; never hold
+		 * the set while sleeping, other threads may change it */
+		pthread_mutex_unlock(&s->lock);
+		m = n < max ? sys_epoll_pwait(epfd, ev + n, max - n, wait, mask) : 0;
+		pthread_mutex_lock(&s->lock);
+		if (m < 0) {
+			pthread_mutex_unlock(&s->lock);
+			return n ? n : -1;
+		}
+		m = sort_kernel(epfd, s, ev + n, m);
+		n += m;
+		if (!m && n == 0)
+			n = collect(s, ev, 0, max, 0);
+		if (n || wait == 0 || (timeout_ms > 0 && cxls_now_ns() >= deadline))
+			break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+void cxls_sock_epoll_closing(int fd)
+{
+	struct cxls_sconn *c;
+
+	if (nseen)
+		mark_seen(fd, 0);
+	if (!atomic_load(&any_set))
+		return;
+	pthread_mutex_lock(&sets_lock);
+	if (fd < nsets && sets[fd]) { /* an epoll fd */
+		struct epset *s = sets[fd];
+
+		sets[fd] = NULL;
+		for (int i = 0; i < s->n; i++)
+			cxls_sconn_put(s->items[i].c);
+		free(s->items);
+		free(s);
+	}
+	c = cxls_fdtab_get(fd);
+	/* the kernel forgets a file in every epoll set when its last fd goes */
+	if (c && atomic_load(&c->fds) <= 1) {
+		for (int e = 0; e < nsets; e++) {
+			struct epset *s = sets[e];
+			struct ep_item *it;
+
+			if (!s)
+				continue;
+			pthread_mutex_lock(&s->lock);
+			while ((it = find(s, fd)) && it->c == c)
+				drop(s, it);
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
+	pthread_mutex_unlock(&sets_lock);
+	if (c)
+		cxls_sconn_put(c);
+}

@@ -1,0 +1,296 @@
+/* sock_fd.c - following sockets through connect, accept, listen, dup,
+ * close, fcntl, shutdown and fork. */
+#include "sock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include "log.h"
+#include "sock_chan.h"
+#include "sock_meet.h"
+#include "sock_region.h"
+#include "sock_sys.h"
+
+static int nonblocking(int fd)
+{
+	long fl = syscall(SYS_fcntl, fd, F_GETFL);
+
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void register_atfork(void)
+{
+	pthread_atfork(cxls_sock_fork_prepare, cxls_sock_fork_parent, cxls_sock_fork_child);
+}
+
+static void follow(int fd, struct cxls_sconn *c)
+{
+	pthread_once(&atfork_once, register_atfork);
+	atomic_store(&c->nonblock, nonblocking(fd));
+	if (cxls_fdtab_set(fd, c))
+		CXLS_WARN("fd %d beyond the shim's table: its socket stays on TCP", fd);
+}
+
+/* Meets the peer of a connected socket; installs it unless it is TCP. */
+static void start(int fd, int role, int listens)
+{
+	struct cxls_sconn *c;
+	int mode;
+
+	if (!cxls_sock_region())
+		return;
+	c = cxls_sconn_new(CXLS_SC_CONNECTING);
+	if (!c)
+		return;
+	c->server_listens = listens;
+	mode = cxls_sock_meet(c, fd, role, 0);
+	if (mode != CXLS_SC_TCP)
+		follow(fd, c);
+	cxls_sconn_put(c);
+}
+
+int cxls_sock_connecting(const struct sockaddr *sa)
+{
+	return cxls_sock_server_listens(sa);
+}
+
+void cxls_sock_connected(int fd, int rc, int err, int listens)
+{
+	struct cxls_sconn *c;
+
+	if (!listens)
+		return; /* no peer to meet: plain TCP, not even followed */
+	if (cxls_sock_epoll_has(fd)) {
+		CXLS_INFO("fd %d was put in an epoll set before connect(): it stays on TCP", fd);
+		return;
+	}
+	c = cxls_fdtab_get(fd);
+	if (c) { /* connect() again to learn how the first one ended */
+		cxls_sconn_put(c);
+		return;
+	}
+	if (rc == 0) {
+		start(fd, CXLS_CLIENT, listens);
+		return;
+	}
+	if (err != EINPROGRESS)
+		return;
+	c = cxls_sconn_new(CXLS_SC_CONNECTING);
+	if (c) {
+		c->server_listens = listens;
+		follow(fd, c);
+		cxls_sconn_put(c);
+	}
+}
+
+void cxls_sock_accepted(int fd)
+{
+	start(fd, CXLS_SERVER, 0);
+}
+
+void cxls_sock_listening(int fd)
+{
+	struct cxls_sconn *c;
+	int idx;
+
+	if (!cxls_sock_region())
+		return;
+	c = cxls_fdtab_get(fd);
+	if (c) { /* listen() again on a listening socket */
+		cxls_sconn_put(c);
+		return;
+	}
+	idx = cxls_listener_add(fd);
+	if (idx < 0)
+		return;
+	c = cxls_sconn_new(CXLS_SC_LISTEN);
+	if (!c) {
+		cxls_listener_del(idx);
+		return;
+	}
+	c->listener = idx;
+	follow(fd, c);
+	cxls_sconn_put(c);
+}
+
+/* The fd's entry no longer means anything: it fell back to TCP. */
+static void forget(int fd, struct cxls_sconn *c)
+{
+	struct cxls_sconn *t = cxls_fdtab_take(fd);
+
+	if (t == c)
+		cxls_sconn_put(t);
+	else if (t)
+		cxls_fdtab_set(fd, t), cxls_sconn_put(t);
+}
+
+/* A nonblocking connect that finished: meet now, or stay plain. */
+static int finish_connect(struct cxls_sconn *c, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+
+	if (sys_getpeername(fd, (struct sockaddr *)&ss, &l))
+		return errno == ENOTCONN ? CXLS_SC_CONNECTING : CXLS_SC_TCP;
+	return cxls_sock_meet(c, fd, CXLS_CLIENT, 0);
+}
+
+struct cxls_sconn *cxls_sock_use(int fd)
+{
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
+	int mode;
+
+	if (!c)
+		return NULL;
+	mode = atomic_load_explicit(&c->mode, memory_order_acquire);
+	if (mode == CXLS_SC_POOL)
+		return c;
+	if (mode == CXLS_SC_CONNECTING) {
+		mode = finish_connect(c, fd);
+		if (mode == CXLS_SC_TCP)
+			atomic_store(&c->mode, CXLS_SC_TCP);
+	}
+	if (mode == CXLS_SC_PENDING)
+		mode = cxls_sock_settle(c, fd);
+	if (mode == CXLS_SC_POOL)
+		return c;
+	if (mode == CXLS_SC_TCP)
+		forget(fd, c);
+	cxls_sconn_put(c);
+	return NULL;
+}
+
+void cxls_sock_closing(int fd)
+{
+	struct cxls_sconn *c;
+
+	cxls_sock_epoll_closing(fd);
+	c = cxls_fdtab_take(fd);
+	if (!c)
+		return;
+	/* unread doorbells would make the kernel reset instead of FIN */
+	if (atomic_load(&c->fds) == 0 && atomic_load(&c->mode) == CXLS_SC_POOL)
+		cxls_chan_drain(c, fd);
+	cxls_sconn_put(c);
+}
+
+void cxls_sock_duped(int oldfd, int newfd)
+{
+	struct cxls_sconn *c;
+
+	if (oldfd == newfd)
+		return;
+	c = cxls_fdtab_get(oldfd);
+	if (c) {
+		follow(newfd, c);
+		cxls_sconn_put(c);
+		return;
+	}
+	/* newfd was closed by dup2: forget what it was */
+	c = cxls_fdtab_take(newfd);
+	if (c)
+		cxls_sconn_put(c);
+}
+
+void cxls_sock_set_nonblock(int fd, int on)
+{
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
+
+	if (c) {
+		atomic_store(&c->nonblock, on);
+		cxls_sconn_put(c);
+	}
+}
+
+void cxls_sock_shutdown(int fd, int how)
+{
+	struct cxls_sconn *c = cxls_sock_use(fd);
+
+	if (!c)
+		return;
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		atomic_store(&c->shut_rd, 1);
+	if (how == SHUT_WR || how == SHUT_RDWR) {
+		atomic_store(&c->shut_wr, 1);
+		atomic_fetch_or_explicit(&c->me->flags, CXLS_END_SHUT_WR, memory_order_release);
+		cxls_chan_notify_reader(c, fd);
+	}
+	cxls_sock_done(c);
+}
+
+int cxls_sock_tcp_option(int fd, int name, void *val, unsigned *len, int set)
+{
+	struct cxls_sconn *c;
+	_Atomic int *opt;
+
+	if (name != TCP_NODELAY && name != TCP_CORK)
+		return 0;
+	c = cxls_sock_use(fd);
+	if (!c)
+		return 0;
+	opt = name == TCP_NODELAY ? &c->app_nodelay : &c->app_cork;
+	if (set)
+		atomic_store(opt, *(const int *)val != 0);
+	else {
+		*(int *)val = atomic_load(opt);
+		*len = sizeof(int);
+	}
+	cxls_sock_done(c);
+	return 1;
+}
+
+void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len)
+{
+	struct cxls_sconn *c;
+
+	if (level != SOL_SOCKET || (name != SO_RCVLOWAT && name != SO_LINGER))
+		return;
+	c = cxls_fdtab_get(fd);
+	if (!c)
+		return;
+	if (name == SO_RCVLOWAT && len >= sizeof(int)) {
+		int v = *(const int *)val;
+		atomic_store(&c->rcvlowat, v > 0 ? (uint32_t)v : 1);
+	} else if (name == SO_LINGER && len >= sizeof(struct linger)) {
+		const struct linger *l = val;
+		atomic_store(&c->linger0, l->l_onoff && !l->l_linger);
+	}
+	cxls_sconn_put(c);
+}
+
+/* fork: the table must not be mid-change in the child; the child then
+ * records itself as a holder of every pooled connection. */
+static void fork_phase(int fd, struct cxls_sconn *c, void *arg)
+{
+	(void)fd;
+	if (*(int *)arg)
+		pthread_mutex_init(&c->lock, NULL);
+	cxls_sock_fork(c, *(int *)arg);
+}
+
+void cxls_sock_fork_prepare(void)
+{
+	int phase = 0;
+
+	cxls_fdtab_lock();
+	cxls_fdtab_each(fork_phase, &phase);
+}
+
+void cxls_sock_fork_parent(void)
+{
+	cxls_fdtab_unlock();
+}
+
+void cxls_sock_fork_child(void)
+{
+	int phase = 1;
+
+	cxls_fdtab_reinit();
+	cxls_fdtab_each(fork_phase, &phase);
+}

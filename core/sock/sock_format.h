@@ -1,0 +1,151 @@
+/* sock_format.h - the socket region of the pool, as every host sees it.
+ *
+ *   sock_offset                    sock_listeners listener records (64 B)
+ *   + listeners                    sock_slots connection records (1 KiB)
+ *   + page aligned                 2 * sock_slots rings of sock_ring bytes:
+ *                                  slot s owns rings 2s (client to server)
+ *                                  and 2s + 1 (server to client)
+ *
+ * A ring's place follows from its slot number alone, never from a value
+ * read from the pool, and every cursor read from the pool is checked
+ * against the ring size before use (sock_ring.c): a corrupted or hostile
+ * peer can garble the bytes of its own connection, nothing else.
+ */
+#ifndef CXLSHIM_CORE_SOCK_FORMAT_H
+#define CXLSHIM_CORE_SOCK_FORMAT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "pool_format.h"
+
+#define CXLS_SOCK_REC_SIZE 1024u
+#define CXLS_SOCK_LISTENER_SIZE 128u
+#define CXLS_SOCK_RING_MIN (16u << 10)
+#define CXLS_SOCK_RING_MAX (64u << 20)
+#define CXLS_SOCK_HOLDERS 3
+
+struct cxls_sock_holder {
+	_Atomic uint32_t pid;
+	uint32_t pad;
+	uint64_t start_time;
+};
+
+/* A listening socket of a process under the shim: connecting clients only
+ * look for a peer in the pool when the server port has one.  Pre-forked
+ * servers share it: every holder is recorded.  A fork counts as a holder
+ * from before it starts until the child recorded itself, so that a parent
+ * closing its copy right after fork() does not end the socket. */
+enum cxls_listener_state { CXLS_LST_FREE = 0, CXLS_LST_CLAIMING = 1, CXLS_LST_LIVE = 2 };
+
+#define CXLS_LISTENER_HOLDERS 4
+
+struct cxls_sock_listener {
+	_Alignas(CXLS_LINE) _Atomic uint32_t state;
+	uint16_t port;     /* network order */
+	uint16_t family;
+	uint8_t addr[16];  /* bound address, all zero for a wildcard */
+	uint32_t uid;
+	uint32_t untracked; /* more holders than slots: never declared dead */
+	_Atomic uint32_t forking; /* forks under way: children not yet recorded */
+	uint32_t pad;
+	uint64_t boot_hash;
+	struct cxls_sock_holder holder[CXLS_LISTENER_HOLDERS];
+};
+
+_Static_assert(sizeof(struct cxls_sock_listener) == CXLS_SOCK_LISTENER_SIZE, "listener lines");
+
+/* Connection record state: the creator moves FREE -> CLAIMING -> WAITING;
+ * the other end then decides with one compare-and-swap (JOINED or
+ * REFUSED), unless the creator gave up first (ABANDONED).  Only one of
+ * those three can win, so both ends always agree on pool or TCP. */
+enum cxls_sock_state {
+	CXLS_SK_FREE = 0,
+	CXLS_SK_CLAIMING = 1,
+	CXLS_SK_WAITING = 2,
+	CXLS_SK_JOINED = 3,
+	CXLS_SK_REFUSED = 4,
+	CXLS_SK_ABANDONED = 5,
+};
+
+enum cxls_sock_role { CXLS_CLIENT = 0, CXLS_SERVER = 1 };
+
+/* The connection as both ends name it: client first, whoever asks. */
+struct cxls_sock_tuple {
+	uint8_t caddr[16];
+	uint8_t saddr[16];
+	uint16_t cport;    /* network order */
+	uint16_t sport;
+	uint16_t family;
+	uint16_t pad;
+};
+
+/* Flags of one end, set by that end only. */
+enum cxls_end_flag {
+	CXLS_END_SHUT_WR = 1u << 0, /* shutdown(SHUT_WR): EOF after the ring */
+	CXLS_END_CLOSED = 1u << 1,  /* last holder closed the socket */
+	CXLS_END_RESET = 1u << 2,   /* closed with SO_LINGER 0: ECONNRESET */
+	CXLS_END_UNTRACKED = 1u << 3, /* more holders than slots: never swept */
+};
+
+/* One end of a connection: its flags and the processes holding it (a
+ * forked child holds it too).  An end whose holders are all gone or dead
+ * no longer needs the connection's memory. */
+struct cxls_sock_end {
+	_Alignas(CXLS_LINE) _Atomic uint32_t flags;
+	_Atomic uint32_t forking;   /* forks under way: children not yet recorded */
+	uint32_t uid;
+	uint32_t pad;
+	uint64_t boot_hash;
+	struct cxls_sock_holder holder[CXLS_SOCK_HOLDERS];
+};
+
+/* One direction.  Cursors count bytes ever produced / consumed; the
+ * position in the ring is the cursor modulo the ring size. */
+struct cxls_sock_ring_hdr {
+	_Alignas(CXLS_LINE) _Atomic uint64_t prod;
+	_Atomic uint32_t prod_lock;  /* writers of this end (threads, forks) */
+	_Atomic uint32_t tx_wait;    /* a writer may sleep: wake it on space */
+	_Alignas(CXLS_LINE) _Atomic uint64_t cons;
+	_Atomic uint32_t cons_lock;
+	_Atomic uint32_t armed;      /* a reader may sleep: wake it on data */
+};
+
+/* State and generation in one word, so that a compare-and-swap made with
+ * an old view of a record can never change a later reuse of its slot. */
+#define CXLS_SG(gen, state) (((uint64_t)(gen) << 32) | (uint32_t)(state))
+#define CXLS_SG_STATE(sg) ((uint32_t)(sg))
+#define CXLS_SG_GEN(sg) ((uint32_t)((sg) >> 32))
+
+struct cxls_sock_rec {
+	_Alignas(CXLS_LINE) _Atomic uint64_t sg; /* gen bumped at every claim */
+	uint64_t key;                /* hash of the pool uuid and the tuple */
+	struct cxls_sock_tuple tuple;
+	uint32_t creator;            /* enum cxls_sock_role */
+	uint32_t cap;                /* bytes used of each ring, power of two */
+	uint64_t created_ns;
+	struct cxls_sock_end end[2]; /* indexed by role */
+	struct cxls_sock_ring_hdr ring[2]; /* 0: client to server */
+};
+
+_Static_assert(sizeof(struct cxls_sock_rec) <= CXLS_SOCK_REC_SIZE, "record fits its stride");
+
+static inline uint64_t cxls_sock_align(uint64_t v)
+{
+	return (v + CXLS_PAGE - 1) & ~(CXLS_PAGE - 1);
+}
+
+/* Offset of the rings from sock_offset. */
+static inline uint64_t cxls_sock_rings_off(uint32_t listeners, uint32_t slots)
+{
+	return cxls_sock_align((uint64_t)listeners * CXLS_SOCK_LISTENER_SIZE +
+			       (uint64_t)slots * CXLS_SOCK_REC_SIZE);
+}
+
+/* Bytes of the whole region (no overflow for the ranges pool.c allows). */
+static inline uint64_t cxls_sock_region_size(uint32_t listeners, uint32_t slots, uint64_t ring)
+{
+	return cxls_sock_rings_off(listeners, slots) + 2ull * slots * ring;
+}
+
+#endif

@@ -1,0 +1,57 @@
+/* sock_holder.c - see sock_holder.h. */
+#include "sock_holder.h"
+
+#include "proc_id.h"
+
+int cxls_holder_add(struct cxls_sock_holder *h, int n)
+{
+	struct cxls_proc_id self;
+
+	cxls_proc_self(&self);
+	for (int i = 0; i < n; i++)
+		if (atomic_load(&h[i].pid) == self.pid)
+			return 0;
+	/* start_time stays 0 (unknown: alive) until written */
+	for (int i = 0; i < n; i++) {
+		uint32_t zero = 0;
+
+		if (atomic_compare_exchange_strong(&h[i].pid, &zero, self.pid)) {
+			h[i].start_time = self.start_time;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int cxls_holder_remove(struct cxls_sock_holder *h, int n)
+{
+	struct cxls_proc_id self;
+	int left = 0;
+
+	cxls_proc_self(&self);
+	for (int i = 0; i < n; i++) {
+		if (atomic_load(&h[i].pid) == self.pid) {
+			h[i].start_time = 0;
+			atomic_store(&h[i].pid, 0);
+		}
+		left += atomic_load(&h[i].pid) != 0;
+	}
+	return left;
+}
+
+int cxls_holder_alive(const struct cxls_sock_holder *h, int n, uint64_t boot_hash,
+		      int *recorded)
+{
+	int alive = 0;
+
+	*recorded = 0;
+	for (int i = 0; i < n; i++) {
+		struct cxls_proc_id id = { atomic_load(&h[i].pid), boot_hash, h[i].start_time };
+
+		if (!id.pid)
+			continue;
+		(*recorded)++;
+		alive += cxls_proc_alive(&id) != 0;
+	}
+	return alive;
+}

@@ -1,0 +1,25 @@
+/* sock_holder.h - which processes hold a socket recorded in the pool.
+ *
+ * A socket is shared by the processes that fork after opening it; the
+ * pool records each (pid and start time, so a reused pid is not taken for
+ * the holder) in a small array.  Holders are added by the fork child,
+ * removed at close; when all are gone or dead, the record can go.
+ */
+#ifndef CXLSHIM_CORE_SOCK_HOLDER_H
+#define CXLSHIM_CORE_SOCK_HOLDER_H
+
+#include <stdint.h>
+
+#include "sock_format.h"
+
+/* 0, or -1 when the array is full (the caller marks the record
+ * untracked).  A process already recorded is not added twice. */
+int cxls_holder_add(struct cxls_sock_holder *h, int n);
+/* Removes this process; returns how many holders are left. */
+int cxls_holder_remove(struct cxls_sock_holder *h, int n);
+/* Holders recorded and, of those, alive (a holder on another host, or of
+ * unknown state, counts as alive). */
+int cxls_holder_alive(const struct cxls_sock_holder *h, int n, uint64_t boot_hash,
+		      int *recorded);
+
+#endif

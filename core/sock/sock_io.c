@@ -1,0 +1,215 @@
+/* sock_io.c - reading and writing a pooled connection, TCP semantics:
+ * partial reads, MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT, O_NONBLOCK,
+ * SO_RCVLOWAT, SO_RCVTIMEO/SO_SNDTIMEO, EOF after the peer's last byte,
+ * EPIPE/ECONNRESET when it is gone, EINTR as the kernel would. */
+#include "sock.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
+
+#include "log.h"
+#include "proc_id.h"
+#include "sock_chan.h"
+#include "sock_sys.h"
+
+/* Longest sleep on the control socket: two threads of one process waiting
+ * on the same connection may swallow each other's doorbell. */
+#define SLICE_MS 50
+
+static uint64_t timeout_of(int fd, int opt)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+
+	if (sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) || (!tv.tv_sec && !tv.tv_usec))
+		return 0;
+	return cxls_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000;
+}
+
+/* Sleeps until want may have changed; 0, or -1 with errno (EINTR, EAGAIN
+ * at the socket's timeout, EBADF when every fd of it was closed). */
+static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	int ms = SLICE_MS, r;
+
+	if (cxls_chan_busy_poll(c, want) || cxls_chan_arm(c, want))
+		return 0;
+	if (atomic_load(&c->fds) == 0) {
+		errno = EBADF;
+		return -1;
+	}
+	if (deadline) {
+		uint64_t now = cxls_now_ns();
+
+		if (now >= deadline) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if ((deadline - now) / 1000000 < (uint64_t)ms)
+			ms = (int)((deadline - now) / 1000000) + 1;
+	}
+	/* after the peer's FIN the socket stays readable: doze instead */
+	r = atomic_load(&c->tcp_eof) ? sys_poll(NULL, 0, 1) : sys_poll(&p, 1, ms);
+	if (r < 0)
+		return errno == EINTR && cxls_chan_restartable() ? 0 : -1;
+	if (r > 0)
+		cxls_chan_drain(c, fd);
+	return 0;
+}
+
+static ssize_t broken(struct cxls_sconn *c)
+{
+	if (!atomic_exchange(&c->broken, 1))
+		CXLS_WARN("socket slot %u: ring cursors out of bounds (corrupt pool?): "
+			  "resetting the connection", c->slot);
+	errno = ECONNRESET;
+	return -1;
+}
+
+static ssize_t done(size_t got, int err)
+{
+	if (got)
+		return (ssize_t)got;
+	errno = err;
+	return -1;
+}
+
+ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
+			int flags)
+{
+	size_t want = cxls_iov_total(iov, iovcnt), got = 0, lowat;
+	int peek = flags & MSG_PEEK, nb = (flags & MSG_DONTWAIT) || atomic_load(&c->nonblock);
+	uint64_t deadline = 0;
+	struct cxls_iovc cur;
+	int timed = 0;
+
+	if (flags & (MSG_OOB | MSG_ERRQUEUE))
+		return done(0, EINVAL);
+	if (want == 0)
+		return 0;
+	lowat = (flags & MSG_WAITALL) && !peek ? want : atomic_load(&c->rcvlowat);
+	if (lowat < 1)
+		lowat = 1;
+	if (lowat > want)
+		lowat = want;
+	cxls_iovc_init(&cur, iov, iovcnt);
+	for (;;) {
+		int64_t k;
+		int rd;
+
+		if (atomic_load(&c->broken))
+			return got ? (ssize_t)got : broken(c);
+		if (cxls_ring_lock(&c->rx.hdr->cons_lock))
+			return got ? (ssize_t)got : broken(c);
+		k = cxls_ring_get(&c->rx, &cur, want - got, peek);
+		cxls_ring_unlock(&c->rx.hdr->cons_lock);
+		if (k < 0)
+			return got ? (ssize_t)got : broken(c);
+		if (k > 0) {
+			got += (size_t)k;
+			if (!peek)
+				cxls_chan_notify_writer(c, fd);
+			if (got >= lowat || peek || nb)
+				return (ssize_t)got;
+			continue;
+		}
+		if (atomic_load(&c->shut_rd))
+			return (ssize_t)got;
+		rd = cxls_chan_read_state(c);
+		if (rd == CXLS_RD_OPEN) {
+			cxls_chan_drain(c, fd);
+			rd = cxls_chan_read_state(c);
+		}
+		if (rd != CXLS_RD_OPEN) {
+			/* bytes written before the FIN are in the ring by now */
+			if (cxls_ring_used(&c->rx) > 0)
+				continue;
+			return rd == CXLS_RD_EOF ? (ssize_t)got : done(got, ECONNRESET);
+		}
+		if (nb)
+			return done(got, EAGAIN);
+		if (!timed) {
+			deadline = timeout_of(fd, SO_RCVTIMEO);
+			timed = 1;
+		}
+		if (wait_for(c, fd, POLLIN, deadline))
+			return done(got, errno == EAGAIN ? EAGAIN : errno);
+	}
+}
+
+static ssize_t write_error(size_t sent, int err, int flags)
+{
+	if (sent)
+		return (ssize_t)sent;
+	if (err == EPIPE && !(flags & MSG_NOSIGNAL))
+		pthread_kill(pthread_self(), SIGPIPE);
+	errno = err;
+	return -1;
+}
+
+ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
+			int flags)
+{
+	size_t want = cxls_iov_total(iov, iovcnt), sent = 0;
+	int nb = (flags & MSG_DONTWAIT) || atomic_load(&c->nonblock);
+	uint64_t deadline = 0;
+	struct cxls_iovc cur;
+	int timed = 0, err;
+
+	if (flags & MSG_OOB)
+		return done(0, EOPNOTSUPP);
+	err = cxls_chan_write_error(c);
+	if (err)
+		return write_error(0, err, flags);
+	if (want == 0)
+		return 0;
+	cxls_iovc_init(&cur, iov, iovcnt);
+	if (cxls_ring_lock(&c->tx.hdr->prod_lock))
+		return broken(c);
+	for (;;) {
+		int64_t k = cxls_ring_put(&c->tx, &cur, want - sent);
+
+		if (k < 0) {
+			cxls_ring_unlock(&c->tx.hdr->prod_lock);
+			return sent ? (ssize_t)sent : broken(c);
+		}
+		if (k > 0) {
+			sent += (size_t)k;
+			cxls_chan_notify_reader(c, fd);
+		}
+		if (sent == want || nb)
+			break;
+		cxls_ring_unlock(&c->tx.hdr->prod_lock);
+		err = cxls_chan_write_error(c);
+		if (err)
+			return write_error(sent, err, flags);
+		if (!timed) {
+			deadline = timeout_of(fd, SO_SNDTIMEO);
+			timed = 1;
+		}
+		if (wait_for(c, fd, POLLOUT, deadline))
+			return done(sent, errno);
+		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
+			return sent ? (ssize_t)sent : broken(c);
+	}
+	cxls_ring_unlock(&c->tx.hdr->prod_lock);
+	return done(sent, EAGAIN);
+}
+
+int cxls_sock_unread(struct cxls_sconn *c)
+{
+	int64_t used = cxls_ring_used(&c->rx);
+
+	return used < 0 ? 0 : (int)(used > 0x7fffffff ? 0x7fffffff : used);
+}
+
+int cxls_sock_unsent(struct cxls_sconn *c)
+{
+	int64_t used = cxls_ring_used(&c->tx);
+
+	return used < 0 ? 0 : (int)used;
+}

@@ -1,0 +1,536 @@
+/* sock_meet.c - the meeting in the pool, its agreement and its clean-up. */
+#include "sock_meet.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "pool.h"
+#include "proc_id.h"
+#include "sock_holder.h"
+#include "sock_rules.h"
+#include "sock_sys.h"
+#include "sock_uring.h"
+
+/* ABANDONED and REFUSED records stay this long so that a late peer finds
+ * them and stays on TCP without waiting, then the sweep frees them. */
+#define STALE_NS (10ull * 1000000000ull)
+
+static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+/* Both ends must name the connection alike: a v4-mapped IPv6 address (a
+ * dual-stack server) is written as the IPv4 address it maps. */
+static int put_addr(const struct sockaddr_storage *ss, uint8_t addr[16], uint16_t *port,
+		    uint16_t *family)
+{
+	memset(addr, 0, 16);
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)ss;
+
+		memcpy(addr, &in->sin_addr, 4);
+		*port = in->sin_port;
+		*family = AF_INET;
+		return 0;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)ss;
+
+		*port = in6->sin6_port;
+		if (!memcmp(in6->sin6_addr.s6_addr, v4mapped, 12)) {
+			memcpy(addr, in6->sin6_addr.s6_addr + 12, 4);
+			*family = AF_INET;
+		} else {
+			memcpy(addr, in6->sin6_addr.s6_addr, 16);
+			*family = AF_INET6;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+int cxls_sock_tuple(int fd, int role, struct cxls_sock_tuple *t)
+{
+	struct sockaddr_storage me, peer;
+	socklen_t ml = sizeof(me), pl = sizeof(peer);
+	uint16_t fam_me, fam_peer = 0;
+	int type = 0, proto = 0;
+	socklen_t tl = sizeof(type), pr = sizeof(proto);
+
+	memset(t, 0, sizeof(*t));
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM ||
+	    sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &pr) || proto != IPPROTO_TCP)
+		return -1;
+	if (sys_getsockname(fd, (struct sockaddr *)&me, &ml))
+		return -1;
+	if (role == CXLS_SERVER && put_addr(&me, t->saddr, &t->sport, &fam_me) == 0 &&
+	    sys_getpeername(fd, (struct sockaddr *)&peer, &pl) && errno == ENOTCONN) {
+		t->family = fam_me; /* a listening socket: server end only */
+		return 0;
+	}
+	if (sys_getpeername(fd, (struct sockaddr *)&peer, &pl))
+		return -1;
+	if (role == CXLS_CLIENT) {
+		if (put_addr(&me, t->caddr, &t->cport, &fam_me) ||
+		    put_addr(&peer, t->saddr, &t->sport, &fam_peer))
+			return -1;
+	} else if (put_addr(&me, t->saddr, &t->sport, &fam_me) ||
+		   put_addr(&peer, t->caddr, &t->cport, &fam_peer)) {
+		return -1;
+	}
+	if (fam_me != fam_peer)
+		return -1;
+	t->family = fam_me;
+	return 0;
+}
+
+static uint64_t tuple_key(const struct cxls_sock_region *r, const struct cxls_sock_tuple *t)
+{
+	uint8_t buf[16 + sizeof(*t)];
+
+	memcpy(buf, r->pool->sb->uuid, 16);
+	memcpy(buf + 16, t, sizeof(*t));
+	return cxls_hash64(buf, sizeof(buf)) | 1;
+}
+
+static void init_end(struct cxls_sock_end *e, const struct cxls_proc_id *self)
+{
+	memset(e->holder, 0, sizeof(e->holder));
+	e->uid = (uint32_t)getuid();
+	e->boot_hash = self->boot_hash;
+	atomic_store(&e->flags, 0);
+	cxls_holder_add(e->holder, CXLS_SOCK_HOLDERS);
+}
+
+/* An end is finished when closed, or when every process recorded as
+ * holding it is dead (an end of another host is never declared dead). */
+static int end_finished(const struct cxls_sock_end *e)
+{
+	uint32_t flags = atomic_load(&e->flags);
+	int recorded, alive;
+
+	if (flags & CXLS_END_CLOSED)
+		return 1;
+	if (flags & CXLS_END_UNTRACKED)
+		return 0;
+	alive = cxls_holder_alive(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash, &recorded);
+	return recorded > 0 && alive == 0;
+}
+
+/* Ring bytes per direction: the pool's ring, or less when the application
+ * locked a smaller send buffer before connecting (SO_SNDBUF, which the
+ * kernel reports doubled), rounded up to a power of two. */
+static uint32_t ring_cap(const struct cxls_sock_region *r, uint32_t app_sndbuf)
+{
+	uint64_t cap = r->ring_size, want = CXLS_SOCK_RING_MIN;
+
+	if (!app_sndbuf)
+		return (uint32_t)cap;
+	while (want < app_sndbuf && want < cap)
+		want <<= 1;
+	return (uint32_t)want;
+}
+
+static int claim_slot(const struct cxls_sock_region *r, uint64_t key, uint32_t *slot,
+		      uint32_t *gen)
+{
+	for (uint32_t n = 0; n < r->nslots; n++) {
+		uint32_t i = (uint32_t)((key + n) % r->nslots);
+		struct cxls_sock_rec *rec = cxls_sock_rec(r, i);
+		uint64_t sg = atomic_load(&rec->sg);
+
+		if (CXLS_SG_STATE(sg) != CXLS_SK_FREE)
+			continue;
+		if (atomic_compare_exchange_strong(&rec->sg, &sg,
+						   CXLS_SG(CXLS_SG_GEN(sg) + 1, CXLS_SK_CLAIMING))) {
+			*slot = i;
+			*gen = CXLS_SG_GEN(sg) + 1;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* The local view of a record on the pool: rings and ends by role. */
+void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
+		   uint32_t gen, int role, uint32_t cap)
+{
+	c->slot = slot;
+	c->gen = gen;
+	c->role = role;
+	c->rec = cxls_sock_rec(r, slot);
+	c->me = &c->rec->end[role];
+	c->peer = &c->rec->end[!role];
+	c->tx.hdr = &c->rec->ring[role];
+	c->tx.data = cxls_sock_ring_data(r, slot, role);
+	c->tx.cap = cap;
+	c->rx.hdr = &c->rec->ring[!role];
+	c->rx.data = cxls_sock_ring_data(r, slot, !role);
+	c->rx.cap = cap;
+	c->busy_us = r->cfg->sock_busy_poll_us;
+}
+
+static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t sndbuf,
+		  int role, const struct cxls_sock_tuple *t, uint64_t key)
+{
+	struct cxls_proc_id self;
+	struct cxls_sock_rec *rec;
+	uint32_t slot, gen, cap = ring_cap(r, sndbuf);
+
+	if (claim_slot(r, key, &slot, &gen) && (!cxls_sock_sweep(r) ||
+						 claim_slot(r, key, &slot, &gen))) {
+		CXLS_INFO("no free socket slot in the pool: connection stays on TCP");
+		return CXLS_SC_TCP;
+	}
+	rec = cxls_sock_rec(r, slot);
+	cxls_proc_self(&self);
+	memset(rec->ring, 0, sizeof(rec->ring));
+	rec->key = key;
+	rec->tuple = *t;
+	rec->creator = (uint32_t)role;
+	rec->cap = cap;
+	rec->created_ns = cxls_now_ns();
+	init_end(&rec->end[role], &self);
+	memset(&rec->end[!role], 0, sizeof(rec->end[!role]));
+	cxls_sock_attach(c, r, slot, gen, role, cap);
+	c->deadline_ns = rec->created_ns + (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
+	atomic_store(&c->mode, CXLS_SC_PENDING);
+	atomic_store_explicit(&rec->sg, CXLS_SG(gen, CXLS_SK_WAITING), memory_order_release);
+	CXLS_TRACE("socket slot %u: waiting for the peer", slot);
+	return CXLS_SC_PENDING;
+}
+
+/* The creator wrote the record: its ring size and uid are checked like
+ * anything else read from the pool. */
+static int creator_ok(const struct cxls_sock_region *r, const struct cxls_sock_rec *rec)
+{
+	uint32_t cap = rec->cap;
+
+	if (cap < CXLS_SOCK_RING_MIN || cap > r->ring_size || (cap & (cap - 1))) {
+		CXLS_WARN("socket record with a bad ring size %u: staying on TCP", cap);
+		return 0;
+	}
+	return rec->end[rec->creator & 1].uid == (uint32_t)getuid();
+}
+
+
+void cxls_sock_control_channel(struct cxls_sconn *c, int fd);
+
+static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
+		uint64_t sg, int role, int fd)
+{
+	struct cxls_sock_rec *rec = cxls_sock_rec(r, slot);
+	uint32_t gen = CXLS_SG_GEN(sg), cap = rec->cap;
+	struct cxls_proc_id self;
+	int ok = creator_ok(r, rec);
+
+	if (!atomic_compare_exchange_strong(&rec->sg, &sg,
+					    CXLS_SG(gen, ok ? CXLS_SK_JOINED : CXLS_SK_REFUSED)))
+		return CXLS_SC_TCP; /* the creator gave up first */
+	if (!ok)
+		return CXLS_SC_TCP;
+	cxls_proc_self(&self);
+	init_end(&rec->end[role], &self);
+	cxls_sock_attach(c, r, slot, gen, role, cap);
+	cxls_sock_control_channel(c, fd);
+	atomic_store(&c->mode, CXLS_SC_POOL);
+	CXLS_INFO("socket slot %u: joined, bytes go through the pool", slot);
+	return CXLS_SC_POOL;
+}
+
+int cxls_sock_server_listens(const struct sockaddr *sa)
+{
+	struct cxls_sock_tuple t;
+	struct sockaddr_storage ss;
+	uint16_t fam;
+
+	if (!cxls_sock_region())
+		return 0;
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						   : sizeof(struct sockaddr_in));
+	memset(&t, 0, sizeof(t));
+	if (put_addr(&ss, t.saddr, &t.sport, &fam))
+		return 0;
+	t.family = fam;
+	return cxls_listener_serves(&t);
+}
+
+/* A record of the same connection made by the other end, or -1. */
+static int find(const struct cxls_sock_region *r, uint64_t key, const struct cxls_sock_tuple *t,
+		int role, uint64_t *sg_out)
+{
+	for (uint32_t n = 0; n < r->nslots; n++) {
+		uint32_t i = (uint32_t)((key + n) % r->nslots);
+		struct cxls_sock_rec *rec = cxls_sock_rec(r, i);
+		uint64_t sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
+		uint64_t start = 0;
+
+		/* a record being written right now may be ours */
+		while (CXLS_SG_STATE(sg) == CXLS_SK_CLAIMING) {
+			if (!start)
+				start = cxls_now_ns();
+			else if (cxls_now_ns() - start > 1000000)
+				break;
+			sched_yield();
+			sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
+		}
+		if (CXLS_SG_STATE(sg) < CXLS_SK_WAITING || rec->key != key ||
+		    memcmp(&rec->tuple, t, sizeof(*t)) || rec->creator == (uint32_t)role)
+			continue;
+		*sg_out = sg;
+		return (int)i;
+	}
+	return -1;
+}
+
+static int policy_allows(const struct cxls_sock_region *r, int role,
+			 const struct cxls_sock_tuple *t)
+{
+	const uint8_t *peer = role == CXLS_CLIENT ? t->saddr : t->caddr;
+	extern char *program_invocation_short_name;
+
+	return cxls_sock_rules_allow(r->rules, t->family, peer, t->sport,
+				     program_invocation_short_name);
+}
+
+static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
+{
+	/* a client only looks when the server listened under the shim when
+	 * the connect began (it may close its listener right after accept) */
+	int server_listens = c->server_listens;
+	const struct cxls_sock_region *r = cxls_sock_region();
+	struct cxls_sock_tuple t;
+	uint64_t key, sg;
+	int slot;
+
+	if (!r || cxls_sock_tuple(fd, role, &t))
+		return CXLS_SC_TCP;
+	if (!policy_allows(r, role, &t)) {
+		CXLS_TRACE("socket fd %d: policy keeps it on TCP", fd);
+		return CXLS_SC_TCP;
+	}
+	if (cxls_uring_in_use()) {
+		CXLS_INFO("io_uring in use in this process: sockets stay on TCP");
+		return CXLS_SC_TCP;
+	}
+	if (role == CXLS_CLIENT && !server_listens) {
+		CXLS_TRACE("socket fd %d: server port %u not in the pool: TCP", fd, ntohs(t.sport));
+		return CXLS_SC_TCP; /* the server does not run the shim */
+	}
+	key = tuple_key(r, &t);
+	slot = find(r, key, &t, role, &sg);
+	if (slot >= 0) {
+		if (CXLS_SG_STATE(sg) != CXLS_SK_WAITING)
+			return CXLS_SC_TCP; /* the other end already settled for TCP */
+		return join(c, r, (uint32_t)slot, sg, role, fd);
+	}
+	return create(c, r, sndbuf, role, &t, key);
+}
+
+int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
+{
+	int mode;
+
+	pthread_mutex_lock(&c->lock);
+	mode = atomic_load(&c->mode);
+	if (mode == CXLS_SC_CONNECTING) {
+		mode = meet(c, fd, role, sndbuf);
+		atomic_store(&c->mode, mode);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return mode;
+}
+
+/* The TCP socket now carries doorbells only: each must leave at once, not
+ * wait for an ACK (Nagle) or a cork.  What the application set is kept
+ * and shown to it (sock_fd.c). */
+void cxls_sock_control_channel(struct cxls_sconn *c, int fd)
+{
+	int one = 1, v = 0;
+	socklen_t l = sizeof(v);
+
+	if (sys_getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &l) == 0)
+		atomic_store(&c->app_nodelay, v);
+	l = sizeof(v);
+	v = 0;
+	if (sys_getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &l) == 0)
+		atomic_store(&c->app_cork, v);
+	syscall(SYS_setsockopt, fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (v) {
+		v = 0;
+		syscall(SYS_setsockopt, fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
+	}
+}
+
+static int to_pool(struct cxls_sconn *c, int fd)
+{
+	cxls_sock_control_channel(c, fd);
+	atomic_store(&c->mode, CXLS_SC_POOL);
+	CXLS_INFO("socket slot %u: peer joined, bytes go through the pool", c->slot);
+	return CXLS_SC_POOL;
+}
+
+/* The creator's record is over: nobody else will look at it. */
+static int to_tcp(struct cxls_sconn *c, const char *why)
+{
+	CXLS_INFO("socket slot %u: %s, staying on TCP", c->slot, why);
+	c->rec = NULL;
+	atomic_store(&c->mode, CXLS_SC_TCP);
+	return CXLS_SC_TCP;
+}
+
+/* Peer bytes or EOF on the TCP socket: the peer is not on the pool. */
+static int tcp_spoke(int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+
+	return sys_poll(&p, 1, 0) > 0;
+}
+
+int cxls_sock_settle(struct cxls_sconn *c, int fd)
+{
+	int mode, spins = 0;
+
+	pthread_mutex_lock(&c->lock);
+	mode = atomic_load(&c->mode);
+	while (mode == CXLS_SC_PENDING) {
+		struct cxls_sock_rec *rec = c->rec;
+		uint64_t sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
+		uint32_t st = CXLS_SG_STATE(sg);
+
+		if (CXLS_SG_GEN(sg) != c->gen) {
+			mode = to_tcp(c, "record taken over");
+			break;
+		}
+		if (st == CXLS_SK_JOINED) {
+			mode = to_pool(c, fd);
+			break;
+		}
+		if (st == CXLS_SK_REFUSED) {
+			atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(c->gen, CXLS_SK_FREE));
+			mode = to_tcp(c, "the peer's policy refused");
+			break;
+		}
+		if (st == CXLS_SK_WAITING &&
+		    (cxls_now_ns() > c->deadline_ns || tcp_spoke(fd)) &&
+		    atomic_compare_exchange_strong(&rec->sg, &sg,
+						   CXLS_SG(c->gen, CXLS_SK_ABANDONED))) {
+			mode = to_tcp(c, "no peer in the pool");
+			break;
+		}
+		if (++spins < 200) {
+			sched_yield();
+		} else {
+			struct pollfd p = { fd, POLLIN, 0 };
+			sys_poll(&p, 1, 1);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return mode;
+}
+
+void cxls_sock_fork(struct cxls_sconn *c, int phase)
+{
+	int mode = atomic_load(&c->mode);
+
+	if (mode == CXLS_SC_LISTEN)
+		cxls_listener_fork(c->listener, phase);
+	if (mode != CXLS_SC_POOL && mode != CXLS_SC_PENDING)
+		return;
+	if (phase == 0) {
+		atomic_fetch_add(&c->me->forking, 1);
+		return;
+	}
+	if (cxls_holder_add(c->me->holder, CXLS_SOCK_HOLDERS))
+		atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
+	atomic_fetch_sub(&c->me->forking, 1);
+}
+
+/* Frees the slot when both ends are finished (one CAS: one winner). */
+static void maybe_free(struct cxls_sock_rec *rec, uint32_t gen)
+{
+	uint64_t sg = CXLS_SG(gen, CXLS_SK_JOINED);
+
+	int a = end_finished(&rec->end[0]), b = end_finished(&rec->end[1]);
+
+	if (a && b && atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE)))
+		CXLS_TRACE("socket record freed");
+	else
+		CXLS_TRACE("socket record kept: client end %s, server end %s",
+			   a ? "finished" : "open", b ? "finished" : "open");
+}
+
+void cxls_sock_release(struct cxls_sconn *c)
+{
+	struct cxls_sock_end *e = c->me;
+	int mode = atomic_load(&c->mode), left;
+	uint64_t sg;
+
+	if (!c->rec || (mode != CXLS_SC_POOL && mode != CXLS_SC_PENDING))
+		return;
+	sg = atomic_load(&c->rec->sg);
+	if (CXLS_SG_GEN(sg) != c->gen)
+		return;
+	if (mode == CXLS_SC_PENDING) {
+		/* never settled: give up the record, a late peer sees TCP */
+		if (CXLS_SG_STATE(sg) == CXLS_SK_WAITING &&
+		    atomic_compare_exchange_strong(&c->rec->sg, &sg,
+						   CXLS_SG(c->gen, CXLS_SK_ABANDONED)))
+			return;
+		if (CXLS_SG_STATE(sg) != CXLS_SK_JOINED)
+			return;
+	}
+	left = cxls_holder_remove(e->holder, CXLS_SOCK_HOLDERS);
+	/* children that held it too but exited without closing count as gone */
+	if (left && cxls_holder_alive(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash, &left) == 0)
+		left = 0;
+	if (left || atomic_load(&e->forking) || (atomic_load(&e->flags) & CXLS_END_UNTRACKED)) {
+		CXLS_TRACE("socket slot %u: still held here (%d holders, %u forks)", c->slot, left,
+			   atomic_load(&e->forking));
+		return;
+	}
+	atomic_fetch_or(&e->flags, CXLS_END_CLOSED | (atomic_load(&c->linger0) ? CXLS_END_RESET : 0));
+	maybe_free(c->rec, c->gen);
+}
+
+int cxls_sock_sweep(const struct cxls_sock_region *r)
+{
+	uint64_t now = cxls_now_ns();
+	int freed = 0;
+
+	for (uint32_t i = 0; i < r->nslots; i++) {
+		struct cxls_sock_rec *rec = cxls_sock_rec(r, i);
+		uint64_t sg = atomic_load(&rec->sg);
+		uint32_t st = CXLS_SG_STATE(sg);
+		int done;
+
+		switch (st) {
+		case CXLS_SK_FREE:
+			continue;
+		case CXLS_SK_CLAIMING:
+			continue; /* microseconds long; its created_ns is not yet set */
+		case CXLS_SK_WAITING:
+			done = end_finished(&rec->end[rec->creator & 1]);
+			break;
+		case CXLS_SK_JOINED:
+			done = end_finished(&rec->end[0]) && end_finished(&rec->end[1]);
+			break;
+		default: /* REFUSED, ABANDONED: only the creator ever held it */
+			done = now - rec->created_ns > STALE_NS ||
+			       end_finished(&rec->end[rec->creator & 1]);
+			break;
+		}
+		if (done && atomic_compare_exchange_strong(&rec->sg, &sg,
+							   CXLS_SG(CXLS_SG_GEN(sg), CXLS_SK_FREE)))
+			freed++;
+	}
+	if (freed)
+		CXLS_INFO("socket sweep: %d records of closed or dead connections freed", freed);
+	return freed;
+}

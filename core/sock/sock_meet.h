@@ -1,0 +1,59 @@
+/* sock_meet.h - two ends of a TCP connection find each other in the pool.
+ *
+ * After connect() or accept() returns, each end computes the connection's
+ * tuple (client address and port, server address and port) and its key
+ * (hash of the tuple and the pool uuid).  The first end to arrive claims a
+ * record and waits (PENDING); the second finds it, checks the policy and
+ * flips it to JOINED or REFUSED with one compare-and-swap.  The waiting end
+ * gives up (ABANDONED) after sock.meet_timeout_ms, or at once when the peer
+ * sends TCP bytes (it cannot be on the pool then).  The stream itself is
+ * never touched: a peer without the shim sees plain TCP.
+ */
+#ifndef CXLSHIM_CORE_SOCK_MEET_H
+#define CXLSHIM_CORE_SOCK_MEET_H
+
+#include <sys/socket.h>
+
+#include "sock_conn.h"
+#include "sock_region.h"
+
+/* The tuple of fd seen from role; -1 when fd is not a TCP/IP socket. */
+int cxls_sock_tuple(int fd, int role, struct cxls_sock_tuple *t);
+
+/* Meets the peer of connected fd for c, a CONNECTING connection (sndbuf:
+ * SO_SNDBUF the application set, 0 if none).  Returns c's new mode: POOL,
+ * PENDING, or TCP. */
+int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf);
+
+/* Waits (up to the deadline) for the peer of a PENDING connection;
+ * returns the new mode, POOL or TCP. */
+int cxls_sock_settle(struct cxls_sconn *c, int fd);
+
+/* Lets the pool side of a connection go (last reference). */
+void cxls_sock_release(struct cxls_sconn *c);
+
+/* fork: phase 0 in the parent before (the coming child counts as a
+ * holder), 1 in the child after (it records itself). */
+void cxls_sock_fork(struct cxls_sconn *c, int phase);
+
+/* Frees the records of connections whose ends are all closed or dead;
+ * returns how many. */
+int cxls_sock_sweep(const struct cxls_sock_region *r);
+
+/* The local view of slot's record (rings and ends by role). */
+void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
+		      uint32_t gen, int role, uint32_t cap);
+/* Makes the TCP socket a doorbell channel (TCP_NODELAY on, no cork). */
+void cxls_sock_control_channel(struct cxls_sconn *c, int fd);
+
+/* Before a connect: does a process under the shim listen at sa? */
+int cxls_sock_server_listens(const struct sockaddr *sa);
+
+/* Listener table (sock_listen.c). */
+int cxls_listener_add(int fd);
+void cxls_listener_del(int idx);
+/* fork: phase 0 in the parent before, 1 in the child after. */
+void cxls_listener_fork(int idx, int phase);
+int cxls_listener_serves(const struct cxls_sock_tuple *t);
+
+#endif

@@ -1,0 +1,219 @@
+/* sock_poll.c - poll, ppoll, select and pselect over sets that hold
+ * pooled connections.
+ *
+ * A pooled fd is ready when its rings say so, not when its TCP socket
+ * does: the rings are checked first; when nothing is ready every pooled fd
+ * is armed (its peer will ring a doorbell) and the real ppoll sleeps on the
+ * TCP sockets for POLLIN, doorbells and FIN/RST included, together with
+ * the plain fds of the call.
+ */
+#include "sock.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc_id.h"
+#include "sock_chan.h"
+#include "sock_sys.h"
+
+struct pset {
+	struct pollfd *fds;
+	nfds_t n;
+	struct cxls_sconn **conns;
+	struct pollfd *real;
+	int npooled;
+};
+
+static int ready_pooled(struct pset *s)
+{
+	int ready = 0;
+
+	for (nfds_t i = 0; i < s->n; i++) {
+		if (!s->conns[i])
+			continue;
+		s->fds[i].revents = cxls_chan_events(s->conns[i], s->fds[i].events);
+		ready += s->fds[i].revents != 0;
+	}
+	return ready;
+}
+
+static int arm_pooled(struct pset *s)
+{
+	int ready = 0;
+
+	for (nfds_t i = 0; i < s->n; i++) {
+		if (!s->conns[i])
+			continue;
+		s->fds[i].revents = cxls_chan_arm(s->conns[i], s->fds[i].events);
+		ready += s->fds[i].revents != 0;
+	}
+	return ready;
+}
+
+static int busy_pooled(struct pset *s)
+{
+	uint32_t us = 0;
+	uint64_t end;
+
+	for (nfds_t i = 0; i < s->n; i++)
+		if (s->conns[i] && s->conns[i]->busy_us > us)
+			us = s->conns[i]->busy_us;
+	if (!us || s->npooled != (int)s->n)
+		return 0; /* plain fds in the set cannot be spun on */
+	end = cxls_now_ns() + (uint64_t)us * 1000;
+	do {
+		if (ready_pooled(s))
+			return 1;
+		sched_yield(); /* the peer may be waiting for this core */
+	} while (cxls_now_ns() < end);
+	return 0;
+}
+
+/* One real ppoll; pooled fds wait for doorbells (POLLIN) only. */
+static int real_round(struct pset *s, const struct timespec *ts, const sigset_t *mask)
+{
+	int r, ready = 0;
+
+	for (nfds_t i = 0; i < s->n; i++) {
+		s->real[i] = s->fds[i];
+		if (s->conns[i])
+			s->real[i].events = atomic_load(&s->conns[i]->tcp_eof) ? 0 : POLLIN;
+	}
+	r = sys_ppoll(s->real, s->n, ts, mask);
+	if (r < 0)
+		return -1;
+	for (nfds_t i = 0; i < s->n; i++) {
+		struct cxls_sconn *c = s->conns[i];
+
+		if (!c) {
+			s->fds[i].revents = s->real[i].revents;
+			ready += s->real[i].revents != 0;
+			continue;
+		}
+		if (s->real[i].revents)
+			cxls_chan_drain(c, s->fds[i].fd);
+		s->fds[i].revents = cxls_chan_events(c, s->fds[i].events);
+		ready += s->fds[i].revents != 0;
+	}
+	return ready;
+}
+
+static void ts_left(struct timespec *left, uint64_t deadline)
+{
+	uint64_t now = cxls_now_ns(), ns = deadline > now ? deadline - now : 0;
+
+	left->tv_sec = (time_t)(ns / 1000000000ull);
+	left->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+static int run(struct pset *s, const struct timespec *timeout, const sigset_t *mask)
+{
+	struct timespec zero = { 0, 0 }, left;
+	uint64_t deadline = 0;
+	int r;
+
+	if (timeout)
+		deadline = cxls_now_ns() + (uint64_t)timeout->tv_sec * 1000000000ull +
+			   (uint64_t)timeout->tv_nsec;
+	for (int round = 0;; round++) {
+		if (ready_pooled(s) || (round == 0 && busy_pooled(s)))
+			return s->npooled == (int)s->n ? ready_pooled(s) : real_round(s, &zero, mask);
+		if (arm_pooled(s))
+			return real_round(s, &zero, mask);
+		if (timeout)
+			ts_left(&left, deadline);
+		r = real_round(s, timeout ? &left : NULL, mask);
+		if (r != 0 || (timeout && cxls_now_ns() >= deadline))
+			return r;
+	}
+}
+
+int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
+		    const sigset_t *mask)
+{
+	struct pset s = { fds, n, NULL, NULL, 0 };
+	int r = -2;
+
+	if (cxls_fdtab_empty() || n == 0)
+		return -2;
+	s.conns = calloc(n, sizeof(*s.conns));
+	s.real = calloc(n, sizeof(*s.real));
+	if (!s.conns || !s.real)
+		goto out;
+	for (nfds_t i = 0; i < n; i++) {
+		s.conns[i] = fds[i].fd >= 0 ? cxls_sock_use(fds[i].fd) : NULL;
+		s.npooled += s.conns[i] != NULL;
+	}
+	if (s.npooled)
+		r = run(&s, timeout, mask);
+	for (nfds_t i = 0; i < n; i++)
+		if (s.conns[i])
+			cxls_sock_done(s.conns[i]);
+out:
+	free(s.conns);
+	free(s.real);
+	return r;
+}
+
+/* select over poll: the bits mean what the kernel's select means. */
+int cxls_sock_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
+		      const struct timespec *timeout, const sigset_t *mask)
+{
+	struct pollfd *p;
+	nfds_t n = 0;
+	int r, count = 0, pooled = 0;
+
+	if (cxls_fdtab_empty() || nfds <= 0 || nfds > FD_SETSIZE)
+		return -2;
+	for (int fd = 0; fd < nfds && !pooled; fd++)
+		if ((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr))) {
+			struct cxls_sconn *c = cxls_fdtab_get(fd);
+			if (c)
+				pooled = 1, cxls_sconn_put(c);
+		}
+	if (!pooled)
+		return -2;
+	p = calloc((size_t)nfds, sizeof(*p));
+	if (!p)
+		return -2;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = (rd && FD_ISSET(fd, rd) ? POLLIN : 0) |
+			   (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
+			   (ex && FD_ISSET(fd, ex) ? POLLPRI : 0);
+		if (ev)
+			p[n++] = (struct pollfd){ fd, ev, 0 };
+	}
+	r = cxls_sock_ppoll(p, n, timeout, mask);
+	if (r == -2)
+		r = sys_ppoll(p, n, timeout, mask);
+	if (r < 0) {
+		free(p);
+		return -1;
+	}
+	for (nfds_t i = 0; i < n; i++) {
+		int fd = p[i].fd;
+		short re = p[i].revents;
+
+		if (re & POLLNVAL) {
+			free(p);
+			errno = EBADF;
+			return -1;
+		}
+		if (rd && FD_ISSET(fd, rd) && !(re & (POLLIN | POLLHUP | POLLERR)))
+			FD_CLR(fd, rd);
+		else if (rd && FD_ISSET(fd, rd))
+			count++;
+		if (wr && FD_ISSET(fd, wr) && !(re & (POLLOUT | POLLERR)))
+			FD_CLR(fd, wr);
+		else if (wr && FD_ISSET(fd, wr))
+			count++;
+		if (ex && FD_ISSET(fd, ex) && !(re & POLLPRI))
+			FD_CLR(fd, ex);
+		else if (ex && FD_ISSET(fd, ex))
+			count++;
+	}
+	free(p);
+	return count;
+}

@@ -1,0 +1,62 @@
+/* sock_ring.h - one direction of a connection: a byte ring in the pool.
+ *
+ * The producer copies in and then publishes prod; the consumer copies out
+ * and then publishes cons (release/acquire pairs, so the bytes are there
+ * before the cursor says so).  Both cursors may have been written by the
+ * other end: every value read is checked (prod - cons <= cap) and every
+ * position is masked by cap, so no copy leaves the ring whatever the pool
+ * holds.  cap and the data pointer are local, fixed at setup.
+ */
+#ifndef CXLSHIM_CORE_SOCK_RING_H
+#define CXLSHIM_CORE_SOCK_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "sock_format.h"
+
+struct cxls_ring {
+	struct cxls_sock_ring_hdr *hdr;
+	uint8_t *data;
+	uint64_t cap;      /* power of two */
+};
+
+static inline void cxls_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+/* Walks an iovec array as one buffer. */
+struct cxls_iovc {
+	const struct iovec *iov;
+	int cnt;
+	int idx;
+	size_t off;
+};
+
+void cxls_iovc_init(struct cxls_iovc *c, const struct iovec *iov, int cnt);
+size_t cxls_iov_total(const struct iovec *iov, int cnt);
+
+/* Readable bytes, or -1 when the cursors make no sense (corrupt). */
+int64_t cxls_ring_used(const struct cxls_ring *r);
+/* Writable bytes, or -1. */
+int64_t cxls_ring_free(const struct cxls_ring *r);
+
+/* Copies up to want bytes out (peek: leaves them); bytes, or -1 corrupt.
+ * The caller holds the consumer lock. */
+int64_t cxls_ring_get(const struct cxls_ring *r, struct cxls_iovc *dst, size_t want, int peek);
+/* Copies up to want bytes in; bytes, or -1 corrupt.  Holds the producer
+ * lock. */
+int64_t cxls_ring_put(const struct cxls_ring *r, struct cxls_iovc *src, size_t want);
+
+/* Pool spin locks of one end (threads and forked children share them);
+ * 0, or -1 when held for seconds (a corrupt or dead holder). */
+int cxls_ring_lock(_Atomic uint32_t *lock);
+void cxls_ring_unlock(_Atomic uint32_t *lock);
+
+#endif

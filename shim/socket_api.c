@@ -1,0 +1,232 @@
+/* socket_api.c - the calls that create, copy, configure and close sockets.
+ *
+ * Each one makes the real call first where the kernel decides (and only
+ * then tells the core), so a failure is the kernel's own.
+ */
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "sock.h"
+#include "socket_real.h"
+
+static int inet(const struct sockaddr *sa)
+{
+	return sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6);
+}
+
+EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	int listens = inet(sa) && len >= sizeof(struct sockaddr_in) &&
+		      (sa->sa_family == AF_INET || len >= sizeof(struct sockaddr_in6)) &&
+		      cxls_sock_connecting(sa);
+	int r = REAL(connect)(fd, sa, len), err = errno;
+
+	if (listens && (r == 0 || err == EINPROGRESS)) {
+		cxls_sock_connected(fd, r, err, listens);
+		errno = err;
+	}
+	return r;
+}
+
+/* A connection accepted on a listener the pool knows. */
+static int accepted(int lfd, int fd)
+{
+	struct cxls_sconn *l;
+	int err = errno;
+
+	if (fd < 0 || cxls_fdtab_empty())
+		return fd;
+	l = cxls_fdtab_get(lfd);
+	if (l) {
+		if (atomic_load(&l->mode) == CXLS_SC_LISTEN)
+			cxls_sock_accepted(fd);
+		cxls_sconn_put(l);
+	}
+	errno = err;
+	return fd;
+}
+
+EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	return accepted(fd, REAL(accept)(fd, sa, len));
+}
+
+EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	return accepted(fd, REAL(accept4)(fd, sa, len, flags));
+}
+
+EXPORT int listen(int fd, int backlog)
+{
+	int r = REAL(listen)(fd, backlog), err = errno;
+
+	if (r == 0) {
+		cxls_sock_listening(fd);
+		errno = err;
+	}
+	return r;
+}
+
+EXPORT int close(int fd)
+{
+	if (fd >= 0)
+		cxls_sock_closing(fd);
+	return REAL(close)(fd);
+}
+
+EXPORT int shutdown(int fd, int how)
+{
+	if (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR)
+		cxls_sock_shutdown(fd, how);
+	return REAL(shutdown)(fd, how);
+}
+
+EXPORT int dup(int fd)
+{
+	int r = REAL(dup)(fd), err = errno;
+
+	if (r >= 0) {
+		cxls_sock_duped(fd, r);
+		errno = err;
+	}
+	return r;
+}
+
+/* newfd is about to be closed by the kernel, if oldfd is valid. */
+static void replacing(int oldfd, int newfd)
+{
+	if (oldfd != newfd && newfd >= 0 && REAL(fcntl)(oldfd, F_GETFD) >= 0)
+		cxls_sock_closing(newfd);
+}
+
+EXPORT int dup2(int oldfd, int newfd)
+{
+	int r;
+
+	replacing(oldfd, newfd);
+	r = REAL(dup2)(oldfd, newfd);
+	if (r >= 0)
+		cxls_sock_duped(oldfd, newfd);
+	return r;
+}
+
+EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	int r;
+
+	if (oldfd != newfd)
+		replacing(oldfd, newfd);
+	r = REAL(dup3)(oldfd, newfd, flags);
+	if (r >= 0)
+		cxls_sock_duped(oldfd, newfd);
+	return r;
+}
+
+static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+	int r = real(fd, cmd, arg), err = errno;
+
+	if (r < 0)
+		return r;
+	if (cmd == F_SETFL)
+		cxls_sock_set_nonblock(fd, ((long)arg & O_NONBLOCK) != 0);
+	else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		cxls_sock_duped(fd, r);
+	errno = err;
+	return r;
+}
+
+/* Every fcntl argument is an int, a long or a pointer: one register. */
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_common(REAL(fcntl), fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_common(REAL(fcntl64), fd, cmd, arg);
+}
+
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	struct cxls_sconn *c;
+	va_list ap;
+	void *arg;
+	int r;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if ((req == FIONREAD || req == TIOCOUTQ) && (c = cxls_sock_use(fd))) {
+		int n = req == FIONREAD ? cxls_sock_unread(c) : cxls_sock_unsent(c);
+
+		cxls_sock_done(c);
+		if (!arg) {
+			errno = EFAULT;
+			return -1;
+		}
+		*(int *)arg = n;
+		return 0;
+	}
+	r = REAL(ioctl)(fd, req, arg);
+	if (r == 0 && req == FIONBIO && arg)
+		cxls_sock_set_nonblock(fd, *(int *)arg != 0);
+	return r;
+}
+
+EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	unsigned l = len;
+	int r, err;
+
+	if (level == IPPROTO_TCP && val && len >= sizeof(int) &&
+	    cxls_sock_tcp_option(fd, name, (void *)val, &l, 1))
+		return 0;
+	r = REAL(setsockopt)(fd, level, name, val, len);
+	err = errno;
+
+	if (r == 0 && val) {
+		cxls_sock_option(fd, level, name, val, len);
+		errno = err;
+	}
+	return r;
+}
+
+/* SO_ERROR is how a nonblocking connect reports its end: meet there. */
+EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct cxls_sconn *c;
+	unsigned l;
+	int r, err;
+
+	if (level == IPPROTO_TCP && val && len && *len >= sizeof(int) &&
+	    cxls_sock_tcp_option(fd, name, val, &l, 0)) {
+		*len = l;
+		return 0;
+	}
+	r = REAL(getsockopt)(fd, level, name, val, len);
+	err = errno;
+	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && *(int *)val == 0 &&
+	    (c = cxls_sock_use(fd))) {
+		cxls_sock_done(c);
+		errno = err;
+	}
+	return r;
+}

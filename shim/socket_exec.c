@@ -1,0 +1,160 @@
+/* socket_exec.c - exec with pooled connections open: the new image's
+ * environment says which fds are on the pool (see core/sock/sock_exec.c),
+ * and the new image's shim takes them over when it loads. */
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sock.h"
+#include "socket_real.h"
+
+extern char **environ;
+
+#define SPEC_MAX 4096
+
+/* envp with CXLSHIM_SOCK_FDS replaced by ours; NULL: use envp as it is. */
+static char **with_spec(char *const envp[], char *var)
+{
+	size_t n = 0, k = 0, pre = strlen(CXLS_SOCK_FDS_ENV);
+	char **out;
+
+	strcpy(var, CXLS_SOCK_FDS_ENV "=");
+	if (!cxls_sock_exec_spec(var + pre + 1, SPEC_MAX - pre - 1))
+		return NULL;
+	while (envp && envp[n])
+		n++;
+	out = malloc((n + 2) * sizeof(*out));
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], var, pre + 1))
+			out[k++] = envp[i];
+	out[k++] = var;
+	out[k] = NULL;
+	return out;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	char var[SPEC_MAX];
+	char **env = with_spec(envp, var);
+	int r = REAL(execve)(path, argv, env ? env : envp);
+
+	free(env);
+	return r;
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	char var[SPEC_MAX];
+	char **env = with_spec(envp, var);
+	int r = REAL(execvpe)(file, argv, env ? env : envp);
+
+	free(env);
+	return r;
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	char var[SPEC_MAX];
+	char **env = with_spec(envp, var);
+	int r = REAL(fexecve)(fd, argv, env ? env : envp);
+
+	free(env);
+	return r;
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/* execl*: collect the variadic arguments into an argv. */
+#define COLLECT_ARGS(first, ap, argv)                                            \
+	do {                                                                     \
+		size_t n_ = 1;                                                   \
+		va_list c_;                                                      \
+		va_copy(c_, ap);                                                 \
+		while (va_arg(c_, char *))                                       \
+			n_++;                                                    \
+		va_end(c_);                                                      \
+		argv = alloca((n_ + 1) * sizeof(char *));                        \
+		argv[0] = (char *)(first);                                       \
+		for (size_t i_ = 1; i_ <= n_; i_++)                              \
+			argv[i_] = va_arg(ap, char *);                           \
+	} while (0)
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	va_end(ap);
+	return execve(path, argv, environ);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	va_end(ap);
+	return execvpe(file, argv, environ);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char **argv, *const *envp;
+	va_list ap;
+
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
+
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	char var[SPEC_MAX];
+	char **env = with_spec(envp, var);
+	int r = REAL(posix_spawn)(pid, path, fa, attr, argv, env ? env : envp);
+
+	free(env);
+	return r;
+}
+
+EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	char var[SPEC_MAX];
+	char **env = with_spec(envp, var);
+	int r = REAL(posix_spawnp)(pid, file, fa, attr, argv, env ? env : envp);
+
+	free(env);
+	return r;
+}
+
+/* Only a program exec'd with pooled connections open has the variable;
+ * everybody else pays one getenv at load. */
+__attribute__((constructor)) static void adopt_inherited(void)
+{
+	const char *spec = getenv(CXLS_SOCK_FDS_ENV);
+
+	if (spec && *spec) {
+		cxls_sock_adopt(spec);
+		unsetenv(CXLS_SOCK_FDS_ENV);
+	}
+}

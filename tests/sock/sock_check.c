@@ -1,0 +1,1348 @@
+/* sock_check.c - TCP through the pool, end to end, with real processes
+ * and real sockets.  Run under LD_PRELOAD=libcxlshim.so; each case is
+ * "sock_check CASE".  A connection counts as pooled when the kernel's TCP
+ * carried less than half of its payload (tcpi_bytes_acked).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/syscall.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/check.h"
+#include "config.h"
+#include "pool.h"
+#include "sock_format.h"
+#include "sock_util.h"
+
+static const char *self_path;
+static int skipped; /* a case could not run here: exit 77 */
+static int expect_pool;
+
+/* ---- peers ------------------------------------------------------------ */
+
+/* Echoes one connection until EOF; exit status 0 when all went well. */
+static int echo_conn(int fd)
+{
+	static char buf[1 << 16];
+
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n == 0)
+			break;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return 10;
+		}
+		if (tu_write_all(fd, buf, (size_t)n))
+			return 11;
+	}
+	close(fd);
+	return 0;
+}
+
+static int echo_server(void *arg)
+{
+	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
+
+	close(lfd);
+	return fd < 0 ? 12 : echo_conn(fd);
+}
+
+/* Sends n bytes in random pieces and checks the echo. */
+static int echo_roundtrip(int fd, size_t n, uint64_t seed)
+{
+	char *out = malloc(n), *in = malloc(n);
+	size_t off = 0;
+	int ok;
+
+	tu_fill(out, n, seed);
+	srand((unsigned)seed);
+	while (off < n) {
+		size_t k = 1 + (size_t)rand() % 65536;
+
+		if (k > n - off)
+			k = n - off;
+		if (tu_write_all(fd, out + off, k) || tu_read_all(fd, in + off, k))
+			break;
+		off += k;
+	}
+	ok = off == n && !memcmp(in, out, n);
+	free(in);
+	free(out);
+	return ok;
+}
+
+/* ---- cases ------------------------------------------------------------ */
+
+static void test_echo(int v6)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, v6), fd;
+	pid_t pid;
+	size_t n = 8 << 20;
+
+	CHECK(lfd >= 0, "listen");
+	pid = tu_spawn(echo_server, &lfd);
+	close(lfd);
+	fd = tu_connect(port, v6);
+	CHECK(fd >= 0, "connect");
+	CHECK(echo_roundtrip(fd, n, 1), "8 MiB echoed intact");
+	CHECK(tu_pooled(fd, n) == expect_pool, "pooled=%d expected %d (tcp bytes %llu)",
+	      tu_pooled(fd, n), expect_pool, (unsigned long long)tu_tcp_bytes(fd));
+	close(fd);
+	CHECK(tu_wait(pid) == 0, "echo server");
+}
+
+/* The other end runs this same program without the preload. */
+static pid_t spawn_plain(const char *mode, const char *arg)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		unsetenv("LD_PRELOAD");
+		execl(self_path, self_path, mode, arg, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int plain_echo_server(const char *portfile)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), fd;
+	FILE *f = fopen(portfile, "w");
+
+	fprintf(f, "%u\n", port);
+	fclose(f);
+	fd = accept(lfd, NULL, NULL);
+	return fd < 0 ? 12 : echo_conn(fd);
+}
+
+/* The server speaks first: a greeting, then echo. */
+static int plain_client(const char *port)
+{
+	int fd = tu_connect((uint16_t)atoi(port), 0);
+	char hello[6];
+
+	if (fd < 0 || tu_read_all(fd, hello, 6) || memcmp(hello, "hello\n", 6))
+		return 20;
+	if (!echo_roundtrip(fd, 1 << 20, 7))
+		return 21;
+	return tu_pooled(fd, 1 << 20) ? 22 : 0;
+}
+
+static void test_plain_server(void)
+{
+	char path[64];
+	unsigned port = 0;
+	FILE *f;
+	pid_t pid;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/sock-check-%d.port", (int)getpid());
+	unlink(path);
+	pid = spawn_plain("plain-echo-server", path);
+	for (int i = 0; i < 500 && !port; i++) {
+		usleep(10000);
+		f = fopen(path, "r");
+		if (f) {
+			if (fscanf(f, "%u", &port) != 1)
+				port = 0;
+			fclose(f);
+		}
+	}
+	unlink(path);
+	CHECK(port, "plain server started");
+	fd = tu_connect((uint16_t)port, 0);
+	CHECK(fd >= 0, "connect to plain server");
+	CHECK(echo_roundtrip(fd, 2 << 20, 3), "2 MiB echoed by a server without the shim");
+	CHECK(!tu_pooled(fd, 2 << 20), "stays on TCP");
+	close(fd);
+	CHECK(tu_wait(pid) == 0, "plain server saw exactly our bytes");
+}
+
+static void test_plain_client(void)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), fd;
+	char arg[16];
+	pid_t pid;
+	uint64_t t0;
+
+	snprintf(arg, sizeof(arg), "%u", port);
+	pid = spawn_plain("plain-client", arg);
+	fd = accept(lfd, NULL, NULL);
+	CHECK(fd >= 0, "accept");
+	t0 = tu_now_us();
+	CHECK(tu_write_all(fd, "hello\n", 6) == 0, "greeting");
+	CHECK(echo_conn(fd) == 0, "echo for a client without the shim");
+	CHECK(tu_wait(pid) == 0, "plain client got its bytes and stayed on TCP");
+	printf("server-first greeting to a client without the shim took %llu ms\n",
+	       (unsigned long long)(tu_now_us() - t0) / 1000);
+	close(lfd);
+}
+
+
+/* ---- looking into the pool from outside -------------------------------- */
+
+static struct cxls_pool pool;
+
+static int pool_map(void)
+{
+	struct cxls_config cfg;
+	struct cxls_config_error err;
+
+	if (pool.base)
+		return 0;
+	if (cxls_config_load(&cfg, getenv("CXLSHIM_CONF"), &err) || cxls_pool_open(&pool, &cfg))
+		return -1;
+	return pool.sb->sock_slots ? 0 : -1;
+}
+
+/* The record of the connection whose client port is cport (network
+ * order does not matter: compared both ways), or NULL. */
+static struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state)
+{
+	const struct cxls_super *sb;
+	uint8_t *recs;
+
+	if (pool_map())
+		return NULL;
+	sb = pool.sb;
+	recs = (uint8_t *)pool.base + sb->sock_offset +
+	       (uint64_t)sb->sock_listeners * CXLS_SOCK_LISTENER_SIZE;
+	for (uint32_t i = 0; i < sb->sock_slots; i++) {
+		struct cxls_sock_rec *r = (void *)(recs + (uint64_t)i * CXLS_SOCK_REC_SIZE);
+		uint32_t st = CXLS_SG_STATE(atomic_load(&r->sg));
+
+		if (st == CXLS_SK_FREE || (!any_state && st != CXLS_SK_JOINED))
+			continue;
+		if (r->tuple.cport == htons(cport))
+			return r;
+	}
+	return NULL;
+}
+
+static uint16_t local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+
+	getsockname(fd, (struct sockaddr *)&ss, &l);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* A connected pair in this process: *a client, *b server. */
+static void tcp_pair(int *a, int *b)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0);
+
+	*a = tu_connect(port, 0);
+	*b = accept(lfd, NULL, NULL);
+	close(lfd);
+}
+
+static void check_pooled(int fd, const char *what)
+{
+	int on = pool_rec(local_port(fd), 0) != NULL;
+
+	if (!on) { /* fd may be the server end: try the peer's port */
+		struct sockaddr_in a;
+		socklen_t l = sizeof(a);
+		getpeername(fd, (struct sockaddr *)&a, &l);
+		on = pool_rec(ntohs(a.sin_port), 0) != NULL;
+	}
+	CHECK(on == expect_pool, "%s: on the pool %d, expected %d", what, on, expect_pool);
+}
+
+/* ---- flags and the ways of reading and writing -------------------------- */
+
+static void test_flags(void)
+{
+	int a, b, n, v;
+	char buf[64], x[8];
+	struct iovec iov[3];
+	struct msghdr m;
+	struct mmsghdr mm[2];
+
+	tcp_pair(&a, &b);
+	CHECK(a >= 0 && b >= 0, "pair");
+	CHECK(send(a, "hello world", 11, 0) == 11, "send");
+	usleep(1000);
+	check_pooled(a, "pair");
+	CHECK(ioctl(b, FIONREAD, &v) == 0 && v == 11, "FIONREAD %d", v);
+	CHECK(recv(b, buf, 5, MSG_PEEK) == 5 && !memcmp(buf, "hello", 5), "MSG_PEEK");
+	CHECK(recv(b, buf, 5, 0) == 5 && !memcmp(buf, "hello", 5), "read after peek");
+	iov[0] = (struct iovec){ x, 1 };
+	iov[1] = (struct iovec){ buf, 3 };
+	iov[2] = (struct iovec){ buf + 3, 10 };
+	CHECK(readv(b, iov, 3) == 6 && x[0] == ' ' && !memcmp(buf, "world", 5), "readv");
+	CHECK(recv(b, buf, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN, "MSG_DONTWAIT empty");
+	/* writev + recvmsg */
+	iov[0] = (struct iovec){ "ab", 2 };
+	iov[1] = (struct iovec){ "", 0 };
+	iov[2] = (struct iovec){ "cde", 3 };
+	CHECK(writev(a, iov, 3) == 5, "writev");
+	memset(&m, 0, sizeof(m));
+	iov[0] = (struct iovec){ buf, 5 };
+	m.msg_iov = iov;
+	m.msg_iovlen = 1;
+	CHECK(recvmsg(b, &m, MSG_WAITALL) == 5 && !memcmp(buf, "abcde", 5), "recvmsg");
+	/* sendmsg + MSG_WAITALL across two writes */
+	iov[0] = (struct iovec){ "12345", 5 };
+	m.msg_iov = iov;
+	m.msg_iovlen = 1;
+	CHECK(sendmsg(a, &m, MSG_NOSIGNAL) == 5, "sendmsg");
+	if (fork() == 0) {
+		usleep(50000);
+		send(a, "67890", 5, 0);
+		_exit(0);
+	}
+	CHECK(recv(b, buf, 10, MSG_WAITALL) == 10 && !memcmp(buf, "1234567890", 10),
+	      "MSG_WAITALL over two writes");
+	wait(NULL);
+	/* sendmmsg + recvmmsg */
+	memset(mm, 0, sizeof(mm));
+	iov[0] = (struct iovec){ "xy", 2 };
+	iov[1] = (struct iovec){ "z", 1 };
+	mm[0].msg_hdr.msg_iov = &iov[0];
+	mm[0].msg_hdr.msg_iovlen = 1;
+	mm[1].msg_hdr.msg_iov = &iov[1];
+	mm[1].msg_hdr.msg_iovlen = 1;
+	CHECK(sendmmsg(a, mm, 2, 0) == 2 && mm[0].msg_len == 2 && mm[1].msg_len == 1, "sendmmsg");
+	iov[2] = (struct iovec){ buf, 64 };
+	mm[0].msg_hdr.msg_iov = &iov[2];
+	CHECK(recvmmsg(b, mm, 1, 0, NULL) == 1 && mm[0].msg_len == 3 && !memcmp(buf, "xyz", 3),
+	      "recvmmsg");
+	/* sendto/recvfrom, O_NONBLOCK through fcntl and FIONBIO */
+	CHECK(sendto(a, "q", 1, 0, NULL, 0) == 1, "sendto");
+	CHECK(recvfrom(b, buf, 64, 0, NULL, NULL) == 1 && buf[0] == 'q', "recvfrom");
+	fcntl(b, F_SETFL, fcntl(b, F_GETFL) | O_NONBLOCK);
+	CHECK(read(b, buf, 1) == -1 && errno == EAGAIN, "O_NONBLOCK read");
+	fcntl(b, F_SETFL, fcntl(b, F_GETFL) & ~O_NONBLOCK);
+	v = 1;
+	ioctl(b, FIONBIO, &v);
+	CHECK(read(b, buf, 1) == -1 && errno == EAGAIN, "FIONBIO read");
+	v = 0;
+	ioctl(b, FIONBIO, &v);
+	/* SO_RCVLOWAT: poll waits for 4 bytes */
+	v = 4;
+	CHECK(setsockopt(b, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0, "SO_RCVLOWAT");
+	send(a, "ab", 2, 0);
+	{
+		struct pollfd p = { b, POLLIN, 0 };
+		CHECK(poll(&p, 1, 50) == 0, "poll below SO_RCVLOWAT");
+		send(a, "cd", 2, 0);
+		CHECK(poll(&p, 1, 1000) == 1 && (p.revents & POLLIN), "poll at SO_RCVLOWAT");
+	}
+	CHECK(read(b, buf, 64) == 4, "read lowat");
+	/* getsockopt still answers */
+	v = -1;
+	socklen_t l = sizeof(v);
+	CHECK(getsockopt(a, SOL_SOCKET, SO_ERROR, &v, &l) == 0 && v == 0, "SO_ERROR");
+	l = sizeof(v);
+	CHECK(getsockopt(a, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0 && v > 0, "SO_SNDBUF");
+	v = 1;
+	CHECK(setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &v, sizeof(v)) == 0, "TCP_NODELAY");
+	l = sizeof(v);
+	v = 0;
+	CHECK(getsockopt(a, IPPROTO_TCP, TCP_NODELAY, &v, &l) == 0 && v == 1, "TCP_NODELAY read");
+	n = 0;
+	CHECK(ioctl(a, TIOCOUTQ, &n) == 0, "TIOCOUTQ");
+	close(a);
+	CHECK(read(b, buf, 64) == 0, "EOF after close");
+	close(b);
+}
+
+/* ---- end of a connection ------------------------------------------------ */
+
+static void test_halfclose(void)
+{
+	int a, b;
+	char buf[16];
+
+	tcp_pair(&a, &b);
+	CHECK(write(a, "req", 3) == 3, "request");
+	CHECK(shutdown(a, SHUT_WR) == 0, "shutdown(SHUT_WR)");
+	CHECK(tu_read_all(b, buf, 3) == 0 && read(b, buf, 16) == 0, "server: request, then EOF");
+	CHECK(write(b, "reply", 5) == 5, "server still writes");
+	CHECK(tu_read_all(a, buf, 5) == 0 && !memcmp(buf, "reply", 5), "client reads the reply");
+	check_pooled(a, "half-closed pair");
+	close(b);
+	CHECK(read(a, buf, 16) == 0, "client: EOF after server close");
+	errno = 0;
+	CHECK(write(a, "x", 1) == -1 && errno == EPIPE, "write after own SHUT_WR: EPIPE (%d)", errno);
+	close(a);
+}
+
+static void test_reset(void)
+{
+	struct linger lg = { 1, 0 };
+	int a, b;
+	char buf[16];
+
+	tcp_pair(&a, &b);
+	CHECK(write(a, "x", 1) == 1 && read(b, buf, 1) == 1, "exchange");
+	CHECK(setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0, "SO_LINGER 0");
+	close(b);
+	usleep(10000);
+	errno = 0;
+	CHECK(read(a, buf, 16) == -1 && errno == ECONNRESET, "ECONNRESET (errno %d)", errno);
+	close(a);
+}
+
+static volatile sig_atomic_t sigpipes;
+
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
+static void test_epipe(void)
+{
+	int a, b, i, r = 0;
+	char buf[4096] = { 0 };
+
+	tcp_pair(&a, &b);
+	close(b);
+	for (i = 0; i < 1000; i++) {
+		r = (int)send(a, buf, sizeof(buf), MSG_NOSIGNAL);
+		if (r < 0)
+			break;
+		usleep(100);
+	}
+	CHECK(r < 0 && (errno == EPIPE || errno == ECONNRESET), "writes to a closed peer fail (%d)",
+	      errno);
+	signal(SIGPIPE, on_sigpipe);
+	sigpipes = 0;
+	r = (int)write(a, buf, 1);
+	CHECK(r < 0 && errno == EPIPE && sigpipes == 1, "write: EPIPE and SIGPIPE (%d, %d)",
+	      errno, (int)sigpipes);
+	signal(SIGPIPE, SIG_IGN);
+	close(a);
+}
+
+/* The peer dies by SIGKILL in the middle of a transfer. */
+static int sink_forever(void *arg)
+{
+	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
+	char buf[1024];
+
+	close(lfd);
+	read(fd, buf, 1024); /* then hang without reading */
+	pause();
+	return 0;
+}
+
+static void test_kill(void)
+{
+	uint16_t port, cport;
+	int lfd = tu_listen(&port, 0), fd, r = 0;
+	char *buf = calloc(1, 1 << 20);
+	uint64_t t0;
+	pid_t pid, killer;
+
+	pid = tu_spawn(sink_forever, &lfd);
+	close(lfd);
+	fd = tu_connect(port, 0);
+	cport = local_port(fd);
+	CHECK(write(fd, buf, 1024) == 1024, "first bytes");
+	/* fill the ring: the writer blocks, then the peer is killed */
+	killer = fork();
+	if (killer == 0) {
+		usleep(200000);
+		kill(pid, SIGKILL);
+		_exit(0);
+	}
+	t0 = tu_now_us();
+	for (int i = 0; i < 64; i++) {
+		r = (int)send(fd, buf, 1 << 20, MSG_NOSIGNAL);
+		if (r < 0)
+			break;
+	}
+	CHECK(r < 0 && (errno == EPIPE || errno == ECONNRESET),
+	      "blocked writer gets EPIPE/ECONNRESET (%d %d)", r, errno);
+	CHECK(tu_now_us() - t0 < 10000000, "within 10 s");
+	tu_wait(killer);
+	CHECK(tu_wait(pid) == 128 + SIGKILL, "peer was killed");
+	if (expect_pool)
+		CHECK(pool_rec(cport, 1) != NULL, "record still there while we hold the socket");
+	close(fd);
+	CHECK(pool_rec(cport, 1) == NULL, "ring memory freed after close");
+	free(buf);
+}
+
+/* The reader side: blocked in read when the writer is killed. */
+static int write_then_hang(void *arg)
+{
+	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
+
+	close(lfd);
+	tu_write_all(fd, "partial", 7);
+	pause();
+	return 0;
+}
+
+static void test_kill_reader(void)
+{
+	uint16_t port, cport;
+	int lfd = tu_listen(&port, 0), fd;
+	char buf[64];
+	ssize_t r;
+	pid_t killer, pid = tu_spawn(write_then_hang, &lfd);
+
+	close(lfd);
+	fd = tu_connect(port, 0);
+	cport = local_port(fd);
+	CHECK(tu_read_all(fd, buf, 7) == 0, "bytes before the kill");
+	killer = fork();
+	if (killer == 0) {
+		usleep(100000);
+		kill(pid, SIGKILL);
+		_exit(0);
+	}
+	r = read(fd, buf, sizeof(buf));
+	CHECK(r == 0 || (r < 0 && errno == ECONNRESET), "blocked reader: EOF or ECONNRESET");
+	tu_wait(killer);
+	tu_wait(pid);
+	close(fd);
+	CHECK(pool_rec(cport, 1) == NULL, "ring memory freed");
+}
+
+/* ---- fork, dup -------------------------------------------------------- */
+
+static void test_fork(void)
+{
+	int a, b, st;
+	char buf[16];
+	uint16_t cport;
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	cport = local_port(a);
+	pid = fork();
+	if (pid == 0) { /* the child writes and reads on the inherited socket */
+		char c;
+		if (write(b, "child", 5) != 5 || read(b, &c, 1) != 1 || c != 'C')
+			_exit(1);
+		_exit(0); /* without close: the parent still holds it */
+	}
+	CHECK(tu_read_all(a, buf, 5) == 0 && !memcmp(buf, "child", 5), "bytes from the child");
+	CHECK(write(a, "C", 1) == 1, "to the child");
+	st = tu_wait(pid);
+	CHECK(st == 0, "child worked on the inherited connection (%d)", st);
+	CHECK(write(b, "parent", 6) == 6, "parent still writes after the child exited");
+	CHECK(tu_read_all(a, buf, 6) == 0 && !memcmp(buf, "parent", 6), "bytes from the parent");
+	check_pooled(a, "forked pair");
+	/* the parent closes first, the child keeps the socket: no EOF yet */
+	pid = fork();
+	if (pid == 0) {
+		usleep(100000);
+		_exit(write(b, "late", 4) == 4 ? 0 : 1);
+	}
+	close(b);
+	CHECK(tu_read_all(a, buf, 4) == 0 && !memcmp(buf, "late", 4), "child's bytes after parent close");
+	CHECK(tu_wait(pid) == 0, "child");
+	CHECK(read(a, buf, 16) == 0, "EOF once every holder is gone");
+	close(a);
+	CHECK(pool_rec(cport, 1) == NULL, "record freed");
+}
+
+static void test_dup(void)
+{
+	int a, b, d, e;
+	char buf[16];
+
+	tcp_pair(&a, &b);
+	d = dup(a);
+	CHECK(d >= 0 && write(d, "1", 1) == 1 && read(b, buf, 1) == 1 && buf[0] == '1', "dup");
+	CHECK(dup2(a, 100) == 100, "dup2");
+	close(a);
+	CHECK(write(100, "2", 1) == 1 && read(b, buf, 1) == 1 && buf[0] == '2', "dup2 after close");
+	e = fcntl(100, F_DUPFD_CLOEXEC, 200);
+	CHECK(e >= 200 && write(e, "3", 1) == 1 && read(b, buf, 1) == 1, "F_DUPFD_CLOEXEC");
+	CHECK(dup3(e, 101, O_CLOEXEC) == 101 && write(101, "4", 1) == 1 && read(b, buf, 1) == 1,
+	      "dup3");
+	check_pooled(b, "dup'd pair");
+	/* dup2 a pipe over a pooled fd: that fd is a pipe now */
+	{
+		int p[2];
+		CHECK(pipe(p) == 0, "pipe");
+		CHECK(dup2(p[0], 101) == 101, "dup2 over a pooled fd");
+		CHECK(write(p[1], "p", 1) == 1 && read(101, buf, 1) == 1 && buf[0] == 'p',
+		      "the fd reads the pipe");
+		close(p[0]);
+		close(p[1]);
+		close(101);
+	}
+	close(d);
+	close(e);
+	CHECK(write(b, "x", 1) == 1, "peer still open: one holder left");
+	CHECK(read(100, buf, 1) == 1, "last dup reads");
+	close(100);
+	CHECK(read(b, buf, 1) == 0, "EOF after the last dup closed");
+	close(b);
+}
+
+/* exec: the new image keeps the pooled connection (CXLSHIM_SOCK_FDS) */
+static int exec_child(const char *fdarg)
+{
+	int fd = atoi(fdarg);
+	char buf[2];
+
+	if (write(fd, "exec", 4) != 4 || tu_read_all(fd, buf, 2) || memcmp(buf, "ok", 2))
+		return 50;
+	return 0;
+}
+
+static void test_exec(void)
+{
+	int a, b;
+	char buf[8], arg[16];
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	CHECK(write(a, "pre", 3) == 3 && tu_read_all(b, buf, 3) == 0, "bytes before exec");
+	snprintf(arg, sizeof(arg), "%d", b);
+	pid = fork();
+	if (pid == 0) {
+		close(a);
+		execl(self_path, self_path, "exec-child", arg, (char *)NULL);
+		_exit(127);
+	}
+	close(b);
+	CHECK(tu_read_all(a, buf, 4) == 0 && !memcmp(buf, "exec", 4), "bytes from the new image");
+	CHECK(write(a, "ok", 2) == 2, "bytes to the new image");
+	CHECK(tu_wait(pid) == 0, "the exec'd program read them");
+	CHECK(read(a, buf, 8) == 0, "EOF when it exited");
+	check_pooled(a, "pair across exec");
+	close(a);
+}
+
+/* ---- waiting ----------------------------------------------------------- */
+
+static void test_poll_select(void)
+{
+	int a, b;
+	char buf[16];
+	struct pollfd p[2];
+	fd_set rd, wr;
+	struct timeval tv = { 0, 20000 };
+	uint64_t t0;
+
+	tcp_pair(&a, &b);
+	p[0] = (struct pollfd){ b, POLLIN, 0 };
+	p[1] = (struct pollfd){ a, POLLOUT, 0 };
+	CHECK(poll(p, 2, 0) == 1 && !p[0].revents && (p[1].revents & POLLOUT), "poll: writable only");
+	t0 = tu_now_us();
+	CHECK(poll(p, 1, 50) == 0 && tu_now_us() - t0 >= 45000, "poll timeout");
+	if (fork() == 0) {
+		usleep(30000);
+		_exit(write(a, "x", 1) != 1);
+	}
+	CHECK(poll(p, 1, 5000) == 1 && (p[0].revents & POLLIN), "poll wakes on data");
+	wait(NULL);
+	FD_ZERO(&rd);
+	FD_ZERO(&wr);
+	FD_SET(b, &rd);
+	FD_SET(a, &wr);
+	CHECK(select(b > a ? b + 1 : a + 1, &rd, &wr, NULL, &tv) == 2 && FD_ISSET(b, &rd) &&
+	      FD_ISSET(a, &wr), "select");
+	CHECK(read(b, buf, 16) == 1, "drain");
+	FD_ZERO(&rd);
+	FD_SET(b, &rd);
+	tv = (struct timeval){ 0, 20000 };
+	CHECK(select(b + 1, &rd, NULL, NULL, &tv) == 0 && !FD_ISSET(b, &rd), "select timeout");
+	shutdown(a, SHUT_WR);
+	p[0] = (struct pollfd){ b, POLLIN | POLLRDHUP, 0 };
+	CHECK(poll(p, 1, 5000) == 1 && (p[0].revents & POLLRDHUP), "POLLRDHUP after shutdown");
+	{
+		struct timespec ts = { 1, 0 };
+		CHECK(ppoll(p, 1, &ts, NULL) == 1, "ppoll");
+	}
+	check_pooled(a, "polled pair");
+	close(a);
+	close(b);
+}
+
+static void test_epoll(void)
+{
+	int a, b, ep, n;
+	struct epoll_event ev, out[4];
+	char buf[16];
+
+	tcp_pair(&a, &b);
+	ep = epoll_create1(0);
+	ev.events = EPOLLIN;
+	ev.data.u64 = 0x1234;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev) == 0, "add LT");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev) == -1 && errno == EEXIST, "add twice: EEXIST");
+	CHECK(epoll_wait(ep, out, 4, 0) == 0, "nothing yet");
+	write(a, "abcd", 4);
+	n = epoll_wait(ep, out, 4, 1000);
+	CHECK(n == 1 && out[0].data.u64 == 0x1234 && (out[0].events & EPOLLIN), "LT: in");
+	CHECK(epoll_wait(ep, out, 4, 0) == 1, "LT: again while unread");
+	read(b, buf, 4);
+	CHECK(epoll_wait(ep, out, 4, 0) == 0, "LT: quiet once read");
+	/* edge triggered */
+	ev.events = EPOLLIN | EPOLLET;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev) == 0, "mod to ET");
+	write(a, "abcd", 4);
+	CHECK(epoll_wait(ep, out, 4, 1000) == 1, "ET: first");
+	read(b, buf, 2);
+	CHECK(epoll_wait(ep, out, 4, 0) == 0, "ET: no new edge after a partial read");
+	write(a, "e", 1);
+	CHECK(epoll_wait(ep, out, 4, 1000) == 1, "ET: new bytes, new edge");
+	read(b, buf, 16);
+	/* one-shot */
+	ev.events = EPOLLIN | EPOLLONESHOT;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev) == 0, "mod to one-shot");
+	write(a, "f", 1);
+	CHECK(epoll_wait(ep, out, 4, 1000) == 1, "one-shot fires");
+	CHECK(epoll_wait(ep, out, 4, 0) == 0, "then stays quiet");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev) == 0 && epoll_wait(ep, out, 4, 0) == 1,
+	      "re-armed by MOD");
+	read(b, buf, 16);
+	/* a blocked epoll_wait wakes on data from another process */
+	ev.events = EPOLLIN;
+	epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev);
+	if (fork() == 0) {
+		usleep(30000);
+		_exit(write(a, "g", 1) != 1);
+	}
+	CHECK(epoll_wait(ep, out, 4, 5000) == 1, "blocked epoll_wait wakes");
+	wait(NULL);
+	read(b, buf, 16);
+	/* writable, then a plain fd in the same set */
+	{
+		int p[2];
+		pipe(p);
+		ev.events = EPOLLOUT;
+		ev.data.u64 = 7;
+		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev) == 0, "add writer");
+		ev.events = EPOLLIN;
+		ev.data.u64 = 9;
+		epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev);
+		write(p[1], "x", 1);
+		n = epoll_wait(ep, out, 4, 1000);
+		CHECK(n == 2, "pooled writer and a pipe: %d events", n);
+		close(p[0]);
+		close(p[1]);
+	}
+	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, a, NULL) == 0, "del");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, a, NULL) == -1 && errno == ENOENT, "del twice: ENOENT");
+	shutdown(a, SHUT_WR);
+	ev.events = EPOLLIN | EPOLLRDHUP;
+	ev.data.u64 = 1;
+	epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev);
+	n = epoll_wait(ep, out, 4, 1000);
+	CHECK(n == 1 && (out[0].events & EPOLLRDHUP), "EPOLLRDHUP");
+	check_pooled(a, "epoll pair");
+	close(ep);
+	close(a);
+	close(b);
+}
+
+/* ---- signals and threads ------------------------------------------------ */
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+struct blocked {
+	int fd;
+	ssize_t r;
+	int err;
+	char buf[8];
+};
+
+static void *blocked_read(void *arg)
+{
+	struct blocked *b = arg;
+
+	b->r = read(b->fd, b->buf, sizeof(b->buf));
+	b->err = errno;
+	return NULL;
+}
+
+static void test_eintr(void)
+{
+	struct sigaction sa;
+	struct blocked bl = { 0 };
+	pthread_t t;
+	int a, b;
+
+	tcp_pair(&a, &b);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = 0; /* no SA_RESTART: EINTR */
+	sigaction(SIGUSR1, &sa, NULL);
+	bl.fd = b;
+	pthread_create(&t, NULL, blocked_read, &bl);
+	usleep(50000);
+	pthread_kill(t, SIGUSR1);
+	pthread_join(t, NULL);
+	CHECK(bl.r == -1 && bl.err == EINTR, "without SA_RESTART: EINTR (%zd %d)", bl.r, bl.err);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_create(&t, NULL, blocked_read, &bl);
+	usleep(50000);
+	pthread_kill(t, SIGUSR1);
+	usleep(50000);
+	write(a, "r", 1);
+	pthread_join(t, NULL);
+	CHECK(bl.r == 1 && bl.buf[0] == 'r', "with SA_RESTART: the read goes on (%zd %d)", bl.r,
+	      bl.err);
+	signal(SIGUSR1, SIG_DFL);
+	check_pooled(a, "signalled pair");
+	close(a);
+	close(b);
+}
+
+static void test_close_while_blocked(void)
+{
+	struct blocked bl = { 0 };
+	pthread_t t;
+	int a, b;
+
+	tcp_pair(&a, &b);
+	bl.fd = b;
+	pthread_create(&t, NULL, blocked_read, &bl);
+	usleep(50000);
+	close(b); /* the kernel keeps the socket for the blocked read */
+	usleep(20000);
+	write(a, "z", 1);
+	close(a);
+	pthread_join(t, NULL);
+	CHECK(bl.r == 1 || bl.r == 0 || (bl.r < 0 && (bl.err == EBADF || bl.err == ECONNRESET)),
+	      "the blocked read returned (%zd %d), nothing crashed", bl.r, bl.err);
+}
+
+/* ---- nonblocking connect ------------------------------------------------ */
+
+static void test_nbconnect(void)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), fd, b, err = -1, ep;
+	socklen_t l = sizeof(err);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct pollfd p;
+	struct epoll_event ev, out;
+	char buf[8];
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(port);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS,
+	      "nonblocking connect");
+	b = accept(lfd, NULL, NULL);
+	p = (struct pollfd){ fd, POLLOUT, 0 };
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLOUT), "POLLOUT when connected");
+	/* hiredis asks connect() again how the first one ended */
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EISCONN,
+	      "connect again: done");
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) == 0 && err == 0, "SO_ERROR 0");
+	CHECK(write(fd, "nb", 2) == 2 && tu_read_all(b, buf, 2) == 0, "bytes after connect");
+	check_pooled(fd, "nonblocking connect");
+	close(fd);
+	close(b);
+	/* the same through epoll, registered before the connect finished */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	ep = epoll_create1(0);
+	ev.events = EPOLLOUT | EPOLLIN;
+	ev.data.u64 = 42;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll add while connecting");
+	b = accept(lfd, NULL, NULL);
+	CHECK(epoll_wait(ep, &out, 1, 5000) == 1 && out.data.u64 == 42 && (out.events & EPOLLOUT),
+	      "EPOLLOUT when connected");
+	CHECK(write(b, "srv", 3) == 3, "server writes");
+	ev.events = EPOLLIN;
+	epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+	CHECK(epoll_wait(ep, &out, 1, 5000) == 1 && (out.events & EPOLLIN), "EPOLLIN then");
+	CHECK(read(fd, buf, 8) == 3, "read");
+	check_pooled(fd, "nonblocking connect through epoll");
+	close(ep);
+	close(fd);
+	close(b);
+	/* registered before connect(): must keep working (it stays on TCP) */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	ep = epoll_create1(0);
+	ev.events = EPOLLIN;
+	ev.data.u64 = 43;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll add before connect");
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
+	b = accept(lfd, NULL, NULL);
+	CHECK(write(b, "pre", 3) == 3, "server writes");
+	CHECK(epoll_wait(ep, &out, 1, 5000) == 1 && out.data.u64 == 43, "the set sees it");
+	CHECK(read(fd, buf, 8) == 3, "read");
+	CHECK(pool_rec(local_port(fd), 0) == NULL, "stays on TCP");
+	close(ep);
+	close(fd);
+	close(b);
+	close(lfd);
+}
+
+/* ---- a hostile peer ----------------------------------------------------- */
+
+static void test_corrupt(void)
+{
+	struct cxls_sock_rec *r;
+	int a, b;
+	char buf[64];
+	uint64_t cap;
+
+	tcp_pair(&a, &b);
+	write(a, "x", 1);
+	read(b, buf, 1);
+	r = pool_rec(local_port(a), 0);
+	if (!expect_pool) {
+		CHECK(r == NULL, "no record on TCP");
+		close(a);
+		close(b);
+		return;
+	}
+	CHECK(r != NULL, "record");
+	if (!r)
+		return;
+	cap = r->cap;
+	/* the peer claims far more bytes than the ring holds */
+	atomic_store(&r->ring[0].prod, atomic_load(&r->ring[0].cons) + 5 * cap + 3);
+	errno = 0;
+	CHECK(read(b, buf, sizeof(buf)) == -1 && errno == ECONNRESET,
+	      "reader: ECONNRESET, not a wild read (%d)", errno);
+	/* a consumer cursor ahead of the producer */
+	atomic_store(&r->ring[1].cons, atomic_load(&r->ring[1].prod) + 12345);
+	errno = 0;
+	CHECK(write(b, buf, 1) == -1 && errno == ECONNRESET, "writer: ECONNRESET (%d)", errno);
+	{
+		struct pollfd p = { b, POLLIN | POLLOUT, 0 };
+		CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLERR), "poll: POLLERR");
+	}
+	/* a wrapped-around cursor: prod behind cons by one */
+	atomic_store(&r->ring[1].prod, 0);
+	atomic_store(&r->ring[1].cons, 1);
+	errno = 0;
+	CHECK(read(a, buf, sizeof(buf)) == -1 && errno == ECONNRESET, "wrapped cursors (%d)", errno);
+	close(a);
+	close(b);
+}
+
+static void test_badargs(void)
+{
+	int a, b, v;
+	char buf[8];
+	struct epoll_event ev = { EPOLLIN, { 0 } };
+
+	tcp_pair(&a, &b);
+	CHECK(read(-1, buf, 1) == -1 && errno == EBADF, "read(-1)");
+	CHECK(close(-1) == -1 && errno == EBADF, "close(-1)");
+	CHECK(read(b, NULL, 0) == 0, "read of 0 bytes");
+	CHECK(write(a, NULL, 0) == 0, "write of 0 bytes");
+	CHECK(shutdown(a, 7) == -1 && errno == EINVAL, "shutdown(7)");
+	CHECK(recvmsg(b, NULL, 0) == -1 && errno == EFAULT, "recvmsg(NULL)");
+	CHECK(sendmsg(a, NULL, 0) == -1 && errno == EFAULT, "sendmsg(NULL)");
+	CHECK(recv(b, buf, 1, MSG_OOB) == -1 && errno == EINVAL, "MSG_OOB");
+	CHECK(ioctl(b, FIONREAD, NULL) == -1 && errno == EFAULT, "FIONREAD NULL");
+	CHECK(epoll_ctl(-1, EPOLL_CTL_ADD, b, &ev) == -1 && errno == EBADF, "epoll_ctl(-1)");
+	v = epoll_create1(0);
+	CHECK(epoll_ctl(v, 99, b, &ev) == -1 && errno == EINVAL, "epoll_ctl op 99");
+	CHECK(epoll_ctl(v, EPOLL_CTL_ADD, b, NULL) == -1 && errno == EFAULT, "epoll_ctl NULL");
+	CHECK(epoll_wait(v, &ev, 0, 0) == -1 && errno == EINVAL, "epoll_wait max 0");
+	close(v);
+	CHECK(poll(NULL, 0, 0) == 0, "poll of nothing");
+	CHECK(dup2(-1, a) == -1 && errno == EBADF, "dup2(-1)");
+	CHECK(write(a, "s", 1) == 1 && read(b, buf, 1) == 1, "still works after dup2(-1)");
+	CHECK(fcntl(a, 12345) == -1 && errno == EINVAL, "fcntl bad cmd");
+	CHECK(sendfile(a, -1, NULL, 10) == -1, "sendfile from -1");
+	close(a);
+	close(b);
+}
+
+/* ---- sendfile, splice ---------------------------------------------------- */
+
+static void test_sendfile_splice(void)
+{
+	char path[64], *data = malloc(300000), *in = malloc(300000);
+	int a, b, f, p[2];
+	off_t off = 0;
+	ssize_t r;
+	pid_t pid;
+
+	tu_fill(data, 300000, 9);
+	snprintf(path, sizeof(path), "/tmp/sock-check-%d.dat", (int)getpid());
+	f = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	CHECK(write(f, data, 300000) == 300000, "file");
+	tcp_pair(&a, &b);
+	pid = fork();
+	if (pid == 0)
+		_exit(sendfile(a, f, &off, 300000) == 300000 ? 0 : 1);
+	CHECK(tu_read_all(b, in, 300000) == 0 && !memcmp(in, data, 300000), "sendfile bytes");
+	CHECK(tu_wait(pid) == 0, "sendfile returned the whole count");
+	/* socket -> pipe and pipe -> socket */
+	pipe(p);
+	write(a, data, 1000);
+	r = splice(b, NULL, p[1], NULL, 1000, 0);
+	CHECK(r > 0 && read(p[0], in, (size_t)r) == r && !memcmp(in, data, (size_t)r),
+	      "splice socket->pipe (%zd)", r);
+	write(p[1], data, 500);
+	r = splice(p[0], NULL, a, NULL, 500, 0);
+	CHECK(r == 500 && tu_read_all(b, in, 500) == 0 && !memcmp(in, data, 500),
+	      "splice pipe->socket");
+	check_pooled(a, "sendfile pair");
+	close(p[0]);
+	close(p[1]);
+	close(f);
+	unlink(path);
+	close(a);
+	close(b);
+	free(data);
+	free(in);
+}
+
+/* ---- io_uring ----------------------------------------------------------- */
+
+static void test_uring(void)
+{
+	struct { uint32_t v[30]; } params; /* struct io_uring_params, zeroed */
+	int ring, a, b;
+
+	memset(&params, 0, sizeof(params));
+	ring = (int)syscall(425 /* io_uring_setup */, 4, &params);
+	if (ring < 0) {
+		printf("SKIP: io_uring_setup: %s\n", strerror(errno));
+		skipped = 1;
+		return;
+	}
+	usleep(200000); /* the shim looks for rings at most every 100 ms */
+	tcp_pair(&a, &b);
+	CHECK(write(a, "u", 1) == 1, "write");
+	CHECK(pool_rec(local_port(a), 1) == NULL, "a process with an io_uring stays on TCP");
+	close(a);
+	close(b);
+	close(ring);
+}
+
+/* ---- randomized stress ---------------------------------------------------
+ * Many connections at once, both directions; every sender writes a byte
+ * stream generated from (connection, direction) with random sizes and
+ * random calls (write, send, writev, sendmsg, MSG_DONTWAIT + poll), every
+ * receiver reads with random calls, sizes and flags (MSG_PEEK then read,
+ * MSG_WAITALL, readv, recvmsg, tiny reads) and checks each byte against
+ * the same generator: a lost, doubled or reordered byte fails. */
+
+struct stream_gen {
+	uint64_t x;
+};
+
+static unsigned char gen_byte(struct stream_gen *g)
+{
+	g->x ^= g->x << 13, g->x ^= g->x >> 7, g->x ^= g->x << 17;
+	return (unsigned char)(g->x >> 24);
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+	return *s;
+}
+
+struct flow {
+	int fd;
+	uint64_t seed;      /* of the byte stream */
+	uint64_t bytes;
+	int ok;
+	uint64_t done;
+};
+
+static void *flow_send(void *arg)
+{
+	struct flow *f = arg;
+	struct stream_gen g = { f->seed };
+	uint64_t r = f->seed * 31 + 7, sent = 0;
+	unsigned char *buf = malloc(300000);
+
+	f->ok = 1;
+	while (sent < f->bytes) {
+		size_t n = 1 + rnd(&r) % (rnd(&r) % 4 ? 4096 : 300000), k = 0;
+		ssize_t w;
+		int how = (int)(rnd(&r) % 5);
+
+		if (n > f->bytes - sent)
+			n = (size_t)(f->bytes - sent);
+		for (size_t i = 0; i < n; i++)
+			buf[i] = gen_byte(&g);
+		while (k < n) {
+			struct iovec iov[2] = { { buf + k, (n - k) / 2 }, { buf + k + (n - k) / 2,
+									    n - k - (n - k) / 2 } };
+			struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
+
+			switch (how) {
+			case 0: w = write(f->fd, buf + k, n - k); break;
+			case 1: w = send(f->fd, buf + k, n - k, MSG_NOSIGNAL); break;
+			case 2: w = writev(f->fd, iov, 2); break;
+			case 3: w = sendmsg(f->fd, &m, 0); break;
+			default: {
+				struct pollfd p = { f->fd, POLLOUT, 0 };
+				w = send(f->fd, buf + k, n - k, MSG_DONTWAIT);
+				if (w < 0 && errno == EAGAIN) {
+					poll(&p, 1, 1000);
+					continue;
+				}
+			}
+			}
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				f->ok = 0;
+				goto out;
+			}
+			k += (size_t)w;
+		}
+		sent += n;
+	}
+	shutdown(f->fd, SHUT_WR);
+out:
+	f->done = sent;
+	free(buf);
+	return NULL;
+}
+
+static void *flow_recv(void *arg)
+{
+	struct flow *f = arg;
+	struct stream_gen g = { f->seed };
+	uint64_t r = f->seed * 17 + 3, got = 0;
+	unsigned char *buf = malloc(300000);
+	ssize_t n;
+
+	f->ok = 1;
+	for (;;) {
+		size_t want = 1 + rnd(&r) % (rnd(&r) % 3 ? 64 : 300000);
+		int how = (int)(rnd(&r) % 6);
+		struct iovec iov[2] = { { buf, want / 3 }, { buf + want / 3, want - want / 3 } };
+		struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
+
+		switch (how) {
+		case 0: n = read(f->fd, buf, want); break;
+		case 1: /* peek, check, then read the same bytes */
+			n = recv(f->fd, buf, want, MSG_PEEK);
+			if (n > 0) {
+				struct stream_gen h = g;
+				for (ssize_t i = 0; i < n; i++)
+					if (buf[i] != gen_byte(&h))
+						f->ok = 0;
+				n = recv(f->fd, buf, (size_t)n, 0);
+			}
+			break;
+		case 2: n = recv(f->fd, buf, want, MSG_WAITALL); break;
+		case 3: n = readv(f->fd, iov, 2); break;
+		case 4: n = recvmsg(f->fd, &m, 0); break;
+		default: {
+			struct pollfd p = { f->fd, POLLIN, 0 };
+			n = recv(f->fd, buf, want, MSG_DONTWAIT);
+			if (n < 0 && errno == EAGAIN) {
+				poll(&p, 1, 1000);
+				continue;
+			}
+		}
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] != gen_byte(&g))
+				f->ok = 0;
+		got += (uint64_t)n;
+	}
+	if (n < 0 || got != f->bytes)
+		f->ok = 0;
+	f->done = got;
+	free(buf);
+	return NULL;
+}
+
+#define STRESS_CONNS 12
+
+/* One side of every connection: a sender and a receiver thread each. */
+static int stress_side(int *fds, int side, uint64_t bytes)
+{
+	pthread_t ts[STRESS_CONNS][2];
+	struct flow fl[STRESS_CONNS][2];
+	int bad = 0;
+
+	for (int i = 0; i < STRESS_CONNS; i++) {
+		fl[i][0] = (struct flow){ fds[i], (uint64_t)(i * 2 + side + 1) * 0x9e37, bytes, 0, 0 };
+		fl[i][1] = (struct flow){ fds[i], (uint64_t)(i * 2 + !side + 1) * 0x9e37, bytes, 0, 0 };
+		pthread_create(&ts[i][0], NULL, flow_send, &fl[i][0]);
+		pthread_create(&ts[i][1], NULL, flow_recv, &fl[i][1]);
+	}
+	for (int i = 0; i < STRESS_CONNS; i++) {
+		pthread_join(ts[i][0], NULL);
+		pthread_join(ts[i][1], NULL);
+		if (!fl[i][0].ok || !fl[i][1].ok) {
+			printf("side %d conn %d: send ok %d (%llu), recv ok %d (%llu of %llu)\n", side,
+			       i, fl[i][0].ok, (unsigned long long)fl[i][0].done, fl[i][1].ok,
+			       (unsigned long long)fl[i][1].done, (unsigned long long)bytes);
+			bad++;
+		}
+		close(fds[i]);
+	}
+	return bad;
+}
+
+static void test_stress(void)
+{
+	const char *l = getenv("CXLSHIM_TEST_LONG");
+	uint64_t bytes = l && atoi(l) ? 64ull << 20 : 4ull << 20;
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), fds[STRESS_CONNS], pooled = 0;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		for (int i = 0; i < STRESS_CONNS; i++)
+			fds[i] = accept(lfd, NULL, NULL);
+		close(lfd);
+		_exit(stress_side(fds, 1, bytes) ? 1 : 0);
+	}
+	close(lfd);
+	for (int i = 0; i < STRESS_CONNS; i++) {
+		fds[i] = tu_connect(port, 0);
+		pooled += pool_rec(local_port(fds[i]), 1) != NULL;
+	}
+	CHECK(stress_side(fds, 0, bytes) == 0, "client side: every byte in order");
+	CHECK(tu_wait(pid) == 0, "server side: every byte in order");
+	printf("%d connections, %llu MiB each way each, %d with a pool record\n", STRESS_CONNS,
+	       (unsigned long long)(bytes >> 20), pooled);
+	CHECK(!expect_pool || pooled == STRESS_CONNS, "all on the pool");
+}
+
+/* ---- two network namespaces (tests/sock/netns.sh) ----------------------- */
+
+static struct sockaddr_in net_addr(const char *ip, const char *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	a.sin_port = htons((uint16_t)atoi(port));
+	return a;
+}
+
+static int net_server(const char *ip, const char *port)
+{
+	struct sockaddr_in a = net_addr(ip, port);
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 4))
+		return 30;
+	printf("listening\n");
+	fflush(stdout);
+	fd = accept(lfd, NULL, NULL);
+	return fd < 0 ? 31 : echo_conn(fd);
+}
+
+static int net_client(const char *ip, const char *port)
+{
+	struct sockaddr_in a = net_addr(ip, port);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ok, pooled;
+
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+		return 40;
+	ok = echo_roundtrip(fd, 8 << 20, 5);
+	pooled = tu_pooled(fd, 8 << 20);
+	printf("8 MiB echoed %s, %s (TCP carried %llu bytes)\n", ok ? "intact" : "CORRUPT",
+	       pooled ? "through the pool" : "over TCP", (unsigned long long)tu_tcp_bytes(fd));
+	close(fd);
+	return ok && pooled == expect_pool ? 0 : 41;
+}
+
+/* ---- main ------------------------------------------------------------- */
+
+struct test_case {
+	const char *name;
+	void (*fn)(void);
+};
+
+static void test_echo4(void) { test_echo(0); }
+static void test_echo6(void) { test_echo(1); }
+
+static const struct test_case cases[] = {
+	{ "echo", test_echo4 },
+	{ "echo6", test_echo6 },
+	{ "plain-server", test_plain_server },
+	{ "plain-client", test_plain_client },
+	{ "flags", test_flags },
+	{ "halfclose", test_halfclose },
+	{ "reset", test_reset },
+	{ "epipe", test_epipe },
+	{ "kill-writer", test_kill },
+	{ "kill-reader", test_kill_reader },
+	{ "fork", test_fork },
+	{ "dup", test_dup },
+	{ "exec", test_exec },
+	{ "poll", test_poll_select },
+	{ "epoll", test_epoll },
+	{ "eintr", test_eintr },
+	{ "close-blocked", test_close_while_blocked },
+	{ "nbconnect", test_nbconnect },
+	{ "corrupt", test_corrupt },
+	{ "badargs", test_badargs },
+	{ "sendfile", test_sendfile_splice },
+	{ "stress", test_stress },
+	{ "uring", test_uring }, /* last: a ring, once seen, stays */
+};
+
+int main(int argc, char **argv)
+{
+	const char *pre = getenv("LD_PRELOAD"), *en = getenv("CXLSHIM_SOCK_ENABLE");
+
+	self_path = argv[0];
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 3 && !strcmp(argv[1], "plain-echo-server"))
+		return plain_echo_server(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "plain-client"))
+		return plain_client(argv[2]);
+	expect_pool = pre && strstr(pre, "cxlshim") && !(en && !strcmp(en, "0"));
+	if (getenv("SOCK_CHECK_EXPECT"))
+		expect_pool = !strcmp(getenv("SOCK_CHECK_EXPECT"), "pool");
+	if (argc == 3 && !strcmp(argv[1], "exec-child"))
+		return exec_child(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "net-server"))
+		return net_server(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "net-client"))
+		return net_client(argv[2], argv[3]);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (argc > 1 && strcmp(argv[1], "all") && strcmp(argv[1], cases[i].name))
+			continue;
+		printf("== %s (expect %s)\n", cases[i].name, expect_pool ? "pool" : "tcp");
+		fflush(stdout);
+		cases[i].fn();
+	}
+	if (skipped && !check_failed && argc > 1 && strcmp(argv[1], "all")) {
+		(void)CHECK_SUMMARY();
+		return 77;
+	}
+	return CHECK_SUMMARY();
+}

@@ -1,0 +1,29 @@
+/* sock_util.h - helpers of the socket tests: loopback listeners, whole
+ * reads and writes, a checksum, whether a connection went through the
+ * pool (the kernel's TCP counters say how many bytes TCP carried). */
+#ifndef CXLSHIM_TESTS_SOCK_UTIL_H
+#define CXLSHIM_TESTS_SOCK_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Listening socket on 127.0.0.1 (or ::1 with v6), port in *port. */
+int tu_listen(uint16_t *port, int v6);
+int tu_connect(uint16_t port, int v6);
+/* -1 on error or early EOF */
+int tu_write_all(int fd, const void *buf, size_t n);
+int tu_read_all(int fd, void *buf, size_t n);
+uint64_t tu_sum(uint64_t h, const void *buf, size_t n);
+void tu_fill(void *buf, size_t n, uint64_t seed);
+/* Bytes the kernel's TCP sent on fd (tcpi_bytes_acked). */
+uint64_t tu_tcp_bytes(int fd);
+/* 1 when fd's payload bypassed TCP: fewer TCP bytes than 'payload'/2 */
+int tu_pooled(int fd, uint64_t payload);
+uint64_t tu_now_us(void);
+/* Waits for a child; returns its exit status or 128 + signal. */
+int tu_wait(pid_t pid);
+/* Runs fn(arg) in a child; returns its pid. */
+pid_t tu_spawn(int (*fn)(void *), void *arg);
+
+#endif
