@@ -29,7 +29,7 @@ $(BUILD_FUZZ)/fuzz_%: $(BUILD_FUZZ)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ -ldl -lnuma -linih -lm -pthread
 
 # the targets' own objects are not intermediate files to delete
-.SECONDARY: $(FUZZ_TARGETS:%=$(BUILD_FUZZ)/obj/tests/fuzz/fuzz_%.o)
+.SECONDARY: $(FUZZ_TARGETS:%=$(BUILD_FUZZ)/obj/tests/fuzz/fuzz_%.o) $(FUZZ_LIB_OBJ)
 
 .PHONY: fuzz-build test-fuzz
 ifeq ($(FUZZ_OK),1)
@@ -44,4 +44,4 @@ test-build: fuzz-build
 test-fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do BUILD_FUZZ=$(BUILD_FUZZ) tests/fuzz/run.sh $$t $(FUZZ_SECONDS) || exit 1; done
 
--include $(FUZZ_LIB_OBJ:.o=.d)
+-include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(BUILD_FUZZ)/obj/tests/fuzz/fuzz_%.d)
