@@ -1,6 +1,8 @@
 /* sock_perf.c - TCP loopback versus TCP through the pool, in the same run.
  *
  *   sock_perf [-L path/libcxlshim.so] [-b 16] [-e 1M] [-f 4] [-T ms] [-B us]
+ *   sock_perf -w echo-server -p PORT              (on one host)
+ *   sock_perf -w pingpong -z SIZE -n N -H IP -p PORT   (on the other)
  *
  * For every message size (b to e, times f) it runs the same client/server
  * pair three times: without the preload (plain TCP), under the preload
@@ -63,6 +65,23 @@ static int cmp_u64(const void *a, const void *b)
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/* -H host -p port: the peer runs elsewhere (two hosts, see bench/README) */
+static const char *remote_host;
+static int remote_port;
+
+static int dial(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	inet_pton(AF_INET, remote_host, &a.sin_addr);
+	a.sin_port = htons((uint16_t)remote_port);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
 }
 
 /* A connected pair: server in a child, the client fd returned. */
@@ -130,9 +149,12 @@ static int worker_pingpong(size_t size, int iters)
 	int rfd, fd;
 	pid_t pid;
 
-	fd = pair(&pid, serve_echo, size, &rfd);
+	pid = 0;
+	fd = remote_host ? dial() : pair(&pid, serve_echo, size, &rfd);
 	if (fd < 0)
 		return 1;
+	if (remote_host) /* tell the server the message size */
+		write_all(fd, (char *)&size, sizeof(size));
 	for (int i = -iters / 10; i < iters; i++) { /* a tenth to warm up */
 		uint64_t t = now_ns();
 
@@ -142,7 +164,8 @@ static int worker_pingpong(size_t size, int iters)
 			lat[i] = (now_ns() - t) / 2;
 	}
 	close(fd);
-	waitpid(pid, NULL, 0);
+	if (pid)
+		waitpid(pid, NULL, 0);
 	qsort(lat, (size_t)iters, sizeof(*lat), cmp_u64);
 	for (int i = 0; i < iters; i++)
 		sum += lat[i];
@@ -174,6 +197,34 @@ static int worker_stream(size_t size, int ms)
 	waitpid(pid, NULL, 0);
 	printf("RESULT %.3f\n", (double)bytes / (double)ns); /* GB/s */
 	return 0;
+}
+
+/* Serves echo (ping-pong) connections forever: the first 8 bytes of a
+ * connection give the message size. */
+static int echo_server(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	a.sin_port = htons((uint16_t)port);
+	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 16))
+		return 1;
+	signal(SIGCHLD, SIG_IGN);
+	for (;;) {
+		int fd = accept(lfd, NULL, NULL);
+		size_t size;
+
+		if (fd < 0)
+			continue;
+		if (fork() == 0) {
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			if (read_all(fd, (char *)&size, sizeof(size)) == 0 && size < (64u << 20))
+				_exit(serve_echo(fd, size, -1));
+			_exit(1);
+		}
+		close(fd);
+	}
 }
 
 static size_t parse_size(const char *s)
@@ -229,7 +280,7 @@ int main(int argc, char **argv)
 	int ms = 300, busy = 50, n = 0, opt;
 	char env[3][600], sz[16];
 
-	while ((opt = getopt(argc, argv, "L:b:e:f:T:B:w:z:n:")) != -1) {
+	while ((opt = getopt(argc, argv, "L:b:e:f:T:B:w:z:n:H:p:")) != -1) {
 		switch (opt) {
 		case 'L': lib = optarg; break;
 		case 'b': b = parse_size(optarg); break;
@@ -240,10 +291,14 @@ int main(int argc, char **argv)
 		case 'w': kind = optarg; break;
 		case 'z': size = parse_size(optarg); break;
 		case 'n': n = atoi(optarg); break;
+		case 'H': remote_host = optarg; break;
+		case 'p': remote_port = atoi(optarg); break;
 		default: return 2;
 		}
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (kind && !strcmp(kind, "echo-server"))
+		return echo_server(remote_port);
 	if (kind)
 		return !strcmp(kind, "pingpong") ? worker_pingpong(size, n) : worker_stream(size, n);
 	if (access(lib, R_OK) || !realpath(lib, env[2])) {

@@ -232,6 +232,8 @@ step "sock: sockets disabled: TCP" env CXLSHIM_SOCK_ENABLE=0 LD_PRELOAD="$SHIM" 
 step "sock: every case without the preload (all TCP)" "${SOCK[@]}" all
 step "sock: two network namespaces joined by veth (two stacks)" env BUILD="$BUILD" \
 	tests/sock/netns.sh
+step "sock: two QEMU guests, ivshmem pool (tests/qemu/rack.sh)" env BUILD="$BUILD" \
+	tests/sock/rack.sh
 for t in iperf3 redis sockperf socat curl; do
 	step "sock: $t under the preload on both ends" env BUILD="$BUILD" tests/sock/tools.sh $t
 done

@@ -137,7 +137,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			timed = 1;
 		}
 		if (wait_for(c, fd, POLLIN, deadline))
-			return done(got, errno == EAGAIN ? EAGAIN : errno);
+			return done(got, errno);
 	}
 }
 
