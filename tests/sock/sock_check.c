@@ -760,6 +760,37 @@ static void test_epoll(void)
 	close(ep);
 	close(a);
 	close(b);
+	/* nested: a pooled fd in an inner set, the inner set in an outer one */
+	{
+		int in = epoll_create1(0), out_ep = epoll_create1(0);
+
+		tcp_pair(&a, &b);
+		ev.events = EPOLLIN;
+		ev.data.u64 = 77;
+		CHECK(epoll_ctl(out_ep, EPOLL_CTL_ADD, in, &ev) == 0, "inner set into outer");
+		ev.data.u64 = 5;
+		CHECK(epoll_ctl(in, EPOLL_CTL_ADD, b, &ev) == 0, "pooled fd into inner");
+		CHECK(epoll_wait(out_ep, out, 4, 0) == 0, "nested: quiet");
+		if (fork() == 0) {
+			usleep(30000);
+			_exit(write(a, "n", 1) != 1);
+		}
+		n = epoll_wait(out_ep, out, 4, 5000);
+		CHECK(n == 1 && out[0].data.u64 == 77, "nested: outer wakes for the inner set (%d)", n);
+		n = epoll_wait(in, out, 4, 0);
+		CHECK(n == 1 && out[0].data.u64 == 5, "nested: inner reports the pooled fd");
+		wait(NULL);
+		read(b, buf, 16);
+		write(a, "m", 1); /* ready before the wait: no doorbell needed */
+		CHECK(epoll_wait(out_ep, out, 4, 1000) == 1 && out[0].data.u64 == 77,
+		      "nested: data already there");
+		read(b, buf, 16);
+		check_pooled(a, "nested epoll pair");
+		close(out_ep);
+		close(in);
+		close(a);
+		close(b);
+	}
 }
 
 /* ---- signals and threads ------------------------------------------------ */
