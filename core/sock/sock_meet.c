@@ -158,7 +158,7 @@ static int claim_slot(const struct cxls_sock_region *r, uint64_t key, uint32_t *
 
 /* The local view of a record on the pool: rings and ends by role. */
 void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
-		   uint32_t gen, int role, uint32_t cap)
+		      uint32_t gen, int role, uint32_t cap)
 {
 	c->slot = slot;
 	c->gen = gen;
