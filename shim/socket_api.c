@@ -44,7 +44,7 @@ static int accepted(int lfd, int fd)
 	l = cxls_fdtab_get(lfd);
 	if (l) {
 		if (atomic_load(&l->mode) == CXLS_SC_LISTEN)
-			cxls_sock_accepted(fd);
+			cxls_sock_accepted(lfd, fd);
 		cxls_sconn_put(l);
 	}
 	errno = err;

@@ -26,7 +26,7 @@
  * table; then after it, with the real call's result and errno. */
 int cxls_sock_connecting(const struct sockaddr *sa);
 void cxls_sock_connected(int fd, int rc, int err, int listens);
-void cxls_sock_accepted(int fd);
+void cxls_sock_accepted(int lfd, int fd);
 void cxls_sock_listening(int fd);
 /* Before the real close: forget fd. */
 void cxls_sock_closing(int fd);

@@ -122,9 +122,9 @@ static int end_finished(const struct cxls_sock_end *e)
 	return recorded > 0 && alive == 0;
 }
 
-/* Ring bytes per direction: the pool's ring, or less when the application
- * locked a smaller send buffer before connecting (SO_SNDBUF, which the
- * kernel reports doubled), rounded up to a power of two. */
+/* Ring bytes per direction: the pool's ring, or less when the creating end
+ * set a smaller SO_SNDBUF/SO_RCVBUF before connecting (or on its listener),
+ * rounded up to a power of two. */
 static uint32_t ring_cap(const struct cxls_sock_region *r, uint32_t app_sndbuf)
 {
 	uint64_t cap = r->ring_size, want = CXLS_SOCK_RING_MIN;

@@ -354,6 +354,27 @@ static void test_flags(void)
 		CHECK(poll(&p, 1, 1000) == 1 && (p.revents & POLLIN), "poll at SO_RCVLOWAT");
 	}
 	CHECK(read(b, buf, 64) == 4, "read lowat");
+	/* a ring sized from the application's SO_SNDBUF */
+	{
+		uint16_t port;
+		int lfd = tu_listen(&port, 0), c2 = socket(AF_INET, SOCK_STREAM, 0), s2;
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+		struct cxls_sock_rec *r;
+
+		v = 20000;
+		CHECK(setsockopt(c2, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) == 0, "SO_SNDBUF");
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sa.sin_port = htons(port);
+		CHECK(connect(c2, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
+		s2 = accept(lfd, NULL, NULL);
+		CHECK(write(c2, "s", 1) == 1 && read(s2, buf, 1) == 1, "bytes");
+		r = pool_rec(local_port(c2), 0);
+		CHECK(!expect_pool || (r && r->cap == 32768), "ring of 32K for SO_SNDBUF 20000 (%u)",
+		      r ? r->cap : 0);
+		close(c2);
+		close(s2);
+		close(lfd);
+	}
 	/* getsockopt still answers */
 	v = -1;
 	socklen_t l = sizeof(v);
