@@ -148,6 +148,33 @@ void cxls_sock_accepted(int lfd, int fd)
 	start(fd, CXLS_SERVER, 0, app_buf(lfd, 0));
 }
 
+/* A bound socket is advertised before the kernel listens on it: a client
+ * connecting the instant listen() returns must find it already. */
+int cxls_sock_listen_early(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	struct cxls_sconn *c;
+
+	if (sys_getsockname(fd, (struct sockaddr *)&ss, &l) ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+	    ((struct sockaddr_in *)&ss)->sin_port == 0) /* same offset in both */
+		return 0;
+	cxls_sock_listening(fd);
+	c = cxls_fdtab_get(fd);
+	if (c)
+		cxls_sconn_put(c);
+	return c != NULL;
+}
+
+void cxls_sock_listen_failed(int fd)
+{
+	struct cxls_sconn *c = cxls_fdtab_take(fd);
+
+	if (c)
+		cxls_sconn_put(c);
+}
+
 void cxls_sock_listening(int fd)
 {
 	struct cxls_sconn *c;
