@@ -44,7 +44,7 @@ static int accepted(int lfd, int fd)
 	l = cxls_fdtab_get(lfd);
 	if (l) {
 		if (atomic_load(&l->mode) == CXLS_SC_LISTEN)
-			cxls_sock_accepted(fd);
+			cxls_sock_accepted(lfd, fd);
 		cxls_sconn_put(l);
 	}
 	errno = err;
@@ -63,12 +63,14 @@ EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 
 EXPORT int listen(int fd, int backlog)
 {
+	int early = cxls_sock_listen_early(fd);
 	int r = REAL(listen)(fd, backlog), err = errno;
 
-	if (r == 0) {
+	if (r == 0 && !early)
 		cxls_sock_listening(fd);
-		errno = err;
-	}
+	else if (r != 0 && early)
+		cxls_sock_listen_failed(fd);
+	errno = err;
 	return r;
 }
 

@@ -26,8 +26,12 @@
  * table; then after it, with the real call's result and errno. */
 int cxls_sock_connecting(const struct sockaddr *sa);
 void cxls_sock_connected(int fd, int rc, int err, int listens);
-void cxls_sock_accepted(int fd);
+void cxls_sock_accepted(int lfd, int fd);
 void cxls_sock_listening(int fd);
+/* Before listen(): advertise a bound socket now (1), or not yet (0: call
+ * cxls_sock_listening after); cxls_sock_listen_failed undoes it. */
+int cxls_sock_listen_early(int fd);
+void cxls_sock_listen_failed(int fd);
 /* Before the real close: forget fd. */
 void cxls_sock_closing(int fd);
 /* After a real dup/dup2/dup3/F_DUPFD: newfd is oldfd. */

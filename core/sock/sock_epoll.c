@@ -13,6 +13,8 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <sched.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,11 +40,24 @@ struct ep_item {
 	uint64_t seen_cons;    /* tx cons at that report */
 };
 
+#define EP_CHILDREN 8
+
+/* An epoll fd inside this one (nested sets): its pooled members make it
+ * ready, which the kernel only sees once they are armed. */
+struct ep_child {
+	int fd;
+	struct epset *set;
+	uint32_t events;
+	epoll_data_t data;
+};
+
 struct epset {
 	pthread_mutex_t lock;
 	int n, cap;
 	unsigned calls;        /* every so often look at quiet items too */
 	struct ep_item *items;
+	int nchild;
+	struct ep_child child[EP_CHILDREN];
 };
 
 /* epoll fd -> set; process-wide like the fd numbers it is indexed by */
@@ -172,16 +187,84 @@ static struct epoll_event tagged(int fd, struct cxls_sconn *c, uint32_t app_even
 	return e;
 }
 
+static uint32_t item_ready(struct ep_item *it, int arm);
+
+/* Is fd an epoll instance?  (Asked when it is added to another set.) */
+static int is_epoll(int fd)
+{
+	char path[64], link[32];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return 0;
+	link[n] = '\0';
+	return !strcmp(link, "anon_inode:[eventpoll]");
+}
+
+/* epoll_ctl(outer, op, inner): the kernel registration as asked, plus the
+ * shim's note of the child set. */
+static int nest(int epfd, int op, int fd, struct epoll_event *ev, struct epset *inner)
+{
+	struct epset *s = set_of(epfd, op == EPOLL_CTL_ADD);
+	int r = sys_epoll_ctl(epfd, op, fd, ev), i;
+
+	if (r || !s)
+		return r;
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < s->nchild && s->child[i].fd != fd; i++)
+		;
+	if (op == EPOLL_CTL_DEL && i < s->nchild)
+		s->child[i] = s->child[--s->nchild];
+	else if (op != EPOLL_CTL_DEL && ev && (i < s->nchild || s->nchild < EP_CHILDREN)) {
+		if (i == s->nchild)
+			s->nchild++;
+		s->child[i] = (struct ep_child){ fd, inner, ev->events, ev->data };
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+/* Nested sets whose pooled members are ready, reported as the inner epoll
+ * fd (EPOLLIN), arming the members when asked. */
+static int collect_children(struct epset *s, struct epoll_event *out, int n, int max, int arm)
+{
+	for (int i = 0; i < s->nchild && n < max; i++) {
+		struct ep_child *ch = &s->child[i];
+		int ready = 0;
+
+		pthread_mutex_lock(&ch->set->lock);
+		for (int j = 0; j < ch->set->n && !ready; j++)
+			ready = item_ready(&ch->set->items[j], arm) != 0;
+		if (arm) /* arm them all: any of them may ring first */
+			for (int j = 0; j < ch->set->n; j++)
+				item_ready(&ch->set->items[j], 1);
+		pthread_mutex_unlock(&ch->set->lock);
+		if (ready && (ch->events & EPOLLIN)) {
+			out[n].events = EPOLLIN;
+			out[n].data = ch->data;
+			n++;
+		}
+	}
+	return n;
+}
+
 int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct cxls_sconn *c;
-	struct epset *s;
+	struct epset *s, *inner;
 	struct ep_item *it;
 	struct epoll_event e;
 	int r;
 
 	if (epfd < 0)
 		return -2;
+	inner = atomic_load(&any_set) ? set_of(fd, 0) : NULL;
+	if (!inner && op == EPOLL_CTL_ADD && fd != epfd && !cxls_fdtab_empty() && is_epoll(fd))
+		inner = set_of(fd, 1); /* members may come later */
+	if (inner && fd != epfd)
+		return nest(epfd, op, fd, ev, inner);
 	if (cxls_fdtab_empty() && !atomic_load(&any_set)) {
 		if (op == EPOLL_CTL_ADD && fd >= 0)
 			mark_seen(fd, 1);
@@ -386,6 +469,24 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m)
 	return keep;
 }
 
+/* A nested set reported by the shim and by the kernel: keep one. */
+static int drop_reported_children(struct epset *s, struct epoll_event *ev, int n, int m)
+{
+	int keep = n;
+
+	for (int i = n; i < n + m; i++) {
+		int dup = 0;
+
+		for (int j = 0; j < n && !dup; j++)
+			for (int k = 0; k < s->nchild && !dup; k++)
+				dup = ev[j].data.u64 == s->child[k].data.u64 &&
+				      ev[i].data.u64 == ev[j].data.u64;
+		if (!dup)
+			ev[keep++] = ev[i];
+	}
+	return keep - n;
+}
+
 static int busy(struct epset *s, struct epoll_event *out, int max)
 {
 	uint32_t us = 0;
@@ -416,7 +517,7 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 	if (!s || max <= 0)
 		return -2;
 	pthread_mutex_lock(&s->lock);
-	if (!s->n) {
+	if (!s->n && !s->nchild) {
 		pthread_mutex_unlock(&s->lock);
 		return -2;
 	}
@@ -430,11 +531,11 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 	for (int round = 0;; round++) {
 		int wait = 0;
 
-		n = collect(s, ev, 0, max, 0);
+		n = collect_children(s, ev, collect(s, ev, 0, max, 0), max, 0);
 		if (!n && round == 0)
 			n = busy(s, ev, max);
 		if (!n)
-			n = collect(s, ev, 0, max, 1);
+			n = collect_children(s, ev, collect(s, ev, 0, max, 1), max, 1);
 		if (!n) {
 			wait = timeout_ms < 0 ? -1 : 0;
 			if (timeout_ms > 0) {
@@ -452,6 +553,7 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 			return n ? n : -1;
 		}
 		m = sort_kernel(epfd, s, ev + n, m);
+		m = drop_reported_children(s, ev, n, m);
 		n += m;
 		if (!m && n == 0)
 			n = collect(s, ev, 0, max, 0);
@@ -475,6 +577,17 @@ void cxls_sock_epoll_closing(int fd)
 		struct epset *s = sets[fd];
 
 		sets[fd] = NULL;
+		for (int e = 0; e < nsets; e++) {
+			struct epset *o = sets[e];
+
+			if (!o)
+				continue;
+			pthread_mutex_lock(&o->lock);
+			for (int i = 0; i < o->nchild; i++)
+				if (o->child[i].set == s)
+					o->child[i--] = o->child[--o->nchild];
+			pthread_mutex_unlock(&o->lock);
+		}
 		for (int i = 0; i < s->n; i++)
 			cxls_sconn_put(s->items[i].c);
 		free(s->items);

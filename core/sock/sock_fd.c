@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 
 #include "log.h"
@@ -20,6 +21,58 @@ static int nonblocking(int fd)
 	long fl = syscall(SYS_fcntl, fd, F_GETFL);
 
 	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* SO_SNDBUF/SO_RCVBUF the application set on sockets not followed yet
+ * (before connect, or on a listener whose accepted sockets inherit them):
+ * the ring of their connection is sized from the smaller.  Few programs
+ * set them, so a short list does. */
+static pthread_mutex_t bufs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct app_buf {
+	int fd;
+	uint32_t bytes;
+} *bufs;
+static int nbufs, capbufs;
+
+static void note_buf(int fd, uint32_t bytes)
+{
+	int i;
+
+	pthread_mutex_lock(&bufs_lock);
+	for (i = 0; i < nbufs && bufs[i].fd != fd; i++)
+		;
+	if (i == nbufs && nbufs == capbufs) {
+		int cap = capbufs ? capbufs * 2 : 16;
+		struct app_buf *grown = realloc(bufs, (size_t)cap * sizeof(*grown));
+
+		if (grown) {
+			bufs = grown;
+			capbufs = cap;
+		}
+	}
+	if (i < nbufs && bytes < bufs[i].bytes)
+		bufs[i].bytes = bytes;
+	else if (i == nbufs && nbufs < capbufs)
+		bufs[nbufs++] = (struct app_buf){ fd, bytes };
+	pthread_mutex_unlock(&bufs_lock);
+}
+
+static uint32_t app_buf(int fd, int forget)
+{
+	uint32_t bytes = 0;
+
+	if (!nbufs)
+		return 0;
+	pthread_mutex_lock(&bufs_lock);
+	for (int i = 0; i < nbufs; i++)
+		if (bufs[i].fd == fd) {
+			bytes = bufs[i].bytes;
+			if (forget)
+				bufs[i] = bufs[--nbufs];
+			break;
+		}
+	pthread_mutex_unlock(&bufs_lock);
+	return bytes;
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -38,7 +91,7 @@ static void follow(int fd, struct cxls_sconn *c)
 }
 
 /* Meets the peer of a connected socket; installs it unless it is TCP. */
-static void start(int fd, int role, int listens)
+static void start(int fd, int role, int listens, uint32_t bufsize)
 {
 	struct cxls_sconn *c;
 	int mode;
@@ -49,7 +102,7 @@ static void start(int fd, int role, int listens)
 	if (!c)
 		return;
 	c->server_listens = listens;
-	mode = cxls_sock_meet(c, fd, role, 0);
+	mode = cxls_sock_meet(c, fd, role, bufsize);
 	if (mode != CXLS_SC_TCP)
 		follow(fd, c);
 	cxls_sconn_put(c);
@@ -76,7 +129,7 @@ void cxls_sock_connected(int fd, int rc, int err, int listens)
 		return;
 	}
 	if (rc == 0) {
-		start(fd, CXLS_CLIENT, listens);
+		start(fd, CXLS_CLIENT, listens, app_buf(fd, 0));
 		return;
 	}
 	if (err != EINPROGRESS)
@@ -89,9 +142,37 @@ void cxls_sock_connected(int fd, int rc, int err, int listens)
 	}
 }
 
-void cxls_sock_accepted(int fd)
+void cxls_sock_accepted(int lfd, int fd)
 {
-	start(fd, CXLS_SERVER, 0);
+	/* an accepted socket inherits the listener's buffer sizes */
+	start(fd, CXLS_SERVER, 0, app_buf(lfd, 0));
+}
+
+/* A bound socket is advertised before the kernel listens on it: a client
+ * connecting the instant listen() returns must find it already. */
+int cxls_sock_listen_early(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	struct cxls_sconn *c;
+
+	if (sys_getsockname(fd, (struct sockaddr *)&ss, &l) ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+	    ((struct sockaddr_in *)&ss)->sin_port == 0) /* same offset in both */
+		return 0;
+	cxls_sock_listening(fd);
+	c = cxls_fdtab_get(fd);
+	if (c)
+		cxls_sconn_put(c);
+	return c != NULL;
+}
+
+void cxls_sock_listen_failed(int fd)
+{
+	struct cxls_sconn *c = cxls_fdtab_take(fd);
+
+	if (c)
+		cxls_sconn_put(c);
 }
 
 void cxls_sock_listening(int fd)
@@ -138,7 +219,7 @@ static int finish_connect(struct cxls_sconn *c, int fd)
 
 	if (sys_getpeername(fd, (struct sockaddr *)&ss, &l))
 		return errno == ENOTCONN ? CXLS_SC_CONNECTING : CXLS_SC_TCP;
-	return cxls_sock_meet(c, fd, CXLS_CLIENT, 0);
+	return cxls_sock_meet(c, fd, CXLS_CLIENT, app_buf(fd, 0));
 }
 
 struct cxls_sconn *cxls_sock_use(int fd)
@@ -170,6 +251,7 @@ void cxls_sock_closing(int fd)
 {
 	struct cxls_sconn *c;
 
+	app_buf(fd, 1);
 	cxls_sock_epoll_closing(fd);
 	c = cxls_fdtab_take(fd);
 	if (!c)
@@ -249,7 +331,12 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 {
 	struct cxls_sconn *c;
 
-	if (level != SOL_SOCKET || (name != SO_RCVLOWAT && name != SO_LINGER))
+	if (level != SOL_SOCKET)
+		return;
+	if ((name == SO_SNDBUF || name == SO_RCVBUF) && len >= sizeof(int) &&
+	    *(const int *)val > 0 && cxls_sock_region())
+		note_buf(fd, (uint32_t)*(const int *)val);
+	if (name != SO_RCVLOWAT && name != SO_LINGER)
 		return;
 	c = cxls_fdtab_get(fd);
 	if (!c)

@@ -122,9 +122,9 @@ static int end_finished(const struct cxls_sock_end *e)
 	return recorded > 0 && alive == 0;
 }
 
-/* Ring bytes per direction: the pool's ring, or less when the application
- * locked a smaller send buffer before connecting (SO_SNDBUF, which the
- * kernel reports doubled), rounded up to a power of two. */
+/* Ring bytes per direction: the pool's ring, or less when the creating end
+ * set a smaller SO_SNDBUF/SO_RCVBUF before connecting (or on its listener),
+ * rounded up to a power of two. */
 static uint32_t ring_cap(const struct cxls_sock_region *r, uint32_t app_sndbuf)
 {
 	uint64_t cap = r->ring_size, want = CXLS_SOCK_RING_MIN;
@@ -158,7 +158,7 @@ static int claim_slot(const struct cxls_sock_region *r, uint64_t key, uint32_t *
 
 /* The local view of a record on the pool: rings and ends by role. */
 void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
-		   uint32_t gen, int role, uint32_t cap)
+		      uint32_t gen, int role, uint32_t cap)
 {
 	c->slot = slot;
 	c->gen = gen;

@@ -354,6 +354,27 @@ static void test_flags(void)
 		CHECK(poll(&p, 1, 1000) == 1 && (p.revents & POLLIN), "poll at SO_RCVLOWAT");
 	}
 	CHECK(read(b, buf, 64) == 4, "read lowat");
+	/* a ring sized from the application's SO_SNDBUF */
+	{
+		uint16_t port;
+		int lfd = tu_listen(&port, 0), c2 = socket(AF_INET, SOCK_STREAM, 0), s2;
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+		struct cxls_sock_rec *r;
+
+		v = 20000;
+		CHECK(setsockopt(c2, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) == 0, "SO_SNDBUF");
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sa.sin_port = htons(port);
+		CHECK(connect(c2, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
+		s2 = accept(lfd, NULL, NULL);
+		CHECK(write(c2, "s", 1) == 1 && read(s2, buf, 1) == 1, "bytes");
+		r = pool_rec(local_port(c2), 0);
+		CHECK(!expect_pool || (r && r->cap == 32768), "ring of 32K for SO_SNDBUF 20000 (%u)",
+		      r ? r->cap : 0);
+		close(c2);
+		close(s2);
+		close(lfd);
+	}
 	/* getsockopt still answers */
 	v = -1;
 	socklen_t l = sizeof(v);
@@ -760,6 +781,37 @@ static void test_epoll(void)
 	close(ep);
 	close(a);
 	close(b);
+	/* nested: a pooled fd in an inner set, the inner set in an outer one */
+	{
+		int in = epoll_create1(0), out_ep = epoll_create1(0);
+
+		tcp_pair(&a, &b);
+		ev.events = EPOLLIN;
+		ev.data.u64 = 77;
+		CHECK(epoll_ctl(out_ep, EPOLL_CTL_ADD, in, &ev) == 0, "inner set into outer");
+		ev.data.u64 = 5;
+		CHECK(epoll_ctl(in, EPOLL_CTL_ADD, b, &ev) == 0, "pooled fd into inner");
+		CHECK(epoll_wait(out_ep, out, 4, 0) == 0, "nested: quiet");
+		if (fork() == 0) {
+			usleep(30000);
+			_exit(write(a, "n", 1) != 1);
+		}
+		n = epoll_wait(out_ep, out, 4, 5000);
+		CHECK(n == 1 && out[0].data.u64 == 77, "nested: outer wakes for the inner set (%d)", n);
+		n = epoll_wait(in, out, 4, 0);
+		CHECK(n == 1 && out[0].data.u64 == 5, "nested: inner reports the pooled fd");
+		wait(NULL);
+		read(b, buf, 16);
+		write(a, "m", 1); /* ready before the wait: no doorbell needed */
+		CHECK(epoll_wait(out_ep, out, 4, 1000) == 1 && out[0].data.u64 == 77,
+		      "nested: data already there");
+		read(b, buf, 16);
+		check_pooled(a, "nested epoll pair");
+		close(out_ep);
+		close(in);
+		close(a);
+		close(b);
+	}
 }
 
 /* ---- signals and threads ------------------------------------------------ */
