@@ -52,7 +52,10 @@ static void damaged(const char *what, size_t off, uint64_t value, int bytes, int
 
 	fresh_pool("bad");
 	CHECK(cxls_pool_open(&p, &cfg) == 0, "create");
-	memcpy((char *)p.sb + off, &value, (size_t)bytes);
+	/* XOR, so that the field always changes (a random uuid byte may
+	 * already hold the damage value) */
+	for (int i = 0; i < bytes; i++)
+		((unsigned char *)p.sb)[off + (size_t)i] ^= (unsigned char)(value >> (8 * i));
 	cxls_pool_close(&p);
 	err = cxls_pool_open(&p, &cfg);
 	CHECK(err == want, "%s: got %d (%s), want %d", what, err, cxls_pool_strerror(err), want);
