@@ -112,6 +112,18 @@ int cxls_op_get_all(struct cxls_op *op, uint32_t k, char *recv);
  * `consumer` (Gather and Reduce: the root). */
 int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer);
 
+/* A pointer the driver takes as device address (unified addressing). */
+static inline CUdeviceptr cxls_dptr(const void *p)
+{
+	return (CUdeviceptr)(uintptr_t)p;
+}
+
+/* The emulated device a staging slot lies on (for the bandwidth model). */
+static inline uint32_t cxls_op_slot_device(const struct cxls_comm *c, const uint8_t *slot)
+{
+	return cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base));
+}
+
 /* Staging slots of round k: a rank's own (N-to-N) or the shared 1-to-N. */
 static inline uint8_t *cxls_op_slot(const struct cxls_op *op, int rank, uint32_t k)
 {

@@ -86,7 +86,6 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 			   const struct cxls_call *call, size_t bytes, uint32_t slices)
 {
 	const struct cxls_stage *s = &c->st;
-	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
 	ncclResult_t r;
 
 	op->c = c;
@@ -100,8 +99,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->chunk = op_chunk(c, bytes);
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
 	op->rounds = op->cpr * slices;
-	op->capturing = s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
-			cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	op->capturing = cxls_stage_capturing(s, stream);
 	op->replay = NULL;
 	if (op->capturing && !(op->replay = cxls_replay_begin(c, stream)))
 		return ncclSystemError;
@@ -174,16 +172,6 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	return 0;
 }
 
-static uint32_t slot_device(const struct cxls_comm *c, const uint8_t *slot)
-{
-	return cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base));
-}
-
-static CUdeviceptr dptr(const void *p)
-{
-	return (CUdeviceptr)(uintptr_t)p;
-}
-
 static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, const void *src, size_t n,
 			ncclDataType_t t, const struct cxls_redop *rop, int init, int last);
 
@@ -195,8 +183,8 @@ int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, 
 
 	if (scaled ? enqueue_fold(op, op->ws, slot, src, len / cxls_type_size(op->type), op->type,
 				  op->scale, 1, 0) :
-		     cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), dptr(src),
-					  len, slot_device(c, slot)))
+		     cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), cxls_dptr(src),
+					  len, cxls_op_slot_device(c, slot)))
 		return -1;
 	if (cxls_stage_flush(s, op->ws, slot, len))
 		return -1;
@@ -211,8 +199,8 @@ int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *d
 	if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], op->g0 + k + 1) ||
 	    cxls_stage_flush(s, op->rs, slot, len))
 		return -1;
-	return cxls_stage_pool_copy(s, op->rs, s->rec_r, dptr(dst), cxls_stage_dev(s, slot), len,
-				    slot_device(c, slot));
+	return cxls_stage_pool_copy(s, op->rs, s->rec_r, cxls_dptr(dst), cxls_stage_dev(s, slot), len,
+				    cxls_op_slot_device(c, slot));
 }
 
 int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer)
@@ -332,5 +320,5 @@ ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll)
 
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len)
 {
-	return cxls_stage_copy(&op->c->st, op->ws, dptr(dst), dptr(src), len);
+	return cxls_stage_copy(&op->c->st, op->ws, cxls_dptr(dst), cxls_dptr(src), len);
 }

@@ -55,21 +55,6 @@ static uint8_t *slot_of(struct cxls_comm *c, int src, int dst, uint32_t seq)
 					       seq % c->lay.p2p_slots);
 }
 
-static struct cxls_bell *pub_of(struct cxls_comm *c, int src, int dst)
-{
-	return &c->view.p2p_pub[(size_t)src * c->view.max_ranks + (size_t)dst];
-}
-
-static struct cxls_bell *ack_of(struct cxls_comm *c, int src, int dst)
-{
-	return &c->view.p2p_ack[(size_t)src * c->view.max_ranks + (size_t)dst];
-}
-
-static CUdeviceptr dptr(const void *p)
-{
-	return (CUdeviceptr)(uintptr_t)p;
-}
-
 /* The next chunk of the cursor's messages: where, and how long. */
 static size_t next_chunk(struct lane_cursor *l, size_t chunk, char **buf)
 {
@@ -98,12 +83,12 @@ static int send_chunk(struct cxls_comm *c, CUstream st, struct lane_cursor *l, u
 	char *src = NULL;
 	size_t len = next_chunk(l, c->lay.p2p_chunk, &src);
 
-	if (cxls_stage_wait(s, st, ack_of(c, c->rank, l->peer), seq - c->lay.p2p_slots + 1) ||
-	    cxls_stage_pool_copy(s, st, s->rec_w, cxls_stage_dev(s, slot), dptr(src), len,
-				 cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base))) ||
+	if (cxls_stage_wait(s, st, cxls_p2p_ack(&c->view, c->rank, l->peer), seq - c->lay.p2p_slots + 1) ||
+	    cxls_stage_pool_copy(s, st, s->rec_w, cxls_stage_dev(s, slot), cxls_dptr(src), len,
+				 cxls_op_slot_device(c, slot)) ||
 	    cxls_stage_flush(s, st, slot, len))
 		return -1;
-	return cxls_stage_ring(s, st, pub_of(c, c->rank, l->peer), seq + 1);
+	return cxls_stage_ring(s, st, cxls_p2p_pub(&c->view, c->rank, l->peer), seq + 1);
 }
 
 static int recv_chunk(struct cxls_comm *c, CUstream st, struct lane_cursor *l, uint32_t k)
@@ -114,12 +99,12 @@ static int recv_chunk(struct cxls_comm *c, CUstream st, struct lane_cursor *l, u
 	char *dst = NULL;
 	size_t len = next_chunk(l, c->lay.p2p_chunk, &dst);
 
-	if (cxls_stage_wait(s, st, pub_of(c, l->peer, c->rank), seq + 1) ||
+	if (cxls_stage_wait(s, st, cxls_p2p_pub(&c->view, l->peer, c->rank), seq + 1) ||
 	    cxls_stage_flush(s, st, slot, len) ||
-	    cxls_stage_pool_copy(s, st, s->rec_r, dptr(dst), cxls_stage_dev(s, slot), len,
-				 cxls_layout_device(&c->lay, (uint64_t)(slot - c->pool->base))))
+	    cxls_stage_pool_copy(s, st, s->rec_r, cxls_dptr(dst), cxls_stage_dev(s, slot), len,
+				 cxls_op_slot_device(c, slot)))
 		return -1;
-	return cxls_stage_ring(s, st, ack_of(c, l->peer, c->rank), seq + 1);
+	return cxls_stage_ring(s, st, cxls_p2p_ack(&c->view, l->peer, c->rank), seq + 1);
 }
 
 static uint32_t chunks_of(const struct cxls_p2p *ops, int n, int peer, int send, size_t chunk)
@@ -167,7 +152,7 @@ static int self_copies(struct cxls_comm *c, CUstream st, const struct cxls_p2p *
 	int si = 0, ri = 0;
 
 	while (self_pair(ops, n, c->rank, &si, &ri) > 0) {
-		if (cxls_stage_copy(&c->st, st, dptr(ops[ri].buf), dptr(ops[si].buf),
+		if (cxls_stage_copy(&c->st, st, cxls_dptr(ops[ri].buf), cxls_dptr(ops[si].buf),
 				    ops[si].bytes))
 			return -1;
 		si++;
@@ -218,10 +203,9 @@ static int enqueue_rounds(struct cxls_comm *c, CUstream ws, CUstream rs, struct 
 	return 0;
 }
 
-/* Work enqueued half way cannot be matched by the peers any more: count
- * it as enqueued (so that unblocking raises the doorbells past it) and
- * fail the communicator. */
-static ncclResult_t abandon(struct cxls_p2p_batch *b)
+/* The group's chunks join the live channel sequences (captures do not
+ * advance them, replay.h). */
+static void advance_channels(struct cxls_p2p_batch *b)
 {
 	struct cxls_comm *c = b->c;
 
@@ -229,6 +213,16 @@ static ncclResult_t abandon(struct cxls_p2p_batch *b)
 		atomic_fetch_add(b->cur[i].send ? &c->p2p_sent[b->cur[i].peer] :
 						  &c->p2p_recvd[b->cur[i].peer],
 				 b->cur[i].chunks);
+}
+
+/* Work enqueued half way cannot be matched by the peers any more: count
+ * it as enqueued (so that unblocking raises the doorbells past it) and
+ * fail the communicator. */
+static ncclResult_t abandon(struct cxls_p2p_batch *b)
+{
+	struct cxls_comm *c = b->c;
+
+	advance_channels(b);
 	free(b->cur);
 	b->cur = NULL;
 	cxls_comm_set_error(c, "enqueueing a send/receive group failed half way: aborting");
@@ -240,7 +234,6 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 			    const struct cxls_p2p *ops, int n, CUstream stream)
 {
 	const struct cxls_stage *s = &c->st;
-	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
 
 	*b = (struct cxls_p2p_batch){ .c = c, .ops = ops, .n = n, .stream = stream };
 	/* nothing of the group reaches a peer unless all of it can */
@@ -249,8 +242,7 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 	b->cur = calloc((size_t)2 * (size_t)c->nranks, sizeof(*b->cur));
 	if (!b->cur)
 		return ncclSystemError;
-	b->capturing = s->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
-		       cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	b->capturing = cxls_stage_capturing(s, stream);
 	b->m = make_cursors(c, ops, n, b->cur, &b->rounds);
 	if (b->capturing && !(b->replay = cxls_replay_begin(c, stream))) {
 		free(b->cur);
@@ -283,11 +275,7 @@ ncclResult_t cxls_p2p_end(struct cxls_p2p_batch *b)
 	    cxls_stage_mark_done(s, b->stream, b->capturing) ||
 	    (b->replay && cxls_replay_end(b->replay, b->stream)))
 		return abandon(b);
-	/* captures do not advance the live sequence (replay.h) */
-	for (int i = 0; i < b->m && !b->capturing; i++)
-		atomic_fetch_add(b->cur[i].send ? &c->p2p_sent[b->cur[i].peer] :
-						  &c->p2p_recvd[b->cur[i].peer],
-				 b->cur[i].chunks);
+	advance_channels(b);
 	if (!b->capturing)
 		atomic_store(&c->p2p_ops, done);
 	CXLS_TRACE("p2p group of %d ops, %d channels, %u rounds", b->n, b->m, b->rounds);

@@ -6,6 +6,7 @@
 
 #include "doorbell.h"
 #include "log.h"
+#include "proc_id.h"
 
 /* This rank's doorbells: the ones it writes. */
 struct bells {
@@ -34,16 +35,6 @@ static void bells_free(struct bells *b)
 	free(b->p2p_ack);
 }
 
-static struct cxls_bell *p2p_out(struct cxls_comm *c, int peer)
-{
-	return &c->view.p2p_pub[(size_t)c->rank * c->view.max_ranks + (size_t)peer];
-}
-
-static struct cxls_bell *p2p_in(struct cxls_comm *c, int peer)
-{
-	return &c->view.p2p_ack[(size_t)peer * c->view.max_ranks + (size_t)c->rank];
-}
-
 static void bells_read(struct cxls_comm *c, struct bells *b)
 {
 	int f = c->pool->flush_mode;
@@ -53,8 +44,8 @@ static void bells_read(struct cxls_comm *c, struct bells *b)
 	b->done = cxls_bell_read(&c->view.done[c->rank], f);
 	b->p2p_done = cxls_bell_read(&c->view.p2p_done[c->rank], f);
 	for (int p = 0; p < c->nranks; p++) {
-		b->p2p_pub[p] = cxls_bell_read(p2p_out(c, p), f);
-		b->p2p_ack[p] = cxls_bell_read(p2p_in(c, p), f);
+		b->p2p_pub[p] = cxls_bell_read(cxls_p2p_pub(&c->view, c->rank, p), f);
+		b->p2p_ack[p] = cxls_bell_read(cxls_p2p_ack(&c->view, p, c->rank), f);
 	}
 }
 
@@ -67,17 +58,9 @@ static void bells_write(struct cxls_comm *c, const struct bells *b)
 	cxls_bell_ring(&c->view.done[c->rank], b->done, f);
 	cxls_bell_ring(&c->view.p2p_done[c->rank], b->p2p_done, f);
 	for (int p = 0; p < c->nranks; p++) {
-		cxls_bell_ring(p2p_out(c, p), b->p2p_pub[p], f);
-		cxls_bell_ring(p2p_in(c, p), b->p2p_ack[p], f);
+		cxls_bell_ring(cxls_p2p_pub(&c->view, c->rank, p), b->p2p_pub[p], f);
+		cxls_bell_ring(cxls_p2p_ack(&c->view, p, c->rank), b->p2p_ack[p], f);
 	}
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Every rank reaches the same barrier; gives up when the communicator
@@ -87,7 +70,7 @@ static uint64_t now_ns(void)
 static void barrier(struct cxls_comm *c)
 {
 	uint32_t v = atomic_fetch_add(&c->graph_barriers, 1) + 1;
-	uint64_t deadline = now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	uint64_t deadline = cxls_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
 	int f = c->pool->flush_mode;
 	long ns = 1000;
 
@@ -97,7 +80,7 @@ static void barrier(struct cxls_comm *c)
 		       !atomic_load(&c->aborted)) {
 			struct timespec ts = { 0, ns };
 
-			if (now_ns() > deadline) {
+			if (cxls_now_ns() > deadline) {
 				CXLS_WARN("comm %p: rank %d did not reach replay barrier %u in %u ms: "
 					  "aborting", (void *)c, r, v, c->timeout_ms);
 				cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclSystemError);

@@ -123,6 +123,14 @@ static int wait_event(const struct cxls_stage *s, CUstream st, CUevent ev)
 	return check(s, s->cu->StreamWaitEvent(st, ev, 0), "cuStreamWaitEvent");
 }
 
+int cxls_stage_capturing(const struct cxls_stage *s, CUstream st)
+{
+	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+
+	return s->cu->StreamIsCapturing(st, &cap) == CUDA_SUCCESS &&
+	       cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
 int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing, int split)
 {
 	if (!split)

@@ -19,6 +19,9 @@ int cxls_stage_wait(const struct cxls_stage *s, CUstream st, struct cxls_bell *b
 /* flush mode only: write back / drop pool lines the CPU copied */
 int cxls_stage_flush(const struct cxls_stage *s, CUstream st, const void *p, size_t bytes);
 
+/* 1 when `st` is being captured into a CUDA graph. */
+int cxls_stage_capturing(const struct cxls_stage *s, CUstream st);
+
 /* Device address of a pool byte. */
 static inline CUdeviceptr cxls_stage_dev(const struct cxls_stage *s, const void *p)
 {

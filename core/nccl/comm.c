@@ -357,12 +357,9 @@ void cxls_comm_unblock(struct cxls_comm *c)
 	/* point-to-point: what our receives wait for from each peer, and what
 	 * our sends wait for the peer to have consumed */
 	for (int r = 0; r < c->nranks; r++) {
-		size_t in = (size_t)r * c->view.max_ranks + (size_t)c->rank;
-		size_t out = (size_t)c->rank * c->view.max_ranks + (size_t)r;
-
-		raise_bell(&c->view.p2p_pub[in], atomic_load(&c->p2p_recvd[r]) + 1,
+		raise_bell(cxls_p2p_pub(&c->view, r, c->rank), atomic_load(&c->p2p_recvd[r]) + 1,
 			   c->pool->flush_mode);
-		raise_bell(&c->view.p2p_ack[out], atomic_load(&c->p2p_sent[r]) + 1,
+		raise_bell(cxls_p2p_ack(&c->view, c->rank, r), atomic_load(&c->p2p_sent[r]) + 1,
 			   c->pool->flush_mode);
 	}
 }
@@ -386,11 +383,8 @@ static int drain(struct cxls_comm *c, uint32_t timeout_ms)
 {
 	uint64_t deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct timespec nap = { 0, 200000 };
-	struct cxls_bell *done = &c->view.done[c->rank];
-	struct cxls_bell *p2p_done = &c->view.p2p_done[c->rank];
 
-	while (cxls_bell_read(done, c->pool->flush_mode) != atomic_load(&c->ops) ||
-	       cxls_bell_read(p2p_done, c->pool->flush_mode) != atomic_load(&c->p2p_ops)) {
+	while (!quiescent(c)) {
 		if (cxls_now_ns() > deadline)
 			return -1;
 		if (atomic_load(&c->aborted))

@@ -53,6 +53,18 @@ enum cxls_join_err {
 	CXLS_JOIN_ECANCELED = -5,
 };
 
+/* The doorbells of the channel from rank src to rank dst: chunks the
+ * sender published, chunks the receiver consumed. */
+static inline struct cxls_bell *cxls_p2p_pub(const struct cxls_comm_view *v, int src, int dst)
+{
+	return &v->p2p_pub[(size_t)src * v->max_ranks + (size_t)dst];
+}
+
+static inline struct cxls_bell *cxls_p2p_ack(const struct cxls_comm_view *v, int src, int dst)
+{
+	return &v->p2p_ack[(size_t)src * v->max_ranks + (size_t)dst];
+}
+
 uint64_t cxls_comm_stride(uint32_t max_ranks);
 void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_comm_view *v);
 int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
