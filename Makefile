@@ -77,6 +77,12 @@ $(BUILD)/obj/%.o: %.c
 
 $(LIB_OBJ): CFLAGS += -fvisibility=hidden
 
+# The CPU reductions are loops the compiler must vectorise; no contraction,
+# so a PreMulSum product is rounded before it is added, as on the GPU; no
+# trapping math, so the small-float conversions select instead of branching
+# (nothing here reads the floating-point exception flags).
+$(BUILD)/obj/core/coll/arith.o $(BUILD)/obj/core/coll/minifloat.o: CFLAGS += -O3 -ffp-contract=off -fno-trapping-math
+
 $(LIB): $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libcxlshim.so -Wl,--no-undefined -o $@ $^ $(LDLIBS_SHIM)
 

@@ -107,6 +107,19 @@ $(BENCH_DIR)/mem_perf: bench/mem_perf.c include/cxlshim.h $(EMU_LIBS)
 
 bench-build: $(BENCH_DIR)/mem_perf
 
+# The CPU reduction alone (core/coll/arith.c), per type and operator, against
+# memcpy in the same run.
+$(BENCH_DIR)/fold_perf: bench/fold_perf.c $(BUILD)/obj/core/coll/arith.o \
+		$(BUILD)/obj/core/coll/minifloat.o
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -I$(CUDA_INC) -Icore/coll -o $@ $(filter %.c %.o,$^)
+
+bench-build: $(BENCH_DIR)/fold_perf
+
+.PHONY: bench-fold
+bench-fold: $(BENCH_DIR)/fold_perf
+	$(BENCH_DIR)/fold_perf
+
 .PHONY: bench-mem
 bench-mem: $(BENCH_DIR)/mem_perf $(BUILD)/libcxlshim.so
 	LD_LIBRARY_PATH=$(BUILD)/emu LD_PRELOAD=$(BUILD)/libcxlshim.so $(BENCH_DIR)/mem_perf

@@ -60,7 +60,7 @@ echo "== CUDA CPU emulation"
 step "emu: driver and runtime API" make -s test-emu
 
 echo "== unit"
-for t in policy layout pool; do
+for t in policy layout pool arith; do
 	step "unit: $t" "$BUILD/tests/test_$t"
 done
 

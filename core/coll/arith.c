@@ -1,7 +1,16 @@
-/* arith.c - CPU reductions with NCCL's per-type semantics. */
+/* arith.c - CPU reductions with NCCL's per-type semantics.
+ *
+ * One loop per (type, operator), simple enough for the compiler to
+ * vectorise (the file is built with -O3 and without floating-point
+ * contraction, so a PreMulSum product is rounded before it is added, as on
+ * the GPU).  Integers wrap: sums and products run on the unsigned type of
+ * the same width, comparisons on the signed one.  half, bfloat16 and fp8
+ * are folded in float blocks between a decode and an encode (minifloat.h
+ * says why that rounds exactly like the type's own arithmetic).
+ */
 #include "arith.h"
+#include "minifloat.h"
 
-#include <math.h>
 #include <string.h>
 
 size_t cxls_type_size(ncclDataType_t t)
@@ -20,213 +29,242 @@ size_t cxls_type_size(ncclDataType_t t)
 	}
 }
 
-/* ---- small floats ----------------------------------------------------- */
-
-/* A binary floating format of 1 + ebits + mbits bits. */
-struct mini {
-	int ebits, mbits, bias;
-	uint32_t max_finite; /* magnitude bits of the largest finite value */
-	uint32_t nan;        /* magnitude bits of the canonical NaN */
-	int has_inf;         /* all-ones exponent with zero mantissa is inf */
-	int saturate;        /* overflow goes to max_finite, not inf */
-};
-
-static const struct mini HALF = { 5, 10, 15, 0x7bff, 0x7e00, 1, 0 };
-static const struct mini E4M3 = { 4, 3, 7, 0x7e, 0x7f, 0, 1 };
-static const struct mini E5M2 = { 5, 2, 15, 0x7b, 0x7f, 1, 1 };
-
-static double mini_decode(const struct mini *f, uint32_t v)
-{
-	uint32_t emask = (1u << f->ebits) - 1, mmask = (1u << f->mbits) - 1;
-	uint32_t e = (v >> f->mbits) & emask, m = v & mmask;
-	int neg = (v >> (f->ebits + f->mbits)) & 1;
-	double x;
-
-	if (f->has_inf && e == emask)
-		x = m ? NAN : INFINITY;
-	else if (!f->has_inf && (v & ((emask << f->mbits) | mmask)) == f->nan)
-		x = NAN;
-	else if (e == 0)
-		x = ldexp(m, 1 - f->bias - f->mbits);
-	else
-		x = ldexp((double)((1u << f->mbits) | m), (int)e - f->bias - f->mbits);
-	return neg ? -x : x;
-}
-
-/* Round to nearest even, then saturate or overflow to inf. */
-static uint32_t mini_encode(const struct mini *f, double x)
-{
-	uint32_t sign = signbit(x) ? 1u << (f->ebits + f->mbits) : 0, bits;
-	double a = fabs(x), m;
-	int e, emin = 1 - f->bias;
-
-	if (isnan(x))
-		return sign | f->nan;
-	if (isinf(a)) {
-		bits = f->saturate || !f->has_inf ? f->max_finite : f->max_finite + 1;
-		return sign | bits;
-	}
-	e = a == 0 ? emin : ilogb(a);
-	if (e < emin)
-		e = emin; /* subnormal: fixed scale */
-	m = nearbyint(ldexp(a, f->mbits - e));
-	if (m >= (double)(2u << f->mbits)) { /* rounding carried into the exponent */
-		m /= 2;
-		e++;
-	}
-	if (m < (double)(1u << f->mbits))
-		bits = (uint32_t)m; /* subnormal or zero */
-	else
-		bits = ((uint32_t)(e + f->bias) << f->mbits) | ((uint32_t)m & ((1u << f->mbits) - 1));
-	if (bits > f->max_finite)
-		bits = f->saturate || !f->has_inf ? f->max_finite : f->max_finite + 1;
-	return sign | bits;
-}
-
-float cxls_half_to_float(uint16_t h) { return (float)mini_decode(&HALF, h); }
-uint16_t cxls_float_to_half(float f) { return (uint16_t)mini_encode(&HALF, f); }
-float cxls_e4m3_to_float(uint8_t v) { return (float)mini_decode(&E4M3, v); }
-uint8_t cxls_float_to_e4m3(float f) { return (uint8_t)mini_encode(&E4M3, f); }
-float cxls_e5m2_to_float(uint8_t v) { return (float)mini_decode(&E5M2, v); }
-uint8_t cxls_float_to_e5m2(float f) { return (uint8_t)mini_encode(&E5M2, f); }
-
-float cxls_bf16_to_float(uint16_t b)
-{
-	uint32_t u = (uint32_t)b << 16;
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-uint16_t cxls_float_to_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	if (isnan(f))
-		return (uint16_t)((u >> 16) | 0x40);
-	u += 0x7fff + ((u >> 16) & 1);
-	return (uint16_t)(u >> 16);
-}
-
-/* ---- one element ------------------------------------------------------ */
-
-static double combine(enum cxls_red_kind k, double a, double b)
-{
-	switch (k) {
-	case CXLS_RED_PROD: return a * b;
-	case CXLS_RED_MAX: return a > b || isnan(a) ? a : b;
-	case CXLS_RED_MIN: return a < b || isnan(a) ? a : b;
-	default: return a + b;
-	}
-}
-
-/* Integers wrap like the GPU's: compute in 64 bits, truncate on store. */
-static uint64_t combine_u(enum cxls_red_kind k, uint64_t a, uint64_t b, int is_signed)
-{
-	switch (k) {
-	case CXLS_RED_PROD: return a * b;
-	case CXLS_RED_MAX: return is_signed ? ((int64_t)a > (int64_t)b ? a : b) : (a > b ? a : b);
-	case CXLS_RED_MIN: return is_signed ? ((int64_t)a < (int64_t)b ? a : b) : (a < b ? a : b);
-	default: return a + b;
-	}
-}
-
 static int is_int(ncclDataType_t t)
 {
 	return t <= ncclUint64;
 }
 
-static int is_signed(ncclDataType_t t)
+/* ---- integers --------------------------------------------------------- */
+
+/* NAME_fold: d = d op s (s x mul for PreMulSum); NAME_scale: d = s x mul;
+ * NAME_div: d /= div (integer avg).  S is the signed view of the storage
+ * type U (U itself for unsigned types); both may alias. */
+#define INT_LOOPS(NAME, S, U)                                                       \
+	static void NAME##_fold(void *dv, const void *sv, size_t n,                 \
+				enum cxls_red_kind k, uint64_t mul)                  \
+	{                                                                           \
+		U *d = dv;                                                          \
+		const U *s = sv;                                                    \
+		S *ds = dv;                                                         \
+		const S *ss = sv;                                                   \
+		U m = (U)mul;                                                       \
+                                                                                    \
+		switch (k) {                                                        \
+		case CXLS_RED_PREMULSUM:                                            \
+			for (size_t i = 0; i < n; i++)                              \
+				d[i] = (U)(d[i] + (U)(s[i] * m));                   \
+			break;                                                      \
+		case CXLS_RED_PROD:                                                 \
+			for (size_t i = 0; i < n; i++)                              \
+				d[i] = (U)(d[i] * s[i]);                            \
+			break;                                                      \
+		case CXLS_RED_MAX:                                                  \
+			for (size_t i = 0; i < n; i++)                              \
+				ds[i] = ds[i] > ss[i] ? ds[i] : ss[i];              \
+			break;                                                      \
+		case CXLS_RED_MIN:                                                  \
+			for (size_t i = 0; i < n; i++)                              \
+				ds[i] = ds[i] < ss[i] ? ds[i] : ss[i];              \
+			break;                                                      \
+		default:                                                            \
+			for (size_t i = 0; i < n; i++)                              \
+				d[i] = (U)(d[i] + s[i]);                            \
+			break;                                                      \
+		}                                                                   \
+	}                                                                           \
+	static void NAME##_scale(void *dv, const void *sv, size_t n, uint64_t mul)  \
+	{                                                                           \
+		U *d = dv;                                                          \
+		const U *s = sv;                                                    \
+                                                                                    \
+		for (size_t i = 0; i < n; i++)                                      \
+			d[i] = (U)(s[i] * (U)mul);                                  \
+	}                                                                           \
+	static void NAME##_div(void *dv, size_t n, uint32_t div)                    \
+	{                                                                           \
+		S *d = dv;                                                          \
+                                                                                    \
+		for (size_t i = 0; i < n; i++)                                      \
+			d[i] = (S)(d[i] / (S)div);                                  \
+	}
+
+INT_LOOPS(i8, int8_t, uint8_t)
+INT_LOOPS(u8, uint8_t, uint8_t)
+INT_LOOPS(i32, int32_t, uint32_t)
+INT_LOOPS(u32, uint32_t, uint32_t)
+INT_LOOPS(i64, int64_t, uint64_t)
+INT_LOOPS(u64, uint64_t, uint64_t)
+
+struct int_loops {
+	void (*fold)(void *, const void *, size_t, enum cxls_red_kind, uint64_t);
+	void (*scale)(void *, const void *, size_t, uint64_t);
+	void (*div)(void *, size_t, uint32_t);
+};
+
+static const struct int_loops INT_LOOPS_OF[] = {
+	[ncclInt8] = { i8_fold, i8_scale, i8_div },
+	[ncclUint8] = { u8_fold, u8_scale, u8_div },
+	[ncclInt32] = { i32_fold, i32_scale, i32_div },
+	[ncclUint32] = { u32_fold, u32_scale, u32_div },
+	[ncclInt64] = { i64_fold, i64_scale, i64_div },
+	[ncclUint64] = { u64_fold, u64_scale, u64_div },
+};
+
+/* ---- float and double ------------------------------------------------- */
+
+/* max and min propagate a NaN from either side, as the GPU's fmax-free
+ * comparisons in NCCL do: a NaN in d stays, a NaN in s wins the compare. */
+#define FLOAT_LOOPS(NAME, T)                                                        \
+	static void NAME##_fold(T *d, const T *s, size_t n, enum cxls_red_kind k,   \
+				T mul)                                              \
+	{                                                                           \
+		switch (k) {                                                        \
+		case CXLS_RED_PREMULSUM:                                            \
+			for (size_t i = 0; i < n; i++) {                            \
+				T x = s[i] * mul;                                   \
+				d[i] = d[i] + x;                                    \
+			}                                                           \
+			break;                                                      \
+		case CXLS_RED_PROD:                                                 \
+			for (size_t i = 0; i < n; i++)                              \
+				d[i] = d[i] * s[i];                                 \
+			break;                                                      \
+		case CXLS_RED_MAX:                                                  \
+			for (size_t i = 0; i < n; i++)                              \
+				d[i] = d[i] > s[i] || d[i] != d[i] ? d[i] : s[i];   \
+			break;                                                      \
+		case CXLS_RED_MIN:                                                  \
+			for (size_t i = 0; i < n; i++)                              \
+				d[i] = d[i] < s[i] || d[i] != d[i] ? d[i] : s[i];   \
+			break;                                                      \
+		default:                                                            \
+			for (size_t i = 0; i < n; i++)                              \
+				d[i] = d[i] + s[i];                                 \
+			break;                                                      \
+		}                                                                   \
+	}                                                                           \
+	static void NAME##_scale(T *d, const T *s, size_t n, T mul)                 \
+	{                                                                           \
+		for (size_t i = 0; i < n; i++)                                      \
+			d[i] = s[i] * mul;                                          \
+	}
+
+FLOAT_LOOPS(f32, float)
+FLOAT_LOOPS(f64, double)
+
+/* ---- half, bfloat16, fp8 ---------------------------------------------- */
+
+#define MINI_BLOCK 1024 /* elements per float block: 8 KiB of stack for two */
+
+/* b[i] = b[i] x mul, rounded to t (a PreMulSum input as the peer sent it). */
+static void mini_prescale(float *b, size_t m, ncclDataType_t t, float mul)
 {
-	return t == ncclInt8 || t == ncclInt32 || t == ncclInt64;
+	uint16_t tmp[MINI_BLOCK];
+
+	f32_scale(b, b, m, mul);
+	cxls_minifloat_encode(tmp, b, m, t);
+	cxls_minifloat_decode(b, tmp, m, t);
 }
 
-static uint64_t load_u(const void *p, size_t i, ncclDataType_t t)
+static void mini_fold(void *dst, const void *src, size_t n, ncclDataType_t t,
+		      enum cxls_red_kind k, float mul)
 {
-	switch (t) {
-	case ncclInt8: return (uint64_t)(int64_t)((const int8_t *)p)[i];
-	case ncclUint8: return ((const uint8_t *)p)[i];
-	case ncclInt32: return (uint64_t)(int64_t)((const int32_t *)p)[i];
-	case ncclUint32: return ((const uint32_t *)p)[i];
-	default: return ((const uint64_t *)p)[i];
+	size_t sz = cxls_type_size(t);
+	float a[MINI_BLOCK], b[MINI_BLOCK];
+
+	for (size_t off = 0, m; off < n; off += m) {
+		char *d = (char *)dst + off * sz;
+
+		m = n - off < MINI_BLOCK ? n - off : MINI_BLOCK;
+		cxls_minifloat_decode(a, d, m, t);
+		cxls_minifloat_decode(b, (const char *)src + off * sz, m, t);
+		if (k == CXLS_RED_PREMULSUM)
+			mini_prescale(b, m, t, mul);
+		f32_fold(a, b, m, k == CXLS_RED_PREMULSUM ? CXLS_RED_SUM : k, 1.0f);
+		cxls_minifloat_encode(d, a, m, t);
 	}
 }
 
-static void store_u(void *p, size_t i, ncclDataType_t t, uint64_t v)
+static void mini_scale(void *dst, const void *src, size_t n, ncclDataType_t t, float mul)
 {
-	switch (t) {
-	case ncclInt8: case ncclUint8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-	case ncclInt32: case ncclUint32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-	default: ((uint64_t *)p)[i] = v; break;
+	size_t sz = cxls_type_size(t);
+	float a[MINI_BLOCK];
+
+	for (size_t off = 0, m; off < n; off += m) {
+		m = n - off < MINI_BLOCK ? n - off : MINI_BLOCK;
+		cxls_minifloat_decode(a, (const char *)src + off * sz, m, t);
+		f32_scale(a, a, m, mul);
+		cxls_minifloat_encode((char *)dst + off * sz, a, m, t);
 	}
 }
 
-/* Floating values as double; exact for every type. */
-static double load_f(const void *p, size_t i, ncclDataType_t t)
+/* ---- entry points ----------------------------------------------------- */
+
+/* A PreMulSum scalar in the reduction's type: u for integers, f for float
+ * and the small floats, d for double. */
+union scalar {
+	uint64_t u;
+	float f;
+	double d;
+};
+
+static float round_mini(float x, ncclDataType_t t)
 {
-	switch (t) {
-	case ncclFloat16: return cxls_half_to_float(((const uint16_t *)p)[i]);
-	case ncclBfloat16: return cxls_bf16_to_float(((const uint16_t *)p)[i]);
-	case ncclFloat8e4m3: return cxls_e4m3_to_float(((const uint8_t *)p)[i]);
-	case ncclFloat8e5m2: return cxls_e5m2_to_float(((const uint8_t *)p)[i]);
-	case ncclFloat32: return ((const float *)p)[i];
-	default: return ((const double *)p)[i];
+	uint16_t b;
+
+	cxls_minifloat_encode(&b, &x, 1, t);
+	cxls_minifloat_decode(&x, &b, 1, t);
+	return x;
+}
+
+/* A host scalar is rounded to the type; a device-resident one is read now,
+ * in stream order (the emulation's device memory is host memory). */
+static union scalar scalar_of(const struct cxls_redop *op, ncclDataType_t t)
+{
+	const void *p = op->scalar_dev;
+	union scalar v = { 0 };
+
+	if (!p) {
+		if (is_int(t))
+			v.u = (uint64_t)(int64_t)op->scalar;
+		else if (t == ncclFloat64)
+			v.d = op->scalar;
+		else if (t == ncclFloat32)
+			v.f = (float)op->scalar;
+		else
+			v.f = round_mini((float)op->scalar, t);
+		return v;
 	}
-}
-
-/* Rounds to the type, as the GPU does after every operation. */
-static double round_to(ncclDataType_t t, double v)
-{
 	switch (t) {
-	case ncclFloat16: return cxls_half_to_float(cxls_float_to_half((float)v));
-	case ncclBfloat16: return cxls_bf16_to_float(cxls_float_to_bf16((float)v));
-	case ncclFloat8e4m3: return cxls_e4m3_to_float(cxls_float_to_e4m3((float)v));
-	case ncclFloat8e5m2: return cxls_e5m2_to_float(cxls_float_to_e5m2((float)v));
-	case ncclFloat32: return (float)v;
-	default: return v;
+	case ncclInt8: v.u = (uint64_t)(int64_t)*(const int8_t *)p; break;
+	case ncclUint8: v.u = *(const uint8_t *)p; break;
+	case ncclInt32: v.u = (uint64_t)(int64_t)*(const int32_t *)p; break;
+	case ncclUint32: v.u = *(const uint32_t *)p; break;
+	case ncclInt64: case ncclUint64: memcpy(&v.u, p, 8); break;
+	case ncclFloat32: memcpy(&v.f, p, 4); break;
+	case ncclFloat64: memcpy(&v.d, p, 8); break;
+	default: cxls_minifloat_decode(&v.f, p, 1, t); break;
 	}
+	return v;
 }
 
-static void store_f(void *p, size_t i, ncclDataType_t t, double v)
+static void fold(void *dst, const void *src, size_t n, ncclDataType_t t,
+		 enum cxls_red_kind k, union scalar s)
 {
-	switch (t) {
-	case ncclFloat16: ((uint16_t *)p)[i] = cxls_float_to_half((float)v); break;
-	case ncclBfloat16: ((uint16_t *)p)[i] = cxls_float_to_bf16((float)v); break;
-	case ncclFloat8e4m3: ((uint8_t *)p)[i] = cxls_float_to_e4m3((float)v); break;
-	case ncclFloat8e5m2: ((uint8_t *)p)[i] = cxls_float_to_e5m2((float)v); break;
-	case ncclFloat32: ((float *)p)[i] = (float)v; break;
-	default: ((double *)p)[i] = v; break;
-	}
-}
-
-/* The PreMulSum scalar, in the reduction's type; a device-resident one is
- * read now, in stream order (the emulation's device memory is host
- * memory). */
-static double scalar_of(const struct cxls_redop *op, ncclDataType_t t)
-{
-	double s = op->scalar;
-
-	if (op->scalar_dev)
-		s = is_int(t) ? (double)(int64_t)load_u(op->scalar_dev, 0, t) :
-				load_f(op->scalar_dev, 0, t);
-	return is_int(t) ? s : round_to(t, s);
-}
-
-/* One input as it enters the sum: pre-multiplied for PreMulSum. */
-static double input_f(const void *src, size_t i, ncclDataType_t t, const struct cxls_redop *op,
-		      double s)
-{
-	double x = load_f(src, i, t);
-
-	return op->kind == CXLS_RED_PREMULSUM ? round_to(t, x * s) : x;
+	if (is_int(t))
+		INT_LOOPS_OF[t].fold(dst, src, n, k, s.u);
+	else if (t == ncclFloat32)
+		f32_fold(dst, src, n, k, s.f);
+	else if (t == ncclFloat64)
+		f64_fold(dst, src, n, k, s.d);
+	else
+		mini_fold(dst, src, n, t, k, s.f);
 }
 
 void cxls_reduce_init(void *dst, const void *src, size_t n, ncclDataType_t t,
 		      const struct cxls_redop *op)
 {
-	double s;
+	union scalar s;
 
 	if (op->kind != CXLS_RED_PREMULSUM) {
 		if (dst != src)
@@ -234,47 +272,26 @@ void cxls_reduce_init(void *dst, const void *src, size_t n, ncclDataType_t t,
 		return;
 	}
 	s = scalar_of(op, t);
-	for (size_t i = 0; i < n; i++) {
-		if (is_int(t))
-			store_u(dst, i, t, load_u(src, i, t) * (uint64_t)(int64_t)s);
-		else
-			store_f(dst, i, t, input_f(src, i, t, op, s));
-	}
+	if (is_int(t))
+		INT_LOOPS_OF[t].scale(dst, src, n, s.u);
+	else if (t == ncclFloat32)
+		f32_scale(dst, src, n, s.f);
+	else if (t == ncclFloat64)
+		f64_scale(dst, src, n, s.d);
+	else
+		mini_scale(dst, src, n, t, s.f);
 }
 
 void cxls_reduce_step(void *dst, const void *src, size_t n, ncclDataType_t t,
 		      const struct cxls_redop *op)
 {
-	enum cxls_red_kind k = op->kind == CXLS_RED_PREMULSUM ? CXLS_RED_SUM : op->kind;
-	double s = op->kind == CXLS_RED_PREMULSUM ? scalar_of(op, t) : 1.0;
+	union scalar one = { 0 };
 
-	if (is_int(t)) {
-		uint64_t m = (uint64_t)(int64_t)s;
-
-		for (size_t i = 0; i < n; i++) {
-			uint64_t x = load_u(src, i, t);
-
-			if (op->kind == CXLS_RED_PREMULSUM)
-				x *= m;
-			store_u(dst, i, t, combine_u(k, load_u(dst, i, t), x, is_signed(t)));
-		}
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		store_f(dst, i, t, combine(k, load_f(dst, i, t), input_f(src, i, t, op, s)));
+	fold(dst, src, n, t, op->kind, op->kind == CXLS_RED_PREMULSUM ? scalar_of(op, t) : one);
 }
 
 void cxls_reduce_finish(void *dst, size_t n, ncclDataType_t t, const struct cxls_redop *op)
 {
-	if (!op->postdiv || !is_int(t))
-		return;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t v = load_u(dst, i, t);
-
-		if (is_signed(t))
-			v = (uint64_t)((int64_t)v / (int64_t)op->postdiv);
-		else
-			v /= op->postdiv;
-		store_u(dst, i, t, v);
-	}
+	if (op->postdiv && is_int(t))
+		INT_LOOPS_OF[t].div(dst, n, op->postdiv);
 }

@@ -41,14 +41,4 @@ void cxls_reduce_step(void *dst, const void *src, size_t n, ncclDataType_t t,
 /* Integer avg: dst /= postdiv. */
 void cxls_reduce_finish(void *dst, size_t n, ncclDataType_t t, const struct cxls_redop *op);
 
-/* Conversions, exposed for tests. */
-float cxls_half_to_float(uint16_t h);
-uint16_t cxls_float_to_half(float f);
-float cxls_bf16_to_float(uint16_t b);
-uint16_t cxls_float_to_bf16(float f);
-float cxls_e4m3_to_float(uint8_t v);
-uint8_t cxls_float_to_e4m3(float f);
-float cxls_e5m2_to_float(uint8_t v);
-uint8_t cxls_float_to_e5m2(float f);
-
 #endif

@@ -1,5 +1,6 @@
 /* redop.c - built-in and user (PreMulSum) reduction operators. */
 #include "redop.h"
+#include "minifloat.h"
 
 #include <string.h>
 
