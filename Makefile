@@ -36,7 +36,9 @@ SHIM_SRC   = $(wildcard shim/*.c)
 CORE_SRC   = $(shell find core -name '*.c' | sort)
 POLICY_SRC = $(wildcard policy/*.c)
 LIB_SRC    = $(SHIM_SRC) $(CORE_SRC) $(POLICY_SRC)
-LIB_OBJ    = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+# the GPU reduction kernels' image, data only (see the nvcc rule below)
+FOLD_IMAGE_OBJ = $(BUILD)/obj/core/coll/kernels/fold_fatbin.o
+LIB_OBJ    = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(FOLD_IMAGE_OBJ)
 LIB        = $(BUILD)/libcxlshim.so
 
 .PHONY: all deps check-deps test test-long test-build demo bench clean
@@ -76,6 +78,35 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB_OBJ): CFLAGS += -fvisibility=hidden
+
+# The GPU reduction kernels (core/coll/kernels/fold.cu): compiled by nvcc
+# when the CUDA toolkit has one, embedded in the library and loaded through
+# the driver API (core/coll/fold_gpu.c).  Without nvcc the image is empty
+# and reductions on GPU memory are refused with that reason (the CPU
+# emulation folds on the CPU either way).  --fmad=false: a PreMulSum
+# product is rounded before it is added, as on the CPU.  fold.ptx is for
+# the tests (kernel names, no fused multiply-add).
+NVCC      ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_80,code=compute_80
+NVCC_FLAGS = -O3 --fmad=false -Icore/coll -Icore/coll/kernels
+FOLD_SRC   = core/coll/kernels/fold.cu core/coll/kernels/fold_abi.h \
+             core/coll/minifloat_bits.h core/coll/red_kind.h
+
+$(BUILD)/kernels/fold.fatbin: $(FOLD_SRC)
+	@mkdir -p $(@D)
+ifneq ($(NVCC),)
+	$(NVCC) $(NVCC_FLAGS) -fatbin $(NVCC_ARCH) -o $@ $<
+	$(NVCC) $(NVCC_FLAGS) -ptx -arch=compute_80 -o $(@:.fatbin=.ptx) $<
+else
+	@echo "nvcc not found: no GPU reduction kernels in the library (GPU reductions go to NCCL)"
+	@: > $@; rm -f $(@:.fatbin=.ptx)
+endif
+
+$(FOLD_IMAGE_OBJ): core/coll/kernels/fold_fatbin.S \
+		$(BUILD)/kernels/fold.fatbin
+	@mkdir -p $(@D)
+	$(CC) -c -Wa,-I$(BUILD)/kernels $< -o $@
 
 # The CPU reductions are loops the compiler must vectorise; no contraction,
 # so a PreMulSum product is rounded before it is added, as on the GPU; no

@@ -63,6 +63,8 @@ echo "== unit"
 for t in policy layout pool arith; do
 	step "unit: $t" "$BUILD/tests/test_$t"
 done
+step "unit: GPU reduction kernels embedded (names, no FMA)" \
+	"$BUILD/tests/test_fold_image" "$BUILD/kernels/fold.ptx"
 
 echo "== pinned host memory placement (issue 4)"
 step "mem: rules, topology from a fake sysfs, plans" "$BUILD/tests/test_mem_policy"

@@ -208,15 +208,6 @@ union scalar {
 	double d;
 };
 
-static float round_mini(float x, ncclDataType_t t)
-{
-	uint16_t b;
-
-	cxls_minifloat_encode(&b, &x, 1, t);
-	cxls_minifloat_decode(&x, &b, 1, t);
-	return x;
-}
-
 /* A host scalar is rounded to the type; a device-resident one is read now,
  * in stream order (the emulation's device memory is host memory). */
 static union scalar scalar_of(const struct cxls_redop *op, ncclDataType_t t)
@@ -232,7 +223,7 @@ static union scalar scalar_of(const struct cxls_redop *op, ncclDataType_t t)
 		else if (t == ncclFloat32)
 			v.f = (float)op->scalar;
 		else
-			v.f = round_mini((float)op->scalar, t);
+			v.f = cxls_minifloat_round((float)op->scalar, t);
 		return v;
 	}
 	switch (t) {

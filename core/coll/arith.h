@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum cxls_red_kind { CXLS_RED_SUM, CXLS_RED_PROD, CXLS_RED_MAX, CXLS_RED_MIN, CXLS_RED_PREMULSUM };
+#include "red_kind.h"
 
 /* A resolved operator: what to do and, for PreMulSum (and floating avg),
  * the scalar every input is multiplied by, as a double (exact for every

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "fold_gpu.h"
 #include "log.h"
 #include "replay.h"
 #include "stage.h"
@@ -172,8 +173,9 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	return 0;
 }
 
-static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, const void *src, size_t n,
-			ncclDataType_t t, const struct cxls_redop *rop, int init, int last);
+static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, CUdeviceptr dst_dev,
+			const void *src, CUdeviceptr src_dev, size_t n, ncclDataType_t t,
+			const struct cxls_redop *rop, int init, int last);
 
 int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len)
 {
@@ -181,8 +183,8 @@ int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, 
 	const struct cxls_stage *s = &c->st;
 	int scaled = op->scale && op->scale->kind == CXLS_RED_PREMULSUM;
 
-	if (scaled ? enqueue_fold(op, op->ws, slot, src, len / cxls_type_size(op->type), op->type,
-				  op->scale, 1, 0) :
+	if (scaled ? enqueue_fold(op, op->ws, slot, cxls_stage_dev(s, slot), src, cxls_dptr(src),
+				  len / cxls_type_size(op->type), op->type, op->scale, 1, 0) :
 		     cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), cxls_dptr(src),
 					  len, cxls_op_slot_device(c, slot)))
 		return -1;
@@ -268,14 +270,21 @@ static void run_fold(void *arg)
 	free(f);
 }
 
-static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, const void *src, size_t n,
-			ncclDataType_t t, const struct cxls_redop *rop, int init, int last)
+/* The fold on the stream: a host function on the CPU where the CPU can
+ * reach device memory (the emulation), else the GPU kernel.  dst_dev and
+ * src_dev are the device addresses (a pool slot's differs from its host
+ * address). */
+static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, CUdeviceptr dst_dev,
+			const void *src, CUdeviceptr src_dev, size_t n, ncclDataType_t t,
+			const struct cxls_redop *rop, int init, int last)
 {
 	const struct cxls_stage *s = &op->c->st;
 	struct fold *f;
 
 	if (!n)
 		return 0;
+	if (!cxls_cuda_emulated())
+		return cxls_fold_gpu(s->cu, st, dst_dev, src_dev, n, t, rop, init, last);
 	f = malloc(sizeof(*f));
 	if (!f)
 		return -1;
@@ -290,7 +299,8 @@ static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, const void *
 int cxls_op_fold_init(struct cxls_op *op, void *dst, const void *src, size_t n,
 		      ncclDataType_t t, const struct cxls_redop *rop, int last)
 {
-	return enqueue_fold(op, op->rs, dst, src, n, t, rop, 1, last);
+	return enqueue_fold(op, op->rs, dst, cxls_dptr(dst), src, cxls_dptr(src), n, t, rop, 1,
+			    last);
 }
 
 int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
@@ -306,15 +316,18 @@ int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *
 	if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], op->g0 + k + 1) ||
 	    cxls_stage_flush(s, op->rs, slot, n * cxls_type_size(t)))
 		return -1;
-	return enqueue_fold(op, op->rs, dst, slot, n, t, &add, 0, last);
+	return enqueue_fold(op, op->rs, dst, cxls_dptr(dst), slot, cxls_stage_dev(s, slot), n, t,
+			    &add, 0, last);
 }
 
 ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll)
 {
-	if (cxls_cuda_emulated())
+	char why[192];
+
+	if (cxls_cuda_emulated() || !cxls_fold_gpu_ready(c->st.cu, why, sizeof(why)))
 		return ncclSuccess;
-	cxls_comm_set_error(c, "%s on the pool needs the GPU reduction kernel, which is not "
-			       "built yet; route it to NCCL with nccl.collectives", coll);
+	cxls_comm_set_error(c, "%s on the pool needs the GPU reduction kernels: %s; route it to "
+			       "NCCL with nccl.collectives", coll, why);
 	return ncclInvalidUsage;
 }
 

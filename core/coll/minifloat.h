@@ -33,6 +33,9 @@ uint8_t cxls_float_to_e5m2(float f);
 /* Whether t is one of the four types above. */
 int cxls_minifloat(ncclDataType_t t);
 
+/* x rounded to minifloat type t, as a float. */
+float cxls_minifloat_round(float x, ncclDataType_t t);
+
 /* out[i] = in[i] as float, for n elements of minifloat type t. */
 void cxls_minifloat_decode(float *out, const void *in, size_t n, ncclDataType_t t);
 /* out[i] = in[i] rounded to minifloat type t. */

@@ -11,9 +11,11 @@
 struct entry {
 	const char *name;
 	size_t off;
+	int optional;
 };
 
-#define E(field, sym) { sym, offsetof(struct cxls_cuda, field) }
+#define E(field, sym) { sym, offsetof(struct cxls_cuda, field), 0 }
+#define OPT(field, sym) { sym, offsetof(struct cxls_cuda, field), 1 }
 
 /* Versioned names: the ABI cuda.h 13 maps the plain names to. */
 static const struct entry entries[] = {
@@ -47,6 +49,10 @@ static const struct entry entries[] = {
 	E(EventRecord, "cuEventRecord"),
 	E(EventQuery, "cuEventQuery"),
 	E(EventDestroy, "cuEventDestroy_v2"),
+	OPT(ModuleLoadData, "cuModuleLoadData"),
+	OPT(ModuleGetFunction, "cuModuleGetFunction"),
+	OPT(ModuleUnload, "cuModuleUnload"),
+	OPT(LaunchKernel, "cuLaunchKernel"),
 };
 
 static struct cxls_cuda table;
@@ -76,6 +82,8 @@ static void load(void)
 	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
 		void *f = dlsym(h, entries[i].name);
 
+		if (!f && entries[i].optional)
+			continue;
 		if (!f) {
 			CXLS_WARN("libcuda.so.1 lacks %s: pool collectives disabled", entries[i].name);
 			return;

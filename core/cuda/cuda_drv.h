@@ -40,6 +40,14 @@ struct cxls_cuda {
 	CUresult (*EventRecord)(CUevent, CUstream);
 	CUresult (*EventQuery)(CUevent);
 	CUresult (*EventDestroy)(CUevent);
+	/* optional (NULL where the driver lacks them, as the CPU emulation
+	 * does): the GPU reduction kernels */
+	CUresult (*ModuleLoadData)(CUmodule *, const void *);
+	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*ModuleUnload)(CUmodule);
+	CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
+				 unsigned int, unsigned int, unsigned int, unsigned int, CUstream,
+				 void **, void **);
 };
 
 /* NULL when libcuda.so.1 or one of the entry points is missing (logged). */

@@ -16,7 +16,7 @@ FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 # the library's core and policy, and the tool's pool reader
 FUZZ_LIB_SRC = $(CORE_SRC) $(POLICY_SRC) tools/cxlshim/snapshot.c tools/cxlshim/doctor.c \
 	       tools/cxlshim/names.c
-FUZZ_LIB_OBJ = $(FUZZ_LIB_SRC:%.c=$(BUILD_FUZZ)/obj/%.o)
+FUZZ_LIB_OBJ = $(FUZZ_LIB_SRC:%.c=$(BUILD_FUZZ)/obj/%.o) $(FOLD_IMAGE_OBJ)
 # clang with a libFuzzer runtime, or nothing to build
 FUZZ_OK := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
 	     $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null && echo 1)
