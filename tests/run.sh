@@ -113,6 +113,8 @@ step "p2p: peers group the same calls differently" shim "$P2P" uneven 2
 step "p2p: same, overlap off" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" "$P2P" uneven 2
 step "p2p: two communicators and a collective in one group (4 ranks)" shim "$P2P" multi 4
 step "p2p: bad arguments, nested groups" shim "$P2P" badargs 2
+step "p2p: receive smaller than its send fails both ranks" shim "$P2P" short 2
+step "p2p: receive larger than its send fails both ranks" shim "$P2P" long 2
 step "PyTorch ProcessGroupNCCL usage (4 ranks)" shim "$BUILD/tests/pg_check" 4
 step "PyTorch ProcessGroupNCCL usage (1 and 3 ranks)" sh -c \
 	"env LD_PRELOAD=$SHIM $BUILD/tests/pg_check 1 && env LD_PRELOAD=$SHIM $BUILD/tests/pg_check 3"

@@ -6,6 +6,7 @@
 
 #include "coll.h"
 #include "log.h"
+#include "p2p_match.h"
 #include "replay.h"
 #include "stage.h"
 
@@ -243,6 +244,11 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 	if (!b->cur)
 		return ncclSystemError;
 	b->capturing = cxls_stage_capturing(s, stream);
+	if (!b->capturing && cxls_p2p_match_post(c, ops, n)) {
+		free(b->cur);
+		b->cur = NULL;
+		return ncclInvalidUsage;
+	}
 	b->m = make_cursors(c, ops, n, b->cur, &b->rounds);
 	if (b->capturing && !(b->replay = cxls_replay_begin(c, stream))) {
 		free(b->cur);

@@ -66,6 +66,10 @@ struct cxls_comm {
 	_Atomic uint32_t p2p_ops;
 	_Atomic uint32_t p2p_sent[CXLS_MAX_RANKS];
 	_Atomic uint32_t p2p_recvd[CXLS_MAX_RANKS];
+	/* messages posted per peer and direction (p2p_match.c), and how many
+	 * of them the watchdog found matched by the other side */
+	_Atomic uint32_t p2p_msgs[2][CXLS_MAX_RANKS];
+	uint32_t p2p_msgs_ok[2][CXLS_MAX_RANKS];
 	uint32_t timeout_ms;
 	_Atomic int async_err;   /* ncclResult_t; ncclInProgress during init */
 	_Atomic int aborted;     /* ncclCommAbort or failure: stop everything */

@@ -7,6 +7,7 @@
 #include "comm.h"
 #include "log.h"
 #include "op_desc.h"
+#include "p2p_match.h"
 #include "registry.h"
 #include "trace.h"
 #include "trace_coll.h"
@@ -39,7 +40,7 @@ static const char *abort_reason_name(uint32_t reason)
 	case CXLS_ABORT_USER: return "ncclCommAbort or ncclCommRevoke";
 	case CXLS_ABORT_PEER_DEAD: return "a rank died or left";
 	case CXLS_ABORT_TIMEOUT: return "a collective timed out";
-	case CXLS_ABORT_MISMATCH: return "ranks called different collectives";
+	case CXLS_ABORT_MISMATCH: return "ranks called mismatched operations (collectives, or send and receive sizes)";
 	default: return "unknown reason";
 	}
 }
@@ -68,6 +69,7 @@ static void check_comm(struct cxls_comm *c, void *arg)
 		return;
 	}
 	cxls_desc_verify(c);
+	cxls_p2p_match_verify(c);
 	if (atomic_load(&c->aborted))
 		return;
 	ops = atomic_load(&c->ops);

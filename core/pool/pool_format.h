@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 4u /* 4: socket region */
+#define CXLS_POOL_VERSION 5u /* 4: socket region; 5: p2p message sizes */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -97,7 +97,7 @@ enum cxls_abort_reason {
 	CXLS_ABORT_USER = 1,     /* ncclCommAbort */
 	CXLS_ABORT_PEER_DEAD = 2,
 	CXLS_ABORT_TIMEOUT = 3,
-	CXLS_ABORT_MISMATCH = 4, /* ranks called different collectives */
+	CXLS_ABORT_MISMATCH = 4, /* different collectives, or send/receive sizes */
 };
 
 /* What a rank enqueued as its n-th operation on a communicator, kept in a
@@ -130,6 +130,24 @@ struct cxls_op_desc {
 
 _Static_assert(sizeof(struct cxls_op_desc) == CXLS_LINE, "a descriptor is one line");
 
+/* The sizes of the last CXLS_P2P_MSG_RING messages one side enqueued on
+ * one direction of a point-to-point channel.  Sender and receiver each
+ * post theirs and compare them with the other side's, so that a receive of
+ * another size than its send fails the communicator (p2p_match.c) instead
+ * of shifting every later message of the channel.  Seqlock per entry, one
+ * writer per line. */
+#define CXLS_P2P_MSG_RING 4
+
+struct cxls_p2p_msg {
+	_Alignas(CXLS_LINE) struct {
+		_Atomic uint32_t seq;   /* 1-based message number; 0: being written */
+		uint32_t pad;
+		_Atomic uint64_t bytes;
+	} m[CXLS_P2P_MSG_RING];
+};
+
+_Static_assert(sizeof(struct cxls_p2p_msg) == CXLS_LINE, "a message ring is one line");
+
 /* Header of a communicator record; per-rank arrays follow at offsets
  * computed by comm_table.c from max_ranks. */
 struct cxls_comm_rec {
@@ -155,6 +173,8 @@ struct cxls_comm_rec {
 	 * struct cxls_bell     p2p_ack[max_ranks][max_ranks];  [src][dst] chunks received
 	 * struct cxls_bell     p2p_done[max_ranks];  send/receive groups completed
 	 * struct cxls_bell     graph[max_ranks];     CUDA graph replay barriers
+	 * struct cxls_p2p_msg  p2p_smsg[max_ranks][max_ranks]; [src][dst] as sent
+	 * struct cxls_p2p_msg  p2p_rmsg[max_ranks][max_ranks]; [src][dst] as received
 	 * Point-to-point traffic involves two ranks, not the communicator, so
 	 * it cannot share the collectives' rounds: every ordered pair has its
 	 * own sequence and its own staging slots (layout.h). */

@@ -17,6 +17,8 @@
  *   uneven    the peers group the same calls differently (2 ranks)
  *   badargs   bad peers, buffers, types, unmatched self sends, GroupEnd
  *             without GroupStart
+ *   short, long  a receive smaller / larger than its send (after one that
+ *             matches): ncclInvalidUsage on both ranks, streams not hung
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/check.h"
 #include "../common/launch.h"
@@ -387,6 +390,44 @@ static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 	return finish();
 }
 
+/* ---- a receive of another size than its send ---------------------------- */
+
+static int mismatch(int rank, int n, const ncclUniqueId *id, size_t recv_bytes)
+{
+	cudaStream_t s;
+	ncclComm_t comm = init(rank, n, id, &s);
+	size_t sent = 4096, want = rank ? recv_bytes : sent;
+	void *in = dev_fill(sent, 0, 1, 1), *out = dev_zero(2 * sent);
+	ncclResult_t r, e = ncclSuccess;
+
+	/* message 1 matches, message 2 does not */
+	r = rank ? ncclRecv(out, sent, ncclInt8, 0, comm, s) : ncclSend(in, sent, ncclInt8, 1, comm, s);
+	CHECK(r == ncclSuccess && cudaStreamSynchronize(s) == cudaSuccess, "matched message");
+	CHECK(!rank || dev_is(out, sent, 0, 1, 1), "matched message delivered");
+	r = rank ? ncclRecv(out, want, ncclInt8, 0, comm, s) : ncclSend(in, sent, ncclInt8, 1, comm, s);
+	CHECK(r == ncclSuccess || r == ncclInvalidUsage, "mismatched message: %d", (int)r);
+	/* the rank that posted first learns it from its watchdog */
+	for (int i = 0; i < 1000 && ncclCommGetAsyncError(comm, &e) == ncclSuccess && e == ncclSuccess;
+	     i++)
+		usleep(10000);
+	CHECK(e == ncclInvalidUsage, "async error %d, want ncclInvalidUsage", (int)e);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "no stream waits on the mismatch");
+	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
+	return finish();
+}
+
+static int case_short(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	(void)arg;
+	return mismatch(rank, n, id, 2048);
+}
+
+static int case_long(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	(void)arg;
+	return mismatch(rank, n, id, 8192);
+}
+
 struct p2p_case {
 	const char *name;
 	launch_rank_fn fn;
@@ -395,7 +436,7 @@ struct p2p_case {
 static const struct p2p_case cases[] = {
 	{ "ring", case_ring },         { "alltoallv", case_alltoallv }, { "pingpong", case_pingpong },
 	{ "self", case_self },         { "multi", case_multi },         { "badargs", case_badargs },
-	{ "uneven", case_uneven },
+	{ "uneven", case_uneven },     { "short", case_short },         { "long", case_long },
 };
 
 int main(int argc, char **argv)
@@ -409,6 +450,6 @@ int main(int argc, char **argv)
 			printf("p2p_check %s %d ranks: %s\n", argv[1], n, rc ? "FAILED" : "ok");
 			return rc;
 		}
-	fprintf(stderr, "usage: %s ring|alltoallv|pingpong|self|multi|uneven|badargs NRANKS\n", argv[0]);
+	fprintf(stderr, "usage: %s ring|alltoallv|pingpong|self|multi|uneven|badargs|short|long NRANKS\n", argv[0]);
 	return 2;
 }

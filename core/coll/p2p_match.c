@@ -1,0 +1,123 @@
+/* p2p_match.c - send and receive sizes compared through the pool. */
+#include "p2p_match.h"
+
+#include "coherence.h"
+#include "comm.h"
+
+enum { RECV = 0, SEND = 1 };
+
+/* The ring where `side` of the channel src -> dst posts. */
+static struct cxls_p2p_msg *ring_of(const struct cxls_comm *c, int side, int src, int dst)
+{
+	size_t i = (size_t)src * c->view.max_ranks + (size_t)dst;
+
+	return side == SEND ? &c->view.p2p_smsg[i] : &c->view.p2p_rmsg[i];
+}
+
+/* This rank's ring for its direction `side` with peer, and the other
+ * side's ring of the same channel. */
+static struct cxls_p2p_msg *mine(const struct cxls_comm *c, int side, int peer)
+{
+	return side == SEND ? ring_of(c, SEND, c->rank, peer) : ring_of(c, RECV, peer, c->rank);
+}
+
+static struct cxls_p2p_msg *theirs(const struct cxls_comm *c, int side, int peer)
+{
+	return side == SEND ? ring_of(c, RECV, c->rank, peer) : ring_of(c, SEND, peer, c->rank);
+}
+
+static void post(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint64_t bytes)
+{
+	__typeof__(r->m[0]) *e = &r->m[(seq - 1) % CXLS_P2P_MSG_RING];
+
+	atomic_store(&e->seq, 0);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&e->bytes, bytes, memory_order_relaxed);
+	atomic_store_explicit(&e->seq, seq, memory_order_release);
+	cxls_publish(c->pool->flush_mode, r, sizeof(*r));
+}
+
+/* Message seq of ring r: 1 read, 0 not posted yet (or being written), -1
+ * overwritten by a later one. */
+static int peek(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint64_t *bytes)
+{
+	__typeof__(r->m[0]) *e = &r->m[(seq - 1) % CXLS_P2P_MSG_RING];
+	uint32_t s;
+
+	cxls_refresh(c->pool->flush_mode, r, sizeof(*r));
+	s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	if (s != seq)
+		return s && s - seq < (1u << 31) ? -1 : 0;
+	*bytes = atomic_load_explicit(&e->bytes, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&e->seq, memory_order_relaxed) == seq ? 1 : 0;
+}
+
+/* 1: the other side posted message seq with the same size (or is too far
+ * ahead to tell), 0: not posted yet, -1: a different size (failed). */
+static int compare(struct cxls_comm *c, int side, int peer, uint32_t seq, uint64_t bytes)
+{
+	uint64_t other;
+	int got = peek(c, theirs(c, side, peer), seq, &other);
+
+	if (got <= 0)
+		return got < 0 ? 1 : 0;
+	if (other == bytes)
+		return 1;
+	cxls_comm_set_error(c, "message %u %s rank %d: %llu bytes here, %llu bytes there: failing "
+			       "the communicator on every rank",
+			    seq, side == SEND ? "sent to" : "received from", peer,
+			    (unsigned long long)bytes, (unsigned long long)other);
+	cxls_comm_fail(c, CXLS_ABORT_MISMATCH, ncclInvalidUsage);
+	return -1;
+}
+
+ncclResult_t cxls_p2p_match_post(struct cxls_comm *c, const struct cxls_p2p *ops, int n)
+{
+	int bad = 0;
+
+	for (int i = 0; i < n && !bad; i++) {
+		int side = ops[i].send ? SEND : RECV, peer = ops[i].peer;
+		uint32_t seq;
+
+		/* an empty message moves nothing through the channel (and NCCL
+		 * pairs nothing for it): only real ones are numbered */
+		if (peer == c->rank || !ops[i].bytes)
+			continue;
+		seq = atomic_fetch_add(&c->p2p_msgs[side][peer], 1) + 1;
+		post(c, mine(c, side, peer), seq, ops[i].bytes);
+		bad = compare(c, side, peer, seq, ops[i].bytes) < 0;
+	}
+	return bad ? ncclInvalidUsage : ncclSuccess;
+}
+
+/* Our posts that the other side had not matched yet, oldest first; the
+ * ones our ring no longer holds are past checking. */
+static int verify_channel(struct cxls_comm *c, int side, int peer)
+{
+	uint32_t posted = atomic_load(&c->p2p_msgs[side][peer]);
+	uint32_t *ok = &c->p2p_msgs_ok[side][peer];
+	uint64_t bytes;
+
+	if (posted - *ok > CXLS_P2P_MSG_RING)
+		*ok = posted - CXLS_P2P_MSG_RING;
+	while (*ok != posted) {
+		int r;
+
+		if (peek(c, mine(c, side, peer), *ok + 1, &bytes) != 1)
+			return 0;
+		r = compare(c, side, peer, *ok + 1, bytes);
+		if (r <= 0)
+			return r;
+		(*ok)++;
+	}
+	return 0;
+}
+
+void cxls_p2p_match_verify(struct cxls_comm *c)
+{
+	for (int peer = 0; peer < c->nranks; peer++)
+		if (peer != c->rank &&
+		    (verify_channel(c, SEND, peer) < 0 || verify_channel(c, RECV, peer) < 0))
+			return;
+}
