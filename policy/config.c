@@ -92,6 +92,9 @@ static const struct key keys[] = {
 	{ "nccl", "max_bytes", K_SIZE, OFF(nccl_max_bytes), NULL, "largest message on the pool" },
 	{ "nccl", "min_ranks", K_U32, OFF(nccl_min_ranks), NULL, "smallest communicator on the pool" },
 	{ "nccl", "max_ranks", K_U32, OFF(nccl_max_ranks), NULL, "largest communicator on the pool" },
+	{ "nccl", "allreduce_direct_max", K_SIZE, OFF(nccl_allreduce_direct_max), NULL,
+	  "AllReduce up to this many bytes in CCCL's direct scheme (every rank folds every "
+	  "buffer), larger ones as ReduceScatter + AllGather" },
 	{ "nccl", "fallback", K_ENUM, OFF(nccl_fallback), fallback_names,
 	  "when the pool rendezvous fails: nccl (real library) or fail" },
 	{ "cccl", "variant", K_ENUM, OFF(cccl_variant), variant_names, "all, aggregate or naive" },

@@ -59,6 +59,7 @@ struct cxls_config {
 	uint64_t nccl_max_bytes;
 	uint32_t nccl_min_ranks;
 	uint32_t nccl_max_ranks;
+	uint64_t nccl_allreduce_direct_max; /* 0: never the direct scheme */
 	int nccl_fallback;
 
 	/* [cccl] techniques */

@@ -158,6 +158,10 @@ step "reduce: 64K chunks x 2 slots" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL
 	-o sum,max,premulsum-dev
 step "reduce: overlap off, host waits" env CXLSHIM_CCCL_OVERLAP=0 CXLSHIM_WAIT_MODE=host \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 3 -c 7,100000 -t double,half -o sum,avg
+step "reduce: AllReduce in CCCL's direct scheme (1, 3, 4 ranks, 64K chunks)" sh -c \
+	"for n in 1 3 4; do env CXLSHIM_NCCL_ALLREDUCE_DIRECT_MAX=1G CXLSHIM_CCCL_CHUNK_SIZE=64K \
+	 LD_PRELOAD=$SHIM $BUILD/tests/reduce_check -C allreduce -D 1073741824 -n \$n \
+	 -c 0,7,70000 -t int32,uint64,half,float,bf16,e5m2 || exit 1; done"
 
 echo "== CCCL techniques and pool modes (3 ranks)"
 V=(-n 3 -c 1,odd,1M,5M -t int8,float)

@@ -1,6 +1,10 @@
 /* allreduce.c - AllReduce through the pool as ReduceScatter +
  * AllGather (better than CCCL's direct scheme, where every rank reads
  * every peer's whole buffer: here each byte crosses the pool twice).
+ * The direct scheme stays selectable by size (nccl.allreduce_direct_max):
+ * every rank publishes its whole buffer and folds all N of them, its own
+ * from the pool too, in rank order 0, 1, ..., so every rank computes the
+ * same bits, at N reads of the message per rank.
  *
  * The message is cut in N slices of ceil(count/N) elements (the last ones
  * shorter or empty).  Phase 1, rounds [0, T1): the ReduceScatter pattern;
@@ -13,6 +17,7 @@
 #include "coll.h"
 
 #include "log.h"
+#include "runtime.h"
 #include "redop.h"
 #include "stage.h"
 
@@ -82,6 +87,42 @@ static int gather_round(struct ar *a, uint32_t k, uint32_t t1)
 	return cxls_op_ack(op, t);
 }
 
+static int direct_round(struct ar *a, uint32_t k)
+{
+	struct cxls_op *op = &a->op;
+	struct cxls_comm *c = op->c;
+	size_t off = cxls_op_off(op, k), n = cxls_op_len(op, k) / a->es;
+	char *dst = a->recv + off;
+	uint32_t depth = c->lay.slots;
+
+	/* we read our own slot too: our fold of what it held must be done
+	 * before it is reused; and in place, our input must be in the slot
+	 * before the first fold overwrites it */
+	if (cxls_op_wait_consumed(op, k, depth, -1) ||
+	    (k >= depth && cxls_stage_wait(&c->st, op->ws, &c->view.ack[c->rank],
+					   op->g0 + k - depth + 1)) ||
+	    cxls_op_put(op, k, cxls_op_slot(op, c->rank, k), a->send + off, n * a->es) ||
+	    cxls_stage_wait(&c->st, op->rs, &c->view.pub[c->rank], op->g0 + k + 1) ||
+	    cxls_op_fold_first(op, k, 0, cxls_op_slot(op, 0, k), dst, n, a->type, &a->rop,
+			       c->nranks == 1))
+		return -1;
+	for (int i = 1; i < c->nranks; i++)
+		if (cxls_op_fold(op, k, i, cxls_op_slot(op, i, k), dst, n, a->type, &a->rop,
+				 i == c->nranks - 1))
+			return -1;
+	return cxls_op_ack(op, k);
+}
+
+static int run_direct(struct ar *a)
+{
+	a->op.scale = &a->rop; /* inputs are published scaled */
+	a->op.type = a->type;
+	for (uint32_t k = 0; k < a->op.rounds; k++)
+		if (direct_round(a, k))
+			return -1;
+	return 0;
+}
+
 static int run(struct ar *a)
 {
 	struct cxls_comm *c = a->op.c;
@@ -108,8 +149,10 @@ ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *rec
 			    size_t count, ncclDataType_t type, ncclRedOp_t redop, CUstream stream)
 {
 	struct ar a = { .send = sendbuff, .recv = recvbuff, .count = count, .type = type };
+	struct cxls_call call;
 	size_t bytes;
 	ncclResult_t r;
+	int direct;
 
 	if ((r = cxls_op_check_count(c, "AllReduce", type, count, 1, &bytes)) ||
 	    (r = cxls_redop_resolve(c, redop, type, &a.rop)) ||
@@ -121,12 +164,20 @@ ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *rec
 		return ncclSuccess;
 	a.es = cxls_type_size(type);
 	a.q = (count + (size_t)c->nranks - 1) / (size_t)c->nranks;
-	if ((r = cxls_op_begin(&a.op, c, stream,
-				 &(struct cxls_call){ CXLS_OP_ALLREDUCE, count, type, (int)redop, -1 },
-				 a.q * a.es, c->nranks > 1 ? (uint32_t)c->nranks : 0)))
+	/* every rank must pick the same scheme: the policy is the job's */
+	direct = bytes <= cxls_runtime()->cfg.nccl_allreduce_direct_max;
+	call = (struct cxls_call){ direct ? CXLS_OP_ALLREDUCE_DIRECT : CXLS_OP_ALLREDUCE, count,
+				   type, (int)redop, -1 };
+	if (direct)
+		r = cxls_op_begin(&a.op, c, stream, &call, bytes, 1);
+	else
+		r = cxls_op_begin(&a.op, c, stream, &call, a.q * a.es,
+				  c->nranks > 1 ? (uint32_t)c->nranks : 0);
+	if (r)
 		return r;
-	if (run(&a))
+	if (direct ? run_direct(&a) : run(&a))
 		return cxls_op_abandon(&a.op);
-	CXLS_TRACE("AllReduce %zu bytes, %u rounds from round %u", bytes, a.op.rounds, a.op.g0);
+	CXLS_TRACE("AllReduce %zu bytes (%s), %u rounds from round %u", bytes,
+		   direct ? "direct" : "ReduceScatter + AllGather", a.op.rounds, a.op.g0);
 	return cxls_op_end(&a.op);
 }

@@ -77,15 +77,19 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len);
 int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *dst, size_t len);
 int cxls_op_ack(struct cxls_op *op, uint32_t k);
-/* Reductions (emulated CUDA only: a host function computes on device
- * memory, which is host memory there).  fold_init: dst = src (x scalar),
+/* Reductions (a host function on the CPU under the emulation, where
+ * device memory is host memory; a GPU kernel otherwise).  fold_init: dst = src (x scalar),
  * on the read stream; fold: wait for peer's round k, then dst = dst op
  * slot, and when `last` finish it (integer avg). */
 int cxls_op_fold_init(struct cxls_op *op, void *dst, const void *src, size_t n,
 		      ncclDataType_t t, const struct cxls_redop *rop, int last);
 int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
 		 ncclDataType_t t, const struct cxls_redop *rop, int last);
-/* The pool reduces only where the CPU can reach device memory. */
+/* The same, with peer's slot as the first contribution: dst = slot. */
+int cxls_op_fold_first(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
+		       size_t n, ncclDataType_t t, const struct cxls_redop *rop, int last);
+/* The pool reduces where the CPU can reach device memory or the GPU
+ * kernels are loaded. */
 ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll);
 
 /* A local device-to-device copy, on the write stream after publishing. */

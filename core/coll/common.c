@@ -303,8 +303,9 @@ int cxls_op_fold_init(struct cxls_op *op, void *dst, const void *src, size_t n,
 			    last);
 }
 
-int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
-		 ncclDataType_t t, const struct cxls_redop *rop, int last)
+/* Waits for peer's round k, then folds its slot into dst. */
+static int fold_slot(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
+		     ncclDataType_t t, const struct cxls_redop *rop, int init, int last)
 {
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
@@ -317,7 +318,19 @@ int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *
 	    cxls_stage_flush(s, op->rs, slot, n * cxls_type_size(t)))
 		return -1;
 	return enqueue_fold(op, op->rs, dst, cxls_dptr(dst), slot, cxls_stage_dev(s, slot), n, t,
-			    &add, 0, last);
+			    &add, init, last);
+}
+
+int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
+		 ncclDataType_t t, const struct cxls_redop *rop, int last)
+{
+	return fold_slot(op, k, peer, slot, dst, n, t, rop, 0, last);
+}
+
+int cxls_op_fold_first(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
+		       size_t n, ncclDataType_t t, const struct cxls_redop *rop, int last)
+{
+	return fold_slot(op, k, peer, slot, dst, n, t, rop, 1, last);
 }
 
 ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll)

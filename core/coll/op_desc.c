@@ -19,6 +19,7 @@ static const char *const kind_names[CXLS_OP_KINDS] = {
 	[CXLS_OP_ALLREDUCE] = "AllReduce",
 	[CXLS_OP_REDUCESCATTER] = "ReduceScatter",
 	[CXLS_OP_SENDRECV] = "SendRecv",
+	[CXLS_OP_ALLREDUCE_DIRECT] = "AllReduce(direct)",
 };
 
 const char *cxls_op_kind_name(enum cxls_op_kind kind)

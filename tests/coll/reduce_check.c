@@ -3,10 +3,14 @@
  * the library: half via the compiler's _Float16, fp8 by searching the
  * nearest of the 256 codes, and the documented fold order (a slice is
  * reduced by its owner, in the order owner, owner-1, owner-2, ...; Reduce
- * in the order root, root+1, ...).
+ * in the order root, root+1, ...; AllReduce in CCCL's direct scheme in the
+ * order 0, 1, ..., N-1 for every element).
  *
  *   reduce_check -n NRANKS [-C reduce,allreduce,reducescatter] [-c COUNTS]
- *                [-t TYPES] [-o OPS] [-r MAXROOTS]
+ *                [-t TYPES] [-o OPS] [-r MAXROOTS] [-D BYTES]
+ *
+ * -D: AllReduce of up to BYTES runs in the direct scheme (the run sets
+ * nccl.allreduce_direct_max alike).
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -34,6 +38,7 @@ struct opts {
 };
 
 static int checks, failures;
+static size_t direct_max; /* -D: AllReduce up to this size runs in the direct scheme */
 
 #define CUDA(x) do { if ((x) != cudaSuccess) { printf("FAIL %s:%d %s\n", __FILE__, \
 	__LINE__, #x); exit(3); } } while (0)
@@ -309,11 +314,13 @@ static void one(struct ctx *x, int coll, int t, int op, size_t count, int root, 
 		char *recv = inplace ? x->send : x->recv;
 		size_t q = (count + n - 1) / n;
 
+		int direct = count * es <= direct_max;
+
 		fill(x, x->send, count, 0, seed, t);
 		if (ok(ncclAllReduce(x->send, recv, count, (ncclDataType_t)t, rop, x->comm, x->s),
 		       "ncclAllReduce") && cudaStreamSynchronize(x->s) == cudaSuccess)
-			verify(x, "AllReduce", recv, count, 0, seed, t, op, 0, -1, scalar,
-			       q ? q : 1, inplace);
+			verify(x, "AllReduce", recv, count, 0, seed, t, op, 0, direct ? 1 : -1,
+			       scalar, direct ? 0 : q ? q : 1, inplace);
 	} else {
 		char *recv = inplace ? x->send + (size_t)x->rank * count * es : x->recv;
 
@@ -386,11 +393,12 @@ int main(int argc, char **argv)
 	char *save, *tok;
 	int opt, rc;
 
-	while ((opt = getopt(argc, argv, "n:C:c:t:o:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:C:c:t:o:r:D:")) != -1) {
 		save = NULL;
 		switch (opt) {
 		case 'n': o.n = atoi(optarg); break;
 		case 'r': o.max_roots = atoi(optarg); break;
+		case 'D': direct_max = strtoull(optarg, NULL, 0); break;
 		case 'C':
 			o.colls = 0;
 			for (tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save))

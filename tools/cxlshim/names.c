@@ -26,6 +26,7 @@ const char *name_kind(uint32_t kind)
 	static const char *const names[CXLS_OP_KINDS] = {
 		"none",    "AllGather", "Broadcast", "Gather",        "Scatter",
 		"AlltoAll", "Reduce",   "AllReduce", "ReduceScatter", "SendRecv",
+		"AllReduce(direct)",
 	};
 
 	return kind < CXLS_OP_KINDS ? names[kind] : "invalid";
@@ -34,7 +35,7 @@ const char *name_kind(uint32_t kind)
 static int has_redop(uint32_t kind)
 {
 	return kind == CXLS_OP_REDUCE || kind == CXLS_OP_ALLREDUCE ||
-	       kind == CXLS_OP_REDUCESCATTER;
+	       kind == CXLS_OP_REDUCESCATTER || kind == CXLS_OP_ALLREDUCE_DIRECT;
 }
 
 void name_call(char *buf, unsigned long len, uint32_t kind, uint64_t count, uint32_t type,
