@@ -84,6 +84,13 @@ $(BUILD)/tests/soak: tests/ops/soak.c $(EMU_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
 
+# one end of a connection held open under the preload (tests/ops/status.sh)
+$(BUILD)/tests/sock_hold: tests/ops/sock_hold.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $<
+
+OPS_TESTS += $(BUILD)/tests/sock_hold
+
 test-build: $(OPS_TESTS)
 -include tests/fuzz/fuzz.mk
 -include tests/sanitize.mk

@@ -46,7 +46,7 @@ static void analyse(const struct snap_comm *c, struct diag *d)
 
 	memset(d, 0, sizeof(*d));
 	d->c = c;
-	if (c->corrupt || c->phase != CXLS_COMM_READY)
+	if (c->corrupt || c->bad_ranks || c->phase != CXLS_COMM_READY)
 		return;
 	for (uint32_t r = 0; r < c->nranks; r++) {
 		const struct snap_rank *k = &c->ranks[r];
@@ -185,6 +185,14 @@ static void print_comm(struct diag *d, const struct diag *all, uint32_t n, uint6
 		fprintf(out, ": CORRUPT record (%s)\n", c->corrupt);
 		return;
 	}
+	if (c->bad_ranks) {
+		fprintf(out, ": CORRUPT rank record of rank");
+		for (uint32_t r = 0; r < c->nranks; r++)
+			if (c->ranks[r].corrupt)
+				fprintf(out, " %u", r);
+		fprintf(out, " (fails its checksum): its holder and progress are not trusted\n");
+		return;
+	}
 	if (c->phase == CXLS_COMM_JOINING) {
 		fprintf(out, ": rendezvous incomplete, %u of %u ranks joined; missing:", c->joined,
 			c->nranks);
@@ -234,7 +242,8 @@ int doctor_report(const struct pool_snap *s, FILE *out, uint64_t now_real_ns)
 		const struct snap_comm *c = all[i].c;
 
 		print_comm(&all[i], all, s->ncomms, now_real_ns, out);
-		if (c->corrupt || c->phase == CXLS_COMM_FAILED || all[i].stuck || all[i].dead ||
+		if (c->corrupt || c->bad_ranks || c->phase == CXLS_COMM_FAILED || all[i].stuck ||
+		    all[i].dead ||
 		    c->phase == CXLS_COMM_JOINING)
 			problems++;
 	}
