@@ -207,7 +207,7 @@ step "ops: bit flips in a live pool, ${FLIP_S}s: no rank crashes" env "$(pool fl
 	CXLSHIM_TIMEOUT_OP_MS=1000 CXLSHIM_TIMEOUT_INIT_MS=2000 CXLSHIM_DEBUG=NONE \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/bitflip" 3 "$FLIP_S"
 SOAK_S=$([ "$LONG" = 1 ] && echo 600 || echo 30)
-step "ops: soak ${SOAK_S}s, 4 ranks, random collectives, kills" tests/ops/soak.sh "$SOAK_S"
+step "ops: soak ${SOAK_S}s, 4 ranks + 8 socket streams, kills" tests/ops/soak.sh "$SOAK_S"
 
 echo "== fuzzing (libFuzzer + ASan + UBSan): every tests/fuzz/fuzz_*.c target"
 FUZZ_S=$([ "$LONG" = 1 ] && echo 60 || echo 10)

@@ -80,7 +80,7 @@ $(BUILD)/tests/bitflip: tests/ops/bitflip.c tests/common/launch.c $(EMU_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -Itests/common -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
 
-$(BUILD)/tests/soak: tests/ops/soak.c $(EMU_LIBS)
+$(BUILD)/tests/soak: tests/ops/soak.c tests/ops/soak_sock.c tests/ops/soak_sock.h $(EMU_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
 
