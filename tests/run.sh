@@ -204,7 +204,7 @@ step "ops: make install (DESTDIR, PREFIX) and uninstall" tests/ops/install.sh
 step "ops: bench results rendered as PNG charts" tests/ops/plot.sh
 FLIP_S=$([ "$LONG" = 1 ] && echo 180 || echo 20)
 step "ops: bit flips in a live pool, ${FLIP_S}s: no rank crashes" env "$(pool flip)" \
-	CXLSHIM_TIMEOUT_OP_MS=1000 CXLSHIM_TIMEOUT_INIT_MS=2000 CXLSHIM_DEBUG=NONE \
+	CXLSHIM_TOOL="$PWD/$BUILD/cxlshim" CXLSHIM_TIMEOUT_OP_MS=1000 CXLSHIM_TIMEOUT_INIT_MS=2000 CXLSHIM_DEBUG=NONE \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/bitflip" 3 "$FLIP_S"
 SOAK_S=$([ "$LONG" = 1 ] && echo 600 || echo 30)
 step "ops: soak ${SOAK_S}s, 4 ranks + 8 socket streams, kills" tests/ops/soak.sh "$SOAK_S"
