@@ -51,7 +51,8 @@ static int parse(int argc, char **argv, struct pool_opts *o)
 		{ "size", required_argument, NULL, 's' },   { "devices", required_argument, NULL, 'd' },
 		{ "mode", required_argument, NULL, 'm' },   { "max-comms", required_argument, NULL, 'C' },
 		{ "max-ranks", required_argument, NULL, 'R' }, { "verbose", no_argument, NULL, 'v' },
-		{ "json", no_argument, NULL, 'j' },         { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 }
+		{ "json", no_argument, NULL, 'j' },         { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
 	};
 	int c;
 
