@@ -198,6 +198,8 @@ echo "== operability: the cxlshim command, tracing, doctor, pool security"
 step "ops: cxlshim command arguments, policy, run, pool" tests/ops/tools.sh
 step "ops: doctor names the rank a hung job waits for" tests/ops/doctor.sh
 step "ops: pool status: sockets, dead owners, damaged records, JSON" tests/ops/status.sh
+step "ops: two hosts race to format one blank pool, no flock" env BUILD="$BUILD" \
+	tests/ops/format_race.sh
 step "ops: trace timeline passes the trace-event schema" tests/ops/trace.sh
 step "ops: pool owner-only, group sharing, second user" tests/ops/security.sh
 step "ops: make install (DESTDIR, PREFIX) and uninstall" tests/ops/install.sh

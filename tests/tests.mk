@@ -91,6 +91,13 @@ $(BUILD)/tests/sock_hold: tests/ops/sock_hold.c
 
 OPS_TESTS += $(BUILD)/tests/sock_hold
 
+# a contender in the race to format a blank pool (tests/ops/format_race.sh)
+$(BUILD)/tests/claim_check: tests/ops/claim_check.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LDLIBS_SHIM)
+
+OPS_TESTS += $(BUILD)/tests/claim_check
+
 test-build: $(OPS_TESTS)
 -include tests/fuzz/fuzz.mk
 -include tests/sanitize.mk
