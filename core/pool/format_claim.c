@@ -56,7 +56,6 @@ static int take(struct cxls_super *sb, int flush_mode, uint64_t seen, uint64_t t
 		return 0;
 	test_delay();
 	atomic_store(&sb->format_claim, token);
-	sb->format_claim_ns = cxls_now_ns();
 	cxls_publish(flush_mode, &sb->format_claim, CXLS_LINE);
 	nap(SETTLE_NS);
 	return claim_of(sb, flush_mode) == token;

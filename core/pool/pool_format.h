@@ -55,7 +55,6 @@ struct cxls_super {
 	 * compare-and-swap and, in a non-coherent pool, re-read after a
 	 * settle delay; kept when the rest of the superblock is written. */
 	_Alignas(CXLS_LINE) _Atomic uint64_t format_claim;
-	uint64_t format_claim_ns; /* claimer's CLOCK_MONOTONIC, for its own use */
 	_Alignas(CXLS_LINE) _Atomic uint64_t table_lock; /* owner token or 0 */
 	uint64_t table_lock_ns;
 	/* copies in flight per device, for the optional bandwidth model */
