@@ -37,7 +37,9 @@ static uint64_t claim_of(struct cxls_super *sb, int flush_mode)
 }
 
 /* Test hook: a pause between reading the claim and writing one, so that
- * a test on a two-core machine races like many hosts do (tests/unit). */
+ * contenders that start a little apart (processes on two cores, or two
+ * guests) all find the pool blank, as racing hosts may (tests/unit/
+ * test_pool.c, tests/ops/format_race.sh). */
 static void test_delay(void)
 {
 	const char *us = getenv("CXLSHIM_TEST_CLAIM_DELAY_US");
@@ -62,7 +64,8 @@ static int take(struct cxls_super *sb, int flush_mode, uint64_t seen, uint64_t t
 }
 
 /* Waits for the magic while the claim stands; returns 1 when the magic is
- * there, 0 with *stale set when the claim stood too long without one. */
+ * there, 0 with *stale set when the claim stood too long without one (or
+ * 0 when it was released). */
 static int await_magic(struct cxls_super *sb, int flush_mode, uint64_t *stale)
 {
 	uint64_t seen = claim_of(sb, flush_mode), since = cxls_now_ns();
@@ -73,6 +76,10 @@ static int await_magic(struct cxls_super *sb, int flush_mode, uint64_t *stale)
 		if (magic_of(sb, flush_mode))
 			return 1;
 		cur = claim_of(sb, flush_mode);
+		if (!cur) { /* released by a formatter that failed: claim again */
+			*stale = 0;
+			return 0;
+		}
 		if (cur != seen) {
 			seen = cur;
 			since = cxls_now_ns();
