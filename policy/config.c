@@ -85,6 +85,9 @@ static const struct key keys[] = {
 	  "coherent (single host) or flush (non-coherent cross-host pool)" },
 	{ "pool", "mode", K_MODE, OFF(pool_mode), NULL,
 	  "permissions of the pool file: 0600 owner only, 0660 shared with its group" },
+	{ "pool", "flock", K_BOOL, OFF(pool_flock), NULL,
+	  "also flock the file while sizing and formatting (0: the in-pool claim alone, "
+	  "which is what hosts sharing a pool rely on)" },
 	{ "nccl", "enable", K_BOOL, OFF(nccl_enable), NULL, "route collectives to the pool at all" },
 	{ "nccl", "collectives", K_COLLS, OFF(nccl_collectives), coll_names,
 	  "collectives run on the pool (comma list)" },
@@ -165,6 +168,7 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	cfg->pool_max_ranks = 64;
 	cfg->pool_coherence = CXLS_COHERENT;
 	cfg->pool_mode = 0600;
+	cfg->pool_flock = 1;
 	cfg->nccl_enable = 1;
 	cfg->nccl_collectives = CXLS_COLL_ALL;
 	cfg->nccl_min_bytes = 0;

@@ -51,6 +51,7 @@ struct cxls_config {
 	uint32_t pool_max_ranks;
 	int pool_coherence;
 	uint32_t pool_mode;        /* file permission bits on create */
+	int pool_flock;            /* flock around sizing and formatting */
 
 	/* [nccl] routing */
 	int nccl_enable;

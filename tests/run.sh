@@ -205,16 +205,19 @@ fi
 echo "== operability: the cxlshim command, tracing, doctor, pool security"
 step "ops: cxlshim command arguments, policy, run, pool" tests/ops/tools.sh
 step "ops: doctor names the rank a hung job waits for" tests/ops/doctor.sh
+step "ops: pool status: sockets, dead owners, damaged records, JSON" tests/ops/status.sh
+step "ops: two hosts race to format one blank pool, no flock" env BUILD="$BUILD" \
+	tests/ops/format_race.sh
 step "ops: trace timeline passes the trace-event schema" tests/ops/trace.sh
 step "ops: pool owner-only, group sharing, second user" tests/ops/security.sh
 step "ops: make install (DESTDIR, PREFIX) and uninstall" tests/ops/install.sh
 step "ops: bench results rendered as PNG charts" tests/ops/plot.sh
 FLIP_S=$([ "$LONG" = 1 ] && echo 180 || echo 20)
 step "ops: bit flips in a live pool, ${FLIP_S}s: no rank crashes" env "$(pool flip)" \
-	CXLSHIM_TIMEOUT_OP_MS=1000 CXLSHIM_TIMEOUT_INIT_MS=2000 CXLSHIM_DEBUG=NONE \
+	CXLSHIM_TOOL="$PWD/$BUILD/cxlshim" CXLSHIM_TIMEOUT_OP_MS=1000 CXLSHIM_TIMEOUT_INIT_MS=2000 CXLSHIM_DEBUG=NONE \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/bitflip" 3 "$FLIP_S"
 SOAK_S=$([ "$LONG" = 1 ] && echo 600 || echo 30)
-step "ops: soak ${SOAK_S}s, 4 ranks, random collectives, kills" tests/ops/soak.sh "$SOAK_S"
+step "ops: soak ${SOAK_S}s, 4 ranks + 8 socket streams, kills" tests/ops/soak.sh "$SOAK_S"
 
 echo "== fuzzing (libFuzzer + ASan + UBSan): every tests/fuzz/fuzz_*.c target"
 FUZZ_S=$([ "$LONG" = 1 ] && echo 60 || echo 10)

@@ -81,9 +81,23 @@ $(BUILD)/tests/bitflip: tests/ops/bitflip.c tests/common/launch.c $(EMU_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -Itests/common -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
 
-$(BUILD)/tests/soak: tests/ops/soak.c $(EMU_LIBS)
+$(BUILD)/tests/soak: tests/ops/soak.c tests/ops/soak_sock.c tests/ops/soak_sock.h $(EMU_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
+
+# one end of a connection held open under the preload (tests/ops/status.sh)
+$(BUILD)/tests/sock_hold: tests/ops/sock_hold.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $<
+
+OPS_TESTS += $(BUILD)/tests/sock_hold
+
+# a contender in the race to format a blank pool (tests/ops/format_race.sh)
+$(BUILD)/tests/claim_check: tests/ops/claim_check.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LDLIBS_SHIM)
+
+OPS_TESTS += $(BUILD)/tests/claim_check
 
 test-build: $(OPS_TESTS)
 -include tests/fuzz/fuzz.mk

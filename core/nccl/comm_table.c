@@ -58,8 +58,44 @@ const char *cxls_join_strerror(int err)
 	case CXLS_JOIN_ETIMEDOUT: return "not every rank joined before the timeout";
 	case CXLS_JOIN_EFAILED: return "another rank gave up on this communicator";
 	case CXLS_JOIN_ECANCELED: return "aborted";
+	case CXLS_JOIN_ECORRUPT: return "the communicator's record in the pool is damaged";
 	}
 	return "unknown";
+}
+
+/* The words fixed when the record is claimed, in a fixed order: the
+ * struct's padding never enters the hash. */
+uint32_t cxls_comm_rec_sum(const struct cxls_comm_rec *rec)
+{
+	uint64_t w[7] = {
+		atomic_load_explicit(&rec->key_lo, memory_order_relaxed),
+		atomic_load_explicit(&rec->key_hi, memory_order_relaxed),
+		((uint64_t)rec->nranks << 32) | rec->lane,
+		rec->created_ns,
+		rec->chunk,
+		((uint64_t)rec->slots << 32) | rec->interleave,
+		CXLS_POOL_VERSION,
+	};
+
+	return (uint32_t)cxls_hash64(w, sizeof(w));
+}
+
+/* The holder's identity, bound to the rank number and the communicator's
+ * key, so that a record copied from another slot or rank, or left by an
+ * earlier communicator, does not check. */
+uint32_t cxls_rank_rec_sum(const struct cxls_comm_rec *rec, const struct cxls_rank_rec *r,
+			   uint32_t rank)
+{
+	uint64_t w[6] = {
+		atomic_load_explicit(&rec->key_lo, memory_order_relaxed),
+		atomic_load_explicit(&rec->key_hi, memory_order_relaxed),
+		((uint64_t)rank << 32) | r->pid,
+		r->boot_hash,
+		r->start_time,
+		0x52414e4bull, /* "RANK": never equal to a header's sum by layout */
+	};
+
+	return (uint32_t)cxls_hash64(w, sizeof(w));
 }
 
 static void nap(uint64_t ns)
@@ -139,11 +175,17 @@ int cxls_comm_rank_alive(const struct cxls_comm_view *v, uint32_t rank)
 
 	if (atomic_load(&r->state) != CXLS_RANK_JOINED)
 		return 0;
+	if (!cxls_rank_rec_ok(v->rec, r, rank)) {
+		CXLS_WARN("comm slot %u rank %u: rank record fails its checksum (damaged pool?): "
+			  "its holder is not trusted to be alive", v->slot, rank);
+		return 0;
+	}
 	return cxls_proc_alive(&id);
 }
 
 /* A record is stale when no rank that joined it is alive on this host and
- * none lives on another host. */
+ * none lives on another host.  A damaged record is stale whoever holds
+ * it: nothing in it can be trusted, not even the holders. */
 static int record_stale(const struct cxls_pool *pool, uint32_t slot)
 {
 	struct cxls_comm_view v;
@@ -151,8 +193,11 @@ static int record_stale(const struct cxls_pool *pool, uint32_t slot)
 
 	cxls_comm_view_of(pool, slot, &v);
 	n = v.rec->nranks;
-	if (n > pool->geo.max_ranks)
-		return 1; /* garbage: not ours to trust */
+	if (n > pool->geo.max_ranks || !cxls_comm_rec_ok(v.rec)) {
+		CXLS_WARN("pool %s: communicator slot %u is damaged (checksum or rank count)",
+			  pool->path, slot);
+		return 1;
+	}
 	for (uint32_t r = 0; r < n; r++)
 		if (cxls_comm_rank_alive(&v, r) != 0)
 			return 0;
@@ -199,15 +244,24 @@ int cxls_comm_reclaim(struct cxls_pool *pool)
 	return n;
 }
 
+/* The slot holding key, -1 when none does, CXLS_JOIN_ECORRUPT when the
+ * record found fails its checksum: its geometry and rank count are not
+ * trusted, and a fresh record under the same key would split the job. */
 static int find_key(const struct cxls_pool *pool, const uint64_t key[2])
 {
 	for (uint32_t s = 0; s < pool->geo.max_comms; s++) {
 		struct cxls_comm_view v;
 
 		cxls_comm_view_of(pool, s, &v);
-		if (CXLS_PHASE(atomic_load(&v.rec->state)) != CXLS_COMM_FREE &&
-		    atomic_load(&v.rec->key_lo) == key[0] && atomic_load(&v.rec->key_hi) == key[1])
-			return (int)s;
+		if (CXLS_PHASE(atomic_load(&v.rec->state)) == CXLS_COMM_FREE ||
+		    atomic_load(&v.rec->key_lo) != key[0] || atomic_load(&v.rec->key_hi) != key[1])
+			continue;
+		if (!cxls_comm_rec_ok(v.rec)) {
+			CXLS_WARN("pool %s: communicator slot %u fails its checksum: not joined "
+				  "(cxlshim pool clean reclaims it)", pool->path, s);
+			return CXLS_JOIN_ECORRUPT;
+		}
+		return (int)s;
 	}
 	return -1;
 }
@@ -233,6 +287,7 @@ static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 			v.rec->interleave = a->interleave;
 			atomic_store(&v.rec->key_lo, a->key[0]);
 			atomic_store(&v.rec->key_hi, a->key[1]);
+			v.rec->sum = cxls_comm_rec_sum(v.rec);
 			atomic_store(&v.rec->state, CXLS_STATE(CXLS_COMM_JOINING, 0));
 			return (int)s;
 		}
@@ -262,6 +317,7 @@ static int enter_locked(struct cxls_comm_view *v, const struct cxls_join_args *a
 	r->boot_hash = me.boot_hash;
 	r->start_time = me.start_time;
 	r->device = a->device;
+	r->sum = cxls_rank_rec_sum(v->rec, r, a->rank);
 	atomic_store(&r->state, CXLS_RANK_JOINED);
 	/* A waiting rank may flip the record to FAILED without the lock (its
 	 * timeout): a CAS, so that we never turn a FAILED record READY. */
@@ -279,6 +335,8 @@ static int join_locked(struct cxls_pool *pool, const struct cxls_join_args *a,
 {
 	int slot = find_key(pool, a->key);
 
+	if (slot == CXLS_JOIN_ECORRUPT)
+		return CXLS_JOIN_ECORRUPT;
 	if (slot < 0)
 		slot = claim_locked(pool, a);
 	if (slot < 0)

@@ -53,6 +53,7 @@ enum cxls_join_err {
 	CXLS_JOIN_ETIMEDOUT = -3, /* not every rank arrived in time */
 	CXLS_JOIN_EFAILED = -4,   /* another rank gave up first */
 	CXLS_JOIN_ECANCELED = -5,
+	CXLS_JOIN_ECORRUPT = -6,  /* the record of this key fails its checksum */
 };
 
 /* The doorbells of the channel from rank src to rank dst: chunks the
@@ -75,8 +76,25 @@ int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
 void cxls_comm_leave(struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t rank);
 /* Reclaims records whose holders are all dead; returns how many. */
 int cxls_comm_reclaim(struct cxls_pool *pool);
-/* Liveness of the process holding a rank (proc_id.h semantics). */
+/* Liveness of the process holding a rank (proc_id.h semantics); a rank
+ * record that fails its checksum is never taken for a live holder. */
 int cxls_comm_rank_alive(const struct cxls_comm_view *v, uint32_t rank);
+
+/* Checksums of a record header and of a joined rank's record (see
+ * pool_format.h), computed on write and checked on every read that acts
+ * on them.  They take the record's bytes, live or a private copy. */
+uint32_t cxls_comm_rec_sum(const struct cxls_comm_rec *rec);
+uint32_t cxls_rank_rec_sum(const struct cxls_comm_rec *rec, const struct cxls_rank_rec *r,
+			   uint32_t rank);
+static inline int cxls_comm_rec_ok(const struct cxls_comm_rec *rec)
+{
+	return rec->sum == cxls_comm_rec_sum(rec);
+}
+static inline int cxls_rank_rec_ok(const struct cxls_comm_rec *rec,
+				   const struct cxls_rank_rec *r, uint32_t rank)
+{
+	return r->sum == cxls_rank_rec_sum(rec, r, rank);
+}
 const char *cxls_join_strerror(int err);
 
 #endif

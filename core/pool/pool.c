@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "coherence.h"
+#include "format_claim.h"
 #include "log.h"
 #include "proc_id.h"
 #include "sock_format.h"
@@ -32,6 +33,7 @@ const char *cxls_pool_strerror(int err)
 	case CXLS_POOL_ECORRUPT: return "pool superblock is corrupt";
 	case CXLS_POOL_ESIZE: return "pool is too small";
 	case CXLS_POOL_ESYS: return "system error mapping the pool";
+	case CXLS_POOL_EAGAIN: return "another process formats the pool";
 	}
 	return "unknown pool error";
 }
@@ -128,13 +130,18 @@ static void sock_geometry(struct cxls_super *sb, const struct cxls_config *cfg)
 	sb->sock_size = slots ? cxls_sock_region_size(slots, slots, ring) : 0;
 }
 
-/* Lays the geometry out in a fresh superblock; the magic goes last. */
-static int format(struct cxls_pool *pool, const struct cxls_config *cfg)
+/* Lays the geometry out in a fresh superblock; the magic goes last, and
+ * only while the format claim is still ours (format_claim.h), which the
+ * geometry's bytes leave alone. */
+static int format(struct cxls_pool *pool, const struct cxls_config *cfg, uint64_t token)
 {
 	struct cxls_super *sb = pool->sb;
+	size_t claim = offsetof(struct cxls_super, format_claim);
+	size_t after = offsetof(struct cxls_super, table_lock);
 	uint64_t comm_bytes, dev_size, lane;
 
-	memset(sb, 0, sizeof(*sb));
+	memset(sb, 0, claim);
+	memset((char *)sb + after, 0, sizeof(*sb) - after);
 	sb->version = CXLS_POOL_VERSION;
 	sb->super_size = sizeof(*sb);
 	sb->pool_size = pool->size;
@@ -161,8 +168,13 @@ static int format(struct cxls_pool *pool, const struct cxls_config *cfg)
 	sb->created_ns = cxls_now_ns();
 	sb->checksum = cxls_super_checksum(sb);
 	cxls_publish(pool->flush_mode, sb, sizeof(*sb));
+	if (!cxls_claim_still_ours(sb, pool->flush_mode, token)) {
+		CXLS_INFO("pool %s: another process claimed the format late: it formats", pool->path);
+		return CXLS_POOL_EAGAIN;
+	}
 	atomic_store((_Atomic uint64_t *)&sb->magic, CXLS_POOL_MAGIC);
 	cxls_publish(pool->flush_mode, sb, CXLS_LINE);
+	pool->formatted = 1;
 	CXLS_INFO("pool %s formatted: %zu bytes, %u devices of %llu bytes, %u comm slots, "
 		  "%u socket slots of 2 x %llu bytes", pool->path, pool->size, sb->ndev,
 		  (unsigned long long)dev_size, sb->max_comms, sb->sock_slots,
@@ -271,18 +283,55 @@ static int open_source(struct cxls_pool *pool, const struct cxls_config *cfg)
 	}
 	if (!S_ISREG(st.st_mode))
 		return CXLS_POOL_ENOENT;
-	/* flock serialises sizing and formatting among the processes of one
-	 * host; pools shared across hosts are created once, up front. */
-	flock(pool->fd, LOCK_EX);
+	/* Sizing is idempotent (fallocate never shrinks, never clears) and
+	 * the format is decided in the pool; flock only spares the processes
+	 * of one host the claim's waits. */
+	if (cfg->pool_flock)
+		flock(pool->fd, LOCK_EX);
 	if (fstat(pool->fd, &st) == 0 && st.st_size == 0 && size_new_file(pool, cfg)) {
-		flock(pool->fd, LOCK_UN);
+		if (cfg->pool_flock)
+			flock(pool->fd, LOCK_UN);
 		return CXLS_POOL_ESYS;
 	}
-	flock(pool->fd, LOCK_UN);
+	if (cfg->pool_flock)
+		flock(pool->fd, LOCK_UN);
 	if (fstat(pool->fd, &st))
 		return CXLS_POOL_ESYS;
 	pool->size = (size_t)st.st_size; /* never shrink what others mapped */
 	return CXLS_POOL_OK;
+}
+
+/* A blank pool (no magic) is formatted by the one process that wins the
+ * claim; the others wait for its magic, then everybody validates. */
+static int format_or_attach(struct cxls_pool *pool, const struct cxls_config *cfg)
+{
+	for (int round = 0; round < 4; round++) {
+		uint64_t token;
+
+		cxls_refresh(pool->flush_mode, pool->sb, sizeof(*pool->sb));
+		if (atomic_load((_Atomic uint64_t *)&pool->sb->magic))
+			return cxls_super_check(pool->sb, pool->size);
+		switch (cxls_claim_format(pool->sb, pool->flush_mode, &token)) {
+		case CXLS_CLAIM_WON: {
+			int err = format(pool, cfg, token);
+
+			if (err == CXLS_POOL_EAGAIN)
+				break;
+			if (err) { /* the next contender fails alike, without a wait */
+				atomic_compare_exchange_strong(&pool->sb->format_claim, &token, 0);
+				cxls_publish(pool->flush_mode, &pool->sb->format_claim, CXLS_LINE);
+			}
+			return err;
+		}
+		case CXLS_CLAIM_MAGIC:
+			break;
+		default:
+			return CXLS_POOL_ESYS;
+		}
+	}
+	cxls_refresh(pool->flush_mode, pool->sb, sizeof(*pool->sb));
+	return atomic_load((_Atomic uint64_t *)&pool->sb->magic) ? cxls_super_check(pool->sb, pool->size) :
+					       CXLS_POOL_ESYS;
 }
 
 int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
@@ -307,13 +356,11 @@ int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
 	}
 	pool->sb = (struct cxls_super *)pool->base;
 	pool->flush_mode = cfg->pool_coherence == CXLS_FLUSH;
-	flock(pool->fd, LOCK_EX);
-	cxls_refresh(pool->flush_mode, pool->sb, sizeof(*pool->sb));
-	if (pool->sb->magic == 0)
-		err = format(pool, cfg);
-	else
-		err = cxls_super_check(pool->sb, pool->size);
-	flock(pool->fd, LOCK_UN);
+	if (cfg->pool_flock)
+		flock(pool->fd, LOCK_EX);
+	err = format_or_attach(pool, cfg);
+	if (cfg->pool_flock)
+		flock(pool->fd, LOCK_UN);
 	if (err)
 		goto fail;
 	pool->geo = *pool->sb;

@@ -1,9 +1,11 @@
 /* pool.h - the shared memory pool: mapping, superblock, geometry.
  *
  * Sources: a DAX character device (/dev/daxX.Y), a file on a DAX, famfs or
- * tmpfs mount, or (default) a file in /dev/shm.  The first process formats
- * a new or all-zero pool; everybody else validates the superblock and
- * refuses a pool it does not understand rather than trusting it.
+ * tmpfs mount, or (default) a file in /dev/shm.  One process formats a new
+ * or all-zero pool, chosen in the pool itself (format_claim.h) so that
+ * hosts racing on one blank pool agree; everybody else validates the
+ * superblock and refuses a pool it does not understand rather than
+ * trusting it.
  */
 #ifndef CXLSHIM_CORE_POOL_H
 #define CXLSHIM_CORE_POOL_H
@@ -27,6 +29,7 @@ struct cxls_pool {
 	 * (a bug, a bit flip, another host) cannot move a pointer */
 	struct cxls_super *sb;
 	struct cxls_super geo;
+	int formatted;       /* this process formatted the pool at open */
 	char path[256];
 };
 
@@ -38,6 +41,7 @@ enum cxls_pool_err {
 	CXLS_POOL_ECORRUPT = -4, /* superblock inconsistent or checksum wrong */
 	CXLS_POOL_ESIZE = -5,    /* too small for its geometry */
 	CXLS_POOL_ESYS = -6,     /* mmap, ftruncate, ... */
+	CXLS_POOL_EAGAIN = -7,   /* internal: lost the format claim late */
 };
 
 /* Opens (and formats if new) the pool the config names. */

@@ -21,7 +21,8 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 5u /* 4: socket region; 5: p2p message sizes */
+#define CXLS_POOL_VERSION 6u /* 4: socket region; 5: record checksums, format claim;
+				* 6: p2p message sizes */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -51,6 +52,10 @@ struct cxls_super {
 	uint32_t checksum; /* hash of version .. sock_listeners (pool.c) */
 	uint32_t pad0;
 	/* mutable part, outside the checksum */
+	/* Who formats a blank pool (pool.c): a random token, set with a
+	 * compare-and-swap and, in a non-coherent pool, re-read after a
+	 * settle delay; kept when the rest of the superblock is written. */
+	_Alignas(CXLS_LINE) _Atomic uint64_t format_claim;
 	_Alignas(CXLS_LINE) _Atomic uint64_t table_lock; /* owner token or 0 */
 	uint64_t table_lock_ns;
 	/* copies in flight per device, for the optional bandwidth model */
@@ -80,6 +85,11 @@ struct cxls_rank_rec {
 	_Atomic uint32_t split_seq;
 	int32_t split_color[2];
 	int32_t split_key[2];
+	/* hash of the holder's identity (pid, boot_hash, start_time), the
+	 * rank number and the communicator's key (comm_table.c): a record
+	 * damaged or left over from an earlier communicator in the slot does
+	 * not check, and is never taken for a live holder */
+	uint32_t sum;
 };
 
 _Static_assert(sizeof(struct cxls_rank_rec) == CXLS_LINE, "a rank record is one line");
@@ -163,6 +173,9 @@ struct cxls_comm_rec {
 	uint64_t chunk;
 	uint32_t slots;
 	uint32_t interleave;
+	/* hash of key .. interleave, written before the phase leaves FREE
+	 * (comm_table.c); state and the abort words change, it does not */
+	uint32_t sum;
 	_Alignas(CXLS_LINE) _Atomic uint32_t abort_reason;
 	_Atomic uint32_t abort_rank;
 	/* struct cxls_rank_rec ranks[max_ranks];

@@ -5,8 +5,11 @@
  *   odd:  the rest is the start of a pool file: superblock validation
  *         (pool.c) and the read-only snapshot + doctor of `cxlshim`;
  *   even: the rest overwrites the communicator table of a pool with a
- *         valid superblock, then the library's own readers run on it:
- *         reclaim, rendezvous (join, leave) and the snapshot + doctor.
+ *         valid superblock (bit 2 set: its socket region instead), then
+ *         the library's own readers run on it: reclaim, rendezvous (join,
+ *         leave) and the snapshot + doctor (with its cycle search).  Bit 1
+ *         set: every record's checksum is made to match first, so that
+ *         what lies behind the checksums is exercised too.
  * Nothing may crash, hang or touch memory outside the pool.
  */
 #include <stdint.h>
@@ -19,10 +22,12 @@
 #include "layout.h"
 #include "pool.h"
 #include "snapshot.h"
+#include "sock_format.h"
 
 #define MAP (4u << 20)
 #define MAX_COMMS 4
 #define MAX_RANKS 4
+#define SOCK_SLOTS 4
 
 static uint8_t *map;
 static FILE *devnull;
@@ -49,7 +54,12 @@ static void format(struct cxls_super *sb)
 	sb->max_ranks = MAX_RANKS;
 	sb->comm_offset = CXLS_PAGE;
 	sb->comm_stride = cxls_comm_stride(MAX_RANKS);
-	sb->dev_offset = 16 * CXLS_PAGE;
+	sb->sock_offset = 16 * CXLS_PAGE;
+	sb->sock_slots = SOCK_SLOTS;
+	sb->sock_listeners = SOCK_SLOTS;
+	sb->sock_ring = CXLS_SOCK_RING_MIN;
+	sb->sock_size = cxls_sock_region_size(SOCK_SLOTS, SOCK_SLOTS, CXLS_SOCK_RING_MIN);
+	sb->dev_offset = sb->sock_offset + sb->sock_size;
 	sb->dev_size = (MAP - sb->dev_offset) / 2 & ~(CXLS_PAGE - 1);
 	sb->lane_size = sb->dev_size / MAX_COMMS & ~(CXLS_PAGE - 1);
 	sb->checksum = cxls_super_checksum(sb);
@@ -88,6 +98,23 @@ static void library_readers(void)
 	}
 }
 
+/* Makes every record's checksums match its (fuzzed) contents. */
+static void forge_sums(void)
+{
+	struct cxls_pool pool = { .fd = -1, .base = map, .size = MAP };
+
+	pool.sb = (struct cxls_super *)map;
+	pool.geo = *pool.sb;
+	for (uint32_t s = 0; s < MAX_COMMS; s++) {
+		struct cxls_comm_view v;
+
+		cxls_comm_view_of(&pool, s, &v);
+		v.rec->sum = cxls_comm_rec_sum(v.rec);
+		for (uint32_t r = 0; r < MAX_RANKS; r++)
+			v.ranks[r].sum = cxls_rank_rec_sum(v.rec, &v.ranks[r], r);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!size)
@@ -100,7 +127,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	format((struct cxls_super *)map);
-	memcpy(map + CXLS_PAGE, data + 1, size - 1 < 15 * CXLS_PAGE ? size - 1 : 15 * CXLS_PAGE);
+	if (data[0] & 4) {
+		struct cxls_super *sb = (struct cxls_super *)map;
+		size_t room = cxls_sock_rings_off(SOCK_SLOTS, SOCK_SLOTS) + 2 * CXLS_LINE;
+
+		memcpy(map + sb->sock_offset, data + 1, size - 1 < room ? size - 1 : room);
+	} else {
+		memcpy(map + CXLS_PAGE, data + 1,
+		       size - 1 < 15 * CXLS_PAGE ? size - 1 : 15 * CXLS_PAGE);
+	}
+	if (data[0] & 2)
+		forge_sums();
 	snapshot(MAP);
 	library_readers();
 	snapshot(MAP);

@@ -13,6 +13,13 @@
  * Each flip holds for HOLD_US, then is undone.  The superblock's table
  * lock word is left alone: a lock that looks held by a foreign host is
  * stolen only after 10 s, by design.
+ *
+ * With CXLSHIM_TOOL naming the `cxlshim` command, the flipper also holds
+ * flips of the checksummed words of the live communicator record (its
+ * header and each rank's holder identity) while `cxlshim pool status
+ * --json` reads the pool: each must be reported as a damaged record.  A
+ * check the job outran (the record was freed or reused meanwhile) is not
+ * counted; a damaged record reported intact is a failure.
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -43,6 +50,7 @@ struct shared {
 	ncclUniqueId id[2];
 	_Atomic uint64_t ok, wrong, errors, init_errors;
 	_Atomic uint64_t flips, attach_checks, attach_crashes;
+	_Atomic uint64_t detected, undetected, outran;
 };
 
 static struct shared *sh;
@@ -182,6 +190,106 @@ static void flip_range(uint8_t *base, size_t off, size_t len, int attach)
 	}
 }
 
+/* `cxlshim pool status --json` into buf; 0 when it ran and said something. */
+static int tool_status(const char *tool, const char *path, char *buf, size_t len)
+{
+	char cmd[1024];
+	size_t n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "env -u LD_PRELOAD %s pool status --json -p %s 2>/dev/null",
+		 tool, path);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = 0;
+	return pclose(f) == 0 && n ? 0 : -1;
+}
+
+/* What the report says of the communicator in slot: 1 damaged (the
+ * header, or `rank` damaged when rank >= 0), 0 intact, -1 not listed. */
+static int reported_damaged(const char *json, int slot, int rank)
+{
+	char key[64];
+	const char *p, *q, *end;
+
+	snprintf(key, sizeof(key), "{\"slot\": %d, \"phase\"", slot);
+	p = strstr(json, key);
+	if (!p)
+		return -1;
+	end = strstr(p + 1, "{\"slot\": "); /* the next record, if any */
+	q = strstr(p, "\"corrupt\": ");
+	if (q && (!end || q < end) && q[11] == '"')
+		return 1; /* the header itself */
+	if (rank < 0)
+		return 0;
+	snprintf(key, sizeof(key), "{\"rank\": %d, ", rank);
+	p = strstr(p, key);
+	if (!p || (end && p > end))
+		return -1;
+	q = strstr(p, "\"corrupt\": ");
+	return q && q[11] == '"';
+}
+
+static uint64_t record_id(const volatile uint8_t *rec)
+{
+	const struct cxls_comm_rec *r = (const void *)rec;
+
+	return r->created_ns ^ atomic_load(&((struct cxls_comm_rec *)r)->key_lo);
+}
+
+/* Holds each sampled bit of [off, off+len) flipped while the tool reads
+ * the pool, and scores what it reports. */
+static void detect_range(const char *tool, const char *path, uint8_t *base, size_t rec, size_t off,
+			 size_t len, int slot, int rank, int step)
+{
+	static char json[1 << 20];
+
+	for (size_t b = 0; b < len * 8 && !atomic_load(&sh->stop); b += (size_t)step) {
+		uint64_t id = record_id(base + rec);
+		int said;
+
+		flip(base + off, (int)b);
+		atomic_fetch_add(&sh->flips, 1);
+		said = tool_status(tool, path, json, sizeof(json)) ? -1 :
+		       reported_damaged(json, slot, rank);
+		flip(base + off, (int)b);
+		if (said == 1)
+			atomic_fetch_add(&sh->detected, 1);
+		else if (said < 0 || record_id(base + rec) != id ||
+			 CXLS_PHASE(atomic_load(&((struct cxls_comm_rec *)(base + rec))->state)) ==
+				 CXLS_COMM_FREE)
+			atomic_fetch_add(&sh->outran, 1);
+		else {
+			fprintf(stderr, "flip of bit %zu at pool offset %zu (slot %d, rank %d) not "
+				"reported\n", b, off, slot, rank);
+			atomic_fetch_add(&sh->undetected, 1);
+		}
+	}
+}
+
+/* The checksummed words of slot s's record while it is in use. */
+static void detect(const char *tool, const char *path, uint8_t *base, const struct cxls_super *sb,
+		   int s, int nranks)
+{
+	size_t rec = sb->comm_offset + sb->comm_stride * (uint64_t)s;
+	size_t ranks = rec + ((sizeof(struct cxls_comm_rec) + CXLS_LINE - 1) & ~(size_t)(CXLS_LINE - 1));
+
+	detect_range(tool, path, base, rec, rec + offsetof(struct cxls_comm_rec, key_lo), 16, s, -1, 5);
+	detect_range(tool, path, base, rec, rec + offsetof(struct cxls_comm_rec, nranks),
+		     offsetof(struct cxls_comm_rec, sum) + 4 - offsetof(struct cxls_comm_rec, nranks),
+		     s, -1, 5);
+	for (int r = 0; r < nranks; r++) {
+		size_t rr = ranks + sizeof(struct cxls_rank_rec) * (size_t)r;
+
+		detect_range(tool, path, base, rec, rr + offsetof(struct cxls_rank_rec, pid), 4, s, r, 3);
+		detect_range(tool, path, base, rec, rr + offsetof(struct cxls_rank_rec, boot_hash), 16, s,
+			     r, 7);
+		detect_range(tool, path, base, rec, rr + offsetof(struct cxls_rank_rec, sum), 4, s, r, 3);
+	}
+}
+
 static int live_slot(const uint8_t *base, const struct cxls_super *sb)
 {
 	for (uint32_t s = 0; s < sb->max_comms; s++) {
@@ -193,7 +301,7 @@ static int live_slot(const uint8_t *base, const struct cxls_super *sb)
 	return -1;
 }
 
-static void flipper(const char *path, int nranks)
+static void flipper(const char *path, const char *tool, int nranks)
 {
 	struct cxls_super sb;
 	struct stat st;
@@ -220,6 +328,15 @@ static void flipper(const char *path, int nranks)
 	/* the geometry, with a process attaching for every flipped bit */
 	flip_range(base, 0, offsetof(struct cxls_super, table_lock) < 128 ?
 		   offsetof(struct cxls_super, table_lock) : 128, 1);
+	/* damaged records are reported, once per run */
+	if (tool) {
+		int s;
+
+		while ((s = live_slot(base, &sb)) < 0 && !atomic_load(&sh->stop))
+			usleep(1000);
+		if (s >= 0)
+			detect(tool, path, base, &sb, s, nranks);
+	}
 	while (!atomic_load(&sh->stop)) {
 		size_t per_rank_desc = (size_t)CXLS_DESC_RING * sizeof(struct cxls_op_desc);
 		size_t rec, ranks, bells, desc;
@@ -251,7 +368,7 @@ int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 3;
 	double secs = argc > 2 ? atof(argv[2]) : 20;
-	const char *path = getenv("CXLSHIM_POOL_PATH");
+	const char *path = getenv("CXLSHIM_POOL_PATH"), *tool = getenv("CXLSHIM_TOOL");
 	pid_t fl;
 	int rc, st;
 
@@ -266,18 +383,22 @@ int main(int argc, char **argv)
 	memset(sh, 0, sizeof(*sh));
 	fl = fork();
 	if (fl == 0)
-		flipper(path, n);
+		flipper(path, tool, n);
 	rc = launch_ranks(n, rank_main, &secs, (int)secs + 120);
 	atomic_store(&sh->stop, 1);
 	waitpid(fl, &st, 0);
 	printf("bitflip: %llu flips, %llu ops ok, %llu wrong results, %llu clean op errors, "
 	       "%llu failed inits, %llu attaches to a damaged superblock (%llu crashed), ranks %s, "
-	       "flipper %s\n",
+	       "flipper %s\n"
+	       "bitflip: damaged records reported by cxlshim pool status: %llu, not reported: %llu, "
+	       "outran by the job: %llu%s\n",
 	       (unsigned long long)sh->flips, (unsigned long long)sh->ok,
 	       (unsigned long long)sh->wrong, (unsigned long long)sh->errors,
 	       (unsigned long long)sh->init_errors, (unsigned long long)sh->attach_checks,
 	       (unsigned long long)sh->attach_crashes, rc ? "FAILED" : "ok",
-	       WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "ok" : "FAILED");
+	       WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "ok" : "FAILED",
+	       (unsigned long long)sh->detected, (unsigned long long)sh->undetected,
+	       (unsigned long long)sh->outran, tool ? "" : " (CXLSHIM_TOOL not set: not checked)");
 	return rc || sh->attach_crashes || !WIFEXITED(st) || WEXITSTATUS(st) || !sh->ok ||
-	       !sh->attach_checks;
+	       !sh->attach_checks || sh->undetected || (tool && !sh->detected);
 }

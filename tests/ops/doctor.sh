@@ -7,6 +7,9 @@
 # A second job hangs across communicators: its rank 2 misses an AllReduce
 # on A because it waits in an AllGather on B that B's other rank never
 # calls; doctor must follow the chain and name B's AllGather.
+# Two more jobs deadlock across two communicators called in opposite
+# orders, once waiting after each call and once on one stream (each
+# rank's second op queued behind its first): doctor must name the cycle.
 set -euo pipefail
 B=${BUILD:-build}
 CX=$B/cxlshim
@@ -88,4 +91,44 @@ grep -q "rank 2 (pid [0-9]*, alive) has not called op 1: it waits in op 1 AllGat
 grep -q "^first cause: op 1 AllGather(count 4096, float32) on comm slot [0-9]*: rank 1 (pid [0-9]*) has not called it$" \
 	"$dir/doctor.out" || fail "the first cause is not B's AllGather"
 [ "$(grep -c "^first cause" "$dir/doctor.out")" = 1 ] || fail "more than one first cause"
+kill -KILL $(ps -o pid= --ppid "$job") "$job" 2>/dev/null || true
+wait "$job" 2>/dev/null || true
+job=
+$CX pool clean >/dev/null
+
+for mode in cycle cycle1; do
+	echo "== a wait cycle across two communicators ($mode)"
+	$CX run -e -- "$B/tests/ops_job" $mode >"$dir/$mode.log" 2>&1 &
+	job=$!
+	found=0
+	for _ in $(seq 150); do
+		rc=0
+		$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
+		if grep -q "^cycle:" "$dir/doctor.out"; then found=1; break; fi
+		sleep 0.2
+	done
+	cat "$dir/doctor.out"
+	[ $found = 1 ] || fail "$mode: doctor never named the cycle"
+	[ $rc = 3 ] || fail "$mode: doctor exit status $rc, want 3"
+	# rank 0 in A's AllReduce -> rank 1 in B's AllGather -> back
+	a=$(sed -n 's/^cycle: rank0@slot\([0-9]*\)#1 -> .*/\1/p' "$dir/doctor.out")
+	b=$(sed -n 's/^cycle: rank0@slot[0-9]*#1 -> rank1@slot\([0-9]*\)#1 -> rank0@slot[0-9]*#1$/\1/p' \
+		"$dir/doctor.out")
+	[ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] ||
+		fail "$mode: cycle not rank0@A#1 -> rank1@B#1 -> rank0@A#1"
+	grep -q "^  rank 0 (pid [0-9]*) in op 1 AllReduce(count 4096, float32, sum) of comm slot $a waits for its rank 1 (pid [0-9]*), which is in op 1 AllGather(count 4096, float32) of comm slot $b$" \
+		"$dir/doctor.out" || fail "$mode: first hop"
+	grep -q "^  rank 1 (pid [0-9]*) in op 1 AllGather(count 4096, float32) of comm slot $b waits for its rank 0 (pid [0-9]*), which is in op 1 AllReduce(count 4096, float32, sum) of comm slot $a$" \
+		"$dir/doctor.out" || fail "$mode: second hop"
+	[ "$(grep -c "^cycle:" "$dir/doctor.out")" = 1 ] || fail "$mode: one cycle, printed once"
+	grep -q "^first cause: the wait cycle above" "$dir/doctor.out" || fail "$mode: first cause"
+	if [ $mode = cycle1 ]; then
+		grep -q "rank 0 (pid [0-9]*, alive) called op 1, queued behind its active op 1 AllReduce" \
+			"$dir/doctor.out" || fail "$mode: the op pending behind the active one"
+	fi
+	kill -KILL $(ps -o pid= --ppid "$job") "$job" 2>/dev/null || true
+	wait "$job" 2>/dev/null || true
+	job=
+	$CX pool clean >/dev/null
+done
 echo "doctor: ok"

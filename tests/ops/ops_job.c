@@ -9,6 +9,14 @@
  *                           rank 2 never calls, because it waits in an
  *                           AllGather on B that rank 3 never calls (it
  *                           sleeps): the first cause is B's AllGather
+ *   ops_job cycle           2 ranks, two communicators A and B (splits of
+ *                           the world): rank 0 calls A's AllReduce and
+ *                           waits for it, rank 1 calls B's AllGather and
+ *                           waits for it: each waits for the other
+ *   ops_job cycle1          the same without the waits: rank 0 enqueues
+ *                           A's then B's, rank 1 B's then A's, on one
+ *                           stream, then synchronizes; each one's second
+ *                           op is queued behind its first
  *   ops_job traffic [N] [I] I iterations of AllGather, Broadcast and
  *                           AllReduce, results checked (for traces)
  */
@@ -166,6 +174,34 @@ static int chain(int rank, int n, const ncclUniqueId *id, void *arg)
 	return 0;
 }
 
+static int cycle(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	int one_stream = *(int *)arg;
+	ncclComm_t world, a, b;
+	cudaStream_t s;
+	float *buf, *all;
+
+	if (setup(rank, n, id, &world, &s) || allgather(world, s, rank, n) ||
+	    ncclCommSplit(world, 0, rank, &a, NULL) != ncclSuccess ||
+	    ncclCommSplit(world, 0, rank, &b, NULL) != ncclSuccess)
+		return 1;
+	printf("rank %d: split done\n", rank);
+	buf = dev_floats(COUNT, 1);
+	all = dev_floats((size_t)COUNT * n, 0);
+	for (int i = 0; i < 2; i++) {
+		int on_a = (i == 0) == (rank == 0);
+		ncclResult_t r = on_a ? ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, a, s) :
+					ncclAllGather(buf, all, COUNT, ncclFloat, b, s);
+
+		if (r != ncclSuccess)
+			return 1;
+		if (!one_stream)
+			cudaStreamSynchronize(s); /* hangs until a kill */
+	}
+	cudaStreamSynchronize(s); /* hangs until a kill */
+	return 0;
+}
+
 static int traffic(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	int iters = *(int *)arg;
@@ -192,8 +228,13 @@ int main(int argc, char **argv)
 		return launch_ranks(n, hang, NULL, 600);
 	if (argc > 1 && !strcmp(argv[1], "chain"))
 		return launch_ranks(4, chain, NULL, 600);
+	if (argc > 1 && (!strcmp(argv[1], "cycle") || !strcmp(argv[1], "cycle1"))) {
+		int one_stream = !strcmp(argv[1], "cycle1");
+
+		return launch_ranks(2, cycle, &one_stream, 600);
+	}
 	if (argc > 1 && !strcmp(argv[1], "traffic"))
 		return launch_ranks(n, traffic, &iters, 120);
-	fprintf(stderr, "usage: %s hang|chain|traffic [NRANKS] [ITERS]\n", argv[0]);
+	fprintf(stderr, "usage: %s hang|chain|cycle|cycle1|traffic [NRANKS] [ITERS]\n", argv[0]);
 	return 2;
 }

@@ -1,7 +1,9 @@
-/* soak.c - random collectives on NRANKS ranks while a chaos loop SIGKILLs
- * ranks and starts replacements, for SECONDS.
+/* soak.c - random collectives on NRANKS ranks, and checksummed streams on
+ * 8 pooled socket connections (soak_sock.c), while a chaos loop SIGKILLs
+ * ranks, socket clients and the socket server and starts replacements,
+ * for SECONDS.
  *
- *   soak NRANKS SECONDS KILL_EVERY_MS
+ *   soak NRANKS SECONDS KILL_EVERY_MS [SOCKETS(0/1, default 1)]
  *
  * Every rank runs generations: rank 0 publishes a unique id, the ranks
  * make a communicator and run a pseudo-random sequence of collectives
@@ -12,9 +14,9 @@
  * replacement.  Fails when a rank crashes, a result is wrong, or one call
  * takes longer than the op timeout allows.
  *
- * Workloads are a table: the socket streams (8 connections of checksummed
- * data through the pool) join it as a second entry with their own process
- * count, and the chaos loop kills and restarts them alike.
+ * Workloads are a table: the socket streams (a server and 8 clients, see
+ * soak_sock.h) are two more entries with their own process counts, and
+ * the chaos loop picks its victim among all processes alike.
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -30,7 +32,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "soak_sock.h"
+
 #define MAX_RANKS 8
+#define MAX_PROCS 16 /* per workload */
 #define MAX_COUNT (64 * 1024)
 
 struct shared {
@@ -212,18 +217,79 @@ static pid_t spawn(const struct workload *w, int idx)
 	return pid;
 }
 
+struct chaos {
+	const struct workload *loads;
+	int nloads, total, crashed;
+	pid_t pids[4][MAX_PROCS];
+};
+
+/* A process that ended by itself is a crash; it is replaced. */
+static void reap(struct chaos *x, pid_t pid, int st)
+{
+	for (int w = 0; w < x->nloads; w++)
+		for (int i = 0; i < x->loads[w].nprocs; i++) {
+			if (x->pids[w][i] != pid)
+				continue;
+			fprintf(stderr, "%s %d (pid %d) ended on its own: %s %d\n", x->loads[w].name,
+				i, pid, WIFSIGNALED(st) ? "signal" : "status",
+				WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+			x->crashed++;
+			x->pids[w][i] = spawn(&x->loads[w], i);
+		}
+}
+
+/* Kills one process drawn among all workloads' and starts its successor. */
+static void strike(struct chaos *x)
+{
+	int v = rand() % x->total, w = 0, st;
+
+	while (v >= x->loads[w].nprocs)
+		v -= x->loads[w++].nprocs;
+	kill(x->pids[w][v], SIGKILL);
+	waitpid(x->pids[w][v], &st, 0);
+	atomic_fetch_add(&sh->kills, 1);
+	x->pids[w][v] = spawn(&x->loads[w], v);
+	atomic_fetch_add(&sh->restarts, 1);
+}
+
+/* Every process must stop by itself within the limit once told to. */
+static void stop_all(struct chaos *x)
+{
+	int st;
+
+	atomic_store(&sh->stop, 1);
+	for (int w = 0; w < x->nloads; w++)
+		for (int i = 0; i < x->loads[w].nprocs; i++) {
+			pid_t p = x->pids[w][i];
+			double t0 = now_s();
+
+			while (waitpid(p, &st, WNOHANG) == 0 && now_s() - t0 < op_limit_s + 10)
+				usleep(10000);
+			if (waitpid(p, &st, WNOHANG) == 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+				kill(p, SIGKILL);
+				waitpid(p, &st, 0);
+				fprintf(stderr, "%s %d did not stop cleanly\n", x->loads[w].name, i);
+				x->crashed++;
+			}
+		}
+}
+
 int main(int argc, char **argv)
 {
-	int n = argc > 1 ? atoi(argv[1]) : 4;
+	int n = argc > 1 ? atoi(argv[1]) : 4, socks = argc > 4 ? atoi(argv[4]) : 1;
 	double secs = argc > 2 ? atof(argv[2]) : 30, every = (argc > 3 ? atof(argv[3]) : 2000) / 1e3;
 	const char *tmo = getenv("CXLSHIM_TIMEOUT_OP_MS");
-	struct workload loads[] = { { "collectives", n, collective_rank } };
-	pid_t pids[MAX_RANKS];
+	struct workload loads[] = {
+		{ "collectives rank", n, collective_rank },
+		{ "socket server", 1, soak_sock_server },
+		{ "socket client", SOCK_CONNS, soak_sock_client },
+	};
+	struct chaos x = { .loads = loads, .nloads = socks ? 3 : 1 };
 	double end, next_kill;
-	int crashed = 0, st;
+	int sock_failed = 0;
 
 	if (n < 2 || n > MAX_RANKS) {
-		fprintf(stderr, "usage: %s NRANKS(2..8) SECONDS KILL_EVERY_MS\n", argv[0]);
+		fprintf(stderr, "usage: %s NRANKS(2..8) SECONDS KILL_EVERY_MS [SOCKETS]\n", argv[0]);
 		return 2;
 	}
 	/* a call may wait one op timeout for a peer, plus the abort and slack */
@@ -233,55 +299,40 @@ int main(int argc, char **argv)
 	if (sh == MAP_FAILED)
 		return 1;
 	memset(sh, 0, sizeof(*sh));
+	if (socks && soak_sock_init(&sh->stop, op_limit_s)) {
+		fprintf(stderr, "soak: no port for the socket server\n");
+		return 1;
+	}
 	srand((unsigned)getpid());
-	for (int i = 0; i < n; i++)
-		pids[i] = spawn(&loads[0], i);
+	for (int w = 0; w < x.nloads; w++) {
+		for (int i = 0; i < loads[w].nprocs; i++)
+			x.pids[w][i] = spawn(&loads[w], i);
+		x.total += loads[w].nprocs;
+	}
 	end = now_s() + secs;
 	next_kill = now_s() + every;
-	while (now_s() < end && crashed < 10) {
+	while (now_s() < end && x.crashed < 10) {
+		int st;
 		pid_t pid = waitpid(-1, &st, WNOHANG);
 
 		if (pid > 0) {
-			for (int i = 0; i < n; i++)
-				if (pids[i] == pid) {
-					fprintf(stderr, "rank %d (pid %d) ended on its own: %s %d\n", i, pid,
-						WIFSIGNALED(st) ? "signal" : "status",
-						WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-					crashed++;
-					pids[i] = spawn(&loads[0], i);
-				}
+			reap(&x, pid, st);
 			continue;
 		}
 		if (now_s() >= next_kill) {
-			int victim = rand() % n;
-
-			kill(pids[victim], SIGKILL);
-			waitpid(pids[victim], &st, 0);
-			atomic_fetch_add(&sh->kills, 1);
-			pids[victim] = spawn(&loads[0], victim);
-			atomic_fetch_add(&sh->restarts, 1);
+			strike(&x);
 			next_kill = now_s() + every * (0.5 + (double)rand() / RAND_MAX);
 		}
 		usleep(10000);
 	}
-	atomic_store(&sh->stop, 1);
-	for (int i = 0; i < n; i++) {
-		double t0 = now_s();
-
-		while (waitpid(pids[i], &st, WNOHANG) == 0 && now_s() - t0 < op_limit_s + 10)
-			usleep(10000);
-		if (waitpid(pids[i], &st, WNOHANG) == 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
-			kill(pids[i], SIGKILL);
-			waitpid(pids[i], &st, 0);
-			fprintf(stderr, "rank %d did not stop cleanly\n", i);
-			crashed++;
-		}
-	}
+	stop_all(&x);
 	printf("soak: %.0f s, %d ranks, %llu kills: %llu ops ok, %llu wrong, %llu clean errors, "
 	       "%llu failed inits, %llu calls over %.1f s (longest %llu ms), %d crashed\n",
 	       secs, n, (unsigned long long)sh->kills, (unsigned long long)sh->ok,
 	       (unsigned long long)sh->wrong, (unsigned long long)sh->errors,
 	       (unsigned long long)sh->init_errors, (unsigned long long)sh->slow, op_limit_s,
-	       (unsigned long long)sh->max_call_ms, crashed);
-	return crashed || sh->wrong || sh->slow || !sh->ok;
+	       (unsigned long long)sh->max_call_ms, x.crashed);
+	if (socks)
+		sock_failed = soak_sock_report(stdout);
+	return x.crashed || sh->wrong || sh->slow || !sh->ok || sock_failed;
 }

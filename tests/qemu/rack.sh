@@ -16,9 +16,10 @@
 #                     the pool's BAR: /sys/bus/pci/devices/0000:00:10.0/resource2
 #
 # Options:
-#   --pool FILE        the pool: an existing file, formatted up front (the
-#                      guests' flock does not cross hosts, so two shims
-#                      finding it blank would format it twice).  Default: a
+#   --pool FILE        the pool: an existing file, blank or formatted (the
+#                      guests' flock does not cross hosts: which shim
+#                      formats a blank pool is decided in the pool itself,
+#                      tests/ops/format_race.sh).  Default: a
 #                      new blank file in /dev/shm of --pool-size, removed after
 #   --pool-size SIZE   power of two, as ivshmem wants (default 256M)
 #   --repo DIR, --mem SIZE, --smp N, --timeout S, --env NAME=VALUE, --debug

@@ -44,6 +44,87 @@ static void test_format_and_reopen(void)
 	unlink(cfg.pool_path);
 }
 
+/* n processes open one blank pool at the same instant with flock off (as
+ * hosts sharing a pool are): the in-pool claim alone must let exactly one
+ * format it and every other attach to that format. */
+struct race {
+	_Atomic int ready, go;
+	int err[64], formatted[64];
+	uint8_t uuid[64][16];
+};
+
+static void race_round(struct race *r, int n, int flush)
+{
+	pid_t pids[64];
+	int st, formatted = 0, errs = 0, same = 1;
+
+	memset(r, 0, sizeof(*r));
+	unlink(cfg.pool_path);
+	for (int i = 0; i < n; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			struct cxls_pool p;
+
+			atomic_fetch_add(&r->ready, 1);
+			while (!atomic_load(&r->go))
+				;
+			r->err[i] = cxls_pool_open(&p, &cfg);
+			if (!r->err[i]) {
+				r->formatted[i] = p.formatted;
+				memcpy(r->uuid[i], p.sb->uuid, 16);
+				cxls_pool_close(&p);
+			}
+			_exit(0);
+		}
+	}
+	while (atomic_load(&r->ready) < n)
+		usleep(100);
+	atomic_store(&r->go, 1);
+	for (int i = 0; i < n; i++)
+		waitpid(pids[i], &st, 0);
+	for (int i = 0; i < n; i++) {
+		formatted += r->formatted[i];
+		errs += r->err[i] != 0;
+		same &= !memcmp(r->uuid[i], r->uuid[0], 16);
+	}
+	CHECK(formatted == 1 && errs == 0 && same,
+	      "%s: %d processes race on a blank pool, flock off: %d formatted (want 1), %d "
+	      "failed, %s", flush ? "flush" : "coherent", n, formatted, errs,
+	      same ? "one uuid" : "DIFFERENT uuids");
+}
+
+static void test_format_race(int flush, int n, int rounds)
+{
+	struct race *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
+			      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	fresh_pool(flush ? "raceflush" : "race");
+	cfg.pool_flock = 0;
+	/* every contender reads the empty claim before anyone writes one */
+	setenv("CXLSHIM_TEST_CLAIM_DELAY_US", "20000", 1);
+	cfg.pool_coherence = flush ? CXLS_FLUSH : CXLS_COHERENT;
+	for (int i = 0; i < rounds; i++)
+		race_round(r, n, flush);
+	/* a formatter killed after its claim: the claim goes stale and the
+	 * next process takes it over */
+	{
+		struct cxls_pool p;
+		uint64_t t0;
+
+		unsetenv("CXLSHIM_TEST_CLAIM_DELAY_US");
+		CHECK(cxls_pool_open(&p, &cfg) == 0, "open");
+		memset(p.sb, 0, sizeof(*p.sb));
+		atomic_store(&p.sb->format_claim, 0x1234567ull);
+		cxls_pool_close(&p);
+		t0 = cxls_now_ns();
+		CHECK(cxls_pool_open(&p, &cfg) == 0 && p.formatted, "stale claim taken over");
+		CHECK(cxls_now_ns() - t0 < 10000000000ull, "within the stale limit");
+		cxls_pool_close(&p);
+	}
+	munmap(r, sizeof(*r));
+	unlink(cfg.pool_path);
+}
+
 /* Damages one field of a valid pool and expects `want` on reopening. */
 static void damaged(const char *what, size_t off, uint64_t value, int bytes, int want)
 {
@@ -269,6 +350,78 @@ static void test_killed_job(void)
 	unlink(cfg.pool_path);
 }
 
+/* Every byte of a record's checksummed words matters: a damaged header
+ * is refused by the rendezvous and reclaimed even while its holders live,
+ * a damaged rank record never passes for a live holder. */
+static void test_record_checksums(void)
+{
+	size_t id_words[][2] = {
+		{ offsetof(struct cxls_comm_rec, key_lo), 16 },
+		{ offsetof(struct cxls_comm_rec, nranks), 36 }, /* nranks .. sum */
+	};
+	size_t rank_words[][2] = {
+		{ offsetof(struct cxls_rank_rec, pid), 4 },
+		{ offsetof(struct cxls_rank_rec, boot_hash), 16 },
+		{ offsetof(struct cxls_rank_rec, sum), 4 },
+	};
+	struct cxls_join_args a = args(77, 2, 0, 5000);
+	struct cxls_comm_view v;
+	struct cxls_pool p;
+	int missed = 0, flips = 0, st;
+	pid_t pid;
+
+	fresh_pool("sum");
+	CHECK(cxls_pool_open(&p, &cfg) == 0, "create");
+	pid = fork();
+	if (pid == 0) {
+		struct cxls_join_args b = args(77, 2, 1, 5000);
+		struct cxls_pool q;
+
+		if (cxls_pool_open(&q, &cfg) || cxls_comm_join(&q, &b, &v))
+			_exit(1);
+		pause(); /* holds rank 1 until killed */
+		_exit(0);
+	}
+	CHECK(cxls_comm_join(&p, &a, &v) == 0, "two ranks joined");
+	CHECK(cxls_comm_rec_ok(v.rec) && cxls_comm_rank_alive(&v, 1) == 1, "records check");
+	for (size_t w = 0; w < sizeof(id_words) / sizeof(id_words[0]); w++)
+		for (size_t i = 0; i < id_words[w][1] * 8; i++) {
+			uint8_t *b = (uint8_t *)v.rec + id_words[w][0] + i / 8;
+
+			*b ^= (uint8_t)(1u << (i % 8));
+			missed += cxls_comm_rec_ok(v.rec);
+			flips++;
+			*b ^= (uint8_t)(1u << (i % 8));
+		}
+	for (size_t w = 0; w < sizeof(rank_words) / sizeof(rank_words[0]); w++)
+		for (size_t i = 0; i < rank_words[w][1] * 8; i++) {
+			uint8_t *b = (uint8_t *)&v.ranks[1] + rank_words[w][0] + i / 8;
+
+			*b ^= (uint8_t)(1u << (i % 8));
+			missed += cxls_comm_rank_alive(&v, 1) != 0;
+			flips++;
+			*b ^= (uint8_t)(1u << (i % 8));
+		}
+	CHECK(missed == 0, "%d of %d single-bit flips of checksummed words went unnoticed", missed,
+	      flips);
+	CHECK(cxls_comm_rank_alive(&v, 1) == 1, "restored rank record checks again");
+	/* a damaged header: a late rank with the same key is refused, not
+	 * handed a fresh record that would split the job */
+	v.rec->chunk ^= 4096;
+	{
+		struct cxls_join_args c = args(77, 2, 1, 500);
+		struct cxls_comm_view w;
+
+		CHECK(cxls_comm_join(&p, &c, &w) == CXLS_JOIN_ECORRUPT, "join of a damaged record");
+	}
+	CHECK(cxls_comm_reclaim(&p) == 1, "damaged record reclaimed though its holders live");
+	CHECK(CXLS_PHASE(atomic_load(&v.rec->state)) == CXLS_COMM_FREE, "and free");
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	cxls_pool_close(&p);
+	unlink(cfg.pool_path);
+}
+
 static void test_doorbells(void)
 {
 	struct cxls_bell *b = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
@@ -303,6 +456,8 @@ int main(void)
 {
 	unsetenv("CXLSHIM_DEBUG");
 	test_format_and_reopen();
+	test_format_race(0, 48, 10);
+	test_format_race(1, 24, 4);
 	test_bad_superblocks();
 	test_no_space();
 	test_rendezvous(1);
@@ -311,6 +466,7 @@ int main(void)
 	test_timeout_and_latecomer();
 	test_mismatch();
 	test_killed_job();
+	test_record_checksums();
 	test_doorbells();
 	return CHECK_SUMMARY();
 }

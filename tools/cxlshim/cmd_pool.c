@@ -15,14 +15,16 @@
 
 #include "cmd.h"
 #include "comm_table.h"
-#include "names.h"
 #include "pool.h"
 #include "snapshot.h"
+#include "sock_meet.h"
+#include "sock_region.h"
+#include "status.h"
 
 struct pool_opts {
 	const char *policy, *path;
 	const char *size, *devices, *mode, *comms, *ranks;
-	int verbose;
+	int verbose, json;
 };
 
 static void help(FILE *out)
@@ -30,11 +32,15 @@ static void help(FILE *out)
 	fprintf(out,
 		"usage: cxlshim pool create [-c POLICY] [-p PATH] [-s SIZE] [-d DEVICES] [-m MODE]\n"
 		"                           [--max-comms N] [--max-ranks N]\n"
-		"       cxlshim pool status [-c POLICY] [-p PATH] [-v]\n"
+		"       cxlshim pool status [-c POLICY] [-p PATH] [-v] [--json]\n"
 		"       cxlshim pool clean  [-c POLICY] [-p PATH]\n"
 		"  create  format a new pool file (or an all-zero DAX device)\n"
-		"  status  communicators, ranks, sequence numbers, owners and which are dead\n"
+		"  status  communicators, ranks, sequence numbers, socket listeners and\n"
+		"          connections (ring fill, holders), owners and which are dead;\n"
+		"          --json: the same as one JSON object\n"
 		"  clean   reclaim the communicator records of jobs whose ranks all died\n"
+		"          (or that fail their checksum) and the socket records of closed\n"
+		"          or dead connections\n"
 		"PATH defaults to the policy's pool.path; SIZE takes K/M/G suffixes.\n");
 }
 
@@ -45,7 +51,8 @@ static int parse(int argc, char **argv, struct pool_opts *o)
 		{ "size", required_argument, NULL, 's' },   { "devices", required_argument, NULL, 'd' },
 		{ "mode", required_argument, NULL, 'm' },   { "max-comms", required_argument, NULL, 'C' },
 		{ "max-ranks", required_argument, NULL, 'R' }, { "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 }
+		{ "json", no_argument, NULL, 'j' },         { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
 	};
 	int c;
 
@@ -60,6 +67,7 @@ static int parse(int argc, char **argv, struct pool_opts *o)
 		case 'C': o->comms = optarg; break;
 		case 'R': o->ranks = optarg; break;
 		case 'v': o->verbose = 1; break;
+		case 'j': o->json = 1; break;
 		case 'h': help(stdout); exit(EXIT_OK);
 		default: return -1;
 		}
@@ -115,51 +123,6 @@ static int pool_create(const struct pool_opts *o)
 	return EXIT_OK;
 }
 
-static void print_uuid(const uint8_t *u)
-{
-	for (int i = 0; i < 16; i++)
-		printf("%02x%s", u[i], i == 3 || i == 5 || i == 7 || i == 9 ? "-" : "");
-}
-
-static void print_rank(const struct snap_comm *c, uint32_t r, int verbose)
-{
-	const struct snap_rank *k = &c->ranks[r];
-	const char *alive = k->state != CXLS_RANK_JOINED ? "-" :
-			    k->alive > 0 ? "alive" : k->alive == 0 ? "DEAD" : "remote";
-
-	printf("    rank %-4u %-6s pid %-8u %-6s dev %-3u enq %-6u done %-6u pub %-8u ack %-8u"
-	       " hb %llu\n", r, snap_rank_state_name(k->state), k->pid, alive, k->device, k->enq,
-	       k->done, k->pub, k->ack, (unsigned long long)k->heartbeat);
-	if (!verbose)
-		return;
-	for (uint32_t i = 0; i < CXLS_DESC_RING; i++) {
-		const struct snap_desc *d = &k->desc[i];
-		char call[128];
-
-		if (!d->valid)
-			continue;
-		name_call(call, sizeof(call), d->kind, d->count, d->type, d->redop, d->root);
-		printf("      op %-6u %s, %u rounds\n", d->seq, call, d->rounds);
-	}
-}
-
-static void print_comm(const struct snap_comm *c, int verbose)
-{
-	printf("  slot %-4u %-8s id %016llx  ranks %u, joined %u", c->slot,
-	       snap_phase_name(c->phase), (unsigned long long)c->key_hash, c->nranks, c->joined);
-	if (c->corrupt) {
-		printf("  CORRUPT: %s\n", c->corrupt);
-		return;
-	}
-	printf(", chunk %llu x %u slots", (unsigned long long)c->chunk, c->slots);
-	if (c->abort_reason)
-		printf(", failed by rank %u: %s", c->abort_rank, snap_abort_name(c->abort_reason));
-	printf("\n");
-	for (uint32_t r = 0; r < c->nranks; r++)
-		if (c->ranks[r].state != CXLS_RANK_EMPTY || verbose)
-			print_rank(c, r, verbose);
-}
-
 static int pool_status(const struct pool_opts *o)
 {
 	struct cxls_config cfg;
@@ -181,19 +144,33 @@ static int pool_status(const struct pool_opts *o)
 		snap_map_close(&m);
 		return EXIT_FAIL;
 	}
-	printf("pool %s: %llu bytes, uuid ", path, (unsigned long long)s.sb.pool_size);
-	print_uuid(s.sb.uuid);
-	printf("\n  %u devices of %llu bytes, %s, %u communicator slots (%u in use, %u free), "
-	       "up to %u ranks each\n", s.sb.ndev, (unsigned long long)s.sb.dev_size,
-	       s.sb.coherence ? "flush" : "coherent", s.sb.max_comms, s.ncomms, s.nfree,
-	       s.sb.max_ranks);
-	if (s.lock_owner)
-		printf("  table lock held by pid %u\n", (unsigned)s.lock_owner);
-	for (uint32_t i = 0; i < s.ncomms; i++)
-		print_comm(&s.comms[i], o->verbose);
+	if (o->json)
+		status_json(stdout, path, &s);
+	else
+		status_text(stdout, path, &s, o->verbose);
 	snap_free(&s);
 	snap_map_close(&m);
 	return EXIT_OK;
+}
+
+/* The library's own sweep (sock_meet.c) over the pool's socket region,
+ * laid out from the validated geometry as the region's loader does. */
+static int sweep_sockets(struct cxls_pool *pool, const struct cxls_config *cfg)
+{
+	const struct cxls_super *sb = &pool->geo;
+	struct cxls_sock_region r = {
+		.pool = pool,
+		.cfg = cfg,
+		.nlisteners = sb->sock_listeners,
+		.nslots = sb->sock_slots,
+		.ring_size = sb->sock_ring,
+	};
+
+	r.listeners = cxls_pool_at(pool, sb->sock_offset);
+	r.recs = (uint8_t *)r.listeners + (uint64_t)sb->sock_listeners * CXLS_SOCK_LISTENER_SIZE;
+	r.rings = (uint8_t *)cxls_pool_at(pool, sb->sock_offset) +
+		  cxls_sock_rings_off(sb->sock_listeners, sb->sock_slots);
+	return cxls_sock_sweep(&r);
 }
 
 static int pool_clean(const struct pool_opts *o)
@@ -219,7 +196,13 @@ static int pool_clean(const struct pool_opts *o)
 		return EXIT_FAIL;
 	}
 	n = cxls_comm_reclaim(&pool);
-	printf("reclaimed %d communicator record%s left by dead jobs\n", n, n == 1 ? "" : "s");
+	printf("reclaimed %d communicator record%s left by dead jobs or damaged\n", n,
+	       n == 1 ? "" : "s");
+	if (pool.geo.sock_slots && !pool.flush_mode) {
+		n = sweep_sockets(&pool, &cfg);
+		printf("reclaimed %d socket record%s of closed or dead connections\n", n,
+		       n == 1 ? "" : "s");
+	}
 	cxls_pool_close(&pool);
 	return EXIT_OK;
 }

@@ -4,19 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "doctor_wait.h"
 #include "names.h"
-
-/* What one communicator waits for. */
-struct diag {
-	const struct snap_comm *c;
-	int stuck;                    /* op `seq` is not complete everywhere */
-	uint32_t seq;
-	const struct snap_desc *desc; /* how some rank described op seq */
-	uint64_t since_ns;            /* earliest enqueue of op seq (realtime) */
-	int dead;                     /* ranks whose process died */
-	int root;                     /* a missing rank is idle or dead here */
-	char culprits[160];           /* "rank 2 (pid 123) has not called it" */
-};
 
 static void blame(struct diag *d, uint32_t rank, uint32_t pid, const char *what)
 {
@@ -33,7 +22,7 @@ static int member(const struct snap_rank *r)
 	return r->state == CXLS_RANK_JOINED || r->state == CXLS_RANK_LEFT;
 }
 
-static const struct snap_desc *desc_of(const struct snap_rank *r, uint32_t seq)
+const struct snap_desc *desc_of(const struct snap_rank *r, uint32_t seq)
 {
 	const struct snap_desc *d = &r->desc[seq % CXLS_DESC_RING];
 
@@ -46,7 +35,7 @@ static void analyse(const struct snap_comm *c, struct diag *d)
 
 	memset(d, 0, sizeof(*d));
 	d->c = c;
-	if (c->corrupt || c->phase != CXLS_COMM_READY)
+	if (c->corrupt || c->bad_ranks || c->phase != CXLS_COMM_READY)
 		return;
 	for (uint32_t r = 0; r < c->nranks; r++) {
 		const struct snap_rank *k = &c->ranks[r];
@@ -76,28 +65,59 @@ static void analyse(const struct snap_comm *c, struct diag *d)
 	}
 }
 
-/* The communicator (other than `self`) where the process holding rank k
- * has an operation in flight, and that operation's number. */
-static const struct diag *busy_elsewhere(const struct diag *all, uint32_t n,
-					 const struct diag *self, const struct snap_rank *k,
-					 uint32_t *seq)
+int same_proc(const struct snap_rank *a, const struct snap_rank *b)
 {
+	return a->pid == b->pid && a->boot_hash == b->boot_hash;
+}
+
+void active_op(const struct diag *all, uint32_t n, const struct snap_rank *k, struct act *out)
+{
+	uint64_t best = UINT64_MAX;
+
+	memset(out, 0, sizeof(*out));
 	for (uint32_t i = 0; i < n; i++) {
 		const struct snap_comm *c = all[i].c;
 
-		if (&all[i] == self || c->corrupt || !c->ranks)
+		if (c->corrupt || c->bad_ranks || !c->ranks || c->phase != CXLS_COMM_READY)
 			continue;
 		for (uint32_t r = 0; r < c->nranks; r++) {
 			const struct snap_rank *o = &c->ranks[r];
+			const struct snap_desc *x;
+			uint64_t when;
 
-			if (o->state == CXLS_RANK_JOINED && o->pid == k->pid &&
-			    o->boot_hash == k->boot_hash && o->enq != o->done) {
-				*seq = o->done + 1;
-				return &all[i];
-			}
+			if (o->state != CXLS_RANK_JOINED || !same_proc(o, k) || o->enq == o->done)
+				continue;
+			x = desc_of(o, o->done + 1);
+			when = x ? x->enq_ns : UINT64_MAX - 1; /* ring overwritten: late */
+			if (out->d && when >= best)
+				continue;
+			best = when;
+			out->d = &all[i];
+			out->rank = r;
+			out->seq = o->done + 1;
+			out->desc = x;
 		}
 	}
-	return NULL;
+}
+
+void act_call(const struct act *a, char *buf, size_t len)
+{
+	if (a->desc)
+		name_call(buf, len, a->desc->kind, a->desc->count, a->desc->type,
+			  a->desc->redop, a->desc->root);
+	else
+		snprintf(buf, len, "(no valid descriptor)");
+}
+
+/* 1 when the process holding rank k is in op seq of d's communicator
+ * itself (so it does not hold that op up: it waits like the others). */
+static int in_this_op(const struct diag *all, uint32_t n, const struct diag *d,
+		      const struct snap_rank *k, uint32_t seq)
+{
+	struct act a;
+
+	active_op(all, n, k, &a);
+	return a.d == d && a.seq == seq;
 }
 
 static void describe_op(const struct diag *d, char *buf, size_t len)
@@ -114,7 +134,7 @@ static const char *liveness(int alive)
 	return alive > 0 ? "alive" : alive == 0 ? "DEAD" : "on another host";
 }
 
-static void print_waiting(const struct diag *d, FILE *out)
+static void print_waiting(const struct diag *d, const struct diag *all, uint32_t n, FILE *out)
 {
 	const struct snap_comm *c = d->c;
 	const char *sep = "";
@@ -123,7 +143,8 @@ static void print_waiting(const struct diag *d, FILE *out)
 	for (uint32_t r = 0; r < c->nranks; r++) {
 		const struct snap_rank *k = &c->ranks[r];
 
-		if (member(k) && k->enq >= d->seq && k->done < d->seq) {
+		if (member(k) && k->enq >= d->seq && k->done < d->seq &&
+		    (k->state != CXLS_RANK_JOINED || in_this_op(all, n, d, k, d->seq))) {
 			fprintf(out, "%s rank %u", sep, r);
 			sep = ",";
 		}
@@ -131,42 +152,46 @@ static void print_waiting(const struct diag *d, FILE *out)
 	fprintf(out, "%s\n", *sep ? "" : " none");
 }
 
-/* Lists the ranks that have not called op seq; marks d->root when one of
- * them is not busy on another communicator (or is dead). */
+/* Lists the ranks that hold op seq up: those that have not called it,
+ * and those that called it but are still in an earlier op of another
+ * communicator (it is queued behind that one).  Marks d->root when one of
+ * them is idle, dead or gone, i.e. not itself waiting elsewhere. */
 static void print_missing(struct diag *d, const struct diag *all, uint32_t n, FILE *out)
 {
 	const struct snap_comm *c = d->c;
 
 	for (uint32_t r = 0; r < c->nranks; r++) {
 		const struct snap_rank *k = &c->ranks[r];
-		const struct diag *other;
-		uint32_t oseq = 0;
+		struct act a;
+		char op[128];
 
-		if (!member(k) || k->enq >= d->seq)
+		if (!member(k) || k->done >= d->seq)
 			continue;
 		if (k->state == CXLS_RANK_LEFT) {
+			if (k->enq >= d->seq)
+				continue;
 			fprintf(out, "  rank %u (pid %u) left the communicator after op %u without "
 				"calling op %u\n", r, k->pid, k->enq, d->seq);
 			blame(d, r, k->pid, "left without calling it");
 			continue;
 		}
-		other = busy_elsewhere(all, n, d, k, &oseq);
-		if (other && k->alive != 0) {
-			char op[128] = "";
-			const struct snap_rank *ok = NULL;
-
-			for (uint32_t q = 0; q < other->c->nranks; q++)
-				if (other->c->ranks[q].pid == k->pid)
-					ok = &other->c->ranks[q];
-			if (ok && desc_of(ok, oseq))
-				name_call(op, sizeof(op), desc_of(ok, oseq)->kind,
-					  desc_of(ok, oseq)->count, desc_of(ok, oseq)->type,
-					  desc_of(ok, oseq)->redop, desc_of(ok, oseq)->root);
-			fprintf(out, "  rank %u (pid %u, %s) has not called op %u: it waits in op %u "
-				"%s of comm slot %u\n", r, k->pid, liveness(k->alive), d->seq, oseq, op,
-				other->c->slot);
+		active_op(all, n, k, &a);
+		if (a.d == d && a.seq == d->seq)
+			continue; /* waiting in it like the others */
+		if (a.d && k->alive != 0) {
+			act_call(&a, op, sizeof(op));
+			if (k->enq >= d->seq)
+				fprintf(out, "  rank %u (pid %u, %s) called op %u, queued behind its "
+					"active op %u %s of comm slot %u\n", r, k->pid,
+					liveness(k->alive), d->seq, a.seq, op, a.d->c->slot);
+			else
+				fprintf(out, "  rank %u (pid %u, %s) has not called op %u: it waits in "
+					"op %u %s of comm slot %u\n", r, k->pid, liveness(k->alive),
+					d->seq, a.seq, op, a.d->c->slot);
 			continue;
 		}
+		if (k->enq >= d->seq)
+			continue; /* in it, dead: reported below */
 		fprintf(out, "  rank %u (pid %u, %s) has not called op %u (it enqueued %u ops)\n", r,
 			k->pid, liveness(k->alive), d->seq, k->enq);
 		blame(d, r, k->pid, k->alive == 0 ? "died before calling it" : "has not called it");
@@ -183,6 +208,14 @@ static void print_comm(struct diag *d, const struct diag *all, uint32_t n, uint6
 		(unsigned long long)c->key_hash, c->nranks, snap_phase_name(c->phase));
 	if (c->corrupt) {
 		fprintf(out, ": CORRUPT record (%s)\n", c->corrupt);
+		return;
+	}
+	if (c->bad_ranks) {
+		fprintf(out, ": CORRUPT rank record of rank");
+		for (uint32_t r = 0; r < c->nranks; r++)
+			if (c->ranks[r].corrupt)
+				fprintf(out, " %u", r);
+		fprintf(out, " (fails its checksum): its holder and progress are not trusted\n");
 		return;
 	}
 	if (c->phase == CXLS_COMM_JOINING) {
@@ -209,7 +242,7 @@ static void print_comm(struct diag *d, const struct diag *all, uint32_t n, uint6
 	if (d->since_ns && now > d->since_ns)
 		fprintf(out, ", pending for %.1f s", (double)(now - d->since_ns) / 1e9);
 	fprintf(out, "\n");
-	print_waiting(d, out);
+	print_waiting(d, all, n, out);
 	print_missing(d, all, n, out);
 	for (uint32_t r = 0; r < c->nranks; r++)
 		if (c->ranks[r].state == CXLS_RANK_JOINED && c->ranks[r].alive == 0) {
@@ -222,7 +255,7 @@ static void print_comm(struct diag *d, const struct diag *all, uint32_t n, uint6
 int doctor_report(const struct pool_snap *s, FILE *out, uint64_t now_real_ns)
 {
 	struct diag *all = calloc(s->ncomms ? s->ncomms : 1, sizeof(*all));
-	int problems = 0, roots = 0;
+	int problems = 0, roots = 0, cycles;
 	char op[128];
 
 	if (!all)
@@ -234,10 +267,12 @@ int doctor_report(const struct pool_snap *s, FILE *out, uint64_t now_real_ns)
 		const struct snap_comm *c = all[i].c;
 
 		print_comm(&all[i], all, s->ncomms, now_real_ns, out);
-		if (c->corrupt || c->phase == CXLS_COMM_FAILED || all[i].stuck || all[i].dead ||
+		if (c->corrupt || c->bad_ranks || c->phase == CXLS_COMM_FAILED || all[i].stuck ||
+		    all[i].dead ||
 		    c->phase == CXLS_COMM_JOINING)
 			problems++;
 	}
+	cycles = doctor_cycles(all, s->ncomms, out);
 	for (uint32_t i = 0; i < s->ncomms; i++) {
 		if (!all[i].stuck || !all[i].root)
 			continue;
@@ -245,6 +280,11 @@ int doctor_report(const struct pool_snap *s, FILE *out, uint64_t now_real_ns)
 		fprintf(out, "first cause: op %u %s on comm slot %u: %s\n", all[i].seq, op,
 			all[i].c->slot, all[i].culprits);
 		roots++;
+	}
+	if (cycles > 0) {
+		fprintf(out, "first cause: the wait cycle%s above: no rank in %s can go on\n",
+			cycles > 1 ? "s" : "", cycles > 1 ? "them" : "it");
+		roots += cycles;
 	}
 	if (problems && !roots)
 		fprintf(out, "no first cause among stuck operations (failed, joining or corrupt "

@@ -56,11 +56,16 @@ static void copy_desc(const struct cxls_op_desc *p, struct snap_desc *d)
 		   d->kind > CXLS_OP_NONE && d->kind < CXLS_OP_KINDS && d->type < 32;
 }
 
-static void copy_rank(const struct cxls_comm_view *v, uint32_t r, int flags, struct snap_rank *o)
+static void copy_rank(const struct cxls_comm_view *v, const struct cxls_comm_rec *hdr, uint32_t r,
+		      int flags, struct snap_rank *o)
 {
 	const struct cxls_rank_rec *rr = &v->ranks[r];
+	struct cxls_rank_rec copy;
 
 	o->state = atomic_load(&rr->state);
+	memcpy(&copy, rr, sizeof(copy));
+	if (o->state != CXLS_RANK_EMPTY && !cxls_rank_rec_ok(hdr, &copy, r))
+		o->corrupt = "rank record fails its checksum";
 	o->pid = rr->pid;
 	o->device = rr->device;
 	o->boot_hash = rr->boot_hash;
@@ -71,7 +76,7 @@ static void copy_rank(const struct cxls_comm_view *v, uint32_t r, int flags, str
 	o->pub = atomic_load(&v->pub[r].seq);
 	o->ack = atomic_load(&v->ack[r].seq);
 	o->alive = 0;
-	if ((flags & SNAP_LIVENESS) && o->state == CXLS_RANK_JOINED) {
+	if ((flags & SNAP_LIVENESS) && o->state == CXLS_RANK_JOINED && !o->corrupt) {
 		struct cxls_proc_id id = { o->pid, o->boot_hash, o->start_time };
 
 		o->alive = cxls_proc_alive(&id);
@@ -84,31 +89,35 @@ static void copy_rank(const struct cxls_comm_view *v, uint32_t r, int flags, str
 static int copy_comm(const struct cxls_pool *p, uint32_t slot, int flags, struct snap_comm *o)
 {
 	struct cxls_comm_view v;
+	struct cxls_comm_rec hdr;
 	uint64_t st;
 
 	cxls_comm_view_of(p, slot, &v);
 	st = atomic_load(&v.rec->state);
+	memcpy(&hdr, v.rec, sizeof(hdr)); /* checked and hashed as one copy */
 	memset(o, 0, sizeof(*o));
 	o->slot = slot;
 	o->phase = CXLS_PHASE(st);
 	o->joined = CXLS_JOINED(st);
 	if (o->phase == CXLS_COMM_FREE)
 		return 0;
-	o->key_hash = cxls_hash64((const void *)v.rec, 2 * sizeof(uint64_t));
-	o->nranks = v.rec->nranks;
-	o->created_ns = v.rec->created_ns;
+	o->key_hash = cxls_hash64((const void *)&hdr, 2 * sizeof(uint64_t));
+	o->nranks = hdr.nranks;
+	o->created_ns = hdr.created_ns;
 	o->abort_reason = atomic_load(&v.rec->abort_reason);
 	o->abort_rank = atomic_load(&v.rec->abort_rank);
-	o->chunk = v.rec->chunk;
-	o->slots = v.rec->slots;
+	o->chunk = hdr.chunk;
+	o->slots = hdr.slots;
 	if (o->phase > CXLS_COMM_FAILED)
 		o->corrupt = "unknown phase";
 	else if (o->nranks < 1 || o->nranks > p->sb->max_ranks)
 		o->corrupt = "rank count outside the pool's max_ranks";
 	else if (o->joined > o->nranks)
 		o->corrupt = "more ranks joined than the record holds";
-	else if (v.rec->lane != slot)
+	else if (hdr.lane != slot)
 		o->corrupt = "lane does not match the slot";
+	else if (!cxls_comm_rec_ok(&hdr))
+		o->corrupt = "record fails its checksum";
 	if (o->corrupt)
 		return 1;
 	o->ranks = calloc(o->nranks, sizeof(*o->ranks));
@@ -116,8 +125,10 @@ static int copy_comm(const struct cxls_pool *p, uint32_t slot, int flags, struct
 		o->corrupt = "out of memory";
 		return 1;
 	}
-	for (uint32_t r = 0; r < o->nranks; r++)
-		copy_rank(&v, r, flags, &o->ranks[r]);
+	for (uint32_t r = 0; r < o->nranks; r++) {
+		copy_rank(&v, &hdr, r, flags, &o->ranks[r]);
+		o->bad_ranks += o->ranks[r].corrupt != NULL;
+	}
 	return 1;
 }
 
@@ -149,7 +160,7 @@ int snap_take(const void *base, size_t size, int flags, struct pool_snap *out)
 		else
 			out->nfree++;
 	}
-	return 0;
+	return snap_take_socks(base, flags, out) ? CXLS_POOL_ESYS : 0;
 }
 
 void snap_free(struct pool_snap *s)
@@ -157,6 +168,8 @@ void snap_free(struct pool_snap *s)
 	for (uint32_t i = 0; i < s->ncomms; i++)
 		free(s->comms[i].ranks);
 	free(s->comms);
+	free(s->listeners);
+	free(s->socks);
 	memset(s, 0, sizeof(*s));
 }
 

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "pool_format.h"
+#include "sock_format.h"
 
 struct snap_desc {
 	int valid;               /* posted, consistent and in range */
@@ -29,6 +30,7 @@ struct snap_rank {
 	uint32_t enq, done;      /* ops enqueued, ops completed (done bell) */
 	uint32_t pub, ack;
 	int alive;               /* 1 alive, 0 dead, -1 another host */
+	const char *corrupt;     /* the record fails its checksum: not trusted */
 	struct snap_desc desc[CXLS_DESC_RING];
 };
 
@@ -40,7 +42,40 @@ struct snap_comm {
 	uint64_t chunk;
 	uint32_t slots;
 	const char *corrupt;     /* why it cannot be interpreted, or NULL */
+	uint32_t bad_ranks;      /* joined ranks whose record fails its checksum */
 	struct snap_rank *ranks; /* nranks entries when not corrupt */
+};
+
+/* A process recorded as holding a socket or listener. */
+struct snap_holder {
+	uint32_t pid;
+	uint64_t start_time;
+	int alive;               /* 1 alive, 0 dead, -1 another host */
+};
+
+struct snap_listener {
+	uint32_t idx, state;     /* enum cxls_listener_state */
+	uint16_t port, family;   /* port in host order */
+	uint8_t addr[16];
+	uint32_t uid, untracked, forking;
+	uint32_t nholders;
+	struct snap_holder holder[CXLS_LISTENER_HOLDERS];
+};
+
+struct snap_sock_end {
+	uint32_t flags, forking, uid;
+	uint32_t nholders;
+	struct snap_holder holder[CXLS_SOCK_HOLDERS];
+};
+
+/* One connection record in use. */
+struct snap_sock {
+	uint32_t slot, state, gen, creator, cap;
+	struct cxls_sock_tuple tuple; /* ports in network order, as in the pool */
+	uint64_t created_ns;          /* CLOCK_MONOTONIC of the creating host */
+	uint64_t fill[2];             /* bytes queued: client to server, back */
+	struct snap_sock_end end[2];  /* by enum cxls_sock_role */
+	const char *corrupt;
 };
 
 struct pool_snap {
@@ -50,6 +85,11 @@ struct pool_snap {
 	uint32_t ncomms;         /* records in use (listed in comms) */
 	struct snap_comm *comms;
 	uint64_t lock_owner;     /* table lock token, 0 when free */
+	/* the socket region (empty when sb.sock_slots == 0) */
+	uint32_t nlisteners;     /* listener records in use (listed) */
+	struct snap_listener *listeners;
+	uint32_t nsocks, nsock_free;
+	struct snap_sock *socks;
 };
 
 /* Flags of snap_take(). */
@@ -68,7 +108,16 @@ struct snap_map {
 int snap_map_open(const char *path, struct snap_map *m);
 void snap_map_close(struct snap_map *m);
 
+/* The socket region of a validated snapshot (snap_sock.c); 0 or -1 when
+ * out of memory. */
+int snap_take_socks(const uint8_t *base, int flags, struct pool_snap *out);
+
 const char *snap_phase_name(uint32_t phase);
+const char *snap_sock_state_name(uint32_t state);
+const char *snap_listener_state_name(uint32_t state);
+/* "1.2.3.4:80" or "[::1]:80" into buf. */
+void snap_addr(char *buf, unsigned long len, uint16_t family, const uint8_t *addr,
+	       uint16_t port_host_order);
 const char *snap_rank_state_name(uint32_t state);
 const char *snap_abort_name(uint32_t reason);
 
