@@ -96,7 +96,7 @@ grep -q "2 devices .* 4 communicator slots (0 in use, 4 free), up to 8 ranks" "$
 expect 0 $CX pool status -p $P --json
 python3 -c "import json,sys; s=json.load(open(sys.argv[1])); \
 	sys.exit(0 if s['comms'] == [] and s['comm_slots'] == 4 and s['max_ranks'] == 8 and \
-		s['sockets']['in_use'] == 0 and s['version'] == 5 else 1)" "$dir/out" ||
+		s['sockets']['in_use'] == 0 and s['version'] >= 5 else 1)" "$dir/out" ||
 	fail "status --json: $(cat "$dir/out")"
 expect 0 $CX pool clean -p $P
 grep -q "reclaimed 0 " "$dir/out" || fail "clean: $(cat "$dir/out")"
