@@ -480,6 +480,9 @@ static int case_argmismatch(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
 	buf = dev_alloc(4 * MIB * (size_t)n, 0);
 	CHECK(allgather_ok(comm, s, rank, n, 4096), "operation 1 agrees");
+	/* a mismatch fails the communicator at once, in-flight operations
+	 * included: nobody starts operation 2 before everyone checked 1 */
+	launch_barrier();
 	if (rank == 0)
 		usleep(100000); /* both orders of arrival: rank 0 comes last */
 	if (!strcmp(what, "count"))
