@@ -21,10 +21,11 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 4u /* 4: socket region */
+#define CXLS_POOL_VERSION 5u /* 4: socket region, 5: socket buffer classes */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
+#define CXLS_SOCK_BUF_CLASSES 4 /* buffer classes of the socket region */
 
 struct cxls_super {
 	uint64_t magic;
@@ -48,7 +49,11 @@ struct cxls_super {
 	uint64_t sock_ring;       /* bytes of one ring (one direction) */
 	uint32_t sock_slots;      /* connection records */
 	uint32_t sock_listeners;  /* listener records */
-	uint32_t checksum; /* hash of version .. sock_listeners (pool.c) */
+	/* buffers for writes passed by reference, by class (ascending
+	 * sizes; a class of 0 buffers is unused) */
+	uint32_t sock_buf_size[CXLS_SOCK_BUF_CLASSES];
+	uint32_t sock_buf_count[CXLS_SOCK_BUF_CLASSES];
+	uint32_t checksum; /* hash of version .. sock_buf_count (pool.c) */
 	uint32_t pad0;
 	/* mutable part, outside the checksum */
 	_Alignas(CXLS_LINE) _Atomic uint64_t table_lock; /* owner token or 0 */

@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "proc_id.h"
+#include "sock_ref.h"
 #include "sock_sys.h"
 
 static void ring_bell(int fd)
@@ -75,7 +76,7 @@ int cxls_chan_read_state(struct cxls_sconn *c)
 	if (pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED))
 		return CXLS_RD_EOF;
 	if (peer_vanished(c, pf))
-		return cxls_ring_used(&c->tx) > 0 ? CXLS_RD_RESET : CXLS_RD_EOF;
+		return cxls_stream_used(&c->tx) > 0 ? CXLS_RD_RESET : CXLS_RD_EOF;
 	return CXLS_RD_OPEN;
 }
 
@@ -94,7 +95,7 @@ int cxls_chan_write_error(struct cxls_sconn *c)
 
 short cxls_chan_events(struct cxls_sconn *c, short events)
 {
-	int64_t used = cxls_ring_used(&c->rx), room = cxls_ring_free(&c->tx);
+	int64_t used = cxls_stream_used(&c->rx), room = cxls_ring_free(&c->tx);
 	uint32_t lowat = atomic_load(&c->rcvlowat);
 	int rd = cxls_chan_read_state(c), wr = cxls_chan_write_error(c);
 	short ev = 0;

@@ -22,6 +22,7 @@
 
 #include "proc_id.h"
 #include "sock_chan.h"
+#include "sock_ref.h"
 #include "sock_sys.h"
 
 #define TAG 0xc5c5000000000000ull
@@ -373,7 +374,7 @@ static uint32_t item_ready(struct ep_item *it, int arm)
 		it->quiet = 1;
 	if (!(it->events & EPOLLET) || !ev)
 		return ev;
-	prod = atomic_load(&c->rx.hdr->prod);
+	prod = cxls_stream_produced(&c->rx);
 	cons = atomic_load(&c->tx.hdr->cons);
 	/* edge: only what is new since the last report */
 	if (prod == it->seen_prod && (it->last & EPOLLIN))
@@ -390,7 +391,7 @@ static uint32_t item_ready(struct ep_item *it, int arm)
 static void reported(struct ep_item *it, uint32_t ev)
 {
 	it->last = ev;
-	it->seen_prod = atomic_load(&it->c->rx.hdr->prod);
+	it->seen_prod = cxls_stream_produced(&it->c->rx);
 	it->seen_cons = atomic_load(&it->c->tx.hdr->cons);
 	if (it->events & EPOLLONESHOT)
 		it->disabled = 1;

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "proc_id.h"
 #include "sock_chan.h"
+#include "sock_ref.h"
 #include "sock_sys.h"
 
 /* Longest sleep on the control socket: two threads of one process waiting
@@ -64,8 +65,8 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 static ssize_t broken(struct cxls_sconn *c)
 {
 	if (!atomic_exchange(&c->broken, 1))
-		CXLS_WARN("socket slot %u: ring cursors out of bounds (corrupt pool?): "
-			  "resetting the connection", c->slot);
+		CXLS_WARN("socket slot %u: ring cursors or a buffer reference out of bounds (corrupt "
+			  "pool?): resetting the connection", c->slot);
 	errno = ECONNRESET;
 	return -1;
 }
@@ -105,7 +106,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			return got ? (ssize_t)got : broken(c);
 		if (cxls_ring_lock(&c->rx.hdr->cons_lock))
 			return got ? (ssize_t)got : broken(c);
-		k = cxls_ring_get(&c->rx, &cur, want - got, peek);
+		k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, want - got, peek);
 		cxls_ring_unlock(&c->rx.hdr->cons_lock);
 		if (k < 0)
 			return got ? (ssize_t)got : broken(c);
@@ -126,7 +127,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		}
 		if (rd != CXLS_RD_OPEN) {
 			/* bytes written before the FIN are in the ring by now */
-			if (cxls_ring_used(&c->rx) > 0)
+			if (cxls_stream_used(&c->rx) > 0)
 				continue;
 			return rd == CXLS_RD_EOF ? (ssize_t)got : done(got, ECONNRESET);
 		}
@@ -151,6 +152,19 @@ static ssize_t write_error(size_t sent, int err, int flags)
 	return -1;
 }
 
+/* Large pieces by reference while a buffer is free, the rest through the
+ * ring; holds the producer lock. */
+static int64_t put(struct cxls_sconn *c, struct cxls_iovc *cur, size_t want)
+{
+	if (c->ref_min && want >= c->ref_min) {
+		int64_t k = cxls_ref_put(&c->tx, c->bufs, c->owner, cur, want);
+
+		if (k)
+			return k;
+	}
+	return cxls_ring_put(&c->tx, cur, want);
+}
+
 ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
 			int flags)
 {
@@ -171,7 +185,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 	if (cxls_ring_lock(&c->tx.hdr->prod_lock))
 		return broken(c);
 	for (;;) {
-		int64_t k = cxls_ring_put(&c->tx, &cur, want - sent);
+		int64_t k = put(c, &cur, want - sent);
 
 		if (k < 0) {
 			cxls_ring_unlock(&c->tx.hdr->prod_lock);
@@ -179,7 +193,10 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		}
 		if (k > 0) {
 			sent += (size_t)k;
+			/* the reader copies this piece while we copy the next */
 			cxls_chan_notify_reader(c, fd);
+			if (sent < want)
+				continue;
 		}
 		if (sent == want || nb)
 			break;
@@ -202,14 +219,14 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 
 int cxls_sock_unread(struct cxls_sconn *c)
 {
-	int64_t used = cxls_ring_used(&c->rx);
+	int64_t used = cxls_stream_used(&c->rx);
 
 	return used < 0 ? 0 : (int)(used > 0x7fffffff ? 0x7fffffff : used);
 }
 
 int cxls_sock_unsent(struct cxls_sconn *c)
 {
-	int64_t used = cxls_ring_used(&c->tx);
+	int64_t used = cxls_stream_used(&c->tx);
 
-	return used < 0 ? 0 : (int)used;
+	return used < 0 ? 0 : (int)(used > 0x7fffffff ? 0x7fffffff : used);
 }

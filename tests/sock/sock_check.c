@@ -27,6 +27,7 @@
 #include "config.h"
 #include "pool.h"
 #include "sock_format.h"
+#include "sock_pool.h"
 #include "sock_util.h"
 
 static const char *self_path;
@@ -199,66 +200,6 @@ static void test_plain_client(void)
 	close(lfd);
 }
 
-
-/* ---- looking into the pool from outside -------------------------------- */
-
-static struct cxls_pool pool;
-
-static int pool_map(void)
-{
-	struct cxls_config cfg;
-	struct cxls_config_error err;
-
-	if (pool.base)
-		return 0;
-	if (cxls_config_load(&cfg, getenv("CXLSHIM_CONF"), &err) || cxls_pool_open(&pool, &cfg))
-		return -1;
-	return pool.sb->sock_slots ? 0 : -1;
-}
-
-/* The record of the connection whose client port is cport (network
- * order does not matter: compared both ways), or NULL. */
-static struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state)
-{
-	const struct cxls_super *sb;
-	uint8_t *recs;
-
-	if (pool_map())
-		return NULL;
-	sb = pool.sb;
-	recs = (uint8_t *)pool.base + sb->sock_offset +
-	       (uint64_t)sb->sock_listeners * CXLS_SOCK_LISTENER_SIZE;
-	for (uint32_t i = 0; i < sb->sock_slots; i++) {
-		struct cxls_sock_rec *r = (void *)(recs + (uint64_t)i * CXLS_SOCK_REC_SIZE);
-		uint32_t st = CXLS_SG_STATE(atomic_load(&r->sg));
-
-		if (st == CXLS_SK_FREE || (!any_state && st != CXLS_SK_JOINED))
-			continue;
-		if (r->tuple.cport == htons(cport))
-			return r;
-	}
-	return NULL;
-}
-
-static uint16_t local_port(int fd)
-{
-	struct sockaddr_storage ss;
-	socklen_t l = sizeof(ss);
-
-	getsockname(fd, (struct sockaddr *)&ss, &l);
-	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
-/* A connected pair in this process: *a client, *b server. */
-static void tcp_pair(int *a, int *b)
-{
-	uint16_t port;
-	int lfd = tu_listen(&port, 0);
-
-	*a = tu_connect(port, 0);
-	*b = accept(lfd, NULL, NULL);
-	close(lfd);
-}
 
 static void check_pooled(int fd, const char *what)
 {
