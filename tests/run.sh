@@ -223,7 +223,7 @@ step "sock: echo over IPv6" shim "${SOCK[@]}" echo6
 step "sock: server without the shim stays TCP" shim "${SOCK[@]}" plain-server
 step "sock: client without the shim stays TCP" shim "${SOCK[@]}" plain-client
 for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll epoll eintr \
-	close-blocked nbconnect corrupt badargs sendfile uring stress; do
+	close-blocked sleepers nbconnect corrupt badargs sendfile uring stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t
 done
 SOCKREF=("$BUILD/tests/sock_ref_check")

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/time.h>
 
@@ -16,8 +17,9 @@
 #include "sock_ref.h"
 #include "sock_sys.h"
 
-/* Longest sleep on the control socket: two threads of one process waiting
- * on the same connection may swallow each other's doorbell. */
+/* Longest sleep on the control socket.  Threads of one process never take
+ * each other's doorbell (cxls_chan_sleep); processes sharing a socket
+ * after fork may, and then this bounds the delay. */
 #define SLICE_MS 50
 
 static uint64_t timeout_of(int fd, int opt)
@@ -35,9 +37,9 @@ static uint64_t timeout_of(int fd, int opt)
 static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
-	int ms = SLICE_MS, r;
+	int ms = SLICE_MS, r, err;
 
-	if (cxls_chan_busy_poll(c, want) || cxls_chan_arm(c, want))
+	if (cxls_chan_busy_poll(c, want))
 		return 0;
 	if (atomic_load(&c->fds) == 0) {
 		errno = EBADF;
@@ -53,12 +55,20 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 		if ((deadline - now) / 1000000 < (uint64_t)ms)
 			ms = (int)((deadline - now) / 1000000) + 1;
 	}
+	cxls_chan_sleep(c);
+	if (cxls_chan_arm(c, want)) {
+		cxls_chan_woke(c, fd, 0);
+		return 0;
+	}
 	/* after the peer's FIN the socket stays readable: doze instead */
 	r = atomic_load(&c->tcp_eof) ? sys_poll(NULL, 0, 1) : sys_poll(&p, 1, ms);
-	if (r < 0)
-		return errno == EINTR && cxls_chan_restartable() ? 0 : -1;
-	if (r > 0)
-		cxls_chan_drain(c, fd);
+	err = errno;
+	if (!cxls_chan_woke(c, fd, r > 0))
+		sched_yield(); /* the doorbell is another sleeper's to read */
+	if (r < 0) {
+		errno = err;
+		return err == EINTR && cxls_chan_restartable() ? 0 : -1;
+	}
 	return 0;
 }
 
