@@ -162,12 +162,20 @@ static ssize_t write_error(size_t sent, int err, int flags)
 	return -1;
 }
 
+/* Referenced bytes not yet read, per direction, in rings: a writer far
+ * ahead of its reader would spread its bytes over megabytes of buffers that
+ * the reader then finds out of cache (streaming 1-4 MiB writes ran at half
+ * the speed unbounded), and would hold buffers that other connections
+ * could use.  4 rings (1 MiB with the default ring) measured best. */
+#define REF_INFLIGHT_RINGS 4
+
 /* Large pieces by reference while a buffer is free, the rest through the
  * ring; holds the producer lock. */
 static int64_t put(struct cxls_sconn *c, struct cxls_iovc *cur, size_t want)
 {
 	if (c->ref_min && want >= c->ref_min) {
-		int64_t k = cxls_ref_put(&c->tx, c->bufs, c->owner, cur, want);
+		int64_t k = cxls_ref_put(&c->tx, c->bufs, c->owner, cur, want,
+					 REF_INFLIGHT_RINGS * c->tx.cap);
 
 		if (k)
 			return k;

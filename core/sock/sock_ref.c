@@ -3,17 +3,33 @@
 
 #include <string.h>
 
+/* Bytes of the references queued and not yet read (entries we wrote). */
+static uint64_t queued_bytes(const struct cxls_ring *r, uint64_t rc, uint64_t rp)
+{
+	uint64_t n = 0;
+
+	for (uint64_t i = rc; i != rp; i++)
+		n += r->refs[i % CXLS_SOCK_REFS].len;
+	return n;
+}
+
 int64_t cxls_ref_put(const struct cxls_ring *r, const struct cxls_sock_bufs *b, uint64_t owner,
-		     struct cxls_iovc *src, size_t want)
+		     struct cxls_iovc *src, size_t want, uint64_t limit)
 {
 	struct cxls_sock_ring_hdr *h = r->hdr;
 	uint64_t rp = atomic_load_explicit(&h->ref_prod, memory_order_relaxed);
 	uint64_t rc = atomic_load_explicit(&h->ref_cons, memory_order_acquire);
+	uint64_t big = b->n ? b->cls[b->n - 1].size : 0, q;
 	struct cxls_sock_ref ref;
 
 	if (rp - rc > CXLS_SOCK_REFS)
 		return -1;
-	if (rp - rc == CXLS_SOCK_REFS || cxls_buf_get(b, owner, want, &ref))
+	if (rp - rc == CXLS_SOCK_REFS)
+		return 0;
+	q = rp != rc ? queued_bytes(r, rc, rp) : 0;
+	if (q && q + (want < big ? want : big) > limit)
+		return 0;
+	if (cxls_buf_get(b, owner, want, &ref))
 		return 0;
 	cxls_iovc_copy(src, cxls_buf_data(b, &ref), ref.len, 0);
 	ref.pos = atomic_load_explicit(&h->prod, memory_order_relaxed);

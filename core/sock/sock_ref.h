@@ -21,10 +21,12 @@
 #include "sock_ring.h"
 
 /* Writer, holding the producer lock: passes up to want bytes of src
- * through a borrowed buffer.  Bytes queued, 0 when no buffer or queue
- * entry is free (use the ring), -1 corrupt. */
+ * through a borrowed buffer, unless references of more than limit bytes
+ * would then wait to be read (one always may).  Bytes queued, 0 when no
+ * buffer or queue entry is free or the limit is reached (use the ring),
+ * -1 corrupt. */
 int64_t cxls_ref_put(const struct cxls_ring *r, const struct cxls_sock_bufs *b, uint64_t owner,
-		     struct cxls_iovc *src, size_t want);
+		     struct cxls_iovc *src, size_t want, uint64_t limit);
 
 /* Reader, holding the consumer lock: copies up to want bytes of the
  * stream into dst, giving back buffers it finished (peek: takes and gives

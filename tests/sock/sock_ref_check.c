@@ -61,11 +61,15 @@ static struct cxls_sock_rec *rec_of(int client)
 
 /* ---- streams -------------------------------------------------------------- */
 
-/* "abc", 300000 bytes, "xyz", 2 MiB: ring bytes around references, a
- * reference in a larger class than it needs, two full 1 MiB ones. */
+/* "abc", 300000 bytes, "xyz", 350000 and 300000 bytes: ring bytes around
+ * references (each in a larger class than it needs), two references in a
+ * row; under the 1 MiB of references a default ring lets wait unread
+ * (sock_io.c), so all of it is queued before anybody reads. */
 #define P1 300000u
-#define P2 (2u << 20)
-#define STREAM (3 + P1 + 3 + P2)
+#define P2 350000u
+#define P3 300000u
+#define STREAM (3 + P1 + 3 + P2 + P3)
+#define REFS 3
 
 static unsigned char *stream_bytes(void)
 {
@@ -74,15 +78,16 @@ static unsigned char *stream_bytes(void)
 	memcpy(s, "abc", 3);
 	tu_fill(s + 3, P1, 11);
 	memcpy(s + 3 + P1, "xyz", 3);
-	tu_fill(s + 6 + P1, P2, 12);
+	tu_fill(s + 6 + P1, P2 + P3, 12);
 	return s;
 }
 
-/* Writes the stream as four writes, so that each piece is one call. */
+/* Writes the stream piece by piece, one call each. */
 static int write_stream(int fd, const unsigned char *s)
 {
 	return tu_write_all(fd, s, 3) || tu_write_all(fd, s + 3, P1) ||
-	       tu_write_all(fd, s + 3 + P1, 3) || tu_write_all(fd, s + 6 + P1, P2);
+	       tu_write_all(fd, s + 3 + P1, 3) || tu_write_all(fd, s + 6 + P1, P2) ||
+	       tu_write_all(fd, s + 6 + P1 + P2, P3);
 }
 
 static int unread(int fd)
@@ -119,9 +124,9 @@ static void test_refs(void)
 	owner = owner_of(rec);
 	if (rec) {
 		CHECK(pool_bufs()->n > 0, "the pool has buffer classes");
-		CHECK(queued(rec) == 3, "three references queued (%llu)",
+		CHECK(queued(rec) == REFS, "%d references queued (%llu)", REFS,
 		      (unsigned long long)queued(rec));
-		CHECK(lent_to(owner) == 3, "three buffers lent (%d)", lent_to(owner));
+		CHECK(lent_to(owner) == REFS, "as many buffers lent (%d)", lent_to(owner));
 	}
 	CHECK(unread_is(b, STREAM), "FIONREAD counts referenced bytes (%d)", unread(b));
 	n = (int)recv(b, buf, 100, MSG_PEEK);
@@ -152,6 +157,24 @@ static void test_refs(void)
 	if (rec) {
 		CHECK(queued(rec) == 0 && atomic_load(&rec->ring[0].ref_off) == 0, "queue empty");
 		CHECK(lent_to(owner) == 0, "every buffer given back (%d)", lent_to(owner));
+	}
+	/* a writer far ahead of its reader: at most 4 rings' worth of
+	 * references wait (one 1 MiB buffer here), then the ring */
+	{
+		unsigned char *big = malloc(4 << 20), *in = malloc(4 << 20);
+		ssize_t w;
+
+		tu_fill(big, 4 << 20, 13);
+		fcntl(a, F_SETFL, fcntl(a, F_GETFL) | O_NONBLOCK);
+		w = write(a, big, 4 << 20);
+		if (rec)
+			CHECK(w == (ssize_t)((1u << 20) + rec->cap) && queued(rec) == 1,
+			      "1 MiB by reference, then a ring's worth (%zd, %llu refs)", w,
+			      (unsigned long long)queued(rec));
+		CHECK(w > 0 && tu_read_all(b, in, (size_t)w) == 0 && !memcmp(in, big, (size_t)w),
+		      "those bytes");
+		free(big);
+		free(in);
 	}
 	close(a);
 	close(b);
@@ -270,7 +293,7 @@ static void test_close(void)
 	CHECK(write_stream(a, s) == 0, "stream");
 	close(b);
 	if (rec)
-		CHECK(lent_to(owner) == 3, "buffers still lent while the writer holds it");
+		CHECK(lent_to(owner) == REFS, "buffers still lent while the writer holds it");
 	close(a);
 	CHECK(pool_rec(cport, 1) == NULL, "record freed");
 	if (rec)
@@ -323,7 +346,7 @@ static void test_kill(void)
 	rec = rec_of(fd);
 	owner = owner_of(rec);
 	if (rec)
-		CHECK(lent_to(owner) == 3, "its buffers are lent (%d)", lent_to(owner));
+		CHECK(lent_to(owner) == REFS, "its buffers are lent (%d)", lent_to(owner));
 	kill(pid, SIGKILL);
 	st = tu_wait(pid);
 	CHECK(st == 128 + SIGKILL, "reader killed");
