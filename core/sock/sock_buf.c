@@ -12,6 +12,7 @@ void cxls_bufs_map(struct cxls_sock_bufs *b, uint8_t *region, const struct cxls_
 			cxls_sock_align(cxls_sock_nbufs(sb->sock_buf_count) * sizeof(*desc));
 
 	b->n = 0;
+	b->total = (uint32_t)cxls_sock_nbufs(sb->sock_buf_count);
 	for (int k = 0; k < CXLS_SOCK_BUF_CLASSES; k++) {
 		struct cxls_sock_bufclass *c = &b->cls[b->n];
 

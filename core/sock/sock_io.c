@@ -14,6 +14,7 @@
 #include "log.h"
 #include "proc_id.h"
 #include "sock_chan.h"
+#include "sock_meet.h"
 #include "sock_ref.h"
 #include "sock_sys.h"
 
@@ -179,6 +180,7 @@ static int64_t put(struct cxls_sconn *c, struct cxls_iovc *cur, size_t want)
 
 		if (k)
 			return k;
+		cxls_sock_sweep_starved(cxls_sock_region());
 	}
 	return cxls_ring_put(&c->tx, cur, want);
 }

@@ -506,6 +506,17 @@ void cxls_sock_release(struct cxls_sconn *c)
 	maybe_free(c->rec, c->slot, c->gen);
 }
 
+void cxls_sock_sweep_starved(const struct cxls_sock_region *r)
+{
+	static _Atomic uint64_t last; /* process-wide: one sweep a second is plenty */
+	uint64_t now = cxls_now_ns(), t = atomic_load(&last);
+
+	if ((t && now - t < 1000000000ull) || !atomic_compare_exchange_strong(&last, &t, now))
+		return;
+	if (r && cxls_buf_lent(&r->bufs) >= r->bufs.total)
+		cxls_sock_sweep(r);
+}
+
 int cxls_sock_sweep(const struct cxls_sock_region *r)
 {
 	uint64_t now = cxls_now_ns();

@@ -451,6 +451,53 @@ static void test_corrupt(void)
 	free(buf);
 }
 
+/* A process holding both ends of a connection, and its only buffer, dies
+ * without closing: nobody frees the record.  The next writer that finds
+ * every buffer lent sweeps it, and the buffer is lent again. */
+static void dead_holder(void)
+{
+	char *buf = calloc(1, 200000);
+	struct cxls_sock_rec *rec, *dead;
+	uint64_t owner;
+	int p[2], a, b;
+	uint16_t cport = 0;
+	pid_t pid;
+
+	CHECK(pipe(p) == 0, "pipe");
+	pid = fork();
+	if (pid == 0) {
+		tcp_pair(&a, &b);
+		cport = local_port(a);
+		if (write(a, buf, 200000) != 200000 || write(p[1], &cport, 2) != 2)
+			_exit(1);
+		pause();
+	}
+	CHECK(read(p[0], &cport, 2) == 2, "the child's connection holds the buffer");
+	dead = pool_rec(cport, 0);
+	owner = owner_of(dead);
+	if (dead)
+		CHECK(lent_to(owner) == 1, "its buffer is lent (%d)", lent_to(owner));
+	kill(pid, SIGKILL);
+	CHECK(tu_wait(pid) == 128 + SIGKILL, "child killed with its connection open");
+	tcp_pair(&a, &b);
+	rec = rec_of(a);
+	CHECK(write(a, buf, 200000) == 200000 && tu_read_all(b, buf, 200000) == 0,
+	      "bytes through the ring meanwhile");
+	if (dead)
+		CHECK(lent_to(owner) == 0 && pool_rec(cport, 1) == NULL,
+		      "the dead connection was swept, its buffer given back");
+	CHECK(write(a, buf, 200000) == 200000, "next write");
+	if (rec)
+		CHECK(queued(rec) == 1, "goes by reference again (%llu)",
+		      (unsigned long long)queued(rec));
+	CHECK(tu_read_all(b, buf, 200000) == 0, "read");
+	close(a);
+	close(b);
+	close(p[0]);
+	close(p[1]);
+	free(buf);
+}
+
 /* A pool with one buffer: the rest goes through the ring, a nonblocking
  * write never waits for a buffer, and a blocking one gets through. */
 static void test_nobuf(void)
@@ -461,6 +508,7 @@ static void test_nobuf(void)
 	pid_t pid;
 	int a, b;
 
+	dead_holder(); /* first: sweeps are once a second */
 	tu_fill(s, 8 << 20, 21);
 	tcp_pair(&a, &b);
 	rec = rec_of(a);
