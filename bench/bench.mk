@@ -141,3 +141,9 @@ bench-sock: $(BENCH_DIR)/sock_perf $(BUILD)/libcxlshim.so
 	$(BENCH_DIR)/sock_perf -L $(BUILD)/libcxlshim.so -b 16 -e 1M -f 4 -B 200
 	BUILD=$(BUILD) bench/sock_tools.sh
 	BUILD=$(BUILD) bench/sock_tools.sh -B 200
+
+# Large writes by reference (buffer classes) vs the ring vs TCP, medians.
+.PHONY: bench-sock-refs
+bench-sock-refs: $(BENCH_DIR)/sock_perf $(BUILD)/libcxlshim.so
+	$(BENCH_DIR)/sock_perf -L $(BUILD)/libcxlshim.so -b 64K -e 4M -f 4 -B 200 -R
+	BUILD=$(BUILD) bench/sock_refs.sh

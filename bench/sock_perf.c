@@ -1,6 +1,6 @@
 /* sock_perf.c - TCP loopback versus TCP through the pool, in the same run.
  *
- *   sock_perf [-L path/libcxlshim.so] [-b 16] [-e 1M] [-f 4] [-T ms] [-B us]
+ *   sock_perf [-L path/libcxlshim.so] [-b 16] [-e 1M] [-f 4] [-T ms] [-B us] [-R]
  *   sock_perf -w echo-server -p PORT              (on one host)
  *   sock_perf -w pingpong -z SIZE -n N -H IP -p PORT   (on the other)
  *
@@ -11,6 +11,8 @@
  * percentiles of one round trip / 2.  Stream: the client writes messages
  * for T ms, the server reads them; throughput measured by the server.
  * Each measurement runs in fresh processes (-w is the worker mode).
+ * -R adds the pool with sock.ref_min = 0 (every byte through the ring, no
+ * writes by reference: the pool before buffer classes), same run.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -277,10 +279,10 @@ int main(int argc, char **argv)
 {
 	const char *lib = "build/libcxlshim.so", *kind = NULL;
 	size_t b = 16, e = 1u << 20, f = 4, size = 0;
-	int ms = 300, busy = 50, n = 0, opt;
-	char env[3][600], sz[16];
+	int ms = 300, busy = 50, n = 0, opt, ring = 0;
+	char env[4][600], sz[16];
 
-	while ((opt = getopt(argc, argv, "L:b:e:f:T:B:w:z:n:H:p:")) != -1) {
+	while ((opt = getopt(argc, argv, "L:b:e:f:T:B:w:z:n:H:p:R")) != -1) {
 		switch (opt) {
 		case 'L': lib = optarg; break;
 		case 'b': b = parse_size(optarg); break;
@@ -293,6 +295,7 @@ int main(int argc, char **argv)
 		case 'n': n = atoi(optarg); break;
 		case 'H': remote_host = optarg; break;
 		case 'p': remote_port = atoi(optarg); break;
+		case 'R': ring = 1; break;
 		default: return 2;
 		}
 	}
@@ -309,26 +312,37 @@ int main(int argc, char **argv)
 	snprintf(env[0], sizeof(env[0]), "-u LD_PRELOAD");
 	snprintf(env[1], sizeof(env[1]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=0", lib);
 	snprintf(env[2], sizeof(env[2]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=%d", lib, busy);
+	snprintf(env[3], sizeof(env[3]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=0 "
+		 "CXLSHIM_SOCK_REF_MIN=0", lib);
 	printf("# sock_perf: TCP loopback vs the pool, same run (busy-poll window %d us)\n", busy);
 	printf("# ping-pong one-way latency in us (round trip / 2); stream GB/s for %d ms\n", ms);
-	printf("%7s | %8s %8s %8s %6s %6s | %8s %8s %8s | %7s %7s %6s\n", "size", "tcp p50",
+	printf("%7s | %8s %8s %8s %6s %6s | %8s %8s %8s | %7s %7s %6s", "size", "tcp p50",
 	       "pool p50", "busy p50", "ratio", "busy", "tcp p99", "pool p99", "busy p99",
 	       "tcp GB/s", "poolGB/s", "ratio");
+	if (ring)
+		printf(" | %8s %7s %6s %6s", "ring p50", "ringGB/s", "ratio", "p/r");
+	printf("\n");
 	for (size_t s = b; s <= e; s *= f) {
-		double pp[3][3] = { { 0 } }, st[3][3] = { { 0 } };
+		double pp[4][3] = { { 0 } }, st[4][3] = { { 0 } };
 		int iters = (int)(s <= 4096 ? 20000 : s <= 65536 ? 5000 : 500);
 
-		for (int m = 0; m < 3; m++)
+		for (int m = 0; m < 3 + ring; m++)
 			if (run(argv[0], env[m], "pingpong", s, iters, pp[m]))
 				fprintf(stderr, "sock_perf: ping-pong %zu mode %d failed\n", s, m);
-		for (int m = 0; m < 2; m++)
-			if (run(argv[0], env[m], "stream", s, ms, st[m]))
+		for (int m = 0; m < 4; m++)
+			if ((m < 2 || (m == 3 && ring)) && run(argv[0], env[m], "stream", s, ms, st[m]))
 				fprintf(stderr, "sock_perf: stream %zu mode %d failed\n", s, m);
-		printf("%7s | %8.2f %8.2f %8.2f %6.2f %6.2f | %8.2f %8.2f %8.2f | %7.2f %7.2f %6.2f\n",
+		printf("%7s | %8.2f %8.2f %8.2f %6.2f %6.2f | %8.2f %8.2f %8.2f | %7.2f %7.2f %6.2f",
 		       fmt_size(s, sz), pp[0][0], pp[1][0], pp[2][0],
 		       pp[0][0] > 0 ? pp[1][0] / pp[0][0] : 0, pp[0][0] > 0 ? pp[2][0] / pp[0][0] : 0,
 		       pp[0][1], pp[1][1], pp[2][1], st[0][0], st[1][0],
 		       st[0][0] > 0 ? st[1][0] / st[0][0] : 0);
+		/* ring only: its p50, its GB/s and ratio to TCP, pool GB/s over it */
+		if (ring)
+			printf(" | %8.2f %7.2f %6.2f %6.2f", pp[3][0], st[3][0],
+			       st[0][0] > 0 ? st[3][0] / st[0][0] : 0,
+			       st[3][0] > 0 ? st[1][0] / st[3][0] : 0);
+		printf("\n");
 		fflush(stdout);
 		if (f < 2)
 			break;

@@ -5,6 +5,7 @@
  * loader and the printer all walk the same table.
  */
 #include "config.h"
+#include "sock_bufs.h"
 #include "sock_rules.h"
 
 #include <ctype.h>
@@ -151,6 +152,10 @@ static const struct key keys[] = {
 	  "spin this long in reads and waits before sleeping (0: off)" },
 	{ "sock", "meet_timeout_ms", K_U32, OFF(sock_meet_timeout_ms), NULL,
 	  "how long an end waits for its peer in the pool before staying on TCP" },
+	{ "sock", "buffers", K_STR, OFF(sock_buffers), NULL,
+	  "buffer classes of a new pool for writes by reference: SIZE:COUNT list, 'none'" },
+	{ "sock", "ref_min", K_SIZE, OFF(sock_ref_min), NULL,
+	  "writes of at least this many bytes pass by reference to a pool buffer (0: never)" },
 	{ "log", "level", K_ENUM, OFF(log_level), level_names, "none, warn, info or trace" },
 	{ "log", "file", K_STR, OFF(log_file), NULL, "log file (default stderr)" },
 };
@@ -202,6 +207,8 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	strcpy(cfg->sock_programs, "any");
 	cfg->sock_busy_poll_us = 0;
 	cfg->sock_meet_timeout_ms = 500;
+	strcpy(cfg->sock_buffers, "64K:16,256K:8,1M:8");
+	cfg->sock_ref_min = 64u << 10;
 	cfg->log_level = 1;
 	snprintf(cfg->source, sizeof(cfg->source), "defaults");
 }
@@ -523,6 +530,7 @@ static int validate_sock(const struct cxls_config *cfg, struct cxls_config_error
 	const char *src = cfg->source;
 	struct cxls_sock_rules rules;
 	uint64_t ring = cfg->sock_ring_size;
+	uint32_t size[CXLS_SOCK_BUF_CLASSES], count[CXLS_SOCK_BUF_CLASSES];
 	char msg[160];
 
 	if (ring < (16u << 10) || ring > (64u << 20) || (ring & (ring - 1)))
@@ -536,6 +544,8 @@ static int validate_sock(const struct cxls_config *cfg, struct cxls_config_error
 		return set_error(err, src, 0, "sock.meet_timeout_ms", "must be 1..600000"), -1;
 	if (cxls_sock_rules_parse(&rules, cfg, msg, sizeof(msg)))
 		return set_error(err, src, 0, "sock", msg), -1;
+	if (cxls_sock_bufs_parse(cfg->sock_buffers, size, count, msg, sizeof(msg)))
+		return set_error(err, src, 0, "sock.buffers", msg), -1;
 	return 0;
 }
 

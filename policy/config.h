@@ -105,6 +105,8 @@ struct cxls_config {
 	char sock_programs[CXLS_PATH_MAX]; /* program name rules */
 	uint32_t sock_busy_poll_us;   /* spin before sleeping in waits */
 	uint32_t sock_meet_timeout_ms; /* how long an end waits for its peer */
+	char sock_buffers[CXLS_PATH_MAX]; /* buffer classes of a new pool (sock_bufs.c) */
+	uint64_t sock_ref_min;        /* writes this large go by reference */
 
 	/* [log] */
 	int log_level;

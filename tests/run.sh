@@ -234,9 +234,20 @@ step "sock: echo over IPv6" shim "${SOCK[@]}" echo6
 step "sock: server without the shim stays TCP" shim "${SOCK[@]}" plain-server
 step "sock: client without the shim stays TCP" shim "${SOCK[@]}" plain-client
 for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll epoll eintr \
-	close-blocked nbconnect corrupt badargs sendfile uring stress; do
+	close-blocked sleepers nbconnect corrupt badargs sendfile uring stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t
 done
+# a peer descheduled for the default 500 ms meeting window (a loaded
+# machine) leaves a pair on TCP: these cases need the pool
+SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")
+for t in refs ready fork close kill corrupt; do
+	step "sock: large writes by reference: $t" shim "${SOCKREF[@]}" $t
+done
+step "sock: by reference: one buffer, the rest through the ring" env $(pool bufs1) \
+	CXLSHIM_SOCK_BUFFERS=1M:1 LD_PRELOAD="$SHIM" "${SOCKREF[@]}" nobuf
+step "sock: a pool of the previous format is refused: TCP" env $(pool stale) \
+	LD_PRELOAD="$SHIM" "${SOCKREF[@]}" stale
+step "sock: by reference, every case without the preload" "${SOCKREF[@]}" all
 step "sock: policy denies the ports: TCP" env CXLSHIM_SOCK_PORTS=1-1023 SOCK_CHECK_EXPECT=tcp \
 	LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
 step "sock: sockets disabled: TCP" env CXLSHIM_SOCK_ENABLE=0 LD_PRELOAD="$SHIM" "${SOCK[@]}" echo

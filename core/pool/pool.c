@@ -18,6 +18,7 @@
 #include "format_claim.h"
 #include "log.h"
 #include "proc_id.h"
+#include "sock_bufs.h"
 #include "sock_format.h"
 
 /* Bytes of one communicator record: header, ranks, three bell arrays. */
@@ -58,6 +59,25 @@ static uint64_t span(uint64_t a, uint64_t b, uint64_t n)
 	return sum;
 }
 
+/* Buffer classes: unused ones all zero, used ones ascending. */
+static int sock_bufs_ok(const struct cxls_super *sb)
+{
+	uint32_t prev = 0;
+
+	for (int k = 0; k < CXLS_SOCK_BUF_CLASSES; k++) {
+		uint32_t size = sb->sock_buf_size[k], count = sb->sock_buf_count[k];
+
+		if (!size && !count)
+			continue;
+		if (size < CXLS_SOCK_BUF_MIN || size > CXLS_SOCK_BUF_MAX ||
+		    (size & (CXLS_SOCK_BUF_MIN - 1)) || size <= prev || count < 1 ||
+		    count > CXLS_SOCK_BUF_COUNT_MAX)
+			return 0;
+		prev = size;
+	}
+	return 1;
+}
+
 /* The socket region lies between the communicator records and the
  * devices; with no slots it is empty. */
 static int sock_region_ok(const struct cxls_super *sb, uint64_t comm_end)
@@ -65,11 +85,14 @@ static int sock_region_ok(const struct cxls_super *sb, uint64_t comm_end)
 	uint64_t ring = sb->sock_ring;
 
 	if (sb->sock_slots == 0)
-		return sb->sock_size == 0 && sb->sock_listeners == 0;
+		return sb->sock_size == 0 && sb->sock_listeners == 0 &&
+		       !cxls_sock_nbufs(sb->sock_buf_count);
 	if (sb->sock_slots > 65536 || sb->sock_listeners < 1 || sb->sock_listeners > 65536 ||
-	    ring < CXLS_SOCK_RING_MIN || ring > CXLS_SOCK_RING_MAX || (ring & (ring - 1)))
+	    ring < CXLS_SOCK_RING_MIN || ring > CXLS_SOCK_RING_MAX || (ring & (ring - 1)) ||
+	    !sock_bufs_ok(sb))
 		return 0;
-	if (sb->sock_size != cxls_sock_region_size(sb->sock_listeners, sb->sock_slots, ring) ||
+	if (sb->sock_size != cxls_sock_region_size(sb->sock_listeners, sb->sock_slots, ring,
+						   sb->sock_buf_size, sb->sock_buf_count) ||
 	    sb->sock_offset & (CXLS_PAGE - 1) || sb->sock_offset < comm_end)
 		return 0;
 	return span(sb->sock_offset, sb->sock_size, 1) <= sb->dev_offset;
@@ -116,18 +139,31 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 }
 
 /* Connection slots for a new pool: what the policy asks, halved until the
- * socket region takes at most an eighth of the pool. */
+ * socket region takes at most an eighth of the pool.  Buffer classes come
+ * first, unless they alone would take more than half of that eighth. */
 static void sock_geometry(struct cxls_super *sb, const struct cxls_config *cfg)
 {
-	uint32_t slots = cfg->sock_slots;
+	uint32_t slots = cfg->sock_slots, *size = sb->sock_buf_size, *count = sb->sock_buf_count;
 	uint64_t ring = cfg->sock_ring_size;
+	char msg[160];
 
-	while (slots && cxls_sock_region_size(slots, slots, ring) > sb->pool_size / 8)
+	if (cxls_sock_bufs_parse(cfg->sock_buffers, size, count, msg, sizeof(msg)) ||
+	    cxls_sock_bufs_size(size, count) > sb->pool_size / 16) {
+		CXLS_INFO("new pool: sock.buffers '%s' takes more than a 16th of it: no socket "
+			  "buffers", cfg->sock_buffers);
+		memset(size, 0, CXLS_SOCK_BUF_CLASSES * sizeof(*size));
+		memset(count, 0, CXLS_SOCK_BUF_CLASSES * sizeof(*count));
+	}
+	while (slots && cxls_sock_region_size(slots, slots, ring, size, count) > sb->pool_size / 8)
 		slots /= 2;
+	if (!slots) {
+		memset(size, 0, CXLS_SOCK_BUF_CLASSES * sizeof(*size));
+		memset(count, 0, CXLS_SOCK_BUF_CLASSES * sizeof(*count));
+	}
 	sb->sock_slots = slots;
 	sb->sock_listeners = slots;
 	sb->sock_ring = slots ? ring : 0;
-	sb->sock_size = slots ? cxls_sock_region_size(slots, slots, ring) : 0;
+	sb->sock_size = slots ? cxls_sock_region_size(slots, slots, ring, size, count) : 0;
 }
 
 /* Lays the geometry out in a fresh superblock; the magic goes last, and

@@ -21,11 +21,12 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 6u /* 4: socket region; 5: record checksums, format claim;
-				* 6: p2p message sizes */
+#define CXLS_POOL_VERSION 7u /* 4: socket region; 5: record checksums, format claim;
+				* 6: p2p message sizes; 7: socket buffer classes */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
+#define CXLS_SOCK_BUF_CLASSES 4 /* buffer classes of the socket region */
 
 struct cxls_super {
 	uint64_t magic;
@@ -49,7 +50,11 @@ struct cxls_super {
 	uint64_t sock_ring;       /* bytes of one ring (one direction) */
 	uint32_t sock_slots;      /* connection records */
 	uint32_t sock_listeners;  /* listener records */
-	uint32_t checksum; /* hash of version .. sock_listeners (pool.c) */
+	/* buffers for writes passed by reference, by class (ascending
+	 * sizes; a class of 0 buffers is unused) */
+	uint32_t sock_buf_size[CXLS_SOCK_BUF_CLASSES];
+	uint32_t sock_buf_count[CXLS_SOCK_BUF_CLASSES];
+	uint32_t checksum; /* hash of version .. sock_buf_count (pool.c) */
 	uint32_t pad0;
 	/* mutable part, outside the checksum */
 	/* Who formats a blank pool (pool.c): a random token, set with a

@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "proc_id.h"
+#include "sock_ref.h"
 #include "sock_sys.h"
 
 static void ring_bell(int fd)
@@ -47,14 +48,42 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd)
 
 	if (atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst))
 		return;
-	do {
-		n = sys_recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	} while (n == (ssize_t)sizeof(buf));
+	if (atomic_exchange(&c->draining, 1))
+		return; /* another thread is at it */
+	/* Dekker with cxls_chan_sleep: draining stored, then sleepers read */
+	if (atomic_load(&c->sleepers))
+		n = sys_recv(fd, buf, 1, MSG_DONTWAIT | MSG_PEEK);
+	else
+		do {
+			n = sys_recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		} while (n == (ssize_t)sizeof(buf));
+	atomic_store(&c->draining, 0);
 	/* after our own shutdown(SHUT_RD) a zero says nothing of the peer */
 	if (n == 0 && !atomic_load(&c->shut_rd))
 		atomic_store(&c->tcp_eof, 1);
 	else if (n < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT))
 		atomic_store(&c->tcp_rst, 1);
+}
+
+void cxls_chan_sleep(struct cxls_sconn *c)
+{
+	unsigned spins = 0;
+
+	atomic_fetch_add(&c->sleepers, 1);
+	while (atomic_load(&c->draining))
+		if (++spins < 64)
+			cxls_cpu_relax();
+		else
+			sched_yield();
+}
+
+int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang)
+{
+	int others = atomic_fetch_sub_explicit(&c->sleepers, 1, memory_order_seq_cst) > 1;
+
+	if (rang && !others)
+		cxls_chan_drain(c, fd);
+	return !(rang && others);
 }
 
 /* The peer's socket is gone although it never said goodbye in the pool
@@ -75,7 +104,7 @@ int cxls_chan_read_state(struct cxls_sconn *c)
 	if (pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED))
 		return CXLS_RD_EOF;
 	if (peer_vanished(c, pf))
-		return cxls_ring_used(&c->tx) > 0 ? CXLS_RD_RESET : CXLS_RD_EOF;
+		return cxls_stream_used(&c->tx) > 0 ? CXLS_RD_RESET : CXLS_RD_EOF;
 	return CXLS_RD_OPEN;
 }
 
@@ -94,7 +123,7 @@ int cxls_chan_write_error(struct cxls_sconn *c)
 
 short cxls_chan_events(struct cxls_sconn *c, short events)
 {
-	int64_t used = cxls_ring_used(&c->rx), room = cxls_ring_free(&c->tx);
+	int64_t used = cxls_stream_used(&c->rx), room = cxls_ring_free(&c->tx);
 	uint32_t lowat = atomic_load(&c->rcvlowat);
 	int rd = cxls_chan_read_state(c), wr = cxls_chan_write_error(c);
 	short ev = 0;

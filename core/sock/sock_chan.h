@@ -17,8 +17,23 @@
 void cxls_chan_notify_reader(struct cxls_sconn *c, int fd);
 /* Wakes the writer of c's rx ring if it waits for space (after consuming). */
 void cxls_chan_notify_writer(struct cxls_sconn *c, int fd);
-/* Reads pending doorbells; notes FIN and RST in c. */
+/* Reads pending doorbells; notes FIN and RST in c.  While another thread
+ * sleeps on the socket the doorbells stay for it: only FIN and RST are
+ * looked for (a peek). */
 void cxls_chan_drain(struct cxls_sconn *c, int fd);
+
+/* Several threads may sleep on one socket (two readers, a reader and a
+ * writer, a read and a poll): one doorbell wakes them all, but the first
+ * to read it would leave a thread that had armed and not yet reached the
+ * kernel asleep with its wake-up gone.  So a thread counts itself before
+ * arming (cxls_chan_sleep) and uncounts itself after the kernel returned
+ * (cxls_chan_woke, rang: the kernel said the socket is readable); the
+ * last one out reads the doorbells (and a drain under way when a thread
+ * counts itself is waited for: it cannot take that thread's doorbell).
+ * cxls_chan_woke returns 0 when it left the doorbells for the others (the
+ * caller should yield rather than spin on them). */
+void cxls_chan_sleep(struct cxls_sconn *c);
+int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang);
 
 /* What the peer's end means for reading once the ring is empty. */
 enum cxls_peer_rd { CXLS_RD_OPEN = 0, CXLS_RD_EOF = 1, CXLS_RD_RESET = 2 };

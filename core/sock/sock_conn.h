@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "sock_buf.h"
 #include "sock_format.h"
 #include "sock_ring.h"
 
@@ -45,6 +46,9 @@ struct cxls_sconn {
 	struct cxls_sock_end *peer;
 	struct cxls_ring tx;
 	struct cxls_ring rx;
+	const struct cxls_sock_bufs *bufs; /* the pool's buffer classes */
+	uint64_t owner;           /* CXLS_BUF_OWNER of our record */
+	uint64_t ref_min;         /* writes from this size go by reference; 0 never */
 	_Atomic int nonblock;     /* O_NONBLOCK of the file description */
 	_Atomic int shut_rd;
 	_Atomic int shut_wr;
@@ -57,6 +61,8 @@ struct cxls_sconn {
 	_Atomic int app_nodelay;  /* TCP_NODELAY and TCP_CORK as the application */
 	_Atomic int app_cork;     /* set them: the socket itself keeps 1 and 0 */
 	uint32_t busy_us;
+	_Atomic int sleepers;     /* threads of this process asleep on the socket */
+	_Atomic int draining;     /* a thread is reading its doorbells */
 };
 
 struct cxls_sconn *cxls_sconn_new(int mode);

@@ -22,6 +22,7 @@
 
 #include "proc_id.h"
 #include "sock_chan.h"
+#include "sock_ref.h"
 #include "sock_sys.h"
 
 #define TAG 0xc5c5000000000000ull
@@ -373,7 +374,7 @@ static uint32_t item_ready(struct ep_item *it, int arm)
 		it->quiet = 1;
 	if (!(it->events & EPOLLET) || !ev)
 		return ev;
-	prod = atomic_load(&c->rx.hdr->prod);
+	prod = cxls_stream_produced(&c->rx);
 	cons = atomic_load(&c->tx.hdr->cons);
 	/* edge: only what is new since the last report */
 	if (prod == it->seen_prod && (it->last & EPOLLIN))
@@ -390,7 +391,7 @@ static uint32_t item_ready(struct ep_item *it, int arm)
 static void reported(struct ep_item *it, uint32_t ev)
 {
 	it->last = ev;
-	it->seen_prod = atomic_load(&it->c->rx.hdr->prod);
+	it->seen_prod = cxls_stream_produced(&it->c->rx);
 	it->seen_cons = atomic_load(&it->c->tx.hdr->cons);
 	if (it->events & EPOLLONESHOT)
 		it->disabled = 1;
@@ -441,9 +442,77 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 	return out->events != 0;
 }
 
+/* The pooled sockets this thread sleeps on in one epoll_pwait (the set's
+ * and its children's), held, so that exactly those are uncounted after it
+ * whatever other threads do to the set meanwhile (sock_chan.h). */
+struct sleeper {
+	struct cxls_sconn *c;
+	int fd;
+	int rang;
+};
+
+struct sleeping {
+	struct sleeper *v;
+	int n, cap;
+};
+
+static void sleeping_add(struct sleeping *z, struct ep_item *it)
+{
+	if (z->n == z->cap) {
+		int cap = z->cap ? 2 * z->cap : 16;
+		struct sleeper *v = realloc(z->v, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return; /* not counted: at worst this thread waits for a later doorbell */
+		z->v = v;
+		z->cap = cap;
+	}
+	cxls_sconn_hold(it->c);
+	cxls_chan_sleep(it->c);
+	z->v[z->n++] = (struct sleeper){ it->c, it->fd, 0 };
+}
+
+/* Called with s locked, before arming. */
+static void sleep_set(struct epset *s, struct sleeping *z)
+{
+	z->n = 0;
+	for (int i = 0; i < s->n; i++)
+		sleeping_add(z, &s->items[i]);
+	for (int i = 0; i < s->nchild; i++) {
+		struct epset *in = s->child[i].set;
+
+		pthread_mutex_lock(&in->lock);
+		for (int j = 0; j < in->n; j++)
+			sleeping_add(z, &in->items[j]);
+		pthread_mutex_unlock(&in->lock);
+	}
+}
+
+static void sleeping_rang(struct sleeping *z, int fd)
+{
+	for (int i = 0; i < z->n; i++)
+		if (z->v[i].fd == fd)
+			z->v[i].rang = 1;
+}
+
+/* After the kernel returned; how many doorbells were left to others. */
+static int wake_set(struct sleeping *z)
+{
+	int others = 0;
+
+	for (int i = 0; i < z->n; i++) {
+		others += !cxls_chan_woke(z->v[i].c, z->v[i].fd, z->v[i].rang);
+		cxls_sconn_put(z->v[i].c);
+	}
+	z->n = 0;
+	return others;
+}
+
 /* Sorts the kernel's answer: plain events stay, tagged ones drain their
- * doorbells (their readiness comes from collect()). */
-static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m)
+ * doorbells (their readiness comes from collect()), or, when this thread
+ * slept counted (z), note them for wake_set(). */
+static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m,
+		       struct sleeping *z)
 {
 	int keep = 0;
 
@@ -460,7 +529,10 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m)
 			continue;
 		if (atomic_load(&it->c->mode) == CXLS_SC_POOL) {
 			it->quiet = 0;
-			cxls_chan_drain(it->c, it->fd);
+			if (z)
+				sleeping_rang(z, it->fd);
+			else
+				cxls_chan_drain(it->c, it->fd);
 			continue;
 		}
 		if (convert(epfd, s, it, ev[i].events, &ev[keep]))
@@ -511,8 +583,9 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 			 const sigset_t *mask)
 {
 	struct epset *s = set_of(epfd, 0);
+	struct sleeping z = { NULL, 0, 0 };
 	uint64_t deadline = 0;
-	int n, m;
+	int n, m, err;
 
 	if (!s || max <= 0)
 		return -2;
@@ -523,19 +596,22 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 	}
 	if (timeout_ms > 0)
 		deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-	/* a doorbell swallowed by another waiter of the same socket (a thread
-	 * blocked in read) would leave an item quiet forever: look anyway */
+	/* a doorbell swallowed by another process holding the same socket
+	 * would leave an item quiet forever: look anyway */
 	if ((++s->calls & 63) == 0)
 		for (int i = 0; i < s->n; i++)
 			s->items[i].quiet = 0;
 	for (int round = 0;; round++) {
-		int wait = 0;
+		int wait = 0, counted = 0;
 
 		n = collect_children(s, ev, collect(s, ev, 0, max, 0), max, 0);
 		if (!n && round == 0)
 			n = busy(s, ev, max);
-		if (!n)
+		if (!n) {
+			sleep_set(s, &z);
+			counted = 1;
 			n = collect_children(s, ev, collect(s, ev, 0, max, 1), max, 1);
+		}
 		if (!n) {
 			wait = timeout_ms < 0 ? -1 : 0;
 			if (timeout_ms > 0) {
@@ -547,12 +623,19 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 		 * the set while sleeping, other threads may change it */
 		pthread_mutex_unlock(&s->lock);
 		m = n < max ? sys_epoll_pwait(epfd, ev + n, max - n, wait, mask) : 0;
+		err = errno;
 		pthread_mutex_lock(&s->lock);
 		if (m < 0) {
+			if (counted)
+				wake_set(&z);
 			pthread_mutex_unlock(&s->lock);
+			free(z.v);
+			errno = err;
 			return n ? n : -1;
 		}
-		m = sort_kernel(epfd, s, ev + n, m);
+		m = sort_kernel(epfd, s, ev + n, m, counted ? &z : NULL);
+		if (counted && wake_set(&z) && !m && !n)
+			sched_yield(); /* their doorbells are other sleepers' to read */
 		m = drop_reported_children(s, ev, n, m);
 		n += m;
 		if (!m && n == 0)
@@ -561,6 +644,7 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 			break;
 	}
 	pthread_mutex_unlock(&s->lock);
+	free(z.v);
 	return n;
 }
 

@@ -356,8 +356,12 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 static void fork_phase(int fd, struct cxls_sconn *c, void *arg)
 {
 	(void)fd;
-	if (*(int *)arg)
+	if (*(int *)arg) {
+		/* the other threads, asleep or draining, stayed in the parent */
 		pthread_mutex_init(&c->lock, NULL);
+		atomic_store(&c->sleepers, 0);
+		atomic_store(&c->draining, 0);
+	}
 	cxls_sock_fork(c, *(int *)arg);
 }
 

@@ -1,15 +1,20 @@
 /* sock_format.h - the socket region of the pool, as every host sees it.
  *
  *   sock_offset                    sock_listeners listener records (64 B)
- *   + listeners                    sock_slots connection records (1 KiB)
+ *   + listeners                    sock_slots connection records (2 KiB)
  *   + page aligned                 2 * sock_slots rings of sock_ring bytes:
  *                                  slot s owns rings 2s (client to server)
  *                                  and 2s + 1 (server to client)
+ *   + page aligned                 one descriptor per buffer, class by class
+ *   + page aligned                 the buffers, class by class (sock_buf.c)
  *
  * A ring's place follows from its slot number alone, never from a value
  * read from the pool, and every cursor read from the pool is checked
  * against the ring size before use (sock_ring.c): a corrupted or hostile
- * peer can garble the bytes of its own connection, nothing else.
+ * peer can garble the bytes of its own connection, nothing else.  The same
+ * holds for references to buffers: class, index, length and generation
+ * are checked against the superblock's geometry and the buffer's owner
+ * before a byte is read (sock_buf.c).
  */
 #ifndef CXLSHIM_CORE_SOCK_FORMAT_H
 #define CXLSHIM_CORE_SOCK_FORMAT_H
@@ -19,11 +24,15 @@
 
 #include "pool_format.h"
 
-#define CXLS_SOCK_REC_SIZE 1024u
+#define CXLS_SOCK_REC_SIZE 2048u
 #define CXLS_SOCK_LISTENER_SIZE 128u
 #define CXLS_SOCK_RING_MIN (16u << 10)
 #define CXLS_SOCK_RING_MAX (64u << 20)
 #define CXLS_SOCK_HOLDERS 3
+#define CXLS_SOCK_REFS 16 /* references in flight per direction */
+#define CXLS_SOCK_BUF_MIN (4u << 10)
+#define CXLS_SOCK_BUF_MAX (64u << 20)
+#define CXLS_SOCK_BUF_COUNT_MAX 65536u
 
 struct cxls_sock_holder {
 	_Atomic uint32_t pid;
@@ -101,15 +110,44 @@ struct cxls_sock_end {
 };
 
 /* One direction.  Cursors count bytes ever produced / consumed; the
- * position in the ring is the cursor modulo the ring size. */
+ * position in the ring is the cursor modulo the ring size.  ref_prod and
+ * ref_cons count references ever queued / consumed (entry n is
+ * ref[dir][n % CXLS_SOCK_REFS]); ref_off is how much of the oldest one
+ * the reader already took (a partial read). */
 struct cxls_sock_ring_hdr {
 	_Alignas(CXLS_LINE) _Atomic uint64_t prod;
 	_Atomic uint32_t prod_lock;  /* writers of this end (threads, forks) */
 	_Atomic uint32_t tx_wait;    /* a writer may sleep: wake it on space */
+	_Atomic uint64_t ref_prod;
 	_Alignas(CXLS_LINE) _Atomic uint64_t cons;
 	_Atomic uint32_t cons_lock;
 	_Atomic uint32_t armed;      /* a reader may sleep: wake it on data */
+	_Atomic uint64_t ref_cons;
+	_Atomic uint64_t ref_off;
 };
+
+/* A large write passed by reference (after DFabric): the bytes sit in a
+ * pool buffer lent to the connection, and they come in the stream right
+ * before byte-ring position pos (the ring's prod when it was queued). */
+struct cxls_sock_ref {
+	uint64_t pos;
+	uint32_t len;  /* bytes in the buffer, 1 .. its class's size */
+	uint16_t cls;  /* buffer class */
+	uint16_t pad;
+	uint32_t idx;  /* buffer within the class */
+	uint32_t gen;  /* the buffer's generation when lent */
+};
+
+/* One buffer: free (owner 0) or lent to a connection, owner
+ * CXLS_BUF_OWNER(record generation, slot); gen is bumped at every loan
+ * so that a stale reference never matches a later one. */
+struct cxls_sock_buf_desc {
+	_Atomic uint64_t owner;
+	_Atomic uint32_t gen;
+	uint32_t pad;
+};
+
+#define CXLS_BUF_OWNER(gen, slot) (((uint64_t)(gen) << 32) | ((uint64_t)(slot) + 1))
 
 /* State and generation in one word, so that a compare-and-swap made with
  * an old view of a record can never change a later reuse of its slot. */
@@ -126,6 +164,7 @@ struct cxls_sock_rec {
 	uint64_t created_ns;
 	struct cxls_sock_end end[2]; /* indexed by role */
 	struct cxls_sock_ring_hdr ring[2]; /* 0: client to server */
+	_Alignas(CXLS_LINE) struct cxls_sock_ref ref[2][CXLS_SOCK_REFS]; /* written by the producer */
 };
 
 _Static_assert(sizeof(struct cxls_sock_rec) <= CXLS_SOCK_REC_SIZE, "record fits its stride");
@@ -142,10 +181,39 @@ static inline uint64_t cxls_sock_rings_off(uint32_t listeners, uint32_t slots)
 			       (uint64_t)slots * CXLS_SOCK_REC_SIZE);
 }
 
-/* Bytes of the whole region (no overflow for the ranges pool.c allows). */
-static inline uint64_t cxls_sock_region_size(uint32_t listeners, uint32_t slots, uint64_t ring)
+/* Offset of the buffer descriptors from sock_offset. */
+static inline uint64_t cxls_sock_descs_off(uint32_t listeners, uint32_t slots, uint64_t ring)
 {
 	return cxls_sock_rings_off(listeners, slots) + 2ull * slots * ring;
+}
+
+static inline uint64_t cxls_sock_nbufs(const uint32_t count[CXLS_SOCK_BUF_CLASSES])
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < CXLS_SOCK_BUF_CLASSES; k++)
+		n += count[k];
+	return n;
+}
+
+/* Bytes of the descriptors and the buffers together. */
+static inline uint64_t cxls_sock_bufs_size(const uint32_t size[CXLS_SOCK_BUF_CLASSES],
+					   const uint32_t count[CXLS_SOCK_BUF_CLASSES])
+{
+	uint64_t n = cxls_sock_align(cxls_sock_nbufs(count) * sizeof(struct cxls_sock_buf_desc));
+
+	for (int k = 0; k < CXLS_SOCK_BUF_CLASSES; k++)
+		n += (uint64_t)size[k] * count[k];
+	return n;
+}
+
+/* Bytes of the whole region (no overflow for the ranges pool.c allows). */
+static inline uint64_t cxls_sock_region_size(uint32_t listeners, uint32_t slots, uint64_t ring,
+					     const uint32_t size[CXLS_SOCK_BUF_CLASSES],
+					     const uint32_t count[CXLS_SOCK_BUF_CLASSES])
+{
+	return cxls_sock_align(cxls_sock_descs_off(listeners, slots, ring)) +
+	       cxls_sock_bufs_size(size, count);
 }
 
 #endif

@@ -7,16 +7,20 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/time.h>
 
 #include "log.h"
 #include "proc_id.h"
 #include "sock_chan.h"
+#include "sock_meet.h"
+#include "sock_ref.h"
 #include "sock_sys.h"
 
-/* Longest sleep on the control socket: two threads of one process waiting
- * on the same connection may swallow each other's doorbell. */
+/* Longest sleep on the control socket.  Threads of one process never take
+ * each other's doorbell (cxls_chan_sleep); processes sharing a socket
+ * after fork may, and then this bounds the delay. */
 #define SLICE_MS 50
 
 static uint64_t timeout_of(int fd, int opt)
@@ -34,9 +38,9 @@ static uint64_t timeout_of(int fd, int opt)
 static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
-	int ms = SLICE_MS, r;
+	int ms = SLICE_MS, r, err;
 
-	if (cxls_chan_busy_poll(c, want) || cxls_chan_arm(c, want))
+	if (cxls_chan_busy_poll(c, want))
 		return 0;
 	if (atomic_load(&c->fds) == 0) {
 		errno = EBADF;
@@ -52,20 +56,28 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 		if ((deadline - now) / 1000000 < (uint64_t)ms)
 			ms = (int)((deadline - now) / 1000000) + 1;
 	}
+	cxls_chan_sleep(c);
+	if (cxls_chan_arm(c, want)) {
+		cxls_chan_woke(c, fd, 0);
+		return 0;
+	}
 	/* after the peer's FIN the socket stays readable: doze instead */
 	r = atomic_load(&c->tcp_eof) ? sys_poll(NULL, 0, 1) : sys_poll(&p, 1, ms);
-	if (r < 0)
-		return errno == EINTR && cxls_chan_restartable() ? 0 : -1;
-	if (r > 0)
-		cxls_chan_drain(c, fd);
+	err = errno;
+	if (!cxls_chan_woke(c, fd, r > 0))
+		sched_yield(); /* the doorbell is another sleeper's to read */
+	if (r < 0) {
+		errno = err;
+		return err == EINTR && cxls_chan_restartable() ? 0 : -1;
+	}
 	return 0;
 }
 
 static ssize_t broken(struct cxls_sconn *c)
 {
 	if (!atomic_exchange(&c->broken, 1))
-		CXLS_WARN("socket slot %u: ring cursors out of bounds (corrupt pool?): "
-			  "resetting the connection", c->slot);
+		CXLS_WARN("socket slot %u: ring cursors or a buffer reference out of bounds (corrupt "
+			  "pool?): resetting the connection", c->slot);
 	errno = ECONNRESET;
 	return -1;
 }
@@ -105,7 +117,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			return got ? (ssize_t)got : broken(c);
 		if (cxls_ring_lock(&c->rx.hdr->cons_lock))
 			return got ? (ssize_t)got : broken(c);
-		k = cxls_ring_get(&c->rx, &cur, want - got, peek);
+		k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, want - got, peek);
 		cxls_ring_unlock(&c->rx.hdr->cons_lock);
 		if (k < 0)
 			return got ? (ssize_t)got : broken(c);
@@ -126,7 +138,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		}
 		if (rd != CXLS_RD_OPEN) {
 			/* bytes written before the FIN are in the ring by now */
-			if (cxls_ring_used(&c->rx) > 0)
+			if (cxls_stream_used(&c->rx) > 0)
 				continue;
 			return rd == CXLS_RD_EOF ? (ssize_t)got : done(got, ECONNRESET);
 		}
@@ -151,6 +163,28 @@ static ssize_t write_error(size_t sent, int err, int flags)
 	return -1;
 }
 
+/* Referenced bytes not yet read, per direction, in rings: a writer far
+ * ahead of its reader would spread its bytes over megabytes of buffers that
+ * the reader then finds out of cache (streaming 1-4 MiB writes ran at half
+ * the speed unbounded), and would hold buffers that other connections
+ * could use.  4 rings (1 MiB with the default ring) measured best. */
+#define REF_INFLIGHT_RINGS 4
+
+/* Large pieces by reference while a buffer is free, the rest through the
+ * ring; holds the producer lock. */
+static int64_t put(struct cxls_sconn *c, struct cxls_iovc *cur, size_t want)
+{
+	if (c->ref_min && want >= c->ref_min) {
+		int64_t k = cxls_ref_put(&c->tx, c->bufs, c->owner, cur, want,
+					 REF_INFLIGHT_RINGS * c->tx.cap);
+
+		if (k)
+			return k;
+		cxls_sock_sweep_starved(cxls_sock_region());
+	}
+	return cxls_ring_put(&c->tx, cur, want);
+}
+
 ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
 			int flags)
 {
@@ -171,7 +205,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 	if (cxls_ring_lock(&c->tx.hdr->prod_lock))
 		return broken(c);
 	for (;;) {
-		int64_t k = cxls_ring_put(&c->tx, &cur, want - sent);
+		int64_t k = put(c, &cur, want - sent);
 
 		if (k < 0) {
 			cxls_ring_unlock(&c->tx.hdr->prod_lock);
@@ -179,7 +213,10 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		}
 		if (k > 0) {
 			sent += (size_t)k;
+			/* the reader copies this piece while we copy the next */
 			cxls_chan_notify_reader(c, fd);
+			if (sent < want)
+				continue;
 		}
 		if (sent == want || nb)
 			break;
@@ -202,14 +239,14 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 
 int cxls_sock_unread(struct cxls_sconn *c)
 {
-	int64_t used = cxls_ring_used(&c->rx);
+	int64_t used = cxls_stream_used(&c->rx);
 
 	return used < 0 ? 0 : (int)(used > 0x7fffffff ? 0x7fffffff : used);
 }
 
 int cxls_sock_unsent(struct cxls_sconn *c)
 {
-	int64_t used = cxls_ring_used(&c->tx);
+	int64_t used = cxls_stream_used(&c->tx);
 
-	return used < 0 ? 0 : (int)used;
+	return used < 0 ? 0 : (int)(used > 0x7fffffff ? 0x7fffffff : used);
 }

@@ -172,6 +172,11 @@ void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, ui
 	c->rx.hdr = &c->rec->ring[!role];
 	c->rx.data = cxls_sock_ring_data(r, slot, !role);
 	c->rx.cap = cap;
+	c->tx.refs = c->rec->ref[role];
+	c->rx.refs = c->rec->ref[!role];
+	c->bufs = &r->bufs;
+	c->owner = CXLS_BUF_OWNER(gen, slot);
+	c->ref_min = r->bufs.n ? r->cfg->sock_ref_min : 0;
 	c->busy_us = r->cfg->sock_busy_poll_us;
 }
 
@@ -452,16 +457,18 @@ void cxls_sock_fork(struct cxls_sconn *c, int phase)
 	atomic_fetch_sub(&c->me->forking, 1);
 }
 
-/* Frees the slot when both ends are finished (one CAS: one winner). */
-static void maybe_free(struct cxls_sock_rec *rec, uint32_t gen)
+/* Frees the slot when both ends are finished (one CAS: one winner), and
+ * with it the buffers its references still held. */
+static void maybe_free(struct cxls_sock_rec *rec, uint32_t slot, uint32_t gen)
 {
 	uint64_t sg = CXLS_SG(gen, CXLS_SK_JOINED);
 
 	int a = end_finished(&rec->end[0]), b = end_finished(&rec->end[1]);
 
-	if (a && b && atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE)))
+	if (a && b && atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE))) {
+		cxls_buf_reclaim(&cxls_sock_region()->bufs, CXLS_BUF_OWNER(gen, slot));
 		CXLS_TRACE("socket record freed");
-	else
+	} else
 		CXLS_TRACE("socket record kept: client end %s, server end %s",
 			   a ? "finished" : "open", b ? "finished" : "open");
 }
@@ -496,7 +503,18 @@ void cxls_sock_release(struct cxls_sconn *c)
 		return;
 	}
 	atomic_fetch_or(&e->flags, CXLS_END_CLOSED | (atomic_load(&c->linger0) ? CXLS_END_RESET : 0));
-	maybe_free(c->rec, c->gen);
+	maybe_free(c->rec, c->slot, c->gen);
+}
+
+void cxls_sock_sweep_starved(const struct cxls_sock_region *r)
+{
+	static _Atomic uint64_t last; /* process-wide: one sweep a second is plenty */
+	uint64_t now = cxls_now_ns(), t = atomic_load(&last);
+
+	if ((t && now - t < 1000000000ull) || !atomic_compare_exchange_strong(&last, &t, now))
+		return;
+	if (r && cxls_buf_lent(&r->bufs) >= r->bufs.total)
+		cxls_sock_sweep(r);
 }
 
 int cxls_sock_sweep(const struct cxls_sock_region *r)
@@ -527,8 +545,10 @@ int cxls_sock_sweep(const struct cxls_sock_region *r)
 			break;
 		}
 		if (done && atomic_compare_exchange_strong(&rec->sg, &sg,
-							   CXLS_SG(CXLS_SG_GEN(sg), CXLS_SK_FREE)))
+							   CXLS_SG(CXLS_SG_GEN(sg), CXLS_SK_FREE))) {
+			cxls_buf_reclaim(&r->bufs, CXLS_BUF_OWNER(CXLS_SG_GEN(sg), i));
 			freed++;
+		}
 	}
 	if (freed)
 		CXLS_INFO("socket sweep: %d records of closed or dead connections freed", freed);

@@ -39,6 +39,10 @@ void cxls_sock_fork(struct cxls_sconn *c, int phase);
 /* Frees the records of connections whose ends are all closed or dead;
  * returns how many. */
 int cxls_sock_sweep(const struct cxls_sock_region *r);
+/* A writer found every buffer lent: some may belong to connections whose
+ * processes all died (nobody closed them, so no record was freed).
+ * Sweeps, at most once a second per process. */
+void cxls_sock_sweep_starved(const struct cxls_sock_region *r);
 
 /* The local view of slot's record (rings and ends by role). */
 void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,

@@ -71,10 +71,20 @@ static int busy_pooled(struct pset *s)
 	return 0;
 }
 
-/* One real ppoll; pooled fds wait for doorbells (POLLIN) only. */
-static int real_round(struct pset *s, const struct timespec *ts, const sigset_t *mask)
+/* This thread is about to sleep on every pooled socket of the set. */
+static void sleep_pooled(struct pset *s)
 {
-	int r, ready = 0;
+	for (nfds_t i = 0; i < s->n; i++)
+		if (s->conns[i])
+			cxls_chan_sleep(s->conns[i]);
+}
+
+/* One real ppoll; pooled fds wait for doorbells (POLLIN) only.  counted:
+ * sleep_pooled() counted this thread as a sleeper of each. */
+static int real_round(struct pset *s, const struct timespec *ts, const sigset_t *mask,
+		      int counted)
+{
+	int r, err, ready = 0, others = 0;
 
 	for (nfds_t i = 0; i < s->n; i++) {
 		s->real[i] = s->fds[i];
@@ -82,21 +92,29 @@ static int real_round(struct pset *s, const struct timespec *ts, const sigset_t 
 			s->real[i].events = atomic_load(&s->conns[i]->tcp_eof) ? 0 : POLLIN;
 	}
 	r = sys_ppoll(s->real, s->n, ts, mask);
-	if (r < 0)
-		return -1;
+	err = errno;
 	for (nfds_t i = 0; i < s->n; i++) {
 		struct cxls_sconn *c = s->conns[i];
+		int rang = r > 0 && s->real[i].revents;
 
 		if (!c) {
 			s->fds[i].revents = s->real[i].revents;
 			ready += s->real[i].revents != 0;
 			continue;
 		}
-		if (s->real[i].revents)
+		if (counted)
+			others += !cxls_chan_woke(c, s->fds[i].fd, rang);
+		else if (rang)
 			cxls_chan_drain(c, s->fds[i].fd);
 		s->fds[i].revents = cxls_chan_events(c, s->fds[i].events);
 		ready += s->fds[i].revents != 0;
 	}
+	if (r < 0) {
+		errno = err;
+		return -1;
+	}
+	if (!ready && others)
+		sched_yield(); /* their doorbells are other sleepers' to read */
 	return ready;
 }
 
@@ -119,12 +137,13 @@ static int run(struct pset *s, const struct timespec *timeout, const sigset_t *m
 			   (uint64_t)timeout->tv_nsec;
 	for (int round = 0;; round++) {
 		if (ready_pooled(s) || (round == 0 && busy_pooled(s)))
-			return s->npooled == (int)s->n ? ready_pooled(s) : real_round(s, &zero, mask);
+			return s->npooled == (int)s->n ? ready_pooled(s) : real_round(s, &zero, mask, 0);
+		sleep_pooled(s);
 		if (arm_pooled(s))
-			return real_round(s, &zero, mask);
+			return real_round(s, &zero, mask, 1);
 		if (timeout)
 			ts_left(&left, deadline);
-		r = real_round(s, timeout ? &left : NULL, mask);
+		r = real_round(s, timeout ? &left : NULL, mask, 1);
 		if (r != 0 || (timeout && cxls_now_ns() >= deadline))
 			return r;
 	}

@@ -42,9 +42,12 @@ static void load(void)
 		      (uint64_t)sb->sock_listeners * CXLS_SOCK_LISTENER_SIZE;
 	region.rings = (uint8_t *)cxls_pool_at(pool, sb->sock_offset) +
 		       cxls_sock_rings_off(sb->sock_listeners, sb->sock_slots);
+	cxls_bufs_map(&region.bufs, cxls_pool_at(pool, sb->sock_offset), sb);
 	active = &region;
-	CXLS_INFO("sockets through pool %s: %u slots, rings of %llu bytes", pool->path,
-		  region.nslots, (unsigned long long)region.ring_size);
+	CXLS_INFO("sockets through pool %s: %u slots, rings of %llu bytes, %u buffers in %d "
+		  "classes for writes from %llu bytes", pool->path, region.nslots,
+		  (unsigned long long)region.ring_size, (unsigned)cxls_sock_nbufs(sb->sock_buf_count),
+		  region.bufs.n, (unsigned long long)rt->cfg.sock_ref_min);
 }
 
 const struct cxls_sock_region *cxls_sock_region(void)

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "sock_buf.h"
 #include "sock_format.h"
 
 struct cxls_pool;
@@ -18,6 +19,7 @@ struct cxls_sock_region {
 	uint32_t nlisteners;
 	uint32_t nslots;
 	uint64_t ring_size;
+	struct cxls_sock_bufs bufs;  /* buffer classes for writes by reference */
 	const struct cxls_config *cfg;
 	const struct cxls_sock_rules *rules;
 };

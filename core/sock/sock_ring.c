@@ -26,8 +26,7 @@ size_t cxls_iov_total(const struct iovec *iov, int cnt)
 	return n;
 }
 
-/* to_iov: ring -> iovec, else iovec -> ring */
-static void iov_copy(struct cxls_iovc *c, uint8_t *ring, size_t n, int to_iov)
+void cxls_iovc_copy(struct cxls_iovc *c, uint8_t *mem, size_t n, int to_iov)
 {
 	while (n && c->idx < c->cnt) {
 		const struct iovec *v = &c->iov[c->idx];
@@ -36,10 +35,10 @@ static void iov_copy(struct cxls_iovc *c, uint8_t *ring, size_t n, int to_iov)
 		if (k > n)
 			k = n;
 		if (to_iov)
-			memcpy((uint8_t *)v->iov_base + c->off, ring, k);
+			memcpy((uint8_t *)v->iov_base + c->off, mem, k);
 		else
-			memcpy(ring, (const uint8_t *)v->iov_base + c->off, k);
-		ring += k;
+			memcpy(mem, (const uint8_t *)v->iov_base + c->off, k);
+		mem += k;
 		n -= k;
 		c->off += k;
 		if (c->off == v->iov_len) {
@@ -64,32 +63,15 @@ int64_t cxls_ring_free(const struct cxls_ring *r)
 	return used < 0 ? -1 : (int64_t)r->cap - used;
 }
 
-/* Copies n bytes at ring position pos, wrapping at cap. */
-static void ring_copy(const struct cxls_ring *r, struct cxls_iovc *c, uint64_t pos, size_t n,
-		      int to_iov)
+void cxls_ring_copy(const struct cxls_ring *r, struct cxls_iovc *c, uint64_t pos, size_t n,
+		    int to_iov)
 {
 	uint64_t at = pos & (r->cap - 1);
 	size_t first = n < r->cap - at ? n : (size_t)(r->cap - at);
 
-	iov_copy(c, r->data + at, first, to_iov);
+	cxls_iovc_copy(c, r->data + at, first, to_iov);
 	if (n > first)
-		iov_copy(c, r->data, n - first, to_iov);
-}
-
-int64_t cxls_ring_get(const struct cxls_ring *r, struct cxls_iovc *dst, size_t want, int peek)
-{
-	uint64_t cons = atomic_load_explicit(&r->hdr->cons, memory_order_relaxed);
-	uint64_t prod = atomic_load_explicit(&r->hdr->prod, memory_order_acquire);
-	uint64_t n = prod - cons;
-
-	if (n > r->cap)
-		return -1;
-	if (n > want)
-		n = want;
-	ring_copy(r, dst, cons, (size_t)n, 1);
-	if (!peek && n)
-		atomic_store_explicit(&r->hdr->cons, cons + n, memory_order_release);
-	return (int64_t)n;
+		cxls_iovc_copy(c, r->data, n - first, to_iov);
 }
 
 int64_t cxls_ring_put(const struct cxls_ring *r, struct cxls_iovc *src, size_t want)
@@ -103,7 +85,7 @@ int64_t cxls_ring_put(const struct cxls_ring *r, struct cxls_iovc *src, size_t w
 	n = r->cap - (prod - cons);
 	if (n > want)
 		n = want;
-	ring_copy(r, src, prod, (size_t)n, 0);
+	cxls_ring_copy(r, src, prod, (size_t)n, 0);
 	if (n)
 		atomic_store_explicit(&r->hdr->prod, prod + n, memory_order_release);
 	return (int64_t)n;

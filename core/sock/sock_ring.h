@@ -20,6 +20,7 @@ struct cxls_ring {
 	struct cxls_sock_ring_hdr *hdr;
 	uint8_t *data;
 	uint64_t cap;      /* power of two */
+	struct cxls_sock_ref *refs; /* its reference queue (sock_ref.c) */
 };
 
 static inline void cxls_cpu_relax(void)
@@ -41,15 +42,18 @@ struct cxls_iovc {
 
 void cxls_iovc_init(struct cxls_iovc *c, const struct iovec *iov, int cnt);
 size_t cxls_iov_total(const struct iovec *iov, int cnt);
+/* Copies n bytes between mem and the iovec (to_iov: mem -> iovec). */
+void cxls_iovc_copy(struct cxls_iovc *c, uint8_t *mem, size_t n, int to_iov);
 
 /* Readable bytes, or -1 when the cursors make no sense (corrupt). */
 int64_t cxls_ring_used(const struct cxls_ring *r);
 /* Writable bytes, or -1. */
 int64_t cxls_ring_free(const struct cxls_ring *r);
 
-/* Copies up to want bytes out (peek: leaves them); bytes, or -1 corrupt.
- * The caller holds the consumer lock. */
-int64_t cxls_ring_get(const struct cxls_ring *r, struct cxls_iovc *dst, size_t want, int peek);
+/* Copies n bytes at cursor pos out of the ring (to_iov) or into it;
+ * positions wrap at cap, the caller checked the cursors. */
+void cxls_ring_copy(const struct cxls_ring *r, struct cxls_iovc *c, uint64_t pos, size_t n,
+		    int to_iov);
 /* Copies up to want bytes in; bytes, or -1 corrupt.  Holds the producer
  * lock. */
 int64_t cxls_ring_put(const struct cxls_ring *r, struct cxls_iovc *src, size_t want);

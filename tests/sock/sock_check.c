@@ -27,6 +27,7 @@
 #include "config.h"
 #include "pool.h"
 #include "sock_format.h"
+#include "sock_pool.h"
 #include "sock_util.h"
 
 static const char *self_path;
@@ -199,66 +200,6 @@ static void test_plain_client(void)
 	close(lfd);
 }
 
-
-/* ---- looking into the pool from outside -------------------------------- */
-
-static struct cxls_pool pool;
-
-static int pool_map(void)
-{
-	struct cxls_config cfg;
-	struct cxls_config_error err;
-
-	if (pool.base)
-		return 0;
-	if (cxls_config_load(&cfg, getenv("CXLSHIM_CONF"), &err) || cxls_pool_open(&pool, &cfg))
-		return -1;
-	return pool.sb->sock_slots ? 0 : -1;
-}
-
-/* The record of the connection whose client port is cport (network
- * order does not matter: compared both ways), or NULL. */
-static struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state)
-{
-	const struct cxls_super *sb;
-	uint8_t *recs;
-
-	if (pool_map())
-		return NULL;
-	sb = pool.sb;
-	recs = (uint8_t *)pool.base + sb->sock_offset +
-	       (uint64_t)sb->sock_listeners * CXLS_SOCK_LISTENER_SIZE;
-	for (uint32_t i = 0; i < sb->sock_slots; i++) {
-		struct cxls_sock_rec *r = (void *)(recs + (uint64_t)i * CXLS_SOCK_REC_SIZE);
-		uint32_t st = CXLS_SG_STATE(atomic_load(&r->sg));
-
-		if (st == CXLS_SK_FREE || (!any_state && st != CXLS_SK_JOINED))
-			continue;
-		if (r->tuple.cport == htons(cport))
-			return r;
-	}
-	return NULL;
-}
-
-static uint16_t local_port(int fd)
-{
-	struct sockaddr_storage ss;
-	socklen_t l = sizeof(ss);
-
-	getsockname(fd, (struct sockaddr *)&ss, &l);
-	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
-/* A connected pair in this process: *a client, *b server. */
-static void tcp_pair(int *a, int *b)
-{
-	uint16_t port;
-	int lfd = tu_listen(&port, 0);
-
-	*a = tu_connect(port, 0);
-	*b = accept(lfd, NULL, NULL);
-	close(lfd);
-}
 
 static void check_pooled(int fd, const char *what)
 {
@@ -890,6 +831,210 @@ static void test_close_while_blocked(void)
 	      "the blocked read returned (%zd %d), nothing crashed", bl.r, bl.err);
 }
 
+/* ---- two sleepers on one socket ------------------------------------------
+ * Every pooled connection has one control socket: a doorbell for data and
+ * one for room arrive there alike, and every thread waiting on the fd
+ * sleeps on it.  A thread that read a doorbell meant for another thread
+ * which had armed but not yet reached the kernel left that thread asleep
+ * with its wake-up gone: a read or write stalled for a wait slice (50 ms),
+ * a poll without timeout forever.  A stall of 45 ms or more counts: with
+ * that bug this test saw hundreds (440 per thread in the duplex part, 73
+ * of 300 bytes in the poll part); a loaded machine that deschedules a
+ * thread accounts for a few.  TCP itself (the run without the preload)
+ * stalls on a 16 KiB buffer for its own reasons: only counted there. */
+
+#define STALL_US 45000
+
+struct duplex {
+	int fd;
+	size_t bytes;
+	uint64_t seed;
+	int ok;
+	int stalls;         /* gaps of STALL_US or more between two calls */
+	uint64_t max_gap;
+};
+
+static void gap(struct duplex *d, uint64_t *t)
+{
+	uint64_t now = tu_now_us();
+
+	if (now - *t > d->max_gap)
+		d->max_gap = now - *t;
+	d->stalls += now - *t >= STALL_US;
+	*t = now;
+}
+
+/* Ring-sized writes (below sock.ref_min: every byte through the ring). */
+static void *duplex_write(void *arg)
+{
+	struct duplex *d = arg;
+	unsigned char *buf = malloc(4000);
+	uint64_t t = tu_now_us(), off = 0;
+
+	d->ok = 1;
+	while (off < d->bytes && d->ok) {
+		size_t n = d->bytes - off < 4000 ? d->bytes - off : 4000;
+
+		tu_fill(buf, n, d->seed + off);
+		d->ok = tu_write_all(d->fd, buf, n) == 0;
+		off += n;
+		gap(d, &t);
+	}
+	free(buf);
+	return NULL;
+}
+
+static void *duplex_read(void *arg)
+{
+	struct duplex *d = arg;
+	unsigned char *buf = malloc(4000), *want = malloc(4000);
+	uint64_t t = tu_now_us(), off = 0;
+
+	d->ok = 1;
+	while (off < d->bytes && d->ok) {
+		size_t n = d->bytes - off < 4000 ? d->bytes - off : 4000;
+
+		tu_fill(want, n, d->seed + off);
+		d->ok = tu_read_all(d->fd, buf, n) == 0 && !memcmp(buf, want, n);
+		off += n;
+		gap(d, &t);
+	}
+	free(buf);
+	free(want);
+	return NULL;
+}
+
+/* A reader thread and a writer thread on each end of one connection
+ * whose 16 KiB ring fills and empties thousands of times. */
+static int duplex_side(int fd, int side, struct duplex out[2])
+{
+	pthread_t t[2];
+
+	out[0] = (struct duplex){ fd, 16 << 20, 1000 + (uint64_t)side, 0, 0, 0 };
+	out[1] = (struct duplex){ fd, 16 << 20, 1000 + (uint64_t)!side, 0, 0, 0 };
+	pthread_create(&t[0], NULL, duplex_write, &out[0]);
+	pthread_create(&t[1], NULL, duplex_read, &out[1]);
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+	printf("side %d: write ok %d, %d stalls (max gap %llu us); read ok %d, %d stalls (max "
+	       "gap %llu us)\n", side, out[0].ok, out[0].stalls, (unsigned long long)out[0].max_gap,
+	       out[1].ok, out[1].stalls, (unsigned long long)out[1].max_gap);
+	fflush(stdout);
+	return out[0].ok && out[1].ok ? out[0].stalls + out[1].stalls : -1;
+}
+
+static int duplex_server(void *arg)
+{
+	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
+	struct duplex d[2];
+	int r;
+
+	close(lfd);
+	r = duplex_side(fd, 1, d);
+	return r < 0 ? 100 : r > 50 ? 50 : r;
+}
+
+/* One thread blocked in recv(MSG_PEEK), one in poll without timeout, same
+ * fd: each byte the peer sends must wake both (then the reader takes it). */
+struct pair_sleep {
+	int fd;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int seen, taken, timeouts, stalls, rounds;
+};
+
+static void *poller(void *arg)
+{
+	struct pair_sleep *p = arg;
+
+	for (int i = 0; i < p->rounds; i++) {
+		struct pollfd q = { p->fd, POLLIN, 0 };
+		uint64_t t = tu_now_us();
+		int r = poll(&q, 1, 5000); /* "forever": 5 s is a hang */
+
+		pthread_mutex_lock(&p->lock);
+		p->timeouts += r != 1;
+		p->stalls += tu_now_us() - t >= STALL_US && r == 1;
+		p->seen = i + 1;
+		pthread_cond_broadcast(&p->cond);
+		while (p->taken < i + 1) /* the reader takes the byte first */
+			pthread_cond_wait(&p->cond, &p->lock);
+		pthread_mutex_unlock(&p->lock);
+	}
+	return NULL;
+}
+
+static void test_sleepers(void)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), fd, a, b, st, v = 16384, stalls;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct pair_sleep ps = { .rounds = 300 };
+	struct duplex d[2];
+	pthread_t t;
+	pid_t pid;
+	uint64_t t0;
+
+	/* a reader and a writer thread on each end */
+	pid = tu_spawn(duplex_server, &lfd);
+	close(lfd);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)); /* a 16 KiB ring */
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(port);
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
+	t0 = tu_now_us();
+	stalls = duplex_side(fd, 0, d);
+	st = tu_wait(pid);
+	printf("16 MiB each way, reader and writer threads on one fd: %llu ms\n",
+	       (unsigned long long)(tu_now_us() - t0) / 1000);
+	check_pooled(fd, "duplex pair");
+	CHECK(stalls >= 0 && st < 100, "every byte both ways (%d %d)", stalls, st);
+	CHECK(!expect_pool || (stalls >= 0 && stalls + st <= 20),
+	      "no lost wake-ups: %d + %d stalls of 45 ms", stalls, st);
+	close(fd);
+	/* a reader in recv(MSG_PEEK) and a poller in poll(-1) */
+	tcp_pair(&a, &b);
+	ps.fd = b;
+	pthread_mutex_init(&ps.lock, NULL);
+	pthread_cond_init(&ps.cond, NULL);
+	pid = fork();
+	if (pid == 0) { /* the peer: a byte, then wait for the ack */
+		char c = 'x';
+		for (int i = 0; i < ps.rounds; i++)
+			if (write(a, &c, 1) != 1 || read(a, &c, 1) != 1)
+				_exit(1);
+		_exit(0);
+	}
+	pthread_create(&t, NULL, poller, &ps);
+	for (int i = 0; i < ps.rounds; i++) {
+		uint64_t t1 = tu_now_us();
+		char c;
+
+		if (recv(b, &c, 1, MSG_PEEK) != 1)
+			break;
+		ps.stalls += tu_now_us() - t1 >= STALL_US;
+		pthread_mutex_lock(&ps.lock);
+		while (ps.seen < i + 1)
+			pthread_cond_wait(&ps.cond, &ps.lock);
+		if (read(b, &c, 1) != 1)
+			ps.stalls += 1000;
+		ps.taken = i + 1;
+		pthread_cond_broadcast(&ps.cond);
+		pthread_mutex_unlock(&ps.lock);
+		write(b, "k", 1);
+	}
+	pthread_join(t, NULL);
+	CHECK(tu_wait(pid) == 0, "peer sent %d bytes", ps.rounds);
+	printf("recv + poll(-1) on one fd, %d bytes: %d poll hangs, %d stalls\n", ps.rounds,
+	       ps.timeouts, ps.stalls);
+	CHECK(ps.timeouts == 0, "poll(-1) woke for every byte (%d hangs)", ps.timeouts);
+	CHECK(!expect_pool || ps.stalls <= 10, "no lost wake-ups (%d stalls)", ps.stalls);
+	check_pooled(b, "read + poll pair");
+	close(a);
+	close(b);
+}
+
 /* ---- nonblocking connect ------------------------------------------------ */
 
 static void test_nbconnect(void)
@@ -1358,6 +1503,7 @@ static const struct test_case cases[] = {
 	{ "epoll", test_epoll },
 	{ "eintr", test_eintr },
 	{ "close-blocked", test_close_while_blocked },
+	{ "sleepers", test_sleepers },
 	{ "nbconnect", test_nbconnect },
 	{ "corrupt", test_corrupt },
 	{ "badargs", test_badargs },

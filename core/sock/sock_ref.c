@@ -1,0 +1,152 @@
+/* sock_ref.c - references to pool buffers in a direction's stream. */
+#include "sock_ref.h"
+
+#include <string.h>
+
+/* Bytes of the references queued and not yet read (entries we wrote). */
+static uint64_t queued_bytes(const struct cxls_ring *r, uint64_t rc, uint64_t rp)
+{
+	uint64_t n = 0;
+
+	for (uint64_t i = rc; i != rp; i++)
+		n += r->refs[i % CXLS_SOCK_REFS].len;
+	return n;
+}
+
+int64_t cxls_ref_put(const struct cxls_ring *r, const struct cxls_sock_bufs *b, uint64_t owner,
+		     struct cxls_iovc *src, size_t want, uint64_t limit)
+{
+	struct cxls_sock_ring_hdr *h = r->hdr;
+	uint64_t rp = atomic_load_explicit(&h->ref_prod, memory_order_relaxed);
+	uint64_t rc = atomic_load_explicit(&h->ref_cons, memory_order_acquire);
+	uint64_t big = b->n ? b->cls[b->n - 1].size : 0, q;
+	struct cxls_sock_ref ref;
+
+	if (rp - rc > CXLS_SOCK_REFS)
+		return -1;
+	if (rp - rc == CXLS_SOCK_REFS)
+		return 0;
+	q = rp != rc ? queued_bytes(r, rc, rp) : 0;
+	if (q && q + (want < big ? want : big) > limit)
+		return 0;
+	if (cxls_buf_get(b, owner, want, &ref))
+		return 0;
+	cxls_iovc_copy(src, cxls_buf_data(b, &ref), ref.len, 0);
+	ref.pos = atomic_load_explicit(&h->prod, memory_order_relaxed);
+	memcpy(&r->refs[rp % CXLS_SOCK_REFS], &ref, sizeof(ref));
+	atomic_store_explicit(&h->ref_prod, rp + 1, memory_order_release);
+	return ref.len;
+}
+
+/* The reader's place in the stream: ring cursor, oldest reference, bytes
+ * of it already taken.  Published only by a read that is not a peek. */
+struct rd_pos {
+	uint64_t cons;
+	uint64_t rc;
+	uint64_t off;
+};
+
+/* Copies from the buffer of the reference at the head (which comes at
+ * p->cons); bytes, or -1 when the pool's view of it is wrong. */
+static int64_t take_ref(const struct cxls_sock_ref *ref, const struct cxls_sock_bufs *b,
+			uint64_t owner, struct rd_pos *p, struct cxls_iovc *dst, size_t want,
+			int peek)
+{
+	const uint8_t *data = cxls_buf_check(b, owner, ref);
+	uint64_t k;
+
+	if (!data || p->off >= ref->len)
+		return -1;
+	k = ref->len - p->off;
+	if (k > want)
+		k = want;
+	cxls_iovc_copy(dst, (uint8_t *)data + p->off, (size_t)k, 1);
+	p->off += k;
+	if (p->off == ref->len) {
+		if (!peek)
+			cxls_buf_put(b, owner, ref);
+		p->rc++;
+		p->off = 0;
+	}
+	return (int64_t)k;
+}
+
+int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *b, uint64_t owner,
+			struct cxls_iovc *dst, size_t want, int peek)
+{
+	struct cxls_sock_ring_hdr *h = r->hdr;
+	struct rd_pos p = {
+		atomic_load_explicit(&h->cons, memory_order_relaxed),
+		atomic_load_explicit(&h->ref_cons, memory_order_relaxed),
+		atomic_load_explicit(&h->ref_off, memory_order_relaxed),
+	};
+	size_t got = 0;
+
+	while (got < want) {
+		/* prod first: a reference queued before these bytes is
+		 * visible in ref_prod then */
+		uint64_t prod = atomic_load_explicit(&h->prod, memory_order_acquire);
+		uint64_t rp = atomic_load_explicit(&h->ref_prod, memory_order_acquire);
+		uint64_t end = prod, n;
+
+		if (prod - p.cons > r->cap || rp - p.rc > CXLS_SOCK_REFS)
+			return -1;
+		if (rp != p.rc) {
+			struct cxls_sock_ref ref;
+			int64_t k;
+
+			/* one copy: the peer may rewrite the pool's meanwhile */
+			memcpy(&ref, &r->refs[p.rc % CXLS_SOCK_REFS], sizeof(ref));
+			if (ref.pos - p.cons > prod - p.cons) /* queued after prod was read? */
+				prod = atomic_load_explicit(&h->prod, memory_order_acquire);
+			if (ref.pos - p.cons > prod - p.cons || prod - p.cons > r->cap)
+				return -1;
+			if (ref.pos == p.cons) {
+				k = take_ref(&ref, b, owner, &p, dst, want - got, peek);
+				if (k < 0)
+					return -1;
+				got += (size_t)k;
+				continue;
+			}
+			end = ref.pos;
+		} else if (p.off) {
+			return -1; /* a partial read of no reference */
+		}
+		n = end - p.cons;
+		if (n > want - got)
+			n = want - got;
+		if (!n)
+			break;
+		cxls_ring_copy(r, dst, p.cons, (size_t)n, 1);
+		p.cons += n;
+		got += (size_t)n;
+	}
+	if (!peek && got) {
+		atomic_store_explicit(&h->ref_off, p.off, memory_order_relaxed);
+		atomic_store_explicit(&h->ref_cons, p.rc, memory_order_release);
+		atomic_store_explicit(&h->cons, p.cons, memory_order_release);
+	}
+	return (int64_t)got;
+}
+
+int64_t cxls_stream_used(const struct cxls_ring *r)
+{
+	int64_t used = cxls_ring_used(r);
+	uint64_t rp, rc, off, n = 0;
+
+	if (used < 0)
+		return -1;
+	rp = atomic_load_explicit(&r->hdr->ref_prod, memory_order_acquire);
+	rc = atomic_load_explicit(&r->hdr->ref_cons, memory_order_acquire);
+	if (rp == rc)
+		return used;
+	if (rp - rc > CXLS_SOCK_REFS)
+		return -1;
+	for (uint64_t i = rc; i != rp; i++) {
+		uint32_t len = r->refs[i % CXLS_SOCK_REFS].len;
+
+		n += len <= CXLS_SOCK_BUF_MAX ? len : 0;
+	}
+	off = atomic_load_explicit(&r->hdr->ref_off, memory_order_relaxed);
+	return used + (int64_t)(off < n ? n - off : 0);
+}

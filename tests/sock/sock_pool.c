@@ -1,0 +1,81 @@
+/* sock_pool.c - see sock_pool.h. */
+#include "sock_pool.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "pool.h"
+#include "sock_util.h"
+
+static struct cxls_pool pool;
+static struct cxls_sock_bufs bufs;
+
+static int pool_map(void)
+{
+	struct cxls_config cfg;
+	struct cxls_config_error err;
+
+	if (pool.base)
+		return 0;
+	if (cxls_config_load(&cfg, getenv("CXLSHIM_CONF"), &err) || cxls_pool_open(&pool, &cfg))
+		return -1;
+	if (!pool.sb->sock_slots)
+		return -1;
+	cxls_bufs_map(&bufs, (uint8_t *)pool.base + pool.sb->sock_offset, pool.sb);
+	return 0;
+}
+
+static uint8_t *recs(void)
+{
+	return (uint8_t *)pool.base + pool.sb->sock_offset +
+	       (uint64_t)pool.sb->sock_listeners * CXLS_SOCK_LISTENER_SIZE;
+}
+
+struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state)
+{
+	if (pool_map())
+		return NULL;
+	for (uint32_t i = 0; i < pool.sb->sock_slots; i++) {
+		struct cxls_sock_rec *r = (void *)(recs() + (uint64_t)i * CXLS_SOCK_REC_SIZE);
+		uint32_t st = CXLS_SG_STATE(atomic_load(&r->sg));
+
+		if (st == CXLS_SK_FREE || (!any_state && st != CXLS_SK_JOINED))
+			continue;
+		if (r->tuple.cport == htons(cport))
+			return r;
+	}
+	return NULL;
+}
+
+uint32_t pool_slot(const struct cxls_sock_rec *r)
+{
+	return (uint32_t)(((const uint8_t *)r - recs()) / CXLS_SOCK_REC_SIZE);
+}
+
+const struct cxls_sock_bufs *pool_bufs(void)
+{
+	pool_map();
+	return &bufs;
+}
+
+uint16_t local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+
+	getsockname(fd, (struct sockaddr *)&ss, &l);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+void tcp_pair(int *a, int *b)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0);
+
+	*a = tu_connect(port, 0);
+	*b = accept(lfd, NULL, NULL);
+	close(lfd);
+}
