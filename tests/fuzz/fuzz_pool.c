@@ -58,7 +58,13 @@ static void format(struct cxls_super *sb)
 	sb->sock_slots = SOCK_SLOTS;
 	sb->sock_listeners = SOCK_SLOTS;
 	sb->sock_ring = CXLS_SOCK_RING_MIN;
-	sb->sock_size = cxls_sock_region_size(SOCK_SLOTS, SOCK_SLOTS, CXLS_SOCK_RING_MIN);
+	/* two buffer classes, so that referenced writes' descriptors are fuzzed too */
+	sb->sock_buf_size[0] = CXLS_SOCK_BUF_MIN;
+	sb->sock_buf_count[0] = 4;
+	sb->sock_buf_size[1] = 2 * CXLS_SOCK_BUF_MIN;
+	sb->sock_buf_count[1] = 2;
+	sb->sock_size = cxls_sock_region_size(SOCK_SLOTS, SOCK_SLOTS, CXLS_SOCK_RING_MIN,
+					      sb->sock_buf_size, sb->sock_buf_count);
 	sb->dev_offset = sb->sock_offset + sb->sock_size;
 	sb->dev_size = (MAP - sb->dev_offset) / 2 & ~(CXLS_PAGE - 1);
 	sb->lane_size = sb->dev_size / MAX_COMMS & ~(CXLS_PAGE - 1);
