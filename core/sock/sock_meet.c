@@ -21,6 +21,8 @@
 /* ABANDONED and REFUSED records stay this long so that a late peer finds
  * them and stays on TCP without waiting, then the sweep frees them. */
 #define STALE_NS (10ull * 1000000000ull)
+/* How long a lookup waits for a record another process is writing. */
+#define CLAIM_WAIT_NS (50ull * 1000000ull)
 
 static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
@@ -276,11 +278,13 @@ static int find(const struct cxls_sock_region *r, uint64_t key, const struct cxl
 		uint64_t sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
 		uint64_t start = 0;
 
-		/* a record being written right now may be ours */
+		/* a record being written right now may be ours; its writer
+		 * needs a few stores, but may be descheduled in between on a
+		 * loaded host: missing it leaves both ends on TCP */
 		while (CXLS_SG_STATE(sg) == CXLS_SK_CLAIMING) {
 			if (!start)
 				start = cxls_now_ns();
-			else if (cxls_now_ns() - start > 1000000)
+			else if (cxls_now_ns() - start > CLAIM_WAIT_NS)
 				break;
 			sched_yield();
 			sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
