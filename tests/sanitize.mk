@@ -14,7 +14,7 @@ TSAN_CFLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread -Wno-tsan
 # ASan links the normal build's emulator; TSan gets an instrumented one of
 # its own (build-tsan/emu), so that it sees how the emulated streams order
 # host functions and copies against the threads that enqueued them.
-SAN_TARGETS = $(LIB) $(CXLSHIM_CMD) $(UNIT_TESTS) $(NCCL_TESTS) $(OPS_TESTS)
+SAN_TARGETS = $(LIB) $(CXLSHIM_CMD) $(UNIT_TESTS) $(NCCL_TESTS) $(OPS_TESTS) $(SOCK_TESTS)
 
 sanitize-build: $(EMU_LIBS) $(SAN_TARGETS)
 	@mkdir -p build-asan && ln -sfn ../$(EMU_OUT) build-asan/emu

@@ -65,13 +65,18 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd)
 		atomic_store(&c->tcp_rst, 1);
 }
 
+/* A drain is one nonblocking recv: microseconds.  The wait is bounded all
+ * the same, for a signal handler reading the socket on top of the drain it
+ * interrupted (that sleeper then relies on the wait slice). */
+#define DRAIN_WAIT_SPINS 4096
+
 void cxls_chan_sleep(struct cxls_sconn *c)
 {
 	unsigned spins = 0;
 
 	atomic_fetch_add(&c->sleepers, 1);
-	while (atomic_load(&c->draining))
-		if (++spins < 64)
+	while (atomic_load(&c->draining) && ++spins < DRAIN_WAIT_SPINS)
+		if (spins < 64)
 			cxls_cpu_relax();
 		else
 			sched_yield();

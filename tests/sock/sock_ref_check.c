@@ -312,13 +312,15 @@ static int accept_and_hang(void *arg)
 	return 0;
 }
 
+/* arg: the listener, then a pipe (read, write ends) to say when every
+ * write returned */
 static int write_and_hang(void *arg)
 {
-	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
+	int *fds = arg, fd = accept(fds[0], NULL, NULL);
 	unsigned char *s = stream_bytes();
 
-	close(lfd);
-	if (write_stream(fd, s))
+	close(fds[0]);
+	if (write_stream(fd, s) || write(fds[2], "w", 1) != 1)
 		return 1;
 	pause();
 	return 0;
@@ -355,14 +357,21 @@ static void test_kill(void)
 	if (rec)
 		CHECK(lent_to(owner) == 0, "a killed reader's buffers come back (%d)", lent_to(owner));
 	/* killed writer: its references were queued before it died */
-	lfd = tu_listen(&port, 0);
-	pid = tu_spawn(write_and_hang, &lfd);
-	close(lfd);
-	fd = tu_connect(port, 0);
-	cport = local_port(fd);
-	CHECK(tu_read_all(fd, buf, 3 + P1) == 0 && !memcmp(buf, s, 3 + P1), "first part");
-	for (int i = 0; i < 5000 && unread(fd) < (int)(STREAM - 3 - P1); i++)
-		usleep(1000);
+	{
+		int fds[3];
+		char w;
+
+		fds[0] = tu_listen(&port, 0);
+		CHECK(pipe(fds + 1) == 0, "pipe");
+		pid = tu_spawn(write_and_hang, fds);
+		close(fds[0]);
+		close(fds[2]);
+		fd = tu_connect(port, 0);
+		cport = local_port(fd);
+		CHECK(tu_read_all(fd, buf, 3 + P1) == 0 && !memcmp(buf, s, 3 + P1), "first part");
+		CHECK(read(fds[1], &w, 1) == 1, "every write returned");
+		close(fds[1]);
+	}
 	rec = pool_rec(cport, 0);
 	owner = owner_of(rec);
 	kill(pid, SIGKILL);

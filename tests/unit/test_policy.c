@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "sock_bufs.h"
 #include "sock_rules.h"
 
 #include <arpa/inet.h>
@@ -243,10 +244,42 @@ static void test_sock_rules(void)
 	unsetenv("CXLSHIM_SOCK_PEERS");
 }
 
+/* sock.buffers: SIZE:COUNT classes; every malformed list is refused. */
+static void test_sock_bufs(void)
+{
+	static const char *bad[] = {
+		"64K", "64K:0", "3K:4", "6K:4", "128M:1", "64K:70000", "1M:2,64K:4", "64K:1,64K:2",
+		"4K:1,8K:1,12K:1,16K:1,20K:1", "x:y", "64K:", ":4",
+	};
+	uint32_t size[CXLS_SOCK_BUF_CLASSES], count[CXLS_SOCK_BUF_CLASSES];
+	struct cxls_config c;
+	char msg[160];
+
+	CHECK(cxls_sock_bufs_parse("64K:16, 256K:8,1M:8", size, count, msg, sizeof(msg)) == 0 &&
+	      size[0] == 65536 && count[0] == 16 && size[2] == (1u << 20) && count[2] == 8 &&
+	      size[3] == 0 && count[3] == 0, "three classes: %s", msg);
+	CHECK(cxls_sock_bufs_parse("none", size, count, msg, sizeof(msg)) == 0 && !count[0] &&
+	      cxls_sock_bufs_parse("", size, count, msg, sizeof(msg)) == 0 && !count[0],
+	      "none and empty: no buffers");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(cxls_sock_bufs_parse(bad[i], size, count, msg, sizeof(msg)) == -1 && *msg,
+		      "'%s' refused", bad[i]);
+	setenv("CXLSHIM_SOCK_BUFFERS", "1M:2,64K:4", 1);
+	CHECK(cxls_config_load(&c, NULL, &(struct cxls_config_error){ 0 }) == -1,
+	      "descending classes in the environment");
+	setenv("CXLSHIM_SOCK_BUFFERS", "none", 1);
+	setenv("CXLSHIM_SOCK_REF_MIN", "0", 1);
+	CHECK(cxls_config_load(&c, NULL, &(struct cxls_config_error){ 0 }) == 0 &&
+	      c.sock_ref_min == 0, "no buffers, no references");
+	unsetenv("CXLSHIM_SOCK_BUFFERS");
+	unsetenv("CXLSHIM_SOCK_REF_MIN");
+}
+
 int main(void)
 {
 	clear_env();
 	test_sock_rules();
+	test_sock_bufs();
 	test_shipped();
 	test_defaults();
 	test_file();

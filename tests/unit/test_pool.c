@@ -200,6 +200,12 @@ static void test_bad_superblocks(void)
 	forged("comm_offset wraps", offsetof(struct cxls_super, comm_offset), (uint64_t)-4096);
 	forged("unaligned dev_offset", offsetof(struct cxls_super, dev_offset), 4096 * 3 + 8);
 	forged("pool beyond the file", offsetof(struct cxls_super, pool_size), 1ull << 40);
+	/* socket buffer classes: sizes, order and counts must match the region */
+	forged("buffer class of 4G-1", offsetof(struct cxls_super, sock_buf_size), 0xffffffffull);
+	forged("buffer classes descending", offsetof(struct cxls_super, sock_buf_size),
+	       (65536ull << 32) | (1u << 20));
+	forged("buffers beyond the region", offsetof(struct cxls_super, sock_buf_count),
+	       (1ull << 32) | 65536);
 	/* a too-small existing file */
 	fresh_pool("tiny");
 	FILE *f = fopen(cfg.pool_path, "w");
