@@ -81,15 +81,24 @@ static void *worker_main(void *arg)
 		s->head = q->next;
 		if (!s->head)
 			s->tail = NULL;
-		pthread_mutex_unlock(&s->lock);
-
-		emu_op_run(&q->op);
-		emu_op_release(&q->op);
-		free(q);
-
-		pthread_mutex_lock(&s->lock);
-		s->completed++;
-		pthread_cond_broadcast(&s->done);
+		if (q->op.kind == EMU_OP_EVENT_RECORD) {
+			/* an event record does no work: it completes and fires
+			 * under the stream lock, so that a stream query or
+			 * synchronize and an event query agree, as in CUDA */
+			s->completed++;
+			emu_op_run(&q->op);
+			emu_op_release(&q->op);
+			free(q);
+			pthread_cond_broadcast(&s->done);
+		} else {
+			pthread_mutex_unlock(&s->lock);
+			emu_op_run(&q->op);
+			emu_op_release(&q->op);
+			free(q);
+			pthread_mutex_lock(&s->lock);
+			s->completed++;
+			pthread_cond_broadcast(&s->done);
+		}
 		pthread_mutex_unlock(&s->lock);
 		/* Outside the stream lock: this may drop the last reference on
 		 * the context, whose release retires its default stream. */

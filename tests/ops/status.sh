@@ -67,7 +67,8 @@ json "[c['fill_c2s'] for c in s['sockets']['connections']] == [5000]"
 json "s['sockets']['connections'][0]['server'] == '127.0.0.1:$port'"
 json "s['sockets']['connections'][0]['client_end']['holders'] == [{'pid': $cli, 'alive': True}]"
 json "s['sockets']['connections'][0]['server_end']['holders'] == [{'pid': $srv, 'alive': True}]"
-json "[l['port'] for l in s['sockets']['listeners']] == [$port]"
+# (other listener records may linger: pool clean keeps dead listeners)
+json "$port in [l['port'] for l in s['sockets']['listeners']]"
 json "s['host_allocations']['in_pool'] is False"
 
 echo "== its client SIGKILLed: a dead owner"
