@@ -200,32 +200,30 @@ static void mini_scale(void *dst, const void *src, size_t n, ncclDataType_t t, f
 
 /* ---- entry points ----------------------------------------------------- */
 
-/* A PreMulSum scalar in the reduction's type: u for integers, f for float
- * and the small floats, d for double. */
-union scalar {
-	uint64_t u;
-	float f;
-	double d;
-};
+union cxls_scalar cxls_redop_host_scalar(const struct cxls_redop *op, ncclDataType_t t)
+{
+	union cxls_scalar v = { 0 };
 
-/* A host scalar is rounded to the type; a device-resident one is read now,
- * in stream order (the emulation's device memory is host memory). */
-static union scalar scalar_of(const struct cxls_redop *op, ncclDataType_t t)
+	if (is_int(t))
+		v.u = (uint64_t)(int64_t)op->scalar;
+	else if (t == ncclFloat64)
+		v.d = op->scalar;
+	else if (t == ncclFloat32)
+		v.f = (float)op->scalar;
+	else
+		v.f = cxls_minifloat_round((float)op->scalar, t);
+	return v;
+}
+
+/* A device-resident scalar is read now, in stream order (the emulation's
+ * device memory is host memory). */
+static union cxls_scalar scalar_of(const struct cxls_redop *op, ncclDataType_t t)
 {
 	const void *p = op->scalar_dev;
-	union scalar v = { 0 };
+	union cxls_scalar v = { 0 };
 
-	if (!p) {
-		if (is_int(t))
-			v.u = (uint64_t)(int64_t)op->scalar;
-		else if (t == ncclFloat64)
-			v.d = op->scalar;
-		else if (t == ncclFloat32)
-			v.f = (float)op->scalar;
-		else
-			v.f = cxls_minifloat_round((float)op->scalar, t);
-		return v;
-	}
+	if (!p)
+		return cxls_redop_host_scalar(op, t);
 	switch (t) {
 	case ncclInt8: v.u = (uint64_t)(int64_t)*(const int8_t *)p; break;
 	case ncclUint8: v.u = *(const uint8_t *)p; break;
@@ -240,7 +238,7 @@ static union scalar scalar_of(const struct cxls_redop *op, ncclDataType_t t)
 }
 
 static void fold(void *dst, const void *src, size_t n, ncclDataType_t t,
-		 enum cxls_red_kind k, union scalar s)
+		 enum cxls_red_kind k, union cxls_scalar s)
 {
 	if (is_int(t))
 		INT_LOOPS_OF[t].fold(dst, src, n, k, s.u);
@@ -255,7 +253,7 @@ static void fold(void *dst, const void *src, size_t n, ncclDataType_t t,
 void cxls_reduce_init(void *dst, const void *src, size_t n, ncclDataType_t t,
 		      const struct cxls_redop *op)
 {
-	union scalar s;
+	union cxls_scalar s;
 
 	if (op->kind != CXLS_RED_PREMULSUM) {
 		if (dst != src)
@@ -276,7 +274,7 @@ void cxls_reduce_init(void *dst, const void *src, size_t n, ncclDataType_t t,
 void cxls_reduce_step(void *dst, const void *src, size_t n, ncclDataType_t t,
 		      const struct cxls_redop *op)
 {
-	union scalar one = { 0 };
+	union cxls_scalar one = { 0 };
 
 	fold(dst, src, n, t, op->kind, op->kind == CXLS_RED_PREMULSUM ? scalar_of(op, t) : one);
 }

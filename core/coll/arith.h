@@ -29,6 +29,18 @@ struct cxls_redop {
 	uint32_t postdiv;       /* 0: none */
 };
 
+/* A PreMulSum scalar in the reduction's type: u for integers (64-bit two's
+ * complement), f for float and the small floats, d for double. */
+union cxls_scalar {
+	uint64_t u;
+	float f;
+	double d;
+};
+
+/* op's host-resident scalar, rounded to t (the CPU folds and the GPU
+ * kernels' launch both take it from here). */
+union cxls_scalar cxls_redop_host_scalar(const struct cxls_redop *op, ncclDataType_t t);
+
 /* Bytes per element of a datatype, 0 if invalid. */
 size_t cxls_type_size(ncclDataType_t t);
 

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "fold_abi.h"
-#include "minifloat.h"
 #include "log.h"
 
 /* kernels/fold_fatbin.S */
@@ -108,19 +107,18 @@ int cxls_fold_gpu_ready(const struct cxls_cuda *cu, char *why, size_t len)
 /* PreMulSum's scalar as the kernels take it (fold_abi.h). */
 static unsigned long long scalar_bits(const struct cxls_redop *op, ncclDataType_t t)
 {
+	union cxls_scalar v = cxls_redop_host_scalar(op, t);
 	unsigned long long bits = 0;
-	double d = op->scalar;
-	float f;
+	uint32_t f;
 
 	if (t <= ncclUint64)
-		return (unsigned long long)(int64_t)d;
+		return v.u;
 	if (t == ncclFloat64) {
-		memcpy(&bits, &d, sizeof(d));
+		memcpy(&bits, &v.d, sizeof(v.d));
 		return bits;
 	}
-	f = cxls_minifloat(t) ? cxls_minifloat_round((float)d, t) : (float)d;
-	memcpy(&bits, &f, sizeof(f));
-	return bits;
+	memcpy(&f, &v.f, sizeof(f));
+	return f;
 }
 
 int cxls_fold_gpu(const struct cxls_cuda *cu, CUstream st, CUdeviceptr dst, CUdeviceptr src,
