@@ -14,6 +14,7 @@
 #include "coll.h"
 #include "comm.h"
 #include "comm_split.h"
+#include "fold_gpu.h"
 #include "group.h"
 #include "log.h"
 #include "mem_alloc.h"
@@ -69,8 +70,9 @@ static struct cxls_comm *ours(const void *comm, int *mine, ncclResult_t *err, co
 }
 
 /* Body prologue for calls taking a communicator: ours -> c, dead -> error,
- * foreign -> real library. */
-#define DISPATCH(fn, comm, ...)                                                    \
+ * foreign -> real library.  DISPATCH_OWN keeps delegated ones (comm.h) for
+ * the calls that must release our handle too. */
+#define DISPATCH_OWN(fn, comm, ...)                                                \
 	int mine_;                                                                 \
 	ncclResult_t err_ = ncclSuccess;                                           \
 	struct cxls_comm *c = ours((comm), &mine_, &err_, "nccl" #fn);             \
@@ -78,6 +80,15 @@ static struct cxls_comm *ours(const void *comm, int *mine, ncclResult_t *err, co
 		FORWARD(fn, __VA_ARGS__);                                          \
 	if (!c)                                                                    \
 		return err_
+
+/* A delegated handle forwards with its real communicator: the block's
+ * `comm` shadows the parameter, so the arguments name the real one. */
+#define DISPATCH(fn, comm, ...)                                                    \
+	DISPATCH_OWN(fn, comm, __VA_ARGS__);                                       \
+	if (cxls_comm_delegated(c)) {                                              \
+		ncclComm_t comm = c->real;                                         \
+		FORWARD(fn, __VA_ARGS__);                                          \
+	}
 
 /* Entry checks every collective on our communicators shares. */
 static ncclResult_t coll_ready(struct cxls_comm *c, const char *fn)
@@ -101,13 +112,16 @@ static ncclResult_t coll_ready(struct cxls_comm *c, const char *fn)
 		return ncclInvalidUsage;                                           \
 	} while (0)
 
-/* Reductions run on the pool only with emulated CUDA (no GPU kernel yet):
- * on a GPU they go to the communicator's real side when it has one. */
+/* On a GPU, reductions on the pool need the fold kernels (fold_gpu.h):
+ * a library built without them sends reductions to the communicator's
+ * real side when it has one. */
 static ncclComm_t reduction_route(struct cxls_comm *c, unsigned coll_bit, size_t bytes)
 {
 	ncclComm_t real = cxls_comm_route(c, coll_bit, bytes);
+	char why[160];
 
-	if (!real && c->real && !cxls_cuda_emulated())
+	if (!real && c->real && !cxls_cuda_emulated() &&
+	    cxls_fold_gpu_ready(c->st.cu, why, sizeof(why)))
 		real = c->real;
 	return real;
 }
@@ -121,6 +135,7 @@ static const struct cxls_real_init *real_init(struct cxls_real_init *ri)
 	ri->init_all = r ? r->CommInitAll : NULL;
 	ri->destroy = r ? r->CommDestroy : NULL;
 	ri->abort = r ? r->CommAbort : NULL;
+	ri->get_async_error = r ? r->CommGetAsyncError : NULL;
 	return ri;
 }
 
@@ -157,8 +172,14 @@ PALIAS(GetErrorString);
 
 EXPORT const char *ncclGetLastError(ncclComm_t comm)
 {
-	if (cxls_registry_kind(comm) != CXLS_HANDLE_FOREIGN)
-		return ((struct cxls_comm *)comm)->last_error;
+	struct cxls_comm *c = (struct cxls_comm *)comm;
+
+	if (cxls_registry_kind(comm) != CXLS_HANDLE_FOREIGN) {
+		if (cxls_registry_kind(comm) == CXLS_HANDLE_LIVE && cxls_comm_delegated(c))
+			comm = c->real;
+		else
+			return c->last_error;
+	}
 	return REAL(GetLastError) ? REAL(GetLastError)(comm) : "";
 }
 PALIAS(GetLastError);
@@ -247,7 +268,7 @@ EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
 	if (!comm)
 		return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
-	DISPATCH(CommDestroy, comm, comm);
+	DISPATCH_OWN(CommDestroy, comm, comm);
 	return cxls_comm_destroy(c);
 }
 PALIAS(CommDestroy);
@@ -256,7 +277,7 @@ EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
 	if (!comm)
 		return ncclSuccess;
-	DISPATCH(CommAbort, comm, comm);
+	DISPATCH_OWN(CommAbort, comm, comm);
 	return cxls_comm_abort(c);
 }
 PALIAS(CommAbort);

@@ -186,6 +186,16 @@ step "routing: AllGather to NCCL, no real side here" bash -c "
 		-n 2 -c 1,1M -t int8,float 2>&1) || { echo \"\$out\"; exit 1; }
 	echo \"\$out\"
 	grep -q 'routes this collective to NCCL but the communicator has no real NCCL side' <<<\"\$out\""
+for m in blocking nonblocking group; do
+	step "routing: AllGather to a real NCCL side made at init ($m init, stand-in NCCL)" \
+		env CXLSHIM_NCCL_COLLECTIVES=broadcast LD_PRELOAD="$SHIM" \
+		"$BUILD/tests/route_check" route $m
+	step "fallback: a rank sees another pool, all meet on NCCL ($m init, stand-in NCCL)" \
+		env CXLSHIM_TIMEOUT_INIT_MS=1500 LD_PRELOAD="$SHIM" \
+		"$BUILD/tests/route_check" fallback $m
+done
+step "pass-through: a real NCCL id's communicator (stand-in NCCL)" shim \
+	"$BUILD/tests/route_check" foreign
 step "two jobs on one pool at once" bash -c "
 	LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' -n 2 -c 1,2M -i 3 & a=\$!
 	LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' -n 3 -c 1,2M -i 3 & b=\$!

@@ -34,7 +34,22 @@ $(BUILD)/tests/%: tests/coll/%.c tests/common/launch.c $(EMU_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
 
-test-build: $(LIB) $(EMU_LIBS) $(UNIT_TESTS) $(NCCL_TESTS) $(SOCK_TESTS)
+# A working stand-in for the real libnccl.so.2 (none runs without a GPU):
+# route_check links it instead of the real one, so the shim finds it the
+# same way.
+FAKE_NCCL = $(BUILD)/tests/fake/libnccl.so.2
+
+$(FAKE_NCCL): tests/common/fake_nccl.c $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -shared -fPIC -fvisibility=hidden -Wl,-soname,libnccl.so.2 \
+		-o $@ $< -L$(BUILD)/emu -lcudart
+
+$(BUILD)/tests/route_check: tests/coll/route_check.c tests/common/launch.c $(FAKE_NCCL)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^) $(FAKE_NCCL) -L$(BUILD)/emu \
+		-Wl,-rpath,'$$ORIGIN/fake' -lcudart -lm -pthread
+
+test-build: $(LIB) $(EMU_LIBS) $(UNIT_TESTS) $(NCCL_TESTS) $(SOCK_TESTS) $(BUILD)/tests/route_check
 
 test: test-build
 	BUILD=$(BUILD) tests/run.sh

@@ -201,13 +201,15 @@ static int connect_comm(struct cxls_comm *c)
 static void *connect_thread(void *arg)
 {
 	struct cxls_comm *c = arg;
+	int ok = c->st.cu->CtxSetCurrent(c->ctx) == CUDA_SUCCESS && connect_comm(c) == 0;
+	ncclResult_t r = ok ? ncclSuccess : ncclSystemError;
 
-	if (c->st.cu->CtxSetCurrent(c->ctx) != CUDA_SUCCESS || connect_comm(c)) {
-		atomic_store(&c->async_err, ncclSystemError);
-		return NULL;
-	}
-	atomic_store(&c->async_err, ncclSuccess);
-	cxls_watchdog_start();
+	/* the real side (attach or fall back) before the init reports done */
+	if (c->settle)
+		r = c->settle(c, ok);
+	if (ok)
+		cxls_watchdog_start();
+	atomic_store(&c->async_err, r);
 	return NULL;
 }
 
@@ -223,6 +225,8 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	c->blocking = a->blocking;
 	c->key[0] = a->uid->key[0];
 	c->key[1] = a->uid->key[1];
+	c->settle = a->settle;
+	c->later = a->later;
 	c->pool = cxls_runtime_pool();
 	c->st.cu = cxls_cuda();
 	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
@@ -234,6 +238,8 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 /* The handle was never given out: forget it but keep the tombstone. */
 static void comm_bury(struct cxls_comm *c)
 {
+	free(c->later);
+	c->later = NULL;
 	destroy_streams(c);
 	c->magic = CXLS_COMM_DEAD;
 	cxls_registry_kill(c);
@@ -246,10 +252,13 @@ ncclResult_t cxls_comm_init(struct cxls_comm **out, const struct cxls_init_args 
 
 	*use_real = 0;
 	c = comm_new(a);
-	if (!c)
+	if (!c) {
+		free(a->later);
 		return ncclSystemError;
+	}
 	if (bind_context(c)) {
 		CXLS_WARN("no CUDA context for rank %d: falling back", a->rank);
+		free(c->later);
 		free(c);
 		*use_real = 1;
 		return ncclSystemError;
@@ -288,6 +297,8 @@ ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
 {
 	uint32_t reason;
 
+	if (cxls_comm_delegated(c))
+		return c->real_async_error ? c->real_async_error(c->real, err) : ncclSystemError;
 	/* revoked: in progress until the streams drained, then clean, so that
 	 * the application may shrink or destroy it */
 	if (atomic_load(&c->revoked)) {
@@ -438,6 +449,8 @@ static ncclResult_t release(struct cxls_comm *c, int aborting)
 	}
 	c->released = 1;
 	join_init_thread(c);
+	free(c->later);
+	c->later = NULL;
 	cxls_registry_kill(c);
 	if (c->joined) {
 		if (aborting)

@@ -24,6 +24,12 @@
 
 struct cxls_uid; /* uid.h */
 struct cxls_replay; /* replay.h */
+struct cxls_init_later; /* nccl_init.c */
+struct cxls_comm;
+
+/* Finishes a deferred init in its init thread once the pool rendezvous
+ * ended (connected: it succeeded); returns the init's result. */
+typedef ncclResult_t (*cxls_settle_fn)(struct cxls_comm *c, int connected);
 
 #define CXLS_MAX_USER_OPS 64
 
@@ -92,13 +98,19 @@ struct cxls_comm {
 	ncclComm_t real;
 	ncclResult_t (*real_destroy)(ncclComm_t);
 	ncclResult_t (*real_abort)(ncclComm_t);
+	ncclResult_t (*real_async_error)(ncclComm_t, ncclResult_t *);
+	/* 1: the pool rendezvous of a deferred init failed and `real` serves
+	 * every call on this handle (the application already holds it) */
+	_Atomic int delegated;
 	int route_warned;
 	uint32_t splits;         /* ncclCommSplit/Shrink calls so far */
 	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
-	/* nonblocking init */
+	/* nonblocking init, and what finishes it (owned, freed at release) */
 	pthread_t init_thread;
 	int init_thread_live;
 	int blocking;
+	cxls_settle_fn settle;
+	struct cxls_init_later *later;
 	char last_error[256];
 };
 
@@ -107,7 +119,17 @@ struct cxls_init_args {
 	int rank;
 	int blocking;
 	const struct cxls_uid *uid;
+	/* nonblocking only, may be NULL: run by the init thread; `later` is
+	 * handed to the communicator, which frees it */
+	cxls_settle_fn settle;
+	struct cxls_init_later *later;
 };
+
+/* 1 when every call on the handle goes to the real NCCL (see delegated). */
+static inline int cxls_comm_delegated(struct cxls_comm *c)
+{
+	return atomic_load_explicit(&c->delegated, memory_order_acquire);
+}
 
 /* Where a collective goes: the real communicator when the policy routes it
  * to NCCL and one exists, else NULL (run it on the pool). */

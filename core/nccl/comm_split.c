@@ -64,7 +64,9 @@ static ncclResult_t make_child(struct cxls_comm *c, uint32_t n, int color, int n
 			       int rank, int blocking, ncclComm_t *newcomm)
 {
 	struct cxls_uid u;
-	struct cxls_init_args a = { nranks, rank, blocking, &u };
+	struct cxls_init_args a = {
+		.nranks = nranks, .rank = rank, .blocking = blocking, .uid = &u
+	};
 	struct cxls_comm *child = NULL;
 	ncclResult_t r;
 	int use_real;

@@ -4,6 +4,7 @@
 #include "nccl_init.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -11,6 +12,7 @@
 #include "cuda_drv.h"
 #include "group.h"
 #include "log.h"
+#include "proc_id.h"
 #include "registry.h"
 #include "runtime.h"
 #include "uid.h"
@@ -90,14 +92,87 @@ static ncclResult_t go_real(ncclComm_t *comm, int nranks, const ncclUniqueId *id
 	return real->init_rank_config(comm, nranks, *id, rank, config);
 }
 
+/* What an init finishing in its own thread (nonblocking, or blocking
+ * inside a group) needs to create the real communicator then. */
+struct cxls_init_later {
+	struct cxls_real_init real;
+	ncclUniqueId rid;       /* the real id, from the head of ours */
+	uint32_t flags;         /* CXLS_UID_HAS_REAL, CXLS_UID_WANT_REAL */
+	ncclConfig_t config;    /* the application's, as far as its size says */
+	int has_config;
+};
+
+static struct cxls_init_later *later_new(const struct cxls_uid *u, const ncclUniqueId *id,
+					 const ncclConfig_t *config,
+					 const struct cxls_real_init *real)
+{
+	struct cxls_init_later *l = calloc(1, sizeof(*l));
+	ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
+
+	if (!l)
+		return NULL;
+	if (real)
+		l->real = *real;
+	cxls_uid_real(id, &l->rid);
+	l->flags = u->flags;
+	l->config = init;
+	if (config) {
+		/* an older caller's struct is shorter: keep its size field, so
+		 * the real library reads no more than it wrote */
+		memcpy(&l->config, config,
+		       config->size < sizeof(*config) ? config->size : sizeof(*config));
+		l->has_config = 1;
+	}
+	return l;
+}
+
+/* A real init with a nonblocking config returns ncclInProgress: wait for
+ * it within the init timeout (we are in the init thread). */
+static ncclResult_t wait_real(ncclComm_t rc, const struct cxls_real_init *real, ncclResult_t r)
+{
+	uint64_t deadline = cxls_now_ns() + cxls_runtime()->cfg.timeout_init_ms * 1000000ull;
+	struct timespec nap = { 0, 1000000 };
+
+	while (r == ncclInProgress && real->get_async_error &&
+	       real->get_async_error(rc, &r) == ncclSuccess && r == ncclInProgress) {
+		if (cxls_now_ns() > deadline)
+			return ncclSystemError;
+		nanosleep(&nap, NULL);
+	}
+	return r == ncclInProgress ? ncclSuccess : r;
+}
+
+/* Creates c->real from the real id; 0 or the real library's error. */
+static ncclResult_t make_real(struct cxls_comm *c, const ncclUniqueId *rid,
+			      ncclConfig_t *config, const struct cxls_real_init *real, int wait)
+{
+	ncclComm_t rc = NULL;
+	ncclResult_t r;
+
+	if (!real || !real->init_rank_config)
+		return ncclSystemError;
+	r = real->init_rank_config(&rc, c->nranks, *rid, c->rank, config);
+	if (wait && r == ncclInProgress)
+		r = wait_real(rc, real, r);
+	if (r != ncclSuccess && r != ncclInProgress) {
+		if (rc && real->abort)
+			real->abort(rc);
+		return r;
+	}
+	c->real = rc;
+	c->real_destroy = real->destroy;
+	c->real_abort = real->abort;
+	c->real_async_error = real->get_async_error;
+	return ncclSuccess;
+}
+
 /* The policy sends some collectives of this pool communicator to NCCL:
  * every rank creates the real communicator from the id's head, now, so
  * that both paths work on one handle.  Without it (no GPU, or a real init
  * failing) those collectives stay on the pool, with a warning. */
-static void attach_real(struct cxls_comm *c, int nranks, const ncclUniqueId *id, int rank,
-			ncclConfig_t *config, const struct cxls_real_init *real)
+static void attach_real(struct cxls_comm *c, const ncclUniqueId *rid, ncclConfig_t *config,
+			const struct cxls_real_init *real, int wait)
 {
-	ncclUniqueId rid;
 	ncclResult_t r;
 
 	if (!real || !real->init_rank_config) {
@@ -105,18 +180,47 @@ static void attach_real(struct cxls_comm *c, int nranks, const ncclUniqueId *id,
 			  "they run on the pool");
 		return;
 	}
-	cxls_uid_real(id, &rid);
-	r = real->init_rank_config(&c->real, nranks, rid, rank, config);
+	r = make_real(c, rid, config, real, wait);
 	if (r != ncclSuccess) {
-		c->real = NULL;
 		CXLS_WARN("policy routes some collectives to NCCL, but the real communicator "
 			  "failed (%d): they run on the pool", (int)r);
 		return;
 	}
-	c->real_destroy = real->destroy;
-	c->real_abort = real->abort;
 	CXLS_INFO("comm %p: real NCCL communicator %p for the collectives routed to NCCL",
 		  (void *)c, (void *)c->real);
+}
+
+/* A deferred init's pool rendezvous failed, but the application holds the
+ * handle already: the real communicator takes over every call on it. */
+static ncclResult_t delegate(struct cxls_comm *c, struct cxls_init_later *l)
+{
+	ncclResult_t r;
+
+	if (!(l->flags & CXLS_UID_HAS_REAL) || !l->real.init_rank_config) {
+		CXLS_WARN("rank %d: %s, and no real NCCL to fall back to", c->rank, c->last_error);
+		return ncclSystemError;
+	}
+	CXLS_WARN("rank %d: %s: falling back to the real NCCL", c->rank, c->last_error);
+	r = make_real(c, &l->rid, l->has_config ? &l->config : NULL, &l->real, 0);
+	if (r == ncclSuccess)
+		atomic_store_explicit(&c->delegated, 1, memory_order_release);
+	return r;
+}
+
+static ncclResult_t settle(struct cxls_comm *c, int connected)
+{
+	struct cxls_init_later *l = c->later;
+	ncclConfig_t *config = l->has_config ? &l->config : NULL;
+
+	if (connected) {
+		if (l->flags & CXLS_UID_WANT_REAL)
+			attach_real(c, &l->rid, config, &l->real, 1);
+		return ncclSuccess;
+	}
+	if (atomic_load(&c->aborted) ||
+	    cxls_runtime()->cfg.nccl_fallback != CXLS_FALLBACK_NCCL)
+		return ncclSystemError;
+	return delegate(c, l);
 }
 
 /* Why the pool cannot take this communicator, or NULL if it can. */
@@ -142,7 +246,7 @@ ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueI
 				 int rank, ncclConfig_t *config,
 				 const struct cxls_real_init *real)
 {
-	struct cxls_init_args a = { nranks, rank, 1, NULL };
+	struct cxls_init_args a = { .nranks = nranks, .rank = rank, .blocking = 1 };
 	struct cxls_comm *c = NULL;
 	struct cxls_uid u;
 	const char *why;
@@ -167,13 +271,24 @@ ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueI
 	in_group = a.blocking && cxls_group_depth() > 0;
 	if (in_group)
 		a.blocking = 0;
+	/* a deferred init settles its real side in its own thread */
+	if (!a.blocking) {
+		a.settle = settle;
+		a.later = later_new(&u, id, config, real);
+		if (!a.later)
+			return ncclSystemError;
+	}
 	r = cxls_comm_init(&c, &a, &use_real);
 	if (in_group && r == ncclInProgress) {
 		*comm = (ncclComm_t)c;
 		return cxls_group_add_init(c);
 	}
-	if (r == ncclSuccess && (u.flags & CXLS_UID_WANT_REAL))
-		attach_real(c, nranks, id, rank, config, real);
+	if (r == ncclSuccess && (u.flags & CXLS_UID_WANT_REAL)) {
+		ncclUniqueId rid;
+
+		cxls_uid_real(id, &rid);
+		attach_real(c, &rid, config, real, 0);
+	}
 	if (r == ncclSuccess || r == ncclInProgress) {
 		*comm = (ncclComm_t)c;
 		return r;

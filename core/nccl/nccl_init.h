@@ -16,6 +16,7 @@ struct cxls_real_init {
 	ncclResult_t (*init_all)(ncclComm_t *comms, int ndev, const int *devlist);
 	ncclResult_t (*destroy)(ncclComm_t comm);
 	ncclResult_t (*abort)(ncclComm_t comm);
+	ncclResult_t (*get_async_error)(ncclComm_t comm, ncclResult_t *err);
 };
 
 /* 1 when the id was made by cxlshim (see uid.h). */

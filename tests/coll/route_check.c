@@ -1,0 +1,249 @@
+/* route_check.c - the pool and a real NCCL on one handle, and falling back
+ * to the real NCCL, with a working stand-in for libnccl (fake_nccl.c).
+ *
+ *   route_check route    MODE   policy sends AllGather to NCCL: the shim
+ *                               makes the real communicator at init and
+ *                               uses both paths on the handle it returns
+ *   route_check fallback MODE   rank 1 sees another pool: every rank ends
+ *                               up on the real NCCL, within the timeout
+ *   route_check foreign         a communicator of the real library's own
+ *                               id passes through untouched
+ * MODE is how rank 0 creates its communicator: blocking, nonblocking
+ * (config.blocking = 0, polled) or group (blocking, inside a group, so it
+ * completes at ncclGroupEnd).  Prints "N passed, M failed".
+ */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/check.h"
+#include "../common/launch.h"
+
+/* fake_nccl.c: collectives the stand-in ran in this process */
+int fakenccl_served(void);
+
+#define COUNT 4099
+
+enum mode { BLOCKING, NONBLOCKING, GROUP };
+
+struct job {
+	const char *name;
+	enum mode mode;
+	char other_pool[96];
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static ncclResult_t init(ncclComm_t *comm, int n, ncclUniqueId id, int rank, enum mode m)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclResult_t r, e = ncclInProgress;
+	double t0 = now_s();
+
+	switch (m) {
+	case GROUP:
+		if ((r = ncclGroupStart()) != ncclSuccess)
+			return r;
+		r = ncclCommInitRank(comm, n, id, rank);
+		CHECK(r == ncclSuccess, "init inside a group returned %d", r);
+		return ncclGroupEnd();
+	case NONBLOCKING:
+		cfg.blocking = 0;
+		r = ncclCommInitRankConfig(comm, n, id, rank, &cfg);
+		if (r != ncclInProgress && r != ncclSuccess)
+			return r;
+		while (ncclCommGetAsyncError(*comm, &e) == ncclSuccess && e == ncclInProgress &&
+		       now_s() - t0 < 20)
+			usleep(1000);
+		return e;
+	default:
+		return ncclCommInitRank(comm, n, id, rank);
+	}
+}
+
+static void *dev(size_t bytes)
+{
+	void *p = NULL;
+
+	return cudaMalloc(&p, bytes) == cudaSuccess ? p : NULL;
+}
+
+/* One collective on the handle, checked; returns how many collectives the
+ * real (fake) library ran meanwhile. */
+static int allgather(ncclComm_t comm, cudaStream_t s, int rank, int n)
+{
+	int32_t *send = dev(COUNT * 4), *recv = dev((size_t)COUNT * 4 * n);
+	int32_t *host = malloc((size_t)COUNT * 4 * n);
+	int before = fakenccl_served(), bad = 0;
+
+	for (int i = 0; i < COUNT; i++)
+		host[i] = rank * 100000 + i;
+	cudaMemcpy(send, host, COUNT * 4, cudaMemcpyHostToDevice);
+	CHECK(ncclAllGather(send, recv, COUNT, ncclInt32, comm, s) == ncclSuccess, "allgather");
+	cudaStreamSynchronize(s);
+	cudaMemcpy(host, recv, (size_t)COUNT * 4 * n, cudaMemcpyDeviceToHost);
+	for (int i = 0; i < COUNT * n; i++)
+		bad += host[i] != (i / COUNT) * 100000 + i % COUNT;
+	CHECK(bad == 0, "rank %d: %d wrong AllGather elements", rank, bad);
+	cudaFree(send);
+	cudaFree(recv);
+	free(host);
+	return fakenccl_served() - before;
+}
+
+static int broadcast(ncclComm_t comm, cudaStream_t s, int rank, int root)
+{
+	float *buf = dev(COUNT * 4), *host = malloc(COUNT * 4);
+	int before = fakenccl_served(), bad = 0;
+
+	for (int i = 0; i < COUNT; i++)
+		host[i] = rank == root ? 0.5f * (float)i : -1.0f;
+	cudaMemcpy(buf, host, COUNT * 4, cudaMemcpyHostToDevice);
+	CHECK(ncclBroadcast(buf, buf, COUNT, ncclFloat32, root, comm, s) == ncclSuccess,
+	      "broadcast");
+	cudaStreamSynchronize(s);
+	cudaMemcpy(host, buf, COUNT * 4, cudaMemcpyDeviceToHost);
+	for (int i = 0; i < COUNT; i++)
+		bad += host[i] != 0.5f * (float)i;
+	CHECK(bad == 0, "rank %d: %d wrong Broadcast elements", rank, bad);
+	cudaFree(buf);
+	free(host);
+	return fakenccl_served() - before;
+}
+
+static void queries(ncclComm_t comm, int rank, int n)
+{
+	int count = -1, me = -1;
+	ncclResult_t e = ncclInternalError;
+
+	CHECK(ncclCommCount(comm, &count) == ncclSuccess && count == n, "count %d", count);
+	CHECK(ncclCommUserRank(comm, &me) == ncclSuccess && me == rank, "rank %d", me);
+	CHECK(ncclCommGetAsyncError(comm, &e) == ncclSuccess && e == ncclSuccess,
+	      "async error %d", e);
+}
+
+static int finish(void)
+{
+	printf("%d passed, %d failed\n", check_passed, check_failed);
+	fflush(stdout);
+	return check_failed ? 1 : 0;
+}
+
+/* AllGather goes to NCCL by policy, Broadcast stays on the pool. */
+static int case_route(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	const struct job *j = arg;
+	cudaStream_t s;
+	ncclComm_t comm = NULL;
+	ncclResult_t r;
+
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	r = init(&comm, n, *id, rank, rank == 0 ? j->mode : BLOCKING);
+	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
+	if (r != ncclSuccess)
+		return finish();
+	queries(comm, rank, n);
+	CHECK(allgather(comm, s, rank, n) == 1, "AllGather ran on the real side");
+	CHECK(broadcast(comm, s, rank, n - 1) == 0, "Broadcast ran on the pool");
+	CHECK(allgather(comm, s, rank, n) == 1, "AllGather again on the real side");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return finish();
+}
+
+/* Rank 1 refuses the pool at once; the others find out by the init
+ * timeout; all of them meet on the real library. */
+static int case_fallback(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	struct job *j = arg;
+	double t0 = now_s();
+	cudaStream_t s;
+	ncclComm_t comm = NULL;
+	ncclResult_t r;
+
+	if (rank == 1) {
+		snprintf(j->other_pool, sizeof(j->other_pool),
+			 "/dev/shm/cxlshim-test-route-%d.pool", (int)getpid());
+		setenv("CXLSHIM_POOL_PATH", j->other_pool, 1);
+	}
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	r = init(&comm, n, *id, rank, rank == 0 ? j->mode : BLOCKING);
+	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
+	CHECK(now_s() - t0 < 10, "rank %d: init took %.1fs", rank, now_s() - t0);
+	if (r == ncclSuccess) {
+		queries(comm, rank, n);
+		CHECK(allgather(comm, s, rank, n) == 1, "AllGather on the real NCCL");
+		CHECK(broadcast(comm, s, rank, 0) == 1, "Broadcast on the real NCCL");
+		CHECK(ncclCommFinalize(comm) == ncclSuccess, "finalize");
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+		/* a deferred init handed out our handle: its tombstone stays */
+		if (rank == 0 && j->mode != BLOCKING)
+			CHECK(ncclCommDestroy(comm) == ncclInvalidArgument, "destroyed twice");
+	}
+	if (rank == 1)
+		unlink(j->other_pool);
+	return finish();
+}
+
+/* The head of our id is the real library's own id: a communicator made
+ * from it alone is the real library's, and everything passes through. */
+static int case_foreign(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclUniqueId real = *id;
+	cudaStream_t s;
+	ncclComm_t comm = NULL;
+	ncclResult_t r;
+
+	(void)arg;
+	memset(real.internal + 64, 0, sizeof(real.internal) - 64);
+	cudaSetDevice(rank);
+	cudaStreamCreate(&s);
+	r = ncclCommInitRank(&comm, n, real, rank);
+	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
+	if (r != ncclSuccess)
+		return finish();
+	queries(comm, rank, n);
+	CHECK(allgather(comm, s, rank, n) == 1, "AllGather passed through");
+	CHECK(broadcast(comm, s, rank, 1) == 1, "Broadcast passed through");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return finish();
+}
+
+int main(int argc, char **argv)
+{
+	static const char *modes[] = { "blocking", "nonblocking", "group" };
+	struct job j = { .name = argc > 1 ? argv[1] : "" };
+	launch_rank_fn fn = NULL;
+
+	int known = argc == 2;
+
+	for (int m = 0; argc == 3 && m < 3; m++)
+		if (!strcmp(argv[2], modes[m])) {
+			j.mode = (enum mode)m;
+			known = 1;
+		}
+	if (!strcmp(j.name, "route"))
+		fn = case_route;
+	else if (!strcmp(j.name, "fallback"))
+		fn = case_fallback;
+	else if (!strcmp(j.name, "foreign"))
+		fn = case_foreign;
+	if (!fn || !known || (fn == case_foreign) != (argc == 2)) {
+		fprintf(stderr, "usage: %s route|fallback blocking|nonblocking|group | foreign\n",
+			argv[0]);
+		return 2;
+	}
+	return launch_ranks(fn == case_route ? 3 : 2, fn, &j, 60);
+}
