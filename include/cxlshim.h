@@ -49,6 +49,19 @@ int cxlshim_mem_stats(const char *scope, struct cxlshim_mem_stats *out) CXLSHIM_
 /* The report CXLSHIM_STATS=1 prints at exit, now. */
 void cxlshim_mem_stats_print(FILE *out) CXLSHIM_WEAK;
 
+/* What one rank of a pool communicator moved so far. */
+struct cxlshim_comm_stats {
+	unsigned long long ops;           /* collectives run on the pool */
+	unsigned long long p2p_groups;    /* send/receive groups run on the pool */
+	unsigned long long pool_written;  /* bytes copied into the pool */
+	unsigned long long pool_read;     /* bytes read from it (copies and folds) */
+};
+
+/* Counted as the work is enqueued: a CUDA graph counts once, when it is
+ * captured.  0, or -1 when `comm` (an ncclComm_t) is not a live pool
+ * communicator of this process or out is NULL. */
+int cxlshim_comm_stats(const void *comm, struct cxlshim_comm_stats *out) CXLSHIM_WEAK;
+
 #define CXLSHIM_LOADED() (cxlshim_tag != 0)
 #define CXLSHIM_TAG(t) ((void)(cxlshim_tag ? cxlshim_tag(t) : 0))
 

@@ -190,6 +190,7 @@ int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, 
 		return -1;
 	if (cxls_stage_flush(s, op->ws, slot, len))
 		return -1;
+	cxls_comm_count_io(c, len, 0);
 	return cxls_stage_ring(s, op->ws, &c->view.pub[c->rank], op->g0 + k + 1);
 }
 
@@ -201,6 +202,7 @@ int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *d
 	if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], op->g0 + k + 1) ||
 	    cxls_stage_flush(s, op->rs, slot, len))
 		return -1;
+	cxls_comm_count_io(c, 0, len);
 	return cxls_stage_pool_copy(s, op->rs, s->rec_r, cxls_dptr(dst), cxls_stage_dev(s, slot), len,
 				    cxls_op_slot_device(c, slot));
 }
@@ -317,6 +319,7 @@ static int fold_slot(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, vo
 	if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], op->g0 + k + 1) ||
 	    cxls_stage_flush(s, op->rs, slot, n * cxls_type_size(t)))
 		return -1;
+	cxls_comm_count_io(c, 0, n * cxls_type_size(t));
 	return enqueue_fold(op, op->rs, dst, cxls_dptr(dst), slot, cxls_stage_dev(s, slot), n, t,
 			    &add, init, last);
 }

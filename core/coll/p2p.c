@@ -89,6 +89,7 @@ static int send_chunk(struct cxls_comm *c, CUstream st, struct lane_cursor *l, u
 				 cxls_op_slot_device(c, slot)) ||
 	    cxls_stage_flush(s, st, slot, len))
 		return -1;
+	cxls_comm_count_io(c, len, 0);
 	return cxls_stage_ring(s, st, cxls_p2p_pub(&c->view, c->rank, l->peer), seq + 1);
 }
 
@@ -105,6 +106,7 @@ static int recv_chunk(struct cxls_comm *c, CUstream st, struct lane_cursor *l, u
 	    cxls_stage_pool_copy(s, st, s->rec_r, cxls_dptr(dst), cxls_stage_dev(s, slot), len,
 				 cxls_op_slot_device(c, slot)))
 		return -1;
+	cxls_comm_count_io(c, 0, len);
 	return cxls_stage_ring(s, st, cxls_p2p_ack(&c->view, l->peer, c->rank), seq + 1);
 }
 

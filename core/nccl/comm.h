@@ -67,6 +67,9 @@ struct cxls_comm {
 	struct cxls_stage st;
 	_Atomic uint32_t round;  /* next global round (chunk step) number */
 	_Atomic uint32_t ops;    /* collectives enqueued */
+	/* bytes this rank enqueued to copy into and out of the pool (reads
+	 * include the folds' pool operands); a captured graph counts once */
+	_Atomic uint64_t pool_written, pool_read;
 	/* point-to-point (p2p.c): send/receive groups enqueued, and chunks
 	 * enqueued so far on the channel to / from each peer */
 	_Atomic uint32_t p2p_ops;
@@ -124,6 +127,12 @@ struct cxls_init_args {
 	cxls_settle_fn settle;
 	struct cxls_init_later *later;
 };
+
+static inline void cxls_comm_count_io(struct cxls_comm *c, size_t written, size_t read)
+{
+	atomic_fetch_add_explicit(&c->pool_written, written, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->pool_read, read, memory_order_relaxed);
+}
 
 /* 1 when every call on the handle goes to the real NCCL (see delegated). */
 static inline int cxls_comm_delegated(struct cxls_comm *c)

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../common/launch.h"
+#include "cxlshim.h"
 
 enum { C_REDUCE = 1, C_ALLREDUCE = 2, C_REDUCESCATTER = 4 };
 enum { OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_AVG, OP_PMS_HOST, OP_PMS_DEV, NOPS };
@@ -290,6 +291,19 @@ static int ok(ncclResult_t r, const char *what)
 	return 0;
 }
 
+/* Pool reads of one AllReduce of S bytes per rank: CCCL's direct scheme
+ * folds all n published buffers (n x S); ReduceScatter + AllGather folds
+ * n-1 slices and fetches n-1, 2(n-1)/n x S, which the issue bounds by
+ * 2.2 x S (slice rounding aside: checked from 64 elements per rank). */
+static int read_volume_ok(unsigned long long got, size_t bytes, size_t n, int direct)
+{
+	if (direct)
+		return got == (n > 1 ? n * bytes : got);
+	if (bytes < 64 * n * 8)
+		return got <= 2 * bytes + 2 * n * 8;
+	return (double)got <= 2.2 * (double)bytes;
+}
+
 static void one(struct ctx *x, int coll, int t, int op, size_t count, int root, int inplace,
 		uint64_t seed)
 {
@@ -315,12 +329,22 @@ static void one(struct ctx *x, int coll, int t, int op, size_t count, int root, 
 		size_t q = (count + n - 1) / n;
 
 		int direct = count * es <= direct_max;
+		struct cxlshim_comm_stats st0, st1;
+		int counted = cxlshim_comm_stats(x->comm, &st0) == 0;
 
 		fill(x, x->send, count, 0, seed, t);
 		if (ok(ncclAllReduce(x->send, recv, count, (ncclDataType_t)t, rop, x->comm, x->s),
 		       "ncclAllReduce") && cudaStreamSynchronize(x->s) == cudaSuccess)
 			verify(x, "AllReduce", recv, count, 0, seed, t, op, 0, direct ? 1 : -1,
 			       scalar, direct ? 0 : q ? q : 1, inplace);
+		checks++;
+		if (!counted || cxlshim_comm_stats(x->comm, &st1) ||
+		    !read_volume_ok(st1.pool_read - st0.pool_read, count * es, n, direct)) {
+			failures++;
+			printf("FAIL rank %d: AllReduce %s of %zu B read %llu B from the pool\n",
+			       x->rank, direct ? "direct" : "RS+AG", count * es,
+			       counted ? st1.pool_read - st0.pool_read : 0ull);
+		}
 	} else {
 		char *recv = inplace ? x->send + (size_t)x->rank * count * es : x->recv;
 
