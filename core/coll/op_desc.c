@@ -7,6 +7,7 @@
 #include "coherence.h"
 #include "comm.h"
 #include "log.h"
+#include "seq_record.h"
 
 static const char *const kind_names[CXLS_OP_KINDS] = {
 	[CXLS_OP_NONE] = "none",
@@ -71,8 +72,7 @@ static void write_desc(struct cxls_comm *c, const struct desc *d)
 {
 	struct cxls_op_desc *p = slot_of(c, c->rank, d->seq);
 
-	atomic_store(&p->seq, 0);
-	atomic_thread_fence(memory_order_release);
+	seq_record_open(&p->seq);
 	atomic_store_explicit(&p->kind, d->kind, memory_order_relaxed);
 	atomic_store_explicit(&p->count, d->count, memory_order_relaxed);
 	atomic_store_explicit(&p->type, d->type, memory_order_relaxed);
@@ -81,7 +81,7 @@ static void write_desc(struct cxls_comm *c, const struct desc *d)
 	atomic_store_explicit(&p->rounds, d->rounds, memory_order_relaxed);
 	atomic_store_explicit(&p->sum, d->sum, memory_order_relaxed);
 	atomic_store_explicit(&p->enq_ns, now_ns(), memory_order_relaxed);
-	atomic_store_explicit(&p->seq, d->seq, memory_order_release);
+	seq_record_close(&p->seq, d->seq);
 	cxls_publish(c->pool->flush_mode, p, sizeof(*p));
 }
 
@@ -90,13 +90,12 @@ static void write_desc(struct cxls_comm *c, const struct desc *d)
 static int read_desc(struct cxls_comm *c, int rank, uint32_t seq, struct desc *d)
 {
 	struct cxls_op_desc *p = slot_of(c, rank, seq);
-	uint32_t s;
+	int got;
 
 	cxls_refresh(c->pool->flush_mode, p, sizeof(*p));
-	s = atomic_load_explicit(&p->seq, memory_order_acquire);
-	if (s != seq)
-		return s && s - seq < (1u << 31) ? -1 : 0;
-	d->seq = s;
+	if ((got = seq_record_begin(&p->seq, seq)) != 1)
+		return got;
+	d->seq = seq;
 	d->kind = atomic_load_explicit(&p->kind, memory_order_relaxed);
 	d->count = atomic_load_explicit(&p->count, memory_order_relaxed);
 	d->type = atomic_load_explicit(&p->type, memory_order_relaxed);
@@ -104,8 +103,7 @@ static int read_desc(struct cxls_comm *c, int rank, uint32_t seq, struct desc *d
 	d->root = atomic_load_explicit(&p->root, memory_order_relaxed);
 	d->rounds = atomic_load_explicit(&p->rounds, memory_order_relaxed);
 	d->sum = atomic_load_explicit(&p->sum, memory_order_relaxed);
-	atomic_thread_fence(memory_order_acquire);
-	if (atomic_load_explicit(&p->seq, memory_order_relaxed) != seq)
+	if (!seq_record_end(&p->seq, seq))
 		return 0;
 	/* a torn or corrupted record is not a mismatch: only a checksummed one
 	 * is compared */

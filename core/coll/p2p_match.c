@@ -3,6 +3,7 @@
 
 #include "coherence.h"
 #include "comm.h"
+#include "seq_record.h"
 
 enum { RECV = 0, SEND = 1 };
 
@@ -30,10 +31,9 @@ static void post(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint
 {
 	__typeof__(r->m[0]) *e = &r->m[(seq - 1) % CXLS_P2P_MSG_RING];
 
-	atomic_store(&e->seq, 0);
-	atomic_thread_fence(memory_order_release);
+	seq_record_open(&e->seq);
 	atomic_store_explicit(&e->bytes, bytes, memory_order_relaxed);
-	atomic_store_explicit(&e->seq, seq, memory_order_release);
+	seq_record_close(&e->seq, seq);
 	cxls_publish(c->pool->flush_mode, r, sizeof(*r));
 }
 
@@ -42,15 +42,13 @@ static void post(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint
 static int peek(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint64_t *bytes)
 {
 	__typeof__(r->m[0]) *e = &r->m[(seq - 1) % CXLS_P2P_MSG_RING];
-	uint32_t s;
+	int got;
 
 	cxls_refresh(c->pool->flush_mode, r, sizeof(*r));
-	s = atomic_load_explicit(&e->seq, memory_order_acquire);
-	if (s != seq)
-		return s && s - seq < (1u << 31) ? -1 : 0;
+	if ((got = seq_record_begin(&e->seq, seq)) != 1)
+		return got;
 	*bytes = atomic_load_explicit(&e->bytes, memory_order_relaxed);
-	atomic_thread_fence(memory_order_acquire);
-	return atomic_load_explicit(&e->seq, memory_order_relaxed) == seq ? 1 : 0;
+	return seq_record_end(&e->seq, seq);
 }
 
 /* 1: the other side posted message seq with the same size (or is too far
