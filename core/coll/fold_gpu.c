@@ -23,10 +23,14 @@ static const char *const KERNELS[CXLS_FOLD_NTYPES] = {
 /* Modules are per context; a process rarely has more than one per GPU. */
 #define MAX_CONTEXTS 16
 
+/* Entries are written once under the lock and never move or go away, so
+ * a thread may keep a pointer to the last one it used. */
 struct fold_module {
 	CUcontext ctx;
 	CUmodule mod;
 	CUfunction fn[CXLS_FOLD_NTYPES];
+	int failed;             /* loading failed for good: why says why */
+	char why[192];
 };
 
 static struct {
@@ -46,8 +50,7 @@ const char *cxls_fold_gpu_kernel(ncclDataType_t t)
 	return (unsigned)t < CXLS_FOLD_NTYPES ? KERNELS[t] : NULL;
 }
 
-static int load(const struct cxls_cuda *cu, CUcontext ctx, struct fold_module *m, char *why,
-		size_t len)
+static int load(const struct cxls_cuda *cu, struct fold_module *m, char *why, size_t len)
 {
 	CUresult r;
 	size_t size;
@@ -69,7 +72,6 @@ static int load(const struct cxls_cuda *cu, CUcontext ctx, struct fold_module *m
 			goto fail;
 		}
 	}
-	m->ctx = ctx;
 	return 0;
 fail:
 	if (cu->ModuleUnload)
@@ -77,9 +79,11 @@ fail:
 	return -1;
 }
 
-/* The current context's module, loaded on first use; NULL with why set. */
+/* The current context's module, loaded on first use; NULL with why set.
+ * A failed load is remembered, not retried for every operation. */
 static const struct fold_module *module(const struct cxls_cuda *cu, char *why, size_t len)
 {
+	static _Thread_local const struct fold_module *last;
 	const struct fold_module *found = NULL;
 	CUcontext ctx = NULL;
 
@@ -87,16 +91,30 @@ static const struct fold_module *module(const struct cxls_cuda *cu, char *why, s
 		snprintf(why, len, "no current CUDA context");
 		return NULL;
 	}
-	pthread_mutex_lock(&modules.lock);
-	for (int i = 0; i < modules.n && !found; i++)
-		if (modules.m[i].ctx == ctx)
-			found = &modules.m[i];
-	if (!found && modules.n == MAX_CONTEXTS)
-		snprintf(why, len, "more than %d CUDA contexts", MAX_CONTEXTS);
-	else if (!found && !load(cu, ctx, &modules.m[modules.n], why, len))
-		found = &modules.m[modules.n++];
-	pthread_mutex_unlock(&modules.lock);
-	return found;
+	if (!last || last->ctx != ctx) {
+		pthread_mutex_lock(&modules.lock);
+		for (int i = 0; i < modules.n && !found; i++)
+			if (modules.m[i].ctx == ctx)
+				found = &modules.m[i];
+		if (!found && modules.n < MAX_CONTEXTS) {
+			struct fold_module *m = &modules.m[modules.n++];
+
+			m->failed = load(cu, m, m->why, sizeof(m->why)) != 0;
+			m->ctx = ctx;
+			found = m;
+		}
+		pthread_mutex_unlock(&modules.lock);
+		if (!found) {
+			snprintf(why, len, "more than %d CUDA contexts", MAX_CONTEXTS);
+			return NULL;
+		}
+		last = found;
+	}
+	if (last->failed) {
+		snprintf(why, len, "%s", last->why);
+		return NULL;
+	}
+	return last;
 }
 
 int cxls_fold_gpu_ready(const struct cxls_cuda *cu, char *why, size_t len)
