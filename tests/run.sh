@@ -112,6 +112,10 @@ step "p2p: sends to self" shim "$P2P" self 2
 step "p2p: peers group the same calls differently" shim "$P2P" uneven 2
 step "p2p: same, overlap off" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" "$P2P" uneven 2
 step "p2p: two communicators and a collective in one group (4 ranks)" shim "$P2P" multi 4
+step "groups: collectives of two communicators in opposite orders (2, 3 ranks)" sh -c \
+	"for n in 2 3; do env LD_PRELOAD=$SHIM $P2P collorder \$n || exit 1; done"
+step "groups: same, overlap off, host waits (2 ranks)" env CXLSHIM_CCCL_OVERLAP=0 \
+	CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$P2P" collorder 2
 step "p2p: bad arguments, nested groups" shim "$P2P" badargs 2
 step "p2p: receive smaller than its send fails both ranks" shim "$P2P" short 2
 step "p2p: receive larger than its send fails both ranks" shim "$P2P" long 2

@@ -43,6 +43,11 @@ struct cxls_op {
 	size_t bytes;           /* bytes per rank-slice */
 	size_t chunk;           /* bytes per round, <= the layout's block */
 	int capturing;          /* the user stream is being captured */
+	/* inside a group: the work runs on the communicator's own streams and
+	 * the user stream waits for it at ncclGroupEnd (group.h), so that the
+	 * group's communicators progress together whatever order each rank
+	 * called them in */
+	int deferred;
 	struct cxls_replay *replay; /* then: rebases doorbells per replay */
 	/* PreMulSum: every rank scales its own input as it publishes it (the
 	 * scalar may differ per rank), so readers only add */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "fold_gpu.h"
+#include "group.h"
 #include "log.h"
 #include "replay.h"
 #include "stage.h"
@@ -93,14 +94,15 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->scale = NULL;
 	op->trace = 0;
 	op->user = stream;
-	op->ws = s->overlap ? s->ws : stream;
-	op->rs = s->overlap ? s->rs : stream;
+	op->capturing = cxls_stage_capturing(s, stream);
+	op->deferred = !op->capturing && cxls_group_depth() > 0;
+	op->ws = s->overlap || op->deferred ? s->ws : stream;
+	op->rs = s->overlap ? s->rs : op->ws;
 	op->g0 = atomic_load(&c->round);
 	op->bytes = bytes;
 	op->chunk = op_chunk(c, bytes);
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
 	op->rounds = op->cpr * slices;
-	op->capturing = cxls_stage_capturing(s, stream);
 	op->replay = NULL;
 	if (op->capturing && !(op->replay = cxls_replay_begin(c, stream)))
 		return ncclSystemError;
@@ -108,7 +110,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	 * extend (replay.h) */
 	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds)))
 		return r;
-	if (cxls_stage_fork(s, stream, op->capturing, s->overlap))
+	if (cxls_stage_fork(s, stream, op->capturing, s->overlap || op->deferred))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, call);
 	return ncclSuccess;
@@ -123,14 +125,17 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
 	uint32_t ops = atomic_load(&c->ops) + 1, last = op->g0 + op->rounds;
+	/* a deferred op ends on the write stream; the group joins it */
+	CUstream tail = op->deferred ? op->ws : op->user;
 
 	cxls_trace_op_streams(op);
-	if (cxls_stage_join(s, op->user, s->overlap) ||
-	    cxls_stage_ring(s, op->user, &c->view.pub[c->rank], last) ||
-	    cxls_stage_ring(s, op->user, &c->view.ack[c->rank], last) ||
-	    cxls_stage_ring(s, op->user, &c->view.done[c->rank], ops) ||
-	    cxls_stage_mark_done(s, op->user, op->capturing) ||
-	    (op->replay && cxls_replay_end(op->replay, op->user)))
+	if (cxls_stage_join(s, tail, s->overlap) ||
+	    cxls_stage_ring(s, tail, &c->view.pub[c->rank], last) ||
+	    cxls_stage_ring(s, tail, &c->view.ack[c->rank], last) ||
+	    cxls_stage_ring(s, tail, &c->view.done[c->rank], ops) ||
+	    cxls_stage_mark_done(s, tail, op->capturing) ||
+	    (op->replay && cxls_replay_end(op->replay, op->user)) ||
+	    (op->deferred && cxls_group_defer_join(c, op->user)))
 		return cxls_op_abandon(op);
 	if (op->capturing)
 		return ncclSuccess; /* replays rebase the doorbells (replay.h) */

@@ -8,6 +8,12 @@
 #include "comm.h"
 #include "log.h"
 
+/* A user stream that waits, at the end, for a communicator's work. */
+struct join {
+	struct cxls_comm *c;
+	CUstream user;
+};
+
 struct queued_p2p {
 	struct cxls_comm *c;
 	struct cxls_p2p p;
@@ -23,6 +29,8 @@ struct group {
 	size_t n_p2p, cap_p2p;
 	struct cxls_comm **inits;
 	size_t n_init, cap_init;
+	struct join *joins;
+	size_t n_join, cap_join;
 };
 
 static _Thread_local struct group grp;
@@ -56,6 +64,7 @@ static void reset(void)
 {
 	free(grp.p2p);
 	free(grp.inits);
+	free(grp.joins);
 	memset(&grp, 0, sizeof(grp));
 }
 
@@ -81,6 +90,37 @@ ncclResult_t cxls_group_add_init(struct cxls_comm *c)
 		return ncclSystemError;
 	grp.inits[grp.n_init++] = c;
 	return ncclSuccess;
+}
+
+int cxls_group_defer_join(struct cxls_comm *c, CUstream user)
+{
+	for (size_t i = 0; i < grp.n_join; i++)
+		if (grp.joins[i].c == c && grp.joins[i].user == user)
+			return 0;
+	if (grow((void **)&grp.joins, &grp.cap_join, grp.n_join, sizeof(*grp.joins)))
+		return -1;
+	grp.joins[grp.n_join++] = (struct join){ c, user };
+	return 0;
+}
+
+/* Each user stream waits for the last operation of its communicators
+ * (their done event moves with every operation, so the last one counts). */
+static ncclResult_t run_joins(void)
+{
+	ncclResult_t ret = ncclSuccess;
+
+	for (size_t i = 0; i < grp.n_join; i++) {
+		struct cxls_comm *c = grp.joins[i].c;
+
+		if (c->magic != CXLS_COMM_MAGIC)
+			continue; /* destroyed inside the group: nothing to wait for */
+		if (c->st.cu->StreamWaitEvent(grp.joins[i].user, c->st.ev_done, 0) != CUDA_SUCCESS) {
+			cxls_comm_set_error(c, "ncclGroupEnd: the user stream cannot wait for "
+					       "the group's collectives");
+			ret = ncclUnhandledCudaError;
+		}
+	}
+	return ret;
 }
 
 /* Communicators by job key (the same on every rank), calls in order. */
@@ -224,6 +264,10 @@ ncclResult_t cxls_group_end(void)
 	/* inits first: the group's operations may use those communicators */
 	r = wait_inits();
 	r2 = run_p2p();
+	if (r2 == ncclSuccess)
+		r2 = run_joins();
+	else
+		run_joins();
 	reset();
 	return r != ncclSuccess ? r : r2;
 }
@@ -236,9 +280,10 @@ ncclResult_t cxls_group_discard(void)
 		return ncclInvalidUsage;
 	if (--grp.depth)
 		return ncclSuccess;
-	/* the operations are dropped; communicators created in the group
-	 * still finish their init */
+	/* sends and receives are dropped; communicators created in the group
+	 * still finish their init, and collectives already enqueued join */
 	r = wait_inits();
+	run_joins();
 	reset();
 	return r;
 }

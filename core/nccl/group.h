@@ -2,7 +2,10 @@
  *
  * Groups nest per thread; work is held until the outermost end.  Pool
  * collectives never block the calling thread, so they are enqueued when
- * called, in call order; what waits for the end is:
+ * called, in call order, but on their communicator's own streams: the
+ * user stream waits for them only at the end, so one communicator's
+ * collective never waits behind another's (ranks may call the group's
+ * communicators in any order, as with NCCL).  What waits for the end is:
  *   - sends and receives, run per communicator as one lockstep group
  *     (p2p.h), communicators in key order so that every rank enqueues them
  *     in the same order whatever order the calls came in;
@@ -29,5 +32,8 @@ ncclResult_t cxls_group_p2p(struct cxls_comm *c, const struct cxls_p2p *p, CUstr
 /* A blocking init made inside a group, now running nonblocking: the
  * outermost end waits for it and makes it blocking again. */
 ncclResult_t cxls_group_add_init(struct cxls_comm *c);
+/* A collective enqueued inside a group on c's streams: at the end, `user`
+ * waits for c's last operation.  0, or -1 when out of memory. */
+int cxls_group_defer_join(struct cxls_comm *c, CUstream user);
 
 #endif

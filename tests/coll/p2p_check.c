@@ -15,6 +15,8 @@
  *   multi     two communicators in one group, calls interleaved in a
  *             different order on every rank, plus a collective in the group
  *   uneven    the peers group the same calls differently (2 ranks)
+ *   collorder collectives on two communicators in one group, called in
+ *             opposite orders by neighbouring ranks on one stream
  *   badargs   bad peers, buffers, types, unmatched self sends, GroupEnd
  *             without GroupStart
  *   short, long  a receive smaller / larger than its send (after one that
@@ -305,6 +307,48 @@ static int case_multi(int rank, int n, const ncclUniqueId *id, void *arg)
 	return finish();
 }
 
+/* ---- collectives of several communicators in one group ------------------ */
+
+/* Even ranks call communicator 0 then 1, odd ranks 1 then 0, on one stream;
+ * each AllGather is larger than the staging window, so neither completes
+ * before the other side calls it.  NCCL completes the group, so must the
+ * pool: the user stream must not order one communicator behind the other. */
+static int case_collorder(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t b = 5 * MIB + 3;
+	cudaStream_t s;
+	ncclComm_t comm = init(rank, n, id, &s), dup = NULL, cm[2];
+	void *send[2], *recv[2];
+	int first = rank % 2;
+
+	(void)arg;
+	CHECK(ncclCommSplit(comm, 0, rank, &dup, NULL) == ncclSuccess, "split");
+	cm[0] = comm;
+	cm[1] = dup;
+	for (int k = 0; k < 2; k++) {
+		send[k] = dev_fill(b, rank, 0, 20 + k);
+		recv[k] = dev_zero(b * (size_t)n);
+	}
+	for (int rep = 0; rep < 3; rep++) {
+		CHECK(ncclGroupStart() == ncclSuccess, "start");
+		for (int i = 0; i < 2; i++) {
+			int k = i ^ first;
+
+			CHECK(ncclAllGather(send[k], recv[k], b, ncclInt8, cm[k], s) == ncclSuccess,
+			      "allgather on communicator %d", k);
+		}
+		CHECK(ncclGroupEnd() == ncclSuccess, "end");
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
+		for (int k = 0; k < 2; k++)
+			for (int p = 0; p < n; p++)
+				CHECK(dev_is((char *)recv[k] + b * (size_t)p, b, p, 0, 20 + k),
+				      "communicator %d, slice of %d", k, p);
+	}
+	CHECK(ncclCommDestroy(dup) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess,
+	      "destroy");
+	return finish();
+}
+
 /* ---- uneven grouping -------------------------------------------------------- */
 
 /* The peers group differently and every message is larger than a channel:
@@ -436,6 +480,7 @@ struct p2p_case {
 static const struct p2p_case cases[] = {
 	{ "ring", case_ring },         { "alltoallv", case_alltoallv }, { "pingpong", case_pingpong },
 	{ "self", case_self },         { "multi", case_multi },         { "badargs", case_badargs },
+	{ "collorder", case_collorder },
 	{ "uneven", case_uneven },     { "short", case_short },         { "long", case_long },
 };
 
@@ -450,6 +495,6 @@ int main(int argc, char **argv)
 			printf("p2p_check %s %d ranks: %s\n", argv[1], n, rc ? "FAILED" : "ok");
 			return rc;
 		}
-	fprintf(stderr, "usage: %s ring|alltoallv|pingpong|self|multi|uneven|badargs|short|long NRANKS\n", argv[0]);
+	fprintf(stderr, "usage: %s ring|alltoallv|pingpong|self|multi|collorder|uneven|badargs|short|long NRANKS\n", argv[0]);
 	return 2;
 }
