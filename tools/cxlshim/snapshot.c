@@ -160,7 +160,9 @@ int snap_take(const void *base, size_t size, int flags, struct pool_snap *out)
 		else
 			out->nfree++;
 	}
-	return snap_take_socks(base, flags, out) ? CXLS_POOL_ESYS : 0;
+	if (snap_take_socks(base, flags, out) || snap_take_bufs(base, out))
+		return CXLS_POOL_ESYS;
+	return 0;
 }
 
 void snap_free(struct pool_snap *s)
@@ -170,6 +172,8 @@ void snap_free(struct pool_snap *s)
 	free(s->comms);
 	free(s->listeners);
 	free(s->socks);
+	for (int k = 0; k < s->nbufclasses; k++)
+		free(s->bufclass[k].lent);
 	memset(s, 0, sizeof(*s));
 }
 

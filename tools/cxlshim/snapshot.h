@@ -78,6 +78,20 @@ struct snap_sock {
 	const char *corrupt;
 };
 
+/* A buffer of the socket region lent for a write by reference. */
+struct snap_buf {
+	uint32_t idx;                 /* within its class */
+	uint32_t slot, gen;           /* the owner it names: record and generation */
+	const struct snap_sock *conn; /* that record in this snapshot, or NULL:
+				       * an orphan no connection will give back */
+	int alive;                    /* 1 a holder of conn alive, 0 none, -1 remote */
+};
+
+struct snap_bufclass {
+	uint32_t size, count, in_use;
+	struct snap_buf *lent;        /* in_use entries */
+};
+
 struct pool_snap {
 	struct cxls_super sb;    /* validated copy */
 	size_t map_size;
@@ -90,6 +104,8 @@ struct pool_snap {
 	struct snap_listener *listeners;
 	uint32_t nsocks, nsock_free;
 	struct snap_sock *socks;
+	int nbufclasses;          /* classes with buffers, in the pool's order */
+	struct snap_bufclass bufclass[CXLS_SOCK_BUF_CLASSES];
 };
 
 /* Flags of snap_take(). */
@@ -111,6 +127,9 @@ void snap_map_close(struct snap_map *m);
 /* The socket region of a validated snapshot (snap_sock.c); 0 or -1 when
  * out of memory. */
 int snap_take_socks(const uint8_t *base, int flags, struct pool_snap *out);
+/* Its buffer classes and who holds each lent buffer (snap_buf.c), after
+ * snap_take_socks; 0 or -1 when out of memory. */
+int snap_take_bufs(const uint8_t *base, struct pool_snap *out);
 
 const char *snap_phase_name(uint32_t phase);
 const char *snap_sock_state_name(uint32_t state);
