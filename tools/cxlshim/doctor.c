@@ -70,7 +70,21 @@ int same_proc(const struct snap_rank *a, const struct snap_rank *b)
 	return a->pid == b->pid && a->boot_hash == b->boot_hash;
 }
 
-void active_op(const struct diag *all, uint32_t n, const struct snap_rank *k, struct act *out)
+uint64_t queue_of(const struct snap_rank *r, uint32_t seq)
+{
+	const struct snap_desc *d = desc_of(r, seq);
+
+	return d ? d->queue : 0;
+}
+
+/* An op whose queue is not recorded may be on any. */
+static int on_queue(const struct snap_desc *x, uint64_t q)
+{
+	return !q || !x || !x->queue || x->queue == q;
+}
+
+void active_op(const struct diag *all, uint32_t n, const struct snap_rank *k, uint64_t q,
+	       struct act *out)
 {
 	uint64_t best = UINT64_MAX;
 
@@ -88,6 +102,8 @@ void active_op(const struct diag *all, uint32_t n, const struct snap_rank *k, st
 			if (o->state != CXLS_RANK_JOINED || !same_proc(o, k) || o->enq == o->done)
 				continue;
 			x = desc_of(o, o->done + 1);
+			if (!on_queue(x, q))
+				continue;
 			when = x ? x->enq_ns : UINT64_MAX - 1; /* ring overwritten: late */
 			if (out->d && when >= best)
 				continue;
@@ -96,6 +112,7 @@ void active_op(const struct diag *all, uint32_t n, const struct snap_rank *k, st
 			out->rank = r;
 			out->seq = o->done + 1;
 			out->desc = x;
+			out->queue = x ? x->queue : 0;
 		}
 	}
 }
@@ -109,14 +126,14 @@ void act_call(const struct act *a, char *buf, size_t len)
 		snprintf(buf, len, "(no valid descriptor)");
 }
 
-/* 1 when the process holding rank k is in op seq of d's communicator
- * itself (so it does not hold that op up: it waits like the others). */
+/* 1 when rank k, which called op seq of d's communicator, is in it on
+ * its queue (so it does not hold that op up: it waits like the others). */
 static int in_this_op(const struct diag *all, uint32_t n, const struct diag *d,
 		      const struct snap_rank *k, uint32_t seq)
 {
 	struct act a;
 
-	active_op(all, n, k, &a);
+	active_op(all, n, k, queue_of(k, seq), &a);
 	return a.d == d && a.seq == seq;
 }
 
@@ -175,7 +192,9 @@ static void print_missing(struct diag *d, const struct diag *all, uint32_t n, FI
 			blame(d, r, k->pid, "left without calling it");
 			continue;
 		}
-		active_op(all, n, k, &a);
+		/* called it: behind the active op of its queue; not called:
+		 * held, if at all, by whatever its process waits in */
+		active_op(all, n, k, k->enq >= d->seq ? queue_of(k, d->seq) : 0, &a);
 		if (a.d == d && a.seq == d->seq)
 			continue; /* waiting in it like the others */
 		if (a.d && k->alive != 0) {

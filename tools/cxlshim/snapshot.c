@@ -51,6 +51,7 @@ static void copy_desc(const struct cxls_op_desc *p, struct snap_desc *d)
 	d->root = atomic_load_explicit(&p->root, memory_order_relaxed);
 	d->rounds = atomic_load_explicit(&p->rounds, memory_order_relaxed);
 	d->enq_ns = atomic_load_explicit(&p->enq_ns, memory_order_relaxed);
+	d->queue = atomic_load_explicit(&p->queue, memory_order_relaxed);
 	atomic_thread_fence(memory_order_acquire);
 	d->valid = seq && atomic_load_explicit(&p->seq, memory_order_relaxed) == seq &&
 		   d->kind > CXLS_OP_NONE && d->kind < CXLS_OP_KINDS && d->type < 32;

@@ -21,6 +21,7 @@ struct snap_desc {
 	uint32_t seq, kind, type, redop, rounds;
 	int32_t root;
 	uint64_t count, enq_ns;  /* enq_ns: CLOCK_REALTIME */
+	uint64_t queue;          /* stream it was enqueued on; 0: not recorded */
 };
 
 struct snap_rank {
