@@ -29,8 +29,13 @@
  *                           and enqueues A's AllReduce then B's AllGather;
  *                           Q never calls A's, R never B's: B's waits in
  *                           its op, not behind A's (another device)
- *   ops_job traffic [N] [I] I iterations of AllGather, Broadcast and
- *                           AllReduce, results checked (for traces)
+ *   ops_job traffic [N] [I] [BASE]  I iterations of AllGather, Broadcast
+ *                           and AllReduce, results checked (for traces);
+ *                           every value offset by BASE (two jobs at once)
+ *   ops_job partial         3 ranks, rank 2 never joins the communicator
+ *   ops_job lone            one process is rank 2 of a 3-rank communicator
+ *                           of its own id: its init must fail (timeout),
+ *                           never join another job's communicator
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -44,6 +49,10 @@
 #include "launch.h"
 
 #define COUNT 4096
+
+/* Added to every value a rank contributes (traffic BASE): two jobs with
+ * different bases on one pool each check that they only see their own. */
+static float base;
 
 static float *dev_floats(size_t n, float v)
 {
@@ -80,20 +89,20 @@ static int check(const float *dev, size_t n, float (*want)(size_t i, int nranks)
 static float gathered(size_t i, int nranks)
 {
 	(void)nranks;
-	return (float)(i / COUNT);
+	return (float)(i / COUNT) + base;
 }
 
 static float summed(size_t i, int nranks)
 {
 	(void)i;
-	return (float)(nranks * (nranks - 1) / 2);
+	return (float)(nranks * (nranks - 1) / 2) + (float)nranks * base;
 }
 
 static float from_root(size_t i, int nranks)
 {
 	(void)i;
 	(void)nranks;
-	return 0.0f;
+	return base;
 }
 
 static int setup(int rank, int n, const ncclUniqueId *id, ncclComm_t *comm, cudaStream_t *s)
@@ -106,7 +115,7 @@ static int setup(int rank, int n, const ncclUniqueId *id, ncclComm_t *comm, cuda
 
 static int allgather(ncclComm_t comm, cudaStream_t s, int rank, int n)
 {
-	float *send = dev_floats(COUNT, (float)rank), *recv = dev_floats((size_t)COUNT * n, -1);
+	float *send = dev_floats(COUNT, (float)rank + base), *recv = dev_floats((size_t)COUNT * n, -1);
 	int ok = send && recv &&
 		 ncclAllGather(send, recv, COUNT, ncclFloat, comm, s) == ncclSuccess &&
 		 cudaStreamSynchronize(s) == cudaSuccess &&
@@ -119,7 +128,7 @@ static int allgather(ncclComm_t comm, cudaStream_t s, int rank, int n)
 
 static int allreduce(ncclComm_t comm, cudaStream_t s, int rank, int n)
 {
-	float *buf = dev_floats(COUNT, (float)rank);
+	float *buf = dev_floats(COUNT, (float)rank + base);
 	int ok = buf && ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, comm, s) == ncclSuccess &&
 		 cudaStreamSynchronize(s) == cudaSuccess && check(buf, COUNT, summed, n);
 
@@ -129,7 +138,7 @@ static int allreduce(ncclComm_t comm, cudaStream_t s, int rank, int n)
 
 static int broadcast(ncclComm_t comm, cudaStream_t s, int rank, int n)
 {
-	float *buf = dev_floats(COUNT, (float)rank);
+	float *buf = dev_floats(COUNT, (float)rank + base);
 	int ok = buf && ncclBroadcast(buf, buf, COUNT, ncclFloat, 0, comm, s) == ncclSuccess &&
 		 cudaStreamSynchronize(s) == cudaSuccess && check(buf, COUNT, from_root, n);
 
@@ -294,6 +303,34 @@ static int multi(int proc, int n, const ncclUniqueId *id, void *arg)
 	return 0;
 }
 
+static int partial(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm;
+	cudaStream_t s;
+
+	(void)arg;
+	if (rank == n - 1) {
+		for (;;)
+			pause(); /* never joins */
+	}
+	return setup(rank, n, id, &comm, &s) ? 1 : 0;
+}
+
+/* Exit status 0 when the init failed, as it must. */
+static int lone(void)
+{
+	ncclUniqueId id;
+	ncclComm_t comm;
+	ncclResult_t r;
+
+	cudaSetDevice(0);
+	if (ncclGetUniqueId(&id) != ncclSuccess)
+		return 2;
+	r = ncclCommInitRank(&comm, 3, id, 2);
+	printf("lone rank 2 of 3: %s\n", ncclGetErrorString(r));
+	return r == ncclSuccess;
+}
+
 static int traffic(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	int iters = *(int *)arg;
@@ -333,8 +370,15 @@ int main(int argc, char **argv)
 
 		return ids == MAP_FAILED ? 1 : launch_ranks(3, multi, ids, 600);
 	}
+	if (argc > 1 && !strcmp(argv[1], "partial"))
+		return launch_ranks(3, partial, NULL, 600);
+	if (argc > 1 && !strcmp(argv[1], "lone"))
+		return lone();
+	if (argc > 4)
+		base = (float)atof(argv[4]);
 	if (argc > 1 && !strcmp(argv[1], "traffic"))
 		return launch_ranks(n, traffic, &iters, 120);
-	fprintf(stderr, "usage: %s hang|chain|cycle|cycle1|streams|multi|traffic [NRANKS] [ITERS]\n", argv[0]);
+	fprintf(stderr, "usage: %s hang|chain|cycle|cycle1|streams|multi|partial|lone|traffic [NRANKS] [ITERS] "
+		"[BASE]\n", argv[0]);
 	return 2;
 }
