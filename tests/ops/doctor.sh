@@ -12,7 +12,9 @@
 # rank's second op queued behind its first): doctor must name the cycle.
 # The same calls on two streams are no deadlock: doctor must name the two
 # ranks that never called (one queue per stream, not per process); and a
-# process driving two ranks on two devices has a queue for each.
+# process driving two ranks on two devices has a queue for each.  Last, a
+# Send and a Recv that their peer never matches: doctor names the
+# channels and the rank that did not call its half.
 set -euo pipefail
 B=${BUILD:-build}
 CX=$B/cxlshim
@@ -182,5 +184,27 @@ run_job multi "  waiting in op 1: rank 0"
 grep -q "queued behind" "$dir/doctor.out" && fail "multi: an op queued behind another device's"
 [ "$(grep -c "^first cause: op 1 .*: rank 1 (pid [0-9]*) has not called it$" "$dir/doctor.out")" = 2 ] ||
 	fail "multi: the two first causes"
+stop_job
+
+echo "== send/receive: a Send and a Recv nobody matches"
+# rank 0 sends to rank 1, rank 2 receives from rank 1; rank 1 calls neither
+$CX run -e -- "$B/tests/ops_job" p2p >"$dir/p2p.log" 2>&1 &
+job=$!
+found=0
+for _ in $(seq 150); do
+	rc=0
+	$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
+	if [ "$(grep -c "^  send/receive " "$dir/doctor.out")" = 2 ]; then found=1; break; fi
+	sleep 0.2
+done
+cat "$dir/doctor.out"
+[ $found = 1 ] || fail "p2p: doctor never saw the two channels"
+[ $rc = 3 ] || fail "p2p: doctor exit status $rc, want 3"
+grep -q "^  send/receive rank 0 -> rank 1: rank 0 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Recv (it posted 0)$" \
+	"$dir/doctor.out" || fail "p2p: the Send without its Recv"
+grep -q "^  send/receive rank 1 -> rank 2: rank 2 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Send (it posted 0)$" \
+	"$dir/doctor.out" || fail "p2p: the Recv without its Send"
+grep -q "^first cause: send/receive on comm slot [0-9]*: rank 1 (pid [0-9]*) has not called Recv from rank 0, rank 1 (pid [0-9]*) has not called Send to rank 2$" \
+	"$dir/doctor.out" || fail "p2p: first cause"
 stop_job
 echo "doctor: ok"

@@ -32,6 +32,9 @@
  *   ops_job traffic [N] [I] [BASE]  I iterations of AllGather, Broadcast
  *                           and AllReduce, results checked (for traces);
  *                           every value offset by BASE (two jobs at once)
+ *   ops_job p2p             3 ranks: rank 0 sends to rank 1, rank 2
+ *                           receives from rank 1; rank 1 calls neither
+ *                           (all stay alive)
  *   ops_job partial         3 ranks, rank 2 never joins the communicator
  *   ops_job lone            one process is rank 2 of a 3-rank communicator
  *                           of its own id: its init must fail (timeout),
@@ -303,6 +306,33 @@ static int multi(int proc, int n, const ncclUniqueId *id, void *arg)
 	return 0;
 }
 
+static int p2p(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm;
+	cudaStream_t s;
+	float *buf;
+	ncclResult_t r;
+
+	(void)arg;
+	if (setup(rank, n, id, &comm, &s) || allgather(comm, s, rank, n) ||
+	    !(buf = dev_floats(COUNT, 1)))
+		return 1;
+	printf("rank %d: ready\n", rank);
+	if (rank == 1) {
+		for (;;)
+			pause(); /* calls neither its Recv nor its Send */
+	}
+	r = rank == 0 ? ncclSend(buf, COUNT, ncclFloat, 1, comm, s) :
+			ncclRecv(buf, COUNT, ncclFloat, 1, comm, s);
+	if (r != ncclSuccess)
+		return 1;
+	/* a Send that fits the channel's staging completes without its
+	 * Recv (eagerly); the Recv waits for its Send */
+	cudaStreamSynchronize(s);
+	for (;;)
+		pause(); /* alive until a kill */
+}
+
 static int partial(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	ncclComm_t comm;
@@ -370,6 +400,8 @@ int main(int argc, char **argv)
 
 		return ids == MAP_FAILED ? 1 : launch_ranks(3, multi, ids, 600);
 	}
+	if (argc > 1 && !strcmp(argv[1], "p2p"))
+		return launch_ranks(3, p2p, NULL, 600);
 	if (argc > 1 && !strcmp(argv[1], "partial"))
 		return launch_ranks(3, partial, NULL, 600);
 	if (argc > 1 && !strcmp(argv[1], "lone"))
@@ -378,7 +410,7 @@ int main(int argc, char **argv)
 		base = (float)atof(argv[4]);
 	if (argc > 1 && !strcmp(argv[1], "traffic"))
 		return launch_ranks(n, traffic, &iters, 120);
-	fprintf(stderr, "usage: %s hang|chain|cycle|cycle1|streams|multi|partial|lone|traffic [NRANKS] [ITERS] "
+	fprintf(stderr, "usage: %s hang|chain|cycle|cycle1|streams|multi|p2p|partial|lone|traffic [NRANKS] [ITERS] "
 		"[BASE]\n", argv[0]);
 	return 2;
 }

@@ -19,6 +19,8 @@ struct diag {
 	int dead;                     /* ranks whose process died */
 	int root;                     /* a missing rank is idle or dead here */
 	char culprits[160];           /* "rank 2 (pid 123) has not called it" */
+	int p2p;                      /* a send/receive channel is unmatched */
+	char p2p_culprits[160];       /* "rank 1 (pid 124) has not called Recv from rank 0" */
 };
 
 /* The operation a queue is in.  NCCLX's rule: the ops of one queue run

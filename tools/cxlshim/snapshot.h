@@ -35,6 +35,15 @@ struct snap_rank {
 	struct snap_desc desc[CXLS_DESC_RING];
 };
 
+/* A point-to-point channel whose two sides posted different numbers of
+ * messages: one side called a Send (or a Recv) the other has not matched
+ * yet. */
+struct snap_p2p {
+	uint32_t src, dst;
+	uint32_t sent;           /* messages src posted to send to dst */
+	uint32_t recvd;          /* messages dst posted to receive from src */
+};
+
 struct snap_comm {
 	uint32_t slot, phase, joined, nranks;
 	uint64_t key_hash;       /* never the key itself */
@@ -45,6 +54,8 @@ struct snap_comm {
 	const char *corrupt;     /* why it cannot be interpreted, or NULL */
 	uint32_t bad_ranks;      /* joined ranks whose record fails its checksum */
 	struct snap_rank *ranks; /* nranks entries when not corrupt */
+	uint32_t np2p;           /* unmatched channels */
+	struct snap_p2p *p2p;
 };
 
 /* A process recorded as holding a socket or listener. */
