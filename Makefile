@@ -29,6 +29,8 @@ QEMU_DEB_PKGS = qemu-system-x86 linux-image-amd64 busybox-static cpio kmod xz-ut
 # Operability tests and tools: trace schema check (python3), fuzzers
 # (clang + libFuzzer runtime), valgrind runs, bench plots (gnuplot).
 DEB_PKGS += python3 clang libclang-rt-14-dev valgrind gnuplot-nox
+# the trace timeline validated against a JSON schema (tests/ops/trace.sh)
+DEB_PKGS += python3-jsonschema
 # Real programs the socket tests and benchmarks run under the preload.
 DEB_PKGS += iperf3 sockperf redis-server redis-tools socat curl
 

@@ -52,6 +52,9 @@ $(BENCH_DIR)/coll_perf: $(COLL_PERF_SRCS) $(COLL_PERF_HDRS) $(EMU_LIBS)
 	    -L$(BENCH_EMU_DIR) -Wl,-rpath-link,$(BENCH_EMU_DIR) -lcudart \
 	    -L$(CUDA_LIB) -lnccl -Wl,--enable-new-dtags -Wl,-rpath,$(CUDA_LIB)
 
+# tests/ops/trace.sh traces a run of it
+test-build: $(BENCH_DIR)/coll_perf
+
 $(BENCH_DIR)/mpi_perf_openmpi: $(MPI_PERF_SRCS) bench/bench_util.h
 	@mkdir -p $(@D)
 	$(MPICC_OPENMPI) $(BENCH_CFLAGS) -Ibench -o $@ $(MPI_PERF_SRCS)

@@ -222,8 +222,9 @@ step "ops: doctor names the rank a hung job waits for" tests/ops/doctor.sh
 step "ops: pool status: sockets, dead owners, damaged records, JSON" tests/ops/status.sh
 step "ops: two hosts race to format one blank pool, no flock" env BUILD="$BUILD" \
 	tests/ops/format_race.sh
-step "ops: trace timeline passes the trace-event schema" tests/ops/trace.sh
+step "ops: trace timelines (a job, a benchmark) pass the JSON schema" tests/ops/trace.sh
 step "ops: pool owner-only, group sharing, second user" tests/ops/security.sh
+step "ops: two jobs on one pool: data, rendezvous, connections apart" tests/ops/isolation.sh
 step "ops: make install (DESTDIR, PREFIX) and uninstall" tests/ops/install.sh
 step "ops: bench results rendered as PNG charts" tests/ops/plot.sh
 FLIP_S=$([ "$LONG" = 1 ] && echo 180 || echo 20)

@@ -108,7 +108,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 		return ncclSystemError;
 	/* descriptors describe the live sequence, which captures do not
 	 * extend (replay.h) */
-	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds)))
+	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds, stream)))
 		return r;
 	if (cxls_stage_fork(s, stream, op->capturing, s->overlap || op->deferred))
 		return cxls_op_abandon(op);

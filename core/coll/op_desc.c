@@ -2,11 +2,14 @@
 #include "op_desc.h"
 
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "coherence.h"
 #include "comm.h"
 #include "log.h"
+#include "proc_id.h"
 #include "seq_record.h"
 
 static const char *const kind_names[CXLS_OP_KINDS] = {
@@ -33,6 +36,7 @@ struct desc {
 	uint32_t seq, kind, type, redop, rounds;
 	int32_t root;
 	uint64_t count, sum;
+	uint64_t queue;          /* not compared: ranks may use any stream */
 };
 
 static struct cxls_op_desc *slot_of(struct cxls_comm *c, int rank, uint32_t seq)
@@ -81,6 +85,7 @@ static void write_desc(struct cxls_comm *c, const struct desc *d)
 	atomic_store_explicit(&p->rounds, d->rounds, memory_order_relaxed);
 	atomic_store_explicit(&p->sum, d->sum, memory_order_relaxed);
 	atomic_store_explicit(&p->enq_ns, now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&p->queue, d->queue, memory_order_relaxed);
 	seq_record_close(&p->seq, d->seq);
 	cxls_publish(c->pool->flush_mode, p, sizeof(*p));
 }
@@ -155,9 +160,23 @@ static int compare(struct cxls_comm *c, const struct desc *mine)
 	return all;
 }
 
-ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds)
+/* The NULL stream is the device's legacy stream; the per-thread default
+ * stream is one handle for every thread but a queue per thread. */
+uint64_t cxls_queue_id(const struct cxls_comm *c, CUstream stream)
+{
+	uint64_t v[3] = { (uint64_t)(uintptr_t)(stream ? stream : CU_STREAM_LEGACY),
+			  (uint64_t)c->device, 0 };
+
+	if (stream == CU_STREAM_PER_THREAD)
+		v[2] = (uint64_t)syscall(SYS_gettid);
+	return cxls_hash64(v, sizeof(v)) | 1;
+}
+
+ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds,
+			    CUstream stream)
 {
 	struct desc d = {
+		.queue = cxls_queue_id(c, stream),
 		.seq = atomic_load(&c->ops) + 1,
 		.kind = (uint32_t)call->kind,
 		.type = (uint32_t)call->type,

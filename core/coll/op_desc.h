@@ -12,6 +12,7 @@
 #ifndef CXLSHIM_CORE_OP_DESC_H
 #define CXLSHIM_CORE_OP_DESC_H
 
+#include <cuda.h>
 #include <nccl.h>
 #include <stddef.h>
 
@@ -31,9 +32,14 @@ struct cxls_call {
 const char *cxls_op_kind_name(enum cxls_op_kind kind);
 
 /* Posts this rank's descriptor for its next operation (number ops + 1,
- * `rounds` doorbell rounds) and compares it with the peers that already
- * posted theirs.  ncclInvalidUsage (communicator failed) on a mismatch. */
-ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds);
+ * `rounds` doorbell rounds, enqueued on `stream`) and compares it with the
+ * peers that already posted theirs.  ncclInvalidUsage (communicator
+ * failed) on a mismatch. */
+ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds,
+			    CUstream stream);
+
+/* The queue an op on `stream` of c's device joins (pool_format.h). */
+uint64_t cxls_queue_id(const struct cxls_comm *c, CUstream stream);
 
 /* Watchdog: compares the descriptors of operations this rank enqueued with
  * the peers' as they appear; fails the communicator on a mismatch. */

@@ -142,6 +142,11 @@ struct cxls_op_desc {
 	_Atomic uint32_t rounds; /* doorbell rounds: must agree across ranks */
 	_Atomic uint64_t sum;    /* hash of the fields that must agree */
 	_Atomic uint64_t enq_ns; /* CLOCK_REALTIME when enqueued */
+	/* the queue it was enqueued on: a hash of the stream (and the
+	 * device, and the thread for a per-thread default stream), never 0;
+	 * 0 in pools written before it was recorded.  Ops of one process on
+	 * different queues run independently (`cxlshim doctor`). */
+	_Atomic uint64_t queue;
 };
 
 _Static_assert(sizeof(struct cxls_op_desc) == CXLS_LINE, "a descriptor is one line");

@@ -426,6 +426,13 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 			mode = to_tcp(c, "the peer's policy refused");
 			break;
 		}
+		if (st != CXLS_SK_WAITING) {
+			/* FREE, CLAIMING, ABANDONED or no state at all under our
+			 * generation: only corruption or a hostile peer writes
+			 * that, and it would never change (fuzz_handshake) */
+			mode = to_tcp(c, "record in a state no peer writes");
+			break;
+		}
 		if (st == CXLS_SK_WAITING &&
 		    (cxls_now_ns() > c->deadline_ns || tcp_spoke(fd)) &&
 		    atomic_compare_exchange_strong(&rec->sg, &sg,

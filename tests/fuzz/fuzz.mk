@@ -15,6 +15,7 @@ FUZZ_CFLAGS  = -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -pthread -fno-omit-fr
 FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 # the library's core and policy, and the tool's pool reader
 FUZZ_LIB_SRC = $(CORE_SRC) $(POLICY_SRC) tools/cxlshim/snapshot.c tools/cxlshim/snap_sock.c \
+	       tools/cxlshim/snap_buf.c \
 	       tools/cxlshim/doctor.c tools/cxlshim/doctor_cycle.c \
 	       tools/cxlshim/names.c
 FUZZ_LIB_OBJ = $(FUZZ_LIB_SRC:%.c=$(BUILD_FUZZ)/obj/%.o) $(FOLD_IMAGE_OBJ)

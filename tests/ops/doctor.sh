@@ -10,6 +10,11 @@
 # Two more jobs deadlock across two communicators called in opposite
 # orders, once waiting after each call and once on one stream (each
 # rank's second op queued behind its first): doctor must name the cycle.
+# The same calls on two streams are no deadlock: doctor must name the two
+# ranks that never called (one queue per stream, not per process); and a
+# process driving two ranks on two devices has a queue for each.  Last, a
+# Send and a Recv that their peer never matches: doctor names the
+# channels and the rank that did not call its half.
 set -euo pipefail
 B=${BUILD:-build}
 CX=$B/cxlshim
@@ -134,4 +139,72 @@ for mode in cycle cycle1; do
 	job=
 	$CX pool clean >/dev/null
 done
+# run_job MODE LINE: starts ops_job MODE and waits until doctor's report
+# has two first causes and LINE twice (every op of the job enqueued)
+run_job() {
+	$CX run -e -- "$B/tests/ops_job" "$1" >"$dir/$1.log" 2>&1 &
+	job=$!
+	found=0
+	for _ in $(seq 150); do
+		rc=0
+		$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
+		if [ "$(grep -c "^first cause: op 1 " "$dir/doctor.out")" = 2 ] &&
+		   [ "$(grep -cx "$2" "$dir/doctor.out")" = 2 ]; then found=1; break; fi
+		sleep 0.2
+	done
+	cat "$dir/doctor.out"
+	[ $found = 1 ] || fail "$1: doctor never saw both hangs"
+	[ $rc = 3 ] || fail "$1: doctor exit status $rc, want 3"
+}
+stop_job() {
+	kill -KILL $(ps -o pid= --ppid "$job") "$job" 2>/dev/null || true
+	wait "$job" 2>/dev/null || true
+	job=
+	$CX pool clean >/dev/null
+}
+
+echo "== several queues per process: two streams, two communicators"
+# ranks 0 and 1 each have A's AllReduce and B's AllGather in flight, on two
+# streams in opposite orders: both are in both ops (no cycle), and the ops
+# wait for rank 2 of A and rank 3 (B's rank 2), who never call them
+run_job streams "  waiting in op 1: rank 0, rank 1"
+grep -q "^cycle:" "$dir/doctor.out" && fail "streams: a wait cycle across two streams"
+grep -q "queued behind" "$dir/doctor.out" && fail "streams: an op queued behind another stream's"
+grep -q "^first cause: op 1 AllReduce(count 4096, float32, sum) on comm slot [0-9]*: rank 2 (pid [0-9]*) has not called it$" \
+	"$dir/doctor.out" || fail "streams: A's first cause"
+grep -q "^first cause: op 1 AllGather(count 4096, float32) on comm slot [0-9]*: rank 2 (pid [0-9]*) has not called it$" \
+	"$dir/doctor.out" || fail "streams: B's first cause"
+grep -q "^first cause: the wait cycle" "$dir/doctor.out" && fail "streams: a cycle as first cause"
+stop_job
+
+echo "== several ranks per process: two devices, two communicators"
+# one process is rank 0 of A (device 0) and of B (device 1); B's AllGather,
+# enqueued after A's AllReduce, waits in its op on its own device's stream
+run_job multi "  waiting in op 1: rank 0"
+grep -q "queued behind" "$dir/doctor.out" && fail "multi: an op queued behind another device's"
+[ "$(grep -c "^first cause: op 1 .*: rank 1 (pid [0-9]*) has not called it$" "$dir/doctor.out")" = 2 ] ||
+	fail "multi: the two first causes"
+stop_job
+
+echo "== send/receive: a Send and a Recv nobody matches"
+# rank 0 sends to rank 1, rank 2 receives from rank 1; rank 1 calls neither
+$CX run -e -- "$B/tests/ops_job" p2p >"$dir/p2p.log" 2>&1 &
+job=$!
+found=0
+for _ in $(seq 150); do
+	rc=0
+	$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
+	if [ "$(grep -c "^  send/receive " "$dir/doctor.out")" = 2 ]; then found=1; break; fi
+	sleep 0.2
+done
+cat "$dir/doctor.out"
+[ $found = 1 ] || fail "p2p: doctor never saw the two channels"
+[ $rc = 3 ] || fail "p2p: doctor exit status $rc, want 3"
+grep -q "^  send/receive rank 0 -> rank 1: rank 0 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Recv (it posted 0)$" \
+	"$dir/doctor.out" || fail "p2p: the Send without its Recv"
+grep -q "^  send/receive rank 1 -> rank 2: rank 2 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Send (it posted 0)$" \
+	"$dir/doctor.out" || fail "p2p: the Recv without its Send"
+grep -q "^first cause: send/receive on comm slot [0-9]*: rank 1 (pid [0-9]*) has not called Recv from rank 0, rank 1 (pid [0-9]*) has not called Send to rank 2$" \
+	"$dir/doctor.out" || fail "p2p: first cause"
+stop_job
 echo "doctor: ok"

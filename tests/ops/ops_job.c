@@ -17,19 +17,45 @@
  *                           A's then B's, rank 1 B's then A's, on one
  *                           stream, then synchronizes; each one's second
  *                           op is queued behind its first
- *   ops_job traffic [N] [I] I iterations of AllGather, Broadcast and
- *                           AllReduce, results checked (for traces)
+ *   ops_job streams         4 ranks, A = {0,1,2} and B = {0,1,3}, each
+ *                           of ranks 0 and 1 enqueues on two streams:
+ *                           rank 0 A's AllReduce on one then B's
+ *                           AllGather on the other, rank 1 the other way
+ *                           round; rank 2 never calls A's, rank 3 never
+ *                           B's.  Two independent hangs: on one queue per
+ *                           process they would look like a wait cycle
+ *   ops_job multi           one process drives two ranks on two devices:
+ *                           rank 0 of A = {P, Q} and rank 0 of B = {P, R},
+ *                           and enqueues A's AllReduce then B's AllGather;
+ *                           Q never calls A's, R never B's: B's waits in
+ *                           its op, not behind A's (another device)
+ *   ops_job traffic [N] [I] [BASE]  I iterations of AllGather, Broadcast
+ *                           and AllReduce, results checked (for traces);
+ *                           every value offset by BASE (two jobs at once)
+ *   ops_job p2p             3 ranks: rank 0 sends to rank 1, rank 2
+ *                           receives from rank 1; rank 1 calls neither
+ *                           (all stay alive)
+ *   ops_job partial         3 ranks, rank 2 never joins the communicator
+ *   ops_job lone            one process is rank 2 of a 3-rank communicator
+ *                           of its own id: its init must fail (timeout),
+ *                           never join another job's communicator
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "launch.h"
 
 #define COUNT 4096
+
+/* Added to every value a rank contributes (traffic BASE): two jobs with
+ * different bases on one pool each check that they only see their own. */
+static float base;
 
 static float *dev_floats(size_t n, float v)
 {
@@ -66,20 +92,20 @@ static int check(const float *dev, size_t n, float (*want)(size_t i, int nranks)
 static float gathered(size_t i, int nranks)
 {
 	(void)nranks;
-	return (float)(i / COUNT);
+	return (float)(i / COUNT) + base;
 }
 
 static float summed(size_t i, int nranks)
 {
 	(void)i;
-	return (float)(nranks * (nranks - 1) / 2);
+	return (float)(nranks * (nranks - 1) / 2) + (float)nranks * base;
 }
 
 static float from_root(size_t i, int nranks)
 {
 	(void)i;
 	(void)nranks;
-	return 0.0f;
+	return base;
 }
 
 static int setup(int rank, int n, const ncclUniqueId *id, ncclComm_t *comm, cudaStream_t *s)
@@ -92,7 +118,7 @@ static int setup(int rank, int n, const ncclUniqueId *id, ncclComm_t *comm, cuda
 
 static int allgather(ncclComm_t comm, cudaStream_t s, int rank, int n)
 {
-	float *send = dev_floats(COUNT, (float)rank), *recv = dev_floats((size_t)COUNT * n, -1);
+	float *send = dev_floats(COUNT, (float)rank + base), *recv = dev_floats((size_t)COUNT * n, -1);
 	int ok = send && recv &&
 		 ncclAllGather(send, recv, COUNT, ncclFloat, comm, s) == ncclSuccess &&
 		 cudaStreamSynchronize(s) == cudaSuccess &&
@@ -105,7 +131,7 @@ static int allgather(ncclComm_t comm, cudaStream_t s, int rank, int n)
 
 static int allreduce(ncclComm_t comm, cudaStream_t s, int rank, int n)
 {
-	float *buf = dev_floats(COUNT, (float)rank);
+	float *buf = dev_floats(COUNT, (float)rank + base);
 	int ok = buf && ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, comm, s) == ncclSuccess &&
 		 cudaStreamSynchronize(s) == cudaSuccess && check(buf, COUNT, summed, n);
 
@@ -115,7 +141,7 @@ static int allreduce(ncclComm_t comm, cudaStream_t s, int rank, int n)
 
 static int broadcast(ncclComm_t comm, cudaStream_t s, int rank, int n)
 {
-	float *buf = dev_floats(COUNT, (float)rank);
+	float *buf = dev_floats(COUNT, (float)rank + base);
 	int ok = buf && ncclBroadcast(buf, buf, COUNT, ncclFloat, 0, comm, s) == ncclSuccess &&
 		 cudaStreamSynchronize(s) == cudaSuccess && check(buf, COUNT, from_root, n);
 
@@ -202,6 +228,139 @@ static int cycle(int rank, int n, const ncclUniqueId *id, void *arg)
 	return 0;
 }
 
+static int streams(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t world, a, b;
+	cudaStream_t s[2];
+	float *buf, *all;
+
+	(void)arg;
+	if (setup(rank, n, id, &world, &s[0]) || cudaStreamCreate(&s[1]) != cudaSuccess ||
+	    allgather(world, s[0], rank, n) ||
+	    ncclCommSplit(world, rank != 3 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &a, NULL) != ncclSuccess ||
+	    ncclCommSplit(world, rank != 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &b, NULL) != ncclSuccess)
+		return 1;
+	printf("rank %d: split done\n", rank);
+	buf = dev_floats(COUNT, 1);
+	all = dev_floats((size_t)COUNT * 3, 0);
+	if (rank >= 2) {
+		for (;;)
+			pause(); /* never calls its communicator's op */
+	}
+	for (int i = 0; i < 2; i++) {
+		int on_a = (i == 0) == (rank == 0);
+		ncclResult_t r = on_a ? ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, a, s[i]) :
+					ncclAllGather(buf, all, COUNT, ncclFloat, b, s[i]);
+
+		if (r != ncclSuccess)
+			return 1;
+	}
+	cudaStreamSynchronize(s[0]); /* hangs until a kill */
+	cudaStreamSynchronize(s[1]);
+	return 0;
+}
+
+/* The unique ids of "multi": made by P, read by Q and R. */
+struct ids {
+	_Atomic int ready;
+	ncclUniqueId a, b;
+};
+
+static int multi(int proc, int n, const ncclUniqueId *id, void *arg)
+{
+	struct ids *ids = arg;
+	ncclComm_t a, b;
+	cudaStream_t sa, sb;
+	float *buf, *all;
+
+	(void)n;
+	(void)id;
+	if (proc == 0) {
+		if (ncclGetUniqueId(&ids->a) != ncclSuccess || ncclGetUniqueId(&ids->b) != ncclSuccess)
+			return 1;
+		atomic_store(&ids->ready, 1);
+	}
+	while (!atomic_load(&ids->ready))
+		usleep(1000);
+	if (proc != 0) {
+		ncclComm_t c;
+		cudaStream_t s;
+
+		if (setup(1, 2, proc == 1 ? &ids->a : &ids->b, &c, &s))
+			return 1;
+		printf("proc %d: joined\n", proc);
+		for (;;)
+			pause(); /* never calls its communicator's op */
+	}
+	if (cudaSetDevice(0) != cudaSuccess || cudaStreamCreate(&sa) != cudaSuccess ||
+	    ncclCommInitRank(&a, 2, ids->a, 0) != ncclSuccess || !(buf = dev_floats(COUNT, 1)) ||
+	    ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, a, sa) != ncclSuccess)
+		return 1;
+	if (cudaSetDevice(1) != cudaSuccess || cudaStreamCreate(&sb) != cudaSuccess ||
+	    ncclCommInitRank(&b, 2, ids->b, 0) != ncclSuccess ||
+	    !(all = dev_floats((size_t)COUNT * 2, 0)) ||
+	    ncclAllGather(buf, all, COUNT, ncclFloat, b, sb) != ncclSuccess)
+		return 1;
+	printf("proc 0: both enqueued\n");
+	cudaStreamSynchronize(sa); /* hangs until a kill */
+	return 0;
+}
+
+static int p2p(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm;
+	cudaStream_t s;
+	float *buf;
+	ncclResult_t r;
+
+	(void)arg;
+	if (setup(rank, n, id, &comm, &s) || allgather(comm, s, rank, n) ||
+	    !(buf = dev_floats(COUNT, 1)))
+		return 1;
+	printf("rank %d: ready\n", rank);
+	if (rank == 1) {
+		for (;;)
+			pause(); /* calls neither its Recv nor its Send */
+	}
+	r = rank == 0 ? ncclSend(buf, COUNT, ncclFloat, 1, comm, s) :
+			ncclRecv(buf, COUNT, ncclFloat, 1, comm, s);
+	if (r != ncclSuccess)
+		return 1;
+	/* a Send that fits the channel's staging completes without its
+	 * Recv (eagerly); the Recv waits for its Send */
+	cudaStreamSynchronize(s);
+	for (;;)
+		pause(); /* alive until a kill */
+}
+
+static int partial(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm;
+	cudaStream_t s;
+
+	(void)arg;
+	if (rank == n - 1) {
+		for (;;)
+			pause(); /* never joins */
+	}
+	return setup(rank, n, id, &comm, &s) ? 1 : 0;
+}
+
+/* Exit status 0 when the init failed, as it must. */
+static int lone(void)
+{
+	ncclUniqueId id;
+	ncclComm_t comm;
+	ncclResult_t r;
+
+	cudaSetDevice(0);
+	if (ncclGetUniqueId(&id) != ncclSuccess)
+		return 2;
+	r = ncclCommInitRank(&comm, 3, id, 2);
+	printf("lone rank 2 of 3: %s\n", ncclGetErrorString(r));
+	return r == ncclSuccess;
+}
+
 static int traffic(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	int iters = *(int *)arg;
@@ -233,8 +392,25 @@ int main(int argc, char **argv)
 
 		return launch_ranks(2, cycle, &one_stream, 600);
 	}
+	if (argc > 1 && !strcmp(argv[1], "streams"))
+		return launch_ranks(4, streams, NULL, 600);
+	if (argc > 1 && !strcmp(argv[1], "multi")) {
+		struct ids *ids = mmap(NULL, sizeof(*ids), PROT_READ | PROT_WRITE,
+				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+		return ids == MAP_FAILED ? 1 : launch_ranks(3, multi, ids, 600);
+	}
+	if (argc > 1 && !strcmp(argv[1], "p2p"))
+		return launch_ranks(3, p2p, NULL, 600);
+	if (argc > 1 && !strcmp(argv[1], "partial"))
+		return launch_ranks(3, partial, NULL, 600);
+	if (argc > 1 && !strcmp(argv[1], "lone"))
+		return lone();
+	if (argc > 4)
+		base = (float)atof(argv[4]);
 	if (argc > 1 && !strcmp(argv[1], "traffic"))
 		return launch_ranks(n, traffic, &iters, 120);
-	fprintf(stderr, "usage: %s hang|chain|cycle|cycle1|traffic [NRANKS] [ITERS]\n", argv[0]);
+	fprintf(stderr, "usage: %s hang|chain|cycle|cycle1|streams|multi|p2p|partial|lone|traffic [NRANKS] [ITERS] "
+		"[BASE]\n", argv[0]);
 	return 2;
 }

@@ -4,7 +4,8 @@
 # loop SIGKILLs one of those processes every ~2 s and starts a replacement
 # (tests/ops/soak.c, soak_sock.c).  Nothing may hang beyond the op
 # timeout, every result and every byte must check, and at the end the pool
-# must hold as many free communicator and socket records as at the start:
+# must hold as many free communicator and socket records as at the start,
+# lend no socket buffer and hold no listener record:
 # freed by the survivors, or reclaimed from dead holders by `cxlshim pool
 # clean` (what the next job's rendezvous and connections do by
 # themselves).
@@ -19,10 +20,16 @@ trap 'rm -f "$CXLSHIM_POOL_PATH"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 free_records() { $CX pool status | sed -n 's/.*communicator slots (\([0-9]*\) in use, \([0-9]*\) free).*/\2/p'; }
 free_sockets() { $CX pool status | sed -n 's/^sockets: .* (\([0-9]*\) in use, \([0-9]*\) free).*/\2/p'; }
+# the socket region's other holdings: buffers lent, listener records
+sockjson() { $CX pool status --json | python3 -c "import json,sys; s=json.load(sys.stdin)['sockets']; print($1)"; }
+lent_buffers() { sockjson "sum(c['in_use'] for c in s['buffers'])"; }
+listeners() { sockjson "len(s['listeners'])"; }
 
 $CX pool create -s 256M >/dev/null
 start=$(free_records)
 start_socks=$(free_sockets)
+start_bufs=$(lent_buffers)
+start_lst=$(listeners)
 [ -n "$start" ] && [ -n "$start_socks" ] || fail "pool status: no free counts"
 env LD_PRELOAD="$PWD/$B/libcxlshim.so" "$B/tests/soak" 4 "$S" 2000 &
 job=$!
@@ -44,4 +51,10 @@ end_socks=$(free_sockets)
 echo "free communicator records after pool clean: $end; socket records: $end_socks"
 [ "$end" = "$start" ] || fail "the pool lost $((start - end)) communicator records"
 [ "$end_socks" = "$start_socks" ] || fail "the pool lost $((start_socks - end_socks)) socket records"
+end_bufs=$(lent_buffers)
+end_lst=$(listeners)
+echo "socket buffers lent: $start_bufs at the start, $end_bufs after pool clean;" \
+	"listener records: $start_lst, $end_lst"
+[ "$end_bufs" = "$start_bufs" ] || fail "$((end_bufs - start_bufs)) socket buffers still lent"
+[ "$end_lst" = "$start_lst" ] || fail "$((end_lst - start_lst)) listener records left"
 echo "soak: ok"

@@ -19,6 +19,7 @@
 #include "snapshot.h"
 #include "sock_meet.h"
 #include "sock_region.h"
+#include "sock_sweep.h"
 #include "status.h"
 
 struct pool_opts {
@@ -39,8 +40,9 @@ static void help(FILE *out)
 		"          connections (ring fill, holders), owners and which are dead;\n"
 		"          --json: the same as one JSON object\n"
 		"  clean   reclaim the communicator records of jobs whose ranks all died\n"
-		"          (or that fail their checksum) and the socket records of closed\n"
-		"          or dead connections\n"
+		"          (or that fail their checksum), the socket records of closed or\n"
+		"          dead connections with their buffers, listener records of dead\n"
+		"          processes, and buffers lent to no connection\n"
 		"PATH defaults to the policy's pool.path; SIZE takes K/M/G suffixes.\n");
 }
 
@@ -153,24 +155,23 @@ static int pool_status(const struct pool_opts *o)
 	return EXIT_OK;
 }
 
-/* The library's own sweep (sock_meet.c) over the pool's socket region,
- * laid out from the validated geometry as the region's loader does. */
-static int sweep_sockets(struct cxls_pool *pool, const struct cxls_config *cfg)
+/* The library's own sweeps (sock_meet.c, sock_sweep.c) over the pool's
+ * socket region: connection records of closed or dead connections (and
+ * the buffers they held), listener records of dead processes, buffers
+ * lent to no connection. */
+static void sweep_sockets(struct cxls_pool *pool, const struct cxls_config *cfg)
 {
-	const struct cxls_super *sb = &pool->geo;
-	struct cxls_sock_region r = {
-		.pool = pool,
-		.cfg = cfg,
-		.nlisteners = sb->sock_listeners,
-		.nslots = sb->sock_slots,
-		.ring_size = sb->sock_ring,
-	};
+	struct cxls_sock_region r;
+	int n;
 
-	r.listeners = cxls_pool_at(pool, sb->sock_offset);
-	r.recs = (uint8_t *)r.listeners + (uint64_t)sb->sock_listeners * CXLS_SOCK_LISTENER_SIZE;
-	r.rings = (uint8_t *)cxls_pool_at(pool, sb->sock_offset) +
-		  cxls_sock_rings_off(sb->sock_listeners, sb->sock_slots);
-	return cxls_sock_sweep(&r);
+	cxls_sock_region_of(&r, pool, cfg);
+	n = cxls_sock_sweep(&r);
+	printf("reclaimed %d socket record%s of closed or dead connections\n", n,
+	       n == 1 ? "" : "s");
+	n = cxls_listener_sweep(&r);
+	printf("reclaimed %d listener record%s of dead processes\n", n, n == 1 ? "" : "s");
+	n = cxls_buf_sweep_orphans(&r);
+	printf("reclaimed %d socket buffer%s lent to no connection\n", n, n == 1 ? "" : "s");
 }
 
 static int pool_clean(const struct pool_opts *o)
@@ -198,11 +199,8 @@ static int pool_clean(const struct pool_opts *o)
 	n = cxls_comm_reclaim(&pool);
 	printf("reclaimed %d communicator record%s left by dead jobs or damaged\n", n,
 	       n == 1 ? "" : "s");
-	if (pool.geo.sock_slots && !pool.flush_mode) {
-		n = sweep_sockets(&pool, &cfg);
-		printf("reclaimed %d socket record%s of closed or dead connections\n", n,
-		       n == 1 ? "" : "s");
-	}
+	if (pool.geo.sock_slots && !pool.flush_mode)
+		sweep_sockets(&pool, &cfg);
 	cxls_pool_close(&pool);
 	return EXIT_OK;
 }

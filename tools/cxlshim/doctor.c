@@ -7,14 +7,18 @@
 #include "doctor_wait.h"
 #include "names.h"
 
+static void add_culprit(char *buf, size_t len, uint32_t rank, uint32_t pid, const char *what)
+{
+	size_t n = strlen(buf);
+
+	if (n + 1 < len)
+		snprintf(buf + n, len - n, "%srank %u (pid %u) %s", n ? ", " : "", rank, pid, what);
+}
+
 static void blame(struct diag *d, uint32_t rank, uint32_t pid, const char *what)
 {
-	size_t n = strlen(d->culprits);
-
 	d->root = 1;
-	if (n + 1 < sizeof(d->culprits))
-		snprintf(d->culprits + n, sizeof(d->culprits) - n, "%srank %u (pid %u) %s",
-			 n ? ", " : "", rank, pid, what);
+	add_culprit(d->culprits, sizeof(d->culprits), rank, pid, what);
 }
 
 static int member(const struct snap_rank *r)
@@ -70,7 +74,21 @@ int same_proc(const struct snap_rank *a, const struct snap_rank *b)
 	return a->pid == b->pid && a->boot_hash == b->boot_hash;
 }
 
-void active_op(const struct diag *all, uint32_t n, const struct snap_rank *k, struct act *out)
+uint64_t queue_of(const struct snap_rank *r, uint32_t seq)
+{
+	const struct snap_desc *d = desc_of(r, seq);
+
+	return d ? d->queue : 0;
+}
+
+/* An op whose queue is not recorded may be on any. */
+static int on_queue(const struct snap_desc *x, uint64_t q)
+{
+	return !q || !x || !x->queue || x->queue == q;
+}
+
+void active_op(const struct diag *all, uint32_t n, const struct snap_rank *k, uint64_t q,
+	       struct act *out)
 {
 	uint64_t best = UINT64_MAX;
 
@@ -88,6 +106,8 @@ void active_op(const struct diag *all, uint32_t n, const struct snap_rank *k, st
 			if (o->state != CXLS_RANK_JOINED || !same_proc(o, k) || o->enq == o->done)
 				continue;
 			x = desc_of(o, o->done + 1);
+			if (!on_queue(x, q))
+				continue;
 			when = x ? x->enq_ns : UINT64_MAX - 1; /* ring overwritten: late */
 			if (out->d && when >= best)
 				continue;
@@ -96,6 +116,7 @@ void active_op(const struct diag *all, uint32_t n, const struct snap_rank *k, st
 			out->rank = r;
 			out->seq = o->done + 1;
 			out->desc = x;
+			out->queue = x ? x->queue : 0;
 		}
 	}
 }
@@ -109,14 +130,14 @@ void act_call(const struct act *a, char *buf, size_t len)
 		snprintf(buf, len, "(no valid descriptor)");
 }
 
-/* 1 when the process holding rank k is in op seq of d's communicator
- * itself (so it does not hold that op up: it waits like the others). */
+/* 1 when rank k, which called op seq of d's communicator, is in it on
+ * its queue (so it does not hold that op up: it waits like the others). */
 static int in_this_op(const struct diag *all, uint32_t n, const struct diag *d,
 		      const struct snap_rank *k, uint32_t seq)
 {
 	struct act a;
 
-	active_op(all, n, k, &a);
+	active_op(all, n, k, queue_of(k, seq), &a);
 	return a.d == d && a.seq == seq;
 }
 
@@ -175,7 +196,9 @@ static void print_missing(struct diag *d, const struct diag *all, uint32_t n, FI
 			blame(d, r, k->pid, "left without calling it");
 			continue;
 		}
-		active_op(all, n, k, &a);
+		/* called it: behind the active op of its queue; not called:
+		 * held, if at all, by whatever its process waits in */
+		active_op(all, n, k, k->enq >= d->seq ? queue_of(k, d->seq) : 0, &a);
 		if (a.d == d && a.seq == d->seq)
 			continue; /* waiting in it like the others */
 		if (a.d && k->alive != 0) {
@@ -233,8 +256,9 @@ static void print_comm(struct diag *d, const struct diag *all, uint32_t n, uint6
 		return;
 	}
 	if (!d->stuck) {
-		fprintf(out, ": idle, every rank completed its %u ops%s\n",
-			c->nranks ? c->ranks[0].done : 0, d->dead ? " (but some ranks died)" : "");
+		fprintf(out, ": %s, every rank completed its %u collectives%s\n",
+			c->np2p ? "send/receive unmatched" : "idle", c->nranks ? c->ranks[0].done : 0,
+			d->dead ? " (but some ranks died)" : "");
 		return;
 	}
 	describe_op(d, op, sizeof(op));
@@ -252,6 +276,39 @@ static void print_comm(struct diag *d, const struct diag *all, uint32_t n, uint6
 		}
 }
 
+/* Send/receive groups are not collectives: they post no descriptor, only
+ * the message counts of each channel.  A channel on which one side posted
+ * more messages than the other is waiting for the other's Send or Recv
+ * (a snapshot: it may be matched an instant later, like any op in
+ * flight). */
+static void print_p2p(struct diag *d, FILE *out)
+{
+	const struct snap_comm *c = d->c;
+
+	if (c->corrupt || c->bad_ranks || !c->ranks || c->phase != CXLS_COMM_READY)
+		return;
+	for (uint32_t i = 0; i < c->np2p; i++) {
+		const struct snap_p2p *p = &c->p2p[i];
+		int fwd = p->sent > p->recvd; /* the sender is ahead */
+		uint32_t late = fwd ? p->dst : p->src, early = fwd ? p->src : p->dst;
+		const struct snap_rank *k;
+		char what[64];
+
+		if (p->src >= c->nranks || p->dst >= c->nranks)
+			continue;
+		k = &c->ranks[late];
+		fprintf(out, "  send/receive rank %u -> rank %u: rank %u posted message %u, rank %u "
+			"(pid %u, %s) has not called its %s (it posted %u)\n", p->src, p->dst, early,
+			fwd ? p->sent : p->recvd, late, k->pid,
+			k->state == CXLS_RANK_JOINED ? liveness(k->alive) : "left",
+			fwd ? "Recv" : "Send", fwd ? p->recvd : p->sent);
+		snprintf(what, sizeof(what), "has not called %s rank %u",
+			 fwd ? "Recv from" : "Send to", early);
+		add_culprit(d->p2p_culprits, sizeof(d->p2p_culprits), late, k->pid, what);
+		d->p2p = 1;
+	}
+}
+
 int doctor_report(const struct pool_snap *s, FILE *out, uint64_t now_real_ns)
 {
 	struct diag *all = calloc(s->ncomms ? s->ncomms : 1, sizeof(*all));
@@ -267,8 +324,9 @@ int doctor_report(const struct pool_snap *s, FILE *out, uint64_t now_real_ns)
 		const struct snap_comm *c = all[i].c;
 
 		print_comm(&all[i], all, s->ncomms, now_real_ns, out);
+		print_p2p(&all[i], out);
 		if (c->corrupt || c->bad_ranks || c->phase == CXLS_COMM_FAILED || all[i].stuck ||
-		    all[i].dead ||
+		    all[i].dead || all[i].p2p ||
 		    c->phase == CXLS_COMM_JOINING)
 			problems++;
 	}
@@ -279,6 +337,13 @@ int doctor_report(const struct pool_snap *s, FILE *out, uint64_t now_real_ns)
 		describe_op(&all[i], op, sizeof(op));
 		fprintf(out, "first cause: op %u %s on comm slot %u: %s\n", all[i].seq, op,
 			all[i].c->slot, all[i].culprits);
+		roots++;
+	}
+	for (uint32_t i = 0; i < s->ncomms; i++) {
+		if (!all[i].p2p)
+			continue;
+		fprintf(out, "first cause: send/receive on comm slot %u: %s\n", all[i].c->slot,
+			all[i].p2p_culprits);
 		roots++;
 	}
 	if (cycles > 0) {

@@ -1,13 +1,16 @@
 /* doctor_cycle.c - wait cycles across communicators (doctor_wait.h).
  *
- * A node is a process with an operation in flight, at its active op (the
- * earliest it enqueued and did not complete).  It waits for every other
- * rank of that op's communicator that has not completed the op and is not
- * in that very op itself: such a rank's process is in an earlier op of
- * the same communicator or in an op of another one (or idle or dead, which
- * ends the chain: that is a first cause, reported by doctor.c).  A cycle
- * in this graph is a deadlock no rank can leave: rank 0 in comm A's op
- * waits for rank 1, which is in comm B's op waiting for rank 0.
+ * A node is a queue (a stream of a process) with an operation in flight,
+ * at its active op (the earliest it enqueued and did not complete).  It
+ * waits for every other rank of that op's communicator that has not
+ * completed the op and is not in that very op itself: a rank that called
+ * the op is queued behind the active op of the op's queue, one that did
+ * not is held by what its process waits in, if anything (or it is idle or
+ * dead, which ends the chain: that is a first cause, reported by
+ * doctor.c).  A cycle in this graph is a deadlock no rank can leave: rank
+ * 0 in comm A's op waits for rank 1, which is in comm B's op waiting for
+ * rank 0.  Two ops of one process on two streams are two nodes: they
+ * wait for nobody but their peers, and form no cycle by themselves.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,7 @@
 
 struct node {
 	const struct snap_rank *k; /* one of the process's rank records */
+	uint64_t q;                /* the queue, 0: not recorded (any) */
 	struct act a;
 	int color;                 /* 0 unvisited, 1 on the path, 2 done */
 	int next_q;                /* next rank of a's communicator to try */
@@ -32,14 +36,67 @@ struct graph {
 	int cycles;
 };
 
-static int node_of(const struct graph *g, const struct snap_rank *k)
+static int node_of(const struct graph *g, const struct snap_rank *k, uint64_t q)
 {
 	for (uint32_t i = 0; i < g->n; i++)
-		if (same_proc(g->v[i].k, k))
+		if (same_proc(g->v[i].k, k) && g->v[i].q == q)
 			return (int)i;
 	return -1;
 }
 
+/* The node that holds rank k of an op's communicator back from op seq:
+ * when it called it, the queue of its next op there (seq, or an earlier
+ * one it has not completed: a communicator's ops complete in order); when
+ * it did not, the queue of whatever its process is in; -1 when that is
+ * nothing. */
+static int holder_node(const struct graph *g, const struct snap_rank *k, uint32_t seq)
+{
+	struct act a;
+
+	if (k->enq >= seq)
+		return node_of(g, k, queue_of(k, k->done + 1));
+	active_op(g->all, g->ndiag, k, 0, &a);
+	return a.d ? node_of(g, k, a.queue) : -1;
+}
+
+/* A rank record that may stand for its process. */
+static int usable(const struct snap_rank *k)
+{
+	return k->state == CXLS_RANK_JOINED && !k->corrupt;
+}
+
+/* Nodes for every queue with an op in flight of the process holding k:
+ * one per queue of the next op of each of its communicators. */
+static void add_process(struct graph *g, const struct snap_rank *k)
+{
+	for (uint32_t i = 0; i < g->ndiag; i++) {
+		const struct snap_comm *c = g->all[i].c;
+
+		if (!c->ranks || c->corrupt)
+			continue;
+		for (uint32_t r = 0; r < c->nranks; r++) {
+			const struct snap_rank *o = &c->ranks[r];
+			struct node *nd = &g->v[g->n];
+			uint64_t q;
+
+			if (!usable(o) || !same_proc(o, k) || o->enq == o->done)
+				continue;
+			q = queue_of(o, o->done + 1);
+			if (node_of(g, o, q) >= 0)
+				continue;
+			active_op(g->all, g->ndiag, o, q, &nd->a);
+			if (!nd->a.d)
+				continue;
+			nd->k = o;
+			nd->q = q;
+			g->n++;
+		}
+	}
+}
+
+/* Processes in the order their first rank record comes (communicator
+ * slots, then ranks), so that the walks, and the cycles they print, start
+ * from the same place whatever the queues. */
 static int collect(struct graph *g)
 {
 	uint32_t cap = 0;
@@ -58,21 +115,20 @@ static int collect(struct graph *g)
 			continue;
 		for (uint32_t r = 0; r < c->nranks; r++) {
 			const struct snap_rank *k = &c->ranks[r];
-			struct node *nd = &g->v[g->n];
+			int known = 0;
 
-			if (k->state != CXLS_RANK_JOINED || k->corrupt || node_of(g, k) >= 0)
+			if (!usable(k))
 				continue;
-			active_op(g->all, g->ndiag, k, &nd->a);
-			if (!nd->a.d)
-				continue;
-			nd->k = k;
-			g->n++;
+			for (uint32_t j = 0; j < g->n && !known; j++)
+				known = same_proc(g->v[j].k, k);
+			if (!known)
+				add_process(g, k);
 		}
 	}
 	return 0;
 }
 
-/* The next process node i waits for, from rank next_q on; -1 when none. */
+/* The next node i waits for, from rank next_q on; -1 when none. */
 static int next_succ(struct graph *g, int i)
 {
 	struct node *nd = &g->v[i];
@@ -86,7 +142,7 @@ static int next_succ(struct graph *g, int i)
 		if (q == nd->a.rank || k->state != CXLS_RANK_JOINED || k->corrupt ||
 		    k->done >= nd->a.seq)
 			continue;
-		j = node_of(g, k);
+		j = holder_node(g, k, nd->a.seq);
 		if (j < 0 || (g->v[j].a.d == nd->a.d && g->v[j].a.seq == nd->a.seq))
 			continue; /* idle or dead (a first cause), or in this op too */
 		nd->via = q;

@@ -51,6 +51,7 @@ static void copy_desc(const struct cxls_op_desc *p, struct snap_desc *d)
 	d->root = atomic_load_explicit(&p->root, memory_order_relaxed);
 	d->rounds = atomic_load_explicit(&p->rounds, memory_order_relaxed);
 	d->enq_ns = atomic_load_explicit(&p->enq_ns, memory_order_relaxed);
+	d->queue = atomic_load_explicit(&p->queue, memory_order_relaxed);
 	atomic_thread_fence(memory_order_acquire);
 	d->valid = seq && atomic_load_explicit(&p->seq, memory_order_relaxed) == seq &&
 		   d->kind > CXLS_OP_NONE && d->kind < CXLS_OP_KINDS && d->type < 32;
@@ -83,6 +84,50 @@ static void copy_rank(const struct cxls_comm_view *v, const struct cxls_comm_rec
 	}
 	for (uint32_t i = 0; i < CXLS_DESC_RING; i++)
 		copy_desc(&v->desc[(size_t)r * CXLS_DESC_RING + i], &o->desc[i]);
+}
+
+/* The last message number posted on one side of a channel. */
+static uint32_t last_msg(const struct cxls_p2p_msg *r)
+{
+	uint32_t last = 0;
+
+	for (int i = 0; i < CXLS_P2P_MSG_RING; i++) {
+		uint32_t seq = atomic_load_explicit(&r->m[i].seq, memory_order_acquire);
+
+		if (seq > last)
+			last = seq;
+	}
+	return last;
+}
+
+/* Channels whose sender and receiver posted different message counts.
+ * Two passes over a live pool: what does not fit the first count is left
+ * out.  0, or -1 when out of memory. */
+static int copy_p2p(const struct cxls_comm_view *v, struct snap_comm *o)
+{
+	uint32_t n = o->nranks, cap = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t src = 0; src < n; src++)
+			for (uint32_t dst = 0; dst < n; dst++) {
+				size_t i = (size_t)src * v->max_ranks + dst;
+				uint32_t sent = last_msg(&v->p2p_smsg[i]);
+				uint32_t recvd = last_msg(&v->p2p_rmsg[i]);
+
+				if (src == dst || sent == recvd)
+					continue;
+				if (!pass) {
+					cap++;
+				} else if (o->np2p < cap) {
+					o->p2p[o->np2p++] = (struct snap_p2p){ src, dst, sent, recvd };
+				}
+			}
+		if (!pass && !cap)
+			return 0;
+		if (!pass && !(o->p2p = calloc(cap, sizeof(*o->p2p))))
+			return -1;
+	}
+	return 0;
 }
 
 /* Header fields, each checked against the geometry. */
@@ -129,6 +174,8 @@ static int copy_comm(const struct cxls_pool *p, uint32_t slot, int flags, struct
 		copy_rank(&v, &hdr, r, flags, &o->ranks[r]);
 		o->bad_ranks += o->ranks[r].corrupt != NULL;
 	}
+	if (copy_p2p(&v, o))
+		o->corrupt = "out of memory";
 	return 1;
 }
 
@@ -160,16 +207,22 @@ int snap_take(const void *base, size_t size, int flags, struct pool_snap *out)
 		else
 			out->nfree++;
 	}
-	return snap_take_socks(base, flags, out) ? CXLS_POOL_ESYS : 0;
+	if (snap_take_socks(base, flags, out) || snap_take_bufs(base, out))
+		return CXLS_POOL_ESYS;
+	return 0;
 }
 
 void snap_free(struct pool_snap *s)
 {
-	for (uint32_t i = 0; i < s->ncomms; i++)
+	for (uint32_t i = 0; i < s->ncomms; i++) {
 		free(s->comms[i].ranks);
+		free(s->comms[i].p2p);
+	}
 	free(s->comms);
 	free(s->listeners);
 	free(s->socks);
+	for (int k = 0; k < s->nbufclasses; k++)
+		free(s->bufclass[k].lent);
 	memset(s, 0, sizeof(*s));
 }
 

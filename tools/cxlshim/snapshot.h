@@ -21,6 +21,7 @@ struct snap_desc {
 	uint32_t seq, kind, type, redop, rounds;
 	int32_t root;
 	uint64_t count, enq_ns;  /* enq_ns: CLOCK_REALTIME */
+	uint64_t queue;          /* stream it was enqueued on; 0: not recorded */
 };
 
 struct snap_rank {
@@ -34,6 +35,15 @@ struct snap_rank {
 	struct snap_desc desc[CXLS_DESC_RING];
 };
 
+/* A point-to-point channel whose two sides posted different numbers of
+ * messages: one side called a Send (or a Recv) the other has not matched
+ * yet. */
+struct snap_p2p {
+	uint32_t src, dst;
+	uint32_t sent;           /* messages src posted to send to dst */
+	uint32_t recvd;          /* messages dst posted to receive from src */
+};
+
 struct snap_comm {
 	uint32_t slot, phase, joined, nranks;
 	uint64_t key_hash;       /* never the key itself */
@@ -44,6 +54,8 @@ struct snap_comm {
 	const char *corrupt;     /* why it cannot be interpreted, or NULL */
 	uint32_t bad_ranks;      /* joined ranks whose record fails its checksum */
 	struct snap_rank *ranks; /* nranks entries when not corrupt */
+	uint32_t np2p;           /* unmatched channels */
+	struct snap_p2p *p2p;
 };
 
 /* A process recorded as holding a socket or listener. */
@@ -78,6 +90,20 @@ struct snap_sock {
 	const char *corrupt;
 };
 
+/* A buffer of the socket region lent for a write by reference. */
+struct snap_buf {
+	uint32_t idx;                 /* within its class */
+	uint32_t slot, gen;           /* the owner it names: record and generation */
+	const struct snap_sock *conn; /* that record in this snapshot, or NULL:
+				       * an orphan no connection will give back */
+	int alive;                    /* 1 a holder of conn alive, 0 none, -1 remote */
+};
+
+struct snap_bufclass {
+	uint32_t size, count, in_use;
+	struct snap_buf *lent;        /* in_use entries */
+};
+
 struct pool_snap {
 	struct cxls_super sb;    /* validated copy */
 	size_t map_size;
@@ -90,6 +116,8 @@ struct pool_snap {
 	struct snap_listener *listeners;
 	uint32_t nsocks, nsock_free;
 	struct snap_sock *socks;
+	int nbufclasses;          /* classes with buffers, in the pool's order */
+	struct snap_bufclass bufclass[CXLS_SOCK_BUF_CLASSES];
 };
 
 /* Flags of snap_take(). */
@@ -111,6 +139,9 @@ void snap_map_close(struct snap_map *m);
 /* The socket region of a validated snapshot (snap_sock.c); 0 or -1 when
  * out of memory. */
 int snap_take_socks(const uint8_t *base, int flags, struct pool_snap *out);
+/* Its buffer classes and who holds each lent buffer (snap_buf.c), after
+ * snap_take_socks; 0 or -1 when out of memory. */
+int snap_take_bufs(const uint8_t *base, struct pool_snap *out);
 
 const char *snap_phase_name(uint32_t phase);
 const char *snap_sock_state_name(uint32_t state);

@@ -143,6 +143,25 @@ static void json_sock(FILE *out, const struct snap_sock *k)
 	fputs("}", out);
 }
 
+static void json_bufclass(FILE *out, const struct snap_bufclass *c)
+{
+	fprintf(out, "{\"size\": %u, \"count\": %u, \"in_use\": %u, \"lent\": [", c->size,
+		c->count, c->in_use);
+	for (uint32_t i = 0; i < c->in_use; i++) {
+		const struct snap_buf *b = &c->lent[i];
+
+		fprintf(out, "%s{\"index\": %u, \"slot\": %u, \"generation\": %u, "
+			"\"connection\": %s, \"alive\": ", i ? ", " : "", b->idx, b->slot, b->gen,
+			b->conn ? "true" : "false");
+		if (b->conn)
+			jalive(out, b->alive);
+		else
+			fputs("false", out);
+		fputs("}", out);
+	}
+	fputs("]}", out);
+}
+
 static void json_socks(FILE *out, const struct pool_snap *s)
 {
 	fprintf(out, "\"sockets\": {\"slots\": %u, \"in_use\": %u, \"free\": %u, "
@@ -156,6 +175,11 @@ static void json_socks(FILE *out, const struct pool_snap *s)
 	for (uint32_t i = 0; i < s->nsocks; i++) {
 		fputs(i ? ", " : "", out);
 		json_sock(out, &s->socks[i]);
+	}
+	fputs("], \"buffers\": [", out);
+	for (int k = 0; k < s->nbufclasses; k++) {
+		fputs(k ? ", " : "", out);
+		json_bufclass(out, &s->bufclass[k]);
 	}
 	fputs("]}", out);
 }

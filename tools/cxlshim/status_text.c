@@ -115,6 +115,25 @@ static void print_sock(FILE *out, const struct snap_sock *k)
 	print_end(out, "server", &k->end[CXLS_SERVER]);
 }
 
+static void print_bufclass(FILE *out, const struct snap_bufclass *c)
+{
+	fprintf(out, "  buffers of %u bytes: %u, %u lent\n", c->size, c->count, c->in_use);
+	for (uint32_t i = 0; i < c->in_use; i++) {
+		const struct snap_buf *b = &c->lent[i];
+
+		fprintf(out, "    buffer %-5u ", b->idx);
+		if (!b->conn)
+			fprintf(out, "ORPHAN: lent to slot %u generation %u, which no connection "
+				"holds (pool clean gives it back)\n", b->slot, b->gen);
+		else
+			fprintf(out, "lent to conn slot %u (%s), %s\n", b->slot,
+				snap_sock_state_name(b->conn->state),
+				b->conn->corrupt ? "CORRUPT record" :
+				b->alive > 0 ? "holder alive" : b->alive ? "holders remote" :
+				"holders DEAD");
+	}
+}
+
 void status_text(FILE *out, const char *path, const struct pool_snap *s, int verbose)
 {
 	const struct cxls_super *sb = &s->sb;
@@ -139,6 +158,8 @@ void status_text(FILE *out, const char *path, const struct pool_snap *s, int ver
 			print_listener(out, &s->listeners[i]);
 		for (uint32_t i = 0; i < s->nsocks; i++)
 			print_sock(out, &s->socks[i]);
+		for (int k = 0; k < s->nbufclasses; k++)
+			print_bufclass(out, &s->bufclass[k]);
 	}
 	fprintf(out, "host memory: %s\n", STATUS_HOSTMEM_NOTE);
 }
