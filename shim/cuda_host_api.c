@@ -5,7 +5,8 @@
  * cuMemHostUnregister), plus the ways a program obtains driver entry points
  * without the dynamic linker: cuGetProcAddress[_v2] and
  * cudaGetDriverEntryPoint[ByVersion] hand out these wrappers instead of the
- * driver's own functions.
+ * driver's own functions, and so does dlsym on a handle of libcuda
+ * (cuda_dlsym.c), the way statically linked cudart finds cuGetProcAddress.
  *
  * Thin entry points: the core decides (core/mem/hostmem.c); what it does
  * not claim reaches the real function untouched.  The runtime implements
@@ -19,6 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cuda_host_api.h"
 #include "cuda_host_real.h"
 #include "hostmem.h"
 #include "log.h"
@@ -104,10 +106,12 @@ static int drv_unreg(void *p)
 }
 
 static const struct cxls_hostmem_ops rt_ops = {
-	"cudaHostAlloc", rt_reg, rt_unreg, cudaErrorMemoryAllocation
+	"cudaHostAlloc", rt_reg, rt_unreg, cudaErrorMemoryAllocation,
+	cudaErrorHostMemoryNotRegistered
 };
 static const struct cxls_hostmem_ops drv_ops = {
-	"cuMemHostAlloc", drv_reg, drv_unreg, CUDA_ERROR_OUT_OF_MEMORY
+	"cuMemHostAlloc", drv_reg, drv_unreg, CUDA_ERROR_OUT_OF_MEMORY,
+	CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
 };
 
 /* ---- forwarding: one WARN when the real call refuses an application's
@@ -311,7 +315,7 @@ EXPORT CUresult shim_cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
 /* The driver's function -> ours, for what the driver just handed out.
  * Compared by address, so the variant (v1 or _v2 ABI) is the one the
  * caller asked for. */
-static void swap_entry(void **pfn)
+int cxls_cuda_host_swap(void **pfn)
 {
 	const struct cxls_real_cuda *d = cxls_real_cuda();
 	const struct {
@@ -329,13 +333,14 @@ static void swap_entry(void **pfn)
 	};
 
 	if (!pfn || !*pfn)
-		return;
+		return 0;
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
 		if (map[i].real && *pfn == map[i].real) {
 			*pfn = map[i].ours;
-			return;
+			return 1;
 		}
 	}
+	return 0;
 }
 
 ENTRY(CUresult, shim_cuGetProcAddress_v2, "cuGetProcAddress_v2", (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
@@ -348,7 +353,7 @@ ENTRY(CUresult, shim_cuGetProcAddress_v2, "cuGetProcAddress_v2", (const char *sy
 		return CUDA_ERROR_NOT_INITIALIZED;
 	e = d->GetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
 	if (e == CUDA_SUCCESS && !depth)
-		swap_entry(pfn);
+		cxls_cuda_host_swap(pfn);
 	return e;
 }
 
@@ -366,7 +371,7 @@ ENTRY(CUresult, shim_cuGetProcAddress, "cuGetProcAddress", (const char *symbol, 
 		return CUDA_ERROR_NOT_INITIALIZED;
 	e = d->GetProcAddress(symbol, pfn, cudaVersion, flags);
 	if (e == CUDA_SUCCESS && !depth)
-		swap_entry(pfn);
+		cxls_cuda_host_swap(pfn);
 	return e;
 }
 
@@ -382,7 +387,7 @@ ENTRY(cudaError_t, shim_cudaGetDriverEntryPoint, "cudaGetDriverEntryPoint", (con
 	e = r->GetDriverEntryPoint(symbol, funcPtr, flags, driverStatus);
 	depth--;
 	if (e == cudaSuccess && !depth)
-		swap_entry(funcPtr);
+		cxls_cuda_host_swap(funcPtr);
 	return e;
 }
 
@@ -398,6 +403,6 @@ ENTRY(cudaError_t, shim_cudaGetDriverEntryPointByVersion, "cudaGetDriverEntryPoi
 	e = r->GetDriverEntryPointByVersion(symbol, funcPtr, cudaVersion, flags, driverStatus);
 	depth--;
 	if (e == cudaSuccess && !depth)
-		swap_entry(funcPtr);
+		cxls_cuda_host_swap(funcPtr);
 	return e;
 }

@@ -3,14 +3,15 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "log.h"
 
 static struct cxls_real_cudart rt;
-static struct cxls_real_cuda drv;
+static _Atomic(const struct cxls_real_cuda *) drv;
 static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
-static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
 /* Frameworks dlopen libcudart RTLD_LOCAL (Python extensions): RTLD_NEXT
  * does not see it there, but a NOLOAD handle does. */
@@ -50,7 +51,8 @@ static void load_rt(void)
 	SYM(h, rt, GetDriverEntryPointByVersion, "cudaGetDriverEntryPointByVersion");
 }
 
-static void load_drv(void)
+/* Fills d from libcuda.so.1; an empty table when there is none. */
+static void load_drv(struct cxls_real_cuda *d)
 {
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
 
@@ -59,15 +61,15 @@ static void load_drv(void)
 			  dlerror());
 		return;
 	}
-	SYM(h, drv, MemAllocHost, "cuMemAllocHost");
-	SYM(h, drv, MemAllocHost_v2, "cuMemAllocHost_v2");
-	SYM(h, drv, MemHostAlloc, "cuMemHostAlloc");
-	SYM(h, drv, MemFreeHost, "cuMemFreeHost");
-	SYM(h, drv, MemHostRegister, "cuMemHostRegister");
-	SYM(h, drv, MemHostRegister_v2, "cuMemHostRegister_v2");
-	SYM(h, drv, MemHostUnregister, "cuMemHostUnregister");
-	SYM(h, drv, GetProcAddress, "cuGetProcAddress");
-	SYM(h, drv, GetProcAddress_v2, "cuGetProcAddress_v2");
+	SYM(h, (*d), MemAllocHost, "cuMemAllocHost");
+	SYM(h, (*d), MemAllocHost_v2, "cuMemAllocHost_v2");
+	SYM(h, (*d), MemHostAlloc, "cuMemHostAlloc");
+	SYM(h, (*d), MemFreeHost, "cuMemFreeHost");
+	SYM(h, (*d), MemHostRegister, "cuMemHostRegister");
+	SYM(h, (*d), MemHostRegister_v2, "cuMemHostRegister_v2");
+	SYM(h, (*d), MemHostUnregister, "cuMemHostUnregister");
+	SYM(h, (*d), GetProcAddress, "cuGetProcAddress");
+	SYM(h, (*d), GetProcAddress_v2, "cuGetProcAddress_v2");
 }
 
 const struct cxls_real_cudart *cxls_real_cudart(void)
@@ -76,8 +78,28 @@ const struct cxls_real_cudart *cxls_real_cudart(void)
 	return &rt;
 }
 
+/* No once-lock: this runs from dlsym (cuda_dlsym.c), possibly inside a
+ * library constructor that holds the dynamic linker's lock, while another
+ * thread that got here first would wait for that lock inside
+ * pthread_once.  Racers each build a table; the first one published
+ * wins, the others free theirs. */
 const struct cxls_real_cuda *cxls_real_cuda(void)
 {
-	pthread_once(&drv_once, load_drv);
-	return &drv;
+	static const struct cxls_real_cuda empty;
+	const struct cxls_real_cuda *d = atomic_load_explicit(&drv, memory_order_acquire);
+	struct cxls_real_cuda *mine;
+
+	if (d)
+		return d;
+	mine = calloc(1, sizeof(*mine));
+	if (!mine)
+		return &empty;
+	load_drv(mine);
+	d = NULL;
+	if (!atomic_compare_exchange_strong_explicit(&drv, &d, mine, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		free(mine);
+		return d;
+	}
+	return mine;
 }

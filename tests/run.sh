@@ -73,11 +73,29 @@ for c in offload-seed capacity cxlshim; do
 	step "mem: conf/$c.conf loads" env CXLSHIM_CONF=conf/$c.conf CXLSHIM_STRICT=1 \
 		"$BUILD/tests/mem_topo"
 done
-step "mem: every entry point + async copies" shim "$BUILD/tests/hostmem_check" api
+step "mem: every entry point + async copies" bash -c "
+	out=\$(LD_PRELOAD='$SHIM' '$BUILD/tests/hostmem_check' api 2>&1); rc=\$?
+	echo \"\$out\"; [ \$rc = 0 ] &&
+	[ \$(grep -c 'WARN rule.missing names node 7, which does not exist' <<<\"\$out\") = 1 ]"
+step "mem: policy override naming an absent node: WARN, rest works" bash -c "
+	out=\$(CXLSHIM_MEM_CXL_NODES=9 LD_PRELOAD='$SHIM' '$BUILD/tests/hostmem_check' api 2>&1)
+	rc=\$?; echo \"\$out\"; [ \$rc = 0 ] &&
+	grep -q 'WARN mem.cxl_nodes names node 9, which has no memory here: ignoring it' <<<\"\$out\""
 step "mem: bad arguments = the plain call's error + WARN" bash -c "
 	out=\$(LD_PRELOAD='$SHIM' '$BUILD/tests/hostmem_check' badargs 2>&1); rc=\$?
 	echo \"\$out\"; [ \$rc = 0 ] && grep -q 'CXLSHIM WARN cudaFreeHost' <<<\"\$out\""
 step "mem: 4 threads alloc/free, fork" shim "$BUILD/tests/hostmem_check" threads
+step "mem: write-combined kept (plain call) or placed by a rule naming it" bash -c "
+	out=\$(CXLSHIM_DEBUG=INFO LD_PRELOAD='$SHIM' '$BUILD/tests/hostmem_check' wc 2>&1); rc=\$?
+	echo \"\$out\"; [ \$rc = 0 ] &&
+	[ \$(grep -c 'rule.dram: write-combined buffers go to the plain call' <<<\"\$out\") = 1 ] &&
+	[ \$(grep -c 'rule.wc: places write-combined buffers as ordinary' <<<\"\$out\") = 1 ]"
+step "mem: static cudart's way: dlopen libcuda + dlsym(handle)" shim \
+	"$BUILD/tests/static_rt_check" cudart
+step "mem: dlsym(RTLD_NEXT/DEFAULT) behind the shim keeps its caller" env \
+	LD_PRELOAD="$SHIM $PWD/$BUILD/tests/libdlsym_probe_a.so $PWD/$BUILD/tests/libdlsym_probe_b.so" \
+	"$BUILD/tests/static_rt_check" next
+step "mem: dlsym from 8 threads at once" shim "$BUILD/tests/static_rt_check" threads
 step "mem: placement of every rule type (this host's nodes)" shim "$BUILD/tests/numa_check"
 step "mem: no rules = plain calls, CXLSHIM_STATS=1 report" bash -c "
 	out=\$(CXLSHIM_CONF=/dev/null CXLSHIM_STATS=1 LD_PRELOAD='$SHIM' \

@@ -122,3 +122,17 @@ OPS_TESTS += $(BUILD)/tests/claim_check
 test-build: $(OPS_TESTS)
 -include tests/fuzz/fuzz.mk
 -include tests/sanitize.mk
+
+# Statically linked cudart's way to the driver (dlopen + dlsym by handle):
+# a program linked with neither libcuda nor libcudart, and the probes that
+# look symbols up from behind the shim's dlsym.
+$(BUILD)/tests/static_rt_check: tests/mem/static_rt_check.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -ldl -pthread
+
+$(BUILD)/tests/libdlsym_probe_%.so: tests/mem/dlsym_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -shared -DPROBE='"$*"' -DPROBE_ID=$* -o $@ $< -ldl
+
+test-build: $(BUILD)/tests/static_rt_check $(BUILD)/tests/libdlsym_probe_a.so \
+	    $(BUILD)/tests/libdlsym_probe_b.so $(BUILD)/tests/libdlsym_probe_c.so

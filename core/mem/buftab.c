@@ -86,6 +86,19 @@ int cxls_buftab_overlaps(const void *p, size_t len)
 	return hit;
 }
 
+int cxls_buftab_holds(const void *p, int kind)
+{
+	uintptr_t a = (uintptr_t)p;
+	int hit = 0;
+
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < NBUCKETS && !hit; i++)
+		for (struct cxls_buf *e = buckets[i]; e && !hit; e = e->next)
+			hit = e->kind == kind && a - (uintptr_t)e->map < e->len;
+	pthread_mutex_unlock(&lock);
+	return hit;
+}
+
 size_t cxls_buftab_count(void)
 {
 	size_t n;

@@ -29,6 +29,8 @@ int cxls_buftab_insert(struct cxls_buf *b);
 struct cxls_buf *cxls_buftab_remove(const void *base, int kind);
 /* 1 when [p, p+len) overlaps a buffer of the table. */
 int cxls_buftab_overlaps(const void *p, size_t len);
+/* 1 when p lies in the mapping of a buffer of that kind. */
+int cxls_buftab_holds(const void *p, int kind);
 size_t cxls_buftab_count(void);
 
 #endif

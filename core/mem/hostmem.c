@@ -14,9 +14,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buftab.h"
+#include "freemem.h"
 #include "log.h"
 #include "memstats.h"
 #include "place.h"
@@ -34,12 +36,15 @@ enum once_bits {
 	ONCE_MISPLACED = 1u << 5,
 	ONCE_VERIFY = 1u << 6,
 	ONCE_SPILL = 1u << 7,
+	ONCE_WC_DROPPED = 1u << 8,
+	ONCE_WC_KEPT = 1u << 9,
 };
 
 static _Atomic unsigned reported[CXLS_MEM_MAX_RULES];
 static _Atomic uint64_t requests;
 static _Thread_local char thread_tag[CXLS_MEM_NAME];
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static struct cxls_freemem freemem;
 
 static int first_time(int rule, unsigned bit)
 {
@@ -75,6 +80,33 @@ static const struct cxls_config *policy(void)
 	return cfg;
 }
 
+/* Write-combined memory is a mapping type the driver sets up for its own
+ * allocations; mmap + cuMemHostRegister can only give ordinary cached
+ * pages.  So a write-combined request is matched only by a rule that asks
+ * for writecombined (mem_rules.c), and the plain call keeps WC otherwise.
+ * Both outcomes are said once, since either may surprise. */
+static void explain_wc_kept(const struct cxls_config *cfg, const struct cxls_mem_req *q)
+{
+	struct cxls_mem_req plain = *q;
+	int ri;
+
+	plain.flags &= ~CXLS_MEMF_WRITECOMBINED;
+	ri = cxls_mem_rules_match(&cfg->mem_rules, &plain);
+	if (ri >= 0 && cfg->mem_rules.r[ri].place != CXLS_PLACE_DEFAULT &&
+	    first_time(ri, ONCE_WC_KEPT))
+		CXLS_INFO("rule.%s: write-combined buffers go to the plain call and keep "
+			  "write-combining (add writecombined to the rule's flags to place "
+			  "them; they then lose it)", cfg->mem_rules.r[ri].name);
+}
+
+static void explain_wc_dropped(const struct cxls_mem_rule *r, int ri)
+{
+	if (first_time(ri, ONCE_WC_DROPPED))
+		CXLS_INFO("rule.%s: places write-combined buffers as ordinary cached memory "
+			  "(mmap + register cannot keep write-combining): CPU writes and GPU "
+			  "reads stay correct, streaming CPU writes may be slower", r->name);
+}
+
 static int match(const struct cxls_config *cfg, size_t size, unsigned memf, int kind,
 		 const void *caller)
 {
@@ -88,7 +120,11 @@ static int match(const struct cxls_config *cfg, size_t size, unsigned memf, int 
 		.caller = caller,
 	};
 
-	return cxls_mem_rules_match(&cfg->mem_rules, &q);
+	int ri = cxls_mem_rules_match(&cfg->mem_rules, &q);
+
+	if (ri < 0 && (memf & CXLS_MEMF_WRITECOMBINED))
+		explain_wc_kept(cfg, &q);
+	return ri;
 }
 
 static void explain_plan(const struct cxls_mem_rule *r, int ri, const struct cxls_plan *p,
@@ -158,6 +194,24 @@ static void verify(const struct cxls_config *cfg, int ri, const struct cxls_plan
 		explain_misplaced(r, ri, p, &v, map);
 }
 
+static uint64_t node_free(const struct cxls_topo *t, int node, uint64_t need)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return cxls_freemem_get(&freemem, t, node, need,
+				(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+}
+
+/* Conservative: the whole buffer off every node the plan uses. */
+static void debit_nodes(const struct cxls_plan *p, size_t len)
+{
+	for (int i = 0; i < p->n; i++)
+		cxls_freemem_debit(&freemem, p->nodes[i], len);
+	if (p->prefix)
+		cxls_freemem_debit(&freemem, p->prefix_node, p->prefix);
+}
+
 static void make_plan(const struct cxls_config *cfg, int ri, size_t len, struct cxls_plan *p)
 {
 	struct cxls_plan_in in = {
@@ -166,7 +220,7 @@ static void make_plan(const struct cxls_config *cfg, int ri, size_t len, struct 
 		.len = len,
 		.default_stripe = cfg->mem_stripe_size,
 		.dram_placed = cxls_memstats_dram_bytes(),
-		.node_free = cxls_topo_node_free,
+		.node_free = node_free,
 	};
 
 	cxls_plan_make(&in, p);
@@ -254,6 +308,8 @@ int cxls_hostmem_alloc(size_t size, unsigned memf, const void *caller,
 	*rc = ops->reg(map, len, memf | CXLS_MEMF_PORTABLE | CXLS_MEMF_MAPPED);
 	if (*rc)
 		goto fail_unmap;
+	if (memf & CXLS_MEMF_WRITECOMBINED)
+		explain_wc_dropped(&cfg->mem_rules.r[ri], ri);
 	b = new_buf(map, map, len, size, CXLS_BUF_ALLOC, ri, &plan);
 	if (!b || cxls_buftab_insert(b)) {
 		free(b);
@@ -261,6 +317,7 @@ int cxls_hostmem_alloc(size_t size, unsigned memf, const void *caller,
 		*rc = ops->nomem;
 		goto fail_unmap;
 	}
+	debit_nodes(&plan, len);
 	verify(cfg, ri, &plan, map, len);
 	cxls_memstats_placed(ri, plan.tier_bytes, plan.why & ~CXLS_WHY_SPILLED);
 	CXLS_TRACE("%s: %zu bytes at %p by rule.%s (%s)", ops->api, size, map,
@@ -342,6 +399,7 @@ int cxls_hostmem_register(void *p, size_t size, unsigned memf, const void *calle
 		free(b);
 		return CXLS_HM_DONE;
 	}
+	debit_nodes(&plan, len);
 	verify(cfg, ri, &plan, (void *)start, len);
 	cxls_memstats_placed(ri, plan.tier_bytes, plan.why & ~CXLS_WHY_SPILLED);
 	return CXLS_HM_DONE;
@@ -354,8 +412,15 @@ int cxls_hostmem_unregister(void *p, const struct cxls_hostmem_ops *ops, int *rc
 	if (!p)
 		return CXLS_HM_PASS;
 	b = cxls_buftab_remove(p, CXLS_BUF_REGISTERED);
-	if (!b)
-		return CXLS_HM_PASS;
+	if (!b) {
+		/* our allocations are registered memory to the driver, but to
+		 * the application they came from cudaHostAlloc: the plain call
+		 * refuses to unregister those, and so do we */
+		if (!cxls_buftab_holds(p, CXLS_BUF_ALLOC))
+			return CXLS_HM_PASS;
+		*rc = ops->notreg;
+		return CXLS_HM_DONE;
+	}
 	*rc = ops->unreg(p);
 	/* the range keeps no policy of ours once the application owns it again */
 	cxls_place_unbind(b->map, b->len);

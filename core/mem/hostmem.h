@@ -23,6 +23,7 @@ struct cxls_hostmem_ops {
 	int (*reg)(void *p, size_t len, unsigned memf);
 	int (*unreg)(void *p);
 	int nomem;         /* the API's out-of-memory code */
+	int notreg;        /* the API's "not registered" code */
 };
 
 int cxls_hostmem_alloc(size_t size, unsigned memf, const void *caller,

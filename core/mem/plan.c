@@ -50,14 +50,17 @@ static int full_node(const struct cxls_plan_in *in, const struct cxls_plan *p)
 	size_t body = in->len - p->prefix;
 	uint64_t sum_free = 0;
 
-	if (p->prefix && in->node_free(in->topo, p->prefix_node) <
-				 p->prefix + reserve(in->topo, p->prefix_node))
-		return p->prefix_node;
+	if (p->prefix) {
+		uint64_t need = p->prefix + reserve(in->topo, p->prefix_node);
+
+		if (in->node_free(in->topo, p->prefix_node, need) < need)
+			return p->prefix_node;
+	}
 	if (p->mode == CXLS_PLAN_BIND) {
 		/* the kernel fills the set in its own order: the sum counts */
 		for (int i = 0; i < p->n; i++) {
-			uint64_t f = in->node_free(in->topo, p->nodes[i]);
 			uint64_t r = reserve(in->topo, p->nodes[i]);
+			uint64_t f = in->node_free(in->topo, p->nodes[i], body + r);
 
 			sum_free += f > r ? f - r : 0;
 		}
@@ -66,8 +69,10 @@ static int full_node(const struct cxls_plan_in *in, const struct cxls_plan *p)
 	for (int i = 0; i < p->n; i++) {
 		uint64_t need = share(p, i, body);
 
-		if (need && in->node_free(in->topo, p->nodes[i]) < need + reserve(in->topo,
-										      p->nodes[i]))
+		if (!need)
+			continue;
+		need += reserve(in->topo, p->nodes[i]);
+		if (in->node_free(in->topo, p->nodes[i], need) < need)
 			return p->nodes[i];
 	}
 	return -1;
@@ -168,7 +173,7 @@ static void apply_watermark(const struct cxls_plan_in *in, struct cxls_plan *p)
 	if (dn < 0)
 		return;
 	if (r->watermark_pct) {
-		uint64_t total = t->node[dn].total, used = total - in->node_free(t, dn);
+		uint64_t total = t->node[dn].total, used = total - in->node_free(t, dn, in->len);
 		uint64_t limit = total / 100 * r->watermark_pct;
 
 		avail = limit > used ? limit - used : 0;

@@ -50,8 +50,9 @@ struct cxls_plan_in {
 	size_t len;              /* page-rounded bytes */
 	size_t default_stripe;
 	uint64_t dram_placed;    /* bytes the shim holds on DRAM now */
-	/* free bytes of a node; the topology's meminfo unless a test says */
-	uint64_t (*node_free)(const struct cxls_topo *t, int node);
+	/* free bytes of a node, asked for a request of need bytes: exact
+	 * when need is a large share of it (freemem.h) */
+	uint64_t (*node_free)(const struct cxls_topo *t, int node, uint64_t need);
 };
 
 void cxls_plan_make(const struct cxls_plan_in *in, struct cxls_plan *out);

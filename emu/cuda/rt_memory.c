@@ -102,6 +102,17 @@ cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost,
 	return err;
 }
 
+/* The flags the buffer was allocated or registered with, as recorded:
+ * what cudaHostGetFlags reports on a GPU too (write-combined or not). */
+cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
+{
+	cudaError_t err = rt_enter();
+
+	if (err != cudaSuccess)
+		return rt_ret(err);
+	return rt_ret_cu(cuMemHostGetFlags(pFlags, pHost));
+}
+
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 {
 	cudaError_t err = rt_enter();

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "freemem.h"
 #include "plan.h"
 #include "topo.h"
 #include "../common/check.h"
@@ -141,11 +142,50 @@ static void fake_sysfs(const char *r)
 	put(r, "bus/pci/devices/0000:00:1f.0/class", "0x060100\n");
 }
 
-static uint64_t plenty(const struct cxls_topo *t, int node)
+static uint64_t plenty(const struct cxls_topo *t, int node, uint64_t need)
 {
 	(void)t;
 	(void)node;
+	(void)need;
 	return 1ull << 40;
+}
+
+static uint64_t exact_free(const struct cxls_topo *t, int node, uint64_t need)
+{
+	(void)need;
+	return cxls_topo_node_free(t, node);
+}
+
+/* The free-memory cache: sysfs is read again when its value is a second
+ * old, when a request is more than 1/16 of it, and never otherwise. */
+static void test_freemem(const struct cxls_topo *t, const char *root)
+{
+	static struct cxls_freemem c;
+	const uint64_t s = 1000000000ull, mib = 1 << 20, node1 = 4000000ull << 10;
+	uint64_t reads;
+
+	CHECK(cxls_freemem_get(&c, t, 1, mib, 5 * s) == node1 && c.reads == 1, "first read");
+	put(root, "devices/system/node/node1/meminfo",
+	    "Node 1 MemTotal:  4194304 kB\nNode 1 MemFree:  2000000 kB\n");
+	CHECK(cxls_freemem_get(&c, t, 1, mib, 5 * s + s / 2) == node1 && c.reads == 1,
+	      "a small request within the second: cached");
+	cxls_freemem_debit(&c, 1, 100 * mib);
+	CHECK(cxls_freemem_get(&c, t, 1, mib, 5 * s + s / 2) == node1 - 100 * mib && c.reads == 1,
+	      "our own placements are taken off");
+	reads = c.reads;
+	CHECK(cxls_freemem_get(&c, t, 1, node1 / 8, 5 * s + s / 2) == 2000000ull << 10 &&
+	      c.reads == reads + 1, "a large share: read again");
+	put(root, "devices/system/node/node1/meminfo",
+	    "Node 1 MemTotal:  4194304 kB\nNode 1 MemFree:  4000000 kB\n");
+	CHECK(cxls_freemem_get(&c, t, 1, mib, 6 * s + s / 4) == 2000000ull << 10,
+	      "still within the second of that read");
+	CHECK(cxls_freemem_get(&c, t, 1, mib, 7 * s) == node1 && c.reads == reads + 2,
+	      "a second later: read again");
+	CHECK(cxls_freemem_get(&c, t, 2, 128 << 10, 7 * s) == 1024 << 10 &&
+	      cxls_freemem_get(&c, t, 2, 128 << 10, 7 * s) == 1024 << 10 && c.reads == reads + 4,
+	      "a node without room to spare is read every time");
+	CHECK(cxls_freemem_get(&c, t, -1, 1, 7 * s) == 0 &&
+	      cxls_freemem_get(&c, t, CXLS_MEM_MAX_NODE, 1, 7 * s) == 0, "bad node ids");
 }
 
 static void test_topo_plan(void)
@@ -177,7 +217,7 @@ static void test_topo_plan(void)
 		      cxls_plan_node_at(&p, (size_t)i << 21));
 	CHECK(p.tier_bytes[CXLS_TIER_CXL] == 12 << 20, "tier bytes");
 
-	in.node_free = cxls_topo_node_free; /* node 2 has 1 MiB free */
+	in.node_free = exact_free; /* node 2 has 1 MiB free */
 	rule.fallback = CXLS_FB_DRAM;
 	cxls_plan_make(&in, &p);
 	CHECK((p.why & CXLS_WHY_FULL) && p.full_node == 2, "full node 2: why %u", p.why);
@@ -206,6 +246,8 @@ static void test_topo_plan(void)
 	in.len = 8 << 20;
 	cxls_plan_make(&in, &p);
 	CHECK(p.mode == CXLS_PLAN_BIND && p.nodes[0] == 0 && !p.prefix, "under the watermark");
+
+	test_freemem(&t, root);
 
 	/* overrides */
 	CHECK(cxls_topo_discover(&t, root, "", "1", "2", msg, sizeof(msg)) == 0, "%s", msg);
