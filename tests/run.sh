@@ -248,6 +248,16 @@ step "sock: by reference: one buffer, the rest through the ring" env $(pool bufs
 step "sock: a pool of the previous format is refused: TCP" env $(pool stale) \
 	LD_PRELOAD="$SHIM" "${SOCKREF[@]}" stale
 step "sock: by reference, every case without the preload" "${SOCKREF[@]}" all
+# a non-coherent pool (pool.coherence = flush): lines written back and
+# dropped around every cursor; the pool's own mode is checked
+FLUSH=(env $(pool flush) CXLSHIM_POOL_COHERENCE=flush SOCK_CHECK_COHERENCE=flush LD_PRELOAD="$SHIM")
+for t in echo flags halfclose reset kill-writer kill-reader fork poll epoll close-blocked \
+	sleepers stress; do
+	step "sock: flush pool: $t" "${FLUSH[@]}" "${SOCK[@]}" $t
+done
+for t in refs kill corrupt; do
+	step "sock: flush pool: by reference: $t" "${FLUSH[@]}" "${SOCKREF[@]}" $t
+done
 step "sock: policy denies the ports: TCP" env CXLSHIM_SOCK_PORTS=1-1023 SOCK_CHECK_EXPECT=tcp \
 	LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
 step "sock: sockets disabled: TCP" env CXLSHIM_SOCK_ENABLE=0 LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
@@ -256,6 +266,8 @@ step "sock: two network namespaces joined by veth (two stacks)" env BUILD="$BUIL
 	tests/sock/netns.sh
 step "sock: two QEMU guests, ivshmem pool (tests/qemu/rack.sh)" env BUILD="$BUILD" \
 	tests/sock/rack.sh
+step "sock: two QEMU guests, non-coherent (flush) pool" env BUILD="$BUILD" \
+	tests/sock/rack.sh flush
 for t in iperf3 redis sockperf socat curl; do
 	step "sock: $t under the preload on both ends" env BUILD="$BUILD" tests/sock/tools.sh $t
 done

@@ -61,8 +61,6 @@ struct cxls_sconn {
 	_Atomic int app_nodelay;  /* TCP_NODELAY and TCP_CORK as the application */
 	_Atomic int app_cork;     /* set them: the socket itself keeps 1 and 0 */
 	uint32_t busy_us;
-	_Atomic int sleepers;     /* threads of this process asleep on the socket */
-	_Atomic int draining;     /* a thread is reading its doorbells */
 };
 
 struct cxls_sconn *cxls_sconn_new(int mode);

@@ -18,10 +18,6 @@
 #include "sock_ref.h"
 #include "sock_sys.h"
 
-/* Longest sleep on the control socket.  Threads of one process never take
- * each other's doorbell (cxls_chan_sleep); processes sharing a socket
- * after fork may, and then this bounds the delay. */
-#define SLICE_MS 50
 
 static uint64_t timeout_of(int fd, int opt)
 {
@@ -38,7 +34,8 @@ static uint64_t timeout_of(int fd, int opt)
 static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
-	int ms = SLICE_MS, r, err;
+	int ms = CXLS_CHAN_SLICE_MS, r, err;
+	struct cxls_sleep z;
 
 	if (cxls_chan_busy_poll(c, want))
 		return 0;
@@ -56,15 +53,15 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 		if ((deadline - now) / 1000000 < (uint64_t)ms)
 			ms = (int)((deadline - now) / 1000000) + 1;
 	}
-	cxls_chan_sleep(c);
+	cxls_chan_sleep(c, &z);
 	if (cxls_chan_arm(c, want)) {
-		cxls_chan_woke(c, fd, 0);
+		cxls_chan_woke(c, fd, 0, &z);
 		return 0;
 	}
 	/* after the peer's FIN the socket stays readable: doze instead */
 	r = atomic_load(&c->tcp_eof) ? sys_poll(NULL, 0, 1) : sys_poll(&p, 1, ms);
 	err = errno;
-	if (!cxls_chan_woke(c, fd, r > 0))
+	if (!cxls_chan_woke(c, fd, r > 0, &z))
 		sched_yield(); /* the doorbell is another sleeper's to read */
 	if (r < 0) {
 		errno = err;

@@ -26,11 +26,6 @@ static void load(void)
 		CXLS_INFO("pool %s has no socket region: TCP stays TCP", pool->path);
 		return;
 	}
-	if (pool->flush_mode) {
-		CXLS_WARN("sockets through a non-coherent (flush) pool are not supported: TCP "
-			  "stays TCP");
-		return;
-	}
 	region.pool = pool;
 	region.cfg = &rt->cfg;
 	region.rules = &rt->sock_rules;

@@ -1451,6 +1451,7 @@ static int net_server(const char *ip, const char *port)
 	struct sockaddr_in a = net_addr(ip, port);
 	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
 
+	alarm(150); /* a client that never comes is a failure, not a hang */
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 4))
 		return 30;
@@ -1463,15 +1464,27 @@ static int net_server(const char *ip, const char *port)
 static int net_client(const char *ip, const char *port)
 {
 	struct sockaddr_in a = net_addr(ip, port);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), ok, pooled;
+	int fd = -1, ok, pooled;
 
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+	/* the other guest may boot later: retry a refused connect a while */
+	for (int i = 0; i < 450; i++) {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (!connect(fd, (struct sockaddr *)&a, sizeof(a)))
+			break;
+		close(fd);
+		fd = -1;
+		usleep(200000);
+	}
+	if (fd < 0)
 		return 40;
 	ok = echo_roundtrip(fd, 8 << 20, 5);
 	pooled = tu_pooled(fd, 8 << 20);
-	printf("8 MiB echoed %s, %s (TCP carried %llu bytes)\n", ok ? "intact" : "CORRUPT",
-	       pooled ? "through the pool" : "over TCP", (unsigned long long)tu_tcp_bytes(fd));
+	printf("8 MiB echoed %s, %s (TCP carried %llu bytes), pool in %s mode\n",
+	       ok ? "intact" : "CORRUPT", pooled ? "through the pool" : "over TCP",
+	       (unsigned long long)tu_tcp_bytes(fd), pool_flush_mode() ? "flush" : "coherent");
 	close(fd);
+	if (!pool_mode_ok())
+		return 42;
 	return ok && pooled == expect_pool ? 0 : 41;
 }
 
@@ -1531,6 +1544,8 @@ int main(int argc, char **argv)
 		return net_server(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "net-client"))
 		return net_client(argv[2], argv[3]);
+	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
+	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		if (argc > 1 && strcmp(argv[1], "all") && strcmp(argv[1], cases[i].name))
 			continue;

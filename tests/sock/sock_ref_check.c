@@ -595,6 +595,8 @@ int main(int argc, char **argv)
 	expect_pool = pre && strstr(pre, "cxlshim") && !(en && !strcmp(en, "0"));
 	if (getenv("SOCK_CHECK_EXPECT"))
 		expect_pool = !strcmp(getenv("SOCK_CHECK_EXPECT"), "pool");
+	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
+	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		if (argc < 2 || (strcmp(argv[1], "all") && strcmp(argv[1], cases[i].name)))
 			continue;
