@@ -234,7 +234,7 @@ step "sock: echo over IPv6" shim "${SOCK[@]}" echo6
 step "sock: server without the shim stays TCP" shim "${SOCK[@]}" plain-server
 step "sock: client without the shim stays TCP" shim "${SOCK[@]}" plain-client
 for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll epoll eintr \
-	close-blocked sleepers nbconnect corrupt badargs sendfile uring stress; do
+	close-blocked sleepers fork-wake longjmp nbconnect corrupt badargs sendfile uring stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t
 done
 # a peer descheduled for the default 500 ms meeting window (a loaded
@@ -249,10 +249,13 @@ step "sock: a pool of the previous format is refused: TCP" env $(pool stale) \
 	LD_PRELOAD="$SHIM" "${SOCKREF[@]}" stale
 step "sock: by reference, every case without the preload" "${SOCKREF[@]}" all
 # a non-coherent pool (pool.coherence = flush): lines written back and
-# dropped around every cursor; the pool's own mode is checked
-FLUSH=(env $(pool flush) CXLSHIM_POOL_COHERENCE=flush SOCK_CHECK_COHERENCE=flush LD_PRELOAD="$SHIM")
+# dropped around every cursor; the pool's own mode is checked (a flush
+# pool's first opener formats it with a claim left to settle: a longer
+# meeting window, as for SOCKREF)
+FLUSH=(env $(pool flush) CXLSHIM_POOL_COHERENCE=flush SOCK_CHECK_COHERENCE=flush
+	CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 LD_PRELOAD="$SHIM")
 for t in echo flags halfclose reset kill-writer kill-reader fork poll epoll close-blocked \
-	sleepers stress; do
+	sleepers fork-wake longjmp stress; do
 	step "sock: flush pool: $t" "${FLUSH[@]}" "${SOCK[@]}" $t
 done
 for t in refs kill corrupt; do
