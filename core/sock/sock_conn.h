@@ -55,6 +55,7 @@ struct cxls_sconn {
 	_Atomic int tcp_eof;      /* FIN seen on the control socket */
 	_Atomic int tcp_rst;      /* RST seen on it */
 	_Atomic int broken;       /* the pool side is corrupt: reset */
+	_Atomic int tx_returned;  /* the peer is gone: our buffers given back */
 	_Atomic int linger0;      /* SO_LINGER {1, 0}: close resets */
 	_Atomic uint32_t sndbuf;  /* SO_SNDBUF set by the application */
 	_Atomic uint32_t rcvlowat;

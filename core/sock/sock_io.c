@@ -137,6 +137,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			/* bytes written before the FIN are in the ring by now */
 			if (cxls_stream_used(&c->rx) > 0)
 				continue;
+			cxls_sock_peer_gone(c);
 			return rd == CXLS_RD_EOF ? (ssize_t)got : done(got, ECONNRESET);
 		}
 		if (nb)
@@ -150,8 +151,9 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 	}
 }
 
-static ssize_t write_error(size_t sent, int err, int flags)
+static ssize_t write_error(struct cxls_sconn *c, size_t sent, int err, int flags)
 {
+	cxls_sock_peer_gone(c);
 	if (sent)
 		return (ssize_t)sent;
 	if (err == EPIPE && !(flags & MSG_NOSIGNAL))
@@ -195,7 +197,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		return done(0, EOPNOTSUPP);
 	err = cxls_chan_write_error(c);
 	if (err)
-		return write_error(0, err, flags);
+		return write_error(c, 0, err, flags);
 	if (want == 0)
 		return 0;
 	cxls_iovc_init(&cur, iov, iovcnt);
@@ -220,7 +222,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		cxls_ring_unlock(&c->tx.hdr->prod_lock);
 		err = cxls_chan_write_error(c);
 		if (err)
-			return write_error(sent, err, flags);
+			return write_error(c, sent, err, flags);
 		if (!timed) {
 			deadline = timeout_of(fd, SO_SNDTIMEO);
 			timed = 1;

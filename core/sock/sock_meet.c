@@ -513,6 +513,36 @@ static void maybe_free(struct cxls_sock_rec *rec, uint32_t slot, uint32_t gen)
 			   a ? "finished" : "open", b ? "finished" : "open");
 }
 
+void cxls_sock_peer_gone(struct cxls_sconn *c)
+{
+	const struct cxls_sock_region *r = cxls_sock_region();
+	const struct cxls_ring *tx = &c->tx;
+	uint64_t rc, rp;
+	int n = 0;
+
+	if (!r || !c->rec || atomic_load(&c->tx_returned) || !end_finished(r, c->peer) ||
+	    atomic_exchange(&c->tx_returned, 1))
+		return;
+	if (cxls_ring_lock(&tx->hdr->prod_lock))
+		return;
+	cxls_ring_fresh(tx);
+	rc = atomic_load(&tx->hdr->ref_cons);
+	rp = atomic_load(&tx->hdr->ref_prod);
+	/* our own entries, in the pool all the same: checked; cxls_buf_put
+	 * frees a buffer only while it is still lent to this record */
+	for (; rp - rc <= CXLS_SOCK_REFS && rc != rp; rc++) {
+		struct cxls_sock_ref ref = tx->refs[rc % CXLS_SOCK_REFS];
+
+		if (ref.cls < c->bufs->n && ref.idx < c->bufs->cls[ref.cls].count) {
+			cxls_buf_put(c->bufs, c->owner, &ref);
+			n++;
+		}
+	}
+	cxls_ring_unlock(&tx->hdr->prod_lock);
+	if (n)
+		CXLS_INFO("socket slot %u: peer gone, %d unread buffers given back", c->slot, n);
+}
+
 void cxls_sock_release(struct cxls_sconn *c)
 {
 	struct cxls_sock_end *e = c->me;
