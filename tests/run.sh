@@ -267,13 +267,13 @@ step "sock: echo over IPv6" shim "${SOCK[@]}" echo6
 step "sock: server without the shim stays TCP" shim "${SOCK[@]}" plain-server
 step "sock: client without the shim stays TCP" shim "${SOCK[@]}" plain-client
 for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll epoll eintr \
-	close-blocked sleepers nbconnect corrupt badargs sendfile uring stress; do
+	close-blocked sleepers fork-wake longjmp nbconnect corrupt badargs sendfile uring stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t
 done
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool
 SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")
-for t in refs ready fork close kill corrupt; do
+for t in refs ready fork close kill kill-free corrupt; do
 	step "sock: large writes by reference: $t" shim "${SOCKREF[@]}" $t
 done
 step "sock: by reference: one buffer, the rest through the ring" env $(pool bufs1) \
@@ -281,6 +281,19 @@ step "sock: by reference: one buffer, the rest through the ring" env $(pool bufs
 step "sock: a pool of the previous format is refused: TCP" env $(pool stale) \
 	LD_PRELOAD="$SHIM" "${SOCKREF[@]}" stale
 step "sock: by reference, every case without the preload" "${SOCKREF[@]}" all
+# a non-coherent pool (pool.coherence = flush): lines written back and
+# dropped around every cursor; the pool's own mode is checked (a flush
+# pool's first opener formats it with a claim left to settle: a longer
+# meeting window, as for SOCKREF)
+FLUSH=(env $(pool flush) CXLSHIM_POOL_COHERENCE=flush SOCK_CHECK_COHERENCE=flush
+	CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 LD_PRELOAD="$SHIM")
+for t in echo flags halfclose reset kill-writer kill-reader fork poll epoll close-blocked \
+	sleepers fork-wake longjmp stress; do
+	step "sock: flush pool: $t" "${FLUSH[@]}" "${SOCK[@]}" $t
+done
+for t in refs kill kill-free corrupt; do
+	step "sock: flush pool: by reference: $t" "${FLUSH[@]}" "${SOCKREF[@]}" $t
+done
 step "sock: policy denies the ports: TCP" env CXLSHIM_SOCK_PORTS=1-1023 SOCK_CHECK_EXPECT=tcp \
 	LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
 step "sock: sockets disabled: TCP" env CXLSHIM_SOCK_ENABLE=0 LD_PRELOAD="$SHIM" "${SOCK[@]}" echo
@@ -289,6 +302,8 @@ step "sock: two network namespaces joined by veth (two stacks)" env BUILD="$BUIL
 	tests/sock/netns.sh
 step "sock: two QEMU guests, ivshmem pool (tests/qemu/rack.sh)" env BUILD="$BUILD" \
 	tests/sock/rack.sh
+step "sock: two QEMU guests, non-coherent (flush) pool" env BUILD="$BUILD" \
+	tests/sock/rack.sh flush
 for t in iperf3 redis sockperf socat curl; do
 	step "sock: $t under the preload on both ends" env BUILD="$BUILD" tests/sock/tools.sh $t
 done

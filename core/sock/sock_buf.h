@@ -30,6 +30,8 @@ struct cxls_sock_bufclass {
 /* This process's view of the buffer classes; n == 0: none. */
 struct cxls_sock_bufs {
 	int n;
+	int flush;       /* non-coherent pool: descriptors and bytes are
+			  * written back after writing, dropped before reading */
 	uint32_t total;  /* buffers of all classes */
 	struct cxls_sock_bufclass cls[CXLS_SOCK_BUF_CLASSES];
 };

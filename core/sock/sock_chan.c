@@ -20,44 +20,90 @@ static void ring_bell(int fd)
 	sys_send(fd, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/* Dekker-style: the producer stored prod, the sleeper stored armed; each
- * then reads the other's word, so one of them always sees the other. */
+/* A wake-up request (want, written by the other end) not yet answered
+ * (rung, ours): answer it once, whichever of our threads gets there. */
+static int answer(_Atomic uint32_t *want, _Atomic uint32_t *rung)
+{
+	uint32_t w = atomic_load_explicit(want, memory_order_relaxed);
+	uint32_t r = atomic_load_explicit(rung, memory_order_relaxed);
+
+	return w != r && atomic_compare_exchange_strong(rung, &r, w);
+}
+
+/* Dekker-style: the producer stored prod, the sleeper bumped data_wait;
+ * each then reads the other's word, so one of them always sees the other. */
 void cxls_chan_notify_reader(struct cxls_sconn *c, int fd)
 {
+	struct cxls_sock_ring_hdr *h = c->tx.hdr;
+
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&c->tx.hdr->armed, memory_order_relaxed) &&
-	    atomic_exchange(&c->tx.hdr->armed, 0))
+	cxls_refresh(c->tx.flush, &h->cons, CXLS_LINE);
+	if (answer(&h->data_wait, &h->data_rung)) {
+		cxls_ring_wb_prod(&c->tx);
 		ring_bell(fd);
+	}
 }
 
 /* A sleeping writer is woken once a quarter of its ring is free, not at
  * every byte: one wake-up then moves a large piece (TCP's write space). */
 void cxls_chan_notify_writer(struct cxls_sconn *c, int fd)
 {
+	struct cxls_sock_ring_hdr *h = c->rx.hdr;
+
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&c->rx.hdr->tx_wait, memory_order_relaxed) &&
-	    cxls_ring_free(&c->rx) >= (int64_t)(c->rx.cap / 4) &&
-	    atomic_exchange(&c->rx.hdr->tx_wait, 0))
+	cxls_refresh(c->rx.flush, &h->prod, CXLS_LINE);
+	if (atomic_load_explicit(&h->space_wait, memory_order_relaxed) ==
+	    atomic_load_explicit(&h->space_rung, memory_order_relaxed))
+		return;
+	if (cxls_ring_free(&c->rx) >= (int64_t)(c->rx.cap / 4) &&
+	    answer(&h->space_wait, &h->space_rung)) {
+		cxls_ring_wb_cons(&c->rx);
 		ring_bell(fd);
+	}
 }
+
+/* Entries of the sleeper table hold deadlines: live while in the future. */
+static int live(uint64_t until, uint64_t now)
+{
+	return until > now;
+}
+
+int cxls_chan_sleepers(struct cxls_sconn *c, const struct cxls_sleep *z)
+{
+	uint64_t now = cxls_now_ns();
+	int n = 0;
+
+	for (int i = 0; i < CXLS_SOCK_SLEEPERS; i++)
+		n += live(atomic_load(&c->me->sleeper[i]), now) && !(z && z->slot == i);
+	return n;
+}
+
+/* A drain is one nonblocking recv: microseconds.  Its claim lapses after
+ * DRAIN_NS all the same (a drainer killed or longjmp'd out of it). */
+#define DRAIN_NS (10ull * 1000000ull)
 
 void cxls_chan_drain(struct cxls_sconn *c, int fd)
 {
+	_Atomic uint64_t *d = &c->me->draining;
+	uint64_t now, was, mine;
 	char buf[256];
 	ssize_t n;
 
 	if (atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst))
 		return;
-	if (atomic_exchange(&c->draining, 1))
-		return; /* another thread is at it */
+	now = cxls_now_ns();
+	was = atomic_load(d);
+	mine = now + DRAIN_NS;
+	if (live(was, now) || !atomic_compare_exchange_strong(d, &was, mine))
+		return; /* another thread or process is at it */
 	/* Dekker with cxls_chan_sleep: draining stored, then sleepers read */
-	if (atomic_load(&c->sleepers))
+	if (cxls_chan_sleepers(c, NULL))
 		n = sys_recv(fd, buf, 1, MSG_DONTWAIT | MSG_PEEK);
 	else
 		do {
 			n = sys_recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 		} while (n == (ssize_t)sizeof(buf));
-	atomic_store(&c->draining, 0);
+	atomic_compare_exchange_strong(d, &mine, 0);
 	/* after our own shutdown(SHUT_RD) a zero says nothing of the peer */
 	if (n == 0 && !atomic_load(&c->shut_rd))
 		atomic_store(&c->tcp_eof, 1);
@@ -65,27 +111,41 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd)
 		atomic_store(&c->tcp_rst, 1);
 }
 
-/* A drain is one nonblocking recv: microseconds.  The wait is bounded all
- * the same, for a signal handler reading the socket on top of the drain it
- * interrupted (that sleeper then relies on the wait slice). */
+/* How long an entry stays live: a sleeper renews it every slice. */
+#define SLEEP_NS (5ull * CXLS_CHAN_SLICE_MS * 1000000ull / 2)
 #define DRAIN_WAIT_SPINS 4096
 
-void cxls_chan_sleep(struct cxls_sconn *c)
+void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 {
+	uint64_t now = cxls_now_ns();
 	unsigned spins = 0;
 
-	atomic_fetch_add(&c->sleepers, 1);
-	while (atomic_load(&c->draining) && ++spins < DRAIN_WAIT_SPINS)
+	z->slot = -1;
+	z->until = now + SLEEP_NS;
+	for (int i = 0; i < CXLS_SOCK_SLEEPERS && z->slot < 0; i++) {
+		uint64_t v = atomic_load(&c->me->sleeper[i]);
+
+		if (!live(v, now) && atomic_compare_exchange_strong(&c->me->sleeper[i], &v, z->until))
+			z->slot = i;
+	}
+	if (z->slot < 0)
+		CXLS_TRACE("socket slot %u: more sleepers than %d: one relies on its wait slice",
+			   c->slot, CXLS_SOCK_SLEEPERS);
+	while (live(atomic_load(&c->me->draining), now) && ++spins < DRAIN_WAIT_SPINS)
 		if (spins < 64)
 			cxls_cpu_relax();
 		else
 			sched_yield();
 }
 
-int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang)
+int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang, struct cxls_sleep *z)
 {
-	int others = atomic_fetch_sub_explicit(&c->sleepers, 1, memory_order_seq_cst) > 1;
+	int others;
 
+	if (z->slot >= 0)
+		atomic_compare_exchange_strong(&c->me->sleeper[z->slot], &z->until, 0);
+	z->slot = -1;
+	others = cxls_chan_sleepers(c, NULL) > 0;
 	if (rang && !others)
 		cxls_chan_drain(c, fd);
 	return !(rang && others);
@@ -100,9 +160,16 @@ static int peer_vanished(struct cxls_sconn *c, uint32_t pf)
 	return atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst);
 }
 
+/* The peer's flags, as the pool has them now. */
+static uint32_t peer_flags(struct cxls_sconn *c)
+{
+	cxls_refresh(c->tx.flush, &c->peer->flags, sizeof(c->peer->flags));
+	return atomic_load_explicit(&c->peer->flags, memory_order_acquire);
+}
+
 int cxls_chan_read_state(struct cxls_sconn *c)
 {
-	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
+	uint32_t pf = peer_flags(c);
 
 	if (atomic_load(&c->broken) || (pf & CXLS_END_RESET))
 		return CXLS_RD_RESET;
@@ -115,7 +182,7 @@ int cxls_chan_read_state(struct cxls_sconn *c)
 
 int cxls_chan_write_error(struct cxls_sconn *c)
 {
-	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
+	uint32_t pf = peer_flags(c);
 
 	if (atomic_load(&c->broken) || (pf & CXLS_END_RESET) || atomic_load(&c->tcp_rst))
 		return ECONNRESET;
@@ -150,12 +217,28 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 	return ev & (events | POLLERR | POLLHUP);
 }
 
+/* Raises a wake-up request unless one is pending (want ahead of what the
+ * other end answered): one doorbell answers every thread that armed. */
+static void request(_Atomic uint32_t *want, _Atomic uint32_t *rung)
+{
+	uint32_t w = atomic_load(want);
+
+	if (w == atomic_load(rung))
+		atomic_compare_exchange_strong(want, &w, w + 1);
+}
+
 short cxls_chan_arm(struct cxls_sconn *c, short events)
 {
-	if (events & (POLLIN | POLLRDNORM | POLLRDHUP))
-		atomic_store(&c->rx.hdr->armed, 1);
-	if (events & (POLLOUT | POLLWRNORM))
-		atomic_store(&c->tx.hdr->tx_wait, 1);
+	if (events & (POLLIN | POLLRDNORM | POLLRDHUP)) {
+		cxls_refresh(c->rx.flush, &c->rx.hdr->prod, CXLS_LINE);
+		request(&c->rx.hdr->data_wait, &c->rx.hdr->data_rung);
+		cxls_ring_wb_cons(&c->rx);
+	}
+	if (events & (POLLOUT | POLLWRNORM)) {
+		cxls_refresh(c->tx.flush, &c->tx.hdr->cons, CXLS_LINE);
+		request(&c->tx.hdr->space_wait, &c->tx.hdr->space_rung);
+		cxls_ring_wb_prod(&c->tx);
+	}
 	atomic_thread_fence(memory_order_seq_cst);
 	return cxls_chan_events(c, events);
 }

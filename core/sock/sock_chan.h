@@ -1,8 +1,9 @@
 /* sock_chan.h - the TCP socket as control channel of a pooled connection.
  *
  * Once a connection is on the pool its TCP socket carries no payload, only
- * one-byte doorbells, sent when the other end said it may sleep (armed,
- * tx_wait), and the kernel's own FIN and RST, which tell that the peer's
+ * one-byte doorbells, sent when the other end said it may sleep (its
+ * data_wait or space_wait moved past what we answered), and the kernel's
+ * own FIN and RST, which tell that the peer's
  * socket is gone even when the peer died without a word.  Doorbells are
  * read and thrown away inside the shim; the application never sees them.
  */
@@ -22,18 +23,32 @@ void cxls_chan_notify_writer(struct cxls_sconn *c, int fd);
  * looked for (a peek). */
 void cxls_chan_drain(struct cxls_sconn *c, int fd);
 
-/* Several threads may sleep on one socket (two readers, a reader and a
- * writer, a read and a poll): one doorbell wakes them all, but the first
- * to read it would leave a thread that had armed and not yet reached the
- * kernel asleep with its wake-up gone.  So a thread counts itself before
- * arming (cxls_chan_sleep) and uncounts itself after the kernel returned
- * (cxls_chan_woke, rang: the kernel said the socket is readable); the
- * last one out reads the doorbells (and a drain under way when a thread
- * counts itself is waited for: it cannot take that thread's doorbell).
- * cxls_chan_woke returns 0 when it left the doorbells for the others (the
- * caller should yield rather than spin on them). */
-void cxls_chan_sleep(struct cxls_sconn *c);
-int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang);
+/* Several threads, of one process or of several after fork, may sleep on
+ * one socket (two readers, a reader and a writer, a read and a poll): one
+ * doorbell wakes them all, but the first to read it would leave a thread
+ * that had armed and not yet reached the kernel asleep with its wake-up
+ * gone.  So a thread claims an entry in its end's sleeper table in the
+ * pool before arming (cxls_chan_sleep) and gives it back after the kernel
+ * returned (cxls_chan_woke, rang: the kernel said the socket is readable);
+ * the last one out reads the doorbells, and a drain under way when a
+ * thread claims its entry is waited for: it cannot take that thread's
+ * doorbell.  An entry holds a deadline, not a count: a thread never sleeps
+ * in the kernel longer than CXLS_CHAN_SLICE_MS at a time, so the entry of
+ * a thread that never came back (a signal handler that longjmp'd out of
+ * the wait, a killed process) lapses on its own instead of keeping every
+ * doorbell unread.  cxls_chan_woke returns 0 when it left the doorbells for
+ * the others (the caller should yield rather than spin on them). */
+#define CXLS_CHAN_SLICE_MS 100
+
+struct cxls_sleep {
+	int slot;       /* entry in the end's table; -1: table full */
+	uint64_t until; /* what we wrote there */
+};
+
+void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z);
+int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang, struct cxls_sleep *z);
+/* Live entries of c's end other than z's (z may be NULL); tests. */
+int cxls_chan_sleepers(struct cxls_sconn *c, const struct cxls_sleep *z);
 
 /* What the peer's end means for reading once the ring is empty. */
 enum cxls_peer_rd { CXLS_RD_OPEN = 0, CXLS_RD_EOF = 1, CXLS_RD_RESET = 2 };

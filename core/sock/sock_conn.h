@@ -55,14 +55,13 @@ struct cxls_sconn {
 	_Atomic int tcp_eof;      /* FIN seen on the control socket */
 	_Atomic int tcp_rst;      /* RST seen on it */
 	_Atomic int broken;       /* the pool side is corrupt: reset */
+	_Atomic int tx_returned;  /* the peer is gone: our buffers given back */
 	_Atomic int linger0;      /* SO_LINGER {1, 0}: close resets */
 	_Atomic uint32_t sndbuf;  /* SO_SNDBUF set by the application */
 	_Atomic uint32_t rcvlowat;
 	_Atomic int app_nodelay;  /* TCP_NODELAY and TCP_CORK as the application */
 	_Atomic int app_cork;     /* set them: the socket itself keeps 1 and 0 */
 	uint32_t busy_us;
-	_Atomic int sleepers;     /* threads of this process asleep on the socket */
-	_Atomic int draining;     /* a thread is reading its doorbells */
 };
 
 struct cxls_sconn *cxls_sconn_new(int mode);

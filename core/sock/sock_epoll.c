@@ -449,6 +449,7 @@ struct sleeper {
 	struct cxls_sconn *c;
 	int fd;
 	int rang;
+	struct cxls_sleep z;
 };
 
 struct sleeping {
@@ -458,6 +459,8 @@ struct sleeping {
 
 static void sleeping_add(struct sleeping *z, struct ep_item *it)
 {
+	if (atomic_load(&it->c->mode) != CXLS_SC_POOL)
+		return; /* a connect in flight: no doorbells yet */
 	if (z->n == z->cap) {
 		int cap = z->cap ? 2 * z->cap : 16;
 		struct sleeper *v = realloc(z->v, (size_t)cap * sizeof(*v));
@@ -468,8 +471,9 @@ static void sleeping_add(struct sleeping *z, struct ep_item *it)
 		z->cap = cap;
 	}
 	cxls_sconn_hold(it->c);
-	cxls_chan_sleep(it->c);
-	z->v[z->n++] = (struct sleeper){ it->c, it->fd, 0 };
+	z->v[z->n] = (struct sleeper){ it->c, it->fd, 0, { -1, 0 } };
+	cxls_chan_sleep(it->c, &z->v[z->n].z);
+	z->n++;
 }
 
 /* Called with s locked, before arming. */
@@ -501,7 +505,7 @@ static int wake_set(struct sleeping *z)
 	int others = 0;
 
 	for (int i = 0; i < z->n; i++) {
-		others += !cxls_chan_woke(z->v[i].c, z->v[i].fd, z->v[i].rang);
+		others += !cxls_chan_woke(z->v[i].c, z->v[i].fd, z->v[i].rang, &z->v[i].z);
 		cxls_sconn_put(z->v[i].c);
 	}
 	z->n = 0;
@@ -618,6 +622,9 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 				uint64_t now = cxls_now_ns();
 				wait = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 			}
+			/* a counted sleep lasts one slice at most (sock_chan.h) */
+			if (z.n && (wait < 0 || wait > CXLS_CHAN_SLICE_MS))
+				wait = CXLS_CHAN_SLICE_MS;
 		}
 		/* the kernel's part: plain fds, doorbells, connects; never hold
 		 * the set while sleeping, other threads may change it */
@@ -640,7 +647,7 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 		n += m;
 		if (!m && n == 0)
 			n = collect(s, ev, 0, max, 0);
-		if (n || wait == 0 || (timeout_ms > 0 && cxls_now_ns() >= deadline))
+		if (n || timeout_ms == 0 || (timeout_ms > 0 && cxls_now_ns() >= deadline))
 			break;
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -301,6 +301,7 @@ void cxls_sock_shutdown(int fd, int how)
 	if (how == SHUT_WR || how == SHUT_RDWR) {
 		atomic_store(&c->shut_wr, 1);
 		atomic_fetch_or_explicit(&c->me->flags, CXLS_END_SHUT_WR, memory_order_release);
+		cxls_publish(c->tx.flush, &c->me->flags, sizeof(c->me->flags));
 		cxls_chan_notify_reader(c, fd);
 	}
 	cxls_sock_done(c);
@@ -356,12 +357,8 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 static void fork_phase(int fd, struct cxls_sconn *c, void *arg)
 {
 	(void)fd;
-	if (*(int *)arg) {
-		/* the other threads, asleep or draining, stayed in the parent */
+	if (*(int *)arg)
 		pthread_mutex_init(&c->lock, NULL);
-		atomic_store(&c->sleepers, 0);
-		atomic_store(&c->draining, 0);
-	}
 	cxls_sock_fork(c, *(int *)arg);
 }
 

@@ -97,9 +97,17 @@ enum cxls_end_flag {
 	CXLS_END_UNTRACKED = 1u << 3, /* more holders than slots: never swept */
 };
 
+/* Threads that may sleep on one end's control socket (all its processes). */
+#define CXLS_SOCK_SLEEPERS 8
+
 /* One end of a connection: its flags and the processes holding it (a
  * forked child holds it too).  An end whose holders are all gone or dead
- * no longer needs the connection's memory. */
+ * no longer needs the connection's memory.  Only that end's host writes
+ * it.  sleeper[] and draining hold deadlines (CLOCK_MONOTONIC ns of that
+ * host, 0: free): a thread asleep on the control socket, or reading its
+ * doorbells, claims an entry until a deadline it renews while it waits,
+ * so an entry left behind (a signal handler that longjmp'd out of the
+ * wait, a process killed in it) expires by itself (sock_chan.c). */
 struct cxls_sock_end {
 	_Alignas(CXLS_LINE) _Atomic uint32_t flags;
 	_Atomic uint32_t forking;   /* forks under way: children not yet recorded */
@@ -107,23 +115,36 @@ struct cxls_sock_end {
 	uint32_t pad;
 	uint64_t boot_hash;
 	struct cxls_sock_holder holder[CXLS_SOCK_HOLDERS];
+	_Alignas(CXLS_LINE) _Atomic uint64_t sleeper[CXLS_SOCK_SLEEPERS];
+	_Alignas(CXLS_LINE) _Atomic uint64_t draining;
 };
 
 /* One direction.  Cursors count bytes ever produced / consumed; the
  * position in the ring is the cursor modulo the ring size.  ref_prod and
  * ref_cons count references ever queued / consumed (entry n is
  * ref[dir][n % CXLS_SOCK_REFS]); ref_off is how much of the oldest one
- * the reader already took (a partial read). */
+ * the reader already took (a partial read).
+ *
+ * Each cache line has one writer, the producing or the consuming end, so
+ * that a pool without cross-host coherence (pool.coherence = flush) can
+ * write lines back whole.  Wake-up requests are counters for the same
+ * reason: a sleeper bumps its *_wait, the other end answers with a
+ * doorbell and copies the value it answered into its *_rung; a request is
+ * pending while the two differ. */
 struct cxls_sock_ring_hdr {
+	/* the producer's line */
 	_Alignas(CXLS_LINE) _Atomic uint64_t prod;
-	_Atomic uint32_t prod_lock;  /* writers of this end (threads, forks) */
-	_Atomic uint32_t tx_wait;    /* a writer may sleep: wake it on space */
 	_Atomic uint64_t ref_prod;
+	_Atomic uint32_t prod_lock;  /* writers of this end (threads, forks) */
+	_Atomic uint32_t space_wait; /* a writer may sleep: wake it on space */
+	_Atomic uint32_t data_rung;  /* the data_wait last answered */
+	/* the consumer's line */
 	_Alignas(CXLS_LINE) _Atomic uint64_t cons;
-	_Atomic uint32_t cons_lock;
-	_Atomic uint32_t armed;      /* a reader may sleep: wake it on data */
 	_Atomic uint64_t ref_cons;
 	_Atomic uint64_t ref_off;
+	_Atomic uint32_t cons_lock;
+	_Atomic uint32_t data_wait;  /* a reader may sleep: wake it on data */
+	_Atomic uint32_t space_rung; /* the space_wait last answered */
 };
 
 /* A large write passed by reference (after DFabric): the bytes sit in a
@@ -140,9 +161,10 @@ struct cxls_sock_ref {
 
 /* One buffer: free (owner 0) or lent to a connection, owner
  * CXLS_BUF_OWNER(record generation, slot); gen is bumped at every loan
- * so that a stale reference never matches a later one. */
+ * so that a stale reference never matches a later one.  A line each:
+ * hosts lend neighbouring buffers without sharing a line to write back. */
 struct cxls_sock_buf_desc {
-	_Atomic uint64_t owner;
+	_Alignas(CXLS_LINE) _Atomic uint64_t owner;
 	_Atomic uint32_t gen;
 	uint32_t pad;
 };
@@ -168,6 +190,8 @@ struct cxls_sock_rec {
 };
 
 _Static_assert(sizeof(struct cxls_sock_rec) <= CXLS_SOCK_REC_SIZE, "record fits its stride");
+_Static_assert(sizeof(struct cxls_sock_ref) * CXLS_SOCK_REFS % CXLS_LINE == 0,
+	       "each direction's reference queue has lines of its own");
 
 static inline uint64_t cxls_sock_align(uint64_t v)
 {

@@ -18,10 +18,6 @@
 #include "sock_ref.h"
 #include "sock_sys.h"
 
-/* Longest sleep on the control socket.  Threads of one process never take
- * each other's doorbell (cxls_chan_sleep); processes sharing a socket
- * after fork may, and then this bounds the delay. */
-#define SLICE_MS 50
 
 static uint64_t timeout_of(int fd, int opt)
 {
@@ -38,7 +34,8 @@ static uint64_t timeout_of(int fd, int opt)
 static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
-	int ms = SLICE_MS, r, err;
+	int ms = CXLS_CHAN_SLICE_MS, r, err;
+	struct cxls_sleep z;
 
 	if (cxls_chan_busy_poll(c, want))
 		return 0;
@@ -56,15 +53,15 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 		if ((deadline - now) / 1000000 < (uint64_t)ms)
 			ms = (int)((deadline - now) / 1000000) + 1;
 	}
-	cxls_chan_sleep(c);
+	cxls_chan_sleep(c, &z);
 	if (cxls_chan_arm(c, want)) {
-		cxls_chan_woke(c, fd, 0);
+		cxls_chan_woke(c, fd, 0, &z);
 		return 0;
 	}
 	/* after the peer's FIN the socket stays readable: doze instead */
 	r = atomic_load(&c->tcp_eof) ? sys_poll(NULL, 0, 1) : sys_poll(&p, 1, ms);
 	err = errno;
-	if (!cxls_chan_woke(c, fd, r > 0))
+	if (!cxls_chan_woke(c, fd, r > 0, &z))
 		sched_yield(); /* the doorbell is another sleeper's to read */
 	if (r < 0) {
 		errno = err;
@@ -140,6 +137,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			/* bytes written before the FIN are in the ring by now */
 			if (cxls_stream_used(&c->rx) > 0)
 				continue;
+			cxls_sock_peer_gone(c);
 			return rd == CXLS_RD_EOF ? (ssize_t)got : done(got, ECONNRESET);
 		}
 		if (nb)
@@ -153,8 +151,9 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 	}
 }
 
-static ssize_t write_error(size_t sent, int err, int flags)
+static ssize_t write_error(struct cxls_sconn *c, size_t sent, int err, int flags)
 {
+	cxls_sock_peer_gone(c);
 	if (sent)
 		return (ssize_t)sent;
 	if (err == EPIPE && !(flags & MSG_NOSIGNAL))
@@ -198,7 +197,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		return done(0, EOPNOTSUPP);
 	err = cxls_chan_write_error(c);
 	if (err)
-		return write_error(0, err, flags);
+		return write_error(c, 0, err, flags);
 	if (want == 0)
 		return 0;
 	cxls_iovc_init(&cur, iov, iovcnt);
@@ -223,7 +222,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		cxls_ring_unlock(&c->tx.hdr->prod_lock);
 		err = cxls_chan_write_error(c);
 		if (err)
-			return write_error(sent, err, flags);
+			return write_error(c, sent, err, flags);
 		if (!timed) {
 			deadline = timeout_of(fd, SO_SNDTIMEO);
 			timed = 1;

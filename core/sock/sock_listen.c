@@ -6,10 +6,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coherence.h"
 #include "log.h"
+#include "pool.h"
 #include "proc_id.h"
 #include "sock_holder.h"
 #include "sock_sys.h"
+
+/* A listener's lines: written by its server's host, read by clients'. */
+static void wb(const struct cxls_sock_region *r, const struct cxls_sock_listener *l)
+{
+	cxls_publish(r->pool->flush_mode, l, sizeof(*l));
+}
+
+static void fresh(const struct cxls_sock_region *r, const struct cxls_sock_listener *l)
+{
+	cxls_refresh(r->pool->flush_mode, l, sizeof(*l));
+}
 
 static int listener_alive(const struct cxls_sock_listener *l)
 {
@@ -27,8 +40,10 @@ static int claim(const struct cxls_sock_region *r, const struct cxls_sock_tuple 
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 0; i < r->nlisteners; i++) {
 			struct cxls_sock_listener *l = &r->listeners[i];
-			uint32_t st = atomic_load(&l->state);
+			uint32_t st;
 
+			fresh(r, l);
+			st = atomic_load(&l->state);
 			/* second pass: take over records of dead processes */
 			if (st == CXLS_LST_LIVE && pass == 1 && !listener_alive(l))
 				atomic_compare_exchange_strong(&l->state, &st, CXLS_LST_FREE);
@@ -43,7 +58,9 @@ static int claim(const struct cxls_sock_region *r, const struct cxls_sock_tuple 
 			l->boot_hash = self.boot_hash;
 			memset(l->holder, 0, sizeof(l->holder));
 			cxls_holder_add(l->holder, CXLS_LISTENER_HOLDERS);
+			wb(r, l);
 			atomic_store_explicit(&l->state, CXLS_LST_LIVE, memory_order_release);
+			wb(r, l);
 			return (int)i;
 		}
 	}
@@ -87,6 +104,7 @@ void cxls_listener_del(int idx)
 		   atomic_load(&l->forking));
 	if (!left && !l->untracked && !atomic_load(&l->forking))
 		atomic_store(&l->state, CXLS_LST_FREE);
+	wb(cxls_sock_region(), l);
 }
 
 void cxls_listener_fork(int idx, int phase)
@@ -98,11 +116,12 @@ void cxls_listener_fork(int idx, int phase)
 	CXLS_TRACE("listener %d: fork phase %d", idx, phase);
 	if (phase == 0) {
 		atomic_fetch_add(&l->forking, 1);
-		return;
+	} else {
+		if (cxls_holder_add(l->holder, CXLS_LISTENER_HOLDERS))
+			l->untracked = 1;
+		atomic_fetch_sub(&l->forking, 1);
 	}
-	if (cxls_holder_add(l->holder, CXLS_LISTENER_HOLDERS))
-		l->untracked = 1;
-	atomic_fetch_sub(&l->forking, 1);
+	wb(cxls_sock_region(), l);
 }
 
 static int addr_any(const uint8_t *a)
@@ -121,6 +140,7 @@ int cxls_listener_serves(const struct cxls_sock_tuple *t)
 	for (uint32_t i = 0; i < r->nlisteners; i++) {
 		const struct cxls_sock_listener *l = &r->listeners[i];
 
+		fresh(r, l);
 		if (atomic_load_explicit(&l->state, memory_order_acquire) != CXLS_LST_LIVE ||
 		    l->port != t->sport)
 			continue;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coherence.h"
 #include "config.h"
 #include "log.h"
 #include "pool.h"
@@ -111,11 +112,13 @@ static void init_end(struct cxls_sock_end *e, const struct cxls_proc_id *self)
 
 /* An end is finished when closed, or when every process recorded as
  * holding it is dead (an end of another host is never declared dead). */
-static int end_finished(const struct cxls_sock_end *e)
+static int end_finished(const struct cxls_sock_region *r, const struct cxls_sock_end *e)
 {
-	uint32_t flags = atomic_load(&e->flags);
+	uint32_t flags;
 	int recorded, alive;
 
+	cxls_refresh(r->pool->flush_mode, e, offsetof(struct cxls_sock_end, sleeper));
+	flags = atomic_load(&e->flags);
 	if (flags & CXLS_END_CLOSED)
 		return 1;
 	if (flags & CXLS_END_UNTRACKED)
@@ -144,12 +147,15 @@ static int claim_slot(const struct cxls_sock_region *r, uint64_t key, uint32_t *
 	for (uint32_t n = 0; n < r->nslots; n++) {
 		uint32_t i = (uint32_t)((key + n) % r->nslots);
 		struct cxls_sock_rec *rec = cxls_sock_rec(r, i);
-		uint64_t sg = atomic_load(&rec->sg);
+		uint64_t sg;
 
+		cxls_refresh(r->pool->flush_mode, &rec->sg, CXLS_LINE);
+		sg = atomic_load(&rec->sg);
 		if (CXLS_SG_STATE(sg) != CXLS_SK_FREE)
 			continue;
 		if (atomic_compare_exchange_strong(&rec->sg, &sg,
 						   CXLS_SG(CXLS_SG_GEN(sg) + 1, CXLS_SK_CLAIMING))) {
+			cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
 			*slot = i;
 			*gen = CXLS_SG_GEN(sg) + 1;
 			return 0;
@@ -176,6 +182,8 @@ void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, ui
 	c->rx.cap = cap;
 	c->tx.refs = c->rec->ref[role];
 	c->rx.refs = c->rec->ref[!role];
+	c->tx.flush = r->pool->flush_mode;
+	c->rx.flush = r->pool->flush_mode;
 	c->bufs = &r->bufs;
 	c->owner = CXLS_BUF_OWNER(gen, slot);
 	c->ref_min = r->bufs.n ? r->cfg->sock_ref_min : 0;
@@ -207,7 +215,10 @@ static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32
 	cxls_sock_attach(c, r, slot, gen, role, cap);
 	c->deadline_ns = rec->created_ns + (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
 	atomic_store(&c->mode, CXLS_SC_PENDING);
+	/* the record before its state: the joiner reads it once WAITING */
+	cxls_publish(r->pool->flush_mode, rec, sizeof(*rec));
 	atomic_store_explicit(&rec->sg, CXLS_SG(gen, CXLS_SK_WAITING), memory_order_release);
+	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
 	CXLS_TRACE("socket slot %u: waiting for the peer", slot);
 	return CXLS_SC_PENDING;
 }
@@ -232,17 +243,25 @@ static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t
 		uint64_t sg, int role, int fd)
 {
 	struct cxls_sock_rec *rec = cxls_sock_rec(r, slot);
-	uint32_t gen = CXLS_SG_GEN(sg), cap = rec->cap;
+	uint32_t gen = CXLS_SG_GEN(sg), cap;
 	struct cxls_proc_id self;
-	int ok = creator_ok(r, rec);
+	int ok, won;
 
-	if (!atomic_compare_exchange_strong(&rec->sg, &sg,
-					    CXLS_SG(gen, ok ? CXLS_SK_JOINED : CXLS_SK_REFUSED)))
+	cxls_refresh(r->pool->flush_mode, rec, sizeof(*rec));
+	cap = rec->cap;
+	ok = creator_ok(r, rec);
+	won = atomic_compare_exchange_strong(&rec->sg, &sg,
+					     CXLS_SG(gen, ok ? CXLS_SK_JOINED : CXLS_SK_REFUSED));
+	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
+	if (!won)
 		return CXLS_SC_TCP; /* the creator gave up first */
 	if (!ok)
 		return CXLS_SC_TCP;
+	/* until this is written the creator sees an end with no holder,
+	 * which it never takes for a finished one */
 	cxls_proc_self(&self);
 	init_end(&rec->end[role], &self);
+	cxls_publish(r->pool->flush_mode, &rec->end[role], sizeof(rec->end[role]));
 	cxls_sock_attach(c, r, slot, gen, role, cap);
 	cxls_sock_control_channel(c, fd);
 	atomic_store(&c->mode, CXLS_SC_POOL);
@@ -275,9 +294,10 @@ static int find(const struct cxls_sock_region *r, uint64_t key, const struct cxl
 	for (uint32_t n = 0; n < r->nslots; n++) {
 		uint32_t i = (uint32_t)((key + n) % r->nslots);
 		struct cxls_sock_rec *rec = cxls_sock_rec(r, i);
-		uint64_t sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
-		uint64_t start = 0;
+		uint64_t sg, start = 0;
 
+		cxls_refresh(r->pool->flush_mode, rec, offsetof(struct cxls_sock_rec, end));
+		sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
 		/* a record being written right now may be ours; its writer
 		 * needs a few stores, but may be descheduled in between on a
 		 * loaded host: missing it leaves both ends on TCP */
@@ -287,6 +307,7 @@ static int find(const struct cxls_sock_region *r, uint64_t key, const struct cxl
 			else if (cxls_now_ns() - start > CLAIM_WAIT_NS)
 				break;
 			sched_yield();
+			cxls_refresh(r->pool->flush_mode, rec, offsetof(struct cxls_sock_rec, end));
 			sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
 		}
 		if (CXLS_SG_STATE(sg) < CXLS_SK_WAITING || rec->key != key ||
@@ -410,9 +431,12 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 	mode = atomic_load(&c->mode);
 	while (mode == CXLS_SC_PENDING) {
 		struct cxls_sock_rec *rec = c->rec;
-		uint64_t sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
-		uint32_t st = CXLS_SG_STATE(sg);
+		uint64_t sg;
+		uint32_t st;
 
+		cxls_refresh(c->tx.flush, &rec->sg, CXLS_LINE);
+		sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
+		st = CXLS_SG_STATE(sg);
 		if (CXLS_SG_GEN(sg) != c->gen) {
 			mode = to_tcp(c, "record taken over");
 			break;
@@ -423,6 +447,7 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 		}
 		if (st == CXLS_SK_REFUSED) {
 			atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(c->gen, CXLS_SK_FREE));
+			cxls_publish(c->tx.flush, &rec->sg, CXLS_LINE);
 			mode = to_tcp(c, "the peer's policy refused");
 			break;
 		}
@@ -437,6 +462,7 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 		    (cxls_now_ns() > c->deadline_ns || tcp_spoke(fd)) &&
 		    atomic_compare_exchange_strong(&rec->sg, &sg,
 						   CXLS_SG(c->gen, CXLS_SK_ABANDONED))) {
+			cxls_publish(c->tx.flush, &rec->sg, CXLS_LINE);
 			mode = to_tcp(c, "no peer in the pool");
 			break;
 		}
@@ -459,29 +485,69 @@ void cxls_sock_fork(struct cxls_sconn *c, int phase)
 		cxls_listener_fork(c->listener, phase);
 	if (mode != CXLS_SC_POOL && mode != CXLS_SC_PENDING)
 		return;
-	if (phase == 0) {
+	if (phase == 0)
 		atomic_fetch_add(&c->me->forking, 1);
-		return;
-	}
-	if (cxls_holder_add(c->me->holder, CXLS_SOCK_HOLDERS))
+	else if (cxls_holder_add(c->me->holder, CXLS_SOCK_HOLDERS))
 		atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
-	atomic_fetch_sub(&c->me->forking, 1);
+	if (phase == 1)
+		atomic_fetch_sub(&c->me->forking, 1);
+	cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
 }
 
-/* Frees the slot when both ends are finished (one CAS: one winner), and
- * with it the buffers its references still held. */
+/* Frees the record (one CAS: one winner) and the buffers its references
+ * still held. */
+static int free_rec(const struct cxls_sock_region *r, struct cxls_sock_rec *rec, uint32_t slot,
+		    uint64_t sg)
+{
+	cxls_refresh(r->pool->flush_mode, &rec->sg, CXLS_LINE);
+	if (!atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(CXLS_SG_GEN(sg), CXLS_SK_FREE)))
+		return 0;
+	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
+	cxls_buf_reclaim(&r->bufs, CXLS_BUF_OWNER(CXLS_SG_GEN(sg), slot));
+	return 1;
+}
+
+/* Frees the slot when both ends are finished. */
 static void maybe_free(struct cxls_sock_rec *rec, uint32_t slot, uint32_t gen)
 {
-	uint64_t sg = CXLS_SG(gen, CXLS_SK_JOINED);
+	const struct cxls_sock_region *r = cxls_sock_region();
+	int a = end_finished(r, &rec->end[0]), b = end_finished(r, &rec->end[1]);
 
-	int a = end_finished(&rec->end[0]), b = end_finished(&rec->end[1]);
-
-	if (a && b && atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE))) {
-		cxls_buf_reclaim(&cxls_sock_region()->bufs, CXLS_BUF_OWNER(gen, slot));
+	if (a && b && free_rec(r, rec, slot, CXLS_SG(gen, CXLS_SK_JOINED)))
 		CXLS_TRACE("socket record freed");
-	} else
+	else
 		CXLS_TRACE("socket record kept: client end %s, server end %s",
 			   a ? "finished" : "open", b ? "finished" : "open");
+}
+
+void cxls_sock_peer_gone(struct cxls_sconn *c)
+{
+	const struct cxls_sock_region *r = cxls_sock_region();
+	const struct cxls_ring *tx = &c->tx;
+	uint64_t rc, rp;
+	int n = 0;
+
+	if (!r || !c->rec || atomic_load(&c->tx_returned) || !end_finished(r, c->peer) ||
+	    atomic_exchange(&c->tx_returned, 1))
+		return;
+	if (cxls_ring_lock(&tx->hdr->prod_lock))
+		return;
+	cxls_ring_fresh(tx);
+	rc = atomic_load(&tx->hdr->ref_cons);
+	rp = atomic_load(&tx->hdr->ref_prod);
+	/* our own entries, in the pool all the same: checked; cxls_buf_put
+	 * frees a buffer only while it is still lent to this record */
+	for (; rp - rc <= CXLS_SOCK_REFS && rc != rp; rc++) {
+		struct cxls_sock_ref ref = tx->refs[rc % CXLS_SOCK_REFS];
+
+		if (ref.cls < c->bufs->n && ref.idx < c->bufs->cls[ref.cls].count) {
+			cxls_buf_put(c->bufs, c->owner, &ref);
+			n++;
+		}
+	}
+	cxls_ring_unlock(&tx->hdr->prod_lock);
+	if (n)
+		CXLS_INFO("socket slot %u: peer gone, %d unread buffers given back", c->slot, n);
 }
 
 void cxls_sock_release(struct cxls_sconn *c)
@@ -492,6 +558,7 @@ void cxls_sock_release(struct cxls_sconn *c)
 
 	if (!c->rec || (mode != CXLS_SC_POOL && mode != CXLS_SC_PENDING))
 		return;
+	cxls_refresh(c->tx.flush, &c->rec->sg, CXLS_LINE);
 	sg = atomic_load(&c->rec->sg);
 	if (CXLS_SG_GEN(sg) != c->gen)
 		return;
@@ -499,12 +566,15 @@ void cxls_sock_release(struct cxls_sconn *c)
 		/* never settled: give up the record, a late peer sees TCP */
 		if (CXLS_SG_STATE(sg) == CXLS_SK_WAITING &&
 		    atomic_compare_exchange_strong(&c->rec->sg, &sg,
-						   CXLS_SG(c->gen, CXLS_SK_ABANDONED)))
+						   CXLS_SG(c->gen, CXLS_SK_ABANDONED))) {
+			cxls_publish(c->tx.flush, &c->rec->sg, CXLS_LINE);
 			return;
+		}
 		if (CXLS_SG_STATE(sg) != CXLS_SK_JOINED)
 			return;
 	}
 	left = cxls_holder_remove(e->holder, CXLS_SOCK_HOLDERS);
+	cxls_publish(c->tx.flush, e, offsetof(struct cxls_sock_end, sleeper));
 	/* children that held it too but exited without closing count as gone */
 	if (left && cxls_holder_alive(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash, &left) == 0)
 		left = 0;
@@ -514,6 +584,7 @@ void cxls_sock_release(struct cxls_sconn *c)
 		return;
 	}
 	atomic_fetch_or(&e->flags, CXLS_END_CLOSED | (atomic_load(&c->linger0) ? CXLS_END_RESET : 0));
+	cxls_publish(c->tx.flush, &e->flags, sizeof(e->flags));
 	maybe_free(c->rec, c->slot, c->gen);
 }
 
@@ -535,31 +606,31 @@ int cxls_sock_sweep(const struct cxls_sock_region *r)
 
 	for (uint32_t i = 0; i < r->nslots; i++) {
 		struct cxls_sock_rec *rec = cxls_sock_rec(r, i);
-		uint64_t sg = atomic_load(&rec->sg);
-		uint32_t st = CXLS_SG_STATE(sg);
+		uint64_t sg;
+		uint32_t st;
 		int done;
 
+		cxls_refresh(r->pool->flush_mode, rec, offsetof(struct cxls_sock_rec, end));
+		sg = atomic_load(&rec->sg);
+		st = CXLS_SG_STATE(sg);
 		switch (st) {
 		case CXLS_SK_FREE:
 			continue;
 		case CXLS_SK_CLAIMING:
 			continue; /* microseconds long; its created_ns is not yet set */
 		case CXLS_SK_WAITING:
-			done = end_finished(&rec->end[rec->creator & 1]);
+			done = end_finished(r, &rec->end[rec->creator & 1]);
 			break;
 		case CXLS_SK_JOINED:
-			done = end_finished(&rec->end[0]) && end_finished(&rec->end[1]);
+			done = end_finished(r, &rec->end[0]) && end_finished(r, &rec->end[1]);
 			break;
 		default: /* REFUSED, ABANDONED: only the creator ever held it */
 			done = now - rec->created_ns > STALE_NS ||
-			       end_finished(&rec->end[rec->creator & 1]);
+			       end_finished(r, &rec->end[rec->creator & 1]);
 			break;
 		}
-		if (done && atomic_compare_exchange_strong(&rec->sg, &sg,
-							   CXLS_SG(CXLS_SG_GEN(sg), CXLS_SK_FREE))) {
-			cxls_buf_reclaim(&r->bufs, CXLS_BUF_OWNER(CXLS_SG_GEN(sg), i));
-			freed++;
-		}
+		if (done)
+			freed += free_rec(r, rec, i, sg);
 	}
 	if (freed)
 		CXLS_INFO("socket sweep: %d records of closed or dead connections freed", freed);

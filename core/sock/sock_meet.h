@@ -29,6 +29,12 @@ int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf);
  * returns the new mode, POOL or TCP. */
 int cxls_sock_settle(struct cxls_sconn *c, int fd);
 
+/* The peer's end may be gone (EOF, reset, EPIPE seen): when it is
+ * finished (closed, or every holder dead) nothing will read what we
+ * queued, so the buffers of our references go back to the pool now, not
+ * when the record is freed at our close.  Once per connection. */
+void cxls_sock_peer_gone(struct cxls_sconn *c);
+
 /* Lets the pool side of a connection go (last reference). */
 void cxls_sock_release(struct cxls_sconn *c);
 

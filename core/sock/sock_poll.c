@@ -23,6 +23,7 @@ struct pset {
 	nfds_t n;
 	struct cxls_sconn **conns;
 	struct pollfd *real;
+	struct cxls_sleep *z;  /* this thread's sleeper entry of each pooled fd */
 	int npooled;
 };
 
@@ -76,7 +77,7 @@ static void sleep_pooled(struct pset *s)
 {
 	for (nfds_t i = 0; i < s->n; i++)
 		if (s->conns[i])
-			cxls_chan_sleep(s->conns[i]);
+			cxls_chan_sleep(s->conns[i], &s->z[i]);
 }
 
 /* One real ppoll; pooled fds wait for doorbells (POLLIN) only.  counted:
@@ -103,7 +104,7 @@ static int real_round(struct pset *s, const struct timespec *ts, const sigset_t 
 			continue;
 		}
 		if (counted)
-			others += !cxls_chan_woke(c, s->fds[i].fd, rang);
+			others += !cxls_chan_woke(c, s->fds[i].fd, rang, &s->z[i]);
 		else if (rang)
 			cxls_chan_drain(c, s->fds[i].fd);
 		s->fds[i].revents = cxls_chan_events(c, s->fds[i].events);
@@ -126,6 +127,20 @@ static void ts_left(struct timespec *left, uint64_t deadline)
 	left->tv_nsec = (long)(ns % 1000000000ull);
 }
 
+/* A counted sleep lasts one slice at most (sock_chan.h): *left is what to
+ * give the kernel. */
+static const struct timespec *slice(struct timespec *left, const struct timespec *timeout,
+				    uint64_t deadline)
+{
+	if (timeout)
+		ts_left(left, deadline);
+	if (!timeout || left->tv_sec || left->tv_nsec / 1000000 >= CXLS_CHAN_SLICE_MS) {
+		left->tv_sec = 0;
+		left->tv_nsec = CXLS_CHAN_SLICE_MS * 1000000L;
+	}
+	return left;
+}
+
 static int run(struct pset *s, const struct timespec *timeout, const sigset_t *mask)
 {
 	struct timespec zero = { 0, 0 }, left;
@@ -141,9 +156,7 @@ static int run(struct pset *s, const struct timespec *timeout, const sigset_t *m
 		sleep_pooled(s);
 		if (arm_pooled(s))
 			return real_round(s, &zero, mask, 1);
-		if (timeout)
-			ts_left(&left, deadline);
-		r = real_round(s, timeout ? &left : NULL, mask, 1);
+		r = real_round(s, slice(&left, timeout, deadline), mask, 1);
 		if (r != 0 || (timeout && cxls_now_ns() >= deadline))
 			return r;
 	}
@@ -152,14 +165,15 @@ static int run(struct pset *s, const struct timespec *timeout, const sigset_t *m
 int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
 		    const sigset_t *mask)
 {
-	struct pset s = { fds, n, NULL, NULL, 0 };
+	struct pset s = { fds, n, NULL, NULL, NULL, 0 };
 	int r = -2;
 
 	if (cxls_fdtab_empty() || n == 0)
 		return -2;
 	s.conns = calloc(n, sizeof(*s.conns));
 	s.real = calloc(n, sizeof(*s.real));
-	if (!s.conns || !s.real)
+	s.z = calloc(n, sizeof(*s.z));
+	if (!s.conns || !s.real || !s.z)
 		goto out;
 	for (nfds_t i = 0; i < n; i++) {
 		s.conns[i] = fds[i].fd >= 0 ? cxls_sock_use(fds[i].fd) : NULL;
@@ -173,6 +187,7 @@ int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
 out:
 	free(s.conns);
 	free(s.real);
+	free(s.z);
 	return r;
 }
 

@@ -17,11 +17,12 @@ int64_t cxls_ref_put(const struct cxls_ring *r, const struct cxls_sock_bufs *b, 
 		     struct cxls_iovc *src, size_t want, uint64_t limit)
 {
 	struct cxls_sock_ring_hdr *h = r->hdr;
-	uint64_t rp = atomic_load_explicit(&h->ref_prod, memory_order_relaxed);
-	uint64_t rc = atomic_load_explicit(&h->ref_cons, memory_order_acquire);
-	uint64_t big = b->n ? b->cls[b->n - 1].size : 0, q;
+	uint64_t big = b->n ? b->cls[b->n - 1].size : 0, q, rp, rc;
 	struct cxls_sock_ref ref;
 
+	cxls_ring_fresh(r);
+	rp = atomic_load_explicit(&h->ref_prod, memory_order_relaxed);
+	rc = atomic_load_explicit(&h->ref_cons, memory_order_acquire);
 	if (rp - rc > CXLS_SOCK_REFS)
 		return -1;
 	if (rp - rc == CXLS_SOCK_REFS)
@@ -32,9 +33,12 @@ int64_t cxls_ref_put(const struct cxls_ring *r, const struct cxls_sock_bufs *b, 
 	if (cxls_buf_get(b, owner, want, &ref))
 		return 0;
 	cxls_iovc_copy(src, cxls_buf_data(b, &ref), ref.len, 0);
+	cxls_publish(r->flush, cxls_buf_data(b, &ref), ref.len);
 	ref.pos = atomic_load_explicit(&h->prod, memory_order_relaxed);
 	memcpy(&r->refs[rp % CXLS_SOCK_REFS], &ref, sizeof(ref));
+	cxls_publish(r->flush, &r->refs[rp % CXLS_SOCK_REFS], sizeof(ref));
 	atomic_store_explicit(&h->ref_prod, rp + 1, memory_order_release);
+	cxls_ring_wb_prod(r);
 	return ref.len;
 }
 
@@ -60,6 +64,7 @@ static int64_t take_ref(const struct cxls_sock_ref *ref, const struct cxls_sock_
 	k = ref->len - p->off;
 	if (k > want)
 		k = want;
+	cxls_refresh(b->flush, data + p->off, (size_t)k);
 	cxls_iovc_copy(dst, (uint8_t *)data + p->off, (size_t)k, 1);
 	p->off += k;
 	if (p->off == ref->len) {
@@ -83,12 +88,14 @@ int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *
 	size_t got = 0;
 
 	while (got < want) {
+		uint64_t prod, rp, end, n;
+
 		/* prod first: a reference queued before these bytes is
 		 * visible in ref_prod then */
-		uint64_t prod = atomic_load_explicit(&h->prod, memory_order_acquire);
-		uint64_t rp = atomic_load_explicit(&h->ref_prod, memory_order_acquire);
-		uint64_t end = prod, n;
-
+		cxls_ring_fresh(r);
+		prod = atomic_load_explicit(&h->prod, memory_order_acquire);
+		rp = atomic_load_explicit(&h->ref_prod, memory_order_acquire);
+		end = prod;
 		if (prod - p.cons > r->cap || rp - p.rc > CXLS_SOCK_REFS)
 			return -1;
 		if (rp != p.rc) {
@@ -96,9 +103,12 @@ int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *
 			int64_t k;
 
 			/* one copy: the peer may rewrite the pool's meanwhile */
+			cxls_refresh(r->flush, &r->refs[p.rc % CXLS_SOCK_REFS], sizeof(ref));
 			memcpy(&ref, &r->refs[p.rc % CXLS_SOCK_REFS], sizeof(ref));
-			if (ref.pos - p.cons > prod - p.cons) /* queued after prod was read? */
+			if (ref.pos - p.cons > prod - p.cons) { /* queued after prod was read? */
+				cxls_ring_fresh(r);
 				prod = atomic_load_explicit(&h->prod, memory_order_acquire);
+			}
 			if (ref.pos - p.cons > prod - p.cons || prod - p.cons > r->cap)
 				return -1;
 			if (ref.pos == p.cons) {
@@ -117,6 +127,7 @@ int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *
 			n = want - got;
 		if (!n)
 			break;
+		cxls_ring_data_lines(r, p.cons, (size_t)n);
 		cxls_ring_copy(r, dst, p.cons, (size_t)n, 1);
 		p.cons += n;
 		got += (size_t)n;
@@ -125,6 +136,7 @@ int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *
 		atomic_store_explicit(&h->ref_off, p.off, memory_order_relaxed);
 		atomic_store_explicit(&h->ref_cons, p.rc, memory_order_release);
 		atomic_store_explicit(&h->cons, p.cons, memory_order_release);
+		cxls_ring_wb_cons(r);
 	}
 	return (int64_t)got;
 }
@@ -142,6 +154,7 @@ int64_t cxls_stream_used(const struct cxls_ring *r)
 		return used;
 	if (rp - rc > CXLS_SOCK_REFS)
 		return -1;
+	cxls_refresh(r->flush, r->refs, CXLS_SOCK_REFS * sizeof(*r->refs));
 	for (uint64_t i = rc; i != rp; i++) {
 		uint32_t len = r->refs[i % CXLS_SOCK_REFS].len;
 

@@ -5,6 +5,7 @@
 
 #include "log.h"
 #include "runtime.h"
+#include "sock_meet.h"
 
 static struct cxls_sock_region region;
 static const struct cxls_sock_region *active;
@@ -26,11 +27,6 @@ static void load(void)
 		CXLS_INFO("pool %s has no socket region: TCP stays TCP", pool->path);
 		return;
 	}
-	if (pool->flush_mode) {
-		CXLS_WARN("sockets through a non-coherent (flush) pool are not supported: TCP "
-			  "stays TCP");
-		return;
-	}
 	region.pool = pool;
 	region.cfg = &rt->cfg;
 	region.rules = &rt->sock_rules;
@@ -44,6 +40,9 @@ static void load(void)
 		       cxls_sock_rings_off(sb->sock_listeners, sb->sock_slots);
 	cxls_bufs_map(&region.bufs, cxls_pool_at(pool, sb->sock_offset), sb);
 	active = &region;
+	/* connections whose processes all died with them open (nobody
+	 * closed them) hold records and buffers until a sweep: one now */
+	cxls_sock_sweep(&region);
 	CXLS_INFO("sockets through pool %s: %u slots, rings of %llu bytes, %u buffers in %d "
 		  "classes for writes from %llu bytes", pool->path, region.nslots,
 		  (unsigned long long)region.ring_size, (unsigned)cxls_sock_nbufs(sb->sock_buf_count),

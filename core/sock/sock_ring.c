@@ -50,9 +50,12 @@ void cxls_iovc_copy(struct cxls_iovc *c, uint8_t *mem, size_t n, int to_iov)
 
 int64_t cxls_ring_used(const struct cxls_ring *r)
 {
-	uint64_t prod = atomic_load_explicit(&r->hdr->prod, memory_order_acquire);
-	uint64_t cons = atomic_load_explicit(&r->hdr->cons, memory_order_acquire);
+	uint64_t prod;
+	uint64_t cons;
 
+	cxls_ring_fresh(r);
+	prod = atomic_load_explicit(&r->hdr->prod, memory_order_acquire);
+	cons = atomic_load_explicit(&r->hdr->cons, memory_order_acquire);
 	return prod - cons <= r->cap ? (int64_t)(prod - cons) : -1;
 }
 
@@ -61,6 +64,18 @@ int64_t cxls_ring_free(const struct cxls_ring *r)
 	int64_t used = cxls_ring_used(r);
 
 	return used < 0 ? -1 : (int64_t)r->cap - used;
+}
+
+void cxls_ring_data_lines(const struct cxls_ring *r, uint64_t pos, size_t n)
+{
+	uint64_t at = pos & (r->cap - 1);
+	size_t first = n < r->cap - at ? n : (size_t)(r->cap - at);
+
+	if (!r->flush || !n)
+		return;
+	cxls_flush_lines(r->data + at, first);
+	if (n > first)
+		cxls_flush_lines(r->data, n - first);
 }
 
 void cxls_ring_copy(const struct cxls_ring *r, struct cxls_iovc *c, uint64_t pos, size_t n,
@@ -76,18 +91,22 @@ void cxls_ring_copy(const struct cxls_ring *r, struct cxls_iovc *c, uint64_t pos
 
 int64_t cxls_ring_put(const struct cxls_ring *r, struct cxls_iovc *src, size_t want)
 {
-	uint64_t prod = atomic_load_explicit(&r->hdr->prod, memory_order_relaxed);
-	uint64_t cons = atomic_load_explicit(&r->hdr->cons, memory_order_acquire);
-	uint64_t n;
+	uint64_t prod, cons, n;
 
+	cxls_ring_fresh(r);
+	prod = atomic_load_explicit(&r->hdr->prod, memory_order_relaxed);
+	cons = atomic_load_explicit(&r->hdr->cons, memory_order_acquire);
 	if (prod - cons > r->cap)
 		return -1;
 	n = r->cap - (prod - cons);
 	if (n > want)
 		n = want;
 	cxls_ring_copy(r, src, prod, (size_t)n, 0);
-	if (n)
+	if (n) {
+		cxls_ring_data_lines(r, prod, (size_t)n);
 		atomic_store_explicit(&r->hdr->prod, prod + n, memory_order_release);
+		cxls_ring_wb_prod(r);
+	}
 	return (int64_t)n;
 }
 

@@ -6,6 +6,12 @@
  * other end: every value read is checked (prod - cons <= cap) and every
  * position is masked by cap, so no copy leaves the ring whatever the pool
  * holds.  cap and the data pointer are local, fixed at setup.
+ *
+ * In a pool without cross-host coherence (flush set, coherence.h) the
+ * producer writes the data lines back before it publishes prod and then
+ * writes prod's line back; the consumer drops its copy of prod's line
+ * before reading it and of the data lines before copying them out, and
+ * writes cons's line back.  Each line has one writer (sock_format.h).
  */
 #ifndef CXLSHIM_CORE_SOCK_RING_H
 #define CXLSHIM_CORE_SOCK_RING_H
@@ -14,6 +20,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "coherence.h"
 #include "sock_format.h"
 
 struct cxls_ring {
@@ -21,7 +28,32 @@ struct cxls_ring {
 	uint8_t *data;
 	uint64_t cap;      /* power of two */
 	struct cxls_sock_ref *refs; /* its reference queue (sock_ref.c) */
+	int flush;         /* the pool is non-coherent: see above */
 };
+
+/* The producer's and the consumer's line of the header. */
+static inline void cxls_ring_wb_prod(const struct cxls_ring *r)
+{
+	cxls_publish(r->flush, &r->hdr->prod, CXLS_LINE);
+}
+
+static inline void cxls_ring_wb_cons(const struct cxls_ring *r)
+{
+	cxls_publish(r->flush, &r->hdr->cons, CXLS_LINE);
+}
+
+/* Fresh copies of both cursor lines (a no-op when coherent). */
+static inline void cxls_ring_fresh(const struct cxls_ring *r)
+{
+	if (r->flush) {
+		cxls_flush_lines(&r->hdr->prod, CXLS_LINE);
+		cxls_flush_lines(&r->hdr->cons, CXLS_LINE);
+	}
+}
+
+/* Writes back (producer) or drops (consumer) the data lines of n bytes at
+ * cursor pos; flush mode only. */
+void cxls_ring_data_lines(const struct cxls_ring *r, uint64_t pos, size_t n);
 
 static inline void cxls_cpu_relax(void)
 {

@@ -20,7 +20,12 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <setjmp.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/check.h"
@@ -1035,6 +1040,251 @@ static void test_sleepers(void)
 	close(b);
 }
 
+/* ---- processes sharing one socket after fork ---------------------------
+ * A parent and its child both block on the same pooled fd, in poll(-1)
+ * or in read(); a third process writes.  Each must be woken by the bytes,
+ * promptly: a doorbell the other process read while this one had armed
+ * and not reached the kernel yet left it asleep (poll(-1): forever; a
+ * read: until its wait slice, 50 ms then).  The wake latency is measured
+ * from the write, per process and round. */
+
+#define WAKE_ROUNDS 100
+#define WAKE_SLOW_US 20000
+
+struct wake_shared {
+	_Atomic int armed[2];     /* round the sleeper is about to wait in */
+	_Atomic int consumed;     /* round whose bytes are gone */
+	_Atomic uint64_t sent_us; /* when the round's bytes were written */
+	uint64_t lat_us[2][WAKE_ROUNDS];
+	int hangs[2];
+	int bad[2];
+};
+
+/* Sleeper i (0 parent, 1 child) of fd. */
+static void wake_sleeper(struct wake_shared *w, int fd, int i, int use_read)
+{
+	for (int r = 1; r <= WAKE_ROUNDS; r++) {
+		struct pollfd q = { fd, POLLIN, 0 };
+		char c;
+		int ok;
+
+		while (atomic_load(&w->consumed) < r - 1)
+			usleep(50);
+		atomic_store(&w->armed[i], r);
+		/* "forever": a second without a wake-up is a hang */
+		ok = use_read ? read(fd, &c, 1) == 1 : poll(&q, 1, 1000) == 1;
+		w->lat_us[i][r - 1] = tu_now_us() - atomic_load(&w->sent_us);
+		if (!ok) {
+			w->hangs[i]++;
+			continue;
+		}
+		if (!use_read && i == 0) { /* poll: the parent takes the byte */
+			while (atomic_load(&w->armed[1]) < r || !w->lat_us[1][r - 1])
+				usleep(50);
+			w->bad[i] += read(fd, &c, 1) != 1;
+		}
+		if (i == 0) {
+			if (use_read) /* both bytes taken: the child's too */
+				while (!w->lat_us[1][r - 1])
+					usleep(50);
+			atomic_store(&w->consumed, r);
+		}
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void fork_wake_round(int use_read)
+{
+	struct wake_shared *w = mmap(NULL, sizeof(*w), PROT_READ | PROT_WRITE,
+				     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	const char *how = use_read ? "read()" : "poll(-1)";
+	pid_t writer, child;
+	int a, b;
+
+	CHECK(w != MAP_FAILED, "shared page");
+	memset(w, 0, sizeof(*w));
+	tcp_pair(&a, &b);
+	writer = fork();
+	if (writer == 0) {
+		close(b);
+		for (int r = 1; r <= WAKE_ROUNDS; r++) {
+			while (atomic_load(&w->armed[0]) < r || atomic_load(&w->armed[1]) < r)
+				usleep(50);
+			usleep(2000); /* both in the kernel, or on their way */
+			atomic_store(&w->sent_us, tu_now_us());
+			if (write(a, "ww", use_read ? 2 : 1) != (use_read ? 2 : 1))
+				_exit(1);
+			while (atomic_load(&w->consumed) < r)
+				usleep(50);
+		}
+		_exit(0);
+	}
+	close(a);
+	child = fork();
+	if (child == 0) {
+		wake_sleeper(w, b, 1, use_read);
+		_exit(0);
+	}
+	wake_sleeper(w, b, 0, use_read);
+	CHECK(tu_wait(child) == 0 && tu_wait(writer) == 0, "%s: child and writer", how);
+	for (int i = 0; i < 2; i++) {
+		int slow = 0;
+
+		for (int r = 0; r < WAKE_ROUNDS; r++)
+			slow += w->lat_us[i][r] >= WAKE_SLOW_US;
+		qsort(w->lat_us[i], WAKE_ROUNDS, sizeof(uint64_t), cmp_u64);
+		printf("%s, %s: wake latency p50 %llu us, p99 %llu us, max %llu us; %d of %d "
+		       "rounds >= %d ms, %d hangs\n", how, i ? "child" : "parent",
+		       (unsigned long long)w->lat_us[i][WAKE_ROUNDS / 2],
+		       (unsigned long long)w->lat_us[i][WAKE_ROUNDS * 99 / 100],
+		       (unsigned long long)w->lat_us[i][WAKE_ROUNDS - 1], slow, WAKE_ROUNDS,
+		       WAKE_SLOW_US / 1000, w->hangs[i]);
+		CHECK(w->hangs[i] == 0 && w->bad[i] == 0, "%s, sleeper %d: woken every round", how,
+		      i);
+		if (expect_pool) {
+			CHECK(slow <= 3, "%s, sleeper %d: %d wake-ups of %d ms or more (a lost "
+			      "doorbell waits for a slice)", how, i, slow, WAKE_SLOW_US / 1000);
+			CHECK(w->lat_us[i][WAKE_ROUNDS / 2] < 5000, "%s, sleeper %d: median wake "
+			      "%llu us", how, i, (unsigned long long)w->lat_us[i][WAKE_ROUNDS / 2]);
+		}
+	}
+	check_pooled(b, "shared pair");
+	close(b);
+	munmap(w, sizeof(*w));
+}
+
+static void test_fork_wake(void)
+{
+	fork_wake_round(0);
+	fork_wake_round(1);
+}
+
+/* ---- a signal handler that leaves the wait by siglongjmp ----------------
+ * The thread's sleeper entry is never given back.  It must lapse: the
+ * doorbells are read again (none pile up in the kernel's socket) and a
+ * thread blocked later sleeps instead of spinning on them. */
+
+static sigjmp_buf jmp_env;
+
+static void on_alarm_jump(int sig)
+{
+	(void)sig;
+	siglongjmp(jmp_env, 1);
+}
+
+/* Bytes waiting in the kernel's receive queue of the TCP socket itself
+ * (the shim answers FIONREAD for the ring: ask the kernel directly). */
+static int kernel_unread(int fd)
+{
+	int n = -1;
+
+	syscall(SYS_ioctl, fd, FIONREAD, &n);
+	return n;
+}
+
+static double cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Live entries of the sleeper table of fd's end (fd: the server end). */
+static int live_sleepers(int server_fd)
+{
+	struct sockaddr_in peer;
+	socklen_t l = sizeof(peer);
+	struct cxls_sock_rec *r;
+	struct timespec ts;
+	uint64_t now;
+	int n = 0;
+
+	getpeername(server_fd, (struct sockaddr *)&peer, &l);
+	r = pool_rec(ntohs(peer.sin_port), 0);
+	if (!r)
+		return -1;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	for (int i = 0; i < CXLS_SOCK_SLEEPERS; i++)
+		n += atomic_load(&r->end[CXLS_SERVER].sleeper[i]) > now;
+	return n;
+}
+
+static void test_longjmp(void)
+{
+	struct sigaction sa;
+	struct itimerval it = { { 0, 0 }, { 0, 50000 } };
+	volatile int jumped = 0;
+	double cpu0, cpu;
+	char c, buf[64];
+	pid_t pid;
+	int a, b, left;
+
+	tcp_pair(&a, &b);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm_jump;
+	sigaction(SIGALRM, &sa, NULL);
+	if (sigsetjmp(jmp_env, 1) == 0) {
+		setitimer(ITIMER_REAL, &it, NULL);
+		read(b, &c, 1); /* blocks: nothing comes */
+	} else {
+		jumped = 1;
+	}
+	signal(SIGALRM, SIG_DFL);
+	CHECK(jumped, "left the blocked read by siglongjmp");
+	if (expect_pool) {
+		int n = live_sleepers(b);
+
+		CHECK(n == 1, "the read's sleeper entry is left behind (%d)", n);
+		usleep(300000);
+		n = live_sleepers(b);
+		CHECK(n == 0, "and lapses by itself (%d live)", n);
+	}
+	/* ping-pong through the abandoned connection end */
+	pid = fork();
+	if (pid == 0) {
+		for (int i = 0; i < 200; i++)
+			if (read(a, &c, 1) != 1 || write(a, &c, 1) != 1)
+				_exit(1);
+		_exit(0);
+	}
+	for (int i = 0; i < 200; i++) {
+		if (i == 100)
+			usleep(300000); /* past the lapse of the entry left behind */
+		c = (char)i;
+		if (write(b, &c, 1) != 1 || read(b, &c, 1) != 1 || c != (char)i)
+			break;
+	}
+	CHECK(tu_wait(pid) == 0, "200 round trips after the jump");
+	usleep(300000);
+	/* a read that finds the ring empty reads the doorbells (or only
+	 * peeks, while it thinks another thread sleeps on them) */
+	CHECK(recv(b, buf, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN, "nothing more to read");
+	left = kernel_unread(b);
+	printf("after siglongjmp: %d doorbells unread in the kernel\n", left);
+	CHECK(left == 0, "doorbells read again once the entry lapsed (%d left)", left);
+	/* a blocked read sleeps: 300 ms without bytes cost little CPU */
+	it.it_value.tv_usec = 300000;
+	sa.sa_handler = on_usr1;
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+	cpu0 = cpu_ms();
+	CHECK(read(b, buf, 1) < 0 && errno == EINTR, "read interrupted after 300 ms");
+	cpu = cpu_ms() - cpu0;
+	printf("a blocked read of 300 ms used %.1f ms of CPU\n", cpu);
+	CHECK(cpu < 60, "the blocked read slept (%.1f ms CPU)", cpu);
+	signal(SIGALRM, SIG_DFL);
+	close(a);
+	close(b);
+}
+
 /* ---- nonblocking connect ------------------------------------------------ */
 
 static void test_nbconnect(void)
@@ -1451,6 +1701,7 @@ static int net_server(const char *ip, const char *port)
 	struct sockaddr_in a = net_addr(ip, port);
 	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
 
+	alarm(150); /* a client that never comes is a failure, not a hang */
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 4))
 		return 30;
@@ -1463,15 +1714,27 @@ static int net_server(const char *ip, const char *port)
 static int net_client(const char *ip, const char *port)
 {
 	struct sockaddr_in a = net_addr(ip, port);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), ok, pooled;
+	int fd = -1, ok, pooled;
 
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+	/* the other guest may boot later: retry a refused connect a while */
+	for (int i = 0; i < 450; i++) {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (!connect(fd, (struct sockaddr *)&a, sizeof(a)))
+			break;
+		close(fd);
+		fd = -1;
+		usleep(200000);
+	}
+	if (fd < 0)
 		return 40;
 	ok = echo_roundtrip(fd, 8 << 20, 5);
 	pooled = tu_pooled(fd, 8 << 20);
-	printf("8 MiB echoed %s, %s (TCP carried %llu bytes)\n", ok ? "intact" : "CORRUPT",
-	       pooled ? "through the pool" : "over TCP", (unsigned long long)tu_tcp_bytes(fd));
+	printf("8 MiB echoed %s, %s (TCP carried %llu bytes), pool in %s mode\n",
+	       ok ? "intact" : "CORRUPT", pooled ? "through the pool" : "over TCP",
+	       (unsigned long long)tu_tcp_bytes(fd), pool_flush_mode() ? "flush" : "coherent");
 	close(fd);
+	if (!pool_mode_ok())
+		return 42;
 	return ok && pooled == expect_pool ? 0 : 41;
 }
 
@@ -1504,6 +1767,8 @@ static const struct test_case cases[] = {
 	{ "eintr", test_eintr },
 	{ "close-blocked", test_close_while_blocked },
 	{ "sleepers", test_sleepers },
+	{ "fork-wake", test_fork_wake },
+	{ "longjmp", test_longjmp },
 	{ "nbconnect", test_nbconnect },
 	{ "corrupt", test_corrupt },
 	{ "badargs", test_badargs },
@@ -1531,6 +1796,8 @@ int main(int argc, char **argv)
 		return net_server(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "net-client"))
 		return net_client(argv[2], argv[3]);
+	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
+	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		if (argc > 1 && strcmp(argv[1], "all") && strcmp(argv[1], cases[i].name))
 			continue;

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,6 +54,20 @@ struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state)
 uint32_t pool_slot(const struct cxls_sock_rec *r)
 {
 	return (uint32_t)(((const uint8_t *)r - recs()) / CXLS_SOCK_REC_SIZE);
+}
+
+int pool_flush_mode(void)
+{
+	if (pool_map())
+		return -1;
+	return pool.flush_mode;
+}
+
+int pool_mode_ok(void)
+{
+	const char *want = getenv("SOCK_CHECK_COHERENCE");
+
+	return !want || pool_flush_mode() == !strcmp(want, "flush");
 }
 
 const struct cxls_sock_bufs *pool_bufs(void)

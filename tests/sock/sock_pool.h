@@ -13,6 +13,13 @@
 struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state);
 /* Slot number of a record pool_rec returned. */
 uint32_t pool_slot(const struct cxls_sock_rec *r);
+/* 1 when the pool is non-coherent (pool.coherence = flush), 0 when
+ * coherent, -1 when there is no pool. */
+int pool_flush_mode(void);
+/* SOCK_CHECK_COHERENCE=flush|coherent in the environment: 1 when the pool
+ * really is in that mode (a run meant for flush mode must not pass on a
+ * coherent pool), or when nothing is asked. */
+int pool_mode_ok(void);
 /* The pool's buffer classes (n == 0 when none or no pool). */
 const struct cxls_sock_bufs *pool_bufs(void);
 uint16_t local_port(int fd);

@@ -388,6 +388,86 @@ static void test_kill(void)
 	free(buf);
 }
 
+/* Buffers of a dead peer's connection come back without waiting for a
+ * writer to run out of them: when this end learns the peer is gone (its
+ * read sees EOF or a reset) while it still holds the socket, and, when
+ * both ends died with the connection open, when the next process starts
+ * using the pool's sockets.  The pool's count of lent buffers returns to
+ * what it was before. */
+static const char *self_path;
+
+static void test_kill_free(void)
+{
+	const struct cxls_sock_bufs *b = pool_bufs();
+	unsigned char *s = stream_bytes(), *buf = calloc(1, STREAM);
+	uint32_t lent0 = b->n ? cxls_buf_lent(b) : 0;
+	struct cxls_sock_rec *rec;
+	uint16_t port, cport;
+	int lfd, fd, p[2], a, c;
+	uint64_t owner;
+	ssize_t r;
+	pid_t pid;
+
+	/* the reader dies; we keep the socket */
+	lfd = tu_listen(&port, 0);
+	pid = tu_spawn(accept_and_hang, &lfd);
+	close(lfd);
+	fd = tu_connect(port, 0);
+	cport = local_port(fd);
+	CHECK(write_stream(fd, s) == 0, "written to a reader that sleeps");
+	rec = rec_of(fd);
+	owner = owner_of(rec);
+	if (rec)
+		CHECK(lent_to(owner) == REFS, "its buffers are lent (%d)", lent_to(owner));
+	kill(pid, SIGKILL);
+	CHECK(tu_wait(pid) == 128 + SIGKILL, "reader killed");
+	r = recv(fd, buf, 1, MSG_DONTWAIT);
+	CHECK(r == 0 || (r < 0 && errno == ECONNRESET), "EOF or ECONNRESET (%zd %d)", r, errno);
+	if (rec) {
+		CHECK(lent_to(owner) == 0, "the dead reader's buffers came back while we hold the "
+		      "socket (%d)", lent_to(owner));
+		CHECK(cxls_buf_lent(b) == lent0, "buffers lent in the pool: %u, %u before",
+		      cxls_buf_lent(b), lent0);
+	}
+	r = send(fd, s, 3, MSG_NOSIGNAL);
+	CHECK(r < 0 && (errno == EPIPE || errno == ECONNRESET), "then writes fail (%zd %d)", r,
+	      errno);
+	close(fd);
+	CHECK(pool_rec(cport, 1) == NULL, "record freed at close");
+	/* both ends die with the connection open and a buffer lent */
+	CHECK(pipe(p) == 0, "pipe");
+	pid = fork();
+	if (pid == 0) {
+		tcp_pair(&a, &c);
+		cport = local_port(a);
+		if (write(a, buf, 200000) != 200000 || write(p[1], &cport, 2) != 2)
+			_exit(1);
+		pause();
+	}
+	CHECK(read(p[0], &cport, 2) == 2, "the child's pair holds a buffer");
+	rec = pool_rec(cport, 0);
+	owner = owner_of(rec);
+	if (expect_pool)
+		CHECK(rec && lent_to(owner) == 1, "lent (%d)", rec ? lent_to(owner) : -1);
+	kill(pid, SIGKILL);
+	CHECK(tu_wait(pid) == 128 + SIGKILL, "both ends killed");
+	pid = fork();
+	if (pid == 0) { /* the next program to use sockets through the pool */
+		execl(self_path, self_path, "listen-once", (char *)NULL);
+		_exit(127);
+	}
+	CHECK(tu_wait(pid) == 0, "a new process listened");
+	if (expect_pool) {
+		CHECK(pool_rec(cport, 1) == NULL, "the dead pair's record was swept");
+		CHECK(lent_to(owner) == 0 && cxls_buf_lent(b) == lent0,
+		      "its buffer is back: %u lent, %u before", cxls_buf_lent(b), lent0);
+	}
+	close(p[0]);
+	close(p[1]);
+	free(s);
+	free(buf);
+}
+
 /* A hostile peer rewrites the queued reference: each lie resets the
  * connection (ECONNRESET), never a wild read; the buffers come back. */
 enum lie { BAD_CLASS, BAD_INDEX, BAD_LEN, BAD_GEN, BAD_POS, BAD_COUNT, BAD_OFF, OTHER_CONN, LIES };
@@ -581,6 +661,7 @@ static const struct test_case cases[] = {
 	{ "fork", test_fork },
 	{ "close", test_close },
 	{ "kill", test_kill },
+	{ "kill-free", test_kill_free },
 	{ "corrupt", test_corrupt },
 	{ "nobuf", test_nobuf },   /* needs sock.buffers = 1M:1 (tests/run.sh) */
 	{ "stale", test_stale },   /* rewrites its pool: a pool of its own */
@@ -592,9 +673,18 @@ int main(int argc, char **argv)
 	int ran = 0;
 
 	signal(SIGPIPE, SIG_IGN);
+	self_path = argv[0];
+	if (argc == 2 && !strcmp(argv[1], "listen-once")) {
+		uint16_t port;
+		int fd = tu_listen(&port, 0);
+
+		return fd < 0;
+	}
 	expect_pool = pre && strstr(pre, "cxlshim") && !(en && !strcmp(en, "0"));
 	if (getenv("SOCK_CHECK_EXPECT"))
 		expect_pool = !strcmp(getenv("SOCK_CHECK_EXPECT"), "pool");
+	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
+	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		if (argc < 2 || (strcmp(argv[1], "all") && strcmp(argv[1], cases[i].name)))
 			continue;
