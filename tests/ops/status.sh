@@ -122,10 +122,11 @@ grep -q "reclaimed 1 socket record " "$dir/clean" || fail "the dead connection n
 json "[c['in_use'] for c in s['sockets']['buffers']] == [0, 0, 0]"
 
 echo "== a buffer lent to no connection (a record freed without giving it back)"
-# buffer 2 of the first class names slot 0, generation 5, which is free
+# buffer 2 of the first class (descriptors are a line each) names slot 0,
+# generation 5, which is free
 desc=$(python3 -c "import json; s=json.load(open('$dir/status.json')); k=s['sockets']; \
 	a=lambda v: (v + 4095) & ~4095; \
-	print(s['sock_offset'] + a(k['listener_slots'] * 128 + k['slots'] * 2048) + 2 * k['slots'] * k['ring'] + 2 * 16)")
+	print(s['sock_offset'] + a(k['listener_slots'] * 128 + k['slots'] * 2048) + 2 * k['slots'] * k['ring'] + 2 * 64)")
 python3 -c "import sys,mmap,os,struct; f=os.open(sys.argv[1], os.O_RDWR); m=mmap.mmap(f, 0); \
 	m[int(sys.argv[2]):int(sys.argv[2]) + 8] = struct.pack('<Q', (5 << 32) | 1); m.close()" \
 	"$CXLSHIM_POOL_PATH" "$desc"
