@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "proc_id.h"
@@ -20,14 +21,17 @@ static void ring_bell(int fd)
 	sys_send(fd, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/* A wake-up request (want, written by the other end) not yet answered
- * (rung, ours): answer it once, whichever of our threads gets there. */
-static int answer(_Atomic uint32_t *want, _Atomic uint32_t *rung)
+/* A wake-up request (want, written by the other end) neither answered
+ * (rung, ours) nor withdrawn (cancel, the other end's): answer it once,
+ * whichever of our threads gets there. */
+static int answer(_Atomic uint32_t *want, _Atomic uint32_t *rung, _Atomic uint32_t *cancel)
 {
 	uint32_t w = atomic_load_explicit(want, memory_order_relaxed);
 	uint32_t r = atomic_load_explicit(rung, memory_order_relaxed);
 
-	return w != r && atomic_compare_exchange_strong(rung, &r, w);
+	if (w == r || w == atomic_load_explicit(cancel, memory_order_relaxed))
+		return 0;
+	return atomic_compare_exchange_strong(rung, &r, w);
 }
 
 /* Dekker-style: the producer stored prod, the sleeper bumped data_wait;
@@ -38,7 +42,7 @@ void cxls_chan_notify_reader(struct cxls_sconn *c, int fd)
 
 	atomic_thread_fence(memory_order_seq_cst);
 	cxls_refresh(c->tx.flush, &h->cons, CXLS_LINE);
-	if (answer(&h->data_wait, &h->data_rung)) {
+	if (answer(&h->data_wait, &h->data_rung, &h->data_cancel)) {
 		cxls_ring_wb_prod(&c->tx);
 		ring_bell(fd);
 	}
@@ -56,46 +60,66 @@ void cxls_chan_notify_writer(struct cxls_sconn *c, int fd)
 	    atomic_load_explicit(&h->space_rung, memory_order_relaxed))
 		return;
 	if (cxls_ring_free(&c->rx) >= (int64_t)(c->rx.cap / 4) &&
-	    answer(&h->space_wait, &h->space_rung)) {
+	    answer(&h->space_wait, &h->space_rung, &h->space_cancel)) {
 		cxls_ring_wb_cons(&c->rx);
 		ring_bell(fd);
 	}
 }
 
-/* Entries of the sleeper table hold deadlines: live while in the future. */
-static int live(uint64_t until, uint64_t now)
+/* The sleeper table's clock: every process of an end is on one host, and
+ * a deadline needs no better than the tick (CLOCK_MONOTONIC_COARSE: no
+ * clock read of its own, a sleep of one slice is 25 ticks or more). */
+static uint64_t tick_ns(void)
 {
-	return until > now;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Entries hold deadlines: live while in the future, free at 0.  The
+ * clock is read only when some entry is set. */
+static int count_live(const _Atomic uint64_t *e, int n, int skip)
+{
+	uint64_t now = 0;
+	int live = 0;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t v = atomic_load(&e[i]);
+
+		if (!v || i == skip)
+			continue;
+		if (!now)
+			now = tick_ns();
+		live += v > now;
+	}
+	return live;
 }
 
 int cxls_chan_sleepers(struct cxls_sconn *c, const struct cxls_sleep *z)
 {
-	uint64_t now = cxls_now_ns();
-	int n = 0;
-
-	for (int i = 0; i < CXLS_SOCK_SLEEPERS; i++)
-		n += live(atomic_load(&c->me->sleeper[i]), now) && !(z && z->slot == i);
-	return n;
+	return count_live(c->me->sleeper, CXLS_SOCK_SLEEPERS, z ? z->slot : -1);
 }
 
 /* A drain is one nonblocking recv: microseconds.  Its claim lapses after
  * DRAIN_NS all the same (a drainer killed or longjmp'd out of it). */
-#define DRAIN_NS (10ull * 1000000ull)
+#define DRAIN_NS (20ull * 1000000ull)
 
 void cxls_chan_drain(struct cxls_sconn *c, int fd)
 {
 	_Atomic uint64_t *d = &c->me->draining;
-	uint64_t now, was, mine;
+	uint64_t was, mine;
 	char buf[256];
 	ssize_t n;
 
 	if (atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst))
 		return;
-	now = cxls_now_ns();
 	was = atomic_load(d);
-	mine = now + DRAIN_NS;
-	if (live(was, now) || !atomic_compare_exchange_strong(d, &was, mine))
+	if (was && count_live(d, 1, -1))
 		return; /* another thread or process is at it */
+	mine = tick_ns() + DRAIN_NS;
+	if (!atomic_compare_exchange_strong(d, &was, mine))
+		return;
 	/* Dekker with cxls_chan_sleep: draining stored, then sleepers read */
 	if (cxls_chan_sleepers(c, NULL))
 		n = sys_recv(fd, buf, 1, MSG_DONTWAIT | MSG_PEEK);
@@ -117,25 +141,39 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd)
 
 void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 {
-	uint64_t now = cxls_now_ns();
+	_Atomic uint64_t *e = c->me->sleeper;
+	uint64_t now = tick_ns();
 	unsigned spins = 0;
 
 	z->slot = -1;
 	z->until = now + SLEEP_NS;
 	for (int i = 0; i < CXLS_SOCK_SLEEPERS && z->slot < 0; i++) {
-		uint64_t v = atomic_load(&c->me->sleeper[i]);
+		uint64_t v = atomic_load(&e[i]);
 
-		if (!live(v, now) && atomic_compare_exchange_strong(&c->me->sleeper[i], &v, z->until))
+		if (v <= now && atomic_compare_exchange_strong(&e[i], &v, z->until))
 			z->slot = i;
 	}
 	if (z->slot < 0)
 		CXLS_TRACE("socket slot %u: more sleepers than %d: one relies on its wait slice",
 			   c->slot, CXLS_SOCK_SLEEPERS);
-	while (live(atomic_load(&c->me->draining), now) && ++spins < DRAIN_WAIT_SPINS)
+	while (atomic_load(&c->me->draining) > now && ++spins < DRAIN_WAIT_SPINS)
 		if (spins < 64)
 			cxls_cpu_relax();
 		else
 			sched_yield();
+}
+
+/* The last sleeper is awake: requests the other end has not answered yet
+ * would only cost it a doorbell (one per connection of a sleeper that
+ * waited on many, like an event loop). */
+static void withdraw(struct cxls_sconn *c)
+{
+	struct cxls_sock_ring_hdr *rx = c->rx.hdr, *tx = c->tx.hdr;
+
+	atomic_store_explicit(&rx->data_cancel, atomic_load_explicit(&rx->data_wait,
+			      memory_order_relaxed), memory_order_relaxed);
+	atomic_store_explicit(&tx->space_cancel, atomic_load_explicit(&tx->space_wait,
+			      memory_order_relaxed), memory_order_relaxed);
 }
 
 int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang, struct cxls_sleep *z)
@@ -146,6 +184,8 @@ int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang, struct cxls_sleep *z)
 		atomic_compare_exchange_strong(&c->me->sleeper[z->slot], &z->until, 0);
 	z->slot = -1;
 	others = cxls_chan_sleepers(c, NULL) > 0;
+	if (!others)
+		withdraw(c);
 	if (rang && !others)
 		cxls_chan_drain(c, fd);
 	return !(rang && others);
@@ -218,12 +258,13 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 }
 
 /* Raises a wake-up request unless one is pending (want ahead of what the
- * other end answered): one doorbell answers every thread that armed. */
-static void request(_Atomic uint32_t *want, _Atomic uint32_t *rung)
+ * other end answered, and not withdrawn): one doorbell answers every
+ * thread that armed. */
+static void request(_Atomic uint32_t *want, _Atomic uint32_t *rung, _Atomic uint32_t *cancel)
 {
 	uint32_t w = atomic_load(want);
 
-	if (w == atomic_load(rung))
+	if (w == atomic_load(rung) || w == atomic_load(cancel))
 		atomic_compare_exchange_strong(want, &w, w + 1);
 }
 
@@ -231,12 +272,12 @@ short cxls_chan_arm(struct cxls_sconn *c, short events)
 {
 	if (events & (POLLIN | POLLRDNORM | POLLRDHUP)) {
 		cxls_refresh(c->rx.flush, &c->rx.hdr->prod, CXLS_LINE);
-		request(&c->rx.hdr->data_wait, &c->rx.hdr->data_rung);
+		request(&c->rx.hdr->data_wait, &c->rx.hdr->data_rung, &c->rx.hdr->data_cancel);
 		cxls_ring_wb_cons(&c->rx);
 	}
 	if (events & (POLLOUT | POLLWRNORM)) {
 		cxls_refresh(c->tx.flush, &c->tx.hdr->cons, CXLS_LINE);
-		request(&c->tx.hdr->space_wait, &c->tx.hdr->space_rung);
+		request(&c->tx.hdr->space_wait, &c->tx.hdr->space_rung, &c->tx.hdr->space_cancel);
 		cxls_ring_wb_prod(&c->tx);
 	}
 	atomic_thread_fence(memory_order_seq_cst);

@@ -36,6 +36,11 @@ struct ep_item {
 	int disabled;          /* EPOLLONESHOT fired */
 	int quiet;             /* armed and found idle: only a doorbell (a
 				* kernel event) can change that */
+	int kpooled;           /* the kernel has the pooled registration (its
+				* doorbells), which no EPOLL_CTL_MOD changes */
+	int parked;            /* EPOLL_CTL_DEL'd by the application: the
+				* kernel keeps the registration for the next
+				* ADD (event loops delete and add per request) */
 	uint32_t last;         /* edge-triggered: bits reported last */
 	uint64_t seen_prod;    /* rx prod at that report */
 	uint64_t seen_cons;    /* tx cons at that report */
@@ -154,6 +159,16 @@ static void drop(struct epset *s, struct ep_item *it)
 	*it = s->items[--s->n];
 }
 
+/* The application's registration, as new. */
+static void set_item(struct ep_item *it, const struct epoll_event *ev)
+{
+	it->events = ev->events;
+	it->data = ev->data;
+	it->disabled = 0;
+	it->quiet = 0;
+	it->last = 0;
+}
+
 static int add(struct epset *s, int fd, struct cxls_sconn *c, const struct epoll_event *ev)
 {
 	struct ep_item *it;
@@ -186,6 +201,12 @@ static struct epoll_event tagged(int fd, struct cxls_sconn *c, uint32_t app_even
 							       : EPOLLIN | EPOLLRDHUP;
 	e.data.u64 = TAG | (uint32_t)fd;
 	return e;
+}
+
+/* The registration of a pooled fd (not a connect in flight's). */
+static int pooled_reg(const struct epoll_event *e)
+{
+	return e->events == (EPOLLIN | EPOLLRDHUP);
 }
 
 static uint32_t item_ready(struct ep_item *it, int arm);
@@ -261,17 +282,18 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (epfd < 0)
 		return -2;
-	inner = atomic_load(&any_set) ? set_of(fd, 0) : NULL;
-	if (!inner && op == EPOLL_CTL_ADD && fd != epfd && !cxls_fdtab_empty() && is_epoll(fd))
+	c = cxls_fdtab_get(fd); /* a followed socket is no epoll fd */
+	inner = !c && atomic_load(&any_set) ? set_of(fd, 0) : NULL;
+	if (!c && !inner && op == EPOLL_CTL_ADD && fd != epfd && !cxls_fdtab_empty() &&
+	    is_epoll(fd))
 		inner = set_of(fd, 1); /* members may come later */
 	if (inner && fd != epfd)
 		return nest(epfd, op, fd, ev, inner);
-	if (cxls_fdtab_empty() && !atomic_load(&any_set)) {
+	if (!c && cxls_fdtab_empty() && !atomic_load(&any_set)) {
 		if (op == EPOLL_CTL_ADD && fd >= 0)
 			mark_seen(fd, 1);
 		return -2;
 	}
-	c = cxls_fdtab_get(fd);
 	if (c && atomic_load(&c->mode) != CXLS_SC_CONNECTING) {
 		cxls_sconn_put(c);
 		c = cxls_sock_use(fd); /* settles a pending peer */
@@ -307,15 +329,25 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			r = -1, errno = EFAULT;
 			break;
 		}
-		if (it) {
+		if (it && it->parked && it->c == c) {
+			set_item(it, ev);
+			it->parked = 0;
+			r = 0;
+			break;
+		}
+		if (it && !it->parked) {
 			r = -1, errno = EEXIST;
 			break;
 		}
+		if (it) /* parked for a file since closed: its registration went too */
+			drop(s, it);
 		e = tagged(fd, c, ev->events);
 		r = sys_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e);
 		if (r == 0 && add(s, fd, c, ev)) {
 			sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
 			r = -1, errno = ENOMEM;
+		} else if (r == 0) {
+			s->items[s->n - 1].kpooled = pooled_reg(&e);
 		}
 		break;
 	case EPOLL_CTL_MOD:
@@ -323,24 +355,30 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			r = -1, errno = EFAULT;
 			break;
 		}
-		if (!it) {
+		if (!it || it->parked) {
 			r = -1, errno = ENOENT;
 			break;
 		}
+		/* a pooled fd's kernel registration never changes: only a
+		 * connect in flight asks the kernel for the app's events */
 		e = tagged(fd, c, ev->events);
-		r = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e);
+		r = it->kpooled ? 0 : sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e);
 		if (r == 0) {
-			it->events = ev->events;
-			it->data = ev->data;
-			it->disabled = 0;
-			it->quiet = 0;
-			it->last = 0;
+			it->kpooled = pooled_reg(&e);
+			set_item(it, ev);
 		}
 		break;
 	case EPOLL_CTL_DEL:
-		r = sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
-		if (it)
-			drop(s, it);
+		if (it && it->parked) {
+			r = -1, errno = ENOENT;
+		} else if (it && it->kpooled && it->c == c && atomic_load(&c->fds) == 1) {
+			it->parked = 1; /* one fd, one file: its close ends it all */
+			r = 0;
+		} else {
+			r = sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+			if (it)
+				drop(s, it);
+		}
 		break;
 	default:
 		r = -1, errno = EINVAL;
@@ -364,7 +402,7 @@ static uint32_t item_ready(struct ep_item *it, int arm)
 	uint32_t ev;
 	uint64_t prod, cons;
 
-	if (it->disabled || it->quiet || atomic_load(&c->mode) != CXLS_SC_POOL)
+	if (it->disabled || it->quiet || it->parked || atomic_load(&c->mode) != CXLS_SC_POOL)
 		return 0;
 	ev = (uint16_t)(arm ? cxls_chan_arm(c, want) : cxls_chan_events(c, want));
 	/* Armed and idle: its peer rings a doorbell before anything changes,
@@ -423,7 +461,7 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 
 	if (c) {
 		e = tagged(it->fd, c, it->events);
-		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e);
+		it->kpooled = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0 && pooled_reg(&e);
 		cxls_sock_done(c);
 		return 0;
 	}
@@ -459,8 +497,8 @@ struct sleeping {
 
 static void sleeping_add(struct sleeping *z, struct ep_item *it)
 {
-	if (atomic_load(&it->c->mode) != CXLS_SC_POOL)
-		return; /* a connect in flight: no doorbells yet */
+	if (it->parked || atomic_load(&it->c->mode) != CXLS_SC_POOL)
+		return; /* not watched, or a connect in flight: no doorbells yet */
 	if (z->n == z->cap) {
 		int cap = z->cap ? 2 * z->cap : 16;
 		struct sleeper *v = realloc(z->v, (size_t)cap * sizeof(*v));
@@ -499,6 +537,23 @@ static void sleeping_rang(struct sleeping *z, int fd)
 			z->v[i].rang = 1;
 }
 
+/* Items armed for a sleep that is over are idle no more: the last
+ * sleeper withdrew their requests (sock_chan.c), so no doorbell will
+ * tell; s locked. */
+static void unquiet(struct epset *s)
+{
+	for (int i = 0; i < s->n; i++)
+		s->items[i].quiet = 0;
+	for (int i = 0; i < s->nchild; i++) {
+		struct epset *in = s->child[i].set;
+
+		pthread_mutex_lock(&in->lock);
+		for (int j = 0; j < in->n; j++)
+			in->items[j].quiet = 0;
+		pthread_mutex_unlock(&in->lock);
+	}
+}
+
 /* After the kernel returned; how many doorbells were left to others. */
 static int wake_set(struct sleeping *z)
 {
@@ -533,7 +588,9 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m,
 			continue;
 		if (atomic_load(&it->c->mode) == CXLS_SC_POOL) {
 			it->quiet = 0;
-			if (z)
+			if (it->parked) /* nobody sleeps on it here: read them */
+				cxls_chan_drain(it->c, it->fd);
+			else if (z)
 				sleeping_rang(z, it->fd);
 			else
 				cxls_chan_drain(it->c, it->fd);
@@ -641,8 +698,11 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 			return n ? n : -1;
 		}
 		m = sort_kernel(epfd, s, ev + n, m, counted ? &z : NULL);
-		if (counted && wake_set(&z) && !m && !n)
-			sched_yield(); /* their doorbells are other sleepers' to read */
+		if (counted) {
+			if (wake_set(&z) && !m && !n)
+				sched_yield(); /* their doorbells are other sleepers' to read */
+			unquiet(s); /* awake: requests withdrawn (sock_chan.c) */
+		}
 		m = drop_reported_children(s, ev, n, m);
 		n += m;
 		if (!m && n == 0)
@@ -694,8 +754,11 @@ void cxls_sock_epoll_closing(int fd)
 			if (!s)
 				continue;
 			pthread_mutex_lock(&s->lock);
-			while ((it = find(s, fd)) && it->c == c)
-				drop(s, it);
+			for (int i = 0; i < s->n; i++) {
+				it = &s->items[i];
+				if (it->c == c && (it->fd == fd || it->parked))
+					drop(s, it), i--;
+			}
 			pthread_mutex_unlock(&s->lock);
 		}
 	}

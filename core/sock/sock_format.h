@@ -130,7 +130,9 @@ struct cxls_sock_end {
  * write lines back whole.  Wake-up requests are counters for the same
  * reason: a sleeper bumps its *_wait, the other end answers with a
  * doorbell and copies the value it answered into its *_rung; a request is
- * pending while the two differ. */
+ * pending while *_wait differs from both *_rung and *_cancel, which the
+ * sleeping end sets to *_wait when its last sleeper woke before an answer
+ * came (no doorbell is needed then: it is awake). */
 struct cxls_sock_ring_hdr {
 	/* the producer's line */
 	_Alignas(CXLS_LINE) _Atomic uint64_t prod;
@@ -138,6 +140,7 @@ struct cxls_sock_ring_hdr {
 	_Atomic uint32_t prod_lock;  /* writers of this end (threads, forks) */
 	_Atomic uint32_t space_wait; /* a writer may sleep: wake it on space */
 	_Atomic uint32_t data_rung;  /* the data_wait last answered */
+	_Atomic uint32_t space_cancel; /* the space_wait no longer wanted */
 	/* the consumer's line */
 	_Alignas(CXLS_LINE) _Atomic uint64_t cons;
 	_Atomic uint64_t ref_cons;
@@ -145,6 +148,7 @@ struct cxls_sock_ring_hdr {
 	_Atomic uint32_t cons_lock;
 	_Atomic uint32_t data_wait;  /* a reader may sleep: wake it on data */
 	_Atomic uint32_t space_rung; /* the space_wait last answered */
+	_Atomic uint32_t data_cancel; /* the data_wait no longer wanted */
 };
 
 /* A large write passed by reference (after DFabric): the bytes sit in a

@@ -670,6 +670,46 @@ static void test_epoll(void)
 	CHECK(epoll_wait(ep, out, 4, 0) == 1, "LT: again while unread");
 	read(b, buf, 4);
 	CHECK(epoll_wait(ep, out, 4, 0) == 0, "LT: quiet once read");
+	/* delete and add again, as event loops do per request (the kernel
+	 * keeps the doorbell registration meanwhile) */
+	for (int i = 0; i < 3; i++) {
+		CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, b, NULL) == 0, "del %d", i);
+		CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev) == -1 && errno == ENOENT,
+		      "mod after del: ENOENT");
+		write(a, "x", 1);
+		CHECK(epoll_wait(ep, out, 4, 50) == 0, "deleted: not reported");
+		ev.data.u64 = 0x1234 + (uint64_t)i;
+		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev) == 0, "add again %d", i);
+		n = epoll_wait(ep, out, 4, 1000);
+		CHECK(n == 1 && out[0].data.u64 == 0x1234 + (uint64_t)i, "reported again (%d)", n);
+		CHECK(read(b, buf, 1) == 1, "read");
+		CHECK(epoll_wait(ep, out, 4, 0) == 0, "quiet");
+	}
+	ev.data.u64 = 0x1234;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev) == 0, "mod");
+	/* deleted, closed, and its number taken by another connection */
+	{
+		int a2, b2, old_b = b;
+
+		CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, b, NULL) == 0, "del before close");
+		close(b);
+		tcp_pair(&a2, &b);
+		if (b != old_b) { /* the number went elsewhere: move it back */
+			b2 = b;
+			b = dup2(b2, old_b);
+			close(b2);
+		}
+		CHECK(b == old_b, "the new connection has the old number");
+		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev) == 0, "add the new one");
+		write(a2, "y", 1);
+		n = epoll_wait(ep, out, 4, 1000);
+		CHECK(n == 1 && out[0].data.u64 == 0x1234, "the new connection reported (%d)", n);
+		CHECK(read(b, buf, 1) == 1 && buf[0] == 'y', "its byte");
+		write(a, "z", 1); /* the old peer writes to a closed socket */
+		CHECK(epoll_wait(ep, out, 4, 50) == 0, "nothing from the old one");
+		close(a);
+		a = a2;
+	}
 	/* edge triggered */
 	ev.events = EPOLLIN | EPOLLET;
 	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev) == 0, "mod to ET");
