@@ -192,10 +192,12 @@ static void withdraw(struct cxls_sconn *c)
 {
 	struct cxls_sock_ring_hdr *rx = c->rx.hdr, *tx = c->tx.hdr;
 
-	atomic_store_explicit(&rx->data_cancel, atomic_load_explicit(&rx->data_wait,
-			      memory_order_relaxed), memory_order_relaxed);
-	atomic_store_explicit(&tx->space_cancel, atomic_load_explicit(&tx->space_wait,
-			      memory_order_relaxed), memory_order_relaxed);
+	atomic_store_explicit(&rx->data_cancel,
+			      atomic_load_explicit(&rx->data_wait, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&tx->space_cancel,
+			      atomic_load_explicit(&tx->space_wait, memory_order_relaxed),
+			      memory_order_relaxed);
 }
 
 int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang, struct cxls_sleep *z)
