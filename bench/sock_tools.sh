@@ -2,7 +2,9 @@
 # bench/sock_tools.sh - real programs, plain TCP loopback versus the same
 # programs under the preload (the pool), in one run, same machine.
 #
-#   bench/sock_tools.sh [-B busy_poll_us]
+#   bench/sock_tools.sh [-B busy_poll_us] [-r]
+#
+# -r: redis-benchmark only (a quick run to repeat).
 #
 # redis-benchmark GET/SET (50 clients, 100k requests, plain and -P 16):
 # requests/s and p99 from its CSV; iperf3 one stream and -P 4; sockperf
@@ -12,9 +14,11 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 SHIM=$PWD/$BUILD/libcxlshim.so
 BUSY=0
-while getopts B: o; do
+ONLY_REDIS=0
+while getopts B:r o; do
 	case $o in
 	B) BUSY=$OPTARG ;;
+	r) ONLY_REDIS=1 ;;
 	*) exit 2 ;;
 	esac
 done
@@ -60,6 +64,7 @@ for m in tcp pool; do
 	done
 	kill $srv
 	wait $srv 2>/dev/null
+	[ $ONLY_REDIS = 1 ] && continue
 	p=$(port)
 	serve $m iperf3 -s -p "$p"
 	sleep 0.3
@@ -88,6 +93,7 @@ for pipe in 1 16; do
 		printf '%-34s %12s %12s %7s\n' "redis $t -c 50 -P $pipe p99 ms" "$a" "$b" "$(ratio "$a" "$b")"
 	done
 done
+[ $ONLY_REDIS = 1 ] && exit 0
 for n in 1 4; do
 	a=${R[tcp,iperf,$n]:-0} b=${R[pool,iperf,$n]:-0}
 	printf '%-34s %12s %12s %7s\n' "iperf3 -P $n Gbit/s" "$a" "$b" "$(ratio "$a" "$b")"

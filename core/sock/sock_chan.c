@@ -101,38 +101,60 @@ int cxls_chan_sleepers(struct cxls_sconn *c, const struct cxls_sleep *z)
 	return count_live(c->me->sleeper, CXLS_SOCK_SLEEPERS, z ? z->slot : -1);
 }
 
-/* A drain is one nonblocking recv: microseconds.  Its claim lapses after
- * DRAIN_NS all the same (a drainer killed or longjmp'd out of it). */
+/* Reading doorbells and withdrawing requests exclude each other (threads
+ * and processes of one end) and exclude arming: a sleeper that claimed
+ * its entry waits until no claim is live before it arms (cxls_chan_sleep),
+ * so whoever holds the claim and counts no sleeper knows that nobody armed
+ * a request it is about to withdraw or waits for a doorbell it is about
+ * to read.  A claim is a deadline: one nonblocking recv takes
+ * microseconds, and a holder killed or longjmp'd out of it lapses. */
 #define DRAIN_NS (20ull * 1000000ull)
 
-void cxls_chan_drain(struct cxls_sconn *c, int fd)
+static int claim_drain(struct cxls_sconn *c, uint64_t *mine)
 {
 	_Atomic uint64_t *d = &c->me->draining;
-	uint64_t was, mine;
+	uint64_t was = atomic_load(d);
+
+	if (was && count_live(d, 1, -1))
+		return 0; /* another thread or process is at it */
+	*mine = tick_ns() + DRAIN_NS;
+	return atomic_compare_exchange_strong(d, &was, *mine);
+}
+
+static void release_drain(struct cxls_sconn *c, uint64_t mine)
+{
+	atomic_compare_exchange_strong(&c->me->draining, &mine, 0);
+}
+
+/* Reads the doorbells, or only peeks while a sleeper may need them; notes
+ * FIN and RST.  Holds the claim. */
+static void read_bells(struct cxls_sconn *c, int fd, int sleepers)
+{
 	char buf[256];
 	ssize_t n;
 
-	if (atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst))
-		return;
-	was = atomic_load(d);
-	if (was && count_live(d, 1, -1))
-		return; /* another thread or process is at it */
-	mine = tick_ns() + DRAIN_NS;
-	if (!atomic_compare_exchange_strong(d, &was, mine))
-		return;
-	/* Dekker with cxls_chan_sleep: draining stored, then sleepers read */
-	if (cxls_chan_sleepers(c, NULL))
+	if (sleepers)
 		n = sys_recv(fd, buf, 1, MSG_DONTWAIT | MSG_PEEK);
 	else
 		do {
 			n = sys_recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 		} while (n == (ssize_t)sizeof(buf));
-	atomic_compare_exchange_strong(d, &mine, 0);
 	/* after our own shutdown(SHUT_RD) a zero says nothing of the peer */
 	if (n == 0 && !atomic_load(&c->shut_rd))
 		atomic_store(&c->tcp_eof, 1);
 	else if (n < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT))
 		atomic_store(&c->tcp_rst, 1);
+}
+
+void cxls_chan_drain(struct cxls_sconn *c, int fd)
+{
+	uint64_t mine;
+
+	if (atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst) || !claim_drain(c, &mine))
+		return;
+	/* Dekker with cxls_chan_sleep: the claim stored, then sleepers read */
+	read_bells(c, fd, cxls_chan_sleepers(c, NULL));
+	release_drain(c, mine);
 }
 
 /* How long an entry stays live: a sleeper renews it every slice. */
@@ -170,24 +192,31 @@ static void withdraw(struct cxls_sconn *c)
 {
 	struct cxls_sock_ring_hdr *rx = c->rx.hdr, *tx = c->tx.hdr;
 
-	atomic_store_explicit(&rx->data_cancel, atomic_load_explicit(&rx->data_wait,
-			      memory_order_relaxed), memory_order_relaxed);
-	atomic_store_explicit(&tx->space_cancel, atomic_load_explicit(&tx->space_wait,
-			      memory_order_relaxed), memory_order_relaxed);
+	atomic_store_explicit(&rx->data_cancel,
+			      atomic_load_explicit(&rx->data_wait, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&tx->space_cancel,
+			      atomic_load_explicit(&tx->space_wait, memory_order_relaxed),
+			      memory_order_relaxed);
 }
 
 int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang, struct cxls_sleep *z)
 {
+	uint64_t mine;
 	int others;
 
 	if (z->slot >= 0)
 		atomic_compare_exchange_strong(&c->me->sleeper[z->slot], &z->until, 0);
 	z->slot = -1;
+	if (!claim_drain(c, &mine))
+		return 1; /* its holder reads the doorbells */
 	others = cxls_chan_sleepers(c, NULL) > 0;
-	if (!others)
+	if (!others) {
 		withdraw(c);
-	if (rang && !others)
-		cxls_chan_drain(c, fd);
+		if (rang && !atomic_load(&c->tcp_eof) && !atomic_load(&c->tcp_rst))
+			read_bells(c, fd, 0);
+	}
+	release_drain(c, mine);
 	return !(rang && others);
 }
 

@@ -18,7 +18,6 @@
 #include "sock_ref.h"
 #include "sock_sys.h"
 
-
 static uint64_t timeout_of(int fd, int opt)
 {
 	struct timeval tv = { 0, 0 };
