@@ -253,7 +253,7 @@ static ncclResult_t wait_inits(void)
 
 ncclResult_t cxls_group_end(void)
 {
-	ncclResult_t r, r2;
+	ncclResult_t r, r2, r3;
 
 	if (!grp.depth) {
 		CXLS_WARN("ncclGroupEnd without ncclGroupStart");
@@ -264,12 +264,9 @@ ncclResult_t cxls_group_end(void)
 	/* inits first: the group's operations may use those communicators */
 	r = wait_inits();
 	r2 = run_p2p();
-	if (r2 == ncclSuccess)
-		r2 = run_joins();
-	else
-		run_joins();
+	r3 = run_joins();
 	reset();
-	return r != ncclSuccess ? r : r2;
+	return r != ncclSuccess ? r : r2 != ncclSuccess ? r2 : r3;
 }
 
 ncclResult_t cxls_group_discard(void)

@@ -14,6 +14,7 @@
 #include "comm_table.h"
 #include "pool.h"
 #include "proc_id.h"
+#include "seq_record.h"
 
 const char *snap_phase_name(uint32_t phase)
 {
@@ -37,7 +38,7 @@ const char *snap_abort_name(uint32_t reason)
 	return reason < 5 ? names[reason] : "invalid";
 }
 
-/* One descriptor, read like op_desc.c does: seq, fields, seq again. */
+/* One descriptor, whatever number it holds, read as op_desc.c does. */
 static void copy_desc(const struct cxls_op_desc *p, struct snap_desc *d)
 {
 	uint32_t seq = atomic_load_explicit(&p->seq, memory_order_acquire);
@@ -52,9 +53,8 @@ static void copy_desc(const struct cxls_op_desc *p, struct snap_desc *d)
 	d->rounds = atomic_load_explicit(&p->rounds, memory_order_relaxed);
 	d->enq_ns = atomic_load_explicit(&p->enq_ns, memory_order_relaxed);
 	d->queue = atomic_load_explicit(&p->queue, memory_order_relaxed);
-	atomic_thread_fence(memory_order_acquire);
-	d->valid = seq && atomic_load_explicit(&p->seq, memory_order_relaxed) == seq &&
-		   d->kind > CXLS_OP_NONE && d->kind < CXLS_OP_KINDS && d->type < 32;
+	d->valid = seq && seq_record_end(&p->seq, seq) && d->kind > CXLS_OP_NONE &&
+		   d->kind < CXLS_OP_KINDS && d->type < 32;
 }
 
 static void copy_rank(const struct cxls_comm_view *v, const struct cxls_comm_rec *hdr, uint32_t r,
