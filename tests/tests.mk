@@ -66,7 +66,8 @@ $(BUILD)/tests/test_mem_policy $(BUILD)/tests/mem_topo: $(BUILD)/tests/%: tests/
 	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LDLIBS_SHIM)
 
 # applications of the shim: the emulated cudart and libcuda, no core objects
-$(BUILD)/tests/hostmem_check $(BUILD)/tests/numa_check: $(BUILD)/tests/%: tests/mem/%.c $(EMU_LIBS)
+$(BUILD)/tests/hostmem_check $(BUILD)/tests/numa_check: $(BUILD)/tests/%: tests/mem/%.c \
+		tests/common/page_nodes.h $(EMU_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -L$(BUILD)/emu -lcudart -lcuda -lnuma -ldl -pthread
 
@@ -76,7 +77,7 @@ test-build: $(MEM_UNIT) $(MEM_PROGS)
 # boots them; run.sh runs it when QEMU can run here).
 QEMU_TESTS = $(BUILD)/tests/qemu/mempolicy_check $(BUILD)/tests/qemu/rack_check
 
-$(BUILD)/tests/qemu/mempolicy_check: tests/qemu/mempolicy_check.c
+$(BUILD)/tests/qemu/mempolicy_check: tests/qemu/mempolicy_check.c tests/common/page_nodes.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -lnuma
 

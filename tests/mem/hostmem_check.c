@@ -27,6 +27,7 @@
 
 #include "../../include/cxlshim.h"
 #include "../common/check.h"
+#include "../common/page_nodes.h"
 
 static const char *policy =
 	"[mem]\nverify = all\n"
@@ -67,7 +68,7 @@ static int pages_on_dram(void *p, size_t len)
 
 	for (size_t i = 0; i < n; i++)
 		pages[i] = (char *)p + i * ps;
-	if (move_pages(0, n, pages, NULL, st, 0))
+	if (page_nodes(pages, n, st))
 		ok = 0;
 	for (size_t i = 0; ok && i < n; i++)
 		ok = st[i] == 0;

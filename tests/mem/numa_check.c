@@ -19,6 +19,7 @@
 
 #include "../../include/cxlshim.h"
 #include "../common/check.h"
+#include "../common/page_nodes.h"
 
 #define MiB (1ul << 20)
 #define PAGE 4096ul
@@ -93,26 +94,9 @@ static int *where(void *p, size_t len)
 
 	for (size_t i = 0; i < n; i++)
 		pages[i] = (char *)p + i * PAGE;
-	/* A page reports an error status (-EFAULT) while automatic NUMA
-	 * balancing has it marked PROT_NONE to sample accesses (a whole 2 MiB
-	 * at a time for a huge page), until the next access: read such pages
-	 * (the hinting fault maps them again) and ask again.  A page being
-	 * migrated right now reports the same for a moment. */
-	for (int tries = 0; tries < 5; tries++) {
-		int odd = 0;
-
-		if (move_pages(0, n, pages, NULL, st, 0))
-			for (size_t i = 0; i < n; i++)
-				st[i] = -1;
+	if (page_nodes(pages, n, st))
 		for (size_t i = 0; i < n; i++)
-			if (st[i] < 0) {
-				odd = 1;
-				(void)*(volatile char *)pages[i];
-			}
-		if (!odd)
-			break;
-		usleep(100000);
-	}
+			st[i] = -1;
 	free(pages);
 	return st;
 }

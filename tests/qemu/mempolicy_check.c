@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/page_nodes.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -111,7 +112,7 @@ static long pages_on(char *p, size_t len, int node)
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		pages[i] = p + i * PAGE;
-	if (move_pages(0, n, pages, NULL, status, 0))
+	if (page_nodes(pages, n, status))
 		goto out;
 	on = 0;
 	for (size_t i = 0; i < n; i++)
