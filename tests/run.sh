@@ -113,6 +113,10 @@ step "api: same, 3 ranks, no overlap" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SH
 step "api: ncclCommSplit (parity, NOCOLOR, nested)" shim "$BUILD/tests/api_check" split
 step "api: ncclCommShrink after a rank died" shim "$BUILD/tests/api_check" shrink
 step "api: CUDA graph: 100 replays, eager ops between" shim "$BUILD/tests/api_check" graph
+step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
+	shim "$BUILD/tests/api_check" graphcount
+step "api: CUDA graph: ranks replay different calls (group vs op): ncclInvalidUsage" \
+	shim "$BUILD/tests/api_check" graphkind
 step "api: CUDA graph replays, host waits, no overlap" env CXLSHIM_WAIT_MODE=host CXLSHIM_CCCL_OVERLAP=0 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort

@@ -104,7 +104,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
 	op->rounds = op->cpr * slices;
 	op->replay = NULL;
-	if (op->capturing && !(op->replay = cxls_replay_begin(c, stream)))
+	if (op->capturing && !(op->replay = cxls_replay_begin(c, stream, call, op->rounds)))
 		return ncclSystemError;
 	/* descriptors describe the live sequence, which captures do not
 	 * extend (replay.h) */

@@ -39,8 +39,12 @@ struct desc {
 	uint64_t queue;          /* not compared: ranks may use any stream */
 };
 
-static struct cxls_op_desc *slot_of(struct cxls_comm *c, int rank, uint32_t seq)
+/* Where rank posts operation seq: its ring of live operations, or for a
+ * replay (seq: the replay's barrier number) its one replay record. */
+static struct cxls_op_desc *slot_of(struct cxls_comm *c, int rank, uint32_t seq, int replay)
 {
+	if (replay)
+		return &c->view.replay[rank];
 	return &c->view.desc[(size_t)rank * CXLS_DESC_RING + seq % CXLS_DESC_RING];
 }
 
@@ -72,9 +76,9 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void write_desc(struct cxls_comm *c, const struct desc *d)
+static void write_desc(struct cxls_comm *c, const struct desc *d, int replay)
 {
-	struct cxls_op_desc *p = slot_of(c, c->rank, d->seq);
+	struct cxls_op_desc *p = slot_of(c, c->rank, d->seq, replay);
 
 	seq_record_open(&p->seq);
 	atomic_store_explicit(&p->kind, d->kind, memory_order_relaxed);
@@ -92,9 +96,9 @@ static void write_desc(struct cxls_comm *c, const struct desc *d)
 
 /* Peer's descriptor number seq: 1 read, 0 not posted yet (or being
  * rewritten), -1 overwritten by a later one (the peer is far ahead). */
-static int read_desc(struct cxls_comm *c, int rank, uint32_t seq, struct desc *d)
+static int read_desc(struct cxls_comm *c, int rank, uint32_t seq, int replay, struct desc *d)
 {
-	struct cxls_op_desc *p = slot_of(c, rank, seq);
+	struct cxls_op_desc *p = slot_of(c, rank, seq, replay);
 	int got;
 
 	cxls_refresh(c->pool->flush_mode, p, sizeof(*p));
@@ -117,29 +121,34 @@ static int read_desc(struct cxls_comm *c, int rank, uint32_t seq, struct desc *d
 
 static void describe(char *buf, size_t len, const struct desc *d)
 {
+	if (d->kind == CXLS_OP_SENDRECV) {
+		snprintf(buf, len, "a send/receive group"); /* its sizes are per pair */
+		return;
+	}
 	snprintf(buf, len, "%s(count %llu, type %u, op %u, root %d)",
 		 cxls_op_kind_name((enum cxls_op_kind)d->kind), (unsigned long long)d->count,
 		 d->type, d->redop, d->root);
 }
 
 static void mismatch(struct cxls_comm *c, const struct desc *mine, int peer,
-			     const struct desc *theirs)
+		     const struct desc *theirs, int replay)
 {
+	const char *what = replay ? "replay at barrier" : "operation";
 	char a[96], b[96];
 
 	describe(a, sizeof(a), mine);
 	describe(b, sizeof(b), theirs);
-	cxls_comm_set_error(c, "operation %u: this rank called %s but rank %d called %s", mine->seq,
-			    a, peer, b);
-	CXLS_WARN("comm %p: operation %u: this rank called %s but rank %d called %s: failing the "
+	cxls_comm_set_error(c, "%s %u: this rank called %s but rank %d called %s", what,
+			    mine->seq, a, peer, b);
+	CXLS_WARN("comm %p: %s %u: this rank called %s but rank %d called %s: failing the "
 		  "communicator on every rank",
-		  (void *)c, mine->seq, a, peer, b);
+		  (void *)c, what, mine->seq, a, peer, b);
 	cxls_comm_fail(c, CXLS_ABORT_MISMATCH, ncclInvalidUsage);
 }
 
 /* 1: every peer posted seq and agrees (or is past it), 0: some have not
  * posted it yet, -1: mismatch (communicator failed). */
-static int compare(struct cxls_comm *c, const struct desc *mine)
+static int compare(struct cxls_comm *c, const struct desc *mine, int replay)
 {
 	int all = 1;
 
@@ -149,11 +158,11 @@ static int compare(struct cxls_comm *c, const struct desc *mine)
 
 		if (r == c->rank)
 			continue;
-		got = read_desc(c, r, mine->seq, &d);
+		got = read_desc(c, r, mine->seq, replay, &d);
 		if (got == 0)
 			all = 0;
 		else if (got == 1 && d.sum != mine->sum) {
-			mismatch(c, mine, r, &d);
+			mismatch(c, mine, r, &d, replay);
 			return -1;
 		}
 	}
@@ -172,12 +181,12 @@ uint64_t cxls_queue_id(const struct cxls_comm *c, CUstream stream)
 	return cxls_hash64(v, sizeof(v)) | 1;
 }
 
-ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds,
-			    CUstream stream)
+static void desc_of(struct desc *d, const struct cxls_call *call, uint32_t rounds, uint32_t seq,
+		    uint64_t queue)
 {
-	struct desc d = {
-		.queue = cxls_queue_id(c, stream),
-		.seq = atomic_load(&c->ops) + 1,
+	*d = (struct desc){
+		.queue = queue,
+		.seq = seq,
 		.kind = (uint32_t)call->kind,
 		.type = (uint32_t)call->type,
 		/* PreMulSum handles are per rank: only their class must agree */
@@ -186,10 +195,36 @@ ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, u
 		.root = call->root,
 		.count = call->count,
 	};
+	d->sum = desc_sum(d);
+}
 
-	d.sum = desc_sum(&d);
-	write_desc(c, &d);
-	return compare(c, &d) < 0 ? ncclInvalidUsage : ncclSuccess;
+ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds,
+			    CUstream stream)
+{
+	struct desc d;
+
+	desc_of(&d, call, rounds, atomic_load(&c->ops) + 1, cxls_queue_id(c, stream));
+	write_desc(c, &d, 0);
+	return compare(c, &d, 0) < 0 ? ncclInvalidUsage : ncclSuccess;
+}
+
+void cxls_desc_post_replay(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds,
+			   uint32_t barrier)
+{
+	struct desc d;
+
+	desc_of(&d, call, rounds, barrier, 0);
+	write_desc(c, &d, 1);
+}
+
+int cxls_desc_check_replay(struct cxls_comm *c, uint32_t barrier)
+{
+	struct desc mine;
+
+	/* our own record, as posted: it cannot be torn, a peer does not write it */
+	if (read_desc(c, c->rank, barrier, 1, &mine) != 1)
+		return 0;
+	return compare(c, &mine, 1) < 0 ? -1 : 0;
 }
 
 void cxls_desc_verify(struct cxls_comm *c)
@@ -203,7 +238,7 @@ void cxls_desc_verify(struct cxls_comm *c)
 		struct desc mine;
 		uint32_t seq = c->desc_verified + 1;
 
-		if (read_desc(c, c->rank, seq, &mine) != 1 || compare(c, &mine) != 1)
+		if (read_desc(c, c->rank, seq, 0, &mine) != 1 || compare(c, &mine, 0) != 1)
 			return;
 		c->desc_verified = seq;
 	}

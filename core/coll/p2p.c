@@ -50,6 +50,10 @@ ncclResult_t cxls_p2p_check(struct cxls_comm *c, int send, const void *buf, size
 	return ncclSuccess;
 }
 
+/* What a captured send/receive group is compared as across ranks at its
+ * replays (replay.h). */
+static const struct cxls_call p2p_call = { .kind = CXLS_OP_SENDRECV, .root = -1 };
+
 static uint8_t *slot_of(struct cxls_comm *c, int src, int dst, uint32_t seq)
 {
 	return c->pool->base + cxls_layout_p2p(&c->lay, (uint32_t)src, (uint32_t)dst,
@@ -252,7 +256,9 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 		return ncclInvalidUsage;
 	}
 	b->m = make_cursors(c, ops, n, b->cur, &b->rounds);
-	if (b->capturing && !(b->replay = cxls_replay_begin(c, stream))) {
+	/* a group's sizes differ per pair (p2p_match.h): every rank must only
+	 * replay a send/receive group where the others do */
+	if (b->capturing && !(b->replay = cxls_replay_begin(c, stream, &p2p_call, 0))) {
 		free(b->cur);
 		b->cur = NULL;
 		return ncclSystemError;

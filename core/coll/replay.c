@@ -6,6 +6,7 @@
 
 #include "doorbell.h"
 #include "log.h"
+#include "op_desc.h"
 #include "proc_id.h"
 
 /* This rank's doorbells: the ones it writes. */
@@ -17,6 +18,8 @@ struct bells {
 
 struct cxls_replay {
 	struct cxls_comm *c;
+	struct cxls_call call;  /* what was captured, compared at each start */
+	uint32_t rounds;
 	struct bells base;      /* at capture */
 	struct bells saved;     /* when the current replay started */
 	struct cxls_replay *next;
@@ -67,9 +70,8 @@ static void bells_write(struct cxls_comm *c, const struct bells *b)
  * fails, or fails it after the op timeout (a rank that skipped a replay or
  * died), so that a replay never hangs: its results are then garbage and
  * the error is reported. */
-static void barrier(struct cxls_comm *c)
+static void barrier(struct cxls_comm *c, uint32_t v)
 {
-	uint32_t v = atomic_fetch_add(&c->graph_barriers, 1) + 1;
 	uint64_t deadline = cxls_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
 	int f = c->pool->flush_mode;
 	long ns = 1000;
@@ -92,14 +94,30 @@ static void barrier(struct cxls_comm *c)
 	}
 }
 
+static uint32_t next_barrier(struct cxls_comm *c)
+{
+	return atomic_fetch_add(&c->graph_barriers, 1) + 1;
+}
+
+/* On a failed communicator the doorbells are not moved back to the
+ * captured base: they stay raised (cxls_comm_unblock), so that the
+ * replay's waits pass and its stream completes with the error reported,
+ * not a hang. */
 static void on_start(void *arg)
 {
 	struct cxls_replay *r = arg;
+	struct cxls_comm *c = r->c;
+	uint32_t v = next_barrier(c);
 
-	barrier(r->c);
-	bells_read(r->c, &r->saved);
-	bells_write(r->c, &r->base);
-	barrier(r->c);
+	/* replays are not numbered by the live sequence: every rank must
+	 * replay the same call here, which the first barrier lets us check */
+	cxls_desc_post_replay(c, &r->call, r->rounds, v);
+	barrier(c, v);
+	bells_read(c, &r->saved);
+	if (cxls_desc_check_replay(c, v) < 0 || atomic_load(&c->aborted))
+		return;
+	bells_write(c, &r->base);
+	barrier(c, next_barrier(c));
 }
 
 /* The second barrier: until every rank restored, a peer's doorbell may
@@ -108,19 +126,29 @@ static void on_start(void *arg)
 static void on_end(void *arg)
 {
 	struct cxls_replay *r = arg;
+	struct cxls_comm *c = r->c;
 
-	barrier(r->c);
-	bells_write(r->c, &r->saved);
-	barrier(r->c);
+	barrier(c, next_barrier(c));
+	/* the live values back, also on a failed communicator, where the
+	 * replay's own doorbells (its completion too) went below them and
+	 * destroy waits for the live ones */
+	bells_write(c, &r->saved);
+	if (atomic_load(&c->aborted))
+		cxls_comm_unblock(c);
+	else
+		barrier(c, next_barrier(c));
 }
 
-struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st)
+struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st,
+				      const struct cxls_call *call, uint32_t rounds)
 {
 	struct cxls_replay *r = calloc(1, sizeof(*r));
 
 	if (!r || bells_alloc(&r->base, c->nranks) || bells_alloc(&r->saved, c->nranks))
 		goto fail;
 	r->c = c;
+	r->call = *call;
+	r->rounds = rounds;
 	/* the live sequence as enqueued so far, which the capture does not
 	 * advance: the operation's doorbell values start from there */
 	r->base.pub = r->base.ack = atomic_load(&c->round);

@@ -25,19 +25,25 @@
  * or between its replays, find the doorbells where they expect them.  The
  * barriers count up forever on a doorbell per rank (pool_format.h:
  * graph[]), and every rank runs the same replays in the same order, as
- * NCCL requires, so their counts agree.  Captured operations are not
- * compared across ranks (op_desc.h): the live sequence numbers them.
+ * NCCL requires, so their counts agree.  The first barrier of a start also
+ * compares what each rank replays (op_desc.h): a rank replaying another
+ * call fails the communicator with ncclInvalidUsage on every rank, and
+ * the doorbells of a failed communicator stay raised, so the replay
+ * completes instead of hanging.
  */
 #ifndef CXLSHIM_CORE_REPLAY_H
 #define CXLSHIM_CORE_REPLAY_H
 
 #include "comm.h"
+#include "op_desc.h"
 
 struct cxls_replay;
 
 /* At capture, before the operation's first stream work: snapshots the
- * doorbell bases and enqueues the start node.  NULL on failure. */
-struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st);
+ * doorbell bases and enqueues the start node; `call` and `rounds` are what
+ * every rank must replay there.  NULL on failure. */
+struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st,
+				      const struct cxls_call *call, uint32_t rounds);
 /* After the operation's final doorbells: enqueues the end node. */
 int cxls_replay_end(struct cxls_replay *r, CUstream st);
 /* Frees a communicator's replay records (at destroy). */

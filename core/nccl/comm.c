@@ -353,13 +353,19 @@ static void raise_bell(struct cxls_bell *b, uint32_t v, int flush)
 	}
 }
 
+/* How far past the live sequence unblocking raises a doorbell: a replayed
+ * operation waits for values relative to its capture, which the live
+ * sequence may not have reached yet; half the sequence space is still
+ * "ahead" for every comparison (cxls_seq_reached, CU_STREAM_WAIT_VALUE_GEQ). */
+#define UNBLOCK_LEAD (1u << 30)
+
 /* Raises every doorbell of the communicator far enough that every wait
- * this rank enqueued (all for values <= c->round) passes.  Streams may
- * still ring lower values afterwards, so the watchdog and drain() repeat
- * it while this rank has work in flight. */
+ * this rank enqueued passes, eager or replayed.  Streams may still ring
+ * lower values afterwards, so the watchdog and drain() repeat it while
+ * this rank has work in flight. */
 void cxls_comm_unblock(struct cxls_comm *c)
 {
-	uint32_t v = atomic_load(&c->round) + 1;
+	uint32_t v = atomic_load(&c->round) + UNBLOCK_LEAD;
 
 	for (int r = 0; r < c->nranks; r++) {
 		raise_bell(&c->view.pub[r], v, c->pool->flush_mode);
@@ -368,10 +374,10 @@ void cxls_comm_unblock(struct cxls_comm *c)
 	/* point-to-point: what our receives wait for from each peer, and what
 	 * our sends wait for the peer to have consumed */
 	for (int r = 0; r < c->nranks; r++) {
-		raise_bell(cxls_p2p_pub(&c->view, r, c->rank), atomic_load(&c->p2p_recvd[r]) + 1,
-			   c->pool->flush_mode);
-		raise_bell(cxls_p2p_ack(&c->view, c->rank, r), atomic_load(&c->p2p_sent[r]) + 1,
-			   c->pool->flush_mode);
+		raise_bell(cxls_p2p_pub(&c->view, r, c->rank),
+			   atomic_load(&c->p2p_recvd[r]) + UNBLOCK_LEAD, c->pool->flush_mode);
+		raise_bell(cxls_p2p_ack(&c->view, c->rank, r),
+			   atomic_load(&c->p2p_sent[r]) + UNBLOCK_LEAD, c->pool->flush_mode);
 	}
 }
 

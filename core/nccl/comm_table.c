@@ -18,7 +18,7 @@ static uint64_t align64(uint64_t v)
 uint64_t cxls_comm_stride(uint32_t max_ranks)
 {
 	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 5 * sizeof(struct cxls_bell) +
-			    CXLS_DESC_RING * sizeof(struct cxls_op_desc);
+			    (CXLS_DESC_RING + 1) * sizeof(struct cxls_op_desc);
 	uint64_t pairs = 2ull * max_ranks * max_ranks *
 			 (sizeof(struct cxls_bell) + sizeof(struct cxls_p2p_msg));
 
@@ -44,7 +44,8 @@ void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_
 	v->p2p_ack = v->p2p_pub + (size_t)n * n;
 	v->p2p_done = v->p2p_ack + (size_t)n * n;
 	v->graph = v->p2p_done + n;
-	v->p2p_smsg = (struct cxls_p2p_msg *)(v->graph + n);
+	v->replay = (struct cxls_op_desc *)(v->graph + n);
+	v->p2p_smsg = (struct cxls_p2p_msg *)(v->replay + n);
 	v->p2p_rmsg = v->p2p_smsg + (size_t)n * n;
 	v->max_ranks = n;
 }

@@ -26,6 +26,7 @@ struct cxls_comm_view {
 	struct cxls_bell *p2p_ack;  /* [src * max_ranks + dst] */
 	struct cxls_bell *p2p_done; /* [rank] */
 	struct cxls_bell *graph;    /* [rank] */
+	struct cxls_op_desc *replay; /* [rank] */
 	struct cxls_p2p_msg *p2p_smsg; /* [src * max_ranks + dst] sizes as sent */
 	struct cxls_p2p_msg *p2p_rmsg; /* [src * max_ranks + dst] sizes as received */
 	uint32_t max_ranks;

@@ -21,9 +21,10 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 8u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 9u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
-				* 8: socket lines with one writer, sleepers */
+				* 8: socket lines with one writer, sleepers;
+				* 9: replayed calls */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -198,6 +199,8 @@ struct cxls_comm_rec {
 	 * struct cxls_bell     p2p_ack[max_ranks][max_ranks];  [src][dst] chunks received
 	 * struct cxls_bell     p2p_done[max_ranks];  send/receive groups completed
 	 * struct cxls_bell     graph[max_ranks];     CUDA graph replay barriers
+	 * struct cxls_op_desc  replay[max_ranks];    the captured call each
+	 *                      rank's replay starts, numbered by its barrier
 	 * struct cxls_p2p_msg  p2p_smsg[max_ranks][max_ranks]; [src][dst] as sent
 	 * struct cxls_p2p_msg  p2p_rmsg[max_ranks][max_ranks]; [src][dst] as received
 	 * Point-to-point traffic involves two ranks, not the communicator, so

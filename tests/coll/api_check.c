@@ -715,6 +715,56 @@ static int case_graph(int rank, int n, const ncclUniqueId *id, void *arg)
 	return finish();
 }
 
+/* Rank 1 captured another call than the others (an AllGather of half the
+ * count, or a send/receive group to itself): the capture cannot tell, the
+ * first replay must.  Every rank gets ncclInvalidUsage asynchronously
+ * within the timeout, the replay's stream completes (no hang), and the
+ * communicator refuses further work. */
+static int case_graph_mismatch(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	const char *what = arg;
+	size_t bytes = MIB + 4096;
+	char *send, *recv;
+	ncclResult_t e = ncclSuccess;
+	ncclComm_t comm;
+	cudaStream_t s;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	double took;
+
+	cudaSetDevice(rank);
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	send = dev_alloc(bytes, 0);
+	recv = dev_alloc(bytes * n, 0);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "eager op before the capture");
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	if (rank != 1) {
+		CHECK(ncclAllGather(send, recv, bytes, ncclInt8, comm, s) == ncclSuccess, "captured");
+	} else if (!strcmp(what, "count")) {
+		CHECK(ncclAllGather(send, recv, bytes / 2, ncclInt8, comm, s) == ncclSuccess,
+		      "captured, half the count");
+	} else {
+		CHECK(ncclGroupStart() == ncclSuccess, "group");
+		CHECK(ncclSend(send, bytes, ncclInt8, rank, comm, s) == ncclSuccess, "send to self");
+		CHECK(ncclRecv(recv, bytes, ncclInt8, rank, comm, s) == ncclSuccess, "recv from self");
+		CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	}
+	CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
+	CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+	CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch");
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "%s: the replay's stream completes", what);
+	took = wait_error(comm, &e, 10);
+	CHECK(took >= 0 && e == ncclInvalidUsage, "%s: rank %d async error %d after %.2fs", what,
+	      rank, e, took);
+	CHECK(ncclAllGather(send, recv, bytes, ncclInt8, comm, s) != ncclSuccess,
+	      "%s: a failed communicator refuses further work", what);
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(graph);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after the mismatch");
+	return finish();
+}
+
 /* ---- pools the shim must not use --------------------------------------- */
 
 static int case_badpool(void)
@@ -783,6 +833,8 @@ static const struct rank_case rank_cases[] = {
 	{ "abort", 2, case_abort, NULL },
 	{ "mismatch", 2, case_mismatch, NULL },
 	{ "graph", 3, case_graph, NULL },
+	{ "graphcount", 2, case_graph_mismatch, "count" },
+	{ "graphkind", 3, case_graph_mismatch, "kind" },
 	{ "streams", 2, case_streams, NULL },
 	{ "split", 4, case_split, NULL },
 	{ "shrink", 3, case_shrink, NULL },
