@@ -65,8 +65,17 @@ struct snap_holder {
 	int alive;               /* 1 alive, 0 dead, -1 another host */
 };
 
+/* Who holds a CLAIMING record's claim (sock_claim.h): pid and
+ * enum cxls_claimer (UNKNOWN: not written yet, another host, or liveness
+ * not asked). */
+struct snap_claim {
+	uint32_t pid;
+	int who;
+};
+
 struct snap_listener {
-	uint32_t idx, state;     /* enum cxls_listener_state */
+	uint32_t idx, state, gen; /* enum cxls_listener_state */
+	struct snap_claim claim;
 	uint16_t port, family;   /* port in host order */
 	uint8_t addr[16];
 	uint32_t uid, untracked, forking;
@@ -83,6 +92,7 @@ struct snap_sock_end {
 /* One connection record in use. */
 struct snap_sock {
 	uint32_t slot, state, gen, creator, cap;
+	struct snap_claim claim;      /* CLAIMING only */
 	struct cxls_sock_tuple tuple; /* ports in network order, as in the pool */
 	uint64_t created_ns;          /* CLOCK_MONOTONIC of the creating host */
 	uint64_t fill[2];             /* bytes queued: client to server, back */
