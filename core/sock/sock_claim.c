@@ -9,6 +9,8 @@
 #include "proc_id.h"
 #include "sock_holder.h"
 
+_Static_assert(CXLS_SK_CLAIMING == CXLS_LST_CLAIMING, "one CLAIMING for both kinds of record");
+
 static uint32_t wall_s(void)
 {
 	struct timespec ts;
@@ -53,7 +55,7 @@ enum cxls_claimer cxls_claimer_of(uint64_t sg, const _Atomic uint32_t *claim_gen
 int cxls_claim_stale(uint64_t sg, const _Atomic uint32_t *claim_gen, uint64_t boot_hash,
 		     const struct cxls_sock_holder *h, int n, _Atomic uint64_t *lease)
 {
-	if (CXLS_SG_STATE(sg) != CXLS_SK_CLAIMING) /* same value for listeners */
+	if (CXLS_SG_STATE(sg) != CXLS_SK_CLAIMING)
 		return 0;
 	switch (cxls_claimer_of(sg, claim_gen, boot_hash, h, n)) {
 	case CXLS_CLAIMER_DEAD:

@@ -136,7 +136,8 @@ void cxls_listener_del(int idx)
 	/* under the generation we saw: never a record claimed since */
 	if (!left && !l->untracked && !atomic_load(&l->forking) &&
 	    CXLS_SG_STATE(sg) == CXLS_LST_LIVE)
-		atomic_compare_exchange_strong(&l->sg, &sg, CXLS_SG(CXLS_SG_GEN(sg), CXLS_LST_FREE));
+		atomic_compare_exchange_strong(&l->sg, &sg,
+					       CXLS_SG(CXLS_SG_GEN(sg), CXLS_LST_FREE));
 	wb(cxls_sock_region(), l);
 }
 
@@ -179,7 +180,8 @@ static int serves_one(const struct cxls_sock_region *r, const struct cxls_sock_l
 		if (CXLS_SG_STATE(sg) != CXLS_LST_LIVE)
 			return 0;
 		yes = l->port == t->sport &&
-		      (addr_any(l->addr) || (l->family == t->family && !memcmp(l->addr, t->saddr, 16)));
+		      (addr_any(l->addr) ||
+		       (l->family == t->family && !memcmp(l->addr, t->saddr, 16)));
 		if (yes)
 			cxls_claim_test_delay("listener-read");
 		yes = yes && listener_alive(l);

@@ -12,6 +12,9 @@
 #             through the pool; again with `pool clean` taking it back
 #   listener  a server SIGKILLed while claiming its listener record: the
 #             next server takes it over; again with `pool clean`
+#   lease     forged claims no sweep of this host can check (claimer of
+#             another host, claimer not written): reclaimed only once a
+#             lease (CXLSHIM_TEST_CLAIM_LEASE_S) ran out since first seen
 #   aba       a client reading the listener of port P while it is closed
 #             and its record claimed for port Q: the client reads again
 #             and stays on TCP at once, instead of waiting for a pool peer
@@ -192,4 +195,35 @@ for case in replaced relistened; do
 	rm -f "$dir"/*.in
 	echo "ok ($case): ${ms} ms, $(pooled "$dir/aba" && echo pool || echo TCP)"
 done
+echo "== lease: claims no sweep here can check"
+# forged in the pool: listener 0 claimed by a process of another host
+# (tag written, another boot hash), connection record 0 claimed with no
+# claimer written yet; with a 1 s lease: the first clean starts it, a
+# clean after it reclaims both
+$CX pool status --json >"$dir/status.json"
+python3 - "$dir/status.json" "$CXLSHIM_POOL_PATH" <<'PY'
+import json, mmap, struct, sys
+s = json.load(open(sys.argv[1]))
+off, nl = s['sock_offset'], s['sockets']['listener_slots']
+with open(sys.argv[2], 'r+b') as f:
+    m = mmap.mmap(f.fileno(), 0)
+    l = off                          # listener 0: sg, claim_gen, boot, holder[0]
+    g = (struct.unpack_from('<Q', m, l)[0] >> 32) + 1
+    struct.pack_into('<Q', m, l, g << 32 | 1)
+    struct.pack_into('<I', m, l + 40, g)
+    struct.pack_into('<QIIQ', m, l + 48, 0x5eed, 4242, 0, 1)
+    r = off + nl * 128               # connection record 0: sg only
+    g = (struct.unpack_from('<Q', m, r)[0] >> 32) + 1
+    struct.pack_into('<Q', m, r, g << 32 | 1)
+PY
+status_has "^  listener 0 +claiming +by a process not known yet or of another host"
+status_has "^  conn slot 0 +claiming +by a process not known yet or of another host"
+CXLSHIM_TEST_CLAIM_LEASE_S=1 $CX pool clean >"$dir/clean"
+grep -q "reclaimed 0 socket records" "$dir/clean" && grep -q "reclaimed 0 listener records" \
+	"$dir/clean" || { cat "$dir/clean"; fail "a claim reclaimed before its lease"; }
+sleep 1.5
+CXLSHIM_TEST_CLAIM_LEASE_S=1 $CX pool clean >"$dir/clean"
+grep -q "reclaimed 1 socket record " "$dir/clean" && grep -q "reclaimed 1 listener record " \
+	"$dir/clean" || { cat "$dir/clean"; fail "claims not reclaimed after the lease"; }
+echo "ok: unknown and remote claims reclaimed after the lease, not before"
 echo "PASS"

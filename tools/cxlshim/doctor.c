@@ -265,8 +265,8 @@ static void print_comm(struct diag *d, const struct diag *all, uint32_t n, uint6
 	}
 	if (!d->stuck) {
 		fprintf(out, ": %s, every rank completed its %u collectives%s\n",
-			p2p_busy(c) ? "send/receive in flight or unmatched" : "idle", c->nranks ? c->ranks[0].done : 0,
-			d->dead ? " (but some ranks died)" : "");
+			p2p_busy(c) ? "send/receive in flight or unmatched" : "idle",
+			c->nranks ? c->ranks[0].done : 0, d->dead ? " (but some ranks died)" : "");
 		return;
 	}
 	describe_op(d, op, sizeof(op));
