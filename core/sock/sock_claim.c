@@ -9,7 +9,7 @@
 #include "proc_id.h"
 #include "sock_holder.h"
 
-_Static_assert(CXLS_SK_CLAIMING == CXLS_LST_CLAIMING, "one CLAIMING for both kinds of record");
+_Static_assert((int)CXLS_SK_CLAIMING == (int)CXLS_LST_CLAIMING, "one CLAIMING for both kinds of record");
 
 static uint32_t wall_s(void)
 {
