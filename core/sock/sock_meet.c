@@ -321,7 +321,9 @@ static int find(const struct cxls_sock_region *r, uint64_t key, const struct cxl
 		/* a record being written right now may be ours; its writer
 		 * needs a few stores, but may be descheduled in between on a
 		 * loaded host: missing it leaves both ends on TCP */
-		while (CXLS_SG_STATE(sg) == CXLS_SK_CLAIMING && !claim_stale(rec, sg)) {
+		if (CXLS_SG_STATE(sg) == CXLS_SK_CLAIMING && claim_stale(rec, sg))
+			continue; /* its claimer died in the middle: nothing to wait for */
+		while (CXLS_SG_STATE(sg) == CXLS_SK_CLAIMING) {
 			if (!start)
 				start = cxls_now_ns();
 			else if (cxls_now_ns() - start > CLAIM_WAIT_NS)
