@@ -242,6 +242,7 @@ echo "== operability: the cxlshim command, tracing, doctor, pool security"
 step "ops: cxlshim command arguments, policy, run, pool" tests/ops/tools.sh
 step "ops: doctor names the rank a hung job waits for" tests/ops/doctor.sh
 step "ops: pool status: sockets, dead owners, damaged records, JSON" tests/ops/status.sh
+step "ops: socket records of processes killed mid-claim; listener read again" tests/ops/claim.sh
 step "ops: two hosts race to format one blank pool, no flock" env BUILD="$BUILD" \
 	tests/ops/format_race.sh
 step "ops: trace timelines (a job, a benchmark) pass the JSON schema" tests/ops/trace.sh

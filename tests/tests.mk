@@ -120,6 +120,13 @@ $(BUILD)/tests/claim_check: tests/ops/claim_check.c $(CORE_OBJ)
 
 OPS_TESTS += $(BUILD)/tests/claim_check
 
+# the two ends of a connection parked mid-claim (tests/ops/claim.sh)
+$(BUILD)/tests/sock_claim: tests/ops/sock_claim.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $<
+
+OPS_TESTS += $(BUILD)/tests/sock_claim
+
 test-build: $(OPS_TESTS)
 -include tests/fuzz/fuzz.mk
 -include tests/sanitize.mk

@@ -27,12 +27,14 @@ static struct cxls_p2p_msg *theirs(const struct cxls_comm *c, int side, int peer
 	return side == SEND ? ring_of(c, RECV, c->rank, peer) : ring_of(c, SEND, peer, c->rank);
 }
 
-static void post(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint64_t bytes)
+static void post(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint64_t bytes,
+		 uint32_t chunk0)
 {
 	__typeof__(r->m[0]) *e = &r->m[(seq - 1) % CXLS_P2P_MSG_RING];
 
 	seq_record_open(&e->seq);
 	atomic_store_explicit(&e->bytes, bytes, memory_order_relaxed);
+	e->chunk0 = chunk0;
 	seq_record_close(&e->seq, seq);
 	cxls_publish(c->pool->flush_mode, r, sizeof(*r));
 }
@@ -70,6 +72,22 @@ static int compare(struct cxls_comm *c, int side, int peer, uint32_t seq, uint64
 	return -1;
 }
 
+/* The channel chunk where ops[i] starts: the chunks before this group
+ * (p2p.c advances them when the group is enqueued), then those of the
+ * group's earlier messages to or from the same peer, in call order as
+ * p2p.c cuts them. */
+static uint32_t chunk0_of(const struct cxls_comm *c, const struct cxls_p2p *ops, int i)
+{
+	int side = ops[i].send, peer = ops[i].peer;
+	uint64_t chunk = c->lay.p2p_chunk;
+	uint32_t k = atomic_load(side ? &c->p2p_sent[peer] : &c->p2p_recvd[peer]);
+
+	for (int j = 0; j < i; j++)
+		if (ops[j].send == side && ops[j].peer == peer)
+			k += (uint32_t)((ops[j].bytes + chunk - 1) / chunk);
+	return k;
+}
+
 ncclResult_t cxls_p2p_match_post(struct cxls_comm *c, const struct cxls_p2p *ops, int n)
 {
 	int bad = 0;
@@ -83,7 +101,7 @@ ncclResult_t cxls_p2p_match_post(struct cxls_comm *c, const struct cxls_p2p *ops
 		if (peer == c->rank || !ops[i].bytes)
 			continue;
 		seq = atomic_fetch_add(&c->p2p_msgs[side][peer], 1) + 1;
-		post(c, mine(c, side, peer), seq, ops[i].bytes);
+		post(c, mine(c, side, peer), seq, ops[i].bytes, chunk0_of(c, ops, i));
 		bad = compare(c, side, peer, seq, ops[i].bytes) < 0;
 	}
 	return bad ? ncclInvalidUsage : ncclSuccess;

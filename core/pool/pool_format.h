@@ -21,10 +21,11 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 9u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 10u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
 				* 8: socket lines with one writer, sleepers;
-				* 9: replayed calls */
+				* 9: replayed calls; 10: socket claims identified,
+				* listener generations */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -164,7 +165,8 @@ _Static_assert(sizeof(struct cxls_op_desc) == CXLS_LINE, "a descriptor is one li
 struct cxls_p2p_msg {
 	_Alignas(CXLS_LINE) struct {
 		_Atomic uint32_t seq;   /* 1-based message number; 0: being written */
-		uint32_t pad;
+		uint32_t chunk0;        /* the channel's chunk count where it starts
+					 * (for `cxlshim doctor`: bytes moved) */
 		_Atomic uint64_t bytes;
 	} m[CXLS_P2P_MSG_RING];
 };

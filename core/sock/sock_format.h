@@ -1,6 +1,6 @@
 /* sock_format.h - the socket region of the pool, as every host sees it.
  *
- *   sock_offset                    sock_listeners listener records (64 B)
+ *   sock_offset                    sock_listeners listener records (128 B)
  *   + listeners                    sock_slots connection records (2 KiB)
  *   + page aligned                 2 * sock_slots rings of sock_ring bytes:
  *                                  slot s owns rings 2s (client to server)
@@ -49,17 +49,24 @@ enum cxls_listener_state { CXLS_LST_FREE = 0, CXLS_LST_CLAIMING = 1, CXLS_LST_LI
 
 #define CXLS_LISTENER_HOLDERS 4
 
+/* sg is state and generation in one word (CXLS_SG below), the generation
+ * bumped at every claim: a reader copies the record between two equal
+ * loads of it, and a take-over's compare-and-swap fails on a record that
+ * was freed and claimed again meanwhile.  claim_gen and lease: who claimed
+ * it, for sweeping a claim whose process died (sock_claim.h). */
 struct cxls_sock_listener {
-	_Alignas(CXLS_LINE) _Atomic uint32_t state;
+	_Alignas(CXLS_LINE) _Atomic uint64_t sg;
 	uint16_t port;     /* network order */
 	uint16_t family;
 	uint8_t addr[16];  /* bound address, all zero for a wildcard */
 	uint32_t uid;
 	uint32_t untracked; /* more holders than slots: never declared dead */
 	_Atomic uint32_t forking; /* forks under way: children not yet recorded */
+	_Atomic uint32_t claim_gen; /* boot_hash and holder[] are the claimer's */
 	uint32_t pad;
 	uint64_t boot_hash;
 	struct cxls_sock_holder holder[CXLS_LISTENER_HOLDERS];
+	_Atomic uint64_t lease;
 };
 
 _Static_assert(sizeof(struct cxls_sock_listener) == CXLS_SOCK_LISTENER_SIZE, "listener lines");
@@ -112,7 +119,7 @@ struct cxls_sock_end {
 	_Alignas(CXLS_LINE) _Atomic uint32_t flags;
 	_Atomic uint32_t forking;   /* forks under way: children not yet recorded */
 	uint32_t uid;
-	uint32_t pad;
+	_Atomic uint32_t claim_gen; /* the creator's end: holder[] is the claimer */
 	uint64_t boot_hash;
 	struct cxls_sock_holder holder[CXLS_SOCK_HOLDERS];
 	_Alignas(CXLS_LINE) _Atomic uint64_t sleeper[CXLS_SOCK_SLEEPERS];
@@ -191,6 +198,7 @@ struct cxls_sock_rec {
 	struct cxls_sock_end end[2]; /* indexed by role */
 	struct cxls_sock_ring_hdr ring[2]; /* 0: client to server */
 	_Alignas(CXLS_LINE) struct cxls_sock_ref ref[2][CXLS_SOCK_REFS]; /* written by the producer */
+	_Alignas(CXLS_LINE) _Atomic uint64_t lease; /* sweepers' (sock_claim.h) */
 };
 
 _Static_assert(sizeof(struct cxls_sock_rec) <= CXLS_SOCK_REC_SIZE, "record fits its stride");

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "pool.h"
 #include "proc_id.h"
+#include "sock_claim.h"
 #include "sock_holder.h"
 #include "sock_sys.h"
 
@@ -32,35 +33,64 @@ static int listener_alive(const struct cxls_sock_listener *l)
 	       cxls_holder_alive(l->holder, CXLS_LISTENER_HOLDERS, l->boot_hash, &recorded) > 0;
 }
 
+int cxls_listener_stale(struct cxls_sock_listener *l, uint64_t sg)
+{
+	if (CXLS_SG_STATE(sg) == CXLS_LST_CLAIMING)
+		return cxls_claim_stale(sg, &l->claim_gen, l->boot_hash, l->holder,
+					CXLS_LISTENER_HOLDERS, &l->lease);
+	return CXLS_SG_STATE(sg) == CXLS_LST_LIVE && !listener_alive(l);
+}
+
+/* Writes our claim of l under gen: who we are first (a claim left by a
+ * killed process is then told from a slow one, sock_claim.h), then what
+ * we listen on; LIVE last, unless a sweeper took the claim back. */
+static int fill(const struct cxls_sock_region *r, struct cxls_sock_listener *l, uint32_t gen,
+		const struct cxls_sock_tuple *t, const struct cxls_proc_id *self)
+{
+	uint64_t sg = CXLS_SG(gen, CXLS_LST_CLAIMING);
+
+	l->boot_hash = self->boot_hash;
+	memset(l->holder, 0, sizeof(l->holder));
+	cxls_holder_add(l->holder, CXLS_LISTENER_HOLDERS);
+	atomic_store_explicit(&l->claim_gen, gen, memory_order_release);
+	wb(r, l);
+	cxls_claim_test_delay("listener");
+	l->port = t->sport;
+	l->family = t->family;
+	memcpy(l->addr, t->saddr, sizeof(l->addr));
+	l->uid = (uint32_t)getuid();
+	l->untracked = 0;
+	wb(r, l);
+	if (!atomic_compare_exchange_strong_explicit(&l->sg, &sg, CXLS_SG(gen, CXLS_LST_LIVE),
+						     memory_order_release, memory_order_relaxed))
+		return -1;
+	wb(r, l);
+	return 0;
+}
+
 static int claim(const struct cxls_sock_region *r, const struct cxls_sock_tuple *t)
 {
 	struct cxls_proc_id self;
 
-	cxls_proc_self(&self);
+	cxls_proc_self(&self); /* now: nothing slow while a claim is held */
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 0; i < r->nlisteners; i++) {
 			struct cxls_sock_listener *l = &r->listeners[i];
-			uint32_t st;
+			uint64_t sg;
 
 			fresh(r, l);
-			st = atomic_load(&l->state);
+			sg = atomic_load(&l->sg);
 			/* second pass: take over records of dead processes */
-			if (st == CXLS_LST_LIVE && pass == 1 && !listener_alive(l))
-				atomic_compare_exchange_strong(&l->state, &st, CXLS_LST_FREE);
-			st = CXLS_LST_FREE;
-			if (!atomic_compare_exchange_strong(&l->state, &st, CXLS_LST_CLAIMING))
+			if (pass == 1 && cxls_listener_stale(l, sg) &&
+			    atomic_compare_exchange_strong(&l->sg, &sg,
+							   CXLS_SG(CXLS_SG_GEN(sg), CXLS_LST_FREE)))
+				sg = CXLS_SG(CXLS_SG_GEN(sg), CXLS_LST_FREE);
+			if (CXLS_SG_STATE(sg) != CXLS_LST_FREE ||
+			    !atomic_compare_exchange_strong(
+				    &l->sg, &sg, CXLS_SG(CXLS_SG_GEN(sg) + 1, CXLS_LST_CLAIMING)))
 				continue;
-			l->port = t->sport;
-			l->family = t->family;
-			memcpy(l->addr, t->saddr, sizeof(l->addr));
-			l->uid = (uint32_t)getuid();
-			l->untracked = 0;
-			l->boot_hash = self.boot_hash;
-			memset(l->holder, 0, sizeof(l->holder));
-			cxls_holder_add(l->holder, CXLS_LISTENER_HOLDERS);
-			wb(r, l);
-			atomic_store_explicit(&l->state, CXLS_LST_LIVE, memory_order_release);
-			wb(r, l);
+			if (fill(r, l, CXLS_SG_GEN(sg) + 1, t, &self))
+				return -1;
 			return (int)i;
 		}
 	}
@@ -94,16 +124,20 @@ static struct cxls_sock_listener *listener_at(int idx)
 void cxls_listener_del(int idx)
 {
 	struct cxls_sock_listener *l = listener_at(idx);
-
+	uint64_t sg;
 	int left;
 
 	if (!l)
 		return;
+	sg = atomic_load(&l->sg);
 	left = cxls_holder_remove(l->holder, CXLS_LISTENER_HOLDERS);
 	CXLS_TRACE("listener %d: closed here, %d holders and %u forks left", idx, left,
 		   atomic_load(&l->forking));
-	if (!left && !l->untracked && !atomic_load(&l->forking))
-		atomic_store(&l->state, CXLS_LST_FREE);
+	/* under the generation we saw: never a record claimed since */
+	if (!left && !l->untracked && !atomic_load(&l->forking) &&
+	    CXLS_SG_STATE(sg) == CXLS_LST_LIVE)
+		atomic_compare_exchange_strong(&l->sg, &sg,
+					       CXLS_SG(CXLS_SG_GEN(sg), CXLS_LST_FREE));
 	wb(cxls_sock_region(), l);
 }
 
@@ -131,23 +165,44 @@ static int addr_any(const uint8_t *a)
 	return !memcmp(a, zero, 16);
 }
 
+/* Does l advertise t?  Read between two equal loads of its state word: a
+ * record closed and claimed again while we read it (its generation moved)
+ * is read again, never taken for a mix of the old and the new. */
+static int serves_one(const struct cxls_sock_region *r, const struct cxls_sock_listener *l,
+		      const struct cxls_sock_tuple *t)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		uint64_t sg;
+		int yes;
+
+		fresh(r, l);
+		sg = atomic_load_explicit(&l->sg, memory_order_acquire);
+		if (CXLS_SG_STATE(sg) != CXLS_LST_LIVE)
+			return 0;
+		yes = l->port == t->sport &&
+		      (addr_any(l->addr) ||
+		       (l->family == t->family && !memcmp(l->addr, t->saddr, 16)));
+		if (yes)
+			cxls_claim_test_delay("listener-read");
+		yes = yes && listener_alive(l);
+		atomic_thread_fence(memory_order_acquire);
+		fresh(r, l);
+		if (atomic_load_explicit(&l->sg, memory_order_relaxed) == sg)
+			return yes;
+		CXLS_TRACE("listener %ld: closed or taken over while read: read again",
+			   (long)(l - r->listeners));
+	}
+	return 0;
+}
+
 int cxls_listener_serves(const struct cxls_sock_tuple *t)
 {
 	const struct cxls_sock_region *r = cxls_sock_region();
 
 	if (!r)
 		return 0;
-	for (uint32_t i = 0; i < r->nlisteners; i++) {
-		const struct cxls_sock_listener *l = &r->listeners[i];
-
-		fresh(r, l);
-		if (atomic_load_explicit(&l->state, memory_order_acquire) != CXLS_LST_LIVE ||
-		    l->port != t->sport)
-			continue;
-		if (!addr_any(l->addr) && (l->family != t->family || memcmp(l->addr, t->saddr, 16)))
-			continue;
-		if (listener_alive(l))
+	for (uint32_t i = 0; i < r->nlisteners; i++)
+		if (serves_one(r, &r->listeners[i], t))
 			return 1;
-	}
 	return 0;
 }

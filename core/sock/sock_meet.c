@@ -14,6 +14,7 @@
 #include "log.h"
 #include "pool.h"
 #include "proc_id.h"
+#include "sock_claim.h"
 #include "sock_holder.h"
 #include "sock_rules.h"
 #include "sock_sys.h"
@@ -196,29 +197,39 @@ static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32
 	struct cxls_proc_id self;
 	struct cxls_sock_rec *rec;
 	uint32_t slot, gen, cap = ring_cap(r, sndbuf);
+	uint64_t sg;
 
+	cxls_proc_self(&self); /* now: nothing slow while a claim is held */
 	if (claim_slot(r, key, &slot, &gen) && (!cxls_sock_sweep(r) ||
 						 claim_slot(r, key, &slot, &gen))) {
 		CXLS_INFO("no free socket slot in the pool: connection stays on TCP");
 		return CXLS_SC_TCP;
 	}
 	rec = cxls_sock_rec(r, slot);
-	cxls_proc_self(&self);
+	sg = CXLS_SG(gen, CXLS_SK_CLAIMING);
+	/* who claimed it, before anything else (sock_claim.h) */
+	rec->creator = (uint32_t)role;
+	init_end(&rec->end[role], &self);
+	atomic_store_explicit(&rec->end[role].claim_gen, gen, memory_order_release);
+	cxls_publish(r->pool->flush_mode, rec, sizeof(*rec));
+	cxls_claim_test_delay("record");
 	memset(rec->ring, 0, sizeof(rec->ring));
 	rec->key = key;
 	rec->tuple = *t;
-	rec->creator = (uint32_t)role;
 	rec->cap = cap;
 	rec->created_ns = cxls_now_ns();
-	init_end(&rec->end[role], &self);
 	memset(&rec->end[!role], 0, sizeof(rec->end[!role]));
+	/* the record before its state: the joiner reads it once WAITING */
+	cxls_publish(r->pool->flush_mode, rec, sizeof(*rec));
+	if (!atomic_compare_exchange_strong_explicit(&rec->sg, &sg, CXLS_SG(gen, CXLS_SK_WAITING),
+						     memory_order_release, memory_order_relaxed)) {
+		CXLS_WARN("socket slot %u: claim taken back by a sweeper: staying on TCP", slot);
+		return CXLS_SC_TCP;
+	}
+	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
 	cxls_sock_attach(c, r, slot, gen, role, cap);
 	c->deadline_ns = rec->created_ns + (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
 	atomic_store(&c->mode, CXLS_SC_PENDING);
-	/* the record before its state: the joiner reads it once WAITING */
-	cxls_publish(r->pool->flush_mode, rec, sizeof(*rec));
-	atomic_store_explicit(&rec->sg, CXLS_SG(gen, CXLS_SK_WAITING), memory_order_release);
-	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
 	CXLS_TRACE("socket slot %u: waiting for the peer", slot);
 	return CXLS_SC_PENDING;
 }
@@ -287,6 +298,15 @@ int cxls_sock_server_listens(const struct sockaddr *sa)
 	return cxls_listener_serves(&t);
 }
 
+/* A CLAIMING record whose claimer is dead (sock_claim.h). */
+static int claim_stale(struct cxls_sock_rec *rec, uint64_t sg)
+{
+	struct cxls_sock_end *e = &rec->end[rec->creator & 1];
+
+	return cxls_claim_stale(sg, &e->claim_gen, e->boot_hash, e->holder, CXLS_SOCK_HOLDERS,
+				&rec->lease);
+}
+
 /* A record of the same connection made by the other end, or -1. */
 static int find(const struct cxls_sock_region *r, uint64_t key, const struct cxls_sock_tuple *t,
 		int role, uint64_t *sg_out)
@@ -301,6 +321,8 @@ static int find(const struct cxls_sock_region *r, uint64_t key, const struct cxl
 		/* a record being written right now may be ours; its writer
 		 * needs a few stores, but may be descheduled in between on a
 		 * loaded host: missing it leaves both ends on TCP */
+		if (CXLS_SG_STATE(sg) == CXLS_SK_CLAIMING && claim_stale(rec, sg))
+			continue; /* its claimer died in the middle: nothing to wait for */
 		while (CXLS_SG_STATE(sg) == CXLS_SK_CLAIMING) {
 			if (!start)
 				start = cxls_now_ns();
@@ -550,6 +572,23 @@ void cxls_sock_peer_gone(struct cxls_sconn *c)
 		CXLS_INFO("socket slot %u: peer gone, %d unread buffers given back", c->slot, n);
 }
 
+/* Another process holds this end, or is being forked with it. */
+static int held_elsewhere(const struct cxls_sock_end *e)
+{
+	struct cxls_proc_id self;
+
+	if (atomic_load(&e->forking) || (atomic_load(&e->flags) & CXLS_END_UNTRACKED))
+		return 1;
+	cxls_proc_self(&self);
+	for (int i = 0; i < CXLS_SOCK_HOLDERS; i++) {
+		uint32_t pid = atomic_load(&e->holder[i].pid);
+
+		if (pid && pid != self.pid)
+			return 1;
+	}
+	return 0;
+}
+
 void cxls_sock_release(struct cxls_sconn *c)
 {
 	struct cxls_sock_end *e = c->me;
@@ -563,14 +602,16 @@ void cxls_sock_release(struct cxls_sconn *c)
 	if (CXLS_SG_GEN(sg) != c->gen)
 		return;
 	if (mode == CXLS_SC_PENDING) {
-		/* never settled: give up the record, a late peer sees TCP */
-		if (CXLS_SG_STATE(sg) == CXLS_SK_WAITING &&
+		/* never settled: give up the record, a late peer sees TCP;
+		 * unless a fork holds it too (a server that forks per
+		 * connection closes its copy at once): that one settles */
+		if (CXLS_SG_STATE(sg) == CXLS_SK_WAITING && !held_elsewhere(e) &&
 		    atomic_compare_exchange_strong(&c->rec->sg, &sg,
 						   CXLS_SG(c->gen, CXLS_SK_ABANDONED))) {
 			cxls_publish(c->tx.flush, &c->rec->sg, CXLS_LINE);
 			return;
 		}
-		if (CXLS_SG_STATE(sg) != CXLS_SK_JOINED)
+		if (CXLS_SG_STATE(sg) != CXLS_SK_JOINED && CXLS_SG_STATE(sg) != CXLS_SK_WAITING)
 			return;
 	}
 	left = cxls_holder_remove(e->holder, CXLS_SOCK_HOLDERS);
@@ -616,8 +657,9 @@ int cxls_sock_sweep(const struct cxls_sock_region *r)
 		switch (st) {
 		case CXLS_SK_FREE:
 			continue;
-		case CXLS_SK_CLAIMING:
-			continue; /* microseconds long; its created_ns is not yet set */
+		case CXLS_SK_CLAIMING: /* microseconds long, unless its claimer died */
+			done = claim_stale(rec, sg);
+			break;
 		case CXLS_SK_WAITING:
 			done = end_finished(r, &rec->end[rec->creator & 1]);
 			break;

@@ -65,5 +65,8 @@ void cxls_listener_del(int idx);
 /* fork: phase 0 in the parent before, 1 in the child after. */
 void cxls_listener_fork(int idx, int phase);
 int cxls_listener_serves(const struct cxls_sock_tuple *t);
+/* A listener record seen with state word sg may be freed: LIVE with all
+ * its holders dead, or CLAIMING by a dead claimer (sock_claim.h). */
+int cxls_listener_stale(struct cxls_sock_listener *l, uint64_t sg);
 
 #endif

@@ -6,17 +6,7 @@
 #include "log.h"
 #include "pool.h"
 #include "sock_holder.h"
-
-/* Same rule as a new listener's take-over (sock_listen.c): a record is
- * dead when nothing says a holder may still be alive. */
-static int listener_dead(const struct cxls_sock_listener *l)
-{
-	int recorded;
-
-	if (l->untracked || atomic_load(&l->forking))
-		return 0;
-	return cxls_holder_alive(l->holder, CXLS_LISTENER_HOLDERS, l->boot_hash, &recorded) == 0;
-}
+#include "sock_meet.h"
 
 int cxls_listener_sweep(const struct cxls_sock_region *r)
 {
@@ -24,15 +14,14 @@ int cxls_listener_sweep(const struct cxls_sock_region *r)
 
 	for (uint32_t i = 0; i < r->nlisteners; i++) {
 		struct cxls_sock_listener *l = &r->listeners[i];
-		uint32_t st = atomic_load(&l->state);
+		uint64_t sg = atomic_load(&l->sg);
 
-		/* CLAIMING lasts microseconds and its holders are not written
-		 * yet; a record has no generation, so a take-over between the
-		 * check and the swap is not told apart: the window is the
-		 * same as the library's own take-over's */
-		if (st != CXLS_LST_LIVE || !listener_dead(l))
-			continue;
-		freed += atomic_compare_exchange_strong(&l->state, &st, CXLS_LST_FREE);
+		/* the same rule as a new listener's take-over (sock_listen.c),
+		 * under the generation seen: a record closed and claimed
+		 * again since is not freed */
+		if (cxls_listener_stale(l, sg))
+			freed += atomic_compare_exchange_strong(
+				&l->sg, &sg, CXLS_SG(CXLS_SG_GEN(sg), CXLS_LST_FREE));
 	}
 	if (freed)
 		CXLS_INFO("listener sweep: %d records of dead processes freed", freed);

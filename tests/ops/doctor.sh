@@ -200,11 +200,41 @@ done
 cat "$dir/doctor.out"
 [ $found = 1 ] || fail "p2p: doctor never saw the two channels"
 [ $rc = 3 ] || fail "p2p: doctor exit status $rc, want 3"
-grep -q "^  send/receive rank 0 -> rank 1: rank 0 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Recv (it posted 0)$" \
+# the Send fits the channel's staging: all of it sent, none received
+grep -q "^  send/receive rank 0 -> rank 1: rank 0 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Recv (it posted 0); message 1: 16384 of 16384 bytes sent, 0 received$" \
 	"$dir/doctor.out" || fail "p2p: the Send without its Recv"
-grep -q "^  send/receive rank 1 -> rank 2: rank 2 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Send (it posted 0)$" \
+grep -q "^  send/receive rank 1 -> rank 2: rank 2 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Send (it posted 0); message 1: 0 of 16384 bytes sent, 0 received$" \
 	"$dir/doctor.out" || fail "p2p: the Recv without its Send"
 grep -q "^first cause: send/receive on comm slot [0-9]*: rank 1 (pid [0-9]*) has not called Recv from rank 0, rank 1 (pid [0-9]*) has not called Send to rank 2$" \
 	"$dir/doctor.out" || fail "p2p: first cause"
+stop_job
+
+echo "== send/receive groups: a ring where rank 1 never posts its Recv"
+# rank 0's group waits in its Send to rank 1 (what the channel stages of
+# it is sent, none received); its Recv from rank 2 is done, and so are
+# the groups of ranks 1 and 2
+$CX run -e -- "$B/tests/ops_job" p2pgroup >"$dir/p2pg.log" 2>&1 &
+job=$!
+found=0
+for _ in $(seq 150); do
+	rc=0
+	$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
+	if [ "$(grep -c "group done" "$dir/p2pg.log")" = 2 ] &&
+		grep -q "^  rank 0 .*Recv from rank 2 message 1: 9437184 of 9437184 bytes received: done" \
+			"$dir/doctor.out"; then found=1; break; fi
+	sleep 0.2
+done
+cat "$dir/doctor.out"
+[ $found = 1 ] || fail "p2pgroup: doctor never saw rank 0's Recv done (and ranks 1, 2 through)"
+[ $rc = 3 ] || fail "p2pgroup: doctor exit status $rc, want 3"
+grep -q "^  send/receive rank 0 -> rank 1: rank 0 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Recv (it posted 0); message 1: [1-9][0-9]* of 9437184 bytes sent, 0 received$" \
+	"$dir/doctor.out" || fail "p2pgroup: the Send without its Recv"
+[ "$(grep -c "^  send/receive " "$dir/doctor.out")" = 1 ] || fail "p2pgroup: one channel waits"
+grep -q "^  rank 0 (pid [0-9]*, alive) send/receive: Send to rank 1 message 1: [1-9][0-9]* of 9437184 bytes sent, 0 received by rank 1: WAITING; Recv from rank 2 message 1: 9437184 of 9437184 bytes received: done$" \
+	"$dir/doctor.out" || fail "p2pgroup: rank 0's group"
+grep -q "^  rank 1 (pid [0-9]*, alive) send/receive: Send to rank 2 message 1: 9437184 of 9437184 bytes sent, 9437184 received by rank 2: done$" \
+	"$dir/doctor.out" || fail "p2pgroup: rank 1's group (no Recv posted)"
+grep -q "^first cause: send/receive on comm slot [0-9]*: rank 1 (pid [0-9]*) has not called Recv from rank 0$" \
+	"$dir/doctor.out" || fail "p2pgroup: first cause"
 stop_job
 echo "doctor: ok"

@@ -35,6 +35,11 @@
  *   ops_job p2p             3 ranks: rank 0 sends to rank 1, rank 2
  *                           receives from rank 1; rank 1 calls neither
  *                           (all stay alive)
+ *   ops_job p2pgroup        3 ranks in a ring, each a group of a Recv from
+ *                           the previous and a Send to the next, of more
+ *                           bytes than a channel stages; rank 1's group
+ *                           holds only its Send: rank 0's Send waits
+ *                           (part of it staged), its Recv completes
  *   ops_job partial         3 ranks, rank 2 never joins the communicator
  *   ops_job lone            one process is rank 2 of a 3-rank communicator
  *                           of its own id: its init must fail (timeout),
@@ -333,6 +338,34 @@ static int p2p(int rank, int n, const ncclUniqueId *id, void *arg)
 		pause(); /* alive until a kill */
 }
 
+#define BIG_FLOATS (9u << 18) /* 9 MiB: more than a channel stages */
+
+static int p2pgroup(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm;
+	cudaStream_t s;
+	float *in, *out;
+	int ok;
+
+	(void)arg;
+	if (setup(rank, n, id, &comm, &s) || allgather(comm, s, rank, n) ||
+	    !(in = dev_floats(BIG_FLOATS, -1)) || !(out = dev_floats(BIG_FLOATS, (float)rank)))
+		return 1;
+	printf("rank %d: ready\n", rank);
+	ok = ncclGroupStart() == ncclSuccess &&
+	     (rank == 1 || /* never posts its Recv from rank 0 */
+	      ncclRecv(in, BIG_FLOATS, ncclFloat, (rank + n - 1) % n, comm, s) == ncclSuccess) &&
+	     ncclSend(out, BIG_FLOATS, ncclFloat, (rank + 1) % n, comm, s) == ncclSuccess &&
+	     ncclGroupEnd() == ncclSuccess;
+	if (!ok)
+		return 1;
+	cudaStreamSynchronize(s); /* rank 0: until a kill */
+	printf("rank %d: group done\n", rank);
+	fflush(stdout);
+	for (;;)
+		pause(); /* alive until a kill */
+}
+
 static int partial(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	ncclComm_t comm;
@@ -402,6 +435,8 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && !strcmp(argv[1], "p2p"))
 		return launch_ranks(3, p2p, NULL, 600);
+	if (argc > 1 && !strcmp(argv[1], "p2pgroup"))
+		return launch_ranks(3, p2pgroup, NULL, 600);
 	if (argc > 1 && !strcmp(argv[1], "partial"))
 		return launch_ranks(3, partial, NULL, 600);
 	if (argc > 1 && !strcmp(argv[1], "lone"))
@@ -410,7 +445,7 @@ int main(int argc, char **argv)
 		base = (float)atof(argv[4]);
 	if (argc > 1 && !strcmp(argv[1], "traffic"))
 		return launch_ranks(n, traffic, &iters, 120);
-	fprintf(stderr, "usage: %s hang|chain|cycle|cycle1|streams|multi|p2p|partial|lone|traffic [NRANKS] [ITERS] "
+	fprintf(stderr, "usage: %s hang|chain|cycle|cycle1|streams|multi|p2p|p2pgroup|partial|lone|traffic [NRANKS] [ITERS] "
 		"[BASE]\n", argv[0]);
 	return 2;
 }

@@ -150,6 +150,14 @@ static void describe_op(const struct diag *d, char *buf, size_t len)
 		snprintf(buf, len, "(no valid descriptor)");
 }
 
+static int p2p_busy(const struct snap_comm *c)
+{
+	for (uint32_t i = 0; i < c->np2p; i++)
+		if (c->p2p[i].busy)
+			return 1;
+	return 0;
+}
+
 static const char *liveness(int alive)
 {
 	return alive > 0 ? "alive" : alive == 0 ? "DEAD" : "on another host";
@@ -257,8 +265,8 @@ static void print_comm(struct diag *d, const struct diag *all, uint32_t n, uint6
 	}
 	if (!d->stuck) {
 		fprintf(out, ": %s, every rank completed its %u collectives%s\n",
-			c->np2p ? "send/receive unmatched" : "idle", c->nranks ? c->ranks[0].done : 0,
-			d->dead ? " (but some ranks died)" : "");
+			p2p_busy(c) ? "send/receive in flight or unmatched" : "idle",
+			c->nranks ? c->ranks[0].done : 0, d->dead ? " (but some ranks died)" : "");
 		return;
 	}
 	describe_op(d, op, sizeof(op));
@@ -276,37 +284,133 @@ static void print_comm(struct diag *d, const struct diag *all, uint32_t n, uint6
 		}
 }
 
+/* Bytes of message m through a channel counter standing at `at` chunks
+ * (the chunks before m do not count; a counter short of m's first chunk
+ * moved none of it). */
+static uint64_t moved(const struct snap_p2p_msg *m, uint32_t at, uint64_t chunk)
+{
+	uint32_t k = at - m->chunk0;
+	uint64_t b;
+
+	if (!m->valid || !chunk || k > (1u << 31))
+		return 0;
+	b = (uint64_t)k * chunk;
+	return b < m->bytes ? b : m->bytes;
+}
+
+/* "message 2: 1048576 of 9437201 bytes sent, 0 received" */
+static void print_progress(FILE *out, const struct snap_p2p *p, uint64_t chunk)
+{
+	const struct snap_p2p_msg *m = p->sent >= p->recvd ? &p->smsg : &p->rmsg;
+
+	if (!m->valid || !chunk) {
+		fprintf(out, "; bytes moved unknown");
+		return;
+	}
+	fprintf(out, "; message %u: %llu of %llu bytes sent, %llu received",
+		p->sent >= p->recvd ? p->sent : p->recvd, (unsigned long long)moved(m, p->pub, chunk),
+		(unsigned long long)m->bytes, (unsigned long long)moved(m, p->ack, chunk));
+}
+
+/* One line per busy channel: who has not posted its side, how far the
+ * last message got. */
+static void print_channel(struct diag *d, const struct snap_p2p *p, FILE *out)
+{
+	const struct snap_comm *c = d->c;
+	int fwd = p->sent > p->recvd; /* the sender is ahead */
+	uint32_t late = fwd ? p->dst : p->src, early = fwd ? p->src : p->dst;
+	const struct snap_rank *k = &c->ranks[late];
+	char what[64];
+
+	fprintf(out, "  send/receive rank %u -> rank %u: ", p->src, p->dst);
+	if (p->sent == p->recvd) {
+		fprintf(out, "both sides posted message %u, in flight", p->sent);
+		print_progress(out, p, c->p2p_chunk);
+		fputc('\n', out);
+		return;
+	}
+	fprintf(out, "rank %u posted message %u, rank %u (pid %u, %s) has not called its %s (it "
+		"posted %u)", early, fwd ? p->sent : p->recvd, late, k->pid,
+		k->state == CXLS_RANK_JOINED ? liveness(k->alive) : "left", fwd ? "Recv" : "Send",
+		fwd ? p->recvd : p->sent);
+	print_progress(out, p, c->p2p_chunk);
+	fputc('\n', out);
+	snprintf(what, sizeof(what), "has not called %s rank %u", fwd ? "Recv from" : "Send to",
+		 early);
+	add_culprit(d->p2p_culprits, sizeof(d->p2p_culprits), late, k->pid, what);
+	d->p2p = 1;
+}
+
+/* A rank's side of one channel, in its group: the last message it posted
+ * there and whether its part of it is done. */
+static void print_side(FILE *out, const struct snap_p2p *p, int send, uint64_t chunk, int *first)
+{
+	const struct snap_p2p_msg *m = send ? &p->smsg : &p->rmsg;
+	uint32_t msg = send ? p->sent : p->recvd;
+	uint64_t mine, theirs;
+
+	if (!msg)
+		return;
+	fprintf(out, "%s%s rank %u message %u", *first ? "" : "; ", send ? "Send to" : "Recv from",
+		send ? p->dst : p->src, msg);
+	*first = 0;
+	if (!m->valid || !chunk) {
+		fprintf(out, " (bytes unknown)");
+		return;
+	}
+	mine = moved(m, send ? p->pub : p->ack, chunk);
+	theirs = send ? moved(m, p->ack, chunk) : 0;
+	if (send)
+		fprintf(out, ": %llu of %llu bytes sent, %llu received by rank %u: %s",
+			(unsigned long long)mine, (unsigned long long)m->bytes,
+			(unsigned long long)theirs, p->dst,
+			theirs == m->bytes ? "done" : mine == m->bytes ? "sent, not received" :
+			"WAITING");
+	else
+		fprintf(out, ": %llu of %llu bytes received: %s", (unsigned long long)mine,
+			(unsigned long long)m->bytes, mine == m->bytes ? "done" : "WAITING");
+}
+
+/* Per rank with a busy channel, what its last send/receive group holds:
+ * every channel's last message, done or waiting. */
+static void print_groups(const struct snap_comm *c, FILE *out)
+{
+	for (uint32_t r = 0; r < c->nranks; r++) {
+		const struct snap_rank *k = &c->ranks[r];
+		int busy = 0, first = 1;
+
+		for (uint32_t i = 0; i < c->np2p; i++)
+			busy |= c->p2p[i].busy && (c->p2p[i].src == r || c->p2p[i].dst == r);
+		if (!busy)
+			continue;
+		fprintf(out, "  rank %u (pid %u, %s) send/receive: ", r, k->pid,
+			k->state == CXLS_RANK_JOINED ? liveness(k->alive) : "left");
+		for (uint32_t i = 0; i < c->np2p; i++) {
+			if (c->p2p[i].src == r)
+				print_side(out, &c->p2p[i], 1, c->p2p_chunk, &first);
+			if (c->p2p[i].dst == r)
+				print_side(out, &c->p2p[i], 0, c->p2p_chunk, &first);
+		}
+		fprintf(out, "%s\n", first ? "no Send or Recv posted" : "");
+	}
+}
+
 /* Send/receive groups are not collectives: they post no descriptor, only
- * the message counts of each channel.  A channel on which one side posted
- * more messages than the other is waiting for the other's Send or Recv
- * (a snapshot: it may be matched an instant later, like any op in
- * flight). */
+ * each channel's messages (size and first chunk) and its chunk counters.
+ * A channel on which one side posted more messages than the other is
+ * waiting for the other's Send or Recv; one whose last message is not
+ * through is in flight (a snapshot: it may move an instant later, like
+ * any op in flight). */
 static void print_p2p(struct diag *d, FILE *out)
 {
 	const struct snap_comm *c = d->c;
 
 	if (c->corrupt || c->bad_ranks || !c->ranks || c->phase != CXLS_COMM_READY)
 		return;
-	for (uint32_t i = 0; i < c->np2p; i++) {
-		const struct snap_p2p *p = &c->p2p[i];
-		int fwd = p->sent > p->recvd; /* the sender is ahead */
-		uint32_t late = fwd ? p->dst : p->src, early = fwd ? p->src : p->dst;
-		const struct snap_rank *k;
-		char what[64];
-
-		if (p->src >= c->nranks || p->dst >= c->nranks)
-			continue;
-		k = &c->ranks[late];
-		fprintf(out, "  send/receive rank %u -> rank %u: rank %u posted message %u, rank %u "
-			"(pid %u, %s) has not called its %s (it posted %u)\n", p->src, p->dst, early,
-			fwd ? p->sent : p->recvd, late, k->pid,
-			k->state == CXLS_RANK_JOINED ? liveness(k->alive) : "left",
-			fwd ? "Recv" : "Send", fwd ? p->recvd : p->sent);
-		snprintf(what, sizeof(what), "has not called %s rank %u",
-			 fwd ? "Recv from" : "Send to", early);
-		add_culprit(d->p2p_culprits, sizeof(d->p2p_culprits), late, k->pid, what);
-		d->p2p = 1;
-	}
+	for (uint32_t i = 0; i < c->np2p; i++)
+		if (c->p2p[i].busy && c->p2p[i].src < c->nranks && c->p2p[i].dst < c->nranks)
+			print_channel(d, &c->p2p[i], out);
+	print_groups(c, out);
 }
 
 int doctor_report(const struct pool_snap *s, FILE *out, uint64_t now_real_ns)

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "proc_id.h"
+#include "sock_claim.h"
 #include "snapshot.h"
 
 const char *snap_sock_state_name(uint32_t state)
@@ -59,12 +60,30 @@ static uint32_t copy_holders(const struct cxls_sock_holder *h, int n, uint64_t b
 	return k;
 }
 
+/* The claimer of a CLAIMING record, from its tagged identity. */
+static void copy_claim(uint64_t sg, const _Atomic uint32_t *claim_gen, uint64_t boot_hash,
+		       const struct cxls_sock_holder *h, int n, int flags, struct snap_claim *o)
+{
+	o->who = CXLS_CLAIMER_UNKNOWN;
+	if (atomic_load(claim_gen) != CXLS_SG_GEN(sg))
+		return;
+	o->pid = atomic_load(&h[0].pid);
+	if (flags & SNAP_LIVENESS)
+		o->who = cxls_claimer_of(sg, claim_gen, boot_hash, h, n);
+}
+
 static void copy_listener(const struct cxls_sock_listener *l, uint32_t idx, int flags,
 			  struct snap_listener *o)
 {
+	uint64_t sg = atomic_load_explicit(&l->sg, memory_order_acquire);
+
 	memset(o, 0, sizeof(*o));
 	o->idx = idx;
-	o->state = atomic_load_explicit(&l->state, memory_order_acquire);
+	o->state = CXLS_SG_STATE(sg);
+	o->gen = CXLS_SG_GEN(sg);
+	if (o->state == CXLS_LST_CLAIMING)
+		copy_claim(sg, &l->claim_gen, l->boot_hash, l->holder, CXLS_LISTENER_HOLDERS,
+			   flags, &o->claim);
 	o->port = ntohs(l->port);
 	o->family = l->family;
 	memcpy(o->addr, l->addr, sizeof(o->addr));
@@ -120,6 +139,12 @@ static void copy_sock(const struct cxls_super *sb, const struct cxls_sock_rec *r
 	o->cap = rec->cap;
 	memcpy(&o->tuple, &rec->tuple, sizeof(o->tuple));
 	o->created_ns = rec->created_ns;
+	if (o->state == CXLS_SK_CLAIMING) {
+		const struct cxls_sock_end *e = &rec->end[rec->creator & 1];
+
+		copy_claim(sg, &e->claim_gen, e->boot_hash, e->holder, CXLS_SOCK_HOLDERS, flags,
+			   &o->claim);
+	}
 	o->corrupt = sock_check(sb, rec, o);
 	if (o->corrupt)
 		return;
@@ -143,7 +168,7 @@ int snap_take_socks(const uint8_t *base, int flags, struct pool_snap *out)
 	if (!out->listeners || !out->socks)
 		return -1;
 	for (uint32_t i = 0; i < sb->sock_listeners; i++) {
-		if (atomic_load(&lst[i].state) == CXLS_LST_FREE)
+		if (CXLS_SG_STATE(atomic_load(&lst[i].sg)) == CXLS_LST_FREE)
 			continue;
 		copy_listener(&lst[i], i, flags, &out->listeners[out->nlisteners++]);
 	}

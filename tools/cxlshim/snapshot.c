@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "comm_table.h"
+#include "layout.h"
 #include "pool.h"
 #include "proc_id.h"
 #include "seq_record.h"
@@ -100,34 +101,83 @@ static uint32_t last_msg(const struct cxls_p2p_msg *r)
 	return last;
 }
 
-/* Channels whose sender and receiver posted different message counts.
- * Two passes over a live pool: what does not fit the first count is left
- * out.  0, or -1 when out of memory. */
+/* Message seq of ring r, read as p2p_match.c's peek() does. */
+static void copy_msg(const struct cxls_p2p_msg *r, uint32_t seq, struct snap_p2p_msg *o)
+{
+	const __typeof__(r->m[0]) *e = &r->m[(seq - 1) % CXLS_P2P_MSG_RING];
+
+	memset(o, 0, sizeof(*o));
+	if (!seq || seq_record_begin(&e->seq, seq) != 1)
+		return;
+	o->bytes = atomic_load_explicit(&e->bytes, memory_order_relaxed);
+	o->chunk0 = e->chunk0;
+	o->valid = seq_record_end(&e->seq, seq);
+}
+
+/* The chunk count at which message m is through, 0 when unknown. */
+static uint32_t msg_end(const struct snap_p2p_msg *m, uint64_t chunk)
+{
+	return m->valid && chunk ? m->chunk0 + (uint32_t)((m->bytes + chunk - 1) / chunk) : 0;
+}
+
+static void copy_channel(const struct cxls_comm_view *v, uint32_t src, uint32_t dst,
+			 uint64_t chunk, struct snap_p2p *o)
+{
+	size_t i = (size_t)src * v->max_ranks + dst;
+	uint32_t s_end, r_end;
+
+	o->src = src;
+	o->dst = dst;
+	o->sent = last_msg(&v->p2p_smsg[i]);
+	o->recvd = last_msg(&v->p2p_rmsg[i]);
+	o->pub = atomic_load(&cxls_p2p_pub(v, (int)src, (int)dst)->seq);
+	o->ack = atomic_load(&cxls_p2p_ack(v, (int)src, (int)dst)->seq);
+	copy_msg(&v->p2p_smsg[i], o->sent, &o->smsg);
+	copy_msg(&v->p2p_rmsg[i], o->recvd, &o->rmsg);
+	s_end = msg_end(&o->smsg, chunk);
+	r_end = msg_end(&o->rmsg, chunk);
+	o->busy = o->sent != o->recvd || (s_end && o->pub - s_end > (1u << 31)) ||
+		  (r_end && o->ack - r_end > (1u << 31));
+}
+
+/* Busy channels, and every other channel with messages of the ranks at
+ * their ends (what else their groups did).  Counted, then copied: on a
+ * live pool what does not fit the first count is left out.  0, or -1
+ * when out of memory. */
 static int copy_p2p(const struct cxls_comm_view *v, struct snap_comm *o)
 {
 	uint32_t n = o->nranks, cap = 0;
+	uint8_t *busy = calloc(n, 1);
+	struct snap_p2p ch;
 
+	if (!busy)
+		return -1;
+	for (uint32_t src = 0; src < n; src++)
+		for (uint32_t dst = 0; dst < n; dst++) {
+			if (src == dst)
+				continue;
+			copy_channel(v, src, dst, o->p2p_chunk, &ch);
+			if (ch.busy)
+				busy[src] = busy[dst] = 1;
+		}
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t src = 0; src < n; src++)
 			for (uint32_t dst = 0; dst < n; dst++) {
-				size_t i = (size_t)src * v->max_ranks + dst;
-				uint32_t sent = last_msg(&v->p2p_smsg[i]);
-				uint32_t recvd = last_msg(&v->p2p_rmsg[i]);
-
-				if (src == dst || sent == recvd)
+				if (src == dst || !(busy[src] || busy[dst]))
 					continue;
-				if (!pass) {
+				copy_channel(v, src, dst, o->p2p_chunk, &ch);
+				if (!ch.busy && !ch.sent && !ch.recvd)
+					continue;
+				if (!pass)
 					cap++;
-				} else if (o->np2p < cap) {
-					o->p2p[o->np2p++] = (struct snap_p2p){ src, dst, sent, recvd };
-				}
+				else if (o->np2p < cap)
+					o->p2p[o->np2p++] = ch;
 			}
-		if (!pass && !cap)
-			return 0;
-		if (!pass && !(o->p2p = calloc(cap, sizeof(*o->p2p))))
-			return -1;
+		if (!pass && (!cap || !(o->p2p = calloc(cap, sizeof(*o->p2p)))))
+			break;
 	}
-	return 0;
+	free(busy);
+	return cap && !o->p2p ? -1 : 0;
 }
 
 /* Header fields, each checked against the geometry. */
@@ -135,6 +185,7 @@ static int copy_comm(const struct cxls_pool *p, uint32_t slot, int flags, struct
 {
 	struct cxls_comm_view v;
 	struct cxls_comm_rec hdr;
+	struct cxls_layout lay;
 	uint64_t st;
 
 	cxls_comm_view_of(p, slot, &v);
@@ -174,6 +225,9 @@ static int copy_comm(const struct cxls_pool *p, uint32_t slot, int flags, struct
 		copy_rank(&v, &hdr, r, flags, &o->ranks[r]);
 		o->bad_ranks += o->ranks[r].corrupt != NULL;
 	}
+	if (cxls_layout_init(&lay, p->sb, slot, o->nranks, hdr.chunk, hdr.slots,
+			     (int)hdr.interleave) == 0)
+		o->p2p_chunk = lay.p2p_chunk;
 	if (copy_p2p(&v, o))
 		o->corrupt = "out of memory";
 	return 1;

@@ -35,13 +35,25 @@ struct snap_rank {
 	struct snap_desc desc[CXLS_DESC_RING];
 };
 
-/* A point-to-point channel whose two sides posted different numbers of
- * messages: one side called a Send (or a Recv) the other has not matched
- * yet. */
+/* The last message one side of a channel posted (p2p_match.c). */
+struct snap_p2p_msg {
+	int valid;               /* read whole */
+	uint32_t chunk0;         /* channel chunk where it starts */
+	uint64_t bytes;
+};
+
+/* A point-to-point channel src -> dst with messages in flight, or one of
+ * a rank that has: sent != recvd when one side called a Send (or a Recv)
+ * the other has not matched yet.  pub and ack count the channel's chunks
+ * published and consumed: with the chunk size, how far the last message
+ * got. */
 struct snap_p2p {
 	uint32_t src, dst;
 	uint32_t sent;           /* messages src posted to send to dst */
 	uint32_t recvd;          /* messages dst posted to receive from src */
+	uint32_t pub, ack;
+	struct snap_p2p_msg smsg, rmsg; /* message `sent` as sent, `recvd` as received */
+	int busy;                /* unmatched, or its last message not through */
 };
 
 struct snap_comm {
@@ -54,8 +66,9 @@ struct snap_comm {
 	const char *corrupt;     /* why it cannot be interpreted, or NULL */
 	uint32_t bad_ranks;      /* joined ranks whose record fails its checksum */
 	struct snap_rank *ranks; /* nranks entries when not corrupt */
-	uint32_t np2p;           /* unmatched channels */
+	uint32_t np2p;           /* busy channels, and the rest of their ranks' */
 	struct snap_p2p *p2p;
+	uint64_t p2p_chunk;      /* bytes per channel chunk; 0: unknown */
 };
 
 /* A process recorded as holding a socket or listener. */
@@ -65,8 +78,17 @@ struct snap_holder {
 	int alive;               /* 1 alive, 0 dead, -1 another host */
 };
 
+/* Who holds a CLAIMING record's claim (sock_claim.h): pid and
+ * enum cxls_claimer (UNKNOWN: not written yet, another host, or liveness
+ * not asked). */
+struct snap_claim {
+	uint32_t pid;
+	int who;
+};
+
 struct snap_listener {
-	uint32_t idx, state;     /* enum cxls_listener_state */
+	uint32_t idx, state, gen; /* enum cxls_listener_state */
+	struct snap_claim claim;
 	uint16_t port, family;   /* port in host order */
 	uint8_t addr[16];
 	uint32_t uid, untracked, forking;
@@ -83,6 +105,7 @@ struct snap_sock_end {
 /* One connection record in use. */
 struct snap_sock {
 	uint32_t slot, state, gen, creator, cap;
+	struct snap_claim claim;      /* CLAIMING only */
 	struct cxls_sock_tuple tuple; /* ports in network order, as in the pool */
 	uint64_t created_ns;          /* CLOCK_MONOTONIC of the creating host */
 	uint64_t fill[2];             /* bytes queued: client to server, back */

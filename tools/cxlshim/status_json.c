@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 
 #include "names.h"
+#include "sock_claim.h"
 
 static void jalive(FILE *out, int alive)
 {
@@ -96,10 +97,24 @@ static void json_holders(FILE *out, const struct snap_holder *h, uint32_t n)
 	fputs("]", out);
 }
 
+static void json_claim(FILE *out, const struct snap_claim *c)
+{
+	static const char *const who[] = { "alive", "dead", "unknown" };
+
+	fprintf(out, "\"claimer\": {\"pid\": %u, \"state\": \"%s\"}", c->pid, who[c->who]);
+}
+
 static void json_listener(FILE *out, const struct snap_listener *l)
 {
 	char addr[64];
 
+	if (l->state == CXLS_LST_CLAIMING) {
+		fprintf(out, "{\"index\": %u, \"state\": \"claiming\", \"generation\": %u, ",
+			l->idx, l->gen);
+		json_claim(out, &l->claim);
+		fputs("}", out);
+		return;
+	}
 	snap_addr(addr, sizeof(addr), l->family, l->addr, l->port);
 	fprintf(out, "{\"index\": %u, \"state\": \"%s\", \"address\": \"%s\", \"port\": %u, "
 		"\"uid\": %u, \"untracked\": %s, \"holders\": ", l->idx,
@@ -124,6 +139,13 @@ static void json_sock(FILE *out, const struct snap_sock *k)
 	const struct cxls_sock_tuple *t = &k->tuple;
 	char c[64], srv[64];
 
+	if (k->state == CXLS_SK_CLAIMING) {
+		fprintf(out, "{\"slot\": %u, \"state\": \"claiming\", \"generation\": %u, ",
+			k->slot, k->gen);
+		json_claim(out, &k->claim);
+		fputs("}", out);
+		return;
+	}
 	snap_addr(c, sizeof(c), t->family, t->caddr, ntohs(t->cport));
 	snap_addr(srv, sizeof(srv), t->family, t->saddr, ntohs(t->sport));
 	fprintf(out, "{\"slot\": %u, \"state\": \"%s\", \"generation\": %u, \"client\": \"%s\", "

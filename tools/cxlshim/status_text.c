@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include "names.h"
+#include "sock_claim.h"
 
 static const char *alive_name(int alive)
 {
@@ -69,10 +70,27 @@ static void print_holders(FILE *out, const struct snap_holder *h, uint32_t n)
 		fprintf(out, "%s pid %u %s", i ? "," : "", h[i].pid, alive_name(h[i].alive));
 }
 
+/* A record stuck in CLAIMING is lost to every later job until swept. */
+static void print_claim(FILE *out, const struct snap_claim *c)
+{
+	if (c->who == CXLS_CLAIMER_ALIVE)
+		fprintf(out, "by pid %u alive (being written)\n", c->pid);
+	else if (c->who == CXLS_CLAIMER_DEAD)
+		fprintf(out, "by pid %u DEAD: `pool clean` reclaims it\n", c->pid);
+	else
+		fprintf(out, "by a process not known yet or of another host: reclaimed %u s "
+			"after a sweep first sees it\n", CXLS_CLAIM_LEASE_S);
+}
+
 static void print_listener(FILE *out, const struct snap_listener *l)
 {
 	char addr[64];
 
+	if (l->state == CXLS_LST_CLAIMING) {
+		fprintf(out, "  listener %-4u claiming ", l->idx);
+		print_claim(out, &l->claim);
+		return;
+	}
 	snap_addr(addr, sizeof(addr), l->family, l->addr, l->port);
 	fprintf(out, "  listener %-4u %-8s %-24s uid %u, held by", l->idx,
 		snap_listener_state_name(l->state), addr, l->uid);
@@ -100,6 +118,11 @@ static void print_sock(FILE *out, const struct snap_sock *k)
 	const struct cxls_sock_tuple *t = &k->tuple;
 	char c[64], srv[64];
 
+	if (k->state == CXLS_SK_CLAIMING) {
+		fprintf(out, "  conn slot %-4u claiming  ", k->slot);
+		print_claim(out, &k->claim);
+		return;
+	}
 	snap_addr(c, sizeof(c), t->family, t->caddr, ntohs(t->cport));
 	snap_addr(srv, sizeof(srv), t->family, t->saddr, ntohs(t->sport));
 	fprintf(out, "  conn slot %-4u %-9s %s -> %s", k->slot, snap_sock_state_name(k->state), c,
