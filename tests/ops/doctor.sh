@@ -32,6 +32,32 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
+# gone PID...: true once none of them runs (exited, or a zombie)
+gone() {
+	local p
+	for p; do
+		[ -r /proc/$p/stat ] && [ "$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)" != Z ] &&
+			return 1
+	done
+	return 0
+}
+# stop_job: kills the job and its ranks, then reclaims what they left.
+# The ranks are the job's children, not ours, and `pool clean` reclaims
+# only what dead processes left: wait until they are gone first (a killed
+# process takes a while to exit on a loaded machine).
+stop_job() {
+	local pids
+	pids="$(ps -o pid= --ppid "$job") $job"
+	kill -KILL $pids 2>/dev/null || true
+	wait "$job" 2>/dev/null || true
+	job=
+	for _ in $(seq 200); do
+		gone $pids && break
+		sleep 0.05
+	done
+	$CX pool clean >/dev/null
+}
+
 $CX run -e -t "$dir" -- "$B/tests/ops_job" hang 3 >"$dir/job.log" 2>&1 &
 job=$!
 found=0
@@ -99,10 +125,7 @@ grep -q "rank 2 (pid [0-9]*, alive) has not called op 1: it waits in op 1 AllGat
 grep -q "^first cause: op 1 AllGather(count 4096, float32) on comm slot [0-9]*: rank 1 (pid [0-9]*) has not called it$" \
 	"$dir/doctor.out" || fail "the first cause is not B's AllGather"
 [ "$(grep -c "^first cause" "$dir/doctor.out")" = 1 ] || fail "more than one first cause"
-kill -KILL $(ps -o pid= --ppid "$job") "$job" 2>/dev/null || true
-wait "$job" 2>/dev/null || true
-job=
-$CX pool clean >/dev/null
+stop_job
 
 for mode in cycle cycle1; do
 	echo "== a wait cycle across two communicators ($mode)"
@@ -134,10 +157,7 @@ for mode in cycle cycle1; do
 		grep -q "rank 0 (pid [0-9]*, alive) called op 1, queued behind its active op 1 AllReduce" \
 			"$dir/doctor.out" || fail "$mode: the op pending behind the active one"
 	fi
-	kill -KILL $(ps -o pid= --ppid "$job") "$job" 2>/dev/null || true
-	wait "$job" 2>/dev/null || true
-	job=
-	$CX pool clean >/dev/null
+	stop_job
 done
 # run_job MODE LINE: starts ops_job MODE and waits until doctor's report
 # has two first causes and LINE twice (every op of the job enqueued)
@@ -155,12 +175,6 @@ run_job() {
 	cat "$dir/doctor.out"
 	[ $found = 1 ] || fail "$1: doctor never saw both hangs"
 	[ $rc = 3 ] || fail "$1: doctor exit status $rc, want 3"
-}
-stop_job() {
-	kill -KILL $(ps -o pid= --ppid "$job") "$job" 2>/dev/null || true
-	wait "$job" 2>/dev/null || true
-	job=
-	$CX pool clean >/dev/null
 }
 
 echo "== several queues per process: two streams, two communicators"
