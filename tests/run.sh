@@ -270,6 +270,12 @@ for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll 
 	close-blocked sleepers fork-wake longjmp nbconnect corrupt badargs sendfile uring stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t
 done
+# event loops that register their socket in an epoll set before connect()
+SOCKLOOP=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_loop_check")
+for t in lt et oneshot fired nested del select fork closed thread many; do
+	step "sock: epoll set before connect(): $t" shim "${SOCKLOOP[@]}" $t
+done
+step "sock: epoll set before connect(), every case without the preload" "${SOCKLOOP[@]}" all
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool
 SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")
