@@ -41,6 +41,8 @@ struct cxls_sconn {
 	int listener;             /* LISTEN: index of our listener record */
 	int server_listens;       /* client: the server was in the pool */
 	uint64_t deadline_ns;     /* PENDING: stay on TCP after this */
+	uint64_t key;             /* PENDING: the meeting's, and what it is */
+	struct cxls_sock_tuple tuple; /* derived from (our copies, not the pool's) */
 	struct cxls_sock_rec *rec;
 	struct cxls_sock_end *me;
 	struct cxls_sock_end *peer;
