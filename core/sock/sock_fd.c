@@ -379,6 +379,15 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 	if ((name == SO_SNDBUF || name == SO_RCVBUF) && len >= sizeof(int) &&
 	    *(const int *)val > 0 && cxls_sock_region())
 		note_buf(fd, (uint32_t)*(const int *)val);
+	if (name == SO_RCVTIMEO_OLD || name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_OLD ||
+	    name == SO_SNDTIMEO_NEW) {
+		c = cxls_fdtab_get(fd);
+		if (c) {
+			atomic_store(&c->timeo_known, 0); /* read again at the next wait */
+			cxls_sconn_put(c);
+		}
+		return;
+	}
 	if (name != SO_RCVLOWAT && name != SO_LINGER)
 		return;
 	c = cxls_fdtab_get(fd);
