@@ -62,7 +62,10 @@ EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
 	int r = cxls_sock_epoll_wait(epfd, ev, max, timeout, NULL);
 
-	return r != -2 ? r : REAL(epoll_wait)(epfd, ev, max, timeout);
+	if (r != -2)
+		return r;
+	r = REAL(epoll_wait)(epfd, ev, max, timeout);
+	return cxls_sock_epoll_waited(epfd, ev, max, timeout, NULL, r);
 }
 
 EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
@@ -70,7 +73,10 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
 {
 	int r = cxls_sock_epoll_wait(epfd, ev, max, timeout, mask);
 
-	return r != -2 ? r : REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+	if (r != -2)
+		return r;
+	r = REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+	return cxls_sock_epoll_waited(epfd, ev, max, timeout, mask, r);
 }
 
 EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts,
@@ -81,5 +87,8 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct 
 	if (ts)
 		ms = (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000);
 	r = cxls_sock_epoll_wait(epfd, ev, max, ms, mask);
-	return r != -2 ? r : REAL(epoll_pwait2)(epfd, ev, max, ts, mask);
+	if (r != -2)
+		return r;
+	r = REAL(epoll_pwait2)(epfd, ev, max, ts, mask);
+	return cxls_sock_epoll_waited(epfd, ev, max, ms, mask, r);
 }

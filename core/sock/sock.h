@@ -71,9 +71,11 @@ int cxls_sock_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms,
 			 const sigset_t *mask);
+/* After the real epoll_wait the caller made on -2 from the one above,
+ * with its result n: the events the application may see. */
+int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeout_ms,
+			   const sigset_t *mask, int n);
 void cxls_sock_epoll_closing(int fd);
-/* 1 when fd went into an epoll set before the shim followed it. */
-int cxls_sock_epoll_has(int fd);
 
 /* exec (sock_exec.c): the "fd:slot:gen:role,..." list of pooled fds that
  * survive exec (no FD_CLOEXEC), for CXLSHIM_SOCK_FDS; how many.  The new

@@ -41,6 +41,8 @@ struct cxls_sconn {
 	int listener;             /* LISTEN: index of our listener record */
 	int server_listens;       /* client: the server was in the pool */
 	uint64_t deadline_ns;     /* PENDING: stay on TCP after this */
+	uint64_t key;             /* PENDING: the meeting's, and what it is */
+	struct cxls_sock_tuple tuple; /* derived from (our copies, not the pool's) */
 	struct cxls_sock_rec *rec;
 	struct cxls_sock_end *me;
 	struct cxls_sock_end *peer;
@@ -59,6 +61,9 @@ struct cxls_sconn {
 	_Atomic int linger0;      /* SO_LINGER {1, 0}: close resets */
 	_Atomic uint32_t sndbuf;  /* SO_SNDBUF set by the application */
 	_Atomic uint32_t rcvlowat;
+	_Atomic int timeo_known;  /* the two below are SO_RCVTIMEO/SO_SNDTIMEO */
+	uint64_t rcvtimeo_ns;     /* 0: none; read from the socket once, again */
+	uint64_t sndtimeo_ns;     /* after the application sets either */
 	_Atomic int app_nodelay;  /* TCP_NODELAY and TCP_CORK as the application */
 	_Atomic int app_cork;     /* set them: the socket itself keeps 1 and 0 */
 	uint32_t busy_us;

@@ -22,6 +22,7 @@
 
 #include "proc_id.h"
 #include "sock_chan.h"
+#include "sock_epseen.h"
 #include "sock_ref.h"
 #include "sock_sys.h"
 
@@ -101,48 +102,6 @@ static struct epset *set_of(int epfd, int create)
 	}
 	pthread_mutex_unlock(&sets_lock);
 	return s;
-}
-
-/* fds the application put in an epoll set while the shim did not follow
- * them: if such a socket connects later, the kernel has the set's plain
- * registration, so the connection must stay on TCP (sock_fd.c asks) */
-static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t *seen;
-static int nseen; /* words */
-
-static void mark_seen(int fd, int on)
-{
-	int w = fd / 64;
-
-	pthread_mutex_lock(&seen_lock);
-	if (w >= nseen && on) {
-		int n = w + 64;
-		uint64_t *grown = realloc(seen, (size_t)n * sizeof(*seen));
-
-		if (grown) {
-			memset(grown + nseen, 0, (size_t)(n - nseen) * sizeof(*seen));
-			seen = grown;
-			nseen = n;
-		}
-	}
-	if (w < nseen) {
-		if (on)
-			seen[w] |= 1ull << (fd % 64);
-		else
-			seen[w] &= ~(1ull << (fd % 64));
-	}
-	pthread_mutex_unlock(&seen_lock);
-}
-
-int cxls_sock_epoll_has(int fd)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&seen_lock);
-	if (fd >= 0 && fd / 64 < nseen)
-		r = (seen[fd / 64] >> (fd % 64)) & 1;
-	pthread_mutex_unlock(&seen_lock);
-	return r;
 }
 
 static struct ep_item *find(struct epset *s, int fd)
@@ -272,6 +231,15 @@ static int collect_children(struct epset *s, struct epoll_event *out, int n, int
 	return n;
 }
 
+/* Noted for a connect() that may follow (sock_epseen.h). */
+static void unfollowed(int epfd, int op, int fd)
+{
+	if (op == EPOLL_CTL_ADD)
+		cxls_epseen_added(epfd, fd);
+	else if (op == EPOLL_CTL_DEL)
+		cxls_epseen_deleted(epfd, fd);
+}
+
 int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct cxls_sconn *c;
@@ -290,8 +258,7 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (inner && fd != epfd)
 		return nest(epfd, op, fd, ev, inner);
 	if (!c && cxls_fdtab_empty() && !atomic_load(&any_set)) {
-		if (op == EPOLL_CTL_ADD && fd >= 0)
-			mark_seen(fd, 1);
+		unfollowed(epfd, op, fd);
 		return -2;
 	}
 	if (c && atomic_load(&c->mode) != CXLS_SC_CONNECTING) {
@@ -302,8 +269,8 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		cxls_sconn_put(c);
 		c = NULL;
 	}
-	if (!c && op == EPOLL_CTL_ADD && fd >= 0)
-		mark_seen(fd, 1);
+	if (!c)
+		unfollowed(epfd, op, fd);
 	s = set_of(epfd, c != NULL);
 	if (!c && (!s || op == EPOLL_CTL_ADD)) {
 		if (c)
@@ -386,6 +353,112 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	pthread_mutex_unlock(&s->lock);
 	cxls_sconn_put(c);
 	return r;
+}
+
+/* Takes over fd's registration r, made while the shim did not follow fd
+ * (sock_epseen.h): an item with the application's events and data, the
+ * kernel's registration tagged like one made after connect().  A one-shot
+ * registration that fired stays disabled until EPOLL_CTL_MOD.  Returns 0,
+ * or -1 with the kernel's registration as the application made it. */
+static int adopt_one(int fd, struct cxls_sconn *c, const struct cxls_epreg *r)
+{
+	struct epset *s = set_of(r->epfd, 1);
+	struct epoll_event app = { .events = r->events, .data.u64 = r->data }, e;
+	struct ep_item *it;
+	int rc = 0;
+
+	if (!s)
+		return -1;
+	pthread_mutex_lock(&s->lock);
+	it = find(s, fd);
+	if (it) /* parked for a file since closed */
+		drop(s, it);
+	if (add(s, fd, c, &app)) {
+		rc = -1;
+		goto out;
+	}
+	it = &s->items[s->n - 1];
+	if (cxls_epreg_disabled(r)) {
+		it->disabled = 1;
+		goto out;
+	}
+	e = tagged(fd, c, r->events);
+	if (sys_epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &e))
+		drop(s, it); /* deleted meanwhile: nothing to take over */
+	else
+		it->kpooled = pooled_reg(&e);
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* Gives a registration taken over back to the application. */
+static void unadopt_one(int fd, const struct cxls_epreg *r)
+{
+	struct epset *s = set_of(r->epfd, 0);
+	struct epoll_event app = { .events = r->events, .data.u64 = r->data };
+	struct ep_item *it;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	it = find(s, fd);
+	if (it) {
+		if (!cxls_epreg_disabled(r))
+			sys_epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &app);
+		drop(s, it);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Notes epoll fd inner (now holding a followed fd) as a member of the
+ * sets it was added to while the shim did not look (sock_epseen.h). */
+static int adopt_nested(int inner)
+{
+	struct cxls_epreg outer[CXLS_EPREG_MAX];
+	struct epset *in = set_of(inner, 1);
+	int n = cxls_epseen_regs(inner, outer);
+
+	if (n < 0 || !in)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		struct epset *s = set_of(outer[i].epfd, 1);
+		int j, rc = 0;
+
+		if (!s)
+			return -1;
+		pthread_mutex_lock(&s->lock);
+		for (j = 0; j < s->nchild && s->child[j].fd != inner; j++)
+			;
+		if (j == s->nchild && s->nchild == EP_CHILDREN)
+			rc = -1;
+		else if (j == s->nchild)
+			s->child[s->nchild++] = (struct ep_child){
+				inner, in, outer[i].events, { .u64 = outer[i].data }
+			};
+		pthread_mutex_unlock(&s->lock);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+int cxls_sock_epoll_adopt(int fd, struct cxls_sconn *c, const struct cxls_epreg *r, int n)
+{
+	int i;
+
+	/* the sets' own places first: a failure there changes nothing */
+	for (i = 0; i < n; i++)
+		if (adopt_nested(r[i].epfd))
+			return -1;
+	for (i = 0; i < n; i++)
+		if (adopt_one(fd, c, &r[i]))
+			break;
+	if (i == n)
+		return 0;
+	while (i--)
+		unadopt_one(fd, &r[i]);
+	return -1;
 }
 
 static short poll_bits(uint32_t ev)
@@ -588,6 +661,11 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m,
 			continue;
 		if (atomic_load(&it->c->mode) == CXLS_SC_POOL) {
 			it->quiet = 0;
+			/* registered while connecting and pooled by a read or
+			 * write since: the connect's registration reports
+			 * EPOLLOUT for ever, the doorbell one does not */
+			if (!it->kpooled && !it->disabled && !it->parked)
+				convert(epfd, s, it, 0, NULL);
 			if (it->parked) /* nobody sleeps on it here: read them */
 				cxls_chan_drain(it->c, it->fd);
 			else if (z)
@@ -715,12 +793,41 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 	return n;
 }
 
+/* After a real epoll_wait on a set without followed fds: a connect in
+ * another thread may have taken its registrations over meanwhile
+ * (cxls_sock_epoll_adopt), and the kernel reported the shim's tags. */
+int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeout_ms,
+			   const sigset_t *mask, int n)
+{
+	struct epset *s;
+	int m;
+
+	if (n <= 0 || !atomic_load(&any_set))
+		return n;
+	for (;;) {
+		s = set_of(epfd, 0);
+		if (!s)
+			return n;
+		pthread_mutex_lock(&s->lock);
+		m = sort_kernel(epfd, s, ev, n, NULL);
+		pthread_mutex_unlock(&s->lock);
+		if (m)
+			return m;
+		/* only tags: wait again, through the set now */
+		n = cxls_sock_epoll_wait(epfd, ev, max, timeout_ms, mask);
+		if (n != -2)
+			return n;
+		n = sys_epoll_pwait(epfd, ev, max, timeout_ms, mask);
+		if (n <= 0)
+			return n;
+	}
+}
+
 void cxls_sock_epoll_closing(int fd)
 {
 	struct cxls_sconn *c;
 
-	if (nseen)
-		mark_seen(fd, 0);
+	cxls_epseen_closing(fd);
 	if (!atomic_load(&any_set))
 		return;
 	pthread_mutex_lock(&sets_lock);

@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "sock_chan.h"
+#include "sock_epseen.h"
 #include "sock_meet.h"
 #include "sock_region.h"
 #include "sock_sys.h"
@@ -82,12 +83,14 @@ static void register_atfork(void)
 	pthread_atfork(cxls_sock_fork_prepare, cxls_sock_fork_parent, cxls_sock_fork_child);
 }
 
-static void follow(int fd, struct cxls_sconn *c)
+static int follow(int fd, struct cxls_sconn *c)
 {
 	pthread_once(&atfork_once, register_atfork);
 	atomic_store(&c->nonblock, nonblocking(fd));
-	if (cxls_fdtab_set(fd, c))
-		CXLS_WARN("fd %d beyond the shim's table: its socket stays on TCP", fd);
+	if (!cxls_fdtab_set(fd, c))
+		return 0;
+	CXLS_WARN("fd %d beyond the shim's table: its socket stays on TCP", fd);
+	return -1;
 }
 
 /* Meets the peer of a connected socket; installs it unless it is TCP. */
@@ -113,33 +116,81 @@ int cxls_sock_connecting(const struct sockaddr *sa)
 	return cxls_sock_server_listens(sa);
 }
 
+/* The fd's entry no longer means anything: it fell back to TCP. */
+static void forget(int fd, struct cxls_sconn *c)
+{
+	struct cxls_sconn *t = cxls_fdtab_take(fd);
+
+	if (t == c)
+		cxls_sconn_put(t);
+	else if (t)
+		cxls_fdtab_set(fd, t), cxls_sconn_put(t);
+}
+
+/* Follows a connect in flight (or one done, whose epoll registrations
+ * must be taken over first: it meets on its first use, sock_epoll.c). */
+static void follow_connect(int fd, int listens, const struct cxls_epreg *regs, int nregs)
+{
+	struct cxls_sconn *c = cxls_sconn_new(CXLS_SC_CONNECTING);
+
+	if (!c)
+		return;
+	c->server_listens = listens;
+	if (!follow(fd, c) && nregs && cxls_sock_epoll_adopt(fd, c, regs, nregs)) {
+		CXLS_INFO("fd %d: its epoll registrations cannot be taken over: it stays on TCP",
+			  fd);
+		forget(fd, c);
+	}
+	cxls_sconn_put(c);
+}
+
+static int finish_connect(struct cxls_sconn *c, int fd);
+
+/* A connect that is done meets at once, as start() does: the server may
+ * be waiting for it before it answers.  The registrations taken over
+ * turn into the pooled ones on their first event, or back into the
+ * application's (sock_epoll.c). */
+static void meet_now(int fd)
+{
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
+
+	if (!c)
+		return;
+	if (atomic_load(&c->mode) == CXLS_SC_CONNECTING && finish_connect(c, fd) == CXLS_SC_TCP) {
+		atomic_store(&c->mode, CXLS_SC_TCP);
+		forget(fd, c);
+	}
+	cxls_sconn_put(c);
+}
+
 void cxls_sock_connected(int fd, int rc, int err, int listens)
 {
+	struct cxls_epreg regs[CXLS_EPREG_MAX];
 	struct cxls_sconn *c;
+	int nregs;
 
 	if (!listens)
 		return; /* no peer to meet: plain TCP, not even followed */
-	if (cxls_sock_epoll_has(fd)) {
-		CXLS_INFO("fd %d was put in an epoll set before connect(): it stays on TCP", fd);
-		return;
-	}
 	c = cxls_fdtab_get(fd);
 	if (c) { /* connect() again to learn how the first one ended */
 		cxls_sconn_put(c);
 		return;
 	}
-	if (rc == 0) {
+	if (rc != 0 && err != EINPROGRESS)
+		return;
+	/* an event loop registers its socket before connect() */
+	nregs = cxls_epseen_regs(fd, regs);
+	if (nregs < 0) {
+		CXLS_INFO("fd %d is in an epoll set the shim cannot read: it stays on TCP", fd);
+		return;
+	}
+	if (rc == 0 && !nregs) {
 		start(fd, CXLS_CLIENT, listens, app_buf(fd, 0));
 		return;
 	}
-	if (err != EINPROGRESS)
-		return;
-	c = cxls_sconn_new(CXLS_SC_CONNECTING);
-	if (c) {
-		c->server_listens = listens;
-		follow(fd, c);
-		cxls_sconn_put(c);
-	}
+	follow_connect(fd, listens, regs, nregs);
+	if (rc == 0)
+		meet_now(fd);
 }
 
 void cxls_sock_accepted(int lfd, int fd)
@@ -200,17 +251,6 @@ void cxls_sock_listening(int fd)
 	cxls_sconn_put(c);
 }
 
-/* The fd's entry no longer means anything: it fell back to TCP. */
-static void forget(int fd, struct cxls_sconn *c)
-{
-	struct cxls_sconn *t = cxls_fdtab_take(fd);
-
-	if (t == c)
-		cxls_sconn_put(t);
-	else if (t)
-		cxls_fdtab_set(fd, t), cxls_sconn_put(t);
-}
-
 /* A nonblocking connect that finished: meet now, or stay plain. */
 static int finish_connect(struct cxls_sconn *c, int fd)
 {
@@ -269,6 +309,8 @@ void cxls_sock_duped(int oldfd, int newfd)
 	if (oldfd == newfd)
 		return;
 	c = cxls_fdtab_get(oldfd);
+	if (!c)
+		cxls_epseen_duped(oldfd, newfd);
 	if (c) {
 		follow(newfd, c);
 		cxls_sconn_put(c);
@@ -337,6 +379,15 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 	if ((name == SO_SNDBUF || name == SO_RCVBUF) && len >= sizeof(int) &&
 	    *(const int *)val > 0 && cxls_sock_region())
 		note_buf(fd, (uint32_t)*(const int *)val);
+	if (name == SO_RCVTIMEO_OLD || name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_OLD ||
+	    name == SO_SNDTIMEO_NEW) {
+		c = cxls_fdtab_get(fd);
+		if (c) {
+			atomic_store(&c->timeo_known, 0); /* read again at the next wait */
+			cxls_sconn_put(c);
+		}
+		return;
+	}
 	if (name != SO_RCVLOWAT && name != SO_LINGER)
 		return;
 	c = cxls_fdtab_get(fd);

@@ -18,14 +18,31 @@
 #include "sock_ref.h"
 #include "sock_sys.h"
 
-static uint64_t timeout_of(int fd, int opt)
+static uint64_t timeo_ns(int fd, int opt)
 {
 	struct timeval tv = { 0, 0 };
 	socklen_t l = sizeof(tv);
 
-	if (sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) || (!tv.tv_sec && !tv.tv_usec))
+	if (sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l))
 		return 0;
-	return cxls_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000;
+	return (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000;
+}
+
+/* The deadline of a blocking call starting now (0: none).  The socket's
+ * timeouts are read once and kept (a getsockopt per blocking read was a
+ * tenth of a small message's round trip); setsockopt of either makes the
+ * next call read them again (sock_fd.c). */
+static uint64_t timeout_of(struct cxls_sconn *c, int fd, int rcv)
+{
+	uint64_t ns;
+
+	if (!atomic_load_explicit(&c->timeo_known, memory_order_acquire)) {
+		c->rcvtimeo_ns = timeo_ns(fd, SO_RCVTIMEO);
+		c->sndtimeo_ns = timeo_ns(fd, SO_SNDTIMEO);
+		atomic_store_explicit(&c->timeo_known, 1, memory_order_release);
+	}
+	ns = rcv ? c->rcvtimeo_ns : c->sndtimeo_ns;
+	return ns ? cxls_now_ns() + ns : 0;
 }
 
 /* Sleeps until want may have changed; 0, or -1 with errno (EINTR, EAGAIN
@@ -128,7 +145,10 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		if (atomic_load(&c->shut_rd))
 			return (ssize_t)got;
 		rd = cxls_chan_read_state(c);
-		if (rd == CXLS_RD_OPEN) {
+		/* FIN or RST behind doorbells: a blocking read learns of them
+		 * when they wake it (the doorbells are read then), a
+		 * nonblocking one must look now */
+		if (rd == CXLS_RD_OPEN && nb) {
 			cxls_chan_drain(c, fd);
 			rd = cxls_chan_read_state(c);
 		}
@@ -142,7 +162,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		if (nb)
 			return done(got, EAGAIN);
 		if (!timed) {
-			deadline = timeout_of(fd, SO_RCVTIMEO);
+			deadline = timeout_of(c, fd, 1);
 			timed = 1;
 		}
 		if (wait_for(c, fd, POLLIN, deadline))
@@ -223,7 +243,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		if (err)
 			return write_error(c, sent, err, flags);
 		if (!timed) {
-			deadline = timeout_of(fd, SO_SNDTIMEO);
+			deadline = timeout_of(c, fd, 0);
 			timed = 1;
 		}
 		if (wait_for(c, fd, POLLOUT, deadline))

@@ -229,6 +229,8 @@ static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32
 	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
 	cxls_sock_attach(c, r, slot, gen, role, cap);
 	c->deadline_ns = rec->created_ns + (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
+	c->key = key;
+	c->tuple = *t;
 	atomic_store(&c->mode, CXLS_SC_PENDING);
 	CXLS_TRACE("socket slot %u: waiting for the peer", slot);
 	return CXLS_SC_PENDING;
@@ -445,6 +447,32 @@ static int tcp_spoke(int fd)
 	return sys_poll(&p, 1, 0) > 0;
 }
 
+/* Both ends may look before either record is there (connect() and
+ * accept() return together) and each make one: then the client's wins.
+ * The server gives its own up, unless the client joined it meanwhile,
+ * and joins the client's.  Without this both waited out the meeting
+ * window and stayed on TCP (seen on loaded hosts). */
+static int cross_join(struct cxls_sconn *c, int fd, uint64_t sg)
+{
+	const struct cxls_sock_region *r = cxls_sock_region();
+	struct cxls_sock_rec *own = c->rec;
+	uint64_t psg;
+	int slot;
+
+	if (c->role != CXLS_SERVER || !r)
+		return CXLS_SC_PENDING;
+	slot = find(r, c->key, &c->tuple, CXLS_SERVER, &psg);
+	if (slot < 0 || CXLS_SG_STATE(psg) != CXLS_SK_WAITING)
+		return CXLS_SC_PENDING;
+	if (!atomic_compare_exchange_strong(&own->sg, &sg, CXLS_SG(c->gen, CXLS_SK_FREE)))
+		return CXLS_SC_PENDING; /* joined meanwhile: the caller sees it */
+	cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
+	CXLS_TRACE("socket slot %u: the client made a record too: joining slot %d", c->slot, slot);
+	if (join(c, r, (uint32_t)slot, psg, CXLS_SERVER, fd) == CXLS_SC_POOL)
+		return CXLS_SC_POOL;
+	return to_tcp(c, "the client's record was given up");
+}
+
 int cxls_sock_settle(struct cxls_sconn *c, int fd)
 {
 	int mode, spins = 0;
@@ -480,6 +508,9 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 			mode = to_tcp(c, "record in a state no peer writes");
 			break;
 		}
+		mode = cross_join(c, fd, sg);
+		if (mode != CXLS_SC_PENDING)
+			break;
 		if (st == CXLS_SK_WAITING &&
 		    (cxls_now_ns() > c->deadline_ns || tcp_spoke(fd)) &&
 		    atomic_compare_exchange_strong(&rec->sg, &sg,

@@ -1009,6 +1009,33 @@ static void *poller(void *arg)
 	return NULL;
 }
 
+/* The same exchange over a unix socketpair (the shim leaves it alone):
+ * how many stalls the machine's load alone makes, now.  -1 on error. */
+static int duplex_reference(void)
+{
+	int sv[2], v = 16384, mine, st;
+	struct duplex d[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		return -1;
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+	setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+	pid = fork();
+	if (pid == 0) {
+		int r;
+
+		close(sv[0]);
+		r = duplex_side(sv[1], 1, d);
+		_exit(r < 0 ? 100 : r > 50 ? 50 : r);
+	}
+	close(sv[1]);
+	mine = duplex_side(sv[0], 0, d);
+	st = tu_wait(pid);
+	close(sv[0]);
+	return mine < 0 || st >= 100 ? -1 : mine + st;
+}
+
 static void test_sleepers(void)
 {
 	uint16_t port;
@@ -1035,8 +1062,18 @@ static void test_sleepers(void)
 	       (unsigned long long)(tu_now_us() - t0) / 1000);
 	check_pooled(fd, "duplex pair");
 	CHECK(stalls >= 0 && st < 100, "every byte both ways (%d %d)", stalls, st);
-	CHECK(!expect_pool || (stalls >= 0 && stalls + st <= 20),
-	      "no lost wake-ups: %d + %d stalls of 45 ms", stalls, st);
+	/* A lost wake-up costs a whole sleep slice per ring cycle: hundreds
+	 * of stalls.  A loaded machine makes some by descheduling alone, so
+	 * they are weighed against the same exchange over a socketpair,
+	 * measured right after (CI failed at 25 + 26 under load). */
+	if (expect_pool && stalls >= 0 && stalls + st > 20) {
+		int ref = duplex_reference();
+
+		printf("socketpair reference, same load: %d stalls\n", ref);
+		CHECK(ref >= 0 && stalls + st <= 20 + 2 * ref,
+		      "no lost wake-ups: %d + %d stalls of 45 ms, %d over a socketpair", stalls, st,
+		      ref);
+	}
 	close(fd);
 	/* a reader in recv(MSG_PEEK) and a poller in poll(-1) */
 	tcp_pair(&a, &b);
@@ -1372,7 +1409,7 @@ static void test_nbconnect(void)
 	close(ep);
 	close(fd);
 	close(b);
-	/* registered before connect(): must keep working (it stays on TCP) */
+	/* registered before connect(), as event loops do: taken over */
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	ep = epoll_create1(0);
 	ev.events = EPOLLIN;
@@ -1383,7 +1420,7 @@ static void test_nbconnect(void)
 	CHECK(write(b, "pre", 3) == 3, "server writes");
 	CHECK(epoll_wait(ep, &out, 1, 5000) == 1 && out.data.u64 == 43, "the set sees it");
 	CHECK(read(fd, buf, 8) == 3, "read");
-	CHECK(pool_rec(local_port(fd), 0) == NULL, "stays on TCP");
+	check_pooled(fd, "registered in an epoll set before connect()");
 	close(ep);
 	close(fd);
 	close(b);
@@ -1431,6 +1468,38 @@ static void test_corrupt(void)
 	atomic_store(&r->ring[1].cons, 1);
 	errno = 0;
 	CHECK(read(a, buf, sizeof(buf)) == -1 && errno == ECONNRESET, "wrapped cursors (%d)", errno);
+	close(a);
+	close(b);
+}
+
+/* SO_RCVTIMEO/SO_SNDTIMEO: the shim keeps them per connection; setting
+ * them again (to another value, to none) must take effect at once. */
+static void test_timeo(void)
+{
+	struct timeval tv = { 0, 50000 }, none = { 0, 0 };
+	char buf[8];
+	uint64_t t0;
+	ssize_t r;
+	int a, b;
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	CHECK(setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "SO_RCVTIMEO 50 ms");
+	t0 = tu_now_us();
+	r = read(b, buf, sizeof(buf));
+	CHECK(r == -1 && errno == EAGAIN && tu_now_us() - t0 >= 45000,
+	      "read times out: %zd %d after %llu us", r, errno,
+	      (unsigned long long)(tu_now_us() - t0));
+	CHECK(setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none)) == 0, "no timeout");
+	pid = fork();
+	if (pid == 0) {
+		usleep(200000); /* past the old timeout: a stale one returns EAGAIN */
+		_exit(write(a, "late", 4) == 4 ? 0 : 1);
+	}
+	r = read(b, buf, sizeof(buf));
+	CHECK(r == 4 && !memcmp(buf, "late", 4), "blocking again: %zd %d", r, errno);
+	CHECK(tu_wait(pid) == 0, "writer");
 	close(a);
 	close(b);
 }
@@ -1811,6 +1880,7 @@ static const struct test_case cases[] = {
 	{ "longjmp", test_longjmp },
 	{ "nbconnect", test_nbconnect },
 	{ "corrupt", test_corrupt },
+	{ "timeo", test_timeo },
 	{ "badargs", test_badargs },
 	{ "sendfile", test_sendfile_splice },
 	{ "stress", test_stress },

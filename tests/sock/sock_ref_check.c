@@ -201,7 +201,11 @@ static void test_ready(void)
 	v = 100000;
 	CHECK(setsockopt(b, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0, "SO_RCVLOWAT");
 	CHECK(write(a, buf, 70000) == 70000, "below the mark");
-	CHECK(poll(&p, 1, 50) == 0, "poll below SO_RCVLOWAT");
+	/* the kernel's TCP reports a socket readable below the mark when
+	 * its receive memory is under pressure (tcp_epollin_ready): seen on
+	 * a loaded machine; the pool never does */
+	n = poll(&p, 1, 50);
+	CHECK(expect_pool ? n == 0 : n >= 0, "poll below SO_RCVLOWAT (%d)", n);
 	CHECK(write(a, buf, 70000) == 70000, "above it");
 	CHECK(poll(&p, 1, 1000) == 1, "poll at SO_RCVLOWAT");
 	n = (int)read(b, buf, 1 << 20);

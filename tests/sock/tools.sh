@@ -22,7 +22,7 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
-[ -n "${KEEP_LOGS:-}" ] && trap "cp $TMP/*.log $TMP/*.out /tmp/sock-keep/ 2>/dev/null; cleanup" EXIT
+[ -n "${KEEP_LOGS:-}" ] && trap "cp $TMP/*.log $TMP/*.out ${KEEP_DIR:-/tmp/sock-keep}/ 2>/dev/null; cleanup" EXIT
 
 need() {
 	command -v "$1" >/dev/null || { echo "SKIP: $1 not installed (make deps)"; exit 77; }
@@ -47,9 +47,15 @@ serve() {
 	PIDS+=($!)
 }
 
+# wait_port PORT: until a socket listens on PORT (the kernel's table, not
+# a probe connection: one-shot servers would take the probe for their
+# client), 30 s at most (a loaded machine)
 wait_port() {
-	for _ in $(seq 100); do
-		(exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0
+	local hex
+	hex=$(printf ':%04X ' "$1")
+	for _ in $(seq 600); do
+		awk -v p="$hex" '$4 == "0A" && index($2 " ", p) { f = 1 } END { exit !f }' \
+			/proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
 		sleep 0.05
 	done
 	echo "nothing listens on $1"
@@ -72,7 +78,7 @@ run_iperf3() {
 	p=$(port)
 	for mode in "" "-R" "-P 4" "--bidir"; do
 		serve "$TMP/srv.log" iperf3 -s -1 -p "$p" >"$TMP/srv.out" 2>&1
-		sleep 0.3
+		wait_port "$p" || fail "iperf3 server did not start"
 		# shellcheck disable=SC2086
 		under_shim "$TMP/cli.log" timeout 60 iperf3 -c 127.0.0.1 -p "$p" -t 1 $mode \
 			>"$TMP/cli.out" 2>&1 || { cat "$TMP/cli.out"; fail "iperf3 $mode"; }
@@ -131,11 +137,6 @@ run_socat() {
 	serve "$TMP/srv.log" timeout 60 socat -u TCP-LISTEN:"$p",bind=127.0.0.1,reuseaddr \
 		CREATE:"$TMP/out"
 	wait_port "$p" || fail "socat did not listen"
-	# the probe above was a connection too: listen again for the transfer
-	wait "${PIDS[-1]}"
-	serve "$TMP/srv.log" timeout 60 socat -u TCP-LISTEN:"$p",bind=127.0.0.1,reuseaddr \
-		CREATE:"$TMP/out"
-	sleep 0.3
 	under_shim "$TMP/cli.log" timeout 60 socat -u FILE:"$TMP/in" TCP:127.0.0.1:"$p" ||
 		fail "socat client"
 	wait "${PIDS[-1]}" || fail "socat server"
