@@ -58,12 +58,14 @@ slurm_conf() { # DIR HOST CTLD_PORT SLURMD_PORT
 	EOF
 }
 
-# DAEMON LOG: its last error line, for the reason of a failed start
+# DAEMON LOG: why it failed: its last fatal line, else its last error
+# other than the missing state files every first start logs
 slurm_why() {
 	local line
 
-	line=$(grep -iE 'error|fatal' "$2" 2>/dev/null | tail -n 1)
-	echo "$1 did not start: ${line:-no log at $2}"
+	line=$(grep -i 'fatal' "$2" 2>/dev/null | tail -n 1)
+	[ -n "$line" ] || line=$(grep -i 'error' "$2" 2>/dev/null | grep -vE 'state (save )?file' | tail -n 1)
+	echo "$1 did not start: ${line:-nothing in $2}"
 }
 
 slurm_node_start() {
@@ -94,6 +96,7 @@ slurm_node_start() {
 	for _ in $(seq 100); do
 		state=$(sinfo -h -N -o %T 2>/dev/null)
 		[ "$state" = idle ] && return 0
+		slurm_alive "${slurm_pids[1]}" && slurm_alive "${slurm_pids[2]}" || break
 		sleep 0.2
 	done
 	slurm_alive "${slurm_pids[1]}" || { slurm_why slurmctld "$dir/slurmctld.log" >&2; return 1; }
@@ -106,7 +109,9 @@ slurm_node_start() {
 slurm_alive() {
 	local stat
 
-	stat=$(cat "/proc/$1/stat" 2>/dev/null) && [ "${stat#*) }" = "${stat#*) Z}" ]
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) } # the state letter follows the command's closing parenthesis
+	[ "${stat%% *}" != Z ]
 }
 
 # PID...: 0 once none of them runs, 1 after 5 s
