@@ -16,6 +16,7 @@
 #                          and cxlshim run -- torchrun ... job (the workers
 #                          inherit the preload), 3 workers
 #
+# After each job the pool must hold no communicator.
 # LD_LIBRARY_PATH is cleared: the emulated CUDA comes from `cxlshim run -e`
 # alone, and every process checks that libcxlshim.so is loaded.  A launcher
 # that is not installed or whose daemons cannot start here exits 77 with
@@ -66,6 +67,11 @@ run() {
 			"$dir/out" || fail "$name: no ok line from rank $r of $want"
 	done
 	[ "$(grep -c '^launcher_job: ' "$dir/out")" = "$want" ] || fail "$name: not $want ranks"
+	# every rank destroyed its communicator: the pool holds none
+	$CX pool status -p "$CXLSHIM_POOL_PATH" --json >"$dir/status" ||
+		fail "$name: pool status: $(cat "$dir/status")"
+	python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["comms_in_use"])' \
+		"$dir/status" || fail "$name: communicators left in the pool: $(cat "$dir/status")"
 }
 
 # expect STATUS PATTERN CMD...: exit STATUS, PATTERN in the output
