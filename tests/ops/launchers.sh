@@ -6,7 +6,8 @@
 # pool):
 #
 #   launchers.sh job       the job's own contract: no launcher, a rank
-#                          outside the job, no preload, a stale id, no rank 0
+#                          outside the job, no preload, a stale id, no rank 0;
+#                          nested runs list the library once
 #   launchers.sh mpirun    mpirun.openmpi -np 2 and -np 3 cxlshim run -- job
 #   launchers.sh srun      a one-node Slurm (munge, slurmctld, slurmd; all
 #                          under a temporary directory, stopped at the end):
@@ -98,6 +99,10 @@ job_contract() {
 	expect 1 "left by an earlier job" env RANK=0 WORLD_SIZE=1 $CX run -e -- $JOB "$d"
 	expect 1 "rank 1: no id in .* after 1 s" env SLURM_PROCID=1 SLURM_NTASKS=2 \
 		$CX run -e -- $JOB "$(fresh)" 1
+	# a run nested in another (wrapping the launcher and the job) lists
+	# the library and the emulation once each
+	expect 0 "^$PWD/$B/libcxlshim.so|$PWD/$B/emu$" $CX run -e -- $CX run -e -- \
+		sh -c 'echo "$LD_PRELOAD|$LD_LIBRARY_PATH"'
 	echo "launcher_job: ok"
 }
 
