@@ -69,7 +69,7 @@ run() {
 	done
 	[ "$(grep -c '^launcher_job: ' "$dir/out")" = "$want" ] || fail "$name: not $want ranks"
 	# every rank destroyed its communicator: the pool holds none
-	$CX pool status -p "$CXLSHIM_POOL_PATH" --json >"$dir/status" ||
+	"$CX" pool status -p "$CXLSHIM_POOL_PATH" --json >"$dir/status" ||
 		fail "$name: pool status: $(cat "$dir/status")"
 	python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["comms_in_use"])' \
 		"$dir/status" || fail "$name: communicators left in the pool: $(cat "$dir/status")"
@@ -87,21 +87,23 @@ expect() {
 job_contract() {
 	local d
 
-	expect 2 "no launcher environment" $CX run -e -- $JOB "$(fresh)"
-	expect 2 "usage" env RANK=0 WORLD_SIZE=1 $CX run -e -- $JOB
-	expect 2 "RANK=2 WORLD_SIZE=2 is not a rank" env RANK=2 WORLD_SIZE=2 $CX run -e -- $JOB "$(fresh)"
-	expect 2 "SLURM_PROCID=x" env SLURM_PROCID=x SLURM_NTASKS=2 $CX run -e -- $JOB "$(fresh)"
-	expect 1 "libcxlshim.so is not loaded" env LD_LIBRARY_PATH=$B/emu RANK=0 WORLD_SIZE=1 \
-		$JOB "$(fresh)"
+	expect 2 "no launcher environment" "$CX" run -e -- "$JOB" "$(fresh)"
+	expect 2 "usage" env RANK=0 WORLD_SIZE=1 "$CX" run -e -- "$JOB"
+	expect 2 "RANK=2 WORLD_SIZE=2 is not a rank" env RANK=2 WORLD_SIZE=2 \
+		"$CX" run -e -- "$JOB" "$(fresh)"
+	expect 2 "SLURM_PROCID=x" env SLURM_PROCID=x SLURM_NTASKS=2 \
+		"$CX" run -e -- "$JOB" "$(fresh)"
+	expect 1 "libcxlshim.so is not loaded" env LD_LIBRARY_PATH="$B/emu" RANK=0 WORLD_SIZE=1 \
+		"$JOB" "$(fresh)"
 	d=$(fresh)
 	expect 0 "torchrun rank 0/1 local 0 pid [0-9]*: ok" env RANK=0 WORLD_SIZE=1 \
-		$CX run -e -- $JOB "$d"
-	expect 1 "left by an earlier job" env RANK=0 WORLD_SIZE=1 $CX run -e -- $JOB "$d"
+		"$CX" run -e -- "$JOB" "$d"
+	expect 1 "left by an earlier job" env RANK=0 WORLD_SIZE=1 "$CX" run -e -- "$JOB" "$d"
 	expect 1 "rank 1: no id in .* after 1 s" env SLURM_PROCID=1 SLURM_NTASKS=2 \
-		$CX run -e -- $JOB "$(fresh)" 1
+		"$CX" run -e -- "$JOB" "$(fresh)" 1
 	# a run nested in another (wrapping the launcher and the job) lists
 	# the library and the emulation once each
-	expect 0 "^$PWD/$B/libcxlshim.so|$PWD/$B/emu$" $CX run -e -- $CX run -e -- \
+	expect 0 "^$PWD/$B/libcxlshim.so|$PWD/$B/emu$" "$CX" run -e -- "$CX" run -e -- \
 		sh -c 'echo "$LD_PRELOAD|$LD_LIBRARY_PATH"'
 	echo "launcher_job: ok"
 }
@@ -112,12 +114,13 @@ launch_mpirun() {
 	command -v mpirun.openmpi >/dev/null || skip "mpirun.openmpi is not installed (make deps)"
 	timeout 60 "${mpi[@]}" -np 2 true >"$dir/out" 2>&1 ||
 		skip "mpirun.openmpi cannot start 2 processes here: $(tail -n 1 "$dir/out")"
-	run 2 mpirun "mpirun -np 2" "${mpi[@]}" -np 2 $CX run -e -c "$dir/job.conf" -- $JOB "$(fresh)"
-	run 3 mpirun "mpirun -np 3" "${mpi[@]}" -np 3 $CX run -e -- $JOB "$(fresh)"
+	run 2 mpirun "mpirun -np 2" "${mpi[@]}" -np 2 "$CX" run -e -c "$dir/job.conf" -- \
+		"$JOB" "$(fresh)"
+	run 3 mpirun "mpirun -np 3" "${mpi[@]}" -np 3 "$CX" run -e -- "$JOB" "$(fresh)"
 }
 
 launch_srun() {
-	local tool
+	local tool traces
 
 	for tool in munged slurmctld slurmd srun sinfo scontrol scancel; do
 		command -v $tool >/dev/null || skip "$tool is not installed (make deps)"
@@ -126,14 +129,16 @@ launch_srun() {
 	. tests/ops/slurm_node.sh
 	slurm_node_start "$dir/slurm" 2>"$dir/why" || skip "one-node Slurm: $(tail -n 1 "$dir/why")"
 	sinfo
-	run 2 srun "srun -n 2" srun -n 2 $CX run -e -c "$dir/job.conf" -t "$dir/traces" -- \
-		$JOB "$(fresh)"
-	# each rank wrote its trace at exit, as -t asks
-	[ "$(ls "$dir/traces" | grep -c '\.trace$')" = 2 ] ||
-		fail "srun -n 2: traces: $(ls "$dir/traces")"
-	run 3 srun "srun -O -n 3 (3 tasks on $(getconf _NPROCESSORS_ONLN) CPUs)" srun -O -n 3 $CX run -e -- \
-		$JOB "$(fresh)"
-	run 2 srun "cxlshim run -- srun -n 2" $CX run -e -- srun -n 2 $JOB "$(fresh)"
+	run 2 srun "srun -n 2" srun -n 2 "$CX" run -e -c "$dir/job.conf" -t "$dir/traces" -- \
+		"$JOB" "$(fresh)"
+	# each rank wrote its trace at exit, as -t asks, and they make one timeline
+	traces=("$dir"/traces/*.trace)
+	[ ${#traces[@]} = 2 ] && "$CX" trace -o "$dir/timeline.json" "${traces[@]}" >"$dir/out" &&
+		[ "$(grep -cE '^(AllGather|Broadcast|AllReduce) +2 ' "$dir/out")" = 3 ] ||
+		fail "srun -n 2: traces: $(ls "$dir/traces"; cat "$dir/out")"
+	run 3 srun "srun -O -n 3 (3 tasks on $(getconf _NPROCESSORS_ONLN) CPUs)" \
+		srun -O -n 3 "$CX" run -e -- "$JOB" "$(fresh)"
+	run 2 srun "cxlshim run -- srun -n 2" "$CX" run -e -- srun -n 2 "$JOB" "$(fresh)"
 }
 
 launch_torchrun() {
@@ -147,10 +152,10 @@ launch_torchrun() {
 	timeout 60 "${tr[@]}" --nproc_per_node 1 --no_python true >"$dir/out" 2>&1 ||
 		skip "torchrun cannot start a worker here: $(tail -n 1 "$dir/out")"
 	run 2 torchrun "torchrun --nproc_per_node 2 cxlshim run -- job" \
-		"${tr[@]}" --nproc_per_node 2 --no_python $CX run -e -c "$dir/job.conf" -- \
-		$JOB "$(fresh)"
+		"${tr[@]}" --nproc_per_node 2 --no_python "$CX" run -e -c "$dir/job.conf" -- \
+		"$JOB" "$(fresh)"
 	run 3 torchrun "cxlshim run -- torchrun --nproc_per_node 3 job" \
-		$CX run -e -- "${tr[@]}" --nproc_per_node 3 --no_python $JOB "$(fresh)"
+		"$CX" run -e -- "${tr[@]}" --nproc_per_node 3 --no_python "$JOB" "$(fresh)"
 }
 
 case $mode in

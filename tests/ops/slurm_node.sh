@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # slurm_node.sh - a one-node Slurm cluster for a test, sourced by
 # tests/ops/launchers.sh:
 #
@@ -76,6 +77,7 @@ slurm_node_start() {
 	mkdir -p "$dir/state" "$dir/spool" || return 1
 	chmod 0711 "$dir"
 	head -c 1024 /dev/urandom >"$dir/munge.key" && chmod 0400 "$dir/munge.key" || return 1
+	# shellcheck disable=SC2086 # two ports, two arguments
 	slurm_conf "$dir" "$host" $ports >"$dir/slurm.conf" || return 1
 	export SLURM_CONF=$dir/slurm.conf
 
