@@ -21,7 +21,8 @@
 # LD_LIBRARY_PATH is cleared: the emulated CUDA comes from `cxlshim run -e`
 # alone, and every process checks that libcxlshim.so is loaded.  A launcher
 # that is not installed or whose daemons cannot start here exits 77 with
-# the reason; once it runs, every rank must pass.
+# the reason; once it runs, every rank must pass.  KEEP=1 keeps the
+# temporary directory (the daemons' logs).
 set -euo pipefail
 B=${BUILD:-build}
 CX=$PWD/$B/cxlshim
@@ -36,7 +37,7 @@ export CXLSHIM_NCCL_FALLBACK=fail CXLSHIM_TIMEOUT_INIT_MS=30000 CXLSHIM_TIMEOUT_
 export OMP_NUM_THREADS=1 # torchrun's warning otherwise
 cleanup() {
 	# || true: a daemon already gone must not stop the others' stop
-	[ "$mode" != srun ] || slurm_node_stop || true
+	! declare -F slurm_node_stop >/dev/null || slurm_node_stop || true
 	[ -n "${KEEP:-}" ] || rm -rf "$dir" "$CXLSHIM_POOL_PATH"
 }
 trap cleanup EXIT
