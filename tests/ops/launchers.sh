@@ -143,13 +143,15 @@ launch_srun() {
 }
 
 launch_torchrun() {
+	local bin tr
+
+	# Debian's (make deps) before any other on PATH, e.g. a pyenv shim
+	bin=$(command -v /usr/bin/torchrun torchrun | head -n 1) || true
+	[ -n "$bin" ] || skip "torchrun is not installed (make deps: python3-torch)"
 	# Debian's torch 1.13 under Python 3.11 cannot parse its own default
 	# --redirects/--tee of 0 (enum.Flag no longer iterates NONE): 2 (stderr)
 	# works, and torchrun copies the workers' stderr to its own too.
-	local tr=(torchrun --standalone --monitor_interval 1 --redirects 2 --tee 2
-		  --log_dir "$dir/torchrun")
-
-	command -v torchrun >/dev/null || skip "torchrun is not installed (make deps: python3-torch)"
+	tr=("$bin" --standalone --monitor_interval 1 --redirects 2 --tee 2 --log_dir "$dir/torchrun")
 	timeout 60 "${tr[@]}" --nproc_per_node 1 --no_python true >"$dir/out" 2>&1 ||
 		skip "torchrun cannot start a worker here: $(tail -n 1 "$dir/out")"
 	run 2 torchrun "torchrun --nproc_per_node 2 cxlshim run -- job" \
