@@ -33,6 +33,14 @@ DEB_PKGS += python3 clang libclang-rt-14-dev valgrind gnuplot-nox
 DEB_PKGS += python3-jsonschema
 # Real programs the socket tests and benchmarks run under the preload.
 DEB_PKGS += iperf3 sockperf redis-server redis-tools socat curl
+# The launchers `cxlshim run` is tested under (tests/ops/launchers.sh):
+# Slurm for one node (slurmctld, slurmd, srun; munge authenticates them)
+# and PyTorch's CPU build for torchrun; without recommends, as the guests.
+# python3-torch is most of it: 167 packages, 147 MB of .debs, 607 MiB
+# installed, 2 min to install on a 2-core VM.  `make deps
+# LAUNCH_DEB_PKGS="slurmctld slurmd slurm-client munge"` leaves it out (the
+# torchrun test then skips, saying so).
+LAUNCH_DEB_PKGS = slurmctld slurmd slurm-client munge python3-torch
 
 SHIM_SRC   = $(wildcard shim/*.c)
 CORE_SRC   = $(shell find core -name '*.c' | sort)
@@ -72,6 +80,11 @@ deps:
 	@need=""; for p in $(QEMU_DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || need="$$need $$p"; done; \
 	if [ -n "$$need" ]; then \
 	  echo "installing (test machines):$$need"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends $$need >/dev/null; fi
+	@need=""; for p in $(LAUNCH_DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || need="$$need $$p"; done; \
+	if [ -n "$$need" ]; then \
+	  echo "installing (launchers):$$need"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends $$need >/dev/null; fi
 

@@ -240,6 +240,14 @@ fi
 
 echo "== operability: the cxlshim command, tracing, doctor, pool security"
 step "ops: cxlshim command arguments, policy, run, pool" tests/ops/tools.sh
+# `cxlshim run` under real launchers, each starting a multi-process NCCL job
+step "ops: launcher job: no launcher, bad rank, stale id, no shim" \
+	env BUILD="$BUILD" tests/ops/launchers.sh job
+step "ops: cxlshim run under mpirun -np 2, 3" env BUILD="$BUILD" tests/ops/launchers.sh mpirun
+step "ops: cxlshim run under srun -n 2, 3 (Slurm, munge)" \
+	env BUILD="$BUILD" tests/ops/launchers.sh srun
+step "ops: cxlshim run under torchrun, both orders" \
+	env BUILD="$BUILD" tests/ops/launchers.sh torchrun
 step "ops: doctor names the rank a hung job waits for" tests/ops/doctor.sh
 step "ops: pool status: sockets, dead owners, damaged records, JSON" tests/ops/status.sh
 step "ops: socket records of processes killed mid-claim; listener read again" tests/ops/claim.sh

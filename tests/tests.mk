@@ -118,6 +118,13 @@ $(BUILD)/tests/sock_hold: tests/ops/sock_hold.c
 
 OPS_TESTS += $(BUILD)/tests/sock_hold
 
+# one rank of a job a real launcher starts (tests/ops/launchers.sh)
+$(BUILD)/tests/launcher_job: tests/ops/launcher_job.c $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
+
+OPS_TESTS += $(BUILD)/tests/launcher_job
+
 # a contender in the race to format a blank pool (tests/ops/format_race.sh)
 $(BUILD)/tests/claim_check: tests/ops/claim_check.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)

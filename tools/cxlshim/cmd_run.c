@@ -81,17 +81,29 @@ static int find_emu(const char *lib, char *out, size_t len)
 	return probe(out, len, base, "/cxlshim/emu", "/libcuda.so.1");
 }
 
-/* Puts `item` first in the colon list `var`, once. */
+/* Puts `item` first in the colon list `var`, once: a run nested in another
+ * (`cxlshim run -- torchrun ... cxlshim run -- ./train`) moves it to the
+ * front instead of listing it twice. */
 static int prepend(const char *var, const char *item)
 {
-	const char *old = getenv(var);
-	char *buf;
+	const char *old = getenv(var), *p, *end;
+	size_t len = strlen(item), n;
+	char *buf, *out;
 	int rc;
 
 	if (!old || !*old)
 		return setenv(var, item, 1);
-	if (asprintf(&buf, "%s:%s", item, old) < 0)
+	buf = malloc(len + strlen(old) + 2);
+	if (!buf)
 		return -1;
+	out = buf + sprintf(buf, "%s", item);
+	for (p = old; *p; p = *end ? end + 1 : end) {
+		end = strchrnul(p, ':');
+		n = (size_t)(end - p);
+		if (n == len && !strncmp(p, item, n))
+			continue;
+		out += sprintf(out, ":%.*s", (int)n, p);
+	}
 	rc = setenv(var, buf, 1);
 	free(buf);
 	return rc;
