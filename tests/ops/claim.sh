@@ -32,13 +32,13 @@ pids=()
 cleanup() {
 	exec 3>&- 4>&- 2>/dev/null || true
 	for p in "${pids[@]}"; do
-		kill -KILL $(ps -o pid= --ppid "$p" 2>/dev/null) "$p" 2>/dev/null || true
+		kill_tree "$p"
 	done
 	wait 2>/dev/null || true
 	rm -rf "$dir" "$CXLSHIM_POOL_PATH"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 wait_for() { # FILE PATTERN [TENTHS]
 	for _ in $(seq "${3:-300}"); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
 	cat "$1" 2>/dev/null; fail "no '$2' in $1"

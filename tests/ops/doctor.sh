@@ -23,38 +23,16 @@ export CXLSHIM_POOL_PATH=/dev/shm/cxlshim-ops-doctor-$$.pool
 export CXLSHIM_TIMEOUT_OP_MS=300000 CXLSHIM_TRACE_SIGNAL=12
 job=
 cleanup() {
-	if [ -n "$job" ]; then
-		kill -KILL $(ps -o pid= --ppid "$job") "$job" 2>/dev/null
-		wait "$job" 2>/dev/null || true
-	fi
+	[ -z "$job" ] || kill_tree "$job"
 	rm -rf "$dir" "$CXLSHIM_POOL_PATH"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 
-# gone PID...: true once none of them runs (exited, or a zombie)
-gone() {
-	local p
-	for p; do
-		[ -r /proc/$p/stat ] && [ "$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)" != Z ] &&
-			return 1
-	done
-	return 0
-}
-# stop_job: kills the job and its ranks, then reclaims what they left.
-# The ranks are the job's children, not ours, and `pool clean` reclaims
-# only what dead processes left: wait until they are gone first (a killed
-# process takes a while to exit on a loaded machine).
+# stop_job: the job and its ranks gone, then what they left reclaimed
 stop_job() {
-	local pids
-	pids="$(ps -o pid= --ppid "$job") $job"
-	kill -KILL $pids 2>/dev/null || true
-	wait "$job" 2>/dev/null || true
+	kill_tree "$job"
 	job=
-	for _ in $(seq 200); do
-		gone $pids && break
-		sleep 0.05
-	done
 	$CX pool clean >/dev/null
 }
 

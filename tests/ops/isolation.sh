@@ -24,17 +24,14 @@ export CXLSHIM_NCCL_FALLBACK=fail
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do
-		kill -KILL $(ps -o pid= --ppid "$p" 2>/dev/null) "$p" 2>/dev/null || true
+		kill_tree "$p"
 	done
 	wait 2>/dev/null || true
 	rm -rf "$dir" "$CXLSHIM_POOL_PATH"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-stop() { # PID: the launcher and its ranks
-	kill -KILL $(ps -o pid= --ppid "$1" 2>/dev/null) "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-}
+. "$(dirname "$0")/lib.sh"
+stop() { kill_tree "$1"; } # PID: the launcher and its ranks
 doctor_until() { # PATTERN
 	for _ in $(seq 150); do
 		$CX doctor >"$dir/doctor" 2>&1 || true

@@ -19,13 +19,13 @@ export CXLSHIM_POOL_SIZE=256M CXLSHIM_TIMEOUT_OP_MS=300000
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do
-		kill -KILL $(ps -o pid= --ppid "$p" 2>/dev/null) "$p" 2>/dev/null || true
+		kill_tree "$p"
 	done
 	wait 2>/dev/null || true
 	rm -rf "$dir" "$CXLSHIM_POOL_PATH"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 # jq-less JSON checks: python3 (a test dependency already) evaluates EXPR
 # with the document as `s`
 json() {
@@ -180,7 +180,7 @@ cat "$dir/doctor"
 [ $rc = 3 ] && grep -q "CORRUPT rank record of rank 0 (fails its checksum)" "$dir/doctor" ||
 	fail "doctor trusts a damaged rank record"
 # once its other holder is gone, pool clean reclaims it
-kill -KILL $(ps -o pid= --ppid "${pids[-1]}") "${pids[-1]}" 2>/dev/null || true
+kill_tree "${pids[-1]}"
 wait "${pids[-1]}" 2>/dev/null || true
 $CX pool clean | tee "$dir/clean"
 grep -q "reclaimed 1 communicator record " "$dir/clean" || fail "damaged record not reclaimed"
