@@ -31,10 +31,7 @@ export CXLSHIM_POOL_SIZE=256M CXLSHIM_SOCK_SLOTS=1 CXLSHIM_SOCK_MEET_TIMEOUT_MS=
 pids=()
 cleanup() {
 	exec 3>&- 4>&- 2>/dev/null || true
-	for p in "${pids[@]}"; do
-		kill_tree "$p"
-	done
-	wait 2>/dev/null || true
+	kill_all
 	rm -rf "$dir" "$CXLSHIM_POOL_PATH"
 }
 trap cleanup EXIT

@@ -35,18 +35,29 @@ stop_job() {
 	job=
 	$CX pool clean >/dev/null
 }
+# watch WHAT CHECK...: runs doctor (its report in $dir/doctor.out, its exit
+# status in rc) until the command CHECK... succeeds, for up to 30 s; shows
+# the last report, and fails with WHAT when CHECK never succeeded
+watch() {
+	local what=$1
+	shift
+	for _ in $(seq 150); do
+		rc=0
+		$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
+		"$@" && break
+		sleep 0.2
+	done
+	cat "$dir/doctor.out"
+	"$@" || fail "$what"
+}
+# seen PATTERN: doctor's last report has a line matching PATTERN
+seen() { grep -q "$1" "$dir/doctor.out"; }
+# seen_n N PATTERN: ... exactly N of them
+seen_n() { [ "$(grep -c "$2" "$dir/doctor.out")" = "$1" ]; }
 
 $CX run -e -t "$dir" -- "$B/tests/ops_job" hang 3 >"$dir/job.log" 2>&1 &
 job=$!
-found=0
-for _ in $(seq 150); do
-	rc=0
-	$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
-	if grep -q "has not called op 3" "$dir/doctor.out"; then found=1; break; fi
-	sleep 0.2
-done
-cat "$dir/doctor.out"
-[ $found = 1 ] || fail "doctor never saw the hang"
+watch "doctor never saw the hang" seen "has not called op 3"
 [ $rc = 3 ] || fail "doctor exit status $rc, want 3 (something is stuck)"
 grep -q "op 3 AllReduce(count 4096, float32, sum) not complete" "$dir/doctor.out" ||
 	fail "the stuck collective is not named"
@@ -87,17 +98,10 @@ $CX doctor | grep -q "nothing is stuck" || fail "pool not clean after pool clean
 echo "== a hang across two communicators"
 $CX run -e -- "$B/tests/ops_job" chain >"$dir/chain.log" 2>&1 &
 job=$!
-found=0
 # both communicators must be set up before the chain shows: until then
 # doctor rightly sees a plain hang on one of them
-for _ in $(seq 150); do
-	$CX doctor >"$dir/doctor.out" 2>&1 || true
-	if grep -q "^first cause" "$dir/doctor.out" &&
-	   [ "$(grep -c "^comm slot" "$dir/doctor.out")" -ge 2 ]; then found=1; break; fi
-	sleep 0.2
-done
-cat "$dir/doctor.out"
-[ $found = 1 ] || fail "doctor never saw the chained hang"
+chained() { seen "^first cause" && [ "$(grep -c "^comm slot" "$dir/doctor.out")" -ge 2 ]; }
+watch "doctor never saw the chained hang" chained
 grep -q "rank 2 (pid [0-9]*, alive) has not called op 1: it waits in op 1 AllGather(count 4096, float32) of comm slot" \
 	"$dir/doctor.out" || fail "the rank busy on another communicator is not followed"
 grep -q "^first cause: op 1 AllGather(count 4096, float32) on comm slot [0-9]*: rank 1 (pid [0-9]*) has not called it$" \
@@ -109,15 +113,7 @@ for mode in cycle cycle1; do
 	echo "== a wait cycle across two communicators ($mode)"
 	$CX run -e -- "$B/tests/ops_job" $mode >"$dir/$mode.log" 2>&1 &
 	job=$!
-	found=0
-	for _ in $(seq 150); do
-		rc=0
-		$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
-		if grep -q "^cycle:" "$dir/doctor.out"; then found=1; break; fi
-		sleep 0.2
-	done
-	cat "$dir/doctor.out"
-	[ $found = 1 ] || fail "$mode: doctor never named the cycle"
+	watch "$mode: doctor never named the cycle" seen "^cycle:"
 	[ $rc = 3 ] || fail "$mode: doctor exit status $rc, want 3"
 	# rank 0 in A's AllReduce -> rank 1 in B's AllGather -> back
 	a=$(sed -n 's/^cycle: rank0@slot\([0-9]*\)#1 -> .*/\1/p' "$dir/doctor.out")
@@ -137,21 +133,14 @@ for mode in cycle cycle1; do
 	fi
 	stop_job
 done
+# both_hangs LINE: two first causes, and LINE twice as a whole line
+both_hangs() { seen_n 2 "^first cause: op 1 " && [ "$(grep -cx "$1" "$dir/doctor.out")" = 2 ]; }
 # run_job MODE LINE: starts ops_job MODE and waits until doctor's report
 # has two first causes and LINE twice (every op of the job enqueued)
 run_job() {
 	$CX run -e -- "$B/tests/ops_job" "$1" >"$dir/$1.log" 2>&1 &
 	job=$!
-	found=0
-	for _ in $(seq 150); do
-		rc=0
-		$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
-		if [ "$(grep -c "^first cause: op 1 " "$dir/doctor.out")" = 2 ] &&
-		   [ "$(grep -cx "$2" "$dir/doctor.out")" = 2 ]; then found=1; break; fi
-		sleep 0.2
-	done
-	cat "$dir/doctor.out"
-	[ $found = 1 ] || fail "$1: doctor never saw both hangs"
+	watch "$1: doctor never saw both hangs" both_hangs "$2"
 	[ $rc = 3 ] || fail "$1: doctor exit status $rc, want 3"
 }
 
@@ -182,15 +171,7 @@ echo "== send/receive: a Send and a Recv nobody matches"
 # rank 0 sends to rank 1, rank 2 receives from rank 1; rank 1 calls neither
 $CX run -e -- "$B/tests/ops_job" p2p >"$dir/p2p.log" 2>&1 &
 job=$!
-found=0
-for _ in $(seq 150); do
-	rc=0
-	$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
-	if [ "$(grep -c "^  send/receive " "$dir/doctor.out")" = 2 ]; then found=1; break; fi
-	sleep 0.2
-done
-cat "$dir/doctor.out"
-[ $found = 1 ] || fail "p2p: doctor never saw the two channels"
+watch "p2p: doctor never saw the two channels" seen_n 2 "^  send/receive "
 [ $rc = 3 ] || fail "p2p: doctor exit status $rc, want 3"
 # the Send fits the channel's staging: all of it sent, none received
 grep -q "^  send/receive rank 0 -> rank 1: rank 0 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Recv (it posted 0); message 1: 16384 of 16384 bytes sent, 0 received$" \
@@ -207,17 +188,11 @@ echo "== send/receive groups: a ring where rank 1 never posts its Recv"
 # the groups of ranks 1 and 2
 $CX run -e -- "$B/tests/ops_job" p2pgroup >"$dir/p2pg.log" 2>&1 &
 job=$!
-found=0
-for _ in $(seq 150); do
-	rc=0
-	$CX doctor >"$dir/doctor.out" 2>&1 || rc=$?
-	if [ "$(grep -c "group done" "$dir/p2pg.log")" = 2 ] &&
-		grep -q "^  rank 0 .*Recv from rank 2 message 1: 9437184 of 9437184 bytes received: done" \
-			"$dir/doctor.out"; then found=1; break; fi
-	sleep 0.2
-done
-cat "$dir/doctor.out"
-[ $found = 1 ] || fail "p2pgroup: doctor never saw rank 0's Recv done (and ranks 1, 2 through)"
+groups_through() {
+	[ "$(grep -c "group done" "$dir/p2pg.log")" = 2 ] &&
+		seen "^  rank 0 .*Recv from rank 2 message 1: 9437184 of 9437184 bytes received: done"
+}
+watch "p2pgroup: doctor never saw rank 0's Recv done (and ranks 1, 2 through)" groups_through
 [ $rc = 3 ] || fail "p2pgroup: doctor exit status $rc, want 3"
 grep -q "^  send/receive rank 0 -> rank 1: rank 0 posted message 1, rank 1 (pid [0-9]*, alive) has not called its Recv (it posted 0); message 1: [1-9][0-9]* of 9437184 bytes sent, 0 received$" \
 	"$dir/doctor.out" || fail "p2pgroup: the Send without its Recv"

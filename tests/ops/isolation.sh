@@ -23,10 +23,7 @@ export CXLSHIM_POOL_SIZE=256M CXLSHIM_TIMEOUT_OP_MS=300000 CXLSHIM_TIMEOUT_INIT_
 export CXLSHIM_NCCL_FALLBACK=fail
 pids=()
 cleanup() {
-	for p in "${pids[@]}"; do
-		kill_tree "$p"
-	done
-	wait 2>/dev/null || true
+	kill_all
 	rm -rf "$dir" "$CXLSHIM_POOL_PATH"
 }
 trap cleanup EXIT

@@ -30,3 +30,13 @@ kill_tree() {
 		sleep 0.05
 	done
 }
+
+# kill_all: kill_tree for every process in the script's `pids` array, then
+# reaps what is left of the script's own children
+kill_all() {
+	local p
+	for p in "${pids[@]}"; do
+		kill_tree "$p"
+	done
+	wait 2>/dev/null || true
+}

@@ -18,10 +18,7 @@ export CXLSHIM_POOL_PATH=/dev/shm/cxlshim-ops-status-$$.pool
 export CXLSHIM_POOL_SIZE=256M CXLSHIM_TIMEOUT_OP_MS=300000
 pids=()
 cleanup() {
-	for p in "${pids[@]}"; do
-		kill_tree "$p"
-	done
-	wait 2>/dev/null || true
+	kill_all
 	rm -rf "$dir" "$CXLSHIM_POOL_PATH"
 }
 trap cleanup EXIT
