@@ -330,6 +330,29 @@ static int write_and_hang(void *arg)
 	return 0;
 }
 
+/* A reader that accepts and sleeps gets stream s, written by reference
+ * (its buffers lent), and is killed.  Returns our connected fd; *cport,
+ * *rec and *owner describe our end. */
+static int write_to_killed_reader(const unsigned char *s, uint16_t *cport,
+				  struct cxls_sock_rec **rec, uint64_t *owner)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), fd;
+	pid_t pid = tu_spawn(accept_and_hang, &lfd);
+
+	close(lfd);
+	fd = tu_connect(port, 0);
+	*cport = local_port(fd);
+	CHECK(write_stream(fd, s) == 0, "written to a reader that sleeps");
+	*rec = rec_of(fd);
+	*owner = owner_of(*rec);
+	if (*rec)
+		CHECK(lent_to(*owner) == REFS, "its buffers are lent (%d)", lent_to(*owner));
+	kill(pid, SIGKILL);
+	CHECK(tu_wait(pid) == 128 + SIGKILL, "reader killed");
+	return fd;
+}
+
 /* A peer killed while its buffers are lent: the reader still gets what
  * was written before; the buffers come back with the record. */
 static void test_kill(void)
@@ -338,24 +361,12 @@ static void test_kill(void)
 	struct cxls_sock_rec *rec;
 	uint64_t owner;
 	uint16_t port, cport;
-	int lfd, fd, st;
+	int fd;
 	ssize_t r;
 	pid_t pid;
 
 	/* killed reader: we wrote, it never read */
-	lfd = tu_listen(&port, 0);
-	pid = tu_spawn(accept_and_hang, &lfd);
-	close(lfd);
-	fd = tu_connect(port, 0);
-	cport = local_port(fd);
-	CHECK(write_stream(fd, s) == 0, "written to a reader that sleeps");
-	rec = rec_of(fd);
-	owner = owner_of(rec);
-	if (rec)
-		CHECK(lent_to(owner) == REFS, "its buffers are lent (%d)", lent_to(owner));
-	kill(pid, SIGKILL);
-	st = tu_wait(pid);
-	CHECK(st == 128 + SIGKILL, "reader killed");
+	fd = write_to_killed_reader(s, &cport, &rec, &owner);
 	close(fd);
 	CHECK(pool_rec(cport, 1) == NULL, "record freed");
 	if (rec)
@@ -406,25 +417,14 @@ static void test_kill_free(void)
 	unsigned char *s = stream_bytes(), *buf = calloc(1, STREAM);
 	uint32_t lent0 = b->n ? cxls_buf_lent(b) : 0;
 	struct cxls_sock_rec *rec;
-	uint16_t port, cport;
-	int lfd, fd, p[2], a, c;
+	uint16_t cport;
+	int fd, p[2], a, c;
 	uint64_t owner;
 	ssize_t r;
 	pid_t pid;
 
 	/* the reader dies; we keep the socket */
-	lfd = tu_listen(&port, 0);
-	pid = tu_spawn(accept_and_hang, &lfd);
-	close(lfd);
-	fd = tu_connect(port, 0);
-	cport = local_port(fd);
-	CHECK(write_stream(fd, s) == 0, "written to a reader that sleeps");
-	rec = rec_of(fd);
-	owner = owner_of(rec);
-	if (rec)
-		CHECK(lent_to(owner) == REFS, "its buffers are lent (%d)", lent_to(owner));
-	kill(pid, SIGKILL);
-	CHECK(tu_wait(pid) == 128 + SIGKILL, "reader killed");
+	fd = write_to_killed_reader(s, &cport, &rec, &owner);
 	r = recv(fd, buf, 1, MSG_DONTWAIT);
 	CHECK(r == 0 || (r < 0 && errno == ECONNRESET), "EOF or ECONNRESET (%zd %d)", r, errno);
 	if (rec) {
