@@ -40,7 +40,9 @@ struct cxlshim_mem_stats {
 	unsigned long long allocs;    /* buffers placed (allocated or registered) */
 	unsigned long long frees;
 	unsigned long long failures;  /* requests that returned an error */
-	unsigned long long fallbacks; /* requests placed by the rule's fallback */
+	unsigned long long fallbacks; /* requests the rule did not place itself: placed by
+				       * its fallback, or left to the plain call (also
+				       * every request of a place = default rule) */
 	unsigned long long misplaced; /* pages found off their intended nodes */
 };
 
