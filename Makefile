@@ -150,5 +150,8 @@ demo:
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) -s deps; fi
 	@$(MAKE) -s all bench-build
 	@echo "== 4-rank NCCL job through libcxlshim.so ($(if $(HAVE_GPU),GPU,emulated CUDA)), pool $${CXLSHIM_POOL_PATH:-/dev/shm/cxlshim-$$(id -u).pool}"
+	@# a pool left by another release of cxlshim is replaced if no process uses it
+	@$(BUILD)/cxlshim pool status >/dev/null 2>&1 || ! [ -e "$${CXLSHIM_POOL_PATH:-/dev/shm/cxlshim-$$(id -u).pool}" ] || \
+		$(BUILD)/cxlshim pool create --replace || true
 	$(DEMO_ENV) $(BUILD)/bench/coll_perf -C all_gather -N 4 -b 1M -e 64M -f 4
 	$(DEMO_ENV) $(BUILD)/bench/coll_perf -C broadcast -N 4 -b 1M -e 64M -f 4 -r 0

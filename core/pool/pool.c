@@ -39,6 +39,26 @@ const char *cxls_pool_strerror(int err)
 	return "unknown pool error";
 }
 
+/* A pool of another release is never reformatted by a job: its own jobs
+ * may still use it.  The tool replaces it when no process does. */
+void cxls_pool_explain(char *buf, size_t len, int err, const struct cxls_super *sb)
+{
+	switch (err) {
+	case CXLS_POOL_EVERSION:
+		snprintf(buf, len, "pool format version %u, this cxlshim uses version %u "
+			 "(a pool of another release; once none of its jobs runs, "
+			 "`cxlshim pool create --replace` makes a new one)",
+			 sb ? sb->version : 0, CXLS_POOL_VERSION);
+		return;
+	case CXLS_POOL_EMAGIC:
+	case CXLS_POOL_ECORRUPT:
+		snprintf(buf, len, "%s (`cxlshim pool create --replace` makes a new one once no "
+			 "process uses the file)", cxls_pool_strerror(err));
+		return;
+	}
+	snprintf(buf, len, "%s", cxls_pool_strerror(err));
+}
+
 /* Covers the immutable geometry; the magic is excluded because it is
  * stored last, after the checksum, to publish a fully formatted pool. */
 uint32_t cxls_super_checksum(const struct cxls_super *sb)
@@ -372,6 +392,7 @@ static int format_or_attach(struct cxls_pool *pool, const struct cxls_config *cf
 
 int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
 {
+	char why[256];
 	int err;
 
 	memset(pool, 0, sizeof(*pool));
@@ -404,7 +425,8 @@ int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
 	pool->flush_mode = pool->geo.coherence == CXLS_FLUSH;
 	return CXLS_POOL_OK;
 fail:
-	CXLS_WARN("pool %s: %s", pool->path, cxls_pool_strerror(err));
+	cxls_pool_explain(why, sizeof(why), err, err == CXLS_POOL_EVERSION ? pool->sb : NULL);
+	CXLS_WARN("pool %s: %s", pool->path, why);
 	cxls_pool_close(pool);
 	return err;
 }

@@ -48,6 +48,9 @@ enum cxls_pool_err {
 int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg);
 void cxls_pool_close(struct cxls_pool *pool);
 const char *cxls_pool_strerror(int err);
+/* The error and what to do about it, one line: for EVERSION with the
+ * version found in `sb` (when the caller could read one). */
+void cxls_pool_explain(char *buf, size_t len, int err, const struct cxls_super *sb);
 
 /* Validates a superblock as read from a pool of map_size bytes. */
 int cxls_super_check(const struct cxls_super *sb, size_t map_size);

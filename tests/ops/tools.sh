@@ -101,4 +101,41 @@ python3 -c "import json,sys; s=json.load(open(sys.argv[1])); \
 expect 0 $CX pool clean -p $P
 grep -q "reclaimed 0 " "$dir/out" || fail "clean: $(cat "$dir/out")"
 expect 0 $CX doctor -p $P
+
+echo "== a pool of another release: refused with the fix, replaced when unused"
+ver=$($CX pool status -p $P --json | python3 -c "import json,sys; print(json.load(sys.stdin)['version'])")
+# the superblock: magic (8 bytes), then the format version (4, little-endian)
+python3 -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(8); f.write(struct.pack('<I', int(sys.argv[2]) - 1))" \
+	$P "$ver"
+expect 1 $CX pool status -p $P
+grep -q "pool format version $((ver - 1)), this cxlshim uses version $ver .*pool create --replace" \
+	"$dir/out" || fail "old version: $(cat "$dir/out")"
+CXLSHIM_POOL_PATH=$P CXLSHIM_DEBUG=WARN LD_PRELOAD=$PWD/$B/libcxlshim.so \
+	LD_LIBRARY_PATH=$PWD/$B/emu $B/bench/coll_perf -N 1 -b 4K -e 4K >"$dir/out" 2>&1 || true
+grep -q "WARN pool $P: pool format version $((ver - 1)), this cxlshim uses version $ver" \
+	"$dir/out" || fail "a job's warning: $(cat "$dir/out")"
+expect 1 $CX pool create -p $P
+# held open, then only mapped (descriptor closed): not replaced
+(exec 9<$P; sleep 30) &
+holder=$!
+expect 1 $CX pool create -p $P --replace
+grep -q "in use by pid .*$holder" "$dir/out" || fail "open file replaced: $(cat "$dir/out")"
+kill $holder; wait $holder 2>/dev/null || true
+# (libc's mmap: Python's mmap module would keep a descriptor of its own)
+python3 -c "import ctypes,os,sys,time; libc=ctypes.CDLL(None); libc.mmap.restype=ctypes.c_void_p; \
+	libc.mmap.argtypes=[ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, \
+	ctypes.c_long]; fd=os.open(sys.argv[1], os.O_RDONLY); p=libc.mmap(None, 4096, 1, 1, fd, 0); \
+	os.close(fd); assert p not in (None, ctypes.c_void_p(-1).value); \
+	print('mapped', flush=True); time.sleep(30)" $P >"$dir/mapper" &
+holder=$!
+for _ in $(seq 100); do grep -q mapped "$dir/mapper" && break; sleep 0.1; done
+expect 1 $CX pool create -p $P --replace
+grep -q "in use by pid .*$holder" "$dir/out" || fail "mapped file replaced: $(cat "$dir/out")"
+kill $holder; wait $holder 2>/dev/null || true
+expect 0 $CX pool create -p $P -s 128M --replace
+grep -q "removed the old $P" "$dir/out" || fail "replace: $(cat "$dir/out")"
+expect 0 $CX pool status -p $P
+expect 2 $CX pool create -p $P --replace extra-arg
+expect 1 $CX pool create -p /dev/null --replace
+grep -q "not a regular file" "$dir/out" || fail "device replaced: $(cat "$dir/out")"
 echo "tools: ok"

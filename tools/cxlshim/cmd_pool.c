@@ -15,6 +15,7 @@
 
 #include "cmd.h"
 #include "comm_table.h"
+#include "file_users.h"
 #include "pool.h"
 #include "snapshot.h"
 #include "sock_meet.h"
@@ -25,17 +26,19 @@
 struct pool_opts {
 	const char *policy, *path;
 	const char *size, *devices, *mode, *comms, *ranks;
-	int verbose, json;
+	int verbose, json, replace;
 };
 
 static void help(FILE *out)
 {
 	fprintf(out,
 		"usage: cxlshim pool create [-c POLICY] [-p PATH] [-s SIZE] [-d DEVICES] [-m MODE]\n"
-		"                           [--max-comms N] [--max-ranks N]\n"
+		"                           [--max-comms N] [--max-ranks N] [--replace]\n"
 		"       cxlshim pool status [-c POLICY] [-p PATH] [-v] [--json]\n"
 		"       cxlshim pool clean  [-c POLICY] [-p PATH]\n"
-		"  create  format a new pool file (or an all-zero DAX device)\n"
+		"  create  format a new pool file (or an all-zero DAX device); --replace:\n"
+		"          an existing pool file too (another release's, a damaged one),\n"
+		"          unless a process of this host has it open or mapped\n"
 		"  status  communicators, ranks, sequence numbers, socket listeners and\n"
 		"          connections (ring fill, holders), owners and which are dead;\n"
 		"          --json: the same as one JSON object\n"
@@ -54,6 +57,7 @@ static int parse(int argc, char **argv, struct pool_opts *o)
 		{ "mode", required_argument, NULL, 'm' },   { "max-comms", required_argument, NULL, 'C' },
 		{ "max-ranks", required_argument, NULL, 'R' }, { "verbose", no_argument, NULL, 'v' },
 		{ "json", no_argument, NULL, 'j' },         { "help", no_argument, NULL, 'h' },
+		{ "replace", no_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 }
 	};
 	int c;
@@ -70,6 +74,7 @@ static int parse(int argc, char **argv, struct pool_opts *o)
 		case 'R': o->ranks = optarg; break;
 		case 'v': o->verbose = 1; break;
 		case 'j': o->json = 1; break;
+		case 'r': o->replace = 1; break;
 		case 'h': help(stdout); exit(EXIT_OK);
 		default: return -1;
 		}
@@ -93,6 +98,53 @@ static int apply(const struct pool_opts *o, struct cxls_config *cfg)
 	return tool_policy(o->policy, cfg);
 }
 
+static void print_pids(const pid_t *pid, int n)
+{
+	for (int i = 0; i < n && i < CXLS_FILE_USERS_MAX; i++)
+		fprintf(stderr, "%s%d", i ? ", " : "", (int)pid[i]);
+	if (n > CXLS_FILE_USERS_MAX)
+		fprintf(stderr, " and %d more", n - CXLS_FILE_USERS_MAX);
+}
+
+/* Unlinks an existing pool file that no process of this host holds.  The
+ * name goes, not the memory: a process this scan could not inspect, or a
+ * job that raced it, keeps the old file through its mapping, undisturbed
+ * (no truncation, no SIGBUS); only processes that open the path from now
+ * on get the new pool. */
+static int replace_file(const char *path, const struct stat *st)
+{
+	struct cxls_file_users u;
+
+	if (!S_ISREG(st->st_mode)) {
+		fprintf(stderr, "cxlshim pool create: %s is not a regular file: --replace only "
+			"replaces pool files (other hosts' users of a device cannot be seen)\n",
+			path);
+		return -1;
+	}
+	if (cxls_file_users(st, &u)) {
+		fprintf(stderr, "cxlshim pool create: %s: cannot read /proc to see who uses it: "
+			"not replaced\n", path);
+		return -1;
+	}
+	if (u.n) {
+		fprintf(stderr, "cxlshim pool create: %s is in use by pid ", path);
+		print_pids(u.pid, u.n);
+		fprintf(stderr, ": not replaced\n");
+		return -1;
+	}
+	if (u.unknown) {
+		fprintf(stderr, "cxlshim pool create: could not inspect pid ");
+		print_pids(u.unknown_pid, u.unknown);
+		fprintf(stderr, " (if one uses %s, it keeps the old file)\n", path);
+	}
+	if (unlink(path)) {
+		fprintf(stderr, "cxlshim pool create: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	printf("removed the old %s\n", path);
+	return 0;
+}
+
 static int pool_create(const struct pool_opts *o)
 {
 	struct cxls_config cfg;
@@ -103,6 +155,11 @@ static int pool_create(const struct pool_opts *o)
 	if (apply(o, &cfg))
 		return EXIT_FAIL;
 	existed = stat(cfg.pool_path, &st) == 0;
+	if (existed && o->replace) {
+		if (replace_file(cfg.pool_path, &st))
+			return EXIT_FAIL;
+		existed = 0;
+	}
 	if (existed && S_ISREG(st.st_mode) && st.st_size) {
 		fprintf(stderr, "cxlshim pool create: %s exists (pool status shows it; remove it "
 			"to start over)\n", cfg.pool_path);
@@ -142,7 +199,11 @@ static int pool_status(const struct pool_opts *o)
 	}
 	err = snap_take(m.base, m.size, SNAP_LIVENESS, &s);
 	if (err) {
-		fprintf(stderr, "cxlshim pool status: %s: %s\n", path, cxls_pool_strerror(err));
+		char why[256];
+
+		cxls_pool_explain(why, sizeof(why), err,
+				  m.size >= sizeof(struct cxls_super) ? m.base : NULL);
+		fprintf(stderr, "cxlshim pool status: %s: %s\n", path, why);
 		snap_map_close(&m);
 		return EXIT_FAIL;
 	}
