@@ -198,6 +198,12 @@ step "interleave off" env CXLSHIM_CCCL_INTERLEAVE=0 LD_PRELOAD="$SHIM" "$BUILD/t
 step "tiny window: 64K chunks x 2 slots" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=2 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "host waits (wait.mode=host)" env CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+# A CUDA driver may run the host functions of a process one at a time
+# (cuLaunchHostFunc); stream memory operations, graph replays and sends
+# must not depend on two of them running at once.
+step "host functions one at a time: memop waits, replays, p2p, PyTorch" sh -c \
+	"export CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD=$SHIM; $BUILD/tests/coll_check ${V[*]} &&
+	$BUILD/tests/api_check graph && $P2P alltoallv 4 && $BUILD/tests/pg_check 2"
 step "non-coherent pool (coherence=flush)" env "$(pool flush)" CXLSHIM_POOL_COHERENCE=flush \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "flush + host waits" env "$(pool flush)" CXLSHIM_WAIT_MODE=host \
