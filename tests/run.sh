@@ -338,6 +338,14 @@ for t in iperf3 redis sockperf socat curl; do
 		CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 BUILD="$BUILD" tests/sock/tools.sh $t
 done
 
+echo "== GPU acceptance script (make test-gpu): what runs without a GPU"
+step "gpu: tests/gpu/accept.sh passes shellcheck" shellcheck tests/gpu/accept.sh
+step "gpu: accept.sh without a GPU says why it skipped" sh -c "
+	if nvidia-smi -L >/dev/null 2>&1; then echo 'SKIPPED: this machine has a GPU'; exit 77; fi
+	tests/gpu/accept.sh -o $BUILD/gpu-accept-nogpu | grep 'SKIPPED: no GPU here: '"
+step "gpu: accept.sh --emulate --quick (pool tests, pinned copies)" env BUILD="$BUILD" \
+	CXLSHIM_ACCEPT_PREBUILT=1 tests/gpu/accept.sh --emulate --quick -o "$BUILD/gpu-accept-emu"
+
 echo
 if [ $failed -gt 0 ]; then
 	echo "failed steps:"
