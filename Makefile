@@ -31,6 +31,8 @@ QEMU_DEB_PKGS = qemu-system-x86 linux-image-amd64 busybox-static cpio kmod xz-ut
 DEB_PKGS += python3 clang libclang-rt-14-dev valgrind gnuplot-nox
 # the trace timeline validated against a JSON schema (tests/ops/trace.sh)
 DEB_PKGS += python3-jsonschema
+# tests/gpu/accept.sh is checked by shellcheck in `make test`
+DEB_PKGS += shellcheck
 # Real programs the socket tests and benchmarks run under the preload.
 DEB_PKGS += iperf3 sockperf redis-server redis-tools socat curl
 # The launchers `cxlshim run` is tested under (tests/ops/launchers.sh):

@@ -95,10 +95,15 @@ int cxls_runtime_pool_device(CUdeviceptr *dev)
 		return -1;
 	pthread_mutex_lock(&reg_lock);
 	if (reg_state == 0) {
+		/* a nonblocking init's thread may get here while the
+		 * application captures a graph: relaxed (cuda_drv.h) */
+		CUstreamCaptureMode mode = cxls_cuda_capture_relax(cu);
+
 		r = cu->MemHostRegister(pool->base, pool->size,
 					CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
 		if (r == CUDA_SUCCESS || r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
 			r = cu->MemHostGetDevicePointer(&reg_dev, pool->base, 0);
+		cxls_cuda_capture_restore(cu, mode);
 		reg_state = r == CUDA_SUCCESS ? 1 : -1;
 		if (r != CUDA_SUCCESS)
 			CXLS_WARN("registering the pool with CUDA failed: %s", cxls_cuda_strerror(r));

@@ -198,6 +198,12 @@ step "interleave off" env CXLSHIM_CCCL_INTERLEAVE=0 LD_PRELOAD="$SHIM" "$BUILD/t
 step "tiny window: 64K chunks x 2 slots" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=2 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "host waits (wait.mode=host)" env CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+# A CUDA driver may run the host functions of a process one at a time
+# (cuLaunchHostFunc); stream memory operations, graph replays and sends
+# must not depend on two of them running at once.
+step "host functions one at a time: memop waits, replays, p2p, PyTorch" sh -c \
+	"export CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD=$SHIM; $BUILD/tests/coll_check ${V[*]} &&
+	$BUILD/tests/api_check graph && $P2P alltoallv 4 && $BUILD/tests/pg_check 2"
 step "non-coherent pool (coherence=flush)" env "$(pool flush)" CXLSHIM_POOL_COHERENCE=flush \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "flush + host waits" env "$(pool flush)" CXLSHIM_WAIT_MODE=host \
@@ -331,6 +337,14 @@ for t in iperf3 redis sockperf socat curl; do
 	step "sock: $t under the preload on both ends" env $(pool tools) CXLSHIM_POOL_SIZE=1G \
 		CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 BUILD="$BUILD" tests/sock/tools.sh $t
 done
+
+echo "== GPU acceptance script (make test-gpu): what runs without a GPU"
+step "gpu: tests/gpu/accept.sh passes shellcheck" shellcheck tests/gpu/accept.sh
+step "gpu: accept.sh without a GPU says why it skipped" sh -c "
+	if nvidia-smi -L >/dev/null 2>&1; then echo 'SKIPPED: this machine has a GPU'; exit 77; fi
+	tests/gpu/accept.sh -o $BUILD/gpu-accept-nogpu | grep 'SKIPPED: no GPU here: '"
+step "gpu: accept.sh --emulate --quick (pool tests, pinned copies)" env BUILD="$BUILD" \
+	CXLSHIM_ACCEPT_PREBUILT=1 tests/gpu/accept.sh --emulate --quick -o "$BUILD/gpu-accept-emu"
 
 echo
 if [ $failed -gt 0 ]; then

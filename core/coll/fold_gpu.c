@@ -52,6 +52,7 @@ const char *cxls_fold_gpu_kernel(ncclDataType_t t)
 
 static int load(const struct cxls_cuda *cu, struct fold_module *m, char *why, size_t len)
 {
+	CUstreamCaptureMode mode;
 	CUresult r;
 	size_t size;
 
@@ -61,7 +62,10 @@ static int load(const struct cxls_cuda *cu, struct fold_module *m, char *why, si
 	if (!cu->ModuleLoadData || !cu->ModuleGetFunction || !cu->LaunchKernel)
 		return snprintf(why, len, "the CUDA driver lacks cuModuleLoadData, "
 					  "cuModuleGetFunction or cuLaunchKernel"), -1;
+	/* may run while the application captures a graph (cuda_drv.h) */
+	mode = cxls_cuda_capture_relax(cu);
 	r = cu->ModuleLoadData(&m->mod, cxls_fold_image);
+	cxls_cuda_capture_restore(cu, mode);
 	if (r != CUDA_SUCCESS)
 		return snprintf(why, len, "cuModuleLoadData of the reduction kernels: %s (no code "
 					  "for this GPU?)", cxls_cuda_strerror(r)), -1;
@@ -79,15 +83,16 @@ fail:
 	return -1;
 }
 
-/* The current context's module, loaded on first use; NULL with why set.
- * A failed load is remembered, not retried for every operation. */
-static const struct fold_module *module(const struct cxls_cuda *cu, char *why, size_t len)
+/* The module of context ctx (current on the calling thread), loaded on
+ * first use; NULL with why set.  A failed load is remembered, not retried
+ * for every operation. */
+static const struct fold_module *module(const struct cxls_cuda *cu, CUcontext ctx, char *why,
+					size_t len)
 {
 	static _Thread_local const struct fold_module *last;
 	const struct fold_module *found = NULL;
-	CUcontext ctx = NULL;
 
-	if (cu->CtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) {
+	if (!ctx) {
 		snprintf(why, len, "no current CUDA context");
 		return NULL;
 	}
@@ -119,7 +124,37 @@ static const struct fold_module *module(const struct cxls_cuda *cu, char *why, s
 
 int cxls_fold_gpu_ready(const struct cxls_cuda *cu, char *why, size_t len)
 {
-	return module(cu, why, len) ? 0 : -1;
+	CUcontext ctx = NULL;
+
+	if (cu->CtxGetCurrent(&ctx) != CUDA_SUCCESS)
+		ctx = NULL;
+	return module(cu, ctx, why, len) ? 0 : -1;
+}
+
+/* A kernel runs in its module's context and only on a stream of the
+ * context current at the launch (CUDA: "a kernel launch will fail if it is
+ * issued to a stream that is not associated to the current device"): the
+ * stream's context is made current for the launch when it is not. */
+static CUresult launch(const struct cxls_cuda *cu, CUstream st, unsigned int blocks,
+		       ncclDataType_t t, void **args, char *why, size_t len)
+{
+	CUcontext cur = NULL, sctx = NULL, popped;
+	const struct fold_module *m;
+	CUresult r;
+
+	if (cu->CtxGetCurrent(&cur) != CUDA_SUCCESS || cu->StreamGetCtx(st, &sctx) != CUDA_SUCCESS)
+		return snprintf(why, len, "no CUDA context for the stream"), CUDA_ERROR_INVALID_CONTEXT;
+	if (sctx != cur && cu->CtxPushCurrent(sctx) != CUDA_SUCCESS)
+		return snprintf(why, len, "cannot make the stream's context current"),
+		       CUDA_ERROR_INVALID_CONTEXT;
+	m = module(cu, sctx, why, len);
+	r = m ? cu->LaunchKernel(m->fn[t], blocks, 1, 1, CXLS_FOLD_THREADS, 1, 1, 0, st, args, NULL) :
+		CUDA_ERROR_NOT_FOUND;
+	if (r != CUDA_SUCCESS && m)
+		snprintf(why, len, "launch of %s: %s", KERNELS[t], cxls_cuda_strerror(r));
+	if (sctx != cur)
+		cu->CtxPopCurrent(&popped);
+	return r;
 }
 
 /* PreMulSum's scalar as the kernels take it (fold_abi.h). */
@@ -148,9 +183,7 @@ int cxls_fold_gpu(const struct cxls_cuda *cu, CUstream st, CUdeviceptr dst, CUde
 	unsigned int div = last ? rop->postdiv : 0;
 	void *args[] = { &dst, &src, &count, &kind, &scalar, &scalar_dev, &div };
 	unsigned int blocks = (unsigned int)((n + CXLS_FOLD_THREADS - 1) / CXLS_FOLD_THREADS);
-	const struct fold_module *m;
 	char why[192];
-	CUresult r;
 
 	if (!n)
 		return 0;
@@ -163,16 +196,10 @@ int cxls_fold_gpu(const struct cxls_cuda *cu, CUstream st, CUdeviceptr dst, CUde
 		kind = CXLS_RED_MAX;
 		src = dst;
 	}
-	m = module(cu, why, sizeof(why));
-	if (!m) {
-		CXLS_WARN("GPU reduction unavailable: %s", why);
-		return -1;
-	}
 	if (blocks > CXLS_FOLD_MAX_BLOCKS)
 		blocks = CXLS_FOLD_MAX_BLOCKS;
-	r = cu->LaunchKernel(m->fn[t], blocks, 1, 1, CXLS_FOLD_THREADS, 1, 1, 0, st, args, NULL);
-	if (r != CUDA_SUCCESS) {
-		CXLS_WARN("launch of %s (%zu elements): %s", KERNELS[t], n, cxls_cuda_strerror(r));
+	if (launch(cu, st, blocks, t, args, why, sizeof(why)) != CUDA_SUCCESS) {
+		CXLS_WARN("GPU reduction of %zu elements unavailable: %s", n, why);
 		return -1;
 	}
 	return 0;

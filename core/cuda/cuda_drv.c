@@ -49,6 +49,8 @@ static const struct entry entries[] = {
 	E(EventRecord, "cuEventRecord"),
 	E(EventQuery, "cuEventQuery"),
 	E(EventDestroy, "cuEventDestroy_v2"),
+	E(StreamGetCtx, "cuStreamGetCtx"),
+	E(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"),
 	OPT(ModuleLoadData, "cuModuleLoadData"),
 	OPT(ModuleGetFunction, "cuModuleGetFunction"),
 	OPT(ModuleUnload, "cuModuleUnload"),
@@ -116,4 +118,19 @@ const char *cxls_cuda_strerror(CUresult r)
 	if (loaded && loaded->GetErrorString(r, &s) == CUDA_SUCCESS && s)
 		return s;
 	return "unknown CUDA error";
+}
+
+CUstreamCaptureMode cxls_cuda_capture_relax(const struct cxls_cuda *cu)
+{
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+
+	if (cu->ThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS)
+		return CU_STREAM_CAPTURE_MODE_RELAXED; /* nothing to give back */
+	return mode;
+}
+
+void cxls_cuda_capture_restore(const struct cxls_cuda *cu, CUstreamCaptureMode mode)
+{
+	if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+		cu->ThreadExchangeStreamCaptureMode(&mode);
 }

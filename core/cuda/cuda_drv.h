@@ -40,6 +40,8 @@ struct cxls_cuda {
 	CUresult (*EventRecord)(CUevent, CUstream);
 	CUresult (*EventQuery)(CUevent);
 	CUresult (*EventDestroy)(CUevent);
+	CUresult (*StreamGetCtx)(CUstream, CUcontext *);
+	CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
 	/* optional (NULL where the driver lacks them, as the CPU emulation
 	 * does): the GPU reduction kernels */
 	CUresult (*ModuleLoadData)(CUmodule *, const void *);
@@ -56,5 +58,14 @@ const char *cxls_cuda_strerror(CUresult r);
 /* 1 when the driver is the CPU emulation (emu/cuda): device memory is
  * host memory there, so the CPU may compute on it. */
 int cxls_cuda_emulated(void);
+
+/* Around the shim's own "potentially unsafe" calls (registering memory,
+ * loading a module) that may run while the application captures a CUDA
+ * graph in global mode, from its thread or ours: the calling thread
+ * relaxed, as NCCL does around its allocations, so that the call neither
+ * fails nor invalidates the application's capture.  Returns the mode to
+ * give back to cxls_cuda_capture_restore. */
+CUstreamCaptureMode cxls_cuda_capture_relax(const struct cxls_cuda *cu);
+void cxls_cuda_capture_restore(const struct cxls_cuda *cu, CUstreamCaptureMode mode);
 
 #endif

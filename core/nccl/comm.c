@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "devmodel.h"
+#include "fold_gpu.h"
 #include "log.h"
 #include "replay.h"
 #include "registry.h"
@@ -112,6 +113,40 @@ static void destroy_streams(struct cxls_comm *c)
 	s->ev_fork = s->ev_wjoin = s->ev_rjoin = s->ev_done = NULL;
 }
 
+/* wait.mode=host blocks a host function until a peer rings, and the
+ * other end of a collective rings from a host function of its own write
+ * stream.  CUDA lets a driver run the host functions of a process one at a
+ * time ("Host functions without a mandated order (such as in independent
+ * streams) execute in undefined order and may be serialized",
+ * cuLaunchHostFunc), and then both ranks wait for rings queued behind
+ * their own waits: a deadlock that CUDAEMU_SERIAL_HOST_FNS=1 shows on the
+ * emulation.  Stream memory operations have no such limit and every CUDA
+ * 12+ driver has them, so a real driver gets those. */
+static int wait_in_host_fns(const struct cxls_runtime *rt)
+{
+	static atomic_int warned;
+
+	if (rt->cfg.wait_mode != CXLS_WAIT_HOST)
+		return 0;
+	if (cxls_cuda_emulated())
+		return 1;
+	if (!atomic_exchange(&warned, 1))
+		CXLS_WARN("wait.mode=host may deadlock on a CUDA driver, which may run host "
+			  "functions one at a time: using stream memory operations");
+	return 0;
+}
+
+/* The reduction kernels are loaded now, not at the first reduction, which
+ * may come while the application captures a graph; a failure is said
+ * once here and again (WARN) by the first reduction that needs them. */
+static void preload_kernels(struct cxls_comm *c)
+{
+	char why[192];
+
+	if (!cxls_cuda_emulated() && cxls_fold_gpu_ready(c->st.cu, why, sizeof(why)))
+		CXLS_INFO("comm %p: no GPU reductions: %s", (void *)c, why);
+}
+
 /* Everything after the rendezvous: layout, pool mapping, streams. */
 static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 {
@@ -128,7 +163,7 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	}
 	c->st.host_base = c->pool->base;
 	c->st.flush = c->pool->flush_mode;
-	c->st.host_wait = rt->cfg.wait_mode == CXLS_WAIT_HOST;
+	c->st.host_wait = wait_in_host_fns(rt);
 	c->st.overlap = rt->cfg.cccl_overlap;
 	c->st.model = rt->cfg.cccl_model_devices;
 	if (c->st.model) {
@@ -147,6 +182,7 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	}
 	c->view.ranks[c->rank].device = (uint32_t)c->device;
 	c->wd_since_ns = cxls_now_ns();
+	preload_kernels(c);
 	CXLS_INFO("comm %p rank %d/%d ready: pool slot %u, chunk %llu x %u slots, %s, %s, %s",
 		  (void *)c, c->rank, c->nranks, c->view.slot, (unsigned long long)c->lay.chunk,
 		  c->lay.slots, c->lay.interleave ? "interleaved" : "sequential",

@@ -13,9 +13,14 @@
  * not a fast path. Events refer to a session by id, never by pointer, so an
  * event recorded in a finished capture is simply stale.
  *
- * Not emulated: the global / thread-local mode bans on "unsafe" calls from
- * other threads (cuMemAlloc and the like during capture); modes are accepted
- * and only the thread check of cuStreamEndCapture is done.
+ * Capture modes: a "potentially unsafe" call (emu_capture_unsafe_call:
+ * allocation, registration, context synchronisation) fails with
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures that
+ * forbid it: the caller's own capture unless it is relaxed, and, while the
+ * caller's mode (cuThreadExchangeStreamCaptureMode) is global, every other
+ * thread's global capture.  That is cuStreamBeginCapture's contract; the
+ * driver has the same freedom to refuse, so a library that calls cuMemAlloc
+ * on its own thread while the application captures fails here as on a GPU.
  */
 #include "emu.h"
 
@@ -36,7 +41,11 @@ struct emu_capture {
 
 static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct emu_capture *sessions;
+static atomic_uint nsessions;	/* lock-free "no capture at all" check */
 static uint64_t next_id = 1;
+
+/* The calling thread's capture interaction mode. */
+static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 /* ---- dependency sets ---- */
 
@@ -126,6 +135,7 @@ static void session_end(struct emu_capture *c)
 	for (pp = &sessions; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
+			atomic_fetch_sub(&nsessions, 1);
 			break;
 		}
 	if (c->graph)
@@ -382,6 +392,50 @@ static CUresult end_capture(struct CUstream_st *s, CUgraph *phGraph)
 	return CUDA_SUCCESS;
 }
 
+/* ---- capture modes ---- */
+
+/* Whether capture c forbids the calling thread's unsafe calls. */
+static bool forbids(const struct emu_capture *c)
+{
+	if (pthread_equal(c->thread, pthread_self()))
+		return c->mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+	return c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+	       thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+}
+
+CUresult emu_capture_unsafe_call(void)
+{
+	CUresult res = CUDA_SUCCESS;
+	struct emu_capture *c;
+
+	if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED || !atomic_load(&nsessions))
+		return CUDA_SUCCESS;
+	pthread_mutex_lock(&cap_lock);
+	for (c = sessions; c; c = c->next)
+		if (forbids(c)) {
+			c->invalidated = true;
+			res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		}
+	pthread_mutex_unlock(&cap_lock);
+	return res;
+}
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+	CUresult res = emu_check_init();
+	CUstreamCaptureMode old = thread_mode;
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
+		      *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+		      *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+		return CUDA_ERROR_INVALID_VALUE;
+	thread_mode = *mode;
+	*mode = old;
+	return CUDA_SUCCESS;
+}
+
 /* ---- API ---- */
 
 CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
@@ -424,6 +478,7 @@ CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 		c->id = next_id++;
 		c->next = sessions;
 		sessions = c;
+		atomic_fetch_add(&nsessions, 1);
 		c = NULL;
 	}
 	pthread_mutex_unlock(&cap_lock);

@@ -210,9 +210,12 @@ CUresult cuCtxSynchronize(void)
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	emu_ctx_wait_idle(ctx);
+	/* it would wait for a capturing stream too */
+	res = emu_capture_unsafe_call();
+	if (res == CUDA_SUCCESS)
+		emu_ctx_wait_idle(ctx);
 	emu_ctx_put(ctx);
-	return CUDA_SUCCESS;
+	return res;
 }
 
 /* ---- created contexts ---- */

@@ -35,11 +35,13 @@ struct emu_config {
 				 * burning a CPU, so spin little */
 	size_t mem_bytes;	/* CUDAEMU_MEM_MB per device, default 16 GiB */
 	bool check_ptrs;	/* CUDAEMU_CHECK_PTRS, default 1 */
+	bool serial_host_fns;	/* CUDAEMU_SERIAL_HOST_FNS, default 0 (op.c) */
 };
 
 extern struct emu_config emu_config;
 
-/* CUDA_SUCCESS once cuInit ran, CUDA_ERROR_NOT_INITIALIZED before. */
+/* CUDA_SUCCESS once cuInit ran, CUDA_ERROR_NOT_INITIALIZED before,
+ * CUDA_ERROR_NOT_PERMITTED inside a host function or stream callback. */
 CUresult emu_check_init(void);
 
 /* ---- handle.c: reference counted objects and the live-handle registry ---- */
@@ -135,6 +137,8 @@ void emu_op_hold(struct emu_op *op);
 void emu_op_release(struct emu_op *op);
 /* Runs op on the calling thread; returns when its effect is complete. */
 void emu_op_run(struct emu_op *op);
+/* true while the calling thread runs a host function or stream callback */
+bool emu_in_host_fn(void);
 
 /* ---- context.c ---- */
 
@@ -265,6 +269,10 @@ bool emu_capture_forbid(struct CUstream_st *s);
 void emu_capture_leave(struct CUstream_st *s);
 /* A record outside capture: ev no longer refers to a capture. */
 void emu_capture_forget_event(struct CUevent_st *ev);
+/* Before a "potentially unsafe" call (allocation, registration, context
+ * synchronisation): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidating
+ * the captures that forbid it, or CUDA_SUCCESS (see capture.c). */
+CUresult emu_capture_unsafe_call(void);
 
 /* ---- graph.c ---- */
 

@@ -31,13 +31,15 @@ static void init_config(void)
 	emu_config.mem_bytes = (size_t)env_long("CUDAEMU_MEM_MB", 16384, 1,
 						1L << 30) << 20;
 	emu_config.check_ptrs = env_long("CUDAEMU_CHECK_PTRS", 1, 0, 1);
+	emu_config.serial_host_fns = env_long("CUDAEMU_SERIAL_HOST_FNS", 0, 0, 1);
 	atomic_store(&initialized, true);
 }
 
 CUresult emu_check_init(void)
 {
-	return atomic_load_explicit(&initialized, memory_order_acquire) ?
-	       CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+	if (!atomic_load_explicit(&initialized, memory_order_acquire))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	return emu_in_host_fn() ? CUDA_ERROR_NOT_PERMITTED : CUDA_SUCCESS;
 }
 
 CUresult cuInit(unsigned int Flags)

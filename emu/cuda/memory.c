@@ -244,6 +244,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 	if (res != CUDA_SUCCESS)
 		return res;
+	if ((res = emu_capture_unsafe_call()) != CUDA_SUCCESS)
+		return res;
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
 	res = mem_alloc(bytesize, EMU_MEM_DEVICE, 0, EMU_ALLOC_ALIGN, &p);
@@ -258,6 +260,8 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 
 	if (res != CUDA_SUCCESS)
 		return res;
+	if ((res = emu_capture_unsafe_call()) != CUDA_SUCCESS)
+		return res;
 	if (!dptr)
 		return CUDA_SUCCESS;
 	return mem_free((uintptr_t)dptr, EMU_MEM_DEVICE);
@@ -268,6 +272,8 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 	CUresult res = emu_check_init();
 
 	if (res != CUDA_SUCCESS)
+		return res;
+	if ((res = emu_capture_unsafe_call()) != CUDA_SUCCESS)
 		return res;
 	if (!pp || (Flags & ~(unsigned)HOST_ALLOC_FLAGS))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -289,6 +295,8 @@ CUresult cuMemFreeHost(void *p)
 
 	if (res != CUDA_SUCCESS)
 		return res;
+	if ((res = emu_capture_unsafe_call()) != CUDA_SUCCESS)
+		return res;
 	if (!p)
 		return CUDA_SUCCESS;
 	return mem_free((uintptr_t)p, EMU_MEM_HOST);
@@ -301,6 +309,8 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 	CUresult res = emu_ctx_current(&ctx);
 
 	if (res != CUDA_SUCCESS)
+		return res;
+	if ((res = emu_capture_unsafe_call()) != CUDA_SUCCESS)
 		return res;
 	r.dev = ctx->dev;
 	r.ctx = ctx;
@@ -323,6 +333,8 @@ CUresult cuMemHostUnregister(void *p)
 	bool found;
 
 	if (res != CUDA_SUCCESS)
+		return res;
+	if ((res = emu_capture_unsafe_call()) != CUDA_SUCCESS)
 		return res;
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;

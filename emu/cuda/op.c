@@ -3,6 +3,39 @@
 
 #include <string.h>
 
+/* CUDA: "The host function must not make any CUDA API calls.  Attempting
+ * to use a CUDA API may result in CUDA_ERROR_NOT_PERMITTED" (cuLaunchHostFunc;
+ * likewise stream callbacks).  Every entry point that checks for cuInit
+ * (emu_check_init) refuses calls made from a host function, so a caller
+ * that does it fails here as it may on a GPU. */
+static _Thread_local bool in_host_fn;
+
+bool emu_in_host_fn(void)
+{
+	return in_host_fn;
+}
+
+/* "Host functions without a mandated order (such as in independent
+ * streams) execute in undefined order and may be serialized."  With
+ * CUDAEMU_SERIAL_HOST_FNS=1 they are: one at a time in the process, as a
+ * driver running them all on one thread does, so a host function that
+ * waits for another one deadlocks here as it would there. */
+static pthread_mutex_t host_fn_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void host_fn_enter(void)
+{
+	if (emu_config.serial_host_fns)
+		pthread_mutex_lock(&host_fn_lock);
+	in_host_fn = true;
+}
+
+static void host_fn_leave(void)
+{
+	in_host_fn = false;
+	if (emu_config.serial_host_fns)
+		pthread_mutex_unlock(&host_fn_lock);
+}
+
 void emu_op_hold(struct emu_op *op)
 {
 	switch (op->kind) {
@@ -83,11 +116,15 @@ void emu_op_run(struct emu_op *op)
 		atomic_thread_fence(memory_order_seq_cst);
 		break;
 	case EMU_OP_HOST_FN:
+		host_fn_enter();
 		op->u.host.fn(op->u.host.arg);
+		host_fn_leave();
 		break;
 	case EMU_OP_CALLBACK:
+		host_fn_enter();
 		op->u.callback.fn(op->u.callback.stream, CUDA_SUCCESS,
 				  op->u.callback.arg);
+		host_fn_leave();
 		break;
 	case EMU_OP_EVENT_RECORD:
 		ev = op->u.event.event;

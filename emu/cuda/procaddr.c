@@ -114,6 +114,7 @@ static const struct proc procs[] = {
 	P("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
 	P("cuStreamEndCapture", 10000, cuStreamEndCapture),
 	P("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
+	P("cuThreadExchangeStreamCaptureMode", 10010, cuThreadExchangeStreamCaptureMode),
 	P("cuStreamGetCaptureInfo", 10010, cuStreamGetCaptureInfo),
 	P("cuStreamGetCaptureInfo", 11030, cuStreamGetCaptureInfo_v2),
 	P("cuStreamGetCaptureInfo", 12030, cuStreamGetCaptureInfo_v3),

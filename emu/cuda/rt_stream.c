@@ -122,6 +122,11 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
 				    (CUstreamCaptureStatus *)pCaptureStatus));
 }
 
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+	RT_CALL(cuThreadExchangeStreamCaptureMode((CUstreamCaptureMode *)mode));
+}
+
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec,
 				 cudaGraph_t graph, unsigned long long flags)
 {

@@ -1,0 +1,376 @@
+#!/usr/bin/env bash
+# tests/gpu/accept.sh - the "where a GPU is available" acceptance items of
+# issues 2, 3 and 4, on one machine with an NVIDIA GPU, in under 10 minutes
+# (`make test-gpu`):
+#
+#   pool   the pooled collective, reduction, API, send/receive and
+#          ProcessGroupNCCL tests on the real driver, several processes
+#          on GPU 0 (issues 2, 3)
+#   nccl-tests  every *_perf binary under the preload, MPI ranks (or
+#          threads) on GPU 0 with NCCL_TESTS_DEVICE=0, checked (-c 1),
+#          eager and CUDA-graph (-G) mode, 0 wrong (issues 2, 3)
+#   pinned cudaMemcpyAsync bandwidth of a shim-placed pinned buffer
+#          against cudaHostAlloc's own, same node (issue 4); also the
+#          GPU <-> pinned host figure the pool's bandwidth is compared with
+#   torch  torchrun, 2 ranks on cuda:0, DDP and FSDP2 under the preload,
+#          losses against a one-process reference (issue 3; pin_memory()
+#          and non_blocking copies: issue 4)
+#
+# Usage: tests/gpu/accept.sh [-o DIR] [--nccl-tests SRC] [--quick] [--emulate]
+#
+#   -o DIR        everything goes there (default build/gpu-accept): logs/,
+#                 summary.txt, env.txt
+#   --nccl-tests SRC  a checkout of NVIDIA/nccl-tests (not a Debian
+#                 package; nothing is downloaded): built here with
+#                 $CUDA_HOME and the real NCCL, MPI=1 when an MPI is
+#                 found, else threads.  Also NCCL_TESTS_SRC.
+#   --quick       fewer sizes and ranks
+#   --emulate     no GPU needed: the parts the CPU emulation can run
+#                 (pool tests, pinned copies) on build/emu, to check the
+#                 script itself; nccl-tests and PyTorch are skipped, saying
+#                 why, and bandwidths are the CPU's
+#
+# Without a GPU (and without --emulate) it prints why it skipped and exits
+# 0.  Otherwise it ends with the summary and exits 1 when an item failed.
+# Environment: CUDA_HOME (/usr/local/cuda), NCCL_HOME (the real NCCL: lib/
+# and include/; default: the one PyTorch's wheels bring, else CUDA_HOME),
+# CXLSHIM_ACCEPT_PREBUILT=1 (use the build/ that is there, e.g. one carried
+# from a Debian machine, instead of building).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$PWD
+BUILD=${BUILD:-build}
+OUT=$BUILD/gpu-accept
+NCCL_TESTS_SRC=${NCCL_TESTS_SRC:-}
+QUICK=0
+EMULATE=0
+
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	-o) OUT=$2; shift ;;
+	--nccl-tests) NCCL_TESTS_SRC=$2; shift ;;
+	--quick) QUICK=1 ;;
+	--emulate) EMULATE=1 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "accept.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+	esac
+	shift
+done
+mkdir -p "$OUT/logs" || exit 1
+OUT=$(cd "$OUT" && pwd)
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+fails=0
+
+note() { echo "gpu-accept: $*"; }
+
+# record ITEM STATUS DETAIL: one summary line (PASS, FAIL, SKIP, INFO)
+record() {
+	printf '%-40s %-4s %s\n' "$1" "$2" "${3:-}" | tee -a "$SUMMARY"
+	[ "$2" != FAIL ] || fails=$((fails + 1))
+}
+
+# Why this machine cannot run the GPU items, or nothing.
+no_gpu_reason() {
+	if ! command -v nvidia-smi >/dev/null 2>&1; then
+		echo "nvidia-smi not found (no NVIDIA driver)"
+	elif ! nvidia-smi -L >/dev/null 2>&1; then
+		echo "nvidia-smi -L failed: $(nvidia-smi -L 2>&1 | head -n 1)"
+	elif ! nvidia-smi -L | grep -q '^GPU '; then
+		echo "nvidia-smi lists no GPU"
+	fi
+}
+
+if [ $EMULATE = 0 ]; then
+	why=$(no_gpu_reason)
+	if [ -n "$why" ]; then
+		note "SKIPPED: no GPU here: $why."
+		note "run it on a machine with an NVIDIA GPU; --emulate checks the script on the CPU emulation"
+		record "gpu acceptance" SKIP "$why"
+		exit 0
+	fi
+fi
+
+# ---- where the real CUDA and NCCL are ---------------------------------------
+
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+site_dirs() { python3 -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null; }
+# first file named $1 under the Python packages' nvidia/ folders
+in_wheels() {
+	local d
+	for d in $(site_dirs); do
+		[ -d "$d/nvidia" ] && find "$d/nvidia" -name "$1" -print -quit 2>/dev/null
+	done | head -n 1
+}
+first_dir_of() {
+	local f
+	for f in "$@"; do
+		[ -n "$f" ] && [ -e "$f" ] && { dirname "$f"; return; }
+	done
+}
+
+if [ -z "${NCCL_HOME:-}" ]; then
+	lib=$(first_dir_of "$(in_wheels libnccl.so.2)" "$CUDA_HOME/lib64/libnccl.so.2" \
+		"$CUDA_HOME/lib/libnccl.so.2")
+	NCCL_LIB=${lib:-$CUDA_HOME/lib64}
+	inc=$(first_dir_of "$(in_wheels nccl.h)" "$CUDA_HOME/include/nccl.h")
+	NCCL_INC=${inc:-$CUDA_HOME/include}
+else
+	NCCL_LIB=$NCCL_HOME/lib
+	NCCL_INC=$NCCL_HOME/include
+fi
+# Wheels ship libnccl.so.2 without the libnccl.so that -lnccl needs: a
+# folder of links in the output stands in for NCCL_HOME at link time.
+NCCL_LINK=$OUT/nccl-home
+mkdir -p "$NCCL_LINK/lib"
+ln -sfn "$NCCL_INC" "$NCCL_LINK/include"
+ln -sf "$NCCL_LIB/libnccl.so.2" "$NCCL_LINK/lib/libnccl.so"
+ln -sf "$NCCL_LIB/libnccl.so.2" "$NCCL_LINK/lib/libnccl.so.2"
+CUDART_DIR=$(first_dir_of "$CUDA_HOME/lib64/libcudart.so.13" "$CUDA_HOME/lib/libcudart.so.13" \
+	"$(in_wheels libcudart.so.13)")
+CUDART_DIR=${CUDART_DIR:-$CUDA_HOME/lib64}
+
+if [ $EMULATE = 1 ]; then
+	RUN_LIBS=$ROOT/$BUILD/emu
+	MODE="CPU emulation ($BUILD/emu)"
+else
+	RUN_LIBS=$NCCL_LIB:$CUDART_DIR
+	MODE="real CUDA"
+fi
+SHIM=$ROOT/$BUILD/libcxlshim.so
+
+{
+	echo "mode: $MODE"
+	echo "date: $(date -u +%FT%TZ)  host: $(uname -n)  kernel: $(uname -r)"
+	echo "CUDA_HOME=$CUDA_HOME  NCCL_LIB=$NCCL_LIB  NCCL_INC=$NCCL_INC  cudart: $CUDART_DIR"
+	command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi
+	command -v nvcc >/dev/null 2>&1 && nvcc --version
+	[ -x "$CUDA_HOME/bin/nvcc" ] && "$CUDA_HOME/bin/nvcc" --version
+	python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+		"nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else None)' 2>&1
+	nproc
+	uptime
+} >"$OUT/env.txt" 2>&1
+note "$MODE; output in $OUT"
+
+# ---- build ------------------------------------------------------------------
+
+TESTS="coll_check reduce_check api_check p2p_check pg_check pinned_bw"
+build() {
+	local targets=("$BUILD/libcxlshim.so") t
+	for t in $TESTS; do targets+=("$BUILD/tests/$t"); done
+	make -j"$(nproc)" CUDA_HOME="$CUDA_HOME" CUDA_LIB="$NCCL_LINK/lib" \
+		CFLAGS="-O2 -g -I$NCCL_INC" "${targets[@]}"
+}
+if [ "${CXLSHIM_ACCEPT_PREBUILT:-0}" = 1 ]; then
+	note "using the build in $BUILD as it is"
+elif ! build >"$OUT/logs/build.log" 2>&1; then
+	record build FAIL "see logs/build.log (libnuma-dev and libinih-dev are needed, nccl.h in $NCCL_INC)"
+	tail -n 20 "$OUT/logs/build.log"
+	exit 1
+fi
+if ! grep -q . "$BUILD/kernels/fold.fatbin" 2>/dev/null && [ $EMULATE = 0 ]; then
+	record build FAIL "built without nvcc: no GPU reduction kernels"
+else
+	record build PASS "$(basename "$BUILD")/libcxlshim.so and the test programs"
+fi
+
+# ---- the runs ---------------------------------------------------------------
+
+POOL=/dev/shm/cxlshim-gpu-accept-$$.pool
+trap 'rm -f /dev/shm/cxlshim-gpu-accept-$$*.pool' EXIT
+# Every rank process of a test uses GPU 0; a process with several ranks
+# (nccl-tests threads) has two work streams per rank waiting on doorbells,
+# and streams beyond the device's connections share hardware queues, where
+# a wait would hold up unrelated work: as many connections as CUDA allows.
+run_env=(LD_LIBRARY_PATH="$RUN_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	CXLSHIM_POOL_PATH="$POOL" CXLSHIM_POOL_SIZE=1G CXLSHIM_CONF="$ROOT/tests/gpu/gpu.conf"
+	CXLSHIM_TIMEOUT_OP_MS=30000 CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_TESTS_DEVICE=0)
+
+# step ITEM NAME SECONDS CMD...: one program under the preload, logged
+step() {
+	local item=$1 name=$2 secs=$3 log rc start
+	shift 3
+	log=$OUT/logs/$item-$(echo "$name" | tr -c 'A-Za-z0-9._-' _).log
+	start=$(date +%s)
+	env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout -k 5 "$secs" "$@" >"$log" 2>&1
+	rc=$?
+	if [ $rc = 0 ]; then
+		record "$item: $name" PASS "$(($(date +%s) - start)) s"
+	else
+		record "$item: $name" FAIL "exit $rc$([ $rc = 124 ] && echo ' (timed out)'), logs/$(basename "$log")"
+	fi
+	return $rc
+}
+
+T=$BUILD/tests
+pool_tests() {
+	if [ $QUICK = 1 ]; then
+		step pool "allgather/bcast/...: 2 ranks" 120 "$T/coll_check" -n 2 -c 0,1,odd,1M -t int8,float,bf16
+		step pool "reductions: 2 ranks" 120 "$T/reduce_check" -n 2 -c 0,1,7,1000 -t float,bf16,int32
+	else
+		step pool "allgather/bcast/...: 2 ranks, 64M" 180 "$T/coll_check" -n 2 -c 0,1,odd,1M,64M
+		step pool "allgather/bcast/...: 4 ranks" 180 "$T/coll_check" -n 4 -c 0,1,odd,1M
+		step pool "allgather/bcast/...: 8 ranks" 180 "$T/coll_check" -n 8 -c odd,1M -t float,int8
+		step pool "reductions (GPU kernels): 2 ranks" 180 "$T/reduce_check" -n 2 -c 0,1,7,1000
+		step pool "reductions (GPU kernels): 4 ranks" 180 "$T/reduce_check" -n 4 -c 7,100000 \
+			-t float,bf16,half,e4m3,int64
+	fi
+	step pool "bad arguments" 60 "$T/api_check" badargs
+	step pool "nonblocking init" 60 "$T/api_check" nonblocking
+	step pool "ops on several streams" 60 "$T/api_check" streams
+	step pool "CUDA graph replays" 120 "$T/api_check" graph
+	step pool "send/receive alltoallv, 4 ranks" 120 "$T/p2p_check" alltoallv 4
+	step pool "ProcessGroupNCCL usage, 4 ranks" 120 "$T/pg_check" 4
+}
+
+# pinned_bw plain and under the preload; placed memory must reach 95% of
+# cudaHostAlloc's bandwidth both ways (CPU figures on the emulation).
+pinned() {
+	local plain shim log=$OUT/logs/pinned.log p_h p_d s_h s_d placed
+	{
+		env "${run_env[@]}" timeout 120 "$T/pinned_bw" 256 20
+		env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout 120 "$T/pinned_bw" 256 20
+	} >"$log" 2>&1
+	plain=$(grep -m1 '^pinned_bw:' "$log")
+	shim=$(grep '^pinned_bw:' "$log" | sed -n 2p)
+	if [ -z "$plain" ] || [ -z "$shim" ]; then
+		record "pinned: shim vs cudaHostAlloc" FAIL "logs/pinned.log"
+		return
+	fi
+	read -r p_h p_d < <(echo "$plain" | awk '{print $5, $8}')
+	read -r s_h s_d placed < <(echo "$shim" | awk '{print $5, $8, $11}')
+	local detail="cudaHostAlloc h2d $p_h d2h $p_d GB/s; shim-placed h2d $s_h d2h $s_d GB/s"
+	if [ "${placed:-0}" -lt 1 ]; then
+		record "pinned: shim vs cudaHostAlloc" FAIL "the shim placed nothing: $detail"
+	elif [ $EMULATE = 1 ]; then
+		record "pinned: shim vs cudaHostAlloc" INFO "$detail (CPU emulation: not judged)"
+	elif awk -v a="$s_h" -v b="$p_h" -v c="$s_d" -v d="$p_d" \
+		'BEGIN { exit !(a >= 0.95 * b && c >= 0.95 * d) }'; then
+		record "pinned: shim vs cudaHostAlloc" PASS "$detail"
+	else
+		record "pinned: shim vs cudaHostAlloc" FAIL "below 95%: $detail"
+	fi
+}
+
+# ---- nccl-tests ---------------------------------------------------------------
+
+NT_BINS="all_gather broadcast all_reduce reduce_scatter reduce alltoall gather scatter sendrecv hypercube"
+nccl_tests() {
+	local bdir=$OUT/nccl-tests-build mpi=0 mpi_home=${NCCL_TESTS_MPI_HOME:-} n=2 b args
+	if [ $EMULATE = 1 ]; then
+		record nccl-tests SKIP "needs a GPU (NCCL's own kernels check the results)"
+		return
+	fi
+	if [ -z "$NCCL_TESTS_SRC" ]; then
+		record nccl-tests SKIP "no source: pass --nccl-tests SRC (a NVIDIA/nccl-tests checkout)"
+		return
+	fi
+	if [ -z "$mpi_home" ] && command -v mpicc >/dev/null 2>&1; then
+		mpi_home=$(dirname "$(dirname "$(command -v mpicc)")")
+	fi
+	[ -n "$mpi_home" ] && [ -f "$mpi_home/include/mpi.h" ] && command -v mpirun >/dev/null 2>&1 && mpi=1
+	if ! make -C "$NCCL_TESTS_SRC" -j"$(nproc)" MPI=$mpi ${mpi_home:+MPI_HOME="$mpi_home"} \
+		CUDA_HOME="$CUDA_HOME" NCCL_HOME="$NCCL_LINK" BUILDDIR="$bdir" \
+		NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >"$OUT/logs/nccl-tests-build.log" 2>&1; then
+		record nccl-tests FAIL "build failed: logs/nccl-tests-build.log"
+		return
+	fi
+	[ $QUICK = 1 ] || n=4
+	args=(-b 8 -e 64M -f 8 -w 2 -n 5 -c 1)
+	for b in $NT_BINS; do
+		[ -x "$bdir/${b}_perf" ] || continue
+		nt_run "$b" "$mpi" "$n" "$bdir/${b}_perf" "${args[@]}"
+		nt_run "$b -G" "$mpi" "$n" "$bdir/${b}_perf" "${args[@]}" -G 5
+	done
+}
+
+# nt_run NAME MPI N BIN ARGS...: one nccl-tests binary, N ranks on GPU 0
+nt_run() {
+	local name=$1 mpi=$2 n=$3 log avg last
+	shift 3
+	log=$OUT/logs/nccl-tests-$(echo "$name" | tr -c 'A-Za-z0-9._-' _).log
+	if [ "$mpi" = 1 ]; then
+		local fwd=(-x LD_PRELOAD="$SHIM")
+		mpirun --version 2>&1 | grep -q 'Open MPI' && fwd+=(--allow-run-as-root --oversubscribe)
+		env "${run_env[@]}" timeout -k 5 120 mpirun -np "$n" "${fwd[@]}" \
+			-x LD_LIBRARY_PATH -x CXLSHIM_POOL_PATH -x CXLSHIM_POOL_SIZE -x CXLSHIM_CONF \
+			-x CUDA_DEVICE_MAX_CONNECTIONS -x NCCL_TESTS_DEVICE "$@" >"$log" 2>&1
+	else
+		# threads: several ranks of one communicator in one process
+		env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout -k 5 120 "$@" -t "$n" -g 1 >"$log" 2>&1
+	fi
+	local rc=$?
+	avg=$(sed -n 's/.*Avg bus bandwidth *: *\([0-9.]*\).*/\1/p' "$log")
+	last=$(awk '$1 == 67108864 { print "64M oop busbw " $8 ", in-place " $12 }' "$log")
+	if [ $rc = 0 ] && grep -q 'Out of bounds values : 0 OK' "$log"; then
+		record "nccl-tests: $name" PASS "avg busbw ${avg:-?} GB/s; ${last:-}"
+	else
+		record "nccl-tests: $name" FAIL "exit $rc, logs/$(basename "$log")"
+	fi
+}
+
+# ---- PyTorch -----------------------------------------------------------------
+
+torch_runs() {
+	local py=$ROOT/tests/gpu/train.py mode log why
+	if [ $EMULATE = 1 ]; then
+		record torch SKIP "needs a GPU (the CPU emulation runs no PyTorch kernels)"
+		return
+	fi
+	why=$(python3 -c 'import torch
+assert torch.cuda.is_available(), "torch sees no GPU"
+from torch.distributed.fsdp import fully_shard' 2>&1 | tail -n 1)
+	if [ -n "$why" ]; then
+		record torch SKIP "python3 cannot run it: $why"
+		return
+	fi
+	if ! env "${run_env[@]}" timeout 300 python3 "$py" ref "$OUT/loss-ref.json" \
+		>"$OUT/logs/torch-ref.log" 2>&1; then
+		record "torch: reference" FAIL "logs/torch-ref.log"
+		return
+	fi
+	for mode in ddp fsdp; do
+		log=$OUT/logs/torch-$mode.log
+		env "${run_env[@]}" LD_PRELOAD="$SHIM" CXLSHIM_DEBUG=INFO timeout -k 5 300 \
+			python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
+			--redirects 3 --tee 3 "$py" "$mode" "$OUT/loss-$mode.json" >"$log" 2>&1
+		local rc=$?
+		if [ $rc != 0 ]; then
+			record "torch: $mode, 2 ranks on cuda:0" FAIL "exit $rc, logs/$(basename "$log")"
+			continue
+		fi
+		if ! grep -q 'ready: pool slot' "$log"; then
+			record "torch: $mode, 2 ranks on cuda:0" FAIL "no pool communicator in the log"
+			continue
+		fi
+		if python3 - "$OUT/loss-ref.json" "$OUT/loss-$mode.json" >>"$log" 2>&1 <<'EOF'; then
+import json, sys
+ref = json.load(open(sys.argv[1]))["losses"]
+got = json.load(open(sys.argv[2]))["losses"]
+worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(ref, got))
+print("losses", got, "reference", ref, "worst relative difference", worst)
+sys.exit(0 if len(ref) == len(got) and worst <= 1e-4 else 1)
+EOF
+			record "torch: $mode, 2 ranks on cuda:0" PASS "$(tail -n 1 "$log" | sed 's/.*worst/worst/')"
+		else
+			record "torch: $mode, 2 ranks on cuda:0" FAIL "losses differ: logs/$(basename "$log")"
+		fi
+	done
+}
+
+pool_tests
+pinned
+nccl_tests
+torch_runs
+
+echo
+note "summary ($MODE), also in $SUMMARY:"
+cat "$SUMMARY"
+if [ $fails -gt 0 ]; then
+	note "$fails item(s) FAILED"
+	exit 1
+fi
+note "no item failed"
