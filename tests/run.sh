@@ -105,6 +105,8 @@ step "mem: no rules = plain calls, CXLSHIM_STATS=1 report" bash -c "
 echo "== NCCL API through the shim"
 step "api: library calls" shim "$BUILD/tests/api_check" noargs
 step "api: bad arguments (2 ranks)" shim "$BUILD/tests/api_check" badargs
+step "api: buffers across cuMemMap seams (expandable segments)" shim "$BUILD/tests/api_check" \
+	expandable
 step "api: nonblocking init (3 ranks)" shim "$BUILD/tests/api_check" nonblocking
 step "api: ncclCommInitAll + groups (4 devices)" shim "$BUILD/tests/api_check" initall
 step "api: ops on different streams stay ordered" shim "$BUILD/tests/api_check" streams

@@ -12,15 +12,30 @@
 #include "stage.h"
 #include "trace_coll.h"
 
-/* The buffer must be memory the device can reach, in one allocation. */
+/* The range of device-accessible memory holding dp: 0, or -1 when none. */
+static int mem_range(const struct cxls_cuda *cu, CUdeviceptr dp, CUdeviceptr *start, size_t *size)
+{
+	unsigned int type = 0;
+
+	if (cu->PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dp) != CUDA_SUCCESS ||
+	    cu->PointerGetAttribute(start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp) !=
+		    CUDA_SUCCESS ||
+	    cu->PointerGetAttribute(size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp) != CUDA_SUCCESS)
+		return -1;
+	return 0;
+}
+
+/* The buffer must be memory the device can reach.  It may straddle
+ * ranges that touch: PyTorch's expandable segments map allocations side
+ * by side in one reservation, and the driver reports each mapping as its
+ * own range.  (At most MAX_RANGES of them, to bound the walk.) */
+#define MAX_RANGES 4096
+
 ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
 			       const char *what)
 {
-	const struct cxls_cuda *cu = c->st.cu;
-	CUdeviceptr start = 0;
-	size_t size = 0;
-	unsigned int type = 0;
-	CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
+	CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p, at = dp, start = 0;
+	size_t size = 0, left = bytes;
 
 	if (!bytes)
 		return ncclSuccess;
@@ -28,18 +43,22 @@ ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
 		cxls_comm_set_error(c, "%s is NULL", what);
 		return ncclInvalidArgument;
 	}
-	if (cu->PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dp) != CUDA_SUCCESS ||
-	    cu->PointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp) !=
-		    CUDA_SUCCESS ||
-	    cu->PointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp) != CUDA_SUCCESS) {
+	if (mem_range(c->st.cu, dp, &start, &size)) {
 		cxls_comm_set_error(c, "%s %p is not device-accessible memory", what, p);
 		return ncclInvalidArgument;
 	}
-	if (dp - start > size || bytes > size - (dp - start)) {
-		cxls_comm_set_error(c, "%s %p + %zu bytes overruns its allocation", what, p, bytes);
-		return ncclInvalidArgument;
+	for (int n = 0; n < MAX_RANGES; n++) {
+		if (at < start || at - start >= size)
+			break; /* an answer that does not hold `at` */
+		if (left <= size - (at - start))
+			return ncclSuccess;
+		left -= size - (at - start);
+		at = start + size;
+		if (mem_range(c->st.cu, at, &start, &size))
+			break;
 	}
-	return ncclSuccess;
+	cxls_comm_set_error(c, "%s %p + %zu bytes overruns its allocation", what, p, bytes);
+	return ncclInvalidArgument;
 }
 
 /* Bytes per round: the policy's chunk for large messages; smaller ones are

@@ -314,6 +314,7 @@ enum emu_mem_kind {
 	EMU_MEM_DEVICE,		/* cuMemAlloc */
 	EMU_MEM_HOST,		/* cuMemAllocHost / cuMemHostAlloc */
 	EMU_MEM_REGISTERED,	/* cuMemHostRegister */
+	EMU_MEM_MAPPED,		/* cuMemCreate'd memory cuMemMap'ed (vmm.c) */
 };
 
 struct emu_range {
@@ -326,12 +327,21 @@ struct emu_range {
 	unsigned long long id;
 };
 
+/* Device memory, however it was made: not host memory. */
+static inline bool emu_mem_is_device(enum emu_mem_kind k)
+{
+	return k == EMU_MEM_DEVICE || k == EMU_MEM_MAPPED;
+}
+
 /* Copies the range containing addr to *out; false if none does. */
 bool emu_mem_find(uintptr_t addr, struct emu_range *out);
 /* CUDA_ERROR_INVALID_VALUE unless [addr, addr + bytes) lies in memory a
  * device can access: a cuMemAlloc block, cuMemHostAlloc'ed or registered
  * host memory. (CUDAEMU_CHECK_PTRS=0 turns the check off.) */
 CUresult emu_mem_check_access(uintptr_t addr, size_t bytes);
+/* The table itself, for vmm.c's mappings. */
+CUresult emu_mem_add(struct emu_range *r);
+bool emu_mem_remove(uintptr_t base, enum emu_mem_kind kind, struct emu_range *out);
 
 /* ---- small helpers ---- */
 

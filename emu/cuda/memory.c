@@ -128,15 +128,43 @@ bool emu_mem_find(uintptr_t addr, struct emu_range *out)
 	return r != NULL;
 }
 
+/* Ranges that touch read as one: the pieces cuMemMap put side by side
+ * in one reservation are one buffer to a copy, as on a GPU. */
 CUresult emu_mem_check_access(uintptr_t addr, size_t bytes)
 {
 	struct emu_range r;
 
 	if (!emu_config.check_ptrs)
 		return CUDA_SUCCESS;
-	if (!emu_mem_find(addr, &r) || bytes > r.size - (addr - r.base))
-		return CUDA_ERROR_INVALID_VALUE;
-	return CUDA_SUCCESS;
+	while (emu_mem_find(addr, &r)) {
+		size_t left = r.size - (addr - r.base);
+
+		if (bytes <= left)
+			return CUDA_SUCCESS;
+		addr += left;
+		bytes -= left;
+	}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult emu_mem_add(struct emu_range *r)
+{
+	CUresult res;
+
+	pthread_rwlock_wrlock(&mem_lock);
+	res = insert(r);
+	pthread_rwlock_unlock(&mem_lock);
+	return res;
+}
+
+bool emu_mem_remove(uintptr_t base, enum emu_mem_kind kind, struct emu_range *out)
+{
+	bool found;
+
+	pthread_rwlock_wrlock(&mem_lock);
+	found = remove_at(base, kind, out);
+	pthread_rwlock_unlock(&mem_lock);
+	return found;
 }
 
 /* ---- allocation ---- */
@@ -354,7 +382,7 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p,
 		return res;
 	if (!pdptr || !p || Flags != 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!emu_mem_find((uintptr_t)p, &r) || r.kind == EMU_MEM_DEVICE)
+	if (!emu_mem_find((uintptr_t)p, &r) || emu_mem_is_device(r.kind))
 		return CUDA_ERROR_INVALID_VALUE;
 	*pdptr = (CUdeviceptr)(uintptr_t)p;
 	return CUDA_SUCCESS;
@@ -369,7 +397,7 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 		return res;
 	if (!pFlags || !p)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!emu_mem_find((uintptr_t)p, &r) || r.kind == EMU_MEM_DEVICE)
+	if (!emu_mem_find((uintptr_t)p, &r) || emu_mem_is_device(r.kind))
 		return CUDA_ERROR_INVALID_VALUE;
 	*pFlags = r.flags;
 	return CUDA_SUCCESS;
@@ -422,7 +450,7 @@ static CUresult attr_one(CUpointer_attribute attr, void *data,
 			 const struct emu_range *r, CUdeviceptr ptr,
 			 bool strict)
 {
-	bool dev = r && r->kind == EMU_MEM_DEVICE;
+	bool dev = r && emu_mem_is_device(r->kind);
 
 	if (!r && strict)
 		return CUDA_ERROR_INVALID_VALUE;
