@@ -23,7 +23,8 @@
 #   --nccl-tests SRC  a checkout of NVIDIA/nccl-tests (not a Debian
 #                 package; nothing is downloaded): built here with
 #                 $CUDA_HOME and the real NCCL, MPI=1 when an MPI is
-#                 found, else threads.  Also NCCL_TESTS_SRC.
+#                 found, else threads.  Also NCCL_TESTS_SRC.  Without it,
+#                 *_perf binaries found on PATH are used as they are.
 #   --quick       fewer sizes and ranks
 #   --emulate     no GPU needed: the parts the CPU emulation can run
 #                 (pool tests, pinned copies) on build/emu, to check the
@@ -264,15 +265,18 @@ nccl_tests() {
 		record nccl-tests SKIP "needs a GPU (NCCL's own kernels check the results)"
 		return
 	fi
-	if [ -z "$NCCL_TESTS_SRC" ]; then
-		record nccl-tests SKIP "no source: pass --nccl-tests SRC (a NVIDIA/nccl-tests checkout)"
-		return
-	fi
 	if [ -z "$mpi_home" ] && command -v mpicc >/dev/null 2>&1; then
 		mpi_home=$(dirname "$(dirname "$(command -v mpicc)")")
 	fi
 	[ -n "$mpi_home" ] && [ -f "$mpi_home/include/mpi.h" ] && command -v mpirun >/dev/null 2>&1 && mpi=1
-	if ! make -C "$NCCL_TESTS_SRC" -j"$(nproc)" MPI=$mpi ${mpi_home:+MPI_HOME="$mpi_home"} \
+	if [ -z "$NCCL_TESTS_SRC" ] && command -v all_gather_perf >/dev/null 2>&1; then
+		# binaries already installed on the machine: use them as they are
+		bdir=$(dirname "$(command -v all_gather_perf)")
+		ldd "$bdir/all_gather_perf" 2>/dev/null | grep -q libmpi || mpi=0
+	elif [ -z "$NCCL_TESTS_SRC" ]; then
+		record nccl-tests SKIP "no source: pass --nccl-tests SRC (a NVIDIA/nccl-tests checkout), or put built *_perf binaries on PATH"
+		return
+	elif ! make -C "$NCCL_TESTS_SRC" -j"$(nproc)" MPI=$mpi ${mpi_home:+MPI_HOME="$mpi_home"} \
 		CUDA_HOME="$CUDA_HOME" NCCL_HOME="$NCCL_LINK" BUILDDIR="$bdir" \
 		NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >"$OUT/logs/nccl-tests-build.log" 2>&1; then
 		record nccl-tests FAIL "build failed: logs/nccl-tests-build.log"
