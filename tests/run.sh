@@ -65,6 +65,7 @@ for t in policy layout pool arith; do
 done
 step "unit: GPU reduction kernels embedded (names, no FMA)" \
 	"$BUILD/tests/test_fold_image" "$BUILD/kernels/fold.ptx"
+step "unit: bench medians and rounds (bench/medians.awk, lib.sh)" tests/unit/bench_medians.sh
 
 echo "== pinned host memory placement (issue 4)"
 step "mem: rules, topology from a fake sysfs, plans" "$BUILD/tests/test_mem_policy"

@@ -29,7 +29,7 @@ EMU_CFLAGS := $(filter-out -fPIC -D_GNU_SOURCE -fvisibility=%,$(CFLAGS)) \
 	-fPIC -D_GNU_SOURCE -fvisibility=default -I$(CUDA_INC)
 
 EMU_DRV_NAMES := init errors handle device context memory copy stream op \
-	event memop capture graph legacy procaddr
+	event memop capture graph legacy procaddr stats
 EMU_RT_NAMES := runtime rt_device rt_memory rt_stream rt_error rt_entry
 
 EMU_DRV_OBJS := $(EMU_DRV_NAMES:%=$(EMU_OBJ)/%.o)
@@ -41,7 +41,7 @@ EMU_LIBCUDART := $(EMU_OUT)/libcudart.so.13
 EMU_LIBS := $(EMU_LIBCUDA) $(EMU_OUT)/libcuda.so \
 	$(EMU_LIBCUDART) $(EMU_OUT)/libcudart.so
 
-EMU_TEST_NAMES := test_stream test_memop test_graph test_memory test_runtime
+EMU_TEST_NAMES := test_stream test_memop test_graph test_memory test_runtime test_stats
 EMU_TESTS := $(EMU_TEST_NAMES:%=$(EMU_TEST_OUT)/%)
 
 .PHONY: emu test-emu clean-emu

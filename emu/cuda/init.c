@@ -31,6 +31,7 @@ static void init_config(void)
 	emu_config.mem_bytes = (size_t)env_long("CUDAEMU_MEM_MB", 16384, 1,
 						1L << 30) << 20;
 	emu_config.check_ptrs = env_long("CUDAEMU_CHECK_PTRS", 1, 0, 1);
+	emu_config.stats = env_long("CUDAEMU_STATS", 0, 0, 1);
 	atomic_store(&initialized, true);
 }
 
