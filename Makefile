@@ -60,6 +60,9 @@ all: check-deps $(LIB) $(EMU_LIBS)
 include tests/tests.mk
 -include tools/tools.mk
 -include bench/bench.mk
+# EMU_LIBS is only known once emu.mk is in: the `all` line above saw it empty,
+# so `make` did not rebuild the emulation after a change to emu/cuda
+all: $(EMU_LIBS)
 
 # Headers we cannot build without; say exactly how to get them.
 check-deps:

@@ -22,31 +22,42 @@ die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 note() { echo "# $(basename "$0"): $*"; }
 
 # Splits "$@" into EXTRA_ENV (leading VAR=value words, applied to the shim run
-# only), COLL_ARGS (everything else, for coll_perf), MPI_ARGS (COLL_ARGS minus
-# the options mpi_perf does not take) and NRANKS (from -N, default 2).
+# only), REPS (-R n: rounds of runs, default $BENCH_REPS or 3; the scripts'
+# own option, passed to neither benchmark), COLL_ARGS (everything else, for
+# coll_perf), MPI_ARGS (COLL_ARGS minus the options mpi_perf does not take)
+# and NRANKS (from -N, default 2).
 parse_bench_args() {
     # shellcheck disable=SC2034 # read by the sourcing script
     EXTRA_ENV=()
     MPI_ARGS=()
+    COLL_ARGS=()
     NRANKS=2
+    REPS=${BENCH_REPS:-3}
     while [ $# -gt 0 ] && [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do
         EXTRA_ENV+=("$1")
         shift
     done
-    # shellcheck disable=SC2034
-    COLL_ARGS=("$@")
     while [ $# -gt 0 ]; do
         case $1 in
-            -N|--nranks) NRANKS=${2:?-N needs a value}; shift 2 ;;
+            -R) REPS=${2:?-R needs a value}; shift 2; continue ;;
+            -R*) REPS=${1#-R}; shift; continue ;;
+        esac
+        COLL_ARGS+=("$1")
+        case $1 in
+            -N|--nranks) NRANKS=${2:?-N needs a value}; COLL_ARGS+=("$2"); shift 2 ;;
             -N*) NRANKS=${1#-N}; shift ;;
             --nranks=*) NRANKS=${1#--nranks=}; shift ;;
-            -p|-T|-g|-t|--pool|--timeout|--ngpus|--nthreads) shift 2 ;;
+            -p|-T|-g|-t|--pool|--timeout|--ngpus|--nthreads)
+                COLL_ARGS+=("${2:?$1 needs a value}"); shift 2 ;;
             -p*|-T*|-g*|-t*|--pool=*|--timeout=*|--ngpus=*|--nthreads=*) shift ;;
             *) MPI_ARGS+=("$1"); shift ;;
         esac
     done
     if ! [[ $NRANKS =~ ^[0-9]+$ ]] || [ "$NRANKS" -lt 1 ]; then
         die "bad rank count '$NRANKS'"
+    fi
+    if ! [[ $REPS =~ ^[0-9]+$ ]] || [ "$REPS" -lt 1 ]; then
+        die "bad repetition count '$REPS' (-R)"
     fi
 }
 
@@ -121,43 +132,32 @@ run_mpich() {
     run_logged "$name" "$MPIRUN_MPICH" $MPICH_RUN_ARGS -n "$NRANKS" "$bin" "$@"
 }
 
-# compare_tables TITLE NUM_LABEL NUM_FILE DEN_LABEL DEN_FILE... :
-# per row (size, type, redop, root) prints busbw of NUM_FILE, the best busbw
-# among the DEN_FILEs, and their ratio, for out-of-place and in-place.
-# Rows are the data lines of the nccl-tests table (not starting with '#').
-# A busbw that is not a number (N/A: the in-place columns of a collective
-# without an in-place variant, alltoall) counts as absent and prints N/A.
-compare_tables() {
-    local title=$1 nlabel=$2 nfile=$3 dlabel=$4; shift 4
-    local dens=()
-    local f
-    for f in "$@"; do [ -s "$f" ] && dens+=("$f"); done
-    if [ ! -s "$nfile" ] || [ ${#dens[@]} -eq 0 ]; then
-        echo "# $title: not enough results to compare"
-        return 0
-    fi
-    echo "#"
-    echo "# $title"
-    awk -v nfile="$nfile" -v nlabel="$nlabel" -v dlabel="$dlabel" '
-        function isrow() { return $0 !~ /^#/ && NF >= 13 && $1 ~ /^[0-9]+$/ }
-        function isnum(v) { return v ~ /^[0-9]+(\.[0-9]*)?$/ }
-        # keeps the larger of a stored busbw and v; absent ones stay absent
-        function best(arr, k, v) { if (isnum(v) && (!(k in arr) || v + 0 > arr[k])) arr[k] = v + 0 }
-        FILENAME == nfile { if (isrow()) { k = $1 " " $3 " " $4 " " $5;
-                            if (!(k in seen)) order[n++] = k; seen[k] = 1;
-                            if (isnum($8)) nout[k] = $8 + 0; if (isnum($12)) nin[k] = $12 + 0 } next }
-        isrow() { k = $1 " " $3 " " $4 " " $5; best(dout, k, $8); best(din, k, $12) }
-        function bw(arr, k) { return (k in arr) ? sprintf("%12.2f", arr[k]) : sprintf("%12s", "N/A") }
-        function ratio(a, b, k) { return ((k in a) && (k in b) && b[k] > 0) ? sprintf("%7.2f", a[k] / b[k]) : "      -" }
-        END {
-            printf "#       size      type   redop    root  %12s %12s   ratio  %12s %12s   ratio\n", \
-                   nlabel " out", dlabel " out", nlabel " in", dlabel " in"
-            printf "#        (B)                              %12s %12s          %12s %12s\n", \
-                   "(GB/s)", "(GB/s)", "(GB/s)", "(GB/s)"
-            for (i = 0; i < n; i++) {
-                k = order[i]; split(k, f, " ")
-                printf "%12s  %8s  %6s  %6s  %s %s %s  %s %s %s\n", f[1], f[2], f[3], f[4], \
-                       bw(nout, k), bw(dout, k), ratio(nout, dout, k), bw(nin, k), bw(din, k), ratio(nin, din, k)
-            }
-        }' "$nfile" "${dens[@]}"
+# rounds_order ROUND SIDE... : the sides rotated by ROUND-1, so that over
+# the rounds each side runs first, second, ... as often (a load burst that
+# lasts a few runs then hits every side alike).
+rounds_order() {
+    local round=$1; shift
+    local sides=("$@") i n=$#
+    for ((i = 0; i < n; i++)); do
+        echo "${sides[((round - 1 + i) % n)]}"
+    done
+}
+
+# median_tables TITLE SIDE... : per-row medians over the rounds of each
+# SIDE's saved outputs ($BENCH_OUT/SIDE.ROUND.txt, ROUND = 1..$REPS),
+# first side against the best of the others (bench/medians.awk).
+median_tables() {
+    local title=$1; shift
+    local args=() side r
+    for side in "$@"; do
+        args+=("side=$side")
+        for ((r = 1; r <= REPS; r++)); do
+            [ -s "$BENCH_OUT/$side.$r.txt" ] && args+=("r=$r" "$BENCH_OUT/$side.$r.txt")
+        done
+    done
+    awk -v sides="$*" -v title="$title" -f bench/medians.awk "${args[@]}"
+    [ -s "$BENCH_OUT/load.txt" ] &&
+        awk '{ l = l " " $3 } END { print "# 1-minute load average before each run:" l }' \
+            "$BENCH_OUT/load.txt"
+    return 0
 }

@@ -614,8 +614,10 @@ void cxls_config_finalize(struct cxls_config *cfg)
 
 	if (cfg->cccl_interleave < 0)
 		cfg->cccl_interleave = cfg->cccl_variant != CXLS_VARIANT_NAIVE;
-	if (cfg->cccl_overlap < 0)
-		cfg->cccl_overlap = fine;
+	/* variant all leaves it auto: the communicator decides by what runs
+	 * the copies (comm.c) */
+	if (cfg->cccl_overlap < 0 && !fine)
+		cfg->cccl_overlap = 0;
 	if (!cfg->cccl_chunk_size)
 		cfg->cccl_chunk_size = fine ? (512ull << 10) : (4ull << 20);
 }

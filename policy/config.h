@@ -66,7 +66,8 @@ struct cxls_config {
 	/* [cccl] techniques */
 	int cccl_variant;
 	int cccl_interleave;       /* -1: from the variant */
-	int cccl_overlap;          /* -1: from the variant */
+	int cccl_overlap;          /* -1 (auto, variant all): two streams on a
+	                            * GPU, one under the CPU emulation */
 	uint64_t cccl_chunk_size;  /* 0: from the variant */
 	uint32_t cccl_chunks;      /* staging slots per rank */
 	int cccl_model_devices;    /* emulate per-device bandwidth sharing */

@@ -65,6 +65,7 @@ for t in policy layout pool arith; do
 done
 step "unit: GPU reduction kernels embedded (names, no FMA)" \
 	"$BUILD/tests/test_fold_image" "$BUILD/kernels/fold.ptx"
+step "unit: bench medians and rounds (bench/medians.awk, lib.sh)" tests/unit/bench_medians.sh
 
 echo "== pinned host memory placement (issue 4)"
 step "mem: rules, topology from a fake sysfs, plans" "$BUILD/tests/test_mem_policy"
@@ -110,7 +111,7 @@ step "api: buffers across cuMemMap seams (expandable segments)" shim "$BUILD/tes
 step "api: nonblocking init (3 ranks)" shim "$BUILD/tests/api_check" nonblocking
 step "api: ncclCommInitAll + groups (4 devices)" shim "$BUILD/tests/api_check" initall
 step "api: ops on different streams stay ordered" shim "$BUILD/tests/api_check" streams
-step "api: same, 3 ranks, no overlap" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" \
+step "api: same, 3 ranks, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" \
 	"$BUILD/tests/api_check" streams3
 step "api: ncclCommSplit (parity, NOCOLOR, nested)" shim "$BUILD/tests/api_check" split
 step "api: ncclCommShrink after a rank died" shim "$BUILD/tests/api_check" shrink
@@ -134,11 +135,11 @@ step "p2p: alltoallv, flush pool, no overlap (3 ranks)" env "$(pool p2pflush)" \
 step "p2p: blocking sends match receives in order (3 ranks)" shim "$P2P" pingpong 3
 step "p2p: sends to self" shim "$P2P" self 2
 step "p2p: peers group the same calls differently" shim "$P2P" uneven 2
-step "p2p: same, overlap off" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" "$P2P" uneven 2
+step "p2p: same, overlap on" env CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" "$P2P" uneven 2
 step "p2p: two communicators and a collective in one group (4 ranks)" shim "$P2P" multi 4
 step "groups: collectives of two communicators in opposite orders (2, 3 ranks)" sh -c \
 	"for n in 2 3; do env LD_PRELOAD=$SHIM $P2P collorder \$n || exit 1; done"
-step "groups: same, overlap off, host waits (2 ranks)" env CXLSHIM_CCCL_OVERLAP=0 \
+step "groups: same, overlap on, host waits (2 ranks)" env CXLSHIM_CCCL_OVERLAP=1 \
 	CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$P2P" collorder 2
 step "p2p: bad arguments, nested groups" shim "$P2P" badargs 2
 step "p2p: receive smaller than its send fails both ranks" shim "$P2P" short 2
@@ -170,6 +171,8 @@ else
 	step "coll: 2 ranks, 64M, all types" shim "$BUILD/tests/coll_check" -n 2 -c 64M
 	step "coll: 3 ranks, 64M" shim "$BUILD/tests/coll_check" -n 3 -c 64M -t int8,bf16,double
 	step "coll: 4 ranks, 64M" shim "$BUILD/tests/coll_check" -n 4 -c 64M -t uint8,float
+	step "coll: 2 ranks, 64M, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 \
+		LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" -n 2 -c 64M -t uint8,float
 	step "coll: 8 ranks, 32M (64M: test-long)" shim "$BUILD/tests/coll_check" -n 8 -c 32M -t float -r 3 \
 		-C allgather,broadcast,alltoall
 fi
@@ -184,7 +187,7 @@ step "reduce: 3 ranks, 3M elements (many windows)" shim "$BUILD/tests/reduce_che
 step "reduce: 64K chunks x 2 slots" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=2 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 4 -c 7,100000 -t float,uint8 \
 	-o sum,max,premulsum-dev
-step "reduce: overlap off, host waits" env CXLSHIM_CCCL_OVERLAP=0 CXLSHIM_WAIT_MODE=host \
+step "reduce: overlap on, host waits" env CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 3 -c 7,100000 -t double,half -o sum,avg
 step "reduce: AllReduce in CCCL's direct scheme (1, 3, 4 ranks, 64K chunks)" sh -c \
 	"for n in 1 3 4; do env CXLSHIM_NCCL_ALLREDUCE_DIRECT_MAX=1G CXLSHIM_CCCL_CHUNK_SIZE=64K \
@@ -195,7 +198,12 @@ echo "== CCCL techniques and pool modes (3 ranks)"
 V=(-n 3 -c 1,odd,1M,5M -t int8,float)
 step "variant naive" env CXLSHIM_CCCL_VARIANT=naive LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "variant aggregate" env CXLSHIM_CCCL_VARIANT=aggregate LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+# overlap is auto: one stream under the emulation, two on a GPU; both here
+step "overlap on (two work streams, as on a GPU)" env CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" \
+	"$BUILD/tests/coll_check" "${V[@]}"
 step "overlap off" env CXLSHIM_CCCL_OVERLAP=0 LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "one staging slot (nothing published ahead)" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=1 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "interleave off" env CXLSHIM_CCCL_INTERLEAVE=0 LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "tiny window: 64K chunks x 2 slots" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=2 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"

@@ -5,21 +5,36 @@
  * every peer, in the order rank+1, rank+2, ... so that concurrent readers
  * hit different devices, and acknowledges the round.  With overlap,
  * publishing runs on the write stream and fetching on the read stream, so
- * chunk k+1 is written while chunk k is read.
+ * chunk k+1 is written while chunk k is read.  Without it, both run on one
+ * stream, publishing one chunk ahead (put 0, put 1, get 0, put 2, get 1,
+ * ...): a peer's chunk k is out while we write chunk k+1, so fetching it
+ * seldom waits.
  */
 #include "coll.h"
 
 #include "log.h"
 
-static int round_k(struct cxls_op *op, const char *send, char *recv, uint32_t k)
+/* Publishes chunk k; out of place, our own copy of it follows on the same
+ * stream, while the chunk is still in this core's cache (in place the
+ * chunk is already where it belongs and the copy is skipped). */
+static int put_k(struct cxls_op *op, const char *send, char *own, uint32_t k)
 {
 	struct cxls_comm *c = op->c;
 	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
 
+	if (k >= op->rounds)
+		return 0;
 	if (cxls_op_wait_consumed(op, k, c->lay.slots, -1) ||
 	    cxls_op_put(op, k, cxls_op_slot(op, c->rank, k), send + off, len))
 		return -1;
-	return cxls_op_get_all(op, k, recv);
+	return cxls_op_local_copy(op, own + off, send + off, len);
+}
+
+/* Chunks published ahead of the one fetched: one, where the staging depth
+ * lets a rank write round k+1 before its peers acknowledged round k. */
+static uint32_t lead(const struct cxls_op *op)
+{
+	return op->c->lay.slots > 1 ? 1 : 0;
 }
 
 ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
@@ -39,13 +54,14 @@ ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *rec
 	if ((r = cxls_op_begin(&op, c, stream,
 				 &(struct cxls_call){ CXLS_OP_ALLGATHER, sendcount, type, 0, -1 }, bytes, 1)))
 		return r;
-	for (uint32_t k = 0; k < op.rounds; k++)
-		if (round_k(&op, sendbuff, recvbuff, k))
-			return cxls_op_abandon(&op);
 	/* out of place, our own slice goes straight to its place */
 	own = (char *)recvbuff + (size_t)c->rank * bytes;
-	if (cxls_op_local_copy(&op, own, sendbuff, bytes))
-		return cxls_op_abandon(&op);
+	for (uint32_t k = 0; k < lead(&op); k++)
+		if (put_k(&op, sendbuff, own, k))
+			return cxls_op_abandon(&op);
+	for (uint32_t k = 0; k < op.rounds; k++)
+		if (put_k(&op, sendbuff, own, k + lead(&op)) || cxls_op_get_all(&op, k, recvbuff))
+			return cxls_op_abandon(&op);
 	CXLS_TRACE("AllGather %zu bytes/rank, %u rounds from round %u", bytes, op.rounds, op.g0);
 	return cxls_op_end(&op);
 }

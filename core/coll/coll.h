@@ -97,7 +97,8 @@ int cxls_op_fold_first(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, 
  * kernels are loaded. */
 ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll);
 
-/* A local device-to-device copy, on the write stream after publishing. */
+/* A local device-to-device copy, on the write stream (after what was
+ * published so far); none when dst == src (in place). */
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len);
 
 /* Pairwise rounds (AlltoAll, ReduceScatter, AllReduce): round t pairs each

@@ -36,6 +36,7 @@ struct emu_config {
 	size_t mem_bytes;	/* CUDAEMU_MEM_MB per device, default 16 GiB */
 	bool check_ptrs;	/* CUDAEMU_CHECK_PTRS, default 1 */
 	bool serial_host_fns;	/* CUDAEMU_SERIAL_HOST_FNS, default 0 (op.c) */
+	bool stats;		/* CUDAEMU_STATS, default 0 (stats.c) */
 };
 
 extern struct emu_config emu_config;
@@ -89,6 +90,7 @@ enum emu_op_kind {
 	EMU_OP_EVENT_WAIT,
 	EMU_OP_GRAPH,
 };
+#define EMU_OP_KINDS (EMU_OP_GRAPH + 1)
 
 struct emu_op {
 	enum emu_op_kind kind;
@@ -165,11 +167,37 @@ void emu_ctx_wait_idle(struct CUctx_st *ctx);
 
 CUresult emu_check_device(CUdevice dev);
 
+/* ---- stats.c: CUDAEMU_STATS=1, per-stream time accounting ---- */
+
+struct emu_stats {
+	struct emu_stats *next;
+	unsigned id;		/* creation order in the process */
+	uint64_t n[EMU_OP_KINDS], ns[EMU_OP_KINDS];
+	uint64_t copy_bytes;
+	/* value waits met at the first look, while spinning, and kernel
+	 * sleeps taken by the others; value writes that woke someone */
+	uint64_t waits_ready, waits_spun, sleeps, wakes;
+	uint64_t idle_ns;	/* worker asleep on an empty queue */
+	uint64_t handoffs, handoff_ns;	/* submit to an idle worker -> run */
+	/* the worker thread's CPU time and time runnable but not running,
+	 * from /proc/thread-self/schedstat as last sampled */
+	uint64_t cpu_ns, runq_ns;
+};
+
+/* The stats of the stream whose worker is the calling thread, or NULL. */
+extern _Thread_local struct emu_stats *emu_stats_self;
+/* NULL unless CUDAEMU_STATS=1; printed at exit, never freed. */
+struct emu_stats *emu_stats_new(void);
+void emu_stats_op(struct emu_stats *st, const struct emu_op *op, uint64_t t0, uint64_t t1);
+/* Samples the calling worker's scheduler times into st. */
+void emu_stats_sched(struct emu_stats *st);
+
 /* ---- stream.c ---- */
 
 struct emu_qop {
 	struct emu_qop *next;
 	struct emu_op op;
+	uint64_t t_submit;	/* CUDAEMU_STATS only */
 };
 
 struct emu_capture;
@@ -191,8 +219,13 @@ struct CUstream_st {
 	pthread_cond_t done;	/* synchronizers sleep here */
 	struct emu_qop *head, *tail;
 	uint64_t submitted, completed;
+	/* synchronizers asleep on `done`, and the lowest `completed` one of
+	 * them waits for (UINT64_MAX: those woken have not re-armed it) */
+	unsigned sync_waiters;
+	uint64_t sync_at;
 	bool worker_started;
 	bool retired;		/* handle destroyed: worker exits when drained */
+	struct emu_stats *stats;	/* CUDAEMU_STATS=1, else NULL */
 
 	/* Capture state, protected by the capture lock. `capturing` is also
 	 * read without it as a fast path for the common, non-capturing case. */

@@ -29,7 +29,7 @@ EMU_CFLAGS := $(filter-out -fPIC -D_GNU_SOURCE -fvisibility=%,$(CFLAGS)) \
 	-fPIC -D_GNU_SOURCE -fvisibility=default -I$(CUDA_INC)
 
 EMU_DRV_NAMES := init errors handle device context memory copy stream op \
-	event memop capture graph legacy procaddr vmm
+	event memop capture graph legacy procaddr vmm stats
 EMU_RT_NAMES := runtime rt_device rt_memory rt_stream rt_error rt_entry
 
 EMU_DRV_OBJS := $(EMU_DRV_NAMES:%=$(EMU_OBJ)/%.o)
@@ -42,7 +42,7 @@ EMU_LIBS := $(EMU_LIBCUDA) $(EMU_OUT)/libcuda.so \
 	$(EMU_LIBCUDART) $(EMU_OUT)/libcudart.so
 
 EMU_TEST_NAMES := test_stream test_memop test_graph test_memory test_runtime \
-	test_strict test_vmm
+	test_strict test_vmm test_stats
 EMU_TESTS := $(EMU_TEST_NAMES:%=$(EMU_TEST_OUT)/%)
 
 .PHONY: emu test-emu clean-emu

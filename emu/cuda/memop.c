@@ -68,7 +68,8 @@ void emu_memop_write(void *addr, uint64_t value, bool is64)
 				 __ATOMIC_SEQ_CST);
 	/* A 64-bit waiter sleeps on the low word, which on little-endian
 	 * hosts is at addr too. */
-	futex(addr, FUTEX_WAKE, INT_MAX, NULL);
+	if (futex(addr, FUTEX_WAKE, INT_MAX, NULL) > 0 && emu_stats_self)
+		emu_stats_self->wakes++;
 }
 
 void emu_memop_wait(void *addr, uint64_t value, unsigned flags, bool is64)
@@ -77,12 +78,21 @@ void emu_memop_wait(void *addr, uint64_t value, unsigned flags, bool is64)
 	unsigned cond = flags & ~(unsigned)CU_STREAM_WAIT_VALUE_FLUSH;
 	uint64_t spin_end = emu_now_ns() + emu_config.spin_us * 1000ull;
 	uint64_t cur;
+	struct emu_stats *st = emu_stats_self;
 
+	if (satisfied(load_word(addr, is64), value, cond, is64)) {
+		if (st)
+			st->waits_ready++;
+		goto done;
+	}
 	/* Short waits are common (the peer is a few µs behind): spin first,
 	 * a futex round trip costs more than that. */
 	do {
-		if (satisfied(load_word(addr, is64), value, cond, is64))
+		if (satisfied(load_word(addr, is64), value, cond, is64)) {
+			if (st)
+				st->waits_spun++;
 			goto done;
+		}
 		emu_cpu_relax();
 	} while (emu_now_ns() < spin_end);
 
@@ -90,6 +100,8 @@ void emu_memop_wait(void *addr, uint64_t value, unsigned flags, bool is64)
 		cur = load_word(addr, is64);
 		if (satisfied(cur, value, cond, is64))
 			break;
+		if (st)
+			st->sleeps++;
 		/* Returns at once (EAGAIN) if the low word changed since the
 		 * load: no wake-up can be lost between check and sleep. */
 		if (futex(addr, FUTEX_WAIT, (uint32_t)cur, &slice) < 0 &&

@@ -52,6 +52,7 @@ CUresult emu_stream_new(struct CUctx_st *ctx, unsigned int flags,
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->done, NULL);
 	atomic_init(&s->capturing, false);
+	s->stats = emu_stats_new();
 	if (is_null) {
 		*out = s;
 		return CUDA_SUCCESS;
@@ -66,15 +67,67 @@ CUresult emu_stream_new(struct CUctx_st *ctx, unsigned int flags,
 	return CUDA_SUCCESS;
 }
 
+/* Called with s->lock held; returns with it held, the queue not empty or
+ * the stream retired.  With stats: how long the worker slept, and whether
+ * the op that woke it waits on a hand-off. */
+static bool wait_for_work(struct CUstream_st *s)
+{
+	uint64_t t0 = 0;
+
+	if (s->head || s->retired)
+		return false;
+	if (s->stats) {
+		/* sampled as the worker goes idle: it may not run again */
+		emu_stats_sched(s->stats);
+		t0 = emu_now_ns();
+	}
+	while (!s->head && !s->retired)
+		pthread_cond_wait(&s->work, &s->lock);
+	if (s->stats)
+		s->stats->idle_ns += emu_now_ns() - t0;
+	return true;
+}
+
+static void run_counted(struct CUstream_st *s, struct emu_qop *q, bool woken)
+{
+	struct emu_stats *st = s->stats;
+	uint64_t t0;
+
+	if (!st) {
+		emu_op_run(&q->op);
+		return;
+	}
+	t0 = emu_now_ns();
+	if (woken) {
+		st->handoffs++;
+		st->handoff_ns += t0 - q->t_submit;
+	}
+	emu_op_run(&q->op);
+	emu_stats_op(st, &q->op, t0, emu_now_ns());
+}
+
+/* Called with s->lock held, after an op completed.  A synchronizer sleeps
+ * until the ops submitted before it called are done: waking it after every
+ * op only to let it sleep again cost a context switch per op, taken from the
+ * threads doing the work. */
+static void wake_synchronizers(struct CUstream_st *s)
+{
+	if (s->sync_waiters && s->completed >= s->sync_at) {
+		s->sync_at = UINT64_MAX;	/* the woken re-arm it */
+		pthread_cond_broadcast(&s->done);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct CUstream_st *s = arg;
 	struct emu_qop *q;
+	bool woken;
 
+	emu_stats_self = s->stats;
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
-		while (!s->head && !s->retired)
-			pthread_cond_wait(&s->work, &s->lock);
+		woken = wait_for_work(s);
 		q = s->head;
 		if (!q)
 			break;	/* retired and drained */
@@ -86,18 +139,18 @@ static void *worker_main(void *arg)
 			 * under the stream lock, so that a stream query or
 			 * synchronize and an event query agree, as in CUDA */
 			s->completed++;
-			emu_op_run(&q->op);
+			run_counted(s, q, woken);
 			emu_op_release(&q->op);
 			free(q);
-			pthread_cond_broadcast(&s->done);
+			wake_synchronizers(s);
 		} else {
 			pthread_mutex_unlock(&s->lock);
-			emu_op_run(&q->op);
+			run_counted(s, q, woken);
 			emu_op_release(&q->op);
 			free(q);
 			pthread_mutex_lock(&s->lock);
 			s->completed++;
-			pthread_cond_broadcast(&s->done);
+			wake_synchronizers(s);
 		}
 		pthread_mutex_unlock(&s->lock);
 		/* Outside the stream lock: this may drop the last reference on
@@ -145,6 +198,7 @@ CUresult emu_stream_submit(struct CUstream_st *s, const struct emu_op *op)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	q->next = NULL;
 	q->op = *op;
+	q->t_submit = s->stats ? emu_now_ns() : 0;
 	emu_op_hold(&q->op);
 	emu_ctx_op_begin(s->ctx);
 
@@ -175,8 +229,13 @@ void emu_stream_wait(struct CUstream_st *s)
 
 	pthread_mutex_lock(&s->lock);
 	target = s->submitted;
-	while (s->completed < target)
+	while (s->completed < target) {
+		if (!s->sync_waiters || target < s->sync_at)
+			s->sync_at = target;
+		s->sync_waiters++;
 		pthread_cond_wait(&s->done, &s->lock);
+		s->sync_waiters--;
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -3,7 +3,7 @@
 # prints the overall "N passed, M failed". A program that crashes or hangs
 # (120 s) counts as one failure on top of its own report.
 # The suite checks the defaults, whatever the caller's environment says.
-unset CUDAEMU_DEVICES CUDAEMU_SPIN_US CUDAEMU_MEM_MB CUDAEMU_CHECK_PTRS
+unset CUDAEMU_DEVICES CUDAEMU_SPIN_US CUDAEMU_MEM_MB CUDAEMU_CHECK_PTRS CUDAEMU_STATS
 passed=0
 failed=0
 for t in "$@"; do
