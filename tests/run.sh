@@ -305,6 +305,12 @@ for t in lt et oneshot fired nested del select fork closed thread many; do
 	step "sock: epoll set before connect(): $t" shim "${SOCKLOOP[@]}" $t
 done
 step "sock: epoll set before connect(), every case without the preload" "${SOCKLOOP[@]}" all
+# wake-ups: doorbells per sleep of an event loop, none lost
+SOCKWAKE=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_wake_check")
+for t in bells-epoll bells-poll; do
+	step "sock: wake-ups: $t" shim "${SOCKWAKE[@]}" $t
+done
+step "sock: wake-ups, every case without the preload" "${SOCKWAKE[@]}" all
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool
 SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")
@@ -328,6 +334,9 @@ for t in echo flags halfclose reset kill-writer kill-reader fork poll epoll clos
 done
 for t in refs kill kill-free corrupt; do
 	step "sock: flush pool: by reference: $t" "${FLUSH[@]}" "${SOCKREF[@]}" $t
+done
+for t in bells-epoll bells-poll; do
+	step "sock: flush pool: wake-ups: $t" "${FLUSH[@]}" "${SOCKWAKE[@]}" $t
 done
 step "sock: policy denies the ports: TCP" env CXLSHIM_SOCK_PORTS=1-1023 SOCK_CHECK_EXPECT=tcp \
 	LD_PRELOAD="$SHIM" "${SOCK[@]}" echo

@@ -17,6 +17,7 @@ NCCL_PROG_LIBS    = -lnccl -lcudart -lm -pthread
 # core to look into the pool (records, rings) from the outside.
 SOCK_TESTS  = $(BUILD)/tests/sock_check $(BUILD)/tests/sock_ref_check
 SOCK_TESTS += $(BUILD)/tests/sock_loop_check
+SOCK_TESTS += $(BUILD)/tests/sock_wake_check
 SOCK_TEST_LIB = tests/sock/sock_util.c tests/sock/sock_pool.c
 
 $(BUILD)/tests/sock_check: tests/sock/sock_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
@@ -24,6 +25,10 @@ $(BUILD)/tests/sock_check: tests/sock/sock_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
 	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
 
 $(BUILD)/tests/sock_loop_check: tests/sock/sock_loop_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
+
+$(BUILD)/tests/sock_wake_check: tests/sock/sock_wake_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
 

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "proc_id.h"
@@ -21,49 +22,113 @@ static void ring_bell(int fd)
 	sys_send(fd, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/* A wake-up request (want, written by the other end) neither answered
- * (rung, ours) nor withdrawn (cancel, the other end's): answer it once,
- * whichever of our threads gets there. */
-static int answer(_Atomic uint32_t *want, _Atomic uint32_t *rung, _Atomic uint32_t *cancel)
-{
-	uint32_t w = atomic_load_explicit(want, memory_order_relaxed);
-	uint32_t r = atomic_load_explicit(rung, memory_order_relaxed);
+/* One direction's wake-up request as both ends see it (sock_format.h):
+ * want and cancel on the sleeping end's line, rung on the answering
+ * end's, and the two lines to write back or refresh in a flush pool. */
+struct req {
+	_Atomic uint64_t *want;
+	_Atomic uint32_t *rung;
+	_Atomic uint32_t *cancel;
+	int flush;
+	const void *sleeper_line;
+	const void *answer_line;
+};
 
-	if (w == r || w == atomic_load_explicit(cancel, memory_order_relaxed))
-		return 0;
-	return atomic_compare_exchange_strong(rung, &r, w);
+/* Requests of the reader of r (wake it on data) and of its writer (on
+ * space). */
+static struct req data_req(const struct cxls_ring *r)
+{
+	struct cxls_sock_ring_hdr *h = r->hdr;
+
+	return (struct req){ &h->data_want, &h->data_rung, &h->data_cancel, r->flush, &h->cons,
+			     &h->prod };
 }
 
-/* Dekker-style: the producer stored prod, the sleeper bumped data_wait;
+static struct req space_req(const struct cxls_ring *r)
+{
+	struct cxls_sock_ring_hdr *h = r->hdr;
+
+	return (struct req){ &h->space_want, &h->space_rung, &h->space_cancel, r->flush, &h->prod,
+			     &h->cons };
+}
+
+static int pending(uint64_t want, uint32_t rung, uint32_t cancel)
+{
+	return CXLS_REQ_SEQ(want) != rung && CXLS_REQ_SEQ(want) != cancel;
+}
+
+/* Sleeps this thread rang a doorbell for lately (tokens, sock_format.h):
+ * their other requests need none.  A forked child inherits them, rightly:
+ * the doorbells were sent. */
+#define RECENT_BELLS 4
+
+static _Thread_local uint64_t recent_bell[RECENT_BELLS];
+static _Thread_local unsigned recent_next;
+
+static int rang_lately(uint64_t tok)
+{
+	for (int i = 0; i < RECENT_BELLS; i++)
+		if (recent_bell[i] == tok)
+			return 1;
+	return 0;
+}
+
+static void rang_now(uint64_t tok)
+{
+	if (tok && !rang_lately(tok))
+		recent_bell[recent_next++ % RECENT_BELLS] = tok;
+}
+
+/* A request neither answered (rung) nor withdrawn (cancel): answer it
+ * once, whichever of our threads gets there; 1 when that takes a
+ * doorbell.  None when its sleep was rung already, unless a sleeper
+ * joined the request meanwhile (it cleared the token, or raised a new
+ * one): the want read again after rung was moved tells, and a joiner
+ * reads rung after clearing (request()), so one of them sees the other. */
+static int answer(const struct req *q)
+{
+	uint64_t w = atomic_load(q->want), tok = CXLS_REQ_TOKEN(w);
+	uint32_t r = atomic_load(q->rung);
+
+	if (!pending(w, r, atomic_load(q->cancel)) ||
+	    !atomic_compare_exchange_strong(q->rung, &r, CXLS_REQ_SEQ(w)))
+		return 0;
+	cxls_publish(q->flush, q->answer_line, CXLS_LINE);
+	if (tok && rang_lately(tok)) {
+		cxls_refresh(q->flush, q->sleeper_line, CXLS_LINE);
+		if (atomic_load(q->want) == w)
+			return 0;
+	}
+	rang_now(tok);
+	return 1;
+}
+
+/* Dekker-style: the producer stored prod, the sleeper bumped data_want;
  * each then reads the other's word, so one of them always sees the other. */
 void cxls_chan_notify_reader(struct cxls_sconn *c, int fd)
 {
-	struct cxls_sock_ring_hdr *h = c->tx.hdr;
+	struct req q = data_req(&c->tx);
 
 	atomic_thread_fence(memory_order_seq_cst);
-	cxls_refresh(c->tx.flush, &h->cons, CXLS_LINE);
-	if (answer(&h->data_wait, &h->data_rung, &h->data_cancel)) {
-		cxls_ring_wb_prod(&c->tx);
+	cxls_refresh(c->tx.flush, &c->tx.hdr->cons, CXLS_LINE);
+	if (answer(&q))
 		ring_bell(fd);
-	}
 }
 
 /* A sleeping writer is woken once a quarter of its ring is free, not at
  * every byte: one wake-up then moves a large piece (TCP's write space). */
 void cxls_chan_notify_writer(struct cxls_sconn *c, int fd)
 {
-	struct cxls_sock_ring_hdr *h = c->rx.hdr;
+	struct req q = space_req(&c->rx);
 
 	atomic_thread_fence(memory_order_seq_cst);
-	cxls_refresh(c->rx.flush, &h->prod, CXLS_LINE);
-	if (atomic_load_explicit(&h->space_wait, memory_order_relaxed) ==
-	    atomic_load_explicit(&h->space_rung, memory_order_relaxed))
+	cxls_refresh(c->rx.flush, &c->rx.hdr->prod, CXLS_LINE);
+	if (!pending(atomic_load_explicit(q.want, memory_order_relaxed),
+		     atomic_load_explicit(q.rung, memory_order_relaxed),
+		     atomic_load_explicit(q.cancel, memory_order_relaxed)))
 		return;
-	if (cxls_ring_free(&c->rx) >= (int64_t)(c->rx.cap / 4) &&
-	    answer(&h->space_wait, &h->space_rung, &h->space_cancel)) {
-		cxls_ring_wb_cons(&c->rx);
+	if (cxls_ring_free(&c->rx) >= (int64_t)(c->rx.cap / 4) && answer(&q))
 		ring_bell(fd);
-	}
 }
 
 /* The sleeper table's clock: every process of an end is on one host, and
@@ -193,10 +258,10 @@ static void withdraw(struct cxls_sconn *c)
 	struct cxls_sock_ring_hdr *rx = c->rx.hdr, *tx = c->tx.hdr;
 
 	atomic_store_explicit(&rx->data_cancel,
-			      atomic_load_explicit(&rx->data_wait, memory_order_relaxed),
+			      CXLS_REQ_SEQ(atomic_load_explicit(&rx->data_want, memory_order_relaxed)),
 			      memory_order_relaxed);
 	atomic_store_explicit(&tx->space_cancel,
-			      atomic_load_explicit(&tx->space_wait, memory_order_relaxed),
+			      CXLS_REQ_SEQ(atomic_load_explicit(&tx->space_want, memory_order_relaxed)),
 			      memory_order_relaxed);
 }
 
@@ -286,27 +351,77 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 	return ev & (events | POLLERR | POLLHUP);
 }
 
-/* Raises a wake-up request unless one is pending (want ahead of what the
- * other end answered, and not withdrawn): one doorbell answers every
- * thread that armed. */
-static void request(_Atomic uint32_t *want, _Atomic uint32_t *rung, _Atomic uint32_t *cancel)
+/* Raises a wake-up request for the sleep tok unless one is pending.  A
+ * pending one made for another sleep is joined by clearing its token (0:
+ * always ring), and if it turns out answered meanwhile (perhaps without a
+ * doorbell, for that other sleep) a new one is raised.  The next sequence
+ * skips the one last answered, so it never looks answered, however many
+ * requests were withdrawn since. */
+static void request(const struct req *q, uint64_t tok)
 {
-	uint32_t w = atomic_load(want);
+	uint64_t w = atomic_load(q->want);
 
-	if (w == atomic_load(rung) || w == atomic_load(cancel))
-		atomic_compare_exchange_strong(want, &w, w + 1);
+	for (;;) {
+		uint32_t r = atomic_load(q->rung), seq = CXLS_REQ_SEQ(w);
+
+		if (!pending(w, r, atomic_load(q->cancel))) {
+			uint32_t next = (seq + 1) & CXLS_REQ_SEQ_MASK;
+
+			if (next == r)
+				next = (next + 1) & CXLS_REQ_SEQ_MASK;
+			if (atomic_compare_exchange_strong(q->want, &w, CXLS_REQ(next, tok)))
+				return;
+			continue;
+		}
+		if (CXLS_REQ_TOKEN(w) == tok)
+			return;
+		if (CXLS_REQ_TOKEN(w) && !atomic_compare_exchange_strong(q->want, &w, CXLS_REQ(seq, 0)))
+			continue;
+		w = CXLS_REQ(seq, 0);
+		cxls_publish(q->flush, q->sleeper_line, CXLS_LINE);
+		cxls_refresh(q->flush, q->answer_line, CXLS_LINE);
+		if (atomic_load(q->rung) != seq)
+			return;
+	}
 }
 
-short cxls_chan_arm(struct cxls_sconn *c, short events)
+uint64_t cxls_chan_token(void)
+{
+	static _Atomic uint64_t seq, salt;
+	struct {
+		uint64_t salt;
+		uint64_t seq;
+		uint32_t pid;
+		uint32_t pad;
+	} k = { 0, 0, 0, 0 };
+	uint64_t tok;
+
+	/* a process's first token; two threads racing here pick either */
+	k.salt = atomic_load_explicit(&salt, memory_order_relaxed);
+	if (!k.salt) {
+		k.salt = cxls_now_ns() | 1;
+		atomic_store_explicit(&salt, k.salt, memory_order_relaxed);
+	}
+	k.seq = atomic_fetch_add(&seq, 1);
+	k.pid = (uint32_t)getpid(); /* a forked child counts on from its parent */
+	tok = cxls_hash64(&k, sizeof(k)) >> CXLS_REQ_SEQ_BITS;
+	return tok ? tok : 1;
+}
+
+short cxls_chan_arm(struct cxls_sconn *c, short events, uint64_t tok)
 {
 	if (events & (POLLIN | POLLRDNORM | POLLRDHUP)) {
+		struct req q = data_req(&c->rx);
+
 		cxls_refresh(c->rx.flush, &c->rx.hdr->prod, CXLS_LINE);
-		request(&c->rx.hdr->data_wait, &c->rx.hdr->data_rung, &c->rx.hdr->data_cancel);
+		request(&q, tok);
 		cxls_ring_wb_cons(&c->rx);
 	}
 	if (events & (POLLOUT | POLLWRNORM)) {
+		struct req q = space_req(&c->tx);
+
 		cxls_refresh(c->tx.flush, &c->tx.hdr->cons, CXLS_LINE);
-		request(&c->tx.hdr->space_wait, &c->tx.hdr->space_rung, &c->tx.hdr->space_cancel);
+		request(&q, tok);
 		cxls_ring_wb_prod(&c->tx);
 	}
 	atomic_thread_fence(memory_order_seq_cst);

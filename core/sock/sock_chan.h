@@ -2,7 +2,7 @@
  *
  * Once a connection is on the pool its TCP socket carries no payload, only
  * one-byte doorbells, sent when the other end said it may sleep (its
- * data_wait or space_wait moved past what we answered), and the kernel's
+ * data_want or space_want moved past what we answered), and the kernel's
  * own FIN and RST, which tell that the peer's
  * socket is gone even when the peer died without a word.  Doorbells are
  * read and thrown away inside the shim; the application never sees them.
@@ -60,8 +60,15 @@ int cxls_chan_write_error(struct cxls_sconn *c);
 short cxls_chan_events(struct cxls_sconn *c, short events);
 /* Says the waiter may sleep on the TCP socket for these events, then
  * reports whether they are already there (the store-then-check half of the
- * doorbell handshake). */
-short cxls_chan_arm(struct cxls_sconn *c, short events);
+ * doorbell handshake).  tok names the sleep: a thread that sleeps on
+ * several connections at once arms them all under one fresh token and,
+ * woken by any, looks at all of them again (the peer rings once for them
+ * all); 0 asks for a doorbell whatever else rang. */
+short cxls_chan_arm(struct cxls_sconn *c, short events, uint64_t tok);
+/* A fresh token for one sleep (one round of a poll or epoll_wait), never 0
+ * and never one a sleep of this host used before, as far as 48 bits of
+ * hash tell. */
+uint64_t cxls_chan_token(void);
 
 /* Spins up to the policy's busy-poll window for events; returns them. */
 short cxls_chan_busy_poll(struct cxls_sconn *c, short events);

@@ -168,7 +168,7 @@ static int pooled_reg(const struct epoll_event *e)
 	return e->events == (EPOLLIN | EPOLLRDHUP);
 }
 
-static uint32_t item_ready(struct ep_item *it, int arm);
+static uint32_t item_ready(struct ep_item *it, uint64_t arm);
 
 /* Is fd an epoll instance?  (Asked when it is added to another set.) */
 static int is_epoll(int fd)
@@ -208,8 +208,9 @@ static int nest(int epfd, int op, int fd, struct epoll_event *ev, struct epset *
 }
 
 /* Nested sets whose pooled members are ready, reported as the inner epoll
- * fd (EPOLLIN), arming the members when asked. */
-static int collect_children(struct epset *s, struct epoll_event *out, int n, int max, int arm)
+ * fd (EPOLLIN), arming the members when asked (arm: as in collect()). */
+static int collect_children(struct epset *s, struct epoll_event *out, int n, int max,
+			    uint64_t arm)
 {
 	for (int i = 0; i < s->nchild && n < max; i++) {
 		struct ep_child *ch = &s->child[i];
@@ -220,7 +221,7 @@ static int collect_children(struct epset *s, struct epoll_event *out, int n, int
 			ready = item_ready(&ch->set->items[j], arm) != 0;
 		if (arm) /* arm them all: any of them may ring first */
 			for (int j = 0; j < ch->set->n; j++)
-				item_ready(&ch->set->items[j], 1);
+				item_ready(&ch->set->items[j], arm);
 		pthread_mutex_unlock(&ch->set->lock);
 		if (ready && (ch->events & EPOLLIN)) {
 			out[n].events = EPOLLIN;
@@ -467,8 +468,9 @@ static short poll_bits(uint32_t ev)
 			      EPOLLWRNORM)) & 0xffff);
 }
 
-/* The item's report now, honouring edge triggering and one-shot. */
-static uint32_t item_ready(struct ep_item *it, int arm)
+/* The item's report now, honouring edge triggering and one-shot; armed
+ * for the sleep whose token arm is (0: only look). */
+static uint32_t item_ready(struct ep_item *it, uint64_t arm)
 {
 	struct cxls_sconn *c = it->c;
 	short want = poll_bits(it->events);
@@ -477,7 +479,7 @@ static uint32_t item_ready(struct ep_item *it, int arm)
 
 	if (it->disabled || it->quiet || it->parked || atomic_load(&c->mode) != CXLS_SC_POOL)
 		return 0;
-	ev = (uint16_t)(arm ? cxls_chan_arm(c, want) : cxls_chan_events(c, want));
+	ev = (uint16_t)(arm ? cxls_chan_arm(c, want, arm) : cxls_chan_events(c, want));
 	/* Armed and idle: its peer rings a doorbell before anything changes,
 	 * so the next scans skip it (the cache lines it would cost are the
 	 * peer's) until the kernel reports that doorbell. */
@@ -508,8 +510,10 @@ static void reported(struct ep_item *it, uint32_t ev)
 		it->disabled = 1;
 }
 
-/* Appends ready items to out (at most max - n); returns the new n. */
-static int collect(struct epset *s, struct epoll_event *out, int n, int max, int arm)
+/* Appends ready items to out (at most max - n); returns the new n.  arm:
+ * 0 only looks, else arms idle items for the sleep with that token (all
+ * the items one sleep arms share it: the peer rings once for them all). */
+static int collect(struct epset *s, struct epoll_event *out, int n, int max, uint64_t arm)
 {
 	for (int i = 0; i < s->n && n < max; i++) {
 		struct ep_item *it = &s->items[i];
@@ -747,9 +751,11 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 		if (!n && round == 0)
 			n = busy(s, ev, max);
 		if (!n) {
+			uint64_t tok = cxls_chan_token(); /* fresh for every sleep */
+
 			sleep_set(s, &z);
 			counted = 1;
-			n = collect_children(s, ev, collect(s, ev, 0, max, 1), max, 1);
+			n = collect_children(s, ev, collect(s, ev, 0, max, tok), max, tok);
 		}
 		if (!n) {
 			wait = timeout_ms < 0 ? -1 : 0;

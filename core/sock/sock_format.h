@@ -135,27 +135,42 @@ struct cxls_sock_end {
  * Each cache line has one writer, the producing or the consuming end, so
  * that a pool without cross-host coherence (pool.coherence = flush) can
  * write lines back whole.  Wake-up requests are counters for the same
- * reason: a sleeper bumps its *_wait, the other end answers with a
- * doorbell and copies the value it answered into its *_rung; a request is
- * pending while *_wait differs from both *_rung and *_cancel, which the
- * sleeping end sets to *_wait when its last sleeper woke before an answer
- * came (no doorbell is needed then: it is awake). */
+ * reason: a sleeper bumps the sequence of its *_want, the other end
+ * answers with a doorbell and copies the sequence it answered into its
+ * *_rung; a request is pending while its sequence differs from both
+ * *_rung and *_cancel, which the sleeping end sets to it when its last
+ * sleeper woke before an answer came (no doorbell is needed then: it is
+ * awake).
+ *
+ * A request also names the sleep it was made for (a token, CXLS_REQ):
+ * one thread's poll or epoll_wait arms every connection it watches under
+ * one token and, woken by any of them, looks at all of them again.  So an
+ * end that rang a doorbell for a token answers the other requests made
+ * under it without one: an event loop asleep on n connections costs its
+ * peer one doorbell per sleep, not one per connection written to.  Token
+ * 0 always rings: a request that threads with different sleeps joined. */
+#define CXLS_REQ_SEQ_BITS 16
+#define CXLS_REQ_SEQ_MASK ((1u << CXLS_REQ_SEQ_BITS) - 1)
+#define CXLS_REQ(seq, tok) (((uint64_t)(tok) << CXLS_REQ_SEQ_BITS) | ((seq) & CXLS_REQ_SEQ_MASK))
+#define CXLS_REQ_SEQ(w) ((uint32_t)(w) & CXLS_REQ_SEQ_MASK)
+#define CXLS_REQ_TOKEN(w) ((uint64_t)(w) >> CXLS_REQ_SEQ_BITS)
+
 struct cxls_sock_ring_hdr {
 	/* the producer's line */
 	_Alignas(CXLS_LINE) _Atomic uint64_t prod;
 	_Atomic uint64_t ref_prod;
+	_Atomic uint64_t space_want; /* a writer may sleep: wake it on space */
 	_Atomic uint32_t prod_lock;  /* writers of this end (threads, forks) */
-	_Atomic uint32_t space_wait; /* a writer may sleep: wake it on space */
-	_Atomic uint32_t data_rung;  /* the data_wait last answered */
-	_Atomic uint32_t space_cancel; /* the space_wait no longer wanted */
+	_Atomic uint32_t data_rung;  /* the data_want sequence last answered */
+	_Atomic uint32_t space_cancel; /* the space_want sequence no longer wanted */
 	/* the consumer's line */
 	_Alignas(CXLS_LINE) _Atomic uint64_t cons;
 	_Atomic uint64_t ref_cons;
 	_Atomic uint64_t ref_off;
+	_Atomic uint64_t data_want;  /* a reader may sleep: wake it on data */
 	_Atomic uint32_t cons_lock;
-	_Atomic uint32_t data_wait;  /* a reader may sleep: wake it on data */
-	_Atomic uint32_t space_rung; /* the space_wait last answered */
-	_Atomic uint32_t data_cancel; /* the data_wait no longer wanted */
+	_Atomic uint32_t space_rung; /* the space_want sequence last answered */
+	_Atomic uint32_t data_cancel; /* the data_want sequence no longer wanted */
 };
 
 /* A large write passed by reference (after DFabric): the bytes sit in a

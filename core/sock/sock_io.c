@@ -70,7 +70,8 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 			ms = (int)((deadline - now) / 1000000) + 1;
 	}
 	cxls_chan_sleep(c, &z);
-	if (cxls_chan_arm(c, want)) {
+	/* one connection: nothing to share a doorbell with (token 0) */
+	if (cxls_chan_arm(c, want, 0)) {
 		cxls_chan_woke(c, fd, 0, &z);
 		return 0;
 	}

@@ -40,14 +40,17 @@ static int ready_pooled(struct pset *s)
 	return ready;
 }
 
+/* Arms every pooled fd for one sleep: under one token, since any of
+ * them waking this thread makes it look at all (real_round). */
 static int arm_pooled(struct pset *s)
 {
+	uint64_t tok = cxls_chan_token();
 	int ready = 0;
 
 	for (nfds_t i = 0; i < s->n; i++) {
 		if (!s->conns[i])
 			continue;
-		s->fds[i].revents = cxls_chan_arm(s->conns[i], s->fds[i].events);
+		s->fds[i].revents = cxls_chan_arm(s->conns[i], s->fds[i].events, tok);
 		ready += s->fds[i].revents != 0;
 	}
 	return ready;

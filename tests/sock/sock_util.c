@@ -135,6 +135,17 @@ uint64_t tu_tcp_bytes(int fd)
 	return ti.tcpi_bytes_acked;
 }
 
+uint64_t tu_tcp_bytes_in(int fd)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l))
+		return UINT64_MAX;
+	return ti.tcpi_bytes_received;
+}
+
 int tu_pooled(int fd, uint64_t payload)
 {
 	return tu_tcp_bytes(fd) < payload / 2;

@@ -18,6 +18,9 @@ uint64_t tu_sum(uint64_t h, const void *buf, size_t n);
 void tu_fill(void *buf, size_t n, uint64_t seed);
 /* Bytes the kernel's TCP sent on fd (tcpi_bytes_acked). */
 uint64_t tu_tcp_bytes(int fd);
+/* Bytes it received on fd (tcpi_bytes_received): on a pooled connection,
+ * the doorbells its peer rang. */
+uint64_t tu_tcp_bytes_in(int fd);
 /* 1 when fd's payload bypassed TCP: fewer TCP bytes than 'payload'/2 */
 int tu_pooled(int fd, uint64_t payload);
 uint64_t tu_now_us(void);
