@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* clang-format off */
 static const char *const kind_names[] = {
 	[EMU_OP_COPY] = "copy",
 	[EMU_OP_MEMSET] = "memset",
@@ -27,6 +28,7 @@ static const char *const kind_names[] = {
 	[EMU_OP_EVENT_WAIT] = "evwait",
 	[EMU_OP_GRAPH] = "graph",
 };
+/* clang-format on */
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct emu_stats *list;
@@ -64,15 +66,15 @@ static void print_one(const struct emu_stats *st)
 				      (unsigned long long)st->waits_spun,
 				      (unsigned long long)st->sleeps);
 		if (k == EMU_OP_WRITE_VALUE)
-			n += snprintf(line + n, sizeof(line) - (size_t)n,
-				      " (%llu woke a sleeper)", (unsigned long long)st->wakes);
+			n += snprintf(line + n, sizeof(line) - (size_t)n, " (%llu woke a sleeper)",
+				      (unsigned long long)st->wakes);
 	}
 	fprintf(stderr, "%s\n", line);
 }
 
 static void print_all(void)
 {
-	struct emu_stats self = { 0 };
+	struct emu_stats self = {0};
 
 	/* the thread that exits, usually the one that enqueued everything */
 	emu_stats_sched(&self);

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#define COPIES	 10
-#define COPY_SZ	 (1u << 20)
-#define WRITES	 5
+#define COPIES	10
+#define COPY_SZ (1u << 20)
+#define WRITES	5
 
 static int child(void)
 {
@@ -113,8 +113,7 @@ int main(void)
 	CHECK(field(a, "; wait ") == 1 && field(a, "met at once ") == 1,
 	      "stream a: its wait was met at once");
 	CHECK(field(a, "; record ") == 1, "stream a: one event record");
-	CHECK(field(b, "; wait ") == 1 && field(b, "spinning ") == 0 &&
-		      field(b, "after ") >= 1,
+	CHECK(field(b, "; wait ") == 1 && field(b, "spinning ") == 0 && field(b, "after ") >= 1,
 	      "stream b: its wait slept (%ld sleeps)", field(b, "after "));
 	CHECK(strstr(a, "(1 woke a sleeper)"), "stream a: the last write, and only it, woke b");
 	CHECK(field(b, "; copy ") < 0, "stream b: no copies");
