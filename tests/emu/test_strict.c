@@ -120,6 +120,22 @@ static CUresult capture_around(CUcontext ctx, CUstream s, CUdeviceptr buf,
 	return r;
 }
 
+/* A capture in `mode` during which this thread allocates and frees: allowed
+ * (relaxed capture, or a thread that made itself relaxed), so the capture
+ * stays intact. */
+static void capture_allocating(CUstream s, CUdeviceptr buf, CUstreamCaptureMode mode)
+{
+	CUdeviceptr d;
+	CUgraph g;
+
+	CHECK_CU(cuStreamBeginCapture(s, mode), CUDA_SUCCESS);
+	cuMemsetD8Async(buf, 1, 16, s);
+	CHECK_CU(cuMemAlloc(&d, 256), CUDA_SUCCESS);
+	CHECK_CU(cuMemFree(d), CUDA_SUCCESS);
+	CHECK_CU(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+	cuGraphDestroy(g);
+}
+
 static void test_capture_modes(CUcontext ctx, CUstream s)
 {
 	struct other_thread t;
@@ -160,23 +176,13 @@ static void test_capture_modes(CUcontext ctx, CUstream s)
 	CHECK_CU(cuMemAlloc(&d, 256), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 	CHECK_CU(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 
-	CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
-	cuMemsetD8Async(buf, 1, 16, s);
-	CHECK_CU(cuMemAlloc(&d, 256), CUDA_SUCCESS);
-	CHECK_CU(cuMemFree(d), CUDA_SUCCESS);
-	CHECK_CU(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
-	cuGraphDestroy(g);
+	capture_allocating(s, buf, CU_STREAM_CAPTURE_MODE_RELAXED);
 
 	/* a thread that made itself relaxed may, even in its own capture */
 	CHECK_CU(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
 	CHECK(mode == CU_STREAM_CAPTURE_MODE_GLOBAL, "a thread starts in global mode (%d)",
 	      (int)mode);
-	CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-	cuMemsetD8Async(buf, 1, 16, s);
-	CHECK_CU(cuMemAlloc(&d, 256), CUDA_SUCCESS);
-	CHECK_CU(cuMemFree(d), CUDA_SUCCESS);
-	CHECK_CU(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
-	cuGraphDestroy(g);
+	capture_allocating(s, buf, CU_STREAM_CAPTURE_MODE_GLOBAL);
 	CHECK_CU(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
 	CHECK(mode == CU_STREAM_CAPTURE_MODE_RELAXED, "exchange returns the previous mode (%d)",
 	      (int)mode);
