@@ -307,7 +307,7 @@ done
 step "sock: epoll set before connect(), every case without the preload" "${SOCKLOOP[@]}" all
 # wake-ups: doorbells per sleep of an event loop, none lost
 SOCKWAKE=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_wake_check")
-for t in bells-epoll bells-poll; do
+for t in bells-epoll bells-poll drain-late; do
 	step "sock: wake-ups: $t" shim "${SOCKWAKE[@]}" $t
 done
 step "sock: wake-ups, every case without the preload" "${SOCKWAKE[@]}" all
@@ -335,7 +335,7 @@ done
 for t in refs kill kill-free corrupt; do
 	step "sock: flush pool: by reference: $t" "${FLUSH[@]}" "${SOCKREF[@]}" $t
 done
-for t in bells-epoll bells-poll; do
+for t in bells-epoll bells-poll drain-late; do
 	step "sock: flush pool: wake-ups: $t" "${FLUSH[@]}" "${SOCKWAKE[@]}" $t
 done
 step "sock: policy denies the ports: TCP" env CXLSHIM_SOCK_PORTS=1-1023 SOCK_CHECK_EXPECT=tcp \

@@ -171,9 +171,14 @@ int cxls_chan_sleepers(struct cxls_sconn *c, const struct cxls_sleep *z)
  * its entry waits until no claim is live before it arms (cxls_chan_sleep),
  * so whoever holds the claim and counts no sleeper knows that nobody armed
  * a request it is about to withdraw or waits for a doorbell it is about
- * to read.  A claim is a deadline: one nonblocking recv takes
- * microseconds, and a holder killed or longjmp'd out of it lapses. */
-#define DRAIN_NS (20ull * 1000000ull)
+ * to read.  That holds only while the sleeper waits as long as the claim
+ * lasts: a holder descheduled between its count and its withdraw or read
+ * (milliseconds on a loaded machine) would otherwise take the wake-up of
+ * a sleeper that stopped waiting meanwhile, which then slept a whole
+ * slice.  A claim is a deadline: one nonblocking recv takes microseconds,
+ * so it lasts as long as a sleeper entry, and a holder killed or
+ * longjmp'd out of it lapses. */
+#define DRAIN_NS (5ull * CXLS_CHAN_SLICE_MS * 1000000ull / 2)
 
 static int claim_drain(struct cxls_sconn *c, uint64_t *mine)
 {
@@ -224,13 +229,28 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd)
 
 /* How long an entry stays live: a sleeper renews it every slice. */
 #define SLEEP_NS (5ull * CXLS_CHAN_SLICE_MS * 1000000ull / 2)
-#define DRAIN_WAIT_SPINS 4096
+
+/* Until no drain claim of c's end is live (see DRAIN_NS): spin a little,
+ * then yield, then doze, as the holder is then descheduled or gone. */
+static void wait_drained(struct cxls_sconn *c)
+{
+	unsigned spins = 0;
+	uint64_t d;
+
+	while ((d = atomic_load(&c->me->draining)) && d > tick_ns()) {
+		if (++spins < 64)
+			cxls_cpu_relax();
+		else if (spins < 1024)
+			sched_yield();
+		else
+			sys_poll(NULL, 0, 1);
+	}
+}
 
 void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 {
 	_Atomic uint64_t *e = c->me->sleeper;
 	uint64_t now = tick_ns();
-	unsigned spins = 0;
 
 	z->slot = -1;
 	z->until = now + SLEEP_NS;
@@ -243,11 +263,19 @@ void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 	if (z->slot < 0)
 		CXLS_TRACE("socket slot %u: more sleepers than %d: one relies on its wait slice",
 			   c->slot, CXLS_SOCK_SLEEPERS);
-	while (atomic_load(&c->me->draining) > now && ++spins < DRAIN_WAIT_SPINS)
-		if (spins < 64)
-			cxls_cpu_relax();
-		else
-			sched_yield();
+	/* Dekker with claim_drain: the entry stored, then the claim read */
+	if (!atomic_load(&c->me->draining))
+		return;
+	wait_drained(c);
+	/* the wait may have taken a good part of the entry's life */
+	now = tick_ns();
+	if (z->slot >= 0 && now + SLEEP_NS / 2 > z->until) {
+		uint64_t was = z->until;
+
+		/* fails when it lapsed and another thread took it */
+		if (atomic_compare_exchange_strong(&e[z->slot], &was, now + SLEEP_NS))
+			z->until = now + SLEEP_NS;
+	}
 }
 
 /* The last sleeper is awake: requests the other end has not answered yet

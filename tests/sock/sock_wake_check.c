@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/check.h"
@@ -232,12 +235,94 @@ static void test_bells_poll(void)
 	run_loop_case(1);
 }
 
+/* ---- a drainer descheduled in its claim -------------------------------
+ * A thread that reads an end's doorbells or withdraws its wake-up
+ * requests first claims the end (a deadline in the pool) and counts the
+ * sleepers; a thread about to sleep records itself, then waits while a
+ * claim is live, so that a drainer that counted nobody cannot take its
+ * wake-up.  It waited a few thousand spins at most: on a loaded machine a
+ * drainer descheduled between its count and its withdraw outlived that,
+ * the sleeper armed, the drainer withdrew the request, and no doorbell
+ * came until the sleeper's wait slice ended (100 ms): the stalls the
+ * sleepers case counted beside CPU hogs.  Here the pool is set as such a
+ * drainer leaves it: a claim live for 30 ms; a reader blocks meanwhile;
+ * 15 ms later the drainer withdraws the request and lets the claim go;
+ * then a byte is written.  The reader must get it at once, not a slice
+ * later. */
+
+struct blocked_read {
+	int fd;
+	int r;
+	uint64_t done_us;
+};
+
+static void *read_one(void *arg)
+{
+	struct blocked_read *b = arg;
+	char c;
+
+	b->r = (int)read(b->fd, &c, 1);
+	b->done_us = tu_now_us();
+	return NULL;
+}
+
+static uint64_t coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void test_drain_late(void)
+{
+	struct blocked_read br = { 0, 0, 0 };
+	struct cxls_sock_rec *rec;
+	struct cxls_sock_end *srv;
+	struct cxls_sock_ring_hdr *h;
+	uint64_t t_write;
+	pthread_t t;
+	int a, b;
+
+	tcp_pair(&a, &b);
+	CHECK(a >= 0 && b >= 0, "a connected pair");
+	CHECK(write(a, "w", 1) == 1 && read(b, &br.r, 1) == 1, "a byte across");
+	rec = pool_rec(local_port(a), 0);
+	if (!expect_pool || !rec) {
+		CHECK(!expect_pool, "the pair is in the pool");
+		close(a);
+		close(b);
+		return;
+	}
+	srv = &rec->end[CXLS_SERVER];
+	h = &rec->ring[0]; /* client to server: b reads it */
+	atomic_store(&srv->draining, coarse_ns() + 30000000ull);
+	br.fd = b;
+	pthread_create(&t, NULL, read_one, &br);
+	usleep(15000);
+	/* the drainer comes back: it counted no sleeper before the reader
+	 * came, so it withdraws what is pending, then lets its claim go */
+	atomic_store(&h->data_cancel, CXLS_REQ_SEQ(atomic_load(&h->data_want)));
+	atomic_store(&srv->draining, 0);
+	t_write = tu_now_us();
+	CHECK(write(a, "x", 1) == 1, "write");
+	pthread_join(t, NULL);
+	printf("read woke %llu us after the write\n",
+	       (unsigned long long)(br.done_us - t_write));
+	CHECK(br.r == 1, "the reader got the byte");
+	CHECK(br.done_us - t_write < 50000, "at once, not at the end of a wait slice (%llu us)",
+	      (unsigned long long)(br.done_us - t_write));
+	close(a);
+	close(b);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = {
 	{ "bells-epoll", test_bells_epoll },
 	{ "bells-poll", test_bells_poll },
+	{ "drain-late", test_drain_late },
 };
 
 int main(int argc, char **argv)
