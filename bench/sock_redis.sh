@@ -16,7 +16,7 @@
 # Every redis-benchmark run has a watchdog: one that does not finish in
 # 60 s is killed and reported as a hang (none may hang).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 SHIM=$PWD/$BUILD/libcxlshim.so
 ROUNDS=5
@@ -44,15 +44,18 @@ SIDES=(tcp pool)
 [ -n "$OTHER" ] && SIDES+=(other)
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# run SIDE CMD...: CMD as that side runs it (a pool per side and round)
+# run SIDE CMD...: CMD as that side runs it (a pool per side and round).
+# Only ever called in a subshell (`&` or `$(...)`): it execs, so that the
+# background server's $! is redis-server itself, which `kill $srv` stops
+# (a server left behind would keep the caller's descriptors, and locks).
 run() {
 	local side=$1
 	shift
 	case $side in
-	tcp) env -u LD_PRELOAD "$@" ;;
-	pool) env LD_PRELOAD="$SHIM" CXLSHIM_SOCK_BUSY_POLL_US="$BUSY" \
+	tcp) exec env -u LD_PRELOAD "$@" ;;
+	pool) exec env LD_PRELOAD="$SHIM" CXLSHIM_SOCK_BUSY_POLL_US="$BUSY" \
 		CXLSHIM_POOL_PATH="$POOLS-$side.pool" "$@" ;;
-	other) env LD_PRELOAD="$OTHER" CXLSHIM_SOCK_BUSY_POLL_US="$BUSY" \
+	other) exec env LD_PRELOAD="$OTHER" CXLSHIM_SOCK_BUSY_POLL_US="$BUSY" \
 		CXLSHIM_POOL_PATH="$POOLS-$side.pool" "$@" ;;
 	esac
 }
