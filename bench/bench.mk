@@ -146,6 +146,12 @@ bench-sock: $(BENCH_DIR)/sock_perf $(BUILD)/libcxlshim.so
 	BUILD=$(BUILD) bench/sock_tools.sh -B 200
 
 # Large writes by reference (buffer classes) vs the ring vs TCP, medians.
+# redis-benchmark, TCP vs the pool in interleaved rounds, medians of the
+# per-round ratios (bench/sock_redis.sh; -O lib.so adds another build)
+.PHONY: bench-sock-redis
+bench-sock-redis: $(BUILD)/libcxlshim.so
+	BUILD=$(BUILD) bench/sock_redis.sh -n 7
+
 .PHONY: bench-sock-refs
 bench-sock-refs: $(BENCH_DIR)/sock_perf $(BUILD)/libcxlshim.so
 	$(BENCH_DIR)/sock_perf -L $(BUILD)/libcxlshim.so -b 64K -e 4M -f 4 -B 200 -R

@@ -231,15 +231,17 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd)
 #define SLEEP_NS (5ull * CXLS_CHAN_SLICE_MS * 1000000ull / 2)
 
 /* Until no drain claim of c's end is live (see DRAIN_NS): spin a little,
- * then yield, then doze, as the holder is then descheduled or gone.  No
- * claim lasts longer than DRAIN_NS from now: a word further ahead (a
- * corrupted or hostile pool) ends the wait then, never hangs it. */
+ * then yield, then doze, as the holder is then descheduled or gone.  A
+ * claim never runs more than DRAIN_NS ahead, nor does the wait: a
+ * deadline further out is a corrupt pool's (fuzz_handshake), not a
+ * holder's. */
 static void wait_drained(struct cxls_sconn *c)
 {
-	uint64_t d, now = tick_ns(), limit = now + DRAIN_NS;
+	uint64_t d, start = tick_ns(), now = start;
 	unsigned spins = 0;
 
-	while ((d = atomic_load(&c->me->draining)) && d > now && now <= limit) {
+	while ((d = atomic_load(&c->me->draining)) && d > now && d - now <= DRAIN_NS &&
+	       now - start <= DRAIN_NS) {
 		if (++spins < 64)
 			cxls_cpu_relax();
 		else if (spins < 1024)
