@@ -41,29 +41,47 @@ static uint64_t boot_hash(void)
 	return cxls_hash64(buf, strlen(buf)) | 1; /* never 0: 0 means unset */
 }
 
-/* Field 22 of /proc/PID/stat; the command name (field 2) may hold spaces
- * and parentheses, so parse from the last ')'.  A zombie (exited, not yet
- * reaped) has no start time for us: it is dead. */
-static uint64_t start_time_of(uint32_t pid)
+/* /proc/PID/stat from field 3 on (the state) into buf, or NULL when the
+ * process is gone.  The command name (field 2) may hold spaces and
+ * parentheses, so the fields start after the last ')'. */
+static const char *stat_fields(uint32_t pid, char *buf, size_t len)
 {
-	char path[64], buf[1024], *p;
-	unsigned long long st = 0;
+	char path[64], *p;
 	FILE *f;
 	size_t n;
 
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
 	f = fopen(path, "r");
 	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
+		return NULL;
+	n = fread(buf, 1, len - 1, f);
 	fclose(f);
 	buf[n] = '\0';
 	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+	return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
+int cxls_proc_state(uint32_t pid)
+{
+	char buf[1024];
+	const char *f = stat_fields(pid, buf, sizeof(buf));
+
+	return f ? f[0] : 0;
+}
+
+/* Field 22 of /proc/PID/stat.  A zombie (exited, not yet reaped) has no
+ * start time for us: it is dead. */
+static uint64_t start_time_of(uint32_t pid)
+{
+	char buf[1024];
+	const char *f = stat_fields(pid, buf, sizeof(buf));
+	unsigned long long st = 0;
+
+	if (!f || f[0] == 'Z' || f[0] == 'X')
 		return 0;
-	/* after ')' come fields 3..; start time is the 20th of them */
-	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-			  "%*d %*d %*d %*d %llu", &st) != 1)
+	/* fields 3..: start time is the 20th of them */
+	if (sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+		      "%*d %*d %*d %*d %llu", &st) != 1)
 		return 0;
 	return st;
 }

@@ -15,6 +15,8 @@ struct cxls_proc_id {
 void cxls_proc_self(struct cxls_proc_id *id);
 /* 1: alive, 0: dead, -1: cannot tell (another host). */
 int cxls_proc_alive(const struct cxls_proc_id *id);
+/* The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), 0 when gone. */
+int cxls_proc_state(uint32_t pid);
 uint64_t cxls_now_ns(void);
 uint64_t cxls_hash64(const void *data, unsigned long len);
 

@@ -1849,15 +1849,10 @@ static int net_client(const char *ip, const char *port)
 
 /* ---- main ------------------------------------------------------------- */
 
-struct test_case {
-	const char *name;
-	void (*fn)(void);
-};
-
 static void test_echo4(void) { test_echo(0); }
 static void test_echo6(void) { test_echo(1); }
 
-static const struct test_case cases[] = {
+static const struct tu_case cases[] = {
 	{ "echo", test_echo4 },
 	{ "echo6", test_echo6 },
 	{ "plain-server", test_plain_server },
@@ -1908,13 +1903,8 @@ int main(int argc, char **argv)
 		return net_client(argv[2], argv[3]);
 	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
 	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		if (argc > 1 && strcmp(argv[1], "all") && strcmp(argv[1], cases[i].name))
-			continue;
-		printf("== %s (expect %s)\n", cases[i].name, expect_pool ? "pool" : "tcp");
-		fflush(stdout);
-		cases[i].fn();
-	}
+	tu_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc > 1 ? argv[1] : NULL,
+		     expect_pool);
 	if (skipped && !check_failed && argc > 1 && strcmp(argv[1], "all")) {
 		(void)CHECK_SUMMARY();
 		return 77;

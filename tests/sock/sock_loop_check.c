@@ -510,10 +510,7 @@ static void test_many(void)
 	}
 }
 
-static const struct {
-	const char *name;
-	void (*fn)(void);
-} cases[] = {
+static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "del", test_del },     { "select", test_select },
 	{ "fork", test_fork },     { "closed", test_closed }, { "thread", test_thread },
@@ -529,12 +526,7 @@ int main(int argc, char **argv)
 	expect_pool = pre && strstr(pre, "cxlshim");
 	if (getenv("SOCK_CHECK_EXPECT"))
 		expect_pool = !strcmp(getenv("SOCK_CHECK_EXPECT"), "pool");
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		if (argc > 1 && strcmp(argv[1], "all") && strcmp(argv[1], cases[i].name))
-			continue;
-		printf("== %s (expect %s)\n", cases[i].name, expect_pool ? "pool" : "tcp");
-		fflush(stdout);
-		cases[i].fn();
-	}
+	tu_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc > 1 ? argv[1] : NULL,
+		     expect_pool);
 	return CHECK_SUMMARY();
 }

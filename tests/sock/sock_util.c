@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <linux/tcp.h> /* tcpi_bytes_acked: newer than glibc's tcp_info */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -124,26 +125,41 @@ void tu_fill(void *buf, size_t n, uint64_t seed)
 	}
 }
 
+static int tcp_info_of(int fd, struct tcp_info *ti)
+{
+	socklen_t l = sizeof(*ti);
+
+	memset(ti, 0, sizeof(*ti));
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &l);
+}
+
 uint64_t tu_tcp_bytes(int fd)
 {
 	struct tcp_info ti;
-	socklen_t l = sizeof(ti);
 
-	memset(&ti, 0, sizeof(ti));
-	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l))
-		return UINT64_MAX;
-	return ti.tcpi_bytes_acked;
+	return tcp_info_of(fd, &ti) ? UINT64_MAX : ti.tcpi_bytes_acked;
 }
 
 uint64_t tu_tcp_bytes_in(int fd)
 {
 	struct tcp_info ti;
-	socklen_t l = sizeof(ti);
 
-	memset(&ti, 0, sizeof(ti));
-	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l))
-		return UINT64_MAX;
-	return ti.tcpi_bytes_received;
+	return tcp_info_of(fd, &ti) ? UINT64_MAX : ti.tcpi_bytes_received;
+}
+
+int tu_run_cases(const struct tu_case *c, size_t n, const char *want, int expect_pool)
+{
+	int ran = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (want && strcmp(want, "all") && strcmp(want, c[i].name))
+			continue;
+		printf("== %s (expect %s)\n", c[i].name, expect_pool ? "pool" : "tcp");
+		fflush(stdout);
+		c[i].fn();
+		ran++;
+	}
+	return ran;
 }
 
 int tu_pooled(int fd, uint64_t payload)

@@ -24,6 +24,15 @@ uint64_t tu_tcp_bytes_in(int fd);
 /* 1 when fd's payload bypassed TCP: fewer TCP bytes than 'payload'/2 */
 int tu_pooled(int fd, uint64_t payload);
 uint64_t tu_now_us(void);
+
+/* A test program's named cases: `want` runs the one of that name, "all"
+ * or NULL every one; each is announced as "== NAME (expect pool|tcp)".
+ * Returns how many ran. */
+struct tu_case {
+	const char *name;
+	void (*fn)(void);
+};
+int tu_run_cases(const struct tu_case *c, size_t n, const char *want, int expect_pool);
 /* Waits for a child; returns its exit status or 128 + signal. */
 int tu_wait(pid_t pid);
 /* Runs fn(arg) in a child; returns its pid. */

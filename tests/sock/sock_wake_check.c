@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "proc_id.h"
 #include "sock_pool.h"
 #include "sock_util.h"
 
@@ -144,19 +145,7 @@ static int loop_main(void *arg)
 /* The process is in a blocking wait in the kernel (state S). */
 static int asleep(pid_t pid)
 {
-	char path[64], buf[512], *p;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] == 'S';
+	return cxls_proc_state((uint32_t)pid) == 'S';
 }
 
 static void run_loop_case(int use_poll)
@@ -323,10 +312,7 @@ static void test_drain_late(void)
 	close(b);
 }
 
-static const struct {
-	const char *name;
-	void (*fn)(void);
-} cases[] = {
+static const struct tu_case cases[] = {
 	{ "bells-epoll", test_bells_epoll },
 	{ "bells-poll", test_bells_poll },
 	{ "drain-late", test_drain_late },
@@ -335,20 +321,14 @@ static const struct {
 int main(int argc, char **argv)
 {
 	const char *pre = getenv("LD_PRELOAD"), *en = getenv("CXLSHIM_SOCK_ENABLE");
-	int ran = 0;
+	int ran;
 
 	signal(SIGPIPE, SIG_IGN);
 	expect_pool = pre && strstr(pre, "cxlshim") && !(en && !strcmp(en, "0"));
 	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
 	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		if (argc > 1 && strcmp(argv[1], "all") && strcmp(argv[1], cases[i].name))
-			continue;
-		printf("== %s (expect %s)\n", cases[i].name, expect_pool ? "pool" : "tcp");
-		fflush(stdout);
-		cases[i].fn();
-		ran++;
-	}
+	ran = tu_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc > 1 ? argv[1] : NULL,
+			   expect_pool);
 	CHECK(ran > 0, "a case named %s", argc > 1 ? argv[1] : "(none)");
 	return CHECK_SUMMARY();
 }
