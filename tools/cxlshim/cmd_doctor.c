@@ -1,10 +1,8 @@
 /* cmd_doctor.c - `cxlshim doctor`: which operation a running or hung job
  * waits on, and which ranks have not joined it (doctor.h). */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "cmd.h"
@@ -32,7 +30,7 @@ int cmd_doctor(int argc, char **argv)
 	struct snap_map m;
 	struct pool_snap s;
 	struct timespec now;
-	int c, err, problems;
+	int c, problems;
 
 	while ((c = getopt_long(argc, argv, "c:p:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -49,16 +47,8 @@ int cmd_doctor(int argc, char **argv)
 	if (tool_policy(policy, &cfg))
 		return EXIT_FAIL;
 	path = tool_pool_path(path, &cfg);
-	if (snap_map_open(path, &m)) {
-		fprintf(stderr, "cxlshim doctor: %s: %s\n", path, strerror(errno));
+	if (tool_snapshot("doctor", path, SNAP_LIVENESS, &m, &s))
 		return EXIT_FAIL;
-	}
-	err = snap_take(m.base, m.size, SNAP_LIVENESS, &s);
-	if (err) {
-		fprintf(stderr, "cxlshim doctor: %s: %s\n", path, cxls_pool_strerror(err));
-		snap_map_close(&m);
-		return EXIT_FAIL;
-	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	printf("pool %s: ", path);
 	problems = doctor_report(&s, stdout,

@@ -188,25 +188,12 @@ static int pool_status(const struct pool_opts *o)
 	struct snap_map m;
 	struct pool_snap s;
 	const char *path;
-	int err;
 
 	if (tool_policy(o->policy, &cfg))
 		return EXIT_FAIL;
 	path = tool_pool_path(o->path, &cfg);
-	if (snap_map_open(path, &m)) {
-		fprintf(stderr, "cxlshim pool status: %s: %s\n", path, strerror(errno));
+	if (tool_snapshot("pool status", path, SNAP_LIVENESS, &m, &s))
 		return EXIT_FAIL;
-	}
-	err = snap_take(m.base, m.size, SNAP_LIVENESS, &s);
-	if (err) {
-		char why[256];
-
-		cxls_pool_explain(why, sizeof(why), err,
-				  m.size >= sizeof(struct cxls_super) ? m.base : NULL);
-		fprintf(stderr, "cxlshim pool status: %s: %s\n", path, why);
-		snap_map_close(&m);
-		return EXIT_FAIL;
-	}
 	if (o->json)
 		status_json(stdout, path, &s);
 	else

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "pool.h"
 
 struct subcommand {
 	const char *name;
@@ -54,6 +55,26 @@ int tool_policy(const char *file, struct cxls_config *cfg)
 const char *tool_pool_path(const char *path, const struct cxls_config *cfg)
 {
 	return path ? path : cfg->pool_path;
+}
+
+int tool_snapshot(const char *cmd, const char *path, int flags, struct snap_map *m,
+		  struct pool_snap *s)
+{
+	char why[256];
+	int err;
+
+	if (snap_map_open(path, m)) {
+		fprintf(stderr, "cxlshim %s: %s: %s\n", cmd, path, strerror(errno));
+		return -1;
+	}
+	err = snap_take(m->base, m->size, flags, s);
+	if (!err)
+		return 0;
+	cxls_pool_explain(why, sizeof(why), err,
+			  m->size >= sizeof(struct cxls_super) ? m->base : NULL);
+	fprintf(stderr, "cxlshim %s: %s: %s\n", cmd, path, why);
+	snap_map_close(m);
+	return -1;
 }
 
 int tool_self_dir(char *buf, unsigned long len)
