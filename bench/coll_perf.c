@@ -15,6 +15,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,10 @@
 #define MAX_RANKS	   1024
 #define POOL_EFF_MIN_BYTES (1u << 20)
 #define MEMCPY_REPS	   5
+/* The pipe reference moves its bytes as the default policy stages them:
+ * 512 KiB chunks (cccl.chunk_size) through 8 slots per rank (cccl.chunks). */
+#define PIPE_CHUNK	   (512u << 10)
+#define PIPE_SLOTS	   8u
 
 /* ------------------------------------------------------------ NCCL calls */
 
@@ -135,8 +142,11 @@ static run_fn find_runner(const char *name)
 /* ------------------------------------------------------- shared board */
 
 struct rank_slot {
-	double time_us;
-	double copy_s;      /* concurrent memcpy reference, one repetition */
+	/* pipe reference: chunks this rank published and consumed */
+	_Alignas(64) atomic_uint pipe_pub;
+	_Alignas(64) atomic_uint pipe_ack;
+	_Alignas(64) double time_us;
+	double copy_s;      /* concurrent memcpy or pipe reference, one repetition */
 	long wrong;
 	int pid;
 	int device;
@@ -147,6 +157,8 @@ struct rank_slot {
 
 struct board {
 	struct bu_opts opts;
+	/* pipe reference: PIPE_SLOTS chunks per rank, shared by the ranks (-p 1) */
+	char *pipe_win;
 	struct rank_slot slot[];
 };
 
@@ -162,6 +174,7 @@ struct rank_ctx {
 	void *d_send, *d_recv; /* device buffers, max_bytes each */
 	void *h_send, *h_exp, *h_got;
 	void *h_cpy_a, *h_cpy_b; /* memcpy references, 2 x max_bytes */
+	uint32_t pipe_seq;       /* chunks through the pipe so far, as every rank */
 	size_t buf_bytes;
 	/* rank 0 bookkeeping */
 	double busbw_sum;
@@ -427,23 +440,112 @@ static double concurrent_memcpy_gbps(struct rank_ctx *x, size_t bytes)
 	return best / 1e9;
 }
 
+/* Until *w reaches v (cyclic): spin a little, then yield the core, which
+ * with more ranks than cores the rank we wait for may need. */
+static void pipe_wait(atomic_uint *w, unsigned v)
+{
+	for (int spins = 0; (int)(atomic_load_explicit(w, memory_order_acquire) - v) < 0; spins++)
+		if (spins > 1000)
+			sched_yield();
+}
+
+/* Chunk k (global g) of this rank: into its own slot, once the rank that
+ * reads it (rank + 1) consumed what the slot held PIPE_SLOTS chunks ago. */
+static void pipe_put(struct rank_ctx *x, const char *src, size_t len, unsigned g)
+{
+	struct rank_slot *next = &x->bd->slot[(x->rank + 1) % x->nranks];
+	char *slot = x->bd->pipe_win + ((size_t)x->rank * PIPE_SLOTS + g % PIPE_SLOTS) * PIPE_CHUNK;
+
+	if (g >= PIPE_SLOTS)
+		pipe_wait(&next->pipe_ack, g - PIPE_SLOTS + 1);
+	memcpy(slot, src, len);
+	atomic_store_explicit(&x->bd->slot[x->rank].pipe_pub, g + 1, memory_order_release);
+}
+
+/* Chunk g of the rank behind us, out of its slot. */
+static void pipe_get(struct rank_ctx *x, char *dst, size_t len, unsigned g)
+{
+	int prev = (x->rank + x->nranks - 1) % x->nranks;
+	const char *slot = x->bd->pipe_win + ((size_t)prev * PIPE_SLOTS + g % PIPE_SLOTS) * PIPE_CHUNK;
+
+	pipe_wait(&x->bd->slot[prev].pipe_pub, g + 1);
+	memcpy(dst, slot, len);
+	atomic_store_explicit(&x->bd->slot[x->rank].pipe_ack, g + 1, memory_order_release);
+}
+
+/* The pool's data movement with nothing around it: every rank at once
+ * moves `bytes` (half written, half read) through shared memory in the
+ * default policy's chunks and window, a producer/consumer ring (rank r's
+ * chunks are read by rank r+1 on another core), publishing one chunk ahead
+ * of what it reads and waiting on a flag per chunk.  The pool's bytes must
+ * cross between cores this way; a memcpy within one core's cache never
+ * pays for that.  Best of MEMCPY_REPS, each timed by its slowest rank.
+ * GB/s, on rank 0. */
+static double pipe_gbps(struct rank_ctx *x, size_t bytes)
+{
+	struct rank_slot *me = &x->bd->slot[x->rank];
+	size_t half = bytes / 2;
+	unsigned n = (unsigned)((half + PIPE_CHUNK - 1) / PIPE_CHUNK);
+	double best = 0;
+
+	for (int rep = 0; rep < MEMCPY_REPS; rep++) {
+		unsigned g0 = x->pipe_seq;
+		const char *src = x->h_cpy_a;
+		char *dst = x->h_cpy_b;
+
+		launch_barrier();
+		double t0 = bu_now();
+		for (unsigned k = 0; k <= n; k++) {
+			if (k < n)
+				pipe_put(x, src + (size_t)k * PIPE_CHUNK,
+					 half - (size_t)k * PIPE_CHUNK < PIPE_CHUNK ?
+						 half - (size_t)k * PIPE_CHUNK : PIPE_CHUNK,
+					 g0 + k);
+			if (k > 0)
+				pipe_get(x, dst + (size_t)(k - 1) * PIPE_CHUNK,
+					 half - (size_t)(k - 1) * PIPE_CHUNK < PIPE_CHUNK ?
+						 half - (size_t)(k - 1) * PIPE_CHUNK : PIPE_CHUNK,
+					 g0 + k - 1);
+		}
+		__asm__ __volatile__("" : : "r"(dst) : "memory");
+		me->copy_s = bu_now() - t0;
+		x->pipe_seq = g0 + n;
+		launch_barrier();
+		double worst = 0;
+		for (int r = 0; x->rank == 0 && r < x->nranks; r++)
+			worst = x->bd->slot[r].copy_s > worst ? x->bd->slot[r].copy_s : worst;
+		if (worst > 0 && (double)(2 * half) / worst > best)
+			best = (double)(2 * half) / worst;
+	}
+	return best / 1e9;
+}
+
+static double pct(double v, double ref)
+{
+	return ref > 0 ? 100 * v / ref : 0;
+}
+
 static void pool_eff_row(struct rank_ctx *x, const struct bu_case *k, size_t nbytes,
-			 const struct bu_result *out, const struct bu_result *in, double together)
+			 const struct bu_result *out, const struct bu_result *in, double together,
+			 double pipe)
 {
 	if (!x->eff)
 		return;
 	double solo = bu_memcpy_gbps(x->h_cpy_a, x->h_cpy_b, nbytes, MEMCPY_REPS);
 	double pb = x->o->coll->pool_bytes(nbytes, x->nranks);
 	double gout = pb / 1e9 / (out->time_us * 1e-6);
+	double gin = in->not_run ? 0 : pb / 1e9 / (in->time_us * 1e-6);
 	fprintf(x->eff, "# %10zu  %8s  %6d  %8.2f  %8.2f  %12.0f  %8.2f  %6.1f", nbytes,
-		bu_types[k->type].name, k->root, solo, together, pb, gout,
-		together > 0 ? 100 * gout / together : 0);
-	if (in->not_run) {
-		fprintf(x->eff, "  %8s  %6s\n", "N/A", "N/A");
-		return;
-	}
-	double gin = pb / 1e9 / (in->time_us * 1e-6);
-	fprintf(x->eff, "  %8.2f  %6.1f\n", gin, together > 0 ? 100 * gin / together : 0);
+		bu_types[k->type].name, k->root, solo, together, pb, gout, pct(gout, together));
+	if (in->not_run)
+		fprintf(x->eff, "  %8s  %6s", "N/A", "N/A");
+	else
+		fprintf(x->eff, "  %8.2f  %6.1f", gin, pct(gin, together));
+	fprintf(x->eff, "  %8.2f  %6.1f", pipe, pct(gout, pipe));
+	if (in->not_run)
+		fprintf(x->eff, "  %6s\n", "N/A");
+	else
+		fprintf(x->eff, "  %6.1f\n", pct(gin, pipe));
 }
 
 static void run_row(struct rank_ctx *x, int type, int root, int op, size_t nbytes)
@@ -474,14 +576,15 @@ static void run_row(struct rank_ctx *x, int type, int root, int op, size_t nbyte
 		x->wrong_total += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
 	}
 	if (x->o->pool_eff && shown >= POOL_EFF_MIN_BYTES) {
-		double together = concurrent_memcpy_gbps(x, (size_t)coll->pool_bytes(shown,
-										      x->nranks));
+		size_t pb = (size_t)coll->pool_bytes(shown, x->nranks);
+		double together = concurrent_memcpy_gbps(x, pb);
+		double pipe = pipe_gbps(x, pb);
 
 		/* The other ranks sleep in the barrier while rank 0 measures the
 		 * solo memcpy reference, so they neither compete for cores nor
 		 * poll. */
 		if (x->rank == 0)
-			pool_eff_row(x, &k, shown, &out, &in, together);
+			pool_eff_row(x, &k, shown, &out, &in, together, pipe);
 		launch_barrier();
 	}
 }
@@ -522,13 +625,17 @@ static void print_pool_eff(struct rank_ctx *x)
 	printf("#\n# Pool efficiency (sizes >= 1 MiB): bytes the busiest rank moves through\n"
 	       "# memory in the pool scheme (%s)\n"
 	       "# / time, as %% of the memcpy bound: every rank memcpys that many bytes at\n"
-	       "# once (best of %d, slowest rank; `solo`: rank 0 alone copies S bytes).\n"
+	       "# once (best of %d, slowest rank; `solo`: rank 0 alone copies S bytes);\n"
+	       "# and as %% of the pipe bound: every rank moves them at once, half written\n"
+	       "# into its slots and half read out of the previous rank's, in %u KiB chunks\n"
+	       "# through %u slots per rank with a flag per chunk, as the pool stages them\n"
+	       "# (what crossing between cores costs; best of %d, slowest rank).\n"
 	       "# Local copies of out-of-place ops are time but not pool bytes.\n",
-	       x->o->coll->pool_note, MEMCPY_REPS);
+	       x->o->coll->pool_note, MEMCPY_REPS, PIPE_CHUNK >> 10, PIPE_SLOTS, MEMCPY_REPS);
 	printf("#       size      type    root      solo     bound   pool B/rank   out-of-place"
-	       "      in-place\n");
+	       "      in-place      pipe   out    in\n");
 	printf("#        (B)                    (GB/s)    (GB/s)           (B)  (GB/s)     (%%)"
-	       "  (GB/s)     (%%)\n");
+	       "  (GB/s)     (%%)    (GB/s)   (%%)   (%%)\n");
 	char line[256];
 	while (fgets(line, sizeof(line), x->eff))
 		fputs(line, stdout);
@@ -594,7 +701,20 @@ int main(int argc, char **argv)
 	}
 	memset(bd, 0, bsize);
 	bd->opts = o;
+	if (o.pool_eff) {
+		size_t wsize = (size_t)o.nranks * PIPE_SLOTS * PIPE_CHUNK;
+
+		bd->pipe_win = mmap(NULL, wsize, PROT_READ | PROT_WRITE,
+				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (bd->pipe_win == MAP_FAILED) {
+			perror("coll_perf: mmap");
+			return 1;
+		}
+		memset(bd->pipe_win, 0, wsize);
+	}
 	int rc = launch_ranks(o.nranks, rank_main, bd, o.timeout_s);
+	if (o.pool_eff)
+		munmap(bd->pipe_win, (size_t)o.nranks * PIPE_SLOTS * PIPE_CHUNK);
 	munmap(bd, bsize);
 	if (rc)
 		fprintf(stderr, "coll_perf: failed (status %d)\n", rc);

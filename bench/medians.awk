@@ -17,7 +17,8 @@
 # row prints N/A, and a ratio that cannot be formed prints "-".
 
 function isrow() { return $0 !~ /^#/ && NF >= 13 && $1 ~ /^[0-9]+$/ }
-function iseff() { return $1 == "#" && NF == 11 && $2 ~ /^[0-9]+$/ && $7 ~ /^[0-9]+$/ }
+# pool efficiency rows: 11 fields, or 14 with the pipe bound (coll7 on)
+function iseff() { return $1 == "#" && (NF == 11 || NF == 14) && $2 ~ /^[0-9]+$/ && $7 ~ /^[0-9]+$/ }
 function isnum(v) { return v ~ /^[0-9]+(\.[0-9]*)?$/ }
 
 # median of the n values v[key, 1..n] (sorted copy, insertion sort: n is small)
@@ -85,6 +86,20 @@ iseff() && nside[side] == 1 {
 	ev[k, "out", ecnt[k]] = $9 + 0
 	if (isnum($11))
 		ev[k, "in", ++eincnt[k]] = $11 + 0
+	if (NF == 14) {
+		ev[k, "pipe", ++epcnt[k]] = $12 + 0
+		ev[k, "pout", epcnt[k]] = $13 + 0
+		if (isnum($14))
+			ev[k, "pin", ++epincnt[k]] = $14 + 0
+	}
+}
+
+# "median [lo-hi]" of the n efficiency values ev[k, what, 1..n], or N/A
+function ecell(k, what, n) {
+	if (!n)
+		return sprintf("%21s", "N/A")
+	return sprintf("%7.1f [%5.1f-%5.1f]", median(ev, k SUBSEP what, n),
+		       lo(ev, k SUBSEP what, n), hi(ev, k SUBSEP what, n))
 }
 
 # "median [lo-hi]" of side s, or N/A
@@ -151,25 +166,28 @@ function table(p, name,    i, j, k, f, key, num, b) {
 	}
 }
 
-function eff_table(    j, k, f, n) {
+function eff_table(    j, k, f, n, pipe) {
 	if (!nerows)
 		return
-	printf "#\n# %s pool efficiency, %% of the concurrent memcpy bound: median [min-max] of %d runs\n", \
-	       sname[1], rep[sname[1]]
-	printf "#       size      type    root   bound GB/s           out-of-place %%              in-place %%\n"
+	for (j = 1; j <= nerows; j++)
+		if (epcnt[eorder[j]])
+			pipe = 1
+	printf "#\n# %s pool efficiency, %% of the concurrent memcpy bound%s: median [min-max] of %d runs\n", \
+	       sname[1], pipe ? " and of the pipe bound" : "", rep[sname[1]]
+	printf "#       size      type    root   bound GB/s           out-of-place %%              in-place %%"
+	if (pipe)
+		printf "    pipe GB/s      out-of-place %% pipe          in-place %% pipe"
+	printf "\n"
 	for (j = 1; j <= nerows; j++) {
 		k = eorder[j]
 		split(k, f, " ")
-		n = ecnt[k]
-		printf "%12s  %8s  %6s  %11.2f  %7.1f [%5.1f-%5.1f]", f[1], f[2], f[3],
-		       median(ev, k SUBSEP "bound", n), median(ev, k SUBSEP "out", n),
-		       lo(ev, k SUBSEP "out", n), hi(ev, k SUBSEP "out", n)
-		n = eincnt[k]
-		if (n)
-			printf "  %7.1f [%5.1f-%5.1f]\n", median(ev, k SUBSEP "in", n),
-			       lo(ev, k SUBSEP "in", n), hi(ev, k SUBSEP "in", n)
-		else
-			printf "  %21s\n", "N/A"
+		printf "%12s  %8s  %6s  %11.2f  %s  %s", f[1], f[2], f[3],
+		       median(ev, k SUBSEP "bound", ecnt[k]), ecell(k, "out", ecnt[k]),
+		       ecell(k, "in", eincnt[k])
+		if (pipe && (n = epcnt[k]))
+			printf "  %11.2f  %s  %s", median(ev, k SUBSEP "pipe", n), ecell(k, "pout", n),
+			       ecell(k, "pin", epincnt[k])
+		printf "\n"
 	}
 }
 

@@ -3,14 +3,14 @@
 # bench/lib.sh on tables whose answers are known: medians of odd and even
 # counts, ranges, the best baseline median, per-round ratios paired by
 # round (a missing round left out), N/A cells, a side with no runs, the
-# pool efficiency medians.
+# pool efficiency medians, with and without the pipe bound.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; echo "--- output:"; cat "$tmp/out"; exit 1; }
 
-# table FILE OUT_BUSBW IN_BUSBW [EFF_OUT% EFF_IN%]: one 4 MiB float row
+# table FILE OUT_BUSBW IN_BUSBW [EFF_OUT% EFF_IN% [PIPE_OUT% PIPE_IN%]]: one 4 MiB float row
 # (and a second 8 MiB row at twice the busbw), nccl-tests layout
 table() {
 	local f=$1 o=$2 i=$3
@@ -22,7 +22,11 @@ table() {
 			8388608 1048576 float none -1 100.0 1.0 \
 			"$(awk -v x="$o" 'BEGIN { print (x ~ /^[0-9.]+$/) ? 2 * x : x }')" 0 100.0 1.0 \
 			"$(awk -v x="$i" 'BEGIN { print (x ~ /^[0-9.]+$/) ? 2 * x : x }')" 0
-		if [ $# -ge 5 ]; then
+		if [ $# -ge 7 ]; then
+			echo "#       size      type    root      solo     bound   pool B/rank   out-of-place      in-place      pipe   out    in"
+			printf '# %10s  %8s  %6s  %8s  %8s  %12s  %8s  %6s  %8s  %6s  %8s  %6s  %6s\n' \
+				4194304 float -1 40.00 20.00 4194304 5.00 "$4" 9.00 "$5" 10.00 "$6" "$7"
+		elif [ $# -ge 5 ]; then
 			echo "#       size      type    root      solo     bound   pool B/rank   out-of-place      in-place"
 			printf '# %10s  %8s  %6s  %8s  %8s  %12s  %8s  %6s  %8s  %6s\n' \
 				4194304 float -1 40.00 20.00 4194304 5.00 "$4" 9.00 "$5"
@@ -65,6 +69,15 @@ expect in 4194304 ' 8\.00 \[ 7\.00- 9\.00\] +N/A +2\.00 \[ 2\.00- 2\.00\] +N/A +
 grep -q 'nccl (0)' "$tmp/out" || fail "side without runs missing from the header"
 # pool efficiency: out 20/30/25 -> 25 [20-30], in 45/35/40 -> 40 [35-45]
 expect eff 4194304 ' 20\.00 +25\.0 \[ 20\.0- 30\.0\] +40\.0 \[ 35\.0- 45\.0\]' "pool efficiency"
+
+# with the pipe bound (14 fields): pipe out 50/70/60 -> 60 [50-70], in N/A
+mkdir "$tmp/pipe"
+table "$tmp/pipe/shim.1.txt" 4.00 9.00 20.0 45.0 50.0 N/A
+table "$tmp/pipe/shim.2.txt" 6.00 7.00 30.0 35.0 70.0 N/A
+table "$tmp/pipe/shim.3.txt" 5.00 8.00 25.0 40.0 60.0 N/A
+BENCH_OUT=$tmp/pipe REPS=3 median_tables "test" shim mpich >"$tmp/out"
+expect eff 4194304 ' 25\.0 \[ 20\.0- 30\.0\] +40\.0 \[ 35\.0- 45\.0\] +10\.00 +60\.0 \[ 50\.0- 70\.0\] +N/A$' \
+	"pool efficiency against the pipe bound"
 
 # even count: two shim rounds, out 4 and 6 -> 5
 BENCH_OUT=$tmp REPS=2 median_tables "test" shim mpich >"$tmp/out"
