@@ -33,6 +33,8 @@ struct emu_config {
 	int ndevices;		/* CUDAEMU_DEVICES, default 8 */
 	unsigned spin_us;	/* CUDAEMU_SPIN_US, default 2: a GPU waits without
 				 * burning a CPU, so spin little */
+	unsigned yield_us;	/* CUDAEMU_YIELD_US: then poll between
+				 * sched_yield()s this long before sleeping */
 	size_t mem_bytes;	/* CUDAEMU_MEM_MB per device, default 16 GiB */
 	bool check_ptrs;	/* CUDAEMU_CHECK_PTRS, default 1 */
 	bool serial_host_fns;	/* CUDAEMU_SERIAL_HOST_FNS, default 0 (op.c) */
@@ -176,7 +178,7 @@ struct emu_stats {
 	uint64_t copy_bytes;
 	/* value waits met at the first look, while spinning, and kernel
 	 * sleeps taken by the others; value writes that woke someone */
-	uint64_t waits_ready, waits_spun, sleeps, wakes;
+	uint64_t waits_ready, waits_spun, waits_yielded, sleeps, wakes;
 	uint64_t idle_ns;	/* worker asleep on an empty queue */
 	uint64_t handoffs, handoff_ns;	/* submit to an idle worker -> run */
 	/* the worker thread's CPU time and time runnable but not running,

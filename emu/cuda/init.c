@@ -28,6 +28,8 @@ static void init_config(void)
 					    EMU_MAX_DEVICES);
 	emu_config.spin_us = (unsigned)env_long("CUDAEMU_SPIN_US", 2, 0,
 						10 * 1000 * 1000);
+	emu_config.yield_us = (unsigned)env_long("CUDAEMU_YIELD_US", 0, 0,
+						 10 * 1000 * 1000);
 	emu_config.mem_bytes = (size_t)env_long("CUDAEMU_MEM_MB", 16384, 1,
 						1L << 30) << 20;
 	emu_config.check_ptrs = env_long("CUDAEMU_CHECK_PTRS", 1, 0, 1);

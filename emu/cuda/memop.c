@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -95,6 +96,19 @@ void emu_memop_wait(void *addr, uint64_t value, unsigned flags, bool is64)
 		}
 		emu_cpu_relax();
 	} while (emu_now_ns() < spin_end);
+
+	if (emu_config.yield_us) {
+		uint64_t yield_end = emu_now_ns() + emu_config.yield_us * 1000ull;
+
+		do {
+			sched_yield();
+			if (satisfied(load_word(addr, is64), value, cond, is64)) {
+				if (st)
+					st->waits_yielded++;
+				goto done;
+			}
+		} while (emu_now_ns() < yield_end);
+	}
 
 	for (;;) {
 		cur = load_word(addr, is64);

@@ -61,9 +61,11 @@ static void print_one(const struct emu_stats *st)
 				      (double)st->copy_bytes / (double)st->ns[k]);
 		if (k == EMU_OP_WAIT_VALUE)
 			n += snprintf(line + n, sizeof(line) - (size_t)n,
-				      " (met at once %llu, spinning %llu, after %llu sleeps)",
+				      " (met at once %llu, spinning %llu, yielding %llu,"
+				      " after %llu sleeps)",
 				      (unsigned long long)st->waits_ready,
 				      (unsigned long long)st->waits_spun,
+				      (unsigned long long)st->waits_yielded,
 				      (unsigned long long)st->sleeps);
 		if (k == EMU_OP_WRITE_VALUE)
 			n += snprintf(line + n, sizeof(line) - (size_t)n, " (%llu woke a sleeper)",
