@@ -9,13 +9,19 @@
 
 #include "log.h"
 
-static int root_publish(struct cxls_op *op, const char *send)
+/* Out of place, the root's own copy of chunk k follows its publication on
+ * the same stream, while the chunk is still in this core's cache (in place
+ * there is nothing to copy). */
+static int root_publish(struct cxls_op *op, const char *send, char *recv)
 {
-	for (uint32_t k = 0; k < op->rounds; k++)
+	for (uint32_t k = 0; k < op->rounds; k++) {
+		size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
+
 		if (cxls_op_wait_consumed(op, k, op->c->lay.bcast_slots, -1) ||
-		    cxls_op_put(op, k, cxls_op_slot_1n(op, k), send + cxls_op_off(op, k),
-				cxls_op_len(op, k)))
+		    cxls_op_put(op, k, cxls_op_slot_1n(op, k), send + off, len) ||
+		    cxls_op_local_copy(op, recv + off, send + off, len))
 			return -1;
+	}
 	return 0;
 }
 
@@ -74,8 +80,7 @@ ncclResult_t cxls_broadcast(struct cxls_comm *c, const void *sendbuff, void *rec
 				 &(struct cxls_call){ CXLS_OP_BROADCAST, count, type, 0, root }, bytes, 1)))
 		return r;
 	if (c->rank == root)
-		rc = root_publish(&op, sendbuff) ||
-		     cxls_op_local_copy(&op, recvbuff, sendbuff, bytes);
+		rc = root_publish(&op, sendbuff, recvbuff);
 	else
 		rc = reader_fetch(&op, recvbuff, root);
 	if (rc)

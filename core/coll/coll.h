@@ -33,12 +33,24 @@ ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *rec
 ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			   size_t count, ncclDataType_t type, CUstream stream);
 
+/* Which staging slots an op writes: each rank's own (N-to-N) or the
+ * shared 1-to-N ones, which lie over the same blocks (layout.c). */
+enum cxls_staging {
+	CXLS_STAGING_NONE = 0,
+	CXLS_STAGING_N2N,
+	CXLS_STAGING_1N,
+};
+
 /* Shared by the collectives (common.c). */
 struct cxls_op {
 	struct cxls_comm *c;
 	CUstream user, ws, rs;  /* ws == rs == user without overlap */
 	uint32_t g0;            /* first round of this op */
 	uint32_t rounds;        /* all rounds of the op */
+	enum cxls_staging staging;
+	/* the previous op staged in the same slots: round g reuses the slot
+	 * of round g - depth, so this op need not wait for all of it */
+	int same_staging;
 	uint32_t cpr;           /* rounds (chunks) per slice */
 	size_t bytes;           /* bytes per rank-slice */
 	size_t chunk;           /* bytes per round, <= the layout's block */

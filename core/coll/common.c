@@ -114,6 +114,14 @@ ncclResult_t cxls_op_check_root(struct cxls_comm *c, const char *coll, int root)
 	return ncclInvalidArgument;
 }
 
+/* Broadcast and Scatter stage in the 1-to-N slots, the others in each
+ * rank's own. */
+static enum cxls_staging staging_of(enum cxls_op_kind kind)
+{
+	return kind == CXLS_OP_BROADCAST || kind == CXLS_OP_SCATTER ? CXLS_STAGING_1N :
+								      CXLS_STAGING_N2N;
+}
+
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
 			   const struct cxls_call *call, size_t bytes, uint32_t slices)
 {
@@ -134,6 +142,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
 	op->rounds = op->cpr * slices;
 	op->replay = NULL;
+	op->staging = staging_of(call->kind);
+	op->same_staging = atomic_load(&c->last_staging) == op->staging;
 	if (op->capturing && !(op->replay = cxls_replay_begin(c, stream, call, op->rounds)))
 		return ncclSystemError;
 	/* descriptors describe the live sequence, which captures do not
@@ -171,6 +181,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 		return ncclSuccess; /* replays rebase the doorbells (replay.h) */
 	atomic_store(&c->round, op->g0 + op->rounds);
 	atomic_store(&c->ops, ops);
+	atomic_store(&c->last_staging, op->staging);
 	atomic_fetch_add(&c->view.ranks[c->rank].ops_enqueued, 1);
 	cxls_trace_op_end(op);
 	return ncclSuccess;
@@ -189,10 +200,19 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	uint32_t target;
 
 	/* Within the first `depth` rounds only the previous ops' data can be in
-	 * the slots, placed by any rank in any layout: every rank's final
-	 * acknowledgement of that op (cxls_op_end) covers it, once. */
+	 * the slots, placed by any rank: once, at round 0, wait until every rank
+	 * acknowledged it (acknowledgements count every round a rank is done
+	 * with, cxls_op_end's final one included).  After an op in the other
+	 * staging slots, which lie over the same blocks in another order, that
+	 * is all of it.  After one in the same slots, the slot of round g held
+	 * round g - depth: an op of fewer rounds than the depth waits only for
+	 * the rounds its slots held, so its first chunks go out while the peers
+	 * still read the previous op's last ones and the ranks do not meet at
+	 * every op boundary. */
 	if (k == 0) {
 		target = op->g0;
+		if (op->same_staging && op->rounds < depth)
+			target -= depth - op->rounds;
 		consumer = -1;
 	} else if (k >= depth) {
 		target = op->g0 + k - depth + 1;

@@ -67,6 +67,10 @@ struct cxls_comm {
 	struct cxls_stage st;
 	_Atomic uint32_t round;  /* next global round (chunk step) number */
 	_Atomic uint32_t ops;    /* collectives enqueued */
+	/* the staging slots the last collective enqueued used (enum
+	 * cxls_staging): the next one may start before its peers are done
+	 * with it only if it reuses the same slots in the same order */
+	_Atomic uint32_t last_staging;
 	/* bytes this rank enqueued to copy into and out of the pool (reads
 	 * include the folds' pool operands); a captured graph counts once */
 	_Atomic uint64_t pool_written, pool_read;
