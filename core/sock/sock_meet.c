@@ -249,8 +249,9 @@ static int creator_ok(const struct cxls_sock_region *r, const struct cxls_sock_r
 	return rec->end[rec->creator & 1].uid == (uint32_t)getuid();
 }
 
-
-void cxls_sock_control_channel(struct cxls_sconn *c, int fd);
+/* join(): the record was no longer WAITING under the generation seen (its
+ * creator gave it up, or withdrew it for ours: cross_join). */
+#define JOIN_LOST 0
 
 static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
 		uint64_t sg, int role, int fd)
@@ -267,7 +268,7 @@ static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t
 					     CXLS_SG(gen, ok ? CXLS_SK_JOINED : CXLS_SK_REFUSED));
 	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
 	if (!won)
-		return CXLS_SC_TCP; /* the creator gave up first */
+		return JOIN_LOST;
 	if (!ok)
 		return CXLS_SC_TCP;
 	/* until this is written the creator sees an end with no holder,
@@ -343,6 +344,81 @@ static int find(const struct cxls_sock_region *r, uint64_t key, const struct cxl
 	return -1;
 }
 
+static int to_pool(struct cxls_sconn *c, int fd)
+{
+	cxls_sock_control_channel(c, fd);
+	atomic_store(&c->mode, CXLS_SC_POOL);
+	CXLS_INFO("socket slot %u: peer joined, bytes go through the pool", c->slot);
+	return CXLS_SC_POOL;
+}
+
+/* The creator's record is over: nobody else will look at it. */
+static int to_tcp(struct cxls_sconn *c, const char *why)
+{
+	CXLS_INFO("socket slot %u: %s, staying on TCP", c->slot, why);
+	c->rec = NULL;
+	atomic_store(&c->mode, CXLS_SC_TCP);
+	return CXLS_SC_TCP;
+}
+
+/* Peer bytes or EOF on the TCP socket: the peer is not on the pool. */
+static int tcp_spoke(int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+
+	return sys_poll(&p, 1, 0) > 0;
+}
+
+/* Both ends may look before either record is there (connect() and
+ * accept() return together) and each make one.  The client's record then
+ * decides, by whichever end first moves it out of WAITING: the server
+ * joining it (and giving its own up), or the client withdrawing it (FREE)
+ * and joining the server's.  The loser's compare-and-swap fails and it
+ * finds the outcome in its own record.  Each end looks again right after
+ * publishing its record (meet()) and at every step of settling, so the
+ * pair agrees while both are still in connect() and accept(): of two ends
+ * that each publish, then look, one sees the other's record.  Before, only
+ * the server resolved this, in its settle: a client that settled first
+ * (an event loop's epoll_ctl) waited out the meeting window for a server
+ * blocked in its next accept(), and both stayed on TCP. */
+static int cross_join(struct cxls_sconn *c, int fd, uint64_t sg)
+{
+	const struct cxls_sock_region *r = cxls_sock_region();
+	struct cxls_sock_rec *own = c->rec;
+	uint32_t gen = c->gen;
+	uint64_t psg;
+	int slot, mode;
+
+	if (!r)
+		return CXLS_SC_PENDING;
+	slot = find(r, c->key, &c->tuple, c->role, &psg);
+	if (slot < 0 || CXLS_SG_STATE(psg) != CXLS_SK_WAITING)
+		return CXLS_SC_PENDING;
+	if (c->role == CXLS_CLIENT) {
+		if (!atomic_compare_exchange_strong(&own->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE)))
+			return CXLS_SC_PENDING; /* joined meanwhile: the caller sees it */
+		cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
+		CXLS_TRACE("socket slot %u: the server made a record too: joining slot %d",
+			   c->slot, slot);
+		mode = join(c, r, (uint32_t)slot, psg, CXLS_CLIENT, fd);
+		if (mode == CXLS_SC_POOL)
+			return mode;
+		return to_tcp(c, "the server's record was given up or refused");
+	}
+	mode = join(c, r, (uint32_t)slot, psg, CXLS_SERVER, fd);
+	if (mode == JOIN_LOST)
+		return CXLS_SC_PENDING; /* withdrawn for ours: the client joins it */
+	/* nobody joins ours now: the client's record was decided */
+	if (atomic_compare_exchange_strong(&own->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE)))
+		cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
+	if (mode == CXLS_SC_POOL) {
+		CXLS_TRACE("socket slot %u: the client made a record too: joined it, ours given up",
+			   c->slot);
+		return mode;
+	}
+	return to_tcp(c, "the client's record was refused");
+}
+
 static int policy_allows(const struct cxls_sock_region *r, int role,
 			 const struct cxls_sock_tuple *t)
 {
@@ -361,7 +437,7 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 	const struct cxls_sock_region *r = cxls_sock_region();
 	struct cxls_sock_tuple t;
 	uint64_t key, sg;
-	int slot;
+	int slot, mode;
 
 	if (!r || cxls_sock_tuple(fd, role, &t))
 		return CXLS_SC_TCP;
@@ -382,9 +458,17 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 	if (slot >= 0) {
 		if (CXLS_SG_STATE(sg) != CXLS_SK_WAITING)
 			return CXLS_SC_TCP; /* the other end already settled for TCP */
-		return join(c, r, (uint32_t)slot, sg, role, fd);
+		mode = join(c, r, (uint32_t)slot, sg, role, fd);
+		return mode == JOIN_LOST ? CXLS_SC_TCP : mode; /* the creator gave up first */
 	}
-	return create(c, r, sndbuf, role, &t, key);
+	cxls_claim_test_delay("meet");
+	mode = create(c, r, sndbuf, role, &t, key);
+	if (mode != CXLS_SC_PENDING)
+		return mode;
+	/* our record is published: a peer that looks from now on sees it;
+	 * one that looked before made its own, which we see now */
+	atomic_thread_fence(memory_order_seq_cst);
+	return cross_join(c, fd, CXLS_SG(c->gen, CXLS_SK_WAITING));
 }
 
 int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
@@ -420,57 +504,6 @@ void cxls_sock_control_channel(struct cxls_sconn *c, int fd)
 		v = 0;
 		syscall(SYS_setsockopt, fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
 	}
-}
-
-static int to_pool(struct cxls_sconn *c, int fd)
-{
-	cxls_sock_control_channel(c, fd);
-	atomic_store(&c->mode, CXLS_SC_POOL);
-	CXLS_INFO("socket slot %u: peer joined, bytes go through the pool", c->slot);
-	return CXLS_SC_POOL;
-}
-
-/* The creator's record is over: nobody else will look at it. */
-static int to_tcp(struct cxls_sconn *c, const char *why)
-{
-	CXLS_INFO("socket slot %u: %s, staying on TCP", c->slot, why);
-	c->rec = NULL;
-	atomic_store(&c->mode, CXLS_SC_TCP);
-	return CXLS_SC_TCP;
-}
-
-/* Peer bytes or EOF on the TCP socket: the peer is not on the pool. */
-static int tcp_spoke(int fd)
-{
-	struct pollfd p = { fd, POLLIN, 0 };
-
-	return sys_poll(&p, 1, 0) > 0;
-}
-
-/* Both ends may look before either record is there (connect() and
- * accept() return together) and each make one: then the client's wins.
- * The server gives its own up, unless the client joined it meanwhile,
- * and joins the client's.  Without this both waited out the meeting
- * window and stayed on TCP (seen on loaded hosts). */
-static int cross_join(struct cxls_sconn *c, int fd, uint64_t sg)
-{
-	const struct cxls_sock_region *r = cxls_sock_region();
-	struct cxls_sock_rec *own = c->rec;
-	uint64_t psg;
-	int slot;
-
-	if (c->role != CXLS_SERVER || !r)
-		return CXLS_SC_PENDING;
-	slot = find(r, c->key, &c->tuple, CXLS_SERVER, &psg);
-	if (slot < 0 || CXLS_SG_STATE(psg) != CXLS_SK_WAITING)
-		return CXLS_SC_PENDING;
-	if (!atomic_compare_exchange_strong(&own->sg, &sg, CXLS_SG(c->gen, CXLS_SK_FREE)))
-		return CXLS_SC_PENDING; /* joined meanwhile: the caller sees it */
-	cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
-	CXLS_TRACE("socket slot %u: the client made a record too: joining slot %d", c->slot, slot);
-	if (join(c, r, (uint32_t)slot, psg, CXLS_SERVER, fd) == CXLS_SC_POOL)
-		return CXLS_SC_POOL;
-	return to_tcp(c, "the client's record was given up");
 }
 
 int cxls_sock_settle(struct cxls_sconn *c, int fd)
