@@ -320,6 +320,15 @@ for t in crossed burst; do
 		SOCK_CHECK_COHERENCE=flush LD_PRELOAD="$SHIM" "${SOCKMEET[@]}" $t
 done
 step "sock: meetings, every case without the preload" "${SOCKMEET[@]}" all
+# sockets two processes hold since a fork made before they were connected
+SOCKFORK=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=2000 "$BUILD/tests/sock_fork_check")
+for t in parent-connects child-connects connecting listen; do
+	step "sock: connected after fork: $t" shim "${SOCKFORK[@]}" $t
+	step "sock: flush pool: connected after fork: $t" env $(pool flush) \
+		CXLSHIM_POOL_COHERENCE=flush SOCK_CHECK_COHERENCE=flush LD_PRELOAD="$SHIM" \
+		"${SOCKFORK[@]}" $t
+done
+step "sock: connected after fork, every case without the preload" "${SOCKFORK[@]}" all
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool
 SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")
