@@ -322,7 +322,7 @@ done
 step "sock: meetings, every case without the preload" "${SOCKMEET[@]}" all
 # sockets two processes hold since a fork made before they were connected
 SOCKFORK=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=2000 "$BUILD/tests/sock_fork_check")
-for t in parent-connects child-connects connecting listen; do
+for t in parent-connects child-connects connecting listen listen-gone; do
 	step "sock: connected after fork: $t" shim "${SOCKFORK[@]}" $t
 	step "sock: flush pool: connected after fork: $t" env $(pool flush) \
 		CXLSHIM_POOL_COHERENCE=flush SOCK_CHECK_COHERENCE=flush LD_PRELOAD="$SHIM" \

@@ -210,12 +210,25 @@ static int advertised(int lfd)
 void cxls_sock_accepted(int lfd, int fd)
 {
 	struct cxls_sconn *l = cxls_fdtab_get(lfd);
-	int listening = l && atomic_load(&l->mode) == CXLS_SC_LISTEN;
+	int listening = l && atomic_load(&l->mode) == CXLS_SC_LISTEN, was;
 
 	if (l)
 		cxls_sconn_put(l);
-	if (!listening && (l || !advertised(lfd)))
-		return;
+	if (!listening) {
+		if (l || !cxls_sock_origin_shared(lfd))
+			return;
+		/* from its first accept here, this process advertises the
+		 * listener too: it stays advertised while we hold it, even
+		 * once the process that called listen() closed its copy */
+		was = advertised(lfd);
+		cxls_sock_listening(lfd);
+		if (!was) {
+			/* a client may have looked while that process still
+			 * advertised it: tell it, rather than let it wait */
+			cxls_sock_decline(fd, CXLS_SERVER);
+			return;
+		}
+	}
 	/* an accepted socket inherits the listener's buffer sizes */
 	start(fd, CXLS_SERVER, 0, app_buf(lfd, 0));
 }

@@ -545,6 +545,15 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 	return cross_join(c, fd, CXLS_SG(c->gen, CXLS_SK_WAITING));
 }
 
+void cxls_sock_decline(int fd, int role)
+{
+	const struct cxls_sock_region *r = cxls_sock_region();
+	struct cxls_sock_tuple t;
+
+	if (r && !cxls_sock_tuple(fd, role, &t))
+		decline(r, role, &t, tuple_key(r, &t));
+}
+
 int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 {
 	int mode;

@@ -26,6 +26,10 @@ int cxls_sock_tuple(int fd, int role, struct cxls_sock_tuple *t);
  * PENDING, or TCP. */
 int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf);
 
+/* Connected fd stays on TCP, but its peer may be under the shim and may
+ * have looked: tells it in the pool, so that it does not wait. */
+void cxls_sock_decline(int fd, int role);
+
 /* Waits (up to the deadline) for the peer of a PENDING connection;
  * returns the new mode, POOL or TCP. */
 int cxls_sock_settle(struct cxls_sconn *c, int fd);

@@ -24,6 +24,8 @@
  *   listen           a bound socket is made a listener by the child after
  *                    fork; the parent and the child each accept one, and
  *                    both connections go through the pool
+ *   listen-gone      the same, the child exiting after its accept: the
+ *                    parent's connection may stay on TCP, without a wait
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -233,25 +235,30 @@ static int echo_one_main(void *arg)
 
 static int listen_child(void *arg)
 {
-	int *fds = arg;
+	int *fds = arg, r;
 
 	if (listen(fds[0], 8) || pass(fds[1]))
 		return 52;
-	return echo_one(fds[0]);
+	r = echo_one(fds[0]);
+	/* keep the listener until the test is done, or not (listen-gone): a
+	 * client that looked while we advertised it and then met a holder
+	 * that no longer finds it advertised stays on TCP, told at once */
+	return r || fds[2] < 0 ? r : wait_turn(fds[2]) ? 53 : 0;
 }
 
-static void test_listen(void)
+static void run_listen(int keep)
 {
 	struct sockaddr_in sa = loopback(0);
 	socklen_t l = sizeof(sa);
-	int s = socket(AF_INET, SOCK_STREAM, 0), ready[2], fds[2], one = 1, st;
+	int s = socket(AF_INET, SOCK_STREAM, 0), ready[2], done[2], fds[3], one = 1, st;
 	pid_t pid, srv;
 
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	CHECK(s >= 0 && !pipe(ready) && !bind(s, (struct sockaddr *)&sa, sizeof(sa)) &&
+	CHECK(s >= 0 && !pipe(ready) && !pipe(done) && !bind(s, (struct sockaddr *)&sa, sizeof(sa)) &&
 	      !getsockname(s, (struct sockaddr *)&sa, &l), "set-up");
 	fds[0] = s;
 	fds[1] = ready[1];
+	fds[2] = keep ? done[0] : -1;
 	pid = tu_spawn(listen_child, fds);
 	CHECK(wait_turn(ready[0]) == 0, "the child listens");
 	srv = tu_spawn(echo_one_main, &s);
@@ -268,10 +275,11 @@ static void test_listen(void)
 		       c >= 0 && pool_rec(local_port(c), 0) ? "through the pool" : "on TCP");
 		CHECK(t0 < (uint64_t)window_ms * 500, "connection %d: no end waited for the "
 		      "meeting window (%llu us)", i, (unsigned long long)t0);
-		CHECK(!expect_pool || (c >= 0 && pool_rec(local_port(c), 0)),
+		CHECK(!expect_pool || !keep || (c >= 0 && pool_rec(local_port(c), 0)),
 		      "connection %d through the pool, whichever process accepted it", i);
 		close(c);
 	}
+	CHECK(pass(done[1]) == 0, "the child may go");
 	st = tu_wait(pid);
 	CHECK(st == 0, "the child accepted and echoed (%d)", st);
 	st = tu_wait(srv);
@@ -279,6 +287,18 @@ static void test_listen(void)
 	close(s);
 	close(ready[0]);
 	close(ready[1]);
+	close(done[0]);
+	close(done[1]);
+}
+
+static void test_listen(void)
+{
+	run_listen(1);
+}
+
+static void test_listen_gone(void)
+{
+	run_listen(0);
 }
 
 static const struct tu_case cases[] = {
@@ -286,6 +306,7 @@ static const struct tu_case cases[] = {
 	{ "child-connects", test_child_connects },
 	{ "connecting", test_connecting },
 	{ "listen", test_listen },
+	{ "listen-gone", test_listen_gone },
 };
 
 int main(int argc, char **argv)
