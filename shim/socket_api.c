@@ -33,21 +33,25 @@ EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	return r;
 }
 
-/* A connection accepted on a listener the pool knows. */
+EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd = REAL(socket)(domain, type, protocol), err = errno;
+
+	if (fd >= 0) {
+		cxls_sock_created(fd, domain, type);
+		errno = err;
+	}
+	return fd;
+}
+
 static int accepted(int lfd, int fd)
 {
-	struct cxls_sconn *l;
 	int err = errno;
 
-	if (fd < 0 || cxls_fdtab_empty())
-		return fd;
-	l = cxls_fdtab_get(lfd);
-	if (l) {
-		if (atomic_load(&l->mode) == CXLS_SC_LISTEN)
-			cxls_sock_accepted(lfd, fd);
-		cxls_sconn_put(l);
+	if (fd >= 0) {
+		cxls_sock_accepted(lfd, fd);
+		errno = err;
 	}
-	errno = err;
 	return fd;
 }
 

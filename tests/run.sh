@@ -311,6 +311,24 @@ for t in bells-epoll bells-poll drain-late; do
 	step "sock: wake-ups: $t" shim "${SOCKWAKE[@]}" $t
 done
 step "sock: wake-ups, every case without the preload" "${SOCKWAKE[@]}" all
+# back-to-back meetings, each on a fresh pool: both ends agree within the
+# meeting (a 2 s window: an end that waits for it fails the case)
+SOCKMEET=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=2000 "$BUILD/tests/sock_meet_check")
+for t in crossed burst; do
+	step "sock: meetings: $t" env $(pool meet-$t) LD_PRELOAD="$SHIM" "${SOCKMEET[@]}" $t
+	step "sock: flush pool: meetings: $t" env $(pool meetflush-$t) CXLSHIM_POOL_COHERENCE=flush \
+		SOCK_CHECK_COHERENCE=flush LD_PRELOAD="$SHIM" "${SOCKMEET[@]}" $t
+done
+step "sock: meetings, every case without the preload" "${SOCKMEET[@]}" all
+# sockets two processes hold since a fork made before they were connected
+SOCKFORK=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=2000 "$BUILD/tests/sock_fork_check")
+for t in parent-connects child-connects connecting listen listen-gone; do
+	step "sock: connected after fork: $t" shim "${SOCKFORK[@]}" $t
+	step "sock: flush pool: connected after fork: $t" env $(pool flush) \
+		CXLSHIM_POOL_COHERENCE=flush SOCK_CHECK_COHERENCE=flush LD_PRELOAD="$SHIM" \
+		"${SOCKFORK[@]}" $t
+done
+step "sock: connected after fork, every case without the preload" "${SOCKFORK[@]}" all
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool
 SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")

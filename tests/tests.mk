@@ -18,6 +18,8 @@ NCCL_PROG_LIBS    = -lnccl -lcudart -lm -pthread
 SOCK_TESTS  = $(BUILD)/tests/sock_check $(BUILD)/tests/sock_ref_check
 SOCK_TESTS += $(BUILD)/tests/sock_loop_check
 SOCK_TESTS += $(BUILD)/tests/sock_wake_check
+SOCK_TESTS += $(BUILD)/tests/sock_meet_check
+SOCK_TESTS += $(BUILD)/tests/sock_fork_check
 SOCK_TEST_LIB = tests/sock/sock_util.c tests/sock/sock_pool.c
 
 $(BUILD)/tests/sock_check: tests/sock/sock_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
@@ -29,6 +31,14 @@ $(BUILD)/tests/sock_loop_check: tests/sock/sock_loop_check.c $(SOCK_TEST_LIB) $(
 	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
 
 $(BUILD)/tests/sock_wake_check: tests/sock/sock_wake_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
+
+$(BUILD)/tests/sock_meet_check: tests/sock/sock_meet_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
+
+$(BUILD)/tests/sock_fork_check: tests/sock/sock_fork_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
 

@@ -26,7 +26,10 @@
  * table; then after it, with the real call's result and errno. */
 int cxls_sock_connecting(const struct sockaddr *sa);
 void cxls_sock_connected(int fd, int rc, int err, int listens);
+/* accept() on lfd returned fd. */
 void cxls_sock_accepted(int lfd, int fd);
+/* socket() returned fd (sock_origin.h). */
+void cxls_sock_created(int fd, int domain, int type);
 void cxls_sock_listening(int fd);
 /* Before listen(): advertise a bound socket now (1), or not yet (0: call
  * cxls_sock_listening after); cxls_sock_listen_failed undoes it. */

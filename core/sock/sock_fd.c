@@ -14,6 +14,7 @@
 #include "sock_chan.h"
 #include "sock_epseen.h"
 #include "sock_meet.h"
+#include "sock_origin.h"
 #include "sock_region.h"
 #include "sock_sys.h"
 
@@ -193,10 +194,52 @@ void cxls_sock_connected(int fd, int rc, int err, int listens)
 		meet_now(fd);
 }
 
+/* A listener whose listen() this process did not see (it was made before
+ * a fork and another holder made it listen, or it was inherited): is it
+ * advertised in the pool?  Clients look for their server when it is. */
+static int advertised(int lfd)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+
+	return cxls_sock_origin_shared(lfd) && !sys_getsockname(lfd, (struct sockaddr *)&ss, &l) &&
+	       (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) &&
+	       cxls_sock_server_listens((struct sockaddr *)&ss);
+}
+
 void cxls_sock_accepted(int lfd, int fd)
 {
+	struct cxls_sconn *l = cxls_fdtab_get(lfd);
+	int listening = l && atomic_load(&l->mode) == CXLS_SC_LISTEN, was;
+
+	if (l)
+		cxls_sconn_put(l);
+	if (!listening) {
+		if (l || !cxls_sock_origin_shared(lfd))
+			return;
+		/* from its first accept here, this process advertises the
+		 * listener too: it stays advertised while we hold it, even
+		 * once the process that called listen() closed its copy */
+		was = advertised(lfd);
+		cxls_sock_listening(lfd);
+		if (!was) {
+			/* a client may have looked while that process still
+			 * advertised it: tell it, rather than let it wait */
+			cxls_sock_decline(fd, CXLS_SERVER);
+			return;
+		}
+	}
 	/* an accepted socket inherits the listener's buffer sizes */
 	start(fd, CXLS_SERVER, 0, app_buf(lfd, 0));
+}
+
+void cxls_sock_created(int fd, int domain, int type)
+{
+	int tcp = (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM;
+
+	if (tcp)
+		pthread_once(&atfork_once, register_atfork); /* a fork makes it shared */
+	cxls_sock_origin_new(fd, tcp);
 }
 
 /* A bound socket is advertised before the kernel listens on it: a client
@@ -292,6 +335,7 @@ void cxls_sock_closing(int fd)
 	struct cxls_sconn *c;
 
 	app_buf(fd, 1);
+	cxls_sock_origin_close(fd);
 	cxls_sock_epoll_closing(fd);
 	c = cxls_fdtab_take(fd);
 	if (!c)
@@ -308,6 +352,7 @@ void cxls_sock_duped(int oldfd, int newfd)
 
 	if (oldfd == newfd)
 		return;
+	cxls_sock_origin_dup(oldfd, newfd);
 	c = cxls_fdtab_get(oldfd);
 	if (!c)
 		cxls_epseen_duped(oldfd, newfd);
@@ -413,10 +458,45 @@ static void fork_phase(int fd, struct cxls_sconn *c, void *arg)
 	cxls_sock_fork(c, *(int *)arg);
 }
 
+/* Connects in flight when the process forks. */
+#define FORK_MEETS 64
+
+struct connecting {
+	int fd[FORK_MEETS];
+	int n;
+};
+
+static void note_connecting(int fd, struct cxls_sconn *c, void *arg)
+{
+	struct connecting *in = arg;
+
+	if (atomic_load(&c->mode) == CXLS_SC_CONNECTING && in->n < FORK_MEETS)
+		in->fd[in->n++] = fd;
+}
+
+/* A nonblocking connect that is established by now meets before the fork,
+ * while this process alone holds it: the child then copies a pending or
+ * pooled connection, which the pool records it as holding too.  One still
+ * in flight meets after, in whichever holder uses it first, as a socket
+ * another process may hold: it stays on TCP (sock_origin.h). */
+static void meet_before_fork(void)
+{
+	struct connecting in = { .n = 0 };
+
+	cxls_fdtab_lock();
+	cxls_fdtab_each(note_connecting, &in);
+	cxls_fdtab_unlock();
+	for (int i = 0; i < in.n; i++)
+		meet_now(in.fd[i]);
+}
+
 void cxls_sock_fork_prepare(void)
 {
 	int phase = 0;
 
+	if (!cxls_fdtab_empty())
+		meet_before_fork();
+	cxls_sock_origin_fork();
 	cxls_fdtab_lock();
 	cxls_fdtab_each(fork_phase, &phase);
 }

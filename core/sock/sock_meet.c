@@ -16,6 +16,7 @@
 #include "proc_id.h"
 #include "sock_claim.h"
 #include "sock_holder.h"
+#include "sock_origin.h"
 #include "sock_rules.h"
 #include "sock_sys.h"
 #include "sock_uring.h"
@@ -191,26 +192,29 @@ void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, ui
 	c->busy_us = r->cfg->sock_busy_poll_us;
 }
 
-static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t sndbuf,
-		  int role, const struct cxls_sock_tuple *t, uint64_t key)
+/* Claims a slot and writes this end's record, published in state st:
+ * WAITING for the peer, or ABANDONED by an end that stays on TCP
+ * (decline()).  -1 when no slot is free or a sweeper took the claim. */
+static int put_record(const struct cxls_sock_region *r, uint32_t cap, int role,
+		      const struct cxls_sock_tuple *t, uint64_t key, uint32_t st, uint32_t *slot,
+		      uint32_t *gen)
 {
 	struct cxls_proc_id self;
 	struct cxls_sock_rec *rec;
-	uint32_t slot, gen, cap = ring_cap(r, sndbuf);
 	uint64_t sg;
 
 	cxls_proc_self(&self); /* now: nothing slow while a claim is held */
-	if (claim_slot(r, key, &slot, &gen) && (!cxls_sock_sweep(r) ||
-						 claim_slot(r, key, &slot, &gen))) {
+	if (claim_slot(r, key, slot, gen) && (!cxls_sock_sweep(r) ||
+					      claim_slot(r, key, slot, gen))) {
 		CXLS_INFO("no free socket slot in the pool: connection stays on TCP");
-		return CXLS_SC_TCP;
+		return -1;
 	}
-	rec = cxls_sock_rec(r, slot);
-	sg = CXLS_SG(gen, CXLS_SK_CLAIMING);
+	rec = cxls_sock_rec(r, *slot);
+	sg = CXLS_SG(*gen, CXLS_SK_CLAIMING);
 	/* who claimed it, before anything else (sock_claim.h) */
 	rec->creator = (uint32_t)role;
 	init_end(&rec->end[role], &self);
-	atomic_store_explicit(&rec->end[role].claim_gen, gen, memory_order_release);
+	atomic_store_explicit(&rec->end[role].claim_gen, *gen, memory_order_release);
 	cxls_publish(r->pool->flush_mode, rec, sizeof(*rec));
 	cxls_claim_test_delay("record");
 	memset(rec->ring, 0, sizeof(rec->ring));
@@ -221,14 +225,24 @@ static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32
 	memset(&rec->end[!role], 0, sizeof(rec->end[!role]));
 	/* the record before its state: the joiner reads it once WAITING */
 	cxls_publish(r->pool->flush_mode, rec, sizeof(*rec));
-	if (!atomic_compare_exchange_strong_explicit(&rec->sg, &sg, CXLS_SG(gen, CXLS_SK_WAITING),
+	if (!atomic_compare_exchange_strong_explicit(&rec->sg, &sg, CXLS_SG(*gen, st),
 						     memory_order_release, memory_order_relaxed)) {
-		CXLS_WARN("socket slot %u: claim taken back by a sweeper: staying on TCP", slot);
-		return CXLS_SC_TCP;
+		CXLS_WARN("socket slot %u: claim taken back by a sweeper: staying on TCP", *slot);
+		return -1;
 	}
 	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
+	return 0;
+}
+
+static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t sndbuf,
+		  int role, const struct cxls_sock_tuple *t, uint64_t key)
+{
+	uint32_t slot, gen, cap = ring_cap(r, sndbuf);
+
+	if (put_record(r, cap, role, t, key, CXLS_SK_WAITING, &slot, &gen))
+		return CXLS_SC_TCP;
 	cxls_sock_attach(c, r, slot, gen, role, cap);
-	c->deadline_ns = rec->created_ns + (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
+	c->deadline_ns = c->rec->created_ns + (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
 	c->key = key;
 	c->tuple = *t;
 	atomic_store(&c->mode, CXLS_SC_PENDING);
@@ -249,8 +263,9 @@ static int creator_ok(const struct cxls_sock_region *r, const struct cxls_sock_r
 	return rec->end[rec->creator & 1].uid == (uint32_t)getuid();
 }
 
-
-void cxls_sock_control_channel(struct cxls_sconn *c, int fd);
+/* join(): the record was no longer WAITING under the generation seen (its
+ * creator gave it up, or withdrew it for ours: cross_join). */
+#define JOIN_LOST 0
 
 static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
 		uint64_t sg, int role, int fd)
@@ -267,7 +282,7 @@ static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t
 					     CXLS_SG(gen, ok ? CXLS_SK_JOINED : CXLS_SK_REFUSED));
 	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
 	if (!won)
-		return CXLS_SC_TCP; /* the creator gave up first */
+		return JOIN_LOST;
 	if (!ok)
 		return CXLS_SC_TCP;
 	/* until this is written the creator sees an end with no holder,
@@ -343,6 +358,109 @@ static int find(const struct cxls_sock_region *r, uint64_t key, const struct cxl
 	return -1;
 }
 
+static int to_pool(struct cxls_sconn *c, int fd)
+{
+	cxls_sock_control_channel(c, fd);
+	atomic_store(&c->mode, CXLS_SC_POOL);
+	CXLS_INFO("socket slot %u: peer joined, bytes go through the pool", c->slot);
+	return CXLS_SC_POOL;
+}
+
+/* The creator's record is over: nobody else will look at it. */
+static int to_tcp(struct cxls_sconn *c, const char *why)
+{
+	CXLS_INFO("socket slot %u: %s, staying on TCP", c->slot, why);
+	c->rec = NULL;
+	atomic_store(&c->mode, CXLS_SC_TCP);
+	return CXLS_SC_TCP;
+}
+
+/* Peer bytes or EOF on the TCP socket: the peer is not on the pool. */
+static int tcp_spoke(int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+
+	return sys_poll(&p, 1, 0) > 0;
+}
+
+/* Another process holds this end, or is being forked with it. */
+static int held_elsewhere(const struct cxls_sock_end *e)
+{
+	struct cxls_proc_id self;
+
+	if (atomic_load(&e->forking) || (atomic_load(&e->flags) & CXLS_END_UNTRACKED))
+		return 1;
+	cxls_proc_self(&self);
+	for (int i = 0; i < CXLS_SOCK_HOLDERS; i++) {
+		uint32_t pid = atomic_load(&e->holder[i].pid);
+
+		if (pid && pid != self.pid)
+			return 1;
+	}
+	return 0;
+}
+
+/* Both ends may look before either record is there (connect() and
+ * accept() return together) and each make one.  The client's record then
+ * decides, by whichever end first moves it out of WAITING: the server
+ * joining it (and giving its own up), or the client withdrawing it (FREE)
+ * and joining the server's.  The loser's compare-and-swap fails and it
+ * finds the outcome in its own record.  Each end looks again right after
+ * publishing its record (meet()) and at every step of settling, so the
+ * pair agrees while both are still in connect() and accept(): of two ends
+ * that each publish, then look, one sees the other's record.  Before, only
+ * the server resolved this, in its settle: a client that settled first
+ * (an event loop's epoll_ctl) waited out the meeting window for a server
+ * blocked in its next accept(), and both stayed on TCP. */
+static int cross_join(struct cxls_sconn *c, int fd, uint64_t sg)
+{
+	const struct cxls_sock_region *r = cxls_sock_region();
+	struct cxls_sock_rec *own = c->rec;
+	uint32_t gen = c->gen;
+	uint64_t psg;
+	int slot, mode;
+
+	if (!r)
+		return CXLS_SC_PENDING;
+	slot = find(r, c->key, &c->tuple, c->role, &psg);
+	if (slot >= 0 && CXLS_SG_STATE(psg) == CXLS_SK_ABANDONED) {
+		/* the peer stays on TCP (it gave up, or declined: decline()) */
+		if (atomic_compare_exchange_strong(&own->sg, &sg, CXLS_SG(gen, CXLS_SK_ABANDONED)))
+			cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
+		return to_tcp(c, "the peer stays on TCP");
+	}
+	if (slot < 0 || CXLS_SG_STATE(psg) != CXLS_SK_WAITING)
+		return CXLS_SC_PENDING;
+	/* an end that another process holds too (a fork) stays on its own
+	 * record, where that process settles as well: the peer moves */
+	cxls_refresh(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
+	if (held_elsewhere(c->me))
+		return CXLS_SC_PENDING;
+	if (c->role == CXLS_CLIENT) {
+		if (!atomic_compare_exchange_strong(&own->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE)))
+			return CXLS_SC_PENDING; /* joined meanwhile: the caller sees it */
+		cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
+		CXLS_TRACE("socket slot %u: the server made a record too: joining slot %d",
+			   c->slot, slot);
+		mode = join(c, r, (uint32_t)slot, psg, CXLS_CLIENT, fd);
+		if (mode == CXLS_SC_POOL)
+			return mode;
+		return to_tcp(c, "the server's record was given up or refused");
+	}
+	mode = join(c, r, (uint32_t)slot, psg, CXLS_SERVER, fd);
+	if (mode == JOIN_LOST)
+		return CXLS_SC_PENDING; /* withdrawn for ours: the client joins it */
+	/* nobody joins ours now: the client's record was decided */
+	if (atomic_compare_exchange_strong(&own->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE)))
+		cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
+	if (mode == CXLS_SC_POOL) {
+		CXLS_TRACE("socket slot %u: the client made a record too: joined it, ours given up",
+			   c->slot);
+		return mode;
+	}
+	return to_tcp(c, "the client's record was refused");
+}
+
 static int policy_allows(const struct cxls_sock_region *r, int role,
 			 const struct cxls_sock_tuple *t)
 {
@@ -353,6 +471,33 @@ static int policy_allows(const struct cxls_sock_region *r, int role,
 				     program_invocation_short_name);
 }
 
+/* This end stays on TCP, but its peer may be under the shim: tell it in
+ * the pool rather than let it wait out the meeting window.  Its record is
+ * refused; or, when there is none yet, ours is left ABANDONED for it to
+ * find, and we look again (as meet() does: one of the two sees the
+ * other's record). */
+static int decline(const struct cxls_sock_region *r, int role, const struct cxls_sock_tuple *t,
+		   uint64_t key)
+{
+	uint32_t own, gen;
+	uint64_t sg;
+	int slot = find(r, key, t, role, &sg);
+
+	if (slot < 0 && !put_record(r, CXLS_SOCK_RING_MIN, role, t, key, CXLS_SK_ABANDONED, &own,
+				    &gen)) {
+		atomic_thread_fence(memory_order_seq_cst);
+		slot = find(r, key, t, role, &sg);
+	}
+	if (slot >= 0 && CXLS_SG_STATE(sg) == CXLS_SK_WAITING) {
+		struct cxls_sock_rec *rec = cxls_sock_rec(r, (uint32_t)slot);
+
+		if (atomic_compare_exchange_strong(&rec->sg, &sg,
+						   CXLS_SG(CXLS_SG_GEN(sg), CXLS_SK_REFUSED)))
+			cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
+	}
+	return CXLS_SC_TCP;
+}
+
 static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 {
 	/* a client only looks when the server listened under the shim when
@@ -361,7 +506,7 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 	const struct cxls_sock_region *r = cxls_sock_region();
 	struct cxls_sock_tuple t;
 	uint64_t key, sg;
-	int slot;
+	int slot, mode;
 
 	if (!r || cxls_sock_tuple(fd, role, &t))
 		return CXLS_SC_TCP;
@@ -378,13 +523,35 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 		return CXLS_SC_TCP; /* the server does not run the shim */
 	}
 	key = tuple_key(r, &t);
+	if (role == CXLS_CLIENT && !cxls_sock_origin_private(fd)) {
+		CXLS_INFO("socket fd %d: connected while another process may hold it (made before "
+			  "a fork, or inherited): it stays on TCP", fd);
+		return decline(r, role, &t, key);
+	}
 	slot = find(r, key, &t, role, &sg);
 	if (slot >= 0) {
 		if (CXLS_SG_STATE(sg) != CXLS_SK_WAITING)
 			return CXLS_SC_TCP; /* the other end already settled for TCP */
-		return join(c, r, (uint32_t)slot, sg, role, fd);
+		mode = join(c, r, (uint32_t)slot, sg, role, fd);
+		return mode == JOIN_LOST ? CXLS_SC_TCP : mode; /* the creator gave up first */
 	}
-	return create(c, r, sndbuf, role, &t, key);
+	cxls_claim_test_delay("meet");
+	mode = create(c, r, sndbuf, role, &t, key);
+	if (mode != CXLS_SC_PENDING)
+		return mode;
+	/* our record is published: a peer that looks from now on sees it;
+	 * one that looked before made its own, which we see now */
+	atomic_thread_fence(memory_order_seq_cst);
+	return cross_join(c, fd, CXLS_SG(c->gen, CXLS_SK_WAITING));
+}
+
+void cxls_sock_decline(int fd, int role)
+{
+	const struct cxls_sock_region *r = cxls_sock_region();
+	struct cxls_sock_tuple t;
+
+	if (r && !cxls_sock_tuple(fd, role, &t))
+		decline(r, role, &t, tuple_key(r, &t));
 }
 
 int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
@@ -420,57 +587,6 @@ void cxls_sock_control_channel(struct cxls_sconn *c, int fd)
 		v = 0;
 		syscall(SYS_setsockopt, fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
 	}
-}
-
-static int to_pool(struct cxls_sconn *c, int fd)
-{
-	cxls_sock_control_channel(c, fd);
-	atomic_store(&c->mode, CXLS_SC_POOL);
-	CXLS_INFO("socket slot %u: peer joined, bytes go through the pool", c->slot);
-	return CXLS_SC_POOL;
-}
-
-/* The creator's record is over: nobody else will look at it. */
-static int to_tcp(struct cxls_sconn *c, const char *why)
-{
-	CXLS_INFO("socket slot %u: %s, staying on TCP", c->slot, why);
-	c->rec = NULL;
-	atomic_store(&c->mode, CXLS_SC_TCP);
-	return CXLS_SC_TCP;
-}
-
-/* Peer bytes or EOF on the TCP socket: the peer is not on the pool. */
-static int tcp_spoke(int fd)
-{
-	struct pollfd p = { fd, POLLIN, 0 };
-
-	return sys_poll(&p, 1, 0) > 0;
-}
-
-/* Both ends may look before either record is there (connect() and
- * accept() return together) and each make one: then the client's wins.
- * The server gives its own up, unless the client joined it meanwhile,
- * and joins the client's.  Without this both waited out the meeting
- * window and stayed on TCP (seen on loaded hosts). */
-static int cross_join(struct cxls_sconn *c, int fd, uint64_t sg)
-{
-	const struct cxls_sock_region *r = cxls_sock_region();
-	struct cxls_sock_rec *own = c->rec;
-	uint64_t psg;
-	int slot;
-
-	if (c->role != CXLS_SERVER || !r)
-		return CXLS_SC_PENDING;
-	slot = find(r, c->key, &c->tuple, CXLS_SERVER, &psg);
-	if (slot < 0 || CXLS_SG_STATE(psg) != CXLS_SK_WAITING)
-		return CXLS_SC_PENDING;
-	if (!atomic_compare_exchange_strong(&own->sg, &sg, CXLS_SG(c->gen, CXLS_SK_FREE)))
-		return CXLS_SC_PENDING; /* joined meanwhile: the caller sees it */
-	cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
-	CXLS_TRACE("socket slot %u: the client made a record too: joining slot %d", c->slot, slot);
-	if (join(c, r, (uint32_t)slot, psg, CXLS_SERVER, fd) == CXLS_SC_POOL)
-		return CXLS_SC_POOL;
-	return to_tcp(c, "the client's record was given up");
 }
 
 int cxls_sock_settle(struct cxls_sconn *c, int fd)
@@ -601,23 +717,6 @@ void cxls_sock_peer_gone(struct cxls_sconn *c)
 	cxls_ring_unlock(&tx->hdr->prod_lock);
 	if (n)
 		CXLS_INFO("socket slot %u: peer gone, %d unread buffers given back", c->slot, n);
-}
-
-/* Another process holds this end, or is being forked with it. */
-static int held_elsewhere(const struct cxls_sock_end *e)
-{
-	struct cxls_proc_id self;
-
-	if (atomic_load(&e->forking) || (atomic_load(&e->flags) & CXLS_END_UNTRACKED))
-		return 1;
-	cxls_proc_self(&self);
-	for (int i = 0; i < CXLS_SOCK_HOLDERS; i++) {
-		uint32_t pid = atomic_load(&e->holder[i].pid);
-
-		if (pid && pid != self.pid)
-			return 1;
-	}
-	return 0;
 }
 
 void cxls_sock_release(struct cxls_sconn *c)

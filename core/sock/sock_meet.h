@@ -6,8 +6,9 @@
  * record and waits (PENDING); the second finds it, checks the policy and
  * flips it to JOINED or REFUSED with one compare-and-swap.  The waiting end
  * gives up (ABANDONED) after sock.meet_timeout_ms, or at once when the peer
- * sends TCP bytes (it cannot be on the pool then).  The stream itself is
- * never touched: a peer without the shim sees plain TCP.
+ * sends TCP bytes (it cannot be on the pool then).  Ends that both made a
+ * record agree on the client's (cross_join, sock_meet.c).  The stream
+ * itself is never touched: a peer without the shim sees plain TCP.
  */
 #ifndef CXLSHIM_CORE_SOCK_MEET_H
 #define CXLSHIM_CORE_SOCK_MEET_H
@@ -24,6 +25,10 @@ int cxls_sock_tuple(int fd, int role, struct cxls_sock_tuple *t);
  * SO_SNDBUF the application set, 0 if none).  Returns c's new mode: POOL,
  * PENDING, or TCP. */
 int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf);
+
+/* Connected fd stays on TCP, but its peer may be under the shim and may
+ * have looked: tells it in the pool, so that it does not wait. */
+void cxls_sock_decline(int fd, int role);
 
 /* Waits (up to the deadline) for the peer of a PENDING connection;
  * returns the new mode, POOL or TCP. */

@@ -121,6 +121,9 @@ static void connect_pair(void)
 	srv.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	/* made here and never forked: the client meets (the shim's socket()
+	 * would tell the core so; this target calls the core directly) */
+	cxls_sock_created(cfd, AF_INET, SOCK_STREAM);
 	if (lfd < 0 || cfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(lfd, (struct sockaddr *)&srv, sizeof(srv)) ||
 	    getsockname(lfd, (struct sockaddr *)&srv, &l) || listen(lfd, 1) ||
