@@ -424,9 +424,13 @@ static int cross_join(struct cxls_sconn *c, int fd, uint64_t sg)
 		return CXLS_SC_PENDING;
 	slot = find(r, c->key, &c->tuple, c->role, &psg);
 	if (slot >= 0 && CXLS_SG_STATE(psg) == CXLS_SK_ABANDONED) {
-		/* the peer stays on TCP (it gave up, or declined: decline()) */
-		if (atomic_compare_exchange_strong(&own->sg, &sg, CXLS_SG(gen, CXLS_SK_ABANDONED)))
-			cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
+		/* the peer stays on TCP (it gave up, or declined: decline());
+		 * unless ours was joined meanwhile (that record was an older
+		 * connection's, of the same tuple): the caller sees it */
+		if (!atomic_compare_exchange_strong(&own->sg, &sg,
+						    CXLS_SG(gen, CXLS_SK_ABANDONED)))
+			return CXLS_SC_PENDING;
+		cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
 		return to_tcp(c, "the peer stays on TCP");
 	}
 	if (slot < 0 || CXLS_SG_STATE(psg) != CXLS_SK_WAITING)
