@@ -311,12 +311,11 @@ static const struct tu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	const char *pre = getenv("LD_PRELOAD"), *en = getenv("CXLSHIM_SOCK_ENABLE");
 	int ran;
 
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IONBF, 0);
-	expect_pool = pre && strstr(pre, "cxlshim") && !(en && !strcmp(en, "0"));
+	expect_pool = pool_expected();
 	window_ms = (unsigned)atoi(getenv("CXLSHIM_SOCK_MEET_TIMEOUT_MS") ?: "500");
 	ran = tu_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc > 1 ? argv[1] : NULL,
 			   expect_pool);

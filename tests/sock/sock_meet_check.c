@@ -239,11 +239,10 @@ static const struct tu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	const char *pre = getenv("LD_PRELOAD"), *en = getenv("CXLSHIM_SOCK_ENABLE");
 	int ran;
 
 	signal(SIGPIPE, SIG_IGN);
-	expect_pool = pre && strstr(pre, "cxlshim") && !(en && !strcmp(en, "0"));
+	expect_pool = pool_expected();
 	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
 	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
 	ran = tu_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc > 1 ? argv[1] : NULL,

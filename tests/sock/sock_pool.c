@@ -70,6 +70,16 @@ int pool_mode_ok(void)
 	return !want || pool_flush_mode() == !strcmp(want, "flush");
 }
 
+int pool_expected(void)
+{
+	const char *pre = getenv("LD_PRELOAD"), *en = getenv("CXLSHIM_SOCK_ENABLE");
+	const char *expect = getenv("SOCK_CHECK_EXPECT");
+
+	if (expect)
+		return !strcmp(expect, "pool");
+	return pre && strstr(pre, "cxlshim") && !(en && !strcmp(en, "0"));
+}
+
 const struct cxls_sock_bufs *pool_bufs(void)
 {
 	pool_map();

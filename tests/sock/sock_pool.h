@@ -20,6 +20,10 @@ int pool_flush_mode(void);
  * really is in that mode (a run meant for flush mode must not pass on a
  * coherent pool), or when nothing is asked. */
 int pool_mode_ok(void);
+/* 1 when this run's connections should go through the pool: the shim is
+ * preloaded and sockets are not disabled, unless SOCK_CHECK_EXPECT=pool|tcp
+ * says otherwise. */
+int pool_expected(void);
 /* The pool's buffer classes (n == 0 when none or no pool). */
 const struct cxls_sock_bufs *pool_bufs(void);
 uint16_t local_port(int fd);

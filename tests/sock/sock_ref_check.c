@@ -673,7 +673,6 @@ static const struct test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	const char *pre = getenv("LD_PRELOAD"), *en = getenv("CXLSHIM_SOCK_ENABLE");
 	int ran = 0;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -684,9 +683,7 @@ int main(int argc, char **argv)
 
 		return fd < 0;
 	}
-	expect_pool = pre && strstr(pre, "cxlshim") && !(en && !strcmp(en, "0"));
-	if (getenv("SOCK_CHECK_EXPECT"))
-		expect_pool = !strcmp(getenv("SOCK_CHECK_EXPECT"), "pool");
+	expect_pool = pool_expected();
 	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
 	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
