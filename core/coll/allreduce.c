@@ -164,18 +164,28 @@ static int use_round(struct ar *a, uint32_t t, uint32_t t1)
 	return t < t1 ? reduce_fold(a, t) : gather_get(a, t - t1, t1);
 }
 
-/* Rounds published ahead of the one consumed.  Each consumed round waits
- * for one peer's (phase 1) or every peer's (phase 2) publish; when each
- * rank publishes only after its previous fold, as a round-by-round loop
- * does, every wait is a hand-off to a peer that, with more ranks than
- * cores, is often not running, and a wake-up on a shared CPU costs
- * hundreds of microseconds.  Publishing ahead, a rank's waits are for
- * peers that have merely started the op.  Less than the staging depth:
- * a round's slot must have been read `depth` rounds ago, by a fold that
- * this stream has already enqueued, or the ranks would deadlock. */
-static uint32_t lead(const struct ar *a)
+/* How far round p may be published ahead of the round being consumed.
+ * Each consumed round waits for one peer's (phase 1) or every peer's
+ * (phase 2) publish; when each rank publishes only after its previous
+ * fold, as a round-by-round loop does, every wait is a hand-off to a peer
+ * that, with more ranks than cores, is often not running, and a wake-up on
+ * a shared CPU costs hundreds of microseconds.  The first `depth` rounds
+ * reuse slots of the previous op only, so they go out at once, and a rank
+ * then waits only for peers that have merely started the op (the whole of
+ * an op that fits the slots: 4 MiB at 4 ranks).  A later round reuses the
+ * slot of round p - depth of this op, whose reader must have folded it:
+ * one round ahead, the ranks may drift `depth` - 1 rounds apart before
+ * that wait blocks; further ahead it blocks at each small drift, and
+ * measured slower on large messages (bench/README.md, branch coll8).  At
+ * most depth - 1: the reader's fold of round p - depth must be enqueued
+ * before our publish of round p, or the ranks would deadlock. */
+static uint32_t lead(const struct ar *a, uint32_t p)
 {
-	return a->op.c->lay.slots - 1;
+	uint32_t depth = a->op.c->lay.slots;
+
+	if (p < depth)
+		return depth - 1;
+	return depth > 1 ? 1 : 0;
 }
 
 /* Round p may be published once what it publishes is enqueued: phase-1
@@ -205,7 +215,7 @@ static int run(struct ar *a)
 			      a->type, &a->rop, c->nranks == 1))
 		return -1;
 	for (uint32_t t = 0; t < rounds; t++) {
-		for (; put < rounds && put <= t + lead(a) && can_put(a, put, t1, t); put++)
+		for (; put < rounds && put <= t + lead(a, put) && can_put(a, put, t1, t); put++)
 			if (put_round(a, put, t1))
 				return -1;
 		if (use_round(a, t, t1))
