@@ -187,6 +187,12 @@ step "reduce: 3 ranks, 3M elements (many windows)" shim "$BUILD/tests/reduce_che
 step "reduce: 64K chunks x 2 slots" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=2 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 4 -c 7,100000 -t float,uint8 \
 	-o sum,max,premulsum-dev
+# AllReduce publishes rounds ahead of those it folds, at most depth - 1
+# (allreduce.c): a bound off by one deadlocks here, at 1 and 3 slots.
+step "reduce: AllReduce publishing ahead, 64K chunks x 1 and 3 slots" sh -c \
+	"for s in 1 3; do env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=\$s \
+	 LD_PRELOAD=$SHIM $BUILD/tests/reduce_check -C allreduce -n 4 -c 7,100000,300000 \
+	 -t float,uint8 -o sum,max || exit 1; done"
 step "reduce: overlap on, host waits" env CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 3 -c 7,100000 -t double,half -o sum,avg
 step "reduce: AllReduce in CCCL's direct scheme (1, 3, 4 ranks, 64K chunks)" sh -c \

@@ -11,6 +11,7 @@
  * rank r folds slice r.  Phase 2, rounds [T1, T1 + cpr): rank r publishes
  * chunk k of its reduced slice, once its own acknowledgement says the
  * fold of that chunk is done, and fetches chunk k of every other slice.
+ * Publishing runs ahead of consuming (run()), so the phases overlap.
  * Every rank gets the same bits: each slice is reduced once, by its owner,
  * in the order owner, owner-1, owner-2, ...
  */
@@ -48,37 +49,66 @@ static size_t slice_len(const struct ar *a, int i, uint32_t k)
 	return (end - start) * a->es < len ? (end - start) * a->es : len;
 }
 
-static int reduce_round(struct ar *a, uint32_t t)
+/* Phase 1, round t: publish chunk k of the slice that the rank ahead
+ * owns. */
+static int reduce_put(struct ar *a, uint32_t t)
+{
+	struct cxls_op *op = &a->op;
+	uint32_t k = t / (uint32_t)(op->c->nranks - 1);
+	int to = cxls_op_pair(op, t, 1);
+
+	return cxls_op_pair_put(op, t, a->send + slice_off(a, to, k), slice_len(a, to, k));
+}
+
+/* Phase 1, round t: fold the chunk the rank behind published for us. */
+static int reduce_fold(struct ar *a, uint32_t t)
 {
 	struct cxls_op *op = &a->op;
 	struct cxls_comm *c = op->c;
 	uint32_t k = t / (uint32_t)(c->nranks - 1);
-	int to = cxls_op_pair(op, t, 1), from = cxls_op_pair(op, t, -1), me = c->rank;
+	int from = cxls_op_pair(op, t, -1), me = c->rank;
 
-	if (cxls_op_pair_put(op, t, a->send + slice_off(a, to, k), slice_len(a, to, k)) ||
-	    cxls_op_fold(op, t, from, cxls_op_slot(op, from, t), a->recv + slice_off(a, me, k),
+	if (cxls_op_fold(op, t, from, cxls_op_slot(op, from, t), a->recv + slice_off(a, me, k),
 			 slice_len(a, me, k) / a->es, a->type, &a->rop,
 			 from == (me + 1) % c->nranks))
 		return -1;
 	return cxls_op_ack(op, t);
 }
 
-static int gather_round(struct ar *a, uint32_t k, uint32_t t1)
+/* Phase-1 round after which chunk k of our slice is fully reduced. */
+static uint32_t folded_at(const struct ar *a, uint32_t k)
+{
+	uint32_t n1 = (uint32_t)a->op.c->nranks - 1;
+
+	return k * n1 + n1 - 1;
+}
+
+/* Phase 2, round t1 + k: publish chunk k of our reduced slice, once our
+ * own acknowledgement says its fold is done (the read stream's, with
+ * overlap; on one stream it is already behind us). */
+static int gather_put(struct ar *a, uint32_t k, uint32_t t1)
 {
 	struct cxls_op *op = &a->op;
 	struct cxls_comm *c = op->c;
 	uint32_t t = t1 + k;
 	int me = c->rank;
 
-	/* our fold of chunk k ended with phase-1 round k*(N-1) + N-2 */
-	if (cxls_stage_wait(&c->st, op->ws, &c->view.ack[me],
-			    op->g0 + k * (uint32_t)(c->nranks - 1) + (uint32_t)c->nranks - 1) ||
-	    cxls_op_wait_consumed(op, t, c->lay.slots, -1) ||
-	    cxls_op_put(op, t, cxls_op_slot(op, me, t), a->recv + slice_off(a, me, k),
-			slice_len(a, me, k)))
+	if (cxls_stage_wait(&c->st, op->ws, &c->view.ack[me], op->g0 + folded_at(a, k) + 1) ||
+	    cxls_op_wait_consumed(op, t, c->lay.slots, -1))
 		return -1;
+	return cxls_op_put(op, t, cxls_op_slot(op, me, t), a->recv + slice_off(a, me, k),
+			   slice_len(a, me, k));
+}
+
+/* Phase 2, round t1 + k: fetch chunk k of every other slice. */
+static int gather_get(struct ar *a, uint32_t k, uint32_t t1)
+{
+	struct cxls_op *op = &a->op;
+	struct cxls_comm *c = op->c;
+	uint32_t t = t1 + k;
+
 	for (int i = 1; i < c->nranks; i++) {
-		int p = (me + i) % c->nranks;
+		int p = (c->rank + i) % c->nranks;
 
 		if (cxls_op_get(op, t, p, cxls_op_slot(op, p, t), a->recv + slice_off(a, p, k),
 				slice_len(a, p, k)))
@@ -123,25 +153,74 @@ static int run_direct(struct ar *a)
 	return 0;
 }
 
+static int put_round(struct ar *a, uint32_t t, uint32_t t1)
+{
+	a->op.scale = t < t1 ? &a->rop : NULL; /* inputs go out scaled, results not */
+	return t < t1 ? reduce_put(a, t) : gather_put(a, t - t1, t1);
+}
+
+static int use_round(struct ar *a, uint32_t t, uint32_t t1)
+{
+	return t < t1 ? reduce_fold(a, t) : gather_get(a, t - t1, t1);
+}
+
+/* How far round p may be published ahead of the round being consumed.
+ * Each consumed round waits for one peer's (phase 1) or every peer's
+ * (phase 2) publish; when each rank publishes only after its previous
+ * fold, as a round-by-round loop does, every wait is a hand-off to a peer
+ * that, with more ranks than cores, is often not running, and a wake-up on
+ * a shared CPU costs hundreds of microseconds.  The first `depth` rounds
+ * reuse slots of the previous op only, so they go out at once, and a rank
+ * then waits only for peers that have merely started the op (the whole of
+ * an op that fits the slots: 4 MiB at 4 ranks).  A later round reuses the
+ * slot of round p - depth of this op, whose reader must have folded it:
+ * one round ahead, the ranks may drift `depth` - 1 rounds apart before
+ * that wait blocks; further ahead it blocks at each small drift, and
+ * measured slower on large messages (bench/README.md, branch coll8).  At
+ * most depth - 1: the reader's fold of round p - depth must be enqueued
+ * before our publish of round p, or the ranks would deadlock. */
+static uint32_t lead(const struct ar *a, uint32_t p)
+{
+	uint32_t depth = a->op.c->lay.slots;
+
+	if (p < depth)
+		return depth - 1;
+	return depth > 1 ? 1 : 0;
+}
+
+/* Round p may be published once what it publishes is enqueued: phase-1
+ * inputs always; a reduced chunk once the round that finishes its fold
+ * (before `used`, the first round not yet consumed). */
+static int can_put(const struct ar *a, uint32_t p, uint32_t t1, uint32_t used)
+{
+	return p < t1 || folded_at(a, p - t1) < used;
+}
+
+/* Phase 1, rounds [0, t1): the ReduceScatter pattern; phase 2, rounds
+ * [t1, t1 + cpr): the AllGather of the reduced slices.  Both run as one
+ * sequence: round p is published as soon as the lead and its data allow,
+ * so a reduced chunk goes out while later chunks are still being folded,
+ * and the phases meet at no barrier.  Puts and uses each go in round
+ * order (the doorbells count rounds). */
 static int run(struct ar *a)
 {
 	struct cxls_comm *c = a->op.c;
 	uint32_t t1 = a->op.cpr * (uint32_t)(c->nranks - 1);
+	uint32_t rounds = a->op.rounds, put = 0;
 	size_t own = (size_t)c->rank * a->q;
 	size_t own_n = own < a->count ? (a->count - own < a->q ? a->count - own : a->q) : 0;
 
+	a->op.type = a->type;
 	if (cxls_op_fold_init(&a->op, a->recv + own * a->es, a->send + own * a->es, own_n,
 			      a->type, &a->rop, c->nranks == 1))
 		return -1;
-	a->op.scale = &a->rop; /* phase 1 publishes inputs, phase 2 results */
-	a->op.type = a->type;
-	for (uint32_t t = 0; t < t1; t++)
-		if (reduce_round(a, t))
+	for (uint32_t t = 0; t < rounds; t++) {
+		for (; put < rounds && put <= t + lead(a, put) && can_put(a, put, t1, t); put++)
+			if (put_round(a, put, t1))
+				return -1;
+		if (use_round(a, t, t1))
 			return -1;
-	a->op.scale = NULL;
-	for (uint32_t k = 0; c->nranks > 1 && k < a->op.cpr; k++)
-		if (gather_round(a, k, t1))
-			return -1;
+	}
 	return 0;
 }
 

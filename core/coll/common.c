@@ -208,8 +208,15 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	 * round g - depth: an op of fewer rounds than the depth waits only for
 	 * the rounds its slots held, so its first chunks go out while the peers
 	 * still read the previous op's last ones and the ranks do not meet at
-	 * every op boundary. */
-	if (k == 0) {
+	 * every op boundary.  One of as many rounds or more waits at each of
+	 * its first `depth` rounds for the round its slot held, for the same
+	 * reason: (the other kind of slots were all read before the previous
+	 * op of this kind published anything, by this same rule at its own
+	 * start). */
+	if (op->same_staging && op->rounds >= depth && k < depth) {
+		target = op->g0 + k - depth + 1;
+		consumer = -1;
+	} else if (k == 0) {
 		target = op->g0;
 		if (op->same_staging && op->rounds < depth)
 			target -= depth - op->rounds;
