@@ -368,7 +368,8 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 	short ev = 0;
 
 	if (used < 0 || room < 0) {
-		atomic_store(&c->broken, 1);
+		cxls_sconn_break(c, used < 0 ? "receive ring cursors out of bounds (corrupt pool?)"
+					      : "send ring cursors out of bounds (corrupt pool?)");
 		return POLLIN | POLLOUT | POLLERR | POLLHUP;
 	}
 	if (used > 0 && (uint64_t)used >= (lowat ? lowat : 1))

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "log.h"
 #include "sock_meet.h"
 
 struct cxls_sconn *cxls_sconn_new(int mode)
@@ -32,4 +33,10 @@ void cxls_sconn_put(struct cxls_sconn *c)
 	cxls_sock_release(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+}
+
+void cxls_sconn_break(struct cxls_sconn *c, const char *why)
+{
+	if (!atomic_exchange(&c->broken, 1))
+		CXLS_WARN("socket slot %u: %s: resetting the connection", c->slot, why);
 }

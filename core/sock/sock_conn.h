@@ -73,6 +73,10 @@ struct cxls_sconn *cxls_sconn_new(int mode);
 void cxls_sconn_hold(struct cxls_sconn *c);
 /* Drops a reference; the last one lets the pool side go and frees. */
 void cxls_sconn_put(struct cxls_sconn *c);
+/* The pool side of c cannot be trusted any more: every later read and
+ * write fails with ECONNRESET, as after a TCP reset.  The first caller
+ * says why in one WARN (an application sees only the reset). */
+void cxls_sconn_break(struct cxls_sconn *c, const char *why);
 
 /* Number of table entries; 0 makes every interposed call a plain one. */
 extern _Atomic int cxls_fdtab_count;

@@ -87,11 +87,13 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 	return 0;
 }
 
-static ssize_t broken(struct cxls_sconn *c)
+/* Why a connection is reset under the application (cxls_sconn_break). */
+#define WHY_CURSORS "ring cursors or a buffer reference out of bounds (corrupt pool?)"
+#define WHY_LOCK "ring lock held for seconds (a dead or stuck holder?)"
+
+static ssize_t broken(struct cxls_sconn *c, const char *why)
 {
-	if (!atomic_exchange(&c->broken, 1))
-		CXLS_WARN("socket slot %u: ring cursors or a buffer reference out of bounds (corrupt "
-			  "pool?): resetting the connection", c->slot);
+	cxls_sconn_break(c, why);
 	errno = ECONNRESET;
 	return -1;
 }
@@ -128,13 +130,13 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		int rd;
 
 		if (atomic_load(&c->broken))
-			return got ? (ssize_t)got : broken(c);
+			return done(got, ECONNRESET); /* said why when it broke */
 		if (cxls_ring_lock(&c->rx.hdr->cons_lock))
-			return got ? (ssize_t)got : broken(c);
+			return got ? (ssize_t)got : broken(c, WHY_LOCK);
 		k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, want - got, peek);
 		cxls_ring_unlock(&c->rx.hdr->cons_lock);
 		if (k < 0)
-			return got ? (ssize_t)got : broken(c);
+			return got ? (ssize_t)got : broken(c, WHY_CURSORS);
 		if (k > 0) {
 			got += (size_t)k;
 			if (!peek)
@@ -222,13 +224,13 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		return 0;
 	cxls_iovc_init(&cur, iov, iovcnt);
 	if (cxls_ring_lock(&c->tx.hdr->prod_lock))
-		return broken(c);
+		return broken(c, WHY_LOCK);
 	for (;;) {
 		int64_t k = put(c, &cur, want - sent);
 
 		if (k < 0) {
 			cxls_ring_unlock(&c->tx.hdr->prod_lock);
-			return sent ? (ssize_t)sent : broken(c);
+			return sent ? (ssize_t)sent : broken(c, WHY_CURSORS);
 		}
 		if (k > 0) {
 			sent += (size_t)k;
@@ -250,7 +252,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		if (wait_for(c, fd, POLLOUT, deadline))
 			return done(sent, errno);
 		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
-			return sent ? (ssize_t)sent : broken(c);
+			return sent ? (ssize_t)sent : broken(c, WHY_LOCK);
 	}
 	cxls_ring_unlock(&c->tx.hdr->prod_lock);
 	return done(sent, EAGAIN);

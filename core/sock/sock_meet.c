@@ -703,8 +703,11 @@ void cxls_sock_peer_gone(struct cxls_sconn *c)
 	if (!r || !c->rec || atomic_load(&c->tx_returned) || !end_finished(r, c->peer) ||
 	    atomic_exchange(&c->tx_returned, 1))
 		return;
-	if (cxls_ring_lock(&tx->hdr->prod_lock))
+	if (cxls_ring_lock(&tx->hdr->prod_lock)) {
+		CXLS_WARN("socket slot %u: ring lock held for seconds: the buffers of a gone peer "
+			  "stay lent until the record is freed", c->slot);
 		return;
+	}
 	cxls_ring_fresh(tx);
 	rc = atomic_load(&tx->hdr->ref_cons);
 	rp = atomic_load(&tx->hdr->ref_prod);
