@@ -63,6 +63,7 @@ echo "== unit"
 for t in policy layout pool arith; do
 	step "unit: $t" "$BUILD/tests/test_$t"
 done
+step "unit: ring fill level while both cursors move (issue 5)" "$BUILD/tests/test_ring"
 step "unit: GPU reduction kernels embedded (names, no FMA)" \
 	"$BUILD/tests/test_fold_image" "$BUILD/kernels/fold.ptx"
 step "unit: bench medians and rounds (bench/medians.awk, lib.sh)" tests/unit/bench_medians.sh

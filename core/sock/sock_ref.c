@@ -143,17 +143,16 @@ int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *
 
 int64_t cxls_stream_used(const struct cxls_ring *r)
 {
-	int64_t used = cxls_ring_used(r);
+	int64_t used = cxls_ring_used(r), queued;
 	uint64_t rp, rc, off, n = 0;
 
 	if (used < 0)
 		return -1;
-	rp = atomic_load_explicit(&r->hdr->ref_prod, memory_order_acquire);
-	rc = atomic_load_explicit(&r->hdr->ref_cons, memory_order_acquire);
-	if (rp == rc)
-		return used;
-	if (rp - rc > CXLS_SOCK_REFS)
-		return -1;
+	/* both reference cursors may move while we look, as the ring's */
+	queued = cxls_cursor_gap(r, &r->hdr->ref_prod, &r->hdr->ref_cons, CXLS_SOCK_REFS, &rc);
+	if (queued <= 0)
+		return queued < 0 ? -1 : used;
+	rp = rc + (uint64_t)queued;
 	cxls_refresh(r->flush, r->refs, CXLS_SOCK_REFS * sizeof(*r->refs));
 	for (uint64_t i = rc; i != rp; i++) {
 		uint32_t len = r->refs[i % CXLS_SOCK_REFS].len;

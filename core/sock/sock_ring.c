@@ -47,15 +47,48 @@ void cxls_iovc_copy(struct cxls_iovc *c, uint8_t *mem, size_t n, int to_iov)
 	}
 }
 
+static uint64_t fresh_load(const struct cxls_ring *r, _Atomic uint64_t *v)
+{
+	cxls_refresh(r->flush, v, sizeof(*v));
+	return atomic_load_explicit(v, memory_order_acquire);
+}
+
+/* The two cursors are loaded one after the other, and a caller that moves
+ * neither (poll and epoll, a writer thread looking at the receive ring, a
+ * reader thread at the send ring) sees both move meanwhile: the other
+ * thread of its end produces or consumes, the peer the other way round.
+ * Both only grow, and cons never passes prod.  Loaded prod first, cons
+ * can only have grown by its load: a gap in range holds (it is at most
+ * the one of the instant prod was loaded), one too large was too large
+ * then already (corrupt).  But cons may have passed that prod meanwhile
+ * (issue 5: a reader thread's poll took a healthy connection for a
+ * corrupt one and reset it): prod loaded again now is at least that cons,
+ * or the pool is corrupt.  That gap holds, unless prod ran more than max
+ * ahead between the two loads (the consumer freed room and the producer
+ * filled it): any level was possible then, and a full one is said. */
+int64_t cxls_cursor_gap(const struct cxls_ring *r, _Atomic uint64_t *prod,
+			_Atomic uint64_t *cons, uint64_t max, uint64_t *cons_at)
+{
+	uint64_t p = atomic_load_explicit(prod, memory_order_acquire);
+	uint64_t c = atomic_load_explicit(cons, memory_order_acquire);
+
+	*cons_at = c;
+	if (p - c <= max)
+		return (int64_t)(p - c);
+	if ((int64_t)(p - c) > 0)
+		return -1;
+	p = fresh_load(r, prod);
+	if ((int64_t)(p - c) < 0)
+		return -1;
+	return (int64_t)(p - c <= max ? p - c : max);
+}
+
 int64_t cxls_ring_used(const struct cxls_ring *r)
 {
-	uint64_t prod;
 	uint64_t cons;
 
 	cxls_ring_fresh(r);
-	prod = atomic_load_explicit(&r->hdr->prod, memory_order_acquire);
-	cons = atomic_load_explicit(&r->hdr->cons, memory_order_acquire);
-	return prod - cons <= r->cap ? (int64_t)(prod - cons) : -1;
+	return cxls_cursor_gap(r, &r->hdr->prod, &r->hdr->cons, r->cap, &cons);
 }
 
 int64_t cxls_ring_free(const struct cxls_ring *r)

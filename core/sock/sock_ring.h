@@ -77,6 +77,11 @@ size_t cxls_iov_total(const struct iovec *iov, int cnt);
 /* Copies n bytes between mem and the iovec (to_iov: mem -> iovec). */
 void cxls_iovc_copy(struct cxls_iovc *c, uint8_t *mem, size_t n, int to_iov);
 
+/* prod - cons of a producer and a consumer cursor of r's header, at most
+ * max, or -1 when no instant had them so (corrupt); *cons_at: the cons it
+ * counts from.  Right for a caller that moves neither (see sock_ring.c). */
+int64_t cxls_cursor_gap(const struct cxls_ring *r, _Atomic uint64_t *prod,
+			_Atomic uint64_t *cons, uint64_t max, uint64_t *cons_at);
 /* Readable bytes, or -1 when the cursors make no sense (corrupt). */
 int64_t cxls_ring_used(const struct cxls_ring *r);
 /* Writable bytes, or -1. */

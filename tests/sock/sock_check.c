@@ -949,11 +949,31 @@ static void *duplex_read(void *arg)
 	return NULL;
 }
 
+/* A side whose peer stopped reading or writing would wait forever (its
+ * writer on a full ring, or the parent on a child stuck that way): a
+ * failure, said, not a hang of the whole suite. */
+#define DUPLEX_LIMIT_S 120
+
+static void on_duplex_limit(int sig)
+{
+#define STR_(x) #x
+#define STR(x) STR_(x)
+	static const char msg[] =
+		"FAIL sleepers: duplex side stuck for " STR(DUPLEX_LIMIT_S) " s (its peer failed?)\n";
+
+	(void)sig;
+	(void)!write(2, msg, sizeof(msg) - 1);
+	_exit(101);
+}
+
 /* A reader thread and a writer thread on each end of one connection
  * whose 16 KiB ring fills and empties thousands of times. */
 static int duplex_side(int fd, int side, struct duplex out[2])
 {
 	pthread_t t[2];
+
+	signal(SIGALRM, on_duplex_limit);
+	alarm(DUPLEX_LIMIT_S);
 
 	out[0] = (struct duplex){ fd, 16 << 20, 1000 + (uint64_t)side, 0, 0, 0 };
 	out[1] = (struct duplex){ fd, 16 << 20, 1000 + (uint64_t)!side, 0, 0, 0 };
@@ -961,6 +981,8 @@ static int duplex_side(int fd, int side, struct duplex out[2])
 	pthread_create(&t[1], NULL, duplex_read, &out[1]);
 	pthread_join(t[0], NULL);
 	pthread_join(t[1], NULL);
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
 	printf("side %d: write ok %d, %d stalls (max gap %llu us); read ok %d, %d stalls (max "
 	       "gap %llu us)\n", side, out[0].ok, out[0].stalls, (unsigned long long)out[0].max_gap,
 	       out[1].ok, out[1].stalls, (unsigned long long)out[1].max_gap);
@@ -1057,6 +1079,8 @@ static void test_sleepers(void)
 	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
 	t0 = tu_now_us();
 	stalls = duplex_side(fd, 0, d);
+	if (stalls < 0) /* its writer may wait on our reader forever */
+		kill(pid, SIGKILL);
 	st = tu_wait(pid);
 	printf("16 MiB each way, reader and writer threads on one fd: %llu ms\n",
 	       (unsigned long long)(tu_now_us() - t0) / 1000);
