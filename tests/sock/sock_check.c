@@ -1908,17 +1908,13 @@ static const struct tu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	const char *pre = getenv("LD_PRELOAD"), *en = getenv("CXLSHIM_SOCK_ENABLE");
-
 	self_path = argv[0];
 	signal(SIGPIPE, SIG_IGN);
 	if (argc == 3 && !strcmp(argv[1], "plain-echo-server"))
 		return plain_echo_server(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "plain-client"))
 		return plain_client(argv[2]);
-	expect_pool = pre && strstr(pre, "cxlshim") && !(en && !strcmp(en, "0"));
-	if (getenv("SOCK_CHECK_EXPECT"))
-		expect_pool = !strcmp(getenv("SOCK_CHECK_EXPECT"), "pool");
+	expect_pool = pool_expected();
 	if (argc == 3 && !strcmp(argv[1], "exec-child"))
 		return exec_child(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "net-server"))

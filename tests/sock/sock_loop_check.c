@@ -519,13 +519,9 @@ static const struct tu_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	const char *pre = getenv("LD_PRELOAD");
-
 	signal(SIGPIPE, SIG_IGN);
 	srand(1);
-	expect_pool = pre && strstr(pre, "cxlshim");
-	if (getenv("SOCK_CHECK_EXPECT"))
-		expect_pool = !strcmp(getenv("SOCK_CHECK_EXPECT"), "pool");
+	expect_pool = pool_expected();
 	tu_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc > 1 ? argv[1] : NULL,
 		     expect_pool);
 	return CHECK_SUMMARY();
