@@ -3,7 +3,8 @@
 # bench/lib.sh on tables whose answers are known: medians of odd and even
 # counts, ranges, the best baseline median, per-round ratios paired by
 # round (a missing round left out), N/A cells, a side with no runs, the
-# pool efficiency medians, with and without the pipe bound.
+# pool efficiency medians, with and without the pipe bound; the rack
+# ping-pong medians of bench/sock_rack.sh (bench/rack_medians.awk).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
@@ -103,4 +104,15 @@ parse_bench_args CXLSHIM_X=1 -R 5 -C all_gather -N 4 -b 4M -p 1
 BENCH_REPS=2 parse_bench_args -C broadcast
 [ "$REPS" = 2 ] || fail "BENCH_REPS=2 gave REPS=$REPS"
 if (parse_bench_args -R 0 -C broadcast) 2>/dev/null; then fail "-R 0 accepted"; fi
+# bench/rack_medians.awk: sock_rack.sh's rounds, prefixed as rack.sh prints
+# them; 64 B: ratios 0.90, 1.30, 1.00 (median 1.00), a busy-poll N/A left out
+printf '%s\n' '[b] round 1 size 64 net 100 pool 90 busy 5' \
+	'[b] round 2 size 64 net 200 pool 260 busy 4' 'noise round x' \
+	'[b] round 3 size 64 net 150 pool 150 busy N/A' \
+	'[b] round 1 size 65536 net 1000 pool 300 busy 200' >"$tmp/rack.txt"
+awk -f bench/rack_medians.awk "$tmp/rack.txt" >"$tmp/out"
+grep -Eq '^ +64 \| +150\.0 +150\.0 +4\.5 \| 1\.00 \[0\.90-1\.30\] +\| 0\.04 \[0\.02-0\.05\] +\| 3$' \
+	"$tmp/out" || fail "rack medians, 64 B"
+grep -Eq '^ +65536 \| +1000\.0 +300\.0 +200\.0 \| 0\.30 \[0\.30-0\.30\] +\| 0\.20 \[0\.20-0\.20\] +\| 1$' \
+	"$tmp/out" || fail "rack medians, 64 KiB"
 echo "bench medians: all checks passed"
