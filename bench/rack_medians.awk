@@ -29,7 +29,7 @@ function add(key, x) { if (isnum(x) && x > 0) v[key, ++n[key]] = x }
 	if (i >= NF || $(i + 4) != "net" || $(i + 6) != "pool" || $(i + 8) != "busy")
 		next
 	s = $(i + 3); t = $(i + 5); p = $(i + 7); b = $(i + 9)
-	if (!(s in seen)) { seen[s] = 1; order[++sizes] = s }
+	if (!(s in seen)) { seen[s] = 1; order[++sizes] = s; if (length(s) > w) w = length(s) }
 	add(s SUBSEP "net", t); add(s SUBSEP "pool", p); add(s SUBSEP "busy", b)
 	if (isnum(t) && t > 0) { add(s SUBSEP "pr", p / t); add(s SUBSEP "br", b / t) }
 }
@@ -42,11 +42,13 @@ function ratio(k) {
 }
 
 END {
-	printf("%8s | %9s %9s %9s | %-18s | %-18s | %s\n", "size", "net p50", "pool p50",
+	if (w < 8)
+		w = 8
+	printf("%*s | %9s %9s %9s | %-19s | %-19s | %s\n", w, "size", "net p50", "pool p50",
 	       "busy p50", "pool/net", "busy/net", "rounds")
 	for (i = 1; i <= sizes; i++) {
 		s = order[i]
-		printf("%8s | %9s %9s %9s | %-18s | %-18s | %d\n", s, col(s SUBSEP "net"),
+		printf("%*s | %9s %9s %9s | %-19s | %-19s | %d\n", w, s, col(s SUBSEP "net"),
 		       col(s SUBSEP "pool"), col(s SUBSEP "busy"), ratio(s SUBSEP "pr"),
 		       ratio(s SUBSEP "br"), n[s SUBSEP "pr"])
 	}
