@@ -254,6 +254,7 @@ echo "== test machines: TCG guests (tests/qemu, make test-qemu); skipped where Q
 step "qemu: NUMA guest: mempolicy, placement seen from host" tests/qemu/numa_selftest.sh
 step "qemu: NUMA guest, CXL nodes onlined movable: pin trap" \
 	tests/qemu/guest.sh --movable -- "$BUILD/tests/qemu/mempolicy_check" -m
+step "qemu: guest clock on the TSC (GUEST_CLOCK=tsc) keeps true time" tests/qemu/clock_selftest.sh
 step "qemu: two-guest rack: BAR, TCP, pool, collectives" tests/qemu/rack_selftest.sh
 step "rack in two network namespaces (no QEMU)" tests/qemu/rack_selftest.sh --netns
 if [ -f tests/mem/numa_guest.sh ]; then
