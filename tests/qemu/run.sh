@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/qemu/run.sh - the test machines' suite (make test-qemu; tests/run.sh
-# runs the same steps): the NUMA guest self-test, the two-guest rack
+# runs the same steps): the NUMA guest self-test, the TSC clock self-test, the two-guest rack
 # self-test (and the same between two network namespaces of this host)
 # and, when the tree has it, tests/mem/numa_guest.sh inside the NUMA
 # guest.  One step at a time: guests are TCG and the machine has two cores.
@@ -44,6 +44,7 @@ step() {
 step "qemu: NUMA guest: mempolicy, placement seen from host" tests/qemu/numa_selftest.sh
 step "qemu: NUMA guest, CXL nodes onlined movable: pin trap" \
 	tests/qemu/guest.sh --movable -- "$BUILD/tests/qemu/mempolicy_check" -m
+step "qemu: guest clock on the TSC (GUEST_CLOCK=tsc) keeps true time" tests/qemu/clock_selftest.sh
 step "qemu: two-guest rack: BAR, TCP, pool, collectives" tests/qemu/rack_selftest.sh
 step "rack in two network namespaces (no QEMU)" tests/qemu/rack_selftest.sh --netns
 if [ -f tests/mem/numa_guest.sh ]; then
