@@ -155,7 +155,7 @@ median_tables() {
             [ -s "$BENCH_OUT/$side.$r.txt" ] && args+=("r=$r" "$BENCH_OUT/$side.$r.txt")
         done
     done
-    awk -v sides="$*" -v title="$title" -f bench/medians.awk "${args[@]}"
+    awk -v sides="$*" -v title="$title" -f bench/stats.awk -f bench/medians.awk "${args[@]}"
     [ -s "$BENCH_OUT/load.txt" ] &&
         awk '{ l = l " " $3 } END { print "# 1-minute load average before each run:" l }' \
             "$BENCH_OUT/load.txt"

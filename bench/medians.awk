@@ -1,6 +1,6 @@
 # bench/medians.awk - per-row medians of repeated nccl-tests style tables.
 #
-# usage: awk -v sides="A B C" [-v title=TEXT] -f bench/medians.awk \
+# usage: awk -v sides="A B C" [-v title=TEXT] -f bench/stats.awk -f bench/medians.awk \
 #            side=A r=1 a.1.txt r=2 a.2.txt side=B r=1 b.1.txt ...
 #
 # The first side is the one measured (the shim); the others are baselines,
@@ -19,31 +19,6 @@
 function isrow() { return $0 !~ /^#/ && NF >= 13 && $1 ~ /^[0-9]+$/ }
 # pool efficiency rows: 11 fields, or 14 with the pipe bound (coll7 on)
 function iseff() { return $1 == "#" && (NF == 11 || NF == 14) && $2 ~ /^[0-9]+$/ && $7 ~ /^[0-9]+$/ }
-function isnum(v) { return v ~ /^[0-9]+(\.[0-9]*)?$/ }
-
-# median of the n values v[key, 1..n] (sorted copy, insertion sort: n is small)
-function median(v, key, n,    a, i, j, t) {
-	for (i = 1; i <= n; i++) {
-		t = v[key, i]
-		for (j = i - 1; j >= 1 && a[j] > t; j--)
-			a[j + 1] = a[j]
-		a[j + 1] = t
-	}
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-
-function lo(v, key, n,    i, m) {
-	m = v[key, 1]
-	for (i = 2; i <= n; i++) if (v[key, i] < m) m = v[key, i]
-	return m
-}
-
-function hi(v, key, n,    i, m) {
-	m = v[key, 1]
-	for (i = 2; i <= n; i++) if (v[key, i] > m) m = v[key, i]
-	return m
-}
-
 # one busbw value of side s, repetition r, placement p (1 out, 2 in)
 function add(s, r, k, p, x,    key) {
 	if (!isnum(x))

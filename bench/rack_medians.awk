@@ -1,24 +1,9 @@
 # bench/rack_medians.awk - the summary of bench/sock_rack.sh: reads its
 # "round R size S net T pool P busy B" lines (any prefix) and prints per
 # size the median of each column and the median [lowest-highest] of the
-# per-round ratios pool/net and busy/net.  A round with a missing or zero
-# figure leaves that column (and its ratio) out.
-
-function isnum(v) { return v ~ /^[0-9]+(\.[0-9]*)?$/ }
-
-# median of v[key, 1..n] (insertion sort: n is small)
-function median(v, key, n,    a, i, j, t) {
-	for (i = 1; i <= n; i++) {
-		t = v[key, i]
-		for (j = i - 1; j >= 1 && a[j] > t; j--)
-			a[j + 1] = a[j]
-		a[j + 1] = t
-	}
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-
-function lo(v, key, n,    i, m) { m = v[key, 1]; for (i = 2; i <= n; i++) if (v[key, i] < m) m = v[key, i]; return m }
-function hi(v, key, n,    i, m) { m = v[key, 1]; for (i = 2; i <= n; i++) if (v[key, i] > m) m = v[key, i]; return m }
+# per-round ratios pool/net and busy/net (load bench/stats.awk first).
+# A round with a missing or zero figure leaves that column (and its
+# ratio) out.
 
 function add(key, x) { if (isnum(x) && x > 0) v[key, ++n[key]] = x }
 

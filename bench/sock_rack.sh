@@ -97,4 +97,4 @@ if [ $TOOLS = 1 ]; then
 else
 	echo "# one-way ping-pong p50 in us, median of $ROUNDS rounds; ratios: median [range] of per-round ratios"
 fi
-awk -f bench/rack_medians.awk "$OUT"
+awk -f bench/stats.awk -f bench/rack_medians.awk "$OUT"

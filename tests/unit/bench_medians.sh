@@ -110,7 +110,7 @@ printf '%s\n' '[b] round 1 size 64 net 100 pool 90 busy 5' \
 	'[b] round 2 size 64 net 200 pool 260 busy 4' 'noise round x' \
 	'[b] round 3 size 64 net 150 pool 150 busy N/A' \
 	'[b] round 1 size 65536 net 1000 pool 300 busy 200' >"$tmp/rack.txt"
-awk -f bench/rack_medians.awk "$tmp/rack.txt" >"$tmp/out"
+awk -f bench/stats.awk -f bench/rack_medians.awk "$tmp/rack.txt" >"$tmp/out"
 grep -Eq '^ +64 \| +150\.0 +150\.0 +4\.5 \| 1\.00 \[0\.90-1\.30\] +\| 0\.04 \[0\.02-0\.05\] +\| 3$' \
 	"$tmp/out" || fail "rack medians, 64 B"
 grep -Eq '^ +65536 \| +1000\.0 +300\.0 +200\.0 \| 0\.30 \[0\.30-0\.30\] +\| 0\.20 \[0\.20-0\.20\] +\| 1$' \
