@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/sock_redis_prof.sh - one redis-benchmark run (50 clients, -P 16)
-# against redis-server with both under perf, TCP or the pool.
+# (PIPE=1: unpipelined) against redis-server with both under perf, TCP
+# or the pool.
 #
 #   bench/sock_redis_prof.sh tcp|pool [get|set] [stat|record]    (N=requests)
 #
@@ -38,7 +39,7 @@ fi
 "${PRE[@]}" "${PS[@]}" redis-server --port "$P" --save '' --appendonly no --bind 127.0.0.1 \
 	>/dev/null 2>&1 &
 for _ in $(seq 50); do redis-cli -p "$P" ping >/dev/null 2>&1 && break; sleep 0.1; done
-"${PRE[@]}" "${PC[@]}" redis-benchmark -p "$P" -c 50 -n "${N:-1000000}" -P 16 -t "$t" --csv \
+"${PRE[@]}" "${PC[@]}" redis-benchmark -p "$P" -c 50 -n "${N:-1000000}" -P "${PIPE:-16}" -t "$t" --csv \
 	2>/dev/null
 redis-cli -p "$P" shutdown nosave >/dev/null 2>&1
 wait
