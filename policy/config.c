@@ -261,6 +261,25 @@ int cxls_config_parse_size(const char *s, uint64_t *out)
 	return parse_u64(s, out, 1);
 }
 
+int cxls_list_open(struct cxls_list *l, const char *s, size_t max)
+{
+	size_t len = strlen(s);
+
+	if (len >= max || len >= sizeof(l->buf))
+		return -1;
+	memcpy(l->buf, s, len + 1);
+	l->next = l->buf;
+	return 0;
+}
+
+char *cxls_list_next(struct cxls_list *l)
+{
+	char *item = strtok_r(l->next, ", \t", &l->save);
+
+	l->next = NULL;
+	return item;
+}
+
 static int parse_bool(const char *s, int *out)
 {
 	static const char *yes[] = { "1", "yes", "true", "on" };
@@ -289,13 +308,13 @@ static int parse_enum(const struct enum_name *names, const char *s, int *out)
 /* "allgather, broadcast" -> bits; every item must be known. */
 static int parse_colls(const struct enum_name *names, const char *s, uint32_t *out)
 {
-	char buf[256], *save = NULL, *tok;
+	struct cxls_list l;
 	uint32_t bits = 0;
+	char *tok;
 
-	if (strlen(s) >= sizeof(buf))
+	if (cxls_list_open(&l, s, 256))
 		return -1;
-	strcpy(buf, s);
-	for (tok = strtok_r(buf, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+	while ((tok = cxls_list_next(&l))) {
 		int v;
 		if (parse_enum(names, tok, &v))
 			return -1;

@@ -136,6 +136,24 @@ int cxls_config_load(struct cxls_config *cfg, const char *path,
 /* A size such as 4096, 1M, 2GiB or max; 0 or -1. */
 int cxls_config_parse_size(const char *s, uint64_t *out);
 
+/* The items of a list value ("0-3, 5", "allgather broadcast"), separated
+ * by commas or blanks; every list in the policy is split here:
+ *
+ *	if (cxls_list_open(&l, s, 128))
+ *		return -1;		(longer than 127 characters)
+ *	while ((item = cxls_list_next(&l)))
+ *		...
+ *
+ * max is at most CXLS_PATH_MAX.  The items are NUL-terminated in l's own
+ * copy of s, which the caller may write. */
+struct cxls_list {
+	char buf[CXLS_PATH_MAX];
+	char *next, *save;
+};
+
+int cxls_list_open(struct cxls_list *l, const char *s, size_t max);
+char *cxls_list_next(struct cxls_list *l);
+
 /* Resolves variant-dependent settings (interleave/overlap/chunk size). */
 void cxls_config_finalize(struct cxls_config *cfg);
 

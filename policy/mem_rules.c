@@ -123,13 +123,13 @@ static int parse_range(const char *s, uint64_t *lo, uint64_t *hi)
 /* Comma list of names -> bits (bit i = names[i]). */
 static int parse_bits(const char *s, const char *const *names, size_t n, unsigned *out)
 {
-	char buf[128], *save = NULL, *tok;
+	struct cxls_list l;
 	unsigned bits = 0;
+	char *tok;
 
-	if (strlen(s) >= sizeof(buf))
+	if (cxls_list_open(&l, s, 128))
 		return -1;
-	strcpy(buf, s);
-	for (tok = strtok_r(buf, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+	while ((tok = cxls_list_next(&l))) {
 		int i = lookup_name(names, n, tok);
 
 		if (i < 0)
@@ -142,13 +142,13 @@ static int parse_bits(const char *s, const char *const *names, size_t n, unsigne
 
 int cxls_parse_nodes(const char *s, int *nodes, int max)
 {
-	char buf[128], *save = NULL, *tok;
+	struct cxls_list l;
+	char *tok;
 	int n = 0;
 
-	if (strlen(s) >= sizeof(buf))
+	if (cxls_list_open(&l, s, 128))
 		return -1;
-	strcpy(buf, s);
-	for (tok = strtok_r(buf, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+	while ((tok = cxls_list_next(&l))) {
 		char *end;
 		long a, b;
 
@@ -173,13 +173,13 @@ int cxls_parse_nodes(const char *s, int *nodes, int max)
 
 static int parse_weights(const char *s, unsigned *w, int max)
 {
-	char buf[128], *save = NULL, *tok;
+	struct cxls_list l;
+	char *tok;
 	int n = 0;
 
-	if (strlen(s) >= sizeof(buf))
+	if (cxls_list_open(&l, s, 128))
 		return -1;
-	strcpy(buf, s);
-	for (tok = strtok_r(buf, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+	while ((tok = cxls_list_next(&l))) {
 		char *end;
 		unsigned long v;
 

@@ -24,15 +24,15 @@ static int parse_item(char *tok, uint64_t *size, uint64_t *count)
 int cxls_sock_bufs_parse(const char *s, uint32_t size[CXLS_SOCK_BUF_CLASSES],
 			 uint32_t count[CXLS_SOCK_BUF_CLASSES], char *msg, size_t len)
 {
-	char buf[CXLS_PATH_MAX], *save = NULL, *tok;
+	struct cxls_list l;
+	char *tok;
 	int n = 0;
 
 	memset(size, 0, CXLS_SOCK_BUF_CLASSES * sizeof(*size));
 	memset(count, 0, CXLS_SOCK_BUF_CLASSES * sizeof(*count));
-	if (strlen(s) >= sizeof(buf))
+	if (cxls_list_open(&l, s, CXLS_PATH_MAX))
 		return snprintf(msg, len, "too long"), -1;
-	strcpy(buf, s);
-	for (tok = strtok_r(buf, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+	while ((tok = cxls_list_next(&l))) {
 		uint64_t sz, cnt;
 
 		if (!strcasecmp(tok, "none"))

@@ -100,10 +100,14 @@ static int parse_prog(struct cxls_sock_rules *r, const char *item, int deny)
 static int parse_list(struct cxls_sock_rules *r, const char *what, const char *list,
 		      int *count, item_fn fn, char *err, size_t errlen)
 {
-	char buf[256], *save = NULL, *tok;
+	struct cxls_list l;
+	char *tok;
 
-	snprintf(buf, sizeof(buf), "%s", list);
-	for (tok = strtok_r(buf, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+	if (cxls_list_open(&l, list, CXLS_PATH_MAX)) {
+		snprintf(err, errlen, "sock.%s: too long", what);
+		return -1;
+	}
+	while ((tok = cxls_list_next(&l))) {
 		int deny = *tok == '!';
 
 		if (*count >= CXLS_SOCK_RULES_MAX) {

@@ -16,22 +16,46 @@
 
 #define BOUNCE (64u << 10)
 
-static ssize_t pool_recv(struct cxls_sconn *c, int fd, void *buf, size_t n, int flags)
+/* One call on a pooled fd: the core moves the bytes, then the fd is
+ * released (cxls_sock_use took it). */
+static ssize_t pool_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int cnt,
+			  int flags)
 {
-	struct iovec iov = { buf, n };
-	ssize_t r = cxls_sock_recvv(c, fd, &iov, 1, flags);
+	ssize_t r = cxls_sock_recvv(c, fd, iov, cnt, flags);
 
 	cxls_sock_done(c);
 	return r;
 }
 
-static ssize_t pool_send(struct cxls_sconn *c, int fd, const void *buf, size_t n, int flags)
+static ssize_t pool_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int cnt,
+			  int flags)
 {
-	struct iovec iov = { (void *)buf, n };
-	ssize_t r = cxls_sock_sendv(c, fd, &iov, 1, flags);
+	ssize_t r = cxls_sock_sendv(c, fd, iov, cnt, flags);
 
 	cxls_sock_done(c);
 	return r;
+}
+
+static ssize_t pool_recv(struct cxls_sconn *c, int fd, void *buf, size_t n, int flags)
+{
+	struct iovec iov = { buf, n };
+
+	return pool_recvv(c, fd, &iov, 1, flags);
+}
+
+static ssize_t pool_send(struct cxls_sconn *c, int fd, const void *buf, size_t n, int flags)
+{
+	struct iovec iov = { (void *)buf, n };
+
+	return pool_sendv(c, fd, &iov, 1, flags);
+}
+
+/* A NULL msghdr on a pooled fd: what the kernel says. */
+static ssize_t pool_efault(struct cxls_sconn *c)
+{
+	cxls_sock_done(c);
+	errno = EFAULT;
+	return -1;
 }
 
 EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -86,25 +110,15 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
-	ssize_t r;
 
-	if (!c)
-		return REAL(readv)(fd, iov, cnt);
-	r = cxls_sock_recvv(c, fd, iov, cnt, 0);
-	cxls_sock_done(c);
-	return r;
+	return c ? pool_recvv(c, fd, iov, cnt, 0) : REAL(readv)(fd, iov, cnt);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
-	ssize_t r;
 
-	if (!c)
-		return REAL(writev)(fd, iov, cnt);
-	r = cxls_sock_sendv(c, fd, iov, cnt, 0);
-	cxls_sock_done(c);
-	return r;
+	return c ? pool_sendv(c, fd, iov, cnt, 0) : REAL(writev)(fd, iov, cnt);
 }
 
 static ssize_t msg_recv(struct cxls_sconn *c, int fd, struct msghdr *m, int flags)
@@ -126,11 +140,8 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 
 	if (!c)
 		return REAL(recvmsg)(fd, m, flags);
-	if (!m) {
-		cxls_sock_done(c);
-		errno = EFAULT;
-		return -1;
-	}
+	if (!m)
+		return pool_efault(c);
 	r = msg_recv(c, fd, m, flags);
 	cxls_sock_done(c);
 	return r;
@@ -139,18 +150,12 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
-	ssize_t r;
 
 	if (!c)
 		return REAL(sendmsg)(fd, m, flags);
-	if (!m) {
-		cxls_sock_done(c);
-		errno = EFAULT;
-		return -1;
-	}
-	r = cxls_sock_sendv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
-	cxls_sock_done(c);
-	return r;
+	if (!m)
+		return pool_efault(c);
+	return pool_sendv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
 }
 
 EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)

@@ -85,6 +85,51 @@ static CUresult event_get(CUevent handle, struct CUevent_st **out)
 	return CUDA_SUCCESS;
 }
 
+/* Both handles of a call that puts an event on a stream; event_stream_put
+ * drops them. */
+static CUresult event_stream_get(CUevent hEvent, CUstream hStream,
+				 struct CUevent_st **ev, struct CUstream_st **s)
+{
+	CUresult res = event_get(hEvent, ev);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = emu_stream_get(hStream, s);
+	if (res != CUDA_SUCCESS)
+		emu_event_put(*ev);
+	return res;
+}
+
+static void event_stream_put(struct CUevent_st *ev, struct CUstream_st *s)
+{
+	emu_stream_put(s);
+	emu_event_put(ev);
+}
+
+typedef bool capture_fn(struct CUstream_st *s, struct CUevent_st *ev,
+			unsigned flags, CUresult *res);
+
+/* cuEventRecordWithFlags and cuStreamWaitEvent each take one flag,
+ * `external`, that only means something while s is being captured; there
+ * capture() takes the call over.  True when the call ends here, with its
+ * result in *res; false when it goes on to the stream. */
+static bool event_call_done(struct CUstream_st *s, struct CUevent_st *ev,
+			    unsigned flags, unsigned external,
+			    capture_fn *capture, CUresult *res)
+{
+	if (flags & ~external) {
+		*res = CUDA_ERROR_INVALID_VALUE;
+		return true;
+	}
+	if (capture(s, ev, flags, res))
+		return true;
+	if (flags) {
+		*res = CUDA_ERROR_INVALID_VALUE;
+		return true;
+	}
+	return false;
+}
+
 /* ---- API ---- */
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -125,24 +170,13 @@ CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
 	struct emu_op op = { .kind = EMU_OP_EVENT_RECORD };
 	struct CUevent_st *ev;
 	struct CUstream_st *s;
-	CUresult res = event_get(hEvent, &ev);
+	CUresult res = event_stream_get(hEvent, hStream, &ev, &s);
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	res = emu_stream_get(hStream, &s);
-	if (res != CUDA_SUCCESS)
-		goto out_event;
-	if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL) {
-		res = CUDA_ERROR_INVALID_VALUE;
+	if (event_call_done(s, ev, flags, CU_EVENT_RECORD_EXTERNAL,
+			    emu_capture_record, &res))
 		goto out;
-	}
-	if (emu_capture_record(s, ev, flags, &res))
-		goto out;
-	/* The external flag only means something while capturing. */
-	if (flags) {
-		res = CUDA_ERROR_INVALID_VALUE;
-		goto out;
-	}
 	emu_capture_forget_event(ev);
 	op.u.event.event = ev;
 	op.u.event.seq = emu_event_next_seq(ev);
@@ -151,9 +185,7 @@ CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
 	if (res != CUDA_SUCCESS)
 		emu_event_complete(ev, op.u.event.seq);
 out:
-	emu_stream_put(s);
-out_event:
-	emu_event_put(ev);
+	event_stream_put(ev, s);
 	return res;
 }
 
@@ -254,23 +286,13 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
 	struct emu_op op = { .kind = EMU_OP_EVENT_WAIT };
 	struct CUevent_st *ev;
 	struct CUstream_st *s;
-	CUresult res = event_get(hEvent, &ev);
+	CUresult res = event_stream_get(hEvent, hStream, &ev, &s);
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	res = emu_stream_get(hStream, &s);
-	if (res != CUDA_SUCCESS)
-		goto out_event;
-	if (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) {
-		res = CUDA_ERROR_INVALID_VALUE;
+	if (event_call_done(s, ev, Flags, CU_EVENT_WAIT_EXTERNAL,
+			    emu_capture_wait, &res))
 		goto out;
-	}
-	if (emu_capture_wait(s, ev, Flags, &res))
-		goto out;
-	if (Flags) {
-		res = CUDA_ERROR_INVALID_VALUE;
-		goto out;
-	}
 	pthread_mutex_lock(&ev->lock);
 	op.u.event.seq = ev->recorded;
 	pthread_mutex_unlock(&ev->lock);
@@ -279,8 +301,6 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
 	if (op.u.event.seq)
 		res = emu_stream_submit(s, &op);
 out:
-	emu_stream_put(s);
-out_event:
-	emu_event_put(ev);
+	event_stream_put(ev, s);
 	return res;
 }

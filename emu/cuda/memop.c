@@ -138,29 +138,6 @@ static CUresult check_memop(CUdeviceptr addr, bool is64)
 	return emu_mem_check_access(addr, size);
 }
 
-static CUresult submit_memop(CUstream stream, enum emu_op_kind kind,
-			     CUdeviceptr addr, uint64_t value,
-			     unsigned int flags, bool is64)
-{
-	struct emu_op op = { .kind = kind };
-	struct CUstream_st *s;
-	CUresult res = emu_stream_get(stream, &s);
-
-	if (res != CUDA_SUCCESS)
-		return res;
-	res = check_memop(addr, is64);
-	if (res != CUDA_SUCCESS)
-		goto out;
-	op.u.memop.addr = (void *)(uintptr_t)addr;
-	op.u.memop.value = value;
-	op.u.memop.flags = flags;
-	op.u.memop.is64 = is64;
-	res = emu_stream_submit(s, &op);
-out:
-	emu_stream_put(s);
-	return res;
-}
-
 static bool wait_flags_ok(unsigned int flags)
 {
 	return (flags & ~(3u | CU_STREAM_WAIT_VALUE_FLUSH)) == 0;
@@ -171,11 +148,48 @@ static bool write_flags_ok(unsigned int flags)
 	return (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) == 0;
 }
 
+/* One wait on or write of a 32- or 64-bit word, as a single call or a
+ * batch entry gives it.  Only the flags are checked here: the address is
+ * checked (check_memop) once the stream is taken, so that a bad stream or
+ * an uninitialised driver is reported first. */
+static CUresult memop_fill(struct emu_op *op, enum emu_op_kind kind,
+			   CUdeviceptr addr, uint64_t value,
+			   unsigned int flags, bool is64)
+{
+	bool ok = kind == EMU_OP_WAIT_VALUE ? wait_flags_ok(flags) :
+					      write_flags_ok(flags);
+
+	op->kind = kind;
+	op->u.memop.addr = (void *)(uintptr_t)addr;
+	op->u.memop.value = value;
+	op->u.memop.flags = flags;
+	op->u.memop.is64 = is64;
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult submit_memop(CUstream stream, enum emu_op_kind kind,
+			     CUdeviceptr addr, uint64_t value,
+			     unsigned int flags, bool is64)
+{
+	struct emu_op op = { 0 };
+	struct CUstream_st *s;
+	CUresult res = memop_fill(&op, kind, addr, value, flags, is64);
+
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = emu_stream_get(stream, &s);
+	if (res != CUDA_SUCCESS)
+		return res;
+	res = check_memop(addr, is64);
+	if (res == CUDA_SUCCESS)
+		res = emu_stream_submit(s, &op);
+	emu_stream_put(s);
+	return res;
+}
+
 CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr,
 				cuuint32_t value, unsigned int flags)
 {
-	if (!wait_flags_ok(flags))
-		return CUDA_ERROR_INVALID_VALUE;
 	return submit_memop(stream, EMU_OP_WAIT_VALUE, addr, value, flags,
 			    false);
 }
@@ -183,8 +197,6 @@ CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr,
 CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr,
 				cuuint64_t value, unsigned int flags)
 {
-	if (!wait_flags_ok(flags))
-		return CUDA_ERROR_INVALID_VALUE;
 	return submit_memop(stream, EMU_OP_WAIT_VALUE, addr, value, flags,
 			    true);
 }
@@ -192,8 +204,6 @@ CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr,
 CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr,
 				 cuuint32_t value, unsigned int flags)
 {
-	if (!write_flags_ok(flags))
-		return CUDA_ERROR_INVALID_VALUE;
 	return submit_memop(stream, EMU_OP_WRITE_VALUE, addr, value, flags,
 			    false);
 }
@@ -201,8 +211,6 @@ CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr,
 CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr,
 				 cuuint64_t value, unsigned int flags)
 {
-	if (!write_flags_ok(flags))
-		return CUDA_ERROR_INVALID_VALUE;
 	return submit_memop(stream, EMU_OP_WRITE_VALUE, addr, value, flags,
 			    true);
 }
@@ -212,32 +220,25 @@ CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr,
 static CUresult batch_entry(const CUstreamBatchMemOpParams *p,
 			    struct emu_op *op)
 {
+	const struct CUstreamMemOpWaitValueParams_st *w = &p->waitValue;
+	const struct CUstreamMemOpWriteValueParams_st *v = &p->writeValue;
+	CUresult res;
+	bool is64;
+
 	memset(op, 0, sizeof(*op));
 	switch (p->operation) {
 	case CU_STREAM_MEM_OP_WAIT_VALUE_32:
 	case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-		op->kind = EMU_OP_WAIT_VALUE;
-		op->u.memop.is64 =
-			p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
-		op->u.memop.addr = (void *)(uintptr_t)p->waitValue.address;
-		op->u.memop.value = op->u.memop.is64 ?
-			p->waitValue.value64 : p->waitValue.value;
-		op->u.memop.flags = p->waitValue.flags;
-		if (!wait_flags_ok(p->waitValue.flags))
-			return CUDA_ERROR_INVALID_VALUE;
-		return check_memop(p->waitValue.address, op->u.memop.is64);
+		is64 = p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+		res = memop_fill(op, EMU_OP_WAIT_VALUE, w->address,
+				 is64 ? w->value64 : w->value, w->flags, is64);
+		return res != CUDA_SUCCESS ? res : check_memop(w->address, is64);
 	case CU_STREAM_MEM_OP_WRITE_VALUE_32:
 	case CU_STREAM_MEM_OP_WRITE_VALUE_64:
-		op->kind = EMU_OP_WRITE_VALUE;
-		op->u.memop.is64 =
-			p->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
-		op->u.memop.addr = (void *)(uintptr_t)p->writeValue.address;
-		op->u.memop.value = op->u.memop.is64 ?
-			p->writeValue.value64 : p->writeValue.value;
-		op->u.memop.flags = p->writeValue.flags;
-		if (!write_flags_ok(p->writeValue.flags))
-			return CUDA_ERROR_INVALID_VALUE;
-		return check_memop(p->writeValue.address, op->u.memop.is64);
+		is64 = p->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+		res = memop_fill(op, EMU_OP_WRITE_VALUE, v->address,
+				 is64 ? v->value64 : v->value, v->flags, is64);
+		return res != CUDA_SUCCESS ? res : check_memop(v->address, is64);
 	case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
 	case CU_STREAM_MEM_OP_BARRIER:
 		op->kind = EMU_OP_FENCE;
