@@ -135,9 +135,10 @@ plots:
 # Sockets through the pool (issue 5): sock_perf (ping-pong percentiles and
 # streaming, 16 B .. 1 MiB, TCP loopback vs pool vs pool + busy-poll, one
 # run) and the real tools (redis-benchmark, iperf3, sockperf) A/B.
-$(BENCH_DIR)/sock_perf: bench/sock_perf.c
+# whole reads and writes: the socket tests' (tests/sock/sock_util.c)
+$(BENCH_DIR)/sock_perf: bench/sock_perf.c tests/sock/sock_util.c tests/sock/sock_util.h
 	@mkdir -p $(@D)
-	$(CC) $(BENCH_CFLAGS) -o $@ $<
+	$(CC) $(BENCH_CFLAGS) -Itests/sock -o $@ $(filter %.c,$^)
 
 .PHONY: bench-sock
 bench-sock: $(BENCH_DIR)/sock_perf $(BUILD)/libcxlshim.so

@@ -650,8 +650,8 @@ static int sr_expected(void *recv, const struct bu_case *k)
 /* pool_bytes convention: the bytes the busiest rank copies into and out of
  * the pool for one call of size S (the size column); local copies between a
  * rank's own buffers are not counted. */
-const struct bu_coll bu_colls[] = {
-	{
+const struct bu_coll bu_colls[BU_NCOLLS] = {
+	[BU_ALL_GATHER] = {
 		.name = "all_gather",
 		.counts = ag_counts,
 		.bus_factor = nm1_bus_factor,
@@ -660,7 +660,7 @@ const struct bu_coll bu_colls[] = {
 		.fill_input = rank_fill_input,
 		.expected = ag_expected,
 	},
-	{
+	[BU_BROADCAST] = {
 		.name = "broadcast",
 		.has_root = 1,
 		.counts = bc_counts,
@@ -670,7 +670,7 @@ const struct bu_coll bu_colls[] = {
 		.fill_input = bc_fill_input,
 		.expected = bc_expected,
 	},
-	{
+	[BU_GATHER] = {
 		.name = "gather",
 		.has_root = 1,
 		.counts = ag_counts,
@@ -680,7 +680,7 @@ const struct bu_coll bu_colls[] = {
 		.fill_input = rank_fill_input,
 		.expected = ga_expected,
 	},
-	{
+	[BU_SCATTER] = {
 		.name = "scatter",
 		.has_root = 1,
 		.counts = sc_counts,
@@ -690,7 +690,7 @@ const struct bu_coll bu_colls[] = {
 		.fill_input = sc_fill_input,
 		.expected = sc_expected,
 	},
-	{
+	[BU_ALLTOALL] = {
 		.name = "alltoall",
 		.no_inplace = 1,
 		.counts = aa_counts,
@@ -700,7 +700,7 @@ const struct bu_coll bu_colls[] = {
 		.fill_input = aa_fill_input,
 		.expected = aa_expected,
 	},
-	{
+	[BU_REDUCE] = {
 		.name = "reduce",
 		.has_root = 1,
 		.has_op = 1,
@@ -711,7 +711,7 @@ const struct bu_coll bu_colls[] = {
 		.fill_input = red_fill_input,
 		.expected = rd_expected,
 	},
-	{
+	[BU_ALL_REDUCE] = {
 		.name = "all_reduce",
 		.has_op = 1,
 		.counts = bc_counts,
@@ -721,7 +721,7 @@ const struct bu_coll bu_colls[] = {
 		.fill_input = red_fill_input,
 		.expected = ar_expected,
 	},
-	{
+	[BU_REDUCE_SCATTER] = {
 		.name = "reduce_scatter",
 		.has_op = 1,
 		.counts = sc_counts,
@@ -731,7 +731,7 @@ const struct bu_coll bu_colls[] = {
 		.fill_input = red_fill_input,
 		.expected = rs_expected,
 	},
-	{
+	[BU_SENDRECV] = {
 		.name = "sendrecv",
 		.no_inplace = 1,
 		.counts = bc_counts,
@@ -742,11 +742,10 @@ const struct bu_coll bu_colls[] = {
 		.expected = sr_expected,
 	},
 };
-const int bu_ncolls = (int)(sizeof(bu_colls) / sizeof(bu_colls[0]));
 
 const struct bu_coll *bu_coll_find(const char *name)
 {
-	for (int i = 0; i < bu_ncolls; i++) {
+	for (int i = 0; i < BU_NCOLLS; i++) {
 		const char *n = bu_colls[i].name;
 		/* accept "allgather" and "all_gather" alike */
 		const char *a = name, *b = n;
@@ -771,6 +770,24 @@ const struct bu_coll *bu_coll_find(const char *name)
 			return &bu_colls[i];
 	}
 	return NULL;
+}
+
+enum bu_coll_id bu_coll_id(const struct bu_coll *coll)
+{
+	return (enum bu_coll_id)(coll - bu_colls);
+}
+
+size_t bu_case_init(struct bu_case *k, const struct bu_coll *coll, int rank, int nranks, int type,
+		    int root, int op, size_t nbytes)
+{
+	*k = (struct bu_case){.rank = rank,
+			      .nranks = nranks,
+			      .root = root,
+			      .type = type,
+			      .op = op,
+			      .tsize = bu_types[type].size};
+	coll->counts(nbytes, k->tsize, nranks, rank, &k->c);
+	return (k->c.sendcount > k->c.recvcount ? k->c.sendcount : k->c.recvcount) * k->tsize;
 }
 
 /* ---------------------------------------------------------------- options */
@@ -816,7 +833,7 @@ static void usage(const char *prog, int is_mpi, int code)
 		"usage: %s [options]\n"
 		"  -C coll       collective: ",
 		prog);
-	for (int i = 0; i < bu_ncolls; i++)
+	for (int i = 0; i < BU_NCOLLS; i++)
 		fprintf(f, "%s%s", i ? " | " : "", bu_colls[i].name);
 	fprintf(f, " (default all_gather)\n"
 		   "  -b minbytes   smallest size, K/M/G suffixes (default 32M)\n"
@@ -987,6 +1004,22 @@ size_t bu_next_size(const struct bu_opts *o, size_t size)
 	return size + o->step_bytes;
 }
 
+void bu_sweep_init(struct bu_sweep *s, const struct bu_opts *o, int nranks)
+{
+	s->type0 = o->type < 0 ? 0 : o->type;
+	s->type1 = o->type < 0 ? bu_ntypes - 1 : o->type;
+	s->op0 = s->op1 = -1;
+	if (o->coll->has_op) {
+		s->op0 = o->op < 0 ? 0 : o->op;
+		s->op1 = o->op < 0 ? bu_nops - 1 : o->op;
+	}
+	s->root0 = s->root1 = -1;
+	if (o->coll->has_root) {
+		s->root0 = o->root < 0 ? 0 : o->root;
+		s->root1 = o->root < 0 ? nranks - 1 : o->root;
+	}
+}
+
 /* ----------------------------------------------------- timing and output */
 
 double bu_now(void)
@@ -1046,6 +1079,17 @@ void bu_fill_bw(struct bu_result *r, size_t nbytes, double factor)
 	r->busbw = r->algbw * factor;
 }
 
+void bu_print_params(const struct bu_opts *o, int nranks)
+{
+	printf("# nranks %d minBytes %zu maxBytes %zu step: ", nranks, o->min_bytes, o->max_bytes);
+	if (o->step_factor > 1.0)
+		printf("%g(factor)", o->step_factor);
+	else
+		printf("%zu(bytes)", o->step_bytes);
+	printf(" warmup iters: %d iters: %d validation: %d time: %s\n", o->warmup, o->iters,
+	       o->check, bu_avg_name(o->avg));
+}
+
 void bu_print_columns(void)
 {
 	printf("#\n");
@@ -1083,20 +1127,25 @@ static void print_half(const struct bu_result *r)
 	printf("  %s  %6.2f  %6.2f %s", t, r->algbw, r->busbw, w);
 }
 
-void bu_print_row(size_t nbytes, size_t count, const char *type, const char *op, int root,
-		  const struct bu_result *out, const struct bu_result *in)
+void bu_report_row(struct bu_tally *t, const struct bu_case *k, size_t shown,
+		   const struct bu_result *out, const struct bu_result *in)
 {
-	printf("%12zu  %12zu  %8s  %6s  %6d", nbytes, count, type, op, root);
+	printf("%12zu  %12zu  %8s  %6s  %6d", shown, k->c.paramcount, bu_types[k->type].name,
+	       k->op < 0 ? "none" : bu_ops[k->op], k->root);
 	print_half(out);
 	print_half(in);
 	printf("\n");
 	fflush(stdout);
+	t->busbw_sum += out->busbw + (in->not_run ? 0 : in->busbw);
+	t->busbw_n += in->not_run ? 1 : 2;
+	t->wrong_total += (out->wrong > 0 ? out->wrong : 0) + (in->wrong > 0 ? in->wrong : 0);
 }
 
-void bu_print_footer(long wrong_total, double busbw_sum, int busbw_n)
+void bu_print_footer(const struct bu_tally *t)
 {
-	printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
-	printf("# Avg bus bandwidth    : %.5f \n", busbw_n ? busbw_sum / busbw_n : 0.0);
+	printf("# Out of bounds values : %ld %s\n", t->wrong_total,
+	       t->wrong_total ? "FAILED" : "OK");
+	printf("# Avg bus bandwidth    : %.5f \n", t->busbw_n ? t->busbw_sum / t->busbw_n : 0.0);
 	printf("#\n");
 	fflush(stdout);
 }

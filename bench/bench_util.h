@@ -64,9 +64,24 @@ struct bu_case {
 	uint64_t seed; /* differs per size, type, root, placement */
 };
 
+/* The collectives, in bu_colls[] order.  Each benchmark keeps its run
+ * functions in a table indexed by these, so a collective is named once. */
+enum bu_coll_id {
+	BU_ALL_GATHER,
+	BU_BROADCAST,
+	BU_GATHER,
+	BU_SCATTER,
+	BU_ALLTOALL,
+	BU_REDUCE,
+	BU_ALL_REDUCE,
+	BU_REDUCE_SCATTER,
+	BU_SENDRECV,
+	BU_NCOLLS
+};
+
 /* Semantics of a collective, independent of the library that runs it.
- * Adding a collective is one entry in bu_colls[] plus one run function in
- * each benchmark's table. */
+ * Adding a collective is one bu_coll_id, its entry in bu_colls[] and one
+ * run function in each benchmark's table. */
 struct bu_coll {
 	const char *name;
 	int has_root;
@@ -93,9 +108,16 @@ struct bu_coll {
 	int (*expected)(void *recv, const struct bu_case *k);
 };
 
-extern const struct bu_coll bu_colls[];
-extern const int bu_ncolls;
+extern const struct bu_coll bu_colls[BU_NCOLLS];
 const struct bu_coll *bu_coll_find(const char *name);
+/* The bu_coll_id of an entry of bu_colls[]. */
+enum bu_coll_id bu_coll_id(const struct bu_coll *coll);
+
+/* One row's case for this rank: the counts of coll at nbytes; the seed is
+ * the caller's (one per placement).  Returns the size the table shows,
+ * max(send, recv) bytes of the rank, as nccl-tests. */
+size_t bu_case_init(struct bu_case *k, const struct bu_coll *coll, int rank, int nranks, int type,
+		    int root, int op, size_t nbytes);
 
 /* ---- data ---- */
 
@@ -134,6 +156,16 @@ void bu_parse_opts(int argc, char **argv, struct bu_opts *o, const char *prog, i
 size_t bu_next_size(const struct bu_opts *o, size_t size);
 int bu_parse_size(const char *s, size_t *out);
 
+/* The ranges a run iterates, types x ops x roots as nccl-tests does: all
+ * of them unless an option picks one; op and root -1..-1 where the
+ * collective has none. */
+struct bu_sweep {
+	int type0, type1;
+	int op0, op1;
+	int root0, root1;
+};
+void bu_sweep_init(struct bu_sweep *s, const struct bu_opts *o, int nranks);
+
 /* ---- timing and output ---- */
 
 double bu_now(void);
@@ -150,10 +182,20 @@ struct bu_result {
 	int not_run;	     /* placement not supported (no_inplace): all N/A */
 };
 
+/* What the footer sums over the rows a run printed (rank 0). */
+struct bu_tally {
+	double busbw_sum;
+	int busbw_n;
+	long wrong_total;
+};
+
 void bu_fill_bw(struct bu_result *r, size_t nbytes, double factor);
+/* The run's options, under the benchmark's own first line of the header. */
+void bu_print_params(const struct bu_opts *o, int nranks);
 void bu_print_columns(void);
-void bu_print_row(size_t nbytes, size_t count, const char *type, const char *op, int root,
-		  const struct bu_result *out, const struct bu_result *in);
-void bu_print_footer(long wrong_total, double busbw_sum, int busbw_n);
+/* Prints the row of case k (shown: bu_case_init's size) and adds it to t. */
+void bu_report_row(struct bu_tally *t, const struct bu_case *k, size_t shown,
+		   const struct bu_result *out, const struct bu_result *in);
+void bu_print_footer(const struct bu_tally *t);
 
 #endif

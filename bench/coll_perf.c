@@ -114,30 +114,17 @@ static ncclResult_t run_sendrecv(const struct op_call *c)
 
 /* One entry per collective; semantics (sizes, expected data, bus factor) live
  * in bu_colls[] and are shared with mpi_perf. */
-/* clang-format off */
-static const struct {
-	const char *name;
-	run_fn run;
-} runners[] = {
-	{"all_gather", run_all_gather},
-	{"broadcast", run_broadcast},
-	{"gather", run_gather},
-	{"scatter", run_scatter},
-	{"alltoall", run_alltoall},
-	{"reduce", run_reduce},
-	{"all_reduce", run_all_reduce},
-	{"reduce_scatter", run_reduce_scatter},
-	{"sendrecv", run_sendrecv},
+static const run_fn runners[BU_NCOLLS] = {
+	[BU_ALL_GATHER] = run_all_gather,
+	[BU_BROADCAST] = run_broadcast,
+	[BU_GATHER] = run_gather,
+	[BU_SCATTER] = run_scatter,
+	[BU_ALLTOALL] = run_alltoall,
+	[BU_REDUCE] = run_reduce,
+	[BU_ALL_REDUCE] = run_all_reduce,
+	[BU_REDUCE_SCATTER] = run_reduce_scatter,
+	[BU_SENDRECV] = run_sendrecv,
 };
-/* clang-format on */
-
-static run_fn find_runner(const char *name)
-{
-	for (size_t i = 0; i < sizeof(runners) / sizeof(runners[0]); i++)
-		if (strcmp(runners[i].name, name) == 0)
-			return runners[i].run;
-	return NULL;
-}
 
 /* ------------------------------------------------------- shared board */
 
@@ -177,9 +164,7 @@ struct rank_ctx {
 	uint32_t pipe_seq;       /* chunks through the pipe so far, as every rank */
 	size_t buf_bytes;
 	/* rank 0 bookkeeping */
-	double busbw_sum;
-	int busbw_n;
-	long wrong_total;
+	struct bu_tally tally;
 	FILE *eff; /* pool efficiency rows, printed at the end */
 };
 
@@ -245,14 +230,7 @@ static void print_header(const struct rank_ctx *x)
 	ncclGetVersion(&ver);
 	const char *pre = getenv("LD_PRELOAD");
 	printf("# nccl-tests style benchmark: coll_perf %s\n", o->coll->name);
-	printf("# nranks %d minBytes %zu maxBytes %zu step: ", x->nranks, o->min_bytes,
-	       o->max_bytes);
-	if (o->step_factor > 1.0)
-		printf("%g(factor)", o->step_factor);
-	else
-		printf("%zu(bytes)", o->step_bytes);
-	printf(" warmup iters: %d iters: %d validation: %d time: %s\n", o->warmup, o->iters,
-	       o->check, bu_avg_name(o->avg));
+	bu_print_params(o, x->nranks);
 	printf("# NCCL version code %d  LD_PRELOAD=%s\n", ver, pre && *pre ? pre : "(none)");
 	printf("#\n# Using devices\n");
 	for (int r = 0; r < x->nranks; r++) {
@@ -551,14 +529,8 @@ static void pool_eff_row(struct rank_ctx *x, const struct bu_case *k, size_t nby
 static void run_row(struct rank_ctx *x, int type, int root, int op, size_t nbytes)
 {
 	const struct bu_coll *coll = x->o->coll;
-	struct bu_case k = {.rank = x->rank,
-			    .nranks = x->nranks,
-			    .root = root,
-			    .type = type,
-			    .op = op,
-			    .tsize = bu_types[type].size};
-	coll->counts(nbytes, k.tsize, x->nranks, x->rank, &k.c);
-	size_t shown = (k.c.sendcount > k.c.recvcount ? k.c.sendcount : k.c.recvcount) * k.tsize;
+	struct bu_case k;
+	size_t shown = bu_case_init(&k, coll, x->rank, x->nranks, type, root, op, nbytes);
 
 	struct bu_result out = {0}, in = {0};
 	k.seed = bu_case_seed(nbytes, type, root, 0);
@@ -568,13 +540,8 @@ static void run_row(struct rank_ctx *x, int type, int root, int op, size_t nbyte
 		in.not_run = 1;
 	else
 		measure(x, &k, 1, shown, &in);
-	if (x->rank == 0) {
-		bu_print_row(shown, k.c.paramcount, bu_types[type].name,
-			     op < 0 ? "none" : bu_ops[op], root, &out, &in);
-		x->busbw_sum += out.busbw + (in.not_run ? 0 : in.busbw);
-		x->busbw_n += in.not_run ? 1 : 2;
-		x->wrong_total += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
-	}
+	if (x->rank == 0)
+		bu_report_row(&x->tally, &k, shown, &out, &in);
 	if (x->o->pool_eff && shown >= POOL_EFF_MIN_BYTES) {
 		size_t pb = (size_t)coll->pool_bytes(shown, x->nranks);
 		double together = concurrent_memcpy_gbps(x, pb);
@@ -598,21 +565,12 @@ static void run_sizes(struct rank_ctx *x, int type, int root, int op)
 /* Iterates types x ops x roots as nccl-tests does. */
 static void run_all(struct rank_ctx *x)
 {
-	const struct bu_opts *o = x->o;
-	int t0 = o->type < 0 ? 0 : o->type, t1 = o->type < 0 ? bu_ntypes - 1 : o->type;
-	int op0 = -1, op1 = -1;
-	if (o->coll->has_op) {
-		op0 = o->op < 0 ? 0 : o->op;
-		op1 = o->op < 0 ? bu_nops - 1 : o->op;
-	}
-	int r0 = -1, r1 = -1;
-	if (o->coll->has_root) {
-		r0 = o->root < 0 ? 0 : o->root;
-		r1 = o->root < 0 ? x->nranks - 1 : o->root;
-	}
-	for (int t = t0; t <= t1; t++)
-		for (int op = op0; op <= op1; op++)
-			for (int r = r0; r <= r1; r++)
+	struct bu_sweep s;
+
+	bu_sweep_init(&s, x->o, x->nranks);
+	for (int t = s.type0; t <= s.type1; t++)
+		for (int op = s.op0; op <= s.op1; op++)
+			for (int r = s.root0; r <= s.root1; r++)
 				run_sizes(x, t, r, op);
 }
 
@@ -647,7 +605,7 @@ static int rank_main(int rank, int nranks, const ncclUniqueId *id, void *arg)
 {
 	struct board *bd = arg;
 	struct rank_ctx x = {.rank = rank, .nranks = nranks, .o = &bd->opts, .bd = bd};
-	x.run = find_runner(x.o->coll->name);
+	x.run = runners[bu_coll_id(x.o->coll)];
 	int dev = pick_device(&x);
 	publish_device(&x, dev);
 	CUDA(&x, cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking));
@@ -662,7 +620,7 @@ static int rank_main(int rank, int nranks, const ncclUniqueId *id, void *arg)
 	}
 	run_all(&x);
 	if (rank == 0) {
-		bu_print_footer(x.wrong_total, x.busbw_sum, x.busbw_n);
+		bu_print_footer(&x.tally);
 		print_pool_eff(&x);
 	}
 	launch_barrier(); /* no rank tears down while others still run */
@@ -670,14 +628,14 @@ static int rank_main(int rank, int nranks, const ncclUniqueId *id, void *arg)
 	free_buffers(&x);
 	CUDA(&x, cudaStreamDestroy(x.stream));
 	/* wrong results fail the run (rank 0 holds the total) */
-	return rank == 0 && x.wrong_total ? 2 : 0;
+	return rank == 0 && x.tally.wrong_total ? 2 : 0;
 }
 
 int main(int argc, char **argv)
 {
 	struct bu_opts o;
 	bu_parse_opts(argc, argv, &o, "coll_perf", 0);
-	if (!find_runner(o.coll->name)) {
+	if (!runners[bu_coll_id(o.coll)]) {
 		fprintf(stderr, "coll_perf: no NCCL runner for %s\n", o.coll->name);
 		return 2;
 	}

@@ -114,11 +114,18 @@ run_shim() {
     run_logged "$name" env "${env[@]}" "${EXTRA_ENV[@]}" "$COLL_PERF" "$@"
 }
 
+# mpi_ready LABEL BIN MPIRUN PACKAGES : whether an MPI baseline can run
+# here; notes why it is skipped when not.
+mpi_ready() {
+    local label=$1 bin=$2 mpirun=$3 packages=$4
+    [ -x "$bin" ] || { note "skipping $label: $bin missing (apt-get install $packages; make bench-build)"; return 1; }
+    command -v "$mpirun" >/dev/null || { note "skipping $label: $mpirun not found"; return 1; }
+}
+
 run_openmpi() {
     local name=$1; shift
     local bin=$BUILD/bench/mpi_perf_openmpi
-    [ -x "$bin" ] || { note "skipping Open MPI: $bin missing (apt-get install openmpi-bin libopenmpi-dev; make bench-build)"; return 3; }
-    command -v "$MPIRUN_OPENMPI" >/dev/null || { note "skipping Open MPI: $MPIRUN_OPENMPI not found"; return 3; }
+    mpi_ready "Open MPI" "$bin" "$MPIRUN_OPENMPI" "openmpi-bin libopenmpi-dev" || return 3
     # shellcheck disable=SC2086 # word splitting of the run args is intended
     run_logged "$name" "$MPIRUN_OPENMPI" $OMPI_RUN_ARGS -np "$NRANKS" "$bin" "$@"
 }
@@ -126,8 +133,7 @@ run_openmpi() {
 run_mpich() {
     local name=$1; shift
     local bin=$BUILD/bench/mpi_perf_mpich
-    [ -x "$bin" ] || { note "skipping MPICH: $bin missing (apt-get install mpich libmpich-dev; make bench-build)"; return 3; }
-    command -v "$MPIRUN_MPICH" >/dev/null || { note "skipping MPICH: $MPIRUN_MPICH not found"; return 3; }
+    mpi_ready "MPICH" "$bin" "$MPIRUN_MPICH" "mpich libmpich-dev" || return 3
     # shellcheck disable=SC2086
     run_logged "$name" "$MPIRUN_MPICH" $MPICH_RUN_ARGS -n "$NRANKS" "$bin" "$@"
 }

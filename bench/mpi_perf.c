@@ -32,9 +32,7 @@ struct mctx {
 	const struct bu_opts *o;
 	char *send, *recv, *exp;
 	size_t buf_bytes;
-	double busbw_sum;
-	int busbw_n;
-	long wrong_total;
+	struct bu_tally tally; /* rank 0 */
 };
 
 /* ------------------------------------------------------------- MPI calls */
@@ -226,30 +224,17 @@ static void mpi_reduce_scatter(const struct mpi_call *c)
 		memmove(c->recv, c->send, (size_t)n * k->tsize);
 }
 
-/* clang-format off */
-static const struct {
-	const char *name;
-	mpi_run_fn run;
-} runners[] = {
-	{"all_gather", mpi_all_gather},
-	{"broadcast", mpi_broadcast},
-	{"gather", mpi_gather},
-	{"scatter", mpi_scatter},
-	{"alltoall", mpi_alltoall},
-	{"reduce", mpi_reduce},
-	{"all_reduce", mpi_all_reduce},
-	{"reduce_scatter", mpi_reduce_scatter},
-	{"sendrecv", mpi_sendrecv},
+static const mpi_run_fn runners[BU_NCOLLS] = {
+	[BU_ALL_GATHER] = mpi_all_gather,
+	[BU_BROADCAST] = mpi_broadcast,
+	[BU_GATHER] = mpi_gather,
+	[BU_SCATTER] = mpi_scatter,
+	[BU_ALLTOALL] = mpi_alltoall,
+	[BU_REDUCE] = mpi_reduce,
+	[BU_ALL_REDUCE] = mpi_all_reduce,
+	[BU_REDUCE_SCATTER] = mpi_reduce_scatter,
+	[BU_SENDRECV] = mpi_sendrecv,
 };
-/* clang-format on */
-
-static mpi_run_fn find_runner(const char *name)
-{
-	for (size_t i = 0; i < sizeof(runners) / sizeof(runners[0]); i++)
-		if (strcmp(runners[i].name, name) == 0)
-			return runners[i].run;
-	return NULL;
-}
 
 /* ------------------------------------------------------------ benchmark */
 
@@ -270,14 +255,7 @@ static void print_header(const struct mctx *x)
 		return;
 	printf("# nccl-tests style benchmark: mpi_perf %s (MPI baseline, host memory)\n",
 	       o->coll->name);
-	printf("# nranks %d minBytes %zu maxBytes %zu step: ", x->nranks, o->min_bytes,
-	       o->max_bytes);
-	if (o->step_factor > 1.0)
-		printf("%g(factor)", o->step_factor);
-	else
-		printf("%zu(bytes)", o->step_bytes);
-	printf(" warmup iters: %d iters: %d validation: %d time: %s\n", o->warmup, o->iters,
-	       o->check, bu_avg_name(o->avg));
+	bu_print_params(o, x->nranks);
 	printf("# MPI library: %s\n#\n# Using devices\n", lib);
 	for (int r = 0; r < x->nranks; r++)
 		printf("#  Rank %2d Pid %6d on %10s host memory\n", r, pids[r], host);
@@ -370,14 +348,8 @@ static void measure(struct mctx *x, mpi_run_fn run, const struct bu_case *k, int
 static void run_row(struct mctx *x, mpi_run_fn run, int type, int root, int op, size_t nbytes)
 {
 	const struct bu_coll *coll = x->o->coll;
-	struct bu_case k = {.rank = x->rank,
-			    .nranks = x->nranks,
-			    .root = root,
-			    .type = type,
-			    .op = op,
-			    .tsize = bu_types[type].size};
-	coll->counts(nbytes, k.tsize, x->nranks, x->rank, &k.c);
-	size_t shown = (k.c.sendcount > k.c.recvcount ? k.c.sendcount : k.c.recvcount) * k.tsize;
+	struct bu_case k;
+	size_t shown = bu_case_init(&k, coll, x->rank, x->nranks, type, root, op, nbytes);
 	struct bu_result out = {0}, in = {0};
 	/* same seeds as coll_perf, so both runs move identical data */
 	k.seed = bu_case_seed(nbytes, type, root, 0);
@@ -387,13 +359,8 @@ static void run_row(struct mctx *x, mpi_run_fn run, int type, int root, int op, 
 		in.not_run = 1;
 	else
 		measure(x, run, &k, 1, shown, &in);
-	if (x->rank != 0)
-		return;
-	bu_print_row(shown, k.c.paramcount, bu_types[type].name, op < 0 ? "none" : bu_ops[op], root,
-		     &out, &in);
-	x->busbw_sum += out.busbw + (in.not_run ? 0 : in.busbw);
-	x->busbw_n += in.not_run ? 1 : 2;
-	x->wrong_total += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
+	if (x->rank == 0)
+		bu_report_row(&x->tally, &k, shown, &out, &in);
 }
 
 /* Whether MPI can reduce this datatype (op < 0) or this op; rank 0 notes
@@ -418,24 +385,16 @@ static int mpi_reducible(const struct mctx *x, int type, int op)
 static void run_all(struct mctx *x, mpi_run_fn run)
 {
 	const struct bu_opts *o = x->o;
-	int t0 = o->type < 0 ? 0 : o->type, t1 = o->type < 0 ? bu_ntypes - 1 : o->type;
-	int op0 = -1, op1 = -1;
-	if (o->coll->has_op) {
-		op0 = o->op < 0 ? 0 : o->op;
-		op1 = o->op < 0 ? bu_nops - 1 : o->op;
-	}
-	int r0 = -1, r1 = -1;
-	if (o->coll->has_root) {
-		r0 = o->root < 0 ? 0 : o->root;
-		r1 = o->root < 0 ? x->nranks - 1 : o->root;
-	}
-	for (int t = t0; t <= t1; t++) {
+	struct bu_sweep sw;
+
+	bu_sweep_init(&sw, o, x->nranks);
+	for (int t = sw.type0; t <= sw.type1; t++) {
 		if (o->coll->has_op && !mpi_reducible(x, t, -1))
 			continue;
-		for (int op = op0; op <= op1; op++) {
+		for (int op = sw.op0; op <= sw.op1; op++) {
 			if (o->coll->has_op && !mpi_reducible(x, t, op))
 				continue;
-			for (int r = r0; r <= r1; r++)
+			for (int r = sw.root0; r <= sw.root1; r++)
 				for (size_t s = o->min_bytes; s <= o->max_bytes;
 				     s = bu_next_size(o, s))
 					run_row(x, run, t, r, op, s);
@@ -468,7 +427,7 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &x.nranks);
 	bu_parse_opts(argc, argv, &o, "mpi_perf", 1);
 	x.o = &o;
-	mpi_run_fn run = find_runner(o.coll->name);
+	mpi_run_fn run = runners[bu_coll_id(o.coll)];
 	if (!run) {
 		if (x.rank == 0)
 			fprintf(stderr, "mpi_perf: no MPI runner for %s\n", o.coll->name);
@@ -488,8 +447,8 @@ int main(int argc, char **argv)
 		bu_print_columns();
 	run_all(&x, run);
 	if (x.rank == 0)
-		bu_print_footer(x.wrong_total, x.busbw_sum, x.busbw_n);
-	long wrong = x.wrong_total;
+		bu_print_footer(&x.tally);
+	long wrong = x.tally.wrong_total;
 	MPI_Bcast(&wrong, 1, MPI_LONG, 0, MPI_COMM_WORLD);
 	free(x.send);
 	free(x.recv);

@@ -15,7 +15,6 @@
  * writes by reference: the pool before buffer classes), same run.
  */
 #include <arpa/inet.h>
-#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -28,38 +27,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sock_util.h"
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t r = write(fd, p, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r, n -= (size_t)r;
-	}
-	return 0;
-}
-
-static int read_all(int fd, char *p, size_t n)
-{
-	while (n) {
-		ssize_t r = read(fd, p, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r, n -= (size_t)r;
-	}
-	return 0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -121,8 +96,8 @@ static int serve_echo(int fd, size_t size, int wfd)
 	char *buf = malloc(size);
 
 	(void)wfd;
-	while (read_all(fd, buf, size) == 0)
-		if (write_all(fd, buf, size))
+	while (tu_read_all(fd, buf, size) == 0)
+		if (tu_write_all(fd, buf, size))
 			return 1;
 	return 0;
 }
@@ -156,11 +131,11 @@ static int worker_pingpong(size_t size, int iters)
 	if (fd < 0)
 		return 1;
 	if (remote_host) /* tell the server the message size */
-		write_all(fd, (char *)&size, sizeof(size));
+		tu_write_all(fd, &size, sizeof(size));
 	for (int i = -iters / 10; i < iters; i++) { /* a tenth to warm up */
 		uint64_t t = now_ns();
 
-		if (write_all(fd, buf, size) || read_all(fd, buf, size))
+		if (tu_write_all(fd, buf, size) || tu_read_all(fd, buf, size))
 			return 1;
 		if (i >= 0)
 			lat[i] = (now_ns() - t) / 2;
@@ -190,7 +165,7 @@ static int worker_stream(size_t size, int ms)
 		return 1;
 	end = now_ns() + (uint64_t)ms * 1000000ull;
 	while (now_ns() < end)
-		if (write_all(fd, buf, size))
+		if (tu_write_all(fd, buf, size))
 			return 1;
 	close(fd);
 	f = fdopen(rfd, "r");
@@ -221,7 +196,7 @@ static int echo_server(int port)
 			continue;
 		if (fork() == 0) {
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			if (read_all(fd, (char *)&size, sizeof(size)) == 0 && size < (64u << 20))
+			if (tu_read_all(fd, &size, sizeof(size)) == 0 && size < (64u << 20))
 				_exit(serve_echo(fd, size, -1));
 			_exit(1);
 		}

@@ -251,16 +251,9 @@ step "two jobs on one pool at once" bash -c "
 	wait \$a && wait \$b"
 
 echo "== test machines: TCG guests (tests/qemu, make test-qemu); skipped where QEMU cannot run"
-step "qemu: NUMA guest: mempolicy, placement seen from host" tests/qemu/numa_selftest.sh
-step "qemu: NUMA guest, CXL nodes onlined movable: pin trap" \
-	tests/qemu/guest.sh --movable -- "$BUILD/tests/qemu/mempolicy_check" -m
-step "qemu: guest clock on the TSC (GUEST_CLOCK=tsc) keeps true time" tests/qemu/clock_selftest.sh
-step "qemu: two-guest rack: BAR, TCP, pool, collectives" tests/qemu/rack_selftest.sh
-step "rack in two network namespaces (no QEMU)" tests/qemu/rack_selftest.sh --netns
-if [ -f tests/mem/numa_guest.sh ]; then
-	step "qemu: tests/mem/numa_guest.sh in the NUMA guest" \
-		tests/qemu/guest.sh -- sh tests/mem/numa_guest.sh
-fi
+# shellcheck source=tests/qemu/steps.sh
+. tests/qemu/steps.sh
+qemu_steps
 
 echo "== operability: the cxlshim command, tracing, doctor, pool security"
 step "ops: cxlshim command arguments, policy, run, pool" tests/ops/tools.sh

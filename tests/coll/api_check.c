@@ -60,11 +60,16 @@ static int allgather_ok(ncclComm_t comm, cudaStream_t s, int rank, int n, size_t
 	return ok;
 }
 
-static int finish(void)
+/* How most cases start: this rank's device, a stream, and the communicator
+ * of all n ranks, its init checked. */
+static ncclComm_t join(int rank, int n, const ncclUniqueId *id, cudaStream_t *s)
 {
-	printf("%d passed, %d failed\n", check_passed, check_failed);
-	fflush(stdout);
-	return check_failed ? 1 : 0;
+	ncclComm_t comm = NULL;
+
+	cudaSetDevice(rank);
+	cudaStreamCreate(s);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	return comm;
 }
 
 /* ---- bad input ---------------------------------------------------------- */
@@ -194,7 +199,7 @@ static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclCommCount(comm, &v) == ncclInvalidArgument, "destroyed count");
 	CHECK(ncclCommDestroy(comm) == ncclInvalidArgument, "double destroy");
 	CHECK(ncclCommDestroy(NULL) == ncclSuccess, "destroy NULL is a no-op");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 static int case_noargs(void)
@@ -208,7 +213,7 @@ static int case_noargs(void)
 	CHECK(ncclGetErrorString((ncclResult_t)999) != NULL, "unknown error string");
 	CHECK(ncclCommInitAll(NULL, 2, NULL) == ncclInvalidArgument, "InitAll NULL");
 	CHECK(ncclGroupSimulateEnd(NULL) == ncclInvalidArgument, "SimulateEnd NULL");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- PyTorch's expandable segments ------------------------------------- */
@@ -299,7 +304,7 @@ static int case_expandable(int rank, int n, const ncclUniqueId *id, void *arg)
 	base = vmm_load(&v) ? 0 : segment(&v, rank, 3, h);
 	CHECK(base, "a segment of 3 mappings (the driver's virtual memory calls)");
 	if (!base)
-		return finish();
+		return CHECK_SUMMARY();
 	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
 	recv = (char *)(uintptr_t)(base + SEG - MIB / 2);
 	cudaMemset(recv + rank * bytes, 'a' + rank, bytes);
@@ -317,7 +322,7 @@ static int case_expandable(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	segment_free(&v, base, 3, h);
 	free(host);
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- init modes ------------------------------------------------------- */
@@ -345,7 +350,7 @@ static int case_nonblocking(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(e == ncclSuccess, "init completed: %d", e);
 	CHECK(allgather_ok(comm, s, rank, n, MIB + 3), "collective after nonblocking init");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 static int case_initall(void)
@@ -395,7 +400,7 @@ static int case_initall(void)
 		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
 		CHECK(ncclCommDestroy(more[i]) == ncclSuccess, "destroy more %d", i);
 	}
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- failures --------------------------------------------------------- */
@@ -455,9 +460,7 @@ static int case_kill(int rank, int n, const ncclUniqueId *id, void *arg)
 		waitpid(pid, &st, 0);
 		return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? 0 : 1;
 	}
-	cudaSetDevice(rank);
-	cudaStreamCreate(&s);
-	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	comm = join(rank, n, id, &s);
 	CHECK(allgather_ok(comm, s, rank, n, 4096), "first collective");
 	launch_barrier();
 	send = dev_alloc(64 * MIB, 1);
@@ -472,7 +475,7 @@ static int case_kill(int rank, int n, const ncclUniqueId *id, void *arg)
 	      "a failed communicator refuses new work");
 	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
 	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the stream drained after the abort");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 struct aborter {
@@ -500,9 +503,7 @@ static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 	double t0;
 
 	(void)arg;
-	cudaSetDevice(rank);
-	cudaStreamCreate(&s);
-	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	comm = join(rank, n, id, &s);
 	buf = dev_alloc(MIB * (size_t)n, 0);
 	if (rank == 0) {
 		a.comm = comm;
@@ -520,7 +521,7 @@ static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d", e);
 		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
 	}
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- revoke ------------------------------------------------------------- */
@@ -538,14 +539,12 @@ static int case_revoke(int rank, int n, const ncclUniqueId *id, void *arg)
 	double t0;
 
 	(void)arg;
-	cudaSetDevice(rank);
-	cudaStreamCreate(&s);
-	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	comm = join(rank, n, id, &s);
 	buf = dev_alloc(MIB * (size_t)n, 0);
 	if (rank == gone) {
 		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "revoke seen: %d", e);
 		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-		return finish();
+		return CHECK_SUMMARY();
 	}
 	CHECK(ncclAllGather(buf + rank * MIB, buf, MIB, ncclInt8, comm, s) == ncclSuccess, "enqueue");
 	usleep(200000);
@@ -566,7 +565,7 @@ static int case_revoke(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy the revoked one");
 	if (small)
 		CHECK(ncclCommDestroy(small) == ncclSuccess, "destroy the shrunk one");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- mismatched calls --------------------------------------------------- */
@@ -586,9 +585,7 @@ static int case_argmismatch(int rank, int n, const ncclUniqueId *id, void *arg)
 	double took;
 	int odd = rank == 1;
 
-	cudaSetDevice(rank);
-	cudaStreamCreate(&s);
-	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	comm = join(rank, n, id, &s);
 	buf = dev_alloc(4 * MIB * (size_t)n, 0);
 	CHECK(allgather_ok(comm, s, rank, n, 4096), "operation 1 agrees");
 	/* a mismatch fails the communicator at once, in-flight operations
@@ -614,7 +611,7 @@ static int case_argmismatch(int rank, int n, const ncclUniqueId *id, void *arg)
 	      "%s: a failed communicator refuses further work", what);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after the mismatch");
 	cudaFree(buf);
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- ordering ----------------------------------------------------------- */
@@ -670,7 +667,7 @@ static int case_streams(int rank, int n, const ncclUniqueId *id, void *arg)
 	}
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	free(host);
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- split and shrink ---------------------------------------------------- */
@@ -684,9 +681,7 @@ static int case_split(int rank, int n, const ncclUniqueId *id, void *arg)
 	int v = -1;
 
 	(void)arg;
-	cudaSetDevice(rank);
-	cudaStreamCreate(&s);
-	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	comm = join(rank, n, id, &s);
 	CHECK(ncclCommSplit(comm, rank % 2, -rank, &half, NULL) == ncclSuccess, "split parity");
 	CHECK(ncclCommCount(half, &v) == ncclSuccess && v == n / 2, "half has %d ranks", v);
 	CHECK(ncclCommUserRank(half, &v) == ncclSuccess && v == (n - 1 - rank) / 2,
@@ -714,7 +709,7 @@ static int case_split(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclCommSplit(comm, -5, 0, &trio, NULL) == ncclInvalidArgument, "negative color");
 	CHECK(ncclCommDestroy(half) == ncclSuccess, "destroy half");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* 3 ranks; the last dies; the two others shrink it away and go on. */
@@ -726,9 +721,7 @@ static int case_shrink(int rank, int n, const ncclUniqueId *id, void *arg)
 	ncclResult_t e = ncclSuccess;
 
 	(void)arg;
-	cudaSetDevice(rank);
-	cudaStreamCreate(&s);
-	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	comm = join(rank, n, id, &s);
 	CHECK(allgather_ok(comm, s, rank, n, 4096), "before");
 	launch_barrier();
 	if (rank == gone)
@@ -743,7 +736,7 @@ static int case_shrink(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(e == ncclSuccess, "shrunk communicator healthy: %d", e);
 	CHECK(ncclCommDestroy(small) == ncclSuccess, "destroy small");
 	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort the parent");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- CUDA graphs --------------------------------------------------------- */
@@ -823,7 +816,7 @@ static int case_graph(int rank, int n, const ncclUniqueId *id, void *arg)
 	cudaGraphDestroy(graph);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	free(host);
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* Rank 1 captured another call than the others (an AllGather of half the
@@ -873,7 +866,7 @@ static int case_graph_mismatch(int rank, int n, const ncclUniqueId *id, void *ar
 	cudaGraphExecDestroy(exec);
 	cudaGraphDestroy(graph);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after the mismatch");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- pools the shim must not use --------------------------------------- */
@@ -902,7 +895,7 @@ static int case_badpool(void)
 	if (f)
 		fclose(f);
 	unlink(path);
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* Rank 1 sees another pool: nobody may wait forever; both fail cleanly
@@ -925,7 +918,7 @@ static int case_mismatch(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(now_s() - t0 < 10, "rank %d gave up after %.2fs", rank, now_s() - t0);
 	if (rank == 1)
 		unlink(path);
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- driver ------------------------------------------------------------ */

@@ -76,13 +76,6 @@ static int dev_is(const void *d, size_t n, int from, int to, int msg)
 	return ok;
 }
 
-static int finish(void)
-{
-	printf("%d passed, %d failed\n", check_passed, check_failed);
-	fflush(stdout);
-	return check_failed ? 1 : 0;
-}
-
 static ncclComm_t init(int rank, int n, const ncclUniqueId *id, cudaStream_t *s)
 {
 	ncclComm_t comm = NULL;
@@ -119,7 +112,7 @@ static int case_ring(int rank, int n, const ncclUniqueId *id, void *arg)
 		cudaFree(recv);
 	}
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- alltoallv ---------------------------------------------------------- */
@@ -180,7 +173,7 @@ static int case_alltoallv(int rank, int n, const ncclUniqueId *id, void *arg)
 	free(send);
 	free(recv);
 	free(order);
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- pingpong ------------------------------------------------------------- */
@@ -233,7 +226,7 @@ static int case_pingpong(int rank, int n, const ncclUniqueId *id, void *arg)
 		}
 	}
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- self --------------------------------------------------------------- */
@@ -256,7 +249,7 @@ static int case_self(int rank, int n, const ncclUniqueId *id, void *arg)
 	cudaStreamSynchronize(s);
 	CHECK(dev_is(ra, b, rank, rank, 1) && dev_is(rc, b, rank, rank, 2), "self copies in order");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- multi -------------------------------------------------------------- */
@@ -304,7 +297,7 @@ static int case_multi(int rank, int n, const ncclUniqueId *id, void *arg)
 		CHECK(dev_is((char *)ag_recv + 4096 * (size_t)p, 4096, p, 0, 99), "allgather %d", p);
 	CHECK(ncclCommDestroy(dup) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess,
 	      "destroy");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- collectives of several communicators in one group ------------------ */
@@ -346,7 +339,7 @@ static int case_collorder(int rank, int n, const ncclUniqueId *id, void *arg)
 	}
 	CHECK(ncclCommDestroy(dup) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess,
 	      "destroy");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- uneven grouping -------------------------------------------------------- */
@@ -393,7 +386,7 @@ static int case_uneven(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(dev_is(in2, b, peer, rank, 2), "2: rank %d received", rank);
 	CHECK(ncclCommDestroy(dup) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess,
 	      "destroy");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- bad input ---------------------------------------------------------- */
@@ -431,7 +424,7 @@ static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	CHECK(ncclSend(buf, 16, ncclInt8, 0, comm, s) == ncclInvalidArgument, "destroyed comm");
 	free(host);
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* ---- a receive of another size than its send ---------------------------- */
@@ -457,7 +450,7 @@ static int mismatch(int rank, int n, const ncclUniqueId *id, size_t recv_bytes)
 	CHECK(e == ncclInvalidUsage, "async error %d, want ncclInvalidUsage", (int)e);
 	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "no stream waits on the mismatch");
 	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 static int case_short(int rank, int n, const ncclUniqueId *id, void *arg)

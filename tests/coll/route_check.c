@@ -133,13 +133,6 @@ static void queries(ncclComm_t comm, int rank, int n)
 	      "async error %d", e);
 }
 
-static int finish(void)
-{
-	printf("%d passed, %d failed\n", check_passed, check_failed);
-	fflush(stdout);
-	return check_failed ? 1 : 0;
-}
-
 /* AllGather goes to NCCL by policy, Broadcast stays on the pool. */
 static int case_route(int rank, int n, const ncclUniqueId *id, void *arg)
 {
@@ -153,13 +146,13 @@ static int case_route(int rank, int n, const ncclUniqueId *id, void *arg)
 	r = init(&comm, n, *id, rank, rank == 0 ? j->mode : BLOCKING);
 	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
 	if (r != ncclSuccess)
-		return finish();
+		return CHECK_SUMMARY();
 	queries(comm, rank, n);
 	CHECK(allgather(comm, s, rank, n) == 1, "AllGather ran on the real side");
 	CHECK(broadcast(comm, s, rank, n - 1) == 0, "Broadcast ran on the pool");
 	CHECK(allgather(comm, s, rank, n) == 1, "AllGather again on the real side");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* Rank 1 refuses the pool at once; the others find out by the init
@@ -194,7 +187,7 @@ static int case_fallback(int rank, int n, const ncclUniqueId *id, void *arg)
 	}
 	if (rank == 1)
 		unlink(j->other_pool);
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 /* The head of our id is the real library's own id: a communicator made
@@ -213,12 +206,12 @@ static int case_foreign(int rank, int n, const ncclUniqueId *id, void *arg)
 	r = ncclCommInitRank(&comm, n, real, rank);
 	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
 	if (r != ncclSuccess)
-		return finish();
+		return CHECK_SUMMARY();
 	queries(comm, rank, n);
 	CHECK(allgather(comm, s, rank, n) == 1, "AllGather passed through");
 	CHECK(broadcast(comm, s, rank, 1) == 1, "Broadcast passed through");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-	return finish();
+	return CHECK_SUMMARY();
 }
 
 int main(int argc, char **argv)

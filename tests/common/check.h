@@ -23,8 +23,9 @@ static int check_passed, check_failed;
 		}                                                              \
 	} while (0)
 
+/* Flushed: a rank of a multi-process test may leave by _exit. */
 #define CHECK_SUMMARY()                                                        \
 	(printf("%d passed, %d failed\n", check_passed, check_failed),         \
-	 check_failed ? 1 : 0)
+	 fflush(stdout), check_failed ? 1 : 0)
 
 #endif

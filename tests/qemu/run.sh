@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tests/qemu/run.sh - the test machines' suite (make test-qemu; tests/run.sh
-# runs the same steps): the NUMA guest self-test, the TSC clock self-test, the two-guest rack
-# self-test (and the same between two network namespaces of this host)
-# and, when the tree has it, tests/mem/numa_guest.sh inside the NUMA
-# guest.  One step at a time: guests are TCG and the machine has two cores.
+# runs the same steps, written once in tests/qemu/steps.sh): the NUMA guest
+# self-test, the TSC clock self-test, the two-guest rack self-test (and the
+# same between two network namespaces of this host) and, when the tree has
+# it, tests/mem/numa_guest.sh inside the NUMA guest.  One step at a time: guests are TCG and the machine has two cores.
 # Ends with "N passed, M failed, K skipped"; a step that cannot run here
 # prints "SKIPPED: <reason>" and counts as skipped.
 set -uo pipefail
@@ -41,16 +41,9 @@ step() {
 	esac
 }
 
-step "qemu: NUMA guest: mempolicy, placement seen from host" tests/qemu/numa_selftest.sh
-step "qemu: NUMA guest, CXL nodes onlined movable: pin trap" \
-	tests/qemu/guest.sh --movable -- "$BUILD/tests/qemu/mempolicy_check" -m
-step "qemu: guest clock on the TSC (GUEST_CLOCK=tsc) keeps true time" tests/qemu/clock_selftest.sh
-step "qemu: two-guest rack: BAR, TCP, pool, collectives" tests/qemu/rack_selftest.sh
-step "rack in two network namespaces (no QEMU)" tests/qemu/rack_selftest.sh --netns
-if [ -f tests/mem/numa_guest.sh ]; then
-	step "qemu: tests/mem/numa_guest.sh in the NUMA guest" \
-		tests/qemu/guest.sh -- sh tests/mem/numa_guest.sh
-fi
+# shellcheck source=tests/qemu/steps.sh
+. tests/qemu/steps.sh
+qemu_steps
 
 if [ $failed -gt 0 ]; then
 	echo "failed steps:"

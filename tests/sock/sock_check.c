@@ -1921,8 +1921,7 @@ int main(int argc, char **argv)
 		return net_server(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "net-client"))
 		return net_client(argv[2], argv[3]);
-	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
-	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
+	CHECK_POOL_MODE();
 	tu_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc > 1 ? argv[1] : NULL,
 		     expect_pool);
 	if (skipped && !check_failed && argc > 1 && strcmp(argv[1], "all")) {

@@ -20,6 +20,11 @@ int pool_flush_mode(void);
  * really is in that mode (a run meant for flush mode must not pass on a
  * coherent pool), or when nothing is asked. */
 int pool_mode_ok(void);
+/* The check of it at the start of a run, counted by the caller's CHECK
+ * (tests/common/check.h) and failing at the caller's line. */
+#define CHECK_POOL_MODE()                                                                          \
+	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",             \
+	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode())
 /* 1 when this run's connections should go through the pool: the shim is
  * preloaded and sockets are not disabled, unless SOCK_CHECK_EXPECT=pool|tcp
  * says otherwise. */

@@ -684,8 +684,7 @@ int main(int argc, char **argv)
 		return fd < 0;
 	}
 	expect_pool = pool_expected();
-	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
-	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
+	CHECK_POOL_MODE();
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		if (argc < 2 || (strcmp(argv[1], "all") && strcmp(argv[1], cases[i].name)))
 			continue;

@@ -71,12 +71,12 @@ int tu_connect(uint16_t port, int v6)
 	return fd;
 }
 
-int tu_write_all(int fd, const void *buf, size_t n)
+/* Moves all n bytes with write (writing) or read; a short call goes on
+ * where it stopped.  p is only read from when writing. */
+static int io_all(int fd, char *p, size_t n, int writing)
 {
-	const char *p = buf;
-
 	while (n) {
-		ssize_t r = write(fd, p, n);
+		ssize_t r = writing ? write(fd, p, n) : read(fd, p, n);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -87,20 +87,14 @@ int tu_write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+int tu_write_all(int fd, const void *buf, size_t n)
+{
+	return io_all(fd, (char *)buf, n, 1);
+}
+
 int tu_read_all(int fd, void *buf, size_t n)
 {
-	char *p = buf;
-
-	while (n) {
-		ssize_t r = read(fd, p, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
+	return io_all(fd, buf, n, 0);
 }
 
 uint64_t tu_sum(uint64_t h, const void *buf, size_t n)

@@ -323,8 +323,7 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	expect_pool = pool_expected();
-	CHECK(pool_mode_ok(), "the pool is %s (SOCK_CHECK_COHERENCE; flush mode: %d)",
-	      getenv("SOCK_CHECK_COHERENCE"), pool_flush_mode());
+	CHECK_POOL_MODE();
 	ran = tu_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc > 1 ? argv[1] : NULL,
 			   expect_pool);
 	CHECK(ran > 0, "a case named %s", argc > 1 ? argv[1] : "(none)");
