@@ -227,6 +227,10 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		*len = l;
 		return 0;
 	}
+	if (level == SOL_SOCKET && val && len && (l = *len, cxls_sock_rcvtimeo_hidden(fd, name, val, &l))) {
+		*len = l;
+		return 0;
+	}
 	r = REAL(getsockopt)(fd, level, name, val, len);
 	err = errno;
 	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && *(int *)val == 0 &&

@@ -45,6 +45,10 @@ void cxls_sock_shutdown(int fd, int how);
  * only (its socket carries doorbells, which must not wait): 1 when
  * handled here (get: *val and *len filled; set: val holds an int). */
 int cxls_sock_tcp_option(int fd, int name, void *val, unsigned *len, int set);
+/* getsockopt(SOL_SOCKET, SO_RCVTIMEO) of a pooled socket whose timeout is
+ * the shim's wait slice: answers "none", as the application set; 1 when
+ * answered. */
+int cxls_sock_rcvtimeo_hidden(int fd, int name, void *val, unsigned *len);
 /* setsockopt seen by the shim (after the real one succeeded). */
 void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len);
 

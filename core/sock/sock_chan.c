@@ -196,6 +196,16 @@ static void release_drain(struct cxls_sconn *c, uint64_t mine)
 	atomic_compare_exchange_strong(&c->me->draining, &mine, 0);
 }
 
+/* What a recv of the control socket returned says of the peer's socket. */
+static void note_fin_rst(struct cxls_sconn *c, ssize_t n, int err)
+{
+	/* after our own shutdown(SHUT_RD) a zero says nothing of the peer */
+	if (n == 0 && !atomic_load(&c->shut_rd))
+		atomic_store(&c->tcp_eof, 1);
+	else if (n < 0 && (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT))
+		atomic_store(&c->tcp_rst, 1);
+}
+
 /* Reads the doorbells, or only peeks while a sleeper may need them; notes
  * FIN and RST.  Holds the claim. */
 static void read_bells(struct cxls_sconn *c, int fd, int sleepers)
@@ -209,11 +219,7 @@ static void read_bells(struct cxls_sconn *c, int fd, int sleepers)
 		do {
 			n = sys_recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 		} while (n == (ssize_t)sizeof(buf));
-	/* after our own shutdown(SHUT_RD) a zero says nothing of the peer */
-	if (n == 0 && !atomic_load(&c->shut_rd))
-		atomic_store(&c->tcp_eof, 1);
-	else if (n < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT))
-		atomic_store(&c->tcp_rst, 1);
+	note_fin_rst(c, n, errno);
 }
 
 void cxls_chan_drain(struct cxls_sconn *c, int fd)
@@ -229,6 +235,29 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd)
 
 /* How long an entry stays live: a sleeper renews it every slice. */
 #define SLEEP_NS (5ull * CXLS_CHAN_SLICE_MS * 1000000ull / 2)
+
+/* An entry's deadline is even; odd: its thread sleeps in a recv that
+ * reads the doorbells (cxls_chan_recv_sleep). */
+#define IN_RECV 1ull
+
+static uint64_t entry_until(uint64_t now)
+{
+	return (now + SLEEP_NS) & ~IN_RECV;
+}
+
+/* Whether a live entry other than skip sleeps in a recv. */
+static int recv_sleeper(const _Atomic uint64_t *e, int skip)
+{
+	uint64_t now = tick_ns();
+
+	for (int i = 0; i < CXLS_SOCK_SLEEPERS; i++) {
+		uint64_t v = atomic_load(&e[i]);
+
+		if (i != skip && (v & IN_RECV) && v > now)
+			return 1;
+	}
+	return 0;
+}
 
 /* Until no drain claim of c's end is live (see DRAIN_NS): spin a little,
  * then yield, then doze, as the holder is then descheduled or gone.  A
@@ -258,7 +287,7 @@ void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 	uint64_t now = tick_ns();
 
 	z->slot = -1;
-	z->until = now + SLEEP_NS;
+	z->until = entry_until(now);
 	for (int i = 0; i < CXLS_SOCK_SLEEPERS && z->slot < 0; i++) {
 		uint64_t v = atomic_load(&e[i]);
 
@@ -268,6 +297,8 @@ void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 	if (z->slot < 0)
 		CXLS_TRACE("socket slot %u: more sleepers than %d: one relies on its wait slice",
 			   c->slot, CXLS_SOCK_SLEEPERS);
+	/* Dekker with cxls_chan_recv_sleep: the entry stored, then marks read */
+	z->slice_ms = recv_sleeper(e, z->slot) ? CXLS_CHAN_SHORT_MS : CXLS_CHAN_SLICE_MS;
 	/* Dekker with claim_drain: the entry stored, then the claim read */
 	if (!atomic_load(&c->me->draining))
 		return;
@@ -278,8 +309,8 @@ void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 		uint64_t was = z->until;
 
 		/* fails when it lapsed and another thread took it */
-		if (atomic_compare_exchange_strong(&e[z->slot], &was, now + SLEEP_NS))
-			z->until = now + SLEEP_NS;
+		if (atomic_compare_exchange_strong(&e[z->slot], &was, entry_until(now)))
+			z->until = entry_until(now);
 	}
 }
 
@@ -316,6 +347,43 @@ int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang, struct cxls_sleep *z)
 	}
 	release_drain(c, mine);
 	return !(rang && others);
+}
+
+/* Marks z's entry as sleeping in recv, then looks for other sleepers: of
+ * this thread and one arriving, one sees the other (cxls_chan_sleep reads
+ * the marks after storing its entry), so a thread that could lose its
+ * doorbell to the recv waits short slices. */
+static int alone_in_recv(struct cxls_sconn *c, struct cxls_sleep *z)
+{
+	_Atomic uint64_t *e = &c->me->sleeper[z->slot];
+	uint64_t was = z->until;
+
+	if (!atomic_compare_exchange_strong(e, &was, z->until | IN_RECV))
+		return 0; /* lapsed meanwhile */
+	z->until |= IN_RECV;
+	if (!cxls_chan_sleepers(c, z) && !atomic_load(&c->me->draining))
+		return 1;
+	was = z->until;
+	if (atomic_compare_exchange_strong(e, &was, z->until & ~IN_RECV))
+		z->until &= ~IN_RECV;
+	return 0;
+}
+
+int cxls_chan_recv_sleep(struct cxls_sconn *c, int fd, struct cxls_sleep *z, int *err)
+{
+	char buf[256];
+	ssize_t n;
+
+	if (z->slot < 0 || atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst) ||
+	    !(atomic_load_explicit(&c->me->flags, memory_order_relaxed) & CXLS_END_RCVTIMEO) ||
+	    !alone_in_recv(c, z))
+		return 0;
+	/* the socket's SO_RCVTIMEO ends it after a slice, like poll's */
+	n = sys_recv(fd, buf, sizeof(buf), 0);
+	*err = n < 0 ? errno : 0;
+	note_fin_rst(c, n, *err);
+	cxls_chan_woke(c, fd, 0, z); /* the doorbells are read */
+	return 1;
 }
 
 /* The peer's socket is gone although it never said goodbye in the pool

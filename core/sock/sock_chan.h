@@ -40,13 +40,28 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd);
  * the others (the caller should yield rather than spin on them). */
 #define CXLS_CHAN_SLICE_MS 100
 
+/* A thread alone on its socket may sleep in a blocking recv of the
+ * doorbell instead (cxls_chan_recv_sleep): it reads the doorbell it wakes
+ * on, so a thread that comes to sleep beside it may lose that doorbell and
+ * waits slices this short meanwhile. */
+#define CXLS_CHAN_SHORT_MS 2
+
 struct cxls_sleep {
 	int slot;       /* entry in the end's table; -1: table full */
-	uint64_t until; /* what we wrote there */
+	uint64_t until; /* what we wrote there (CXLS_CHAN_IN_RECV: in recv) */
+	int slice_ms;   /* longest kernel wait: a slice, or short beside a recv */
 };
 
 void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z);
 int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang, struct cxls_sleep *z);
+/* After cxls_chan_sleep and an arm for POLLIN that found nothing: when the
+ * shim owns the socket's SO_RCVTIMEO (CXLS_END_RCVTIMEO: it is one slice)
+ * and no other thread of the end sleeps, sleeps in one blocking recv that
+ * also reads the doorbells, where poll and then a recv would take two
+ * system calls.  0: nothing done (sleep as usual); 1: slept and
+ * cxls_chan_woke done, *err the recv's errno or 0 (EAGAIN: a slice went
+ * by, or the file is nonblocking now). */
+int cxls_chan_recv_sleep(struct cxls_sconn *c, int fd, struct cxls_sleep *z, int *err);
 /* Live entries of c's end other than z's (z may be NULL); tests. */
 int cxls_chan_sleepers(struct cxls_sconn *c, const struct cxls_sleep *z);
 

@@ -586,9 +586,20 @@ static void sleeping_add(struct sleeping *z, struct ep_item *it)
 		z->cap = cap;
 	}
 	cxls_sconn_hold(it->c);
-	z->v[z->n] = (struct sleeper){ it->c, it->fd, 0, { -1, 0 } };
+	z->v[z->n] = (struct sleeper){ it->c, it->fd, 0, { -1, 0, CXLS_CHAN_SLICE_MS } };
 	cxls_chan_sleep(it->c, &z->v[z->n].z);
 	z->n++;
+}
+
+/* The longest kernel wait of this sleep (sock_chan.h). */
+static int sleeping_slice_ms(const struct sleeping *z)
+{
+	int ms = CXLS_CHAN_SLICE_MS;
+
+	for (int i = 0; i < z->n; i++)
+		if (z->v[i].z.slice_ms < ms)
+			ms = z->v[i].z.slice_ms;
+	return ms;
 }
 
 /* Called with s locked, before arming. */
@@ -764,8 +775,8 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 				wait = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 			}
 			/* a counted sleep lasts one slice at most (sock_chan.h) */
-			if (z.n && (wait < 0 || wait > CXLS_CHAN_SLICE_MS))
-				wait = CXLS_CHAN_SLICE_MS;
+			if (z.n && (wait < 0 || wait > sleeping_slice_ms(&z)))
+				wait = sleeping_slice_ms(&z);
 		}
 		/* the kernel's part: plain fds, doorbells, connects; never hold
 		 * the set while sleeping, other threads may change it */

@@ -3,6 +3,7 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <string.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -415,6 +416,26 @@ int cxls_sock_tcp_option(int fd, int name, void *val, unsigned *len, int set)
 	return 1;
 }
 
+int cxls_sock_rcvtimeo_hidden(int fd, int name, void *val, unsigned *len)
+{
+	struct cxls_sconn *c;
+	int hidden;
+
+	if ((name != SO_RCVTIMEO_OLD && name != SO_RCVTIMEO_NEW) || *len < sizeof(struct timeval))
+		return 0;
+	c = cxls_fdtab_get(fd);
+	if (!c)
+		return 0;
+	hidden = atomic_load(&c->mode) == CXLS_SC_POOL &&
+		 (atomic_load(&c->me->flags) & CXLS_END_RCVTIMEO);
+	if (hidden) { /* the application set none (both layouts are two zeros) */
+		memset(val, 0, sizeof(struct timeval));
+		*len = sizeof(struct timeval);
+	}
+	cxls_sconn_put(c);
+	return hidden;
+}
+
 void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len)
 {
 	struct cxls_sconn *c;
@@ -428,6 +449,9 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 	    name == SO_SNDTIMEO_NEW) {
 		c = cxls_fdtab_get(fd);
 		if (c) {
+			/* the application's timeout replaced the shim's slice */
+			if (c->me && (name == SO_RCVTIMEO_OLD || name == SO_RCVTIMEO_NEW))
+				atomic_fetch_and(&c->me->flags, ~(uint32_t)CXLS_END_RCVTIMEO);
 			atomic_store(&c->timeo_known, 0); /* read again at the next wait */
 			cxls_sconn_put(c);
 		}

@@ -102,6 +102,8 @@ enum cxls_end_flag {
 	CXLS_END_CLOSED = 1u << 1,  /* last holder closed the socket */
 	CXLS_END_RESET = 1u << 2,   /* closed with SO_LINGER 0: ECONNRESET */
 	CXLS_END_UNTRACKED = 1u << 3, /* more holders than slots: never swept */
+	CXLS_END_RCVTIMEO = 1u << 4,  /* the socket's SO_RCVTIMEO is the shim's wait
+				       * slice; the application's is none */
 };
 
 /* Threads that may sleep on one end's control socket (all its processes). */

@@ -5,10 +5,12 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 
 #include "log.h"
@@ -37,12 +39,28 @@ static uint64_t timeout_of(struct cxls_sconn *c, int fd, int rcv)
 	uint64_t ns;
 
 	if (!atomic_load_explicit(&c->timeo_known, memory_order_acquire)) {
-		c->rcvtimeo_ns = timeo_ns(fd, SO_RCVTIMEO);
+		/* the slice is the shim's, the application set none */
+		c->rcvtimeo_ns = atomic_load(&c->me->flags) & CXLS_END_RCVTIMEO
+					 ? 0
+					 : timeo_ns(fd, SO_RCVTIMEO);
 		c->sndtimeo_ns = timeo_ns(fd, SO_SNDTIMEO);
 		atomic_store_explicit(&c->timeo_known, 1, memory_order_release);
 	}
 	ns = rcv ? c->rcvtimeo_ns : c->sndtimeo_ns;
 	return ns ? cxls_now_ns() + ns : 0;
+}
+
+/* After a sleep in recv (cxls_chan_recv_sleep) that returned err. */
+static int recv_slept(struct cxls_sconn *c, int fd, int err)
+{
+	if (err == EINTR) {
+		errno = err;
+		return cxls_chan_restartable() ? 0 : -1;
+	}
+	/* the slice, or another holder of the file set O_NONBLOCK: look */
+	if (err == EAGAIN && (syscall(SYS_fcntl, fd, F_GETFL) & O_NONBLOCK))
+		atomic_store(&c->nonblock, 1);
+	return 0;
 }
 
 /* Sleeps until want may have changed; 0, or -1 with errno (EINTR, EAGAIN
@@ -70,11 +88,15 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 			ms = (int)((deadline - now) / 1000000) + 1;
 	}
 	cxls_chan_sleep(c, &z);
+	if (z.slice_ms < ms)
+		ms = z.slice_ms;
 	/* one connection: nothing to share a doorbell with (token 0) */
 	if (cxls_chan_arm(c, want, 0)) {
 		cxls_chan_woke(c, fd, 0, &z);
 		return 0;
 	}
+	if (want == POLLIN && !deadline && cxls_chan_recv_sleep(c, fd, &z, &err))
+		return recv_slept(c, fd, err);
 	/* after the peer's FIN the socket stays readable: doze instead */
 	r = atomic_load(&c->tcp_eof) ? sys_poll(NULL, 0, 1) : sys_poll(&p, 1, ms);
 	err = errno;

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "coherence.h"
@@ -14,6 +15,7 @@
 #include "log.h"
 #include "pool.h"
 #include "proc_id.h"
+#include "sock_chan.h"
 #include "sock_claim.h"
 #include "sock_holder.h"
 #include "sock_origin.h"
@@ -572,6 +574,26 @@ int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 	return mode;
 }
 
+/* A reader alone on the socket may then sleep in a blocking recv of the
+ * doorbells, one system call where poll and a recv take two, if the recv
+ * ends after a wait slice as poll does (sock_chan.h): so the socket's
+ * SO_RCVTIMEO becomes the slice when the application set none, and the
+ * application keeps seeing none (sock_fd.c).  The end's flag says so to
+ * every holder, also after fork and exec. */
+static void own_rcvtimeo(struct cxls_sconn *c, int fd)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) || tv.tv_sec || tv.tv_usec)
+		return;
+	tv.tv_usec = CXLS_CHAN_SLICE_MS * 1000;
+	if (syscall(SYS_setsockopt, fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
+		return;
+	atomic_fetch_or(&c->me->flags, CXLS_END_RCVTIMEO);
+	cxls_publish(c->tx.flush, &c->me->flags, sizeof(c->me->flags));
+}
+
 /* The TCP socket now carries doorbells only: each must leave at once, not
  * wait for an ACK (Nagle) or a cork.  What the application set is kept
  * and shown to it (sock_fd.c). */
@@ -591,6 +613,7 @@ void cxls_sock_control_channel(struct cxls_sconn *c, int fd)
 		v = 0;
 		syscall(SYS_setsockopt, fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
 	}
+	own_rcvtimeo(c, fd);
 }
 
 int cxls_sock_settle(struct cxls_sconn *c, int fd)

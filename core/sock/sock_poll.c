@@ -132,14 +132,19 @@ static void ts_left(struct timespec *left, uint64_t deadline)
 
 /* A counted sleep lasts one slice at most (sock_chan.h): *left is what to
  * give the kernel. */
-static const struct timespec *slice(struct timespec *left, const struct timespec *timeout,
-				    uint64_t deadline)
+static const struct timespec *slice(const struct pset *s, struct timespec *left,
+				    const struct timespec *timeout, uint64_t deadline)
 {
+	int ms = CXLS_CHAN_SLICE_MS;
+
+	for (nfds_t i = 0; i < s->n; i++)
+		if (s->conns[i] && s->z[i].slice_ms < ms)
+			ms = s->z[i].slice_ms;
 	if (timeout)
 		ts_left(left, deadline);
-	if (!timeout || left->tv_sec || left->tv_nsec / 1000000 >= CXLS_CHAN_SLICE_MS) {
+	if (!timeout || left->tv_sec || left->tv_nsec / 1000000 >= ms) {
 		left->tv_sec = 0;
-		left->tv_nsec = CXLS_CHAN_SLICE_MS * 1000000L;
+		left->tv_nsec = ms * 1000000L;
 	}
 	return left;
 }
@@ -159,7 +164,7 @@ static int run(struct pset *s, const struct timespec *timeout, const sigset_t *m
 		sleep_pooled(s);
 		if (arm_pooled(s))
 			return real_round(s, &zero, mask, 1);
-		r = real_round(s, slice(&left, timeout, deadline), mask, 1);
+		r = real_round(s, slice(s, &left, timeout, deadline), mask, 1);
 		if (r != 0 || (timeout && cxls_now_ns() >= deadline))
 			return r;
 	}

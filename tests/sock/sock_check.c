@@ -1496,11 +1496,26 @@ static void test_corrupt(void)
 	close(b);
 }
 
+/* A child that writes "late" to fd after us microseconds. */
+static pid_t write_late(int fd, useconds_t us)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		usleep(us);
+		_exit(write(fd, "late", 4) == 4 ? 0 : 1);
+	}
+	return pid;
+}
+
 /* SO_RCVTIMEO/SO_SNDTIMEO: the shim keeps them per connection; setting
- * them again (to another value, to none) must take effect at once. */
+ * them again (to another value, to none) must take effect at once.  A
+ * pooled socket's own SO_RCVTIMEO is the shim's wait slice (sock_meet.c
+ * own_rcvtimeo): the application must neither see it nor time out by it. */
 static void test_timeo(void)
 {
-	struct timeval tv = { 0, 50000 }, none = { 0, 0 };
+	struct timeval tv = { 0, 50000 }, none = { 0, 0 }, got = { 1, 1 };
+	socklen_t gl = sizeof(got);
 	char buf[8];
 	uint64_t t0;
 	ssize_t r;
@@ -1509,18 +1524,26 @@ static void test_timeo(void)
 
 	tcp_pair(&a, &b);
 	check_pooled(a, "pair");
+	CHECK(getsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &got, &gl) == 0 && gl == sizeof(got) &&
+		      !got.tv_sec && !got.tv_usec,
+	      "no SO_RCVTIMEO until one is set: %ld s %ld us", (long)got.tv_sec,
+	      (long)got.tv_usec);
+	pid = write_late(a, 350000); /* past three of the shim's slices */
+	r = read(b, buf, sizeof(buf));
+	CHECK(r == 4 && !memcmp(buf, "late", 4), "a read waits for the bytes: %zd %d", r, errno);
+	CHECK(tu_wait(pid) == 0, "writer");
 	CHECK(setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "SO_RCVTIMEO 50 ms");
+	gl = sizeof(got);
+	CHECK(getsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &got, &gl) == 0 && !got.tv_sec &&
+		      got.tv_usec >= 48000 && got.tv_usec <= 52000,
+	      "SO_RCVTIMEO reads back: %ld s %ld us", (long)got.tv_sec, (long)got.tv_usec);
 	t0 = tu_now_us();
 	r = read(b, buf, sizeof(buf));
 	CHECK(r == -1 && errno == EAGAIN && tu_now_us() - t0 >= 45000,
 	      "read times out: %zd %d after %llu us", r, errno,
 	      (unsigned long long)(tu_now_us() - t0));
 	CHECK(setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none)) == 0, "no timeout");
-	pid = fork();
-	if (pid == 0) {
-		usleep(200000); /* past the old timeout: a stale one returns EAGAIN */
-		_exit(write(a, "late", 4) == 4 ? 0 : 1);
-	}
+	pid = write_late(a, 200000); /* past the old timeout: a stale one returns EAGAIN */
 	r = read(b, buf, sizeof(buf));
 	CHECK(r == 4 && !memcmp(buf, "late", 4), "blocking again: %zd %d", r, errno);
 	CHECK(tu_wait(pid) == 0, "writer");
