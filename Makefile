@@ -35,6 +35,9 @@ DEB_PKGS += python3-jsonschema
 DEB_PKGS += shellcheck
 # Real programs the socket tests and benchmarks run under the preload.
 DEB_PKGS += iperf3 sockperf redis-server redis-tools socat curl
+# Where the time goes in the socket benchmarks (bench/sock_redis_prof.sh:
+# perf; bench/sock_rack_syscalls.sh: strace, also inside the guests).
+DEB_PKGS += linux-perf strace
 # The launchers `cxlshim run` is tested under (tests/ops/launchers.sh):
 # Slurm for one node (slurmctld, slurmd, srun; munge authenticates them)
 # and PyTorch's CPU build for torchrun; without recommends, as the guests.
