@@ -1531,6 +1531,12 @@ static void test_timeo(void)
 		      !got.tv_sec && !got.tv_usec,
 	      "no SO_RCVTIMEO until one is set: %ld s %ld us", (long)got.tv_sec,
 	      (long)got.tv_usec);
+	/* the kernel's view, past the shim: its slice, which lone reads sleep in */
+	gl = sizeof(got);
+	CHECK(syscall(SYS_getsockopt, b, SOL_SOCKET, SO_RCVTIMEO, &got, &gl) == 0 &&
+		      (expect_pool ? got.tv_sec == 0 && got.tv_usec == 100000
+				   : !got.tv_sec && !got.tv_usec),
+	      "the socket's own SO_RCVTIMEO: %ld s %ld us", (long)got.tv_sec, (long)got.tv_usec);
 	pid = write_late(a, 350000); /* past three of the shim's slices */
 	r = read(b, buf, sizeof(buf));
 	CHECK(r == 4 && !memcmp(buf, "late", 4), "a read waits for the bytes: %zd %d", r, errno);
@@ -1540,6 +1546,10 @@ static void test_timeo(void)
 	CHECK(getsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &got, &gl) == 0 && !got.tv_sec &&
 		      got.tv_usec >= 48000 && got.tv_usec <= 52000,
 	      "SO_RCVTIMEO reads back: %ld s %ld us", (long)got.tv_sec, (long)got.tv_usec);
+	gl = sizeof(got);
+	CHECK(syscall(SYS_getsockopt, b, SOL_SOCKET, SO_RCVTIMEO, &got, &gl) == 0 &&
+		      !got.tv_sec && got.tv_usec >= 48000 && got.tv_usec <= 52000,
+	      "and is the socket's own now: %ld s %ld us", (long)got.tv_sec, (long)got.tv_usec);
 	t0 = tu_now_us();
 	r = read(b, buf, sizeof(buf));
 	CHECK(r == -1 && errno == EAGAIN && tu_now_us() - t0 >= 45000,
