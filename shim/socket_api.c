@@ -227,7 +227,8 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		*len = l;
 		return 0;
 	}
-	if (level == SOL_SOCKET && val && len && (l = *len, cxls_sock_rcvtimeo_hidden(fd, name, val, &l))) {
+	l = len ? *len : 0;
+	if (level == SOL_SOCKET && val && len && cxls_sock_rcvtimeo_hidden(fd, name, val, &l)) {
 		*len = l;
 		return 0;
 	}

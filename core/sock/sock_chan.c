@@ -248,12 +248,16 @@ static uint64_t entry_until(uint64_t now)
 /* Whether a live entry other than skip sleeps in a recv. */
 static int recv_sleeper(const _Atomic uint64_t *e, int skip)
 {
-	uint64_t now = tick_ns();
+	uint64_t now = 0;
 
 	for (int i = 0; i < CXLS_SOCK_SLEEPERS; i++) {
 		uint64_t v = atomic_load(&e[i]);
 
-		if (i != skip && (v & IN_RECV) && v > now)
+		if (i == skip || !(v & IN_RECV))
+			continue;
+		if (!now) /* the clock only when some entry is marked */
+			now = tick_ns();
+		if (v > now)
 			return 1;
 	}
 	return 0;

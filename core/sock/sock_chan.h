@@ -48,7 +48,7 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd);
 
 struct cxls_sleep {
 	int slot;       /* entry in the end's table; -1: table full */
-	uint64_t until; /* what we wrote there (CXLS_CHAN_IN_RECV: in recv) */
+	uint64_t until; /* what we wrote there (odd: sleeping in a recv) */
 	int slice_ms;   /* longest kernel wait: a slice, or short beside a recv */
 };
 

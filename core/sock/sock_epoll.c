@@ -775,8 +775,12 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 				wait = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 			}
 			/* a counted sleep lasts one slice at most (sock_chan.h) */
-			if (z.n && (wait < 0 || wait > sleeping_slice_ms(&z)))
-				wait = sleeping_slice_ms(&z);
+			if (z.n) {
+				int slice = sleeping_slice_ms(&z);
+
+				if (wait < 0 || wait > slice)
+					wait = slice;
+			}
 		}
 		/* the kernel's part: plain fds, doorbells, connects; never hold
 		 * the set while sleeping, other threads may change it */

@@ -3,12 +3,12 @@
 #include "sock.h"
 
 #include <errno.h>
-#include <string.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "log.h"
