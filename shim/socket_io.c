@@ -5,24 +5,72 @@
  * splice) copy through a bounce buffer on the pooled side.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sock.h"
 #include "socket_real.h"
 
 #define BOUNCE (64u << 10)
+/* The most one read or write moves (the kernel's MAX_RW_COUNT). */
+#define RW_MAX ((size_t)INT_MAX & ~(size_t)4095)
+
+/* ---- arguments the kernel refuses before it touches the socket ---- */
+
+/* import_iovec's rules: a count outside 0..UIO_MAXIOV or a length that is
+ * negative as ssize_t is EINVAL, a missing array EFAULT.  A NULL base with
+ * a length is EFAULT here at once, where the kernel's copy would fault
+ * once bytes are there; any other address the process cannot touch
+ * faults in the shim's own copy (README, "Not yet"). */
+static int iov_error(const struct iovec *iov, size_t cnt)
+{
+	if (cnt > UIO_MAXIOV)
+		return EINVAL;
+	if (cnt && !iov)
+		return EFAULT;
+	for (size_t i = 0; i < cnt; i++)
+		if ((ssize_t)iov[i].iov_len < 0)
+			return EINVAL;
+	for (size_t i = 0; i < cnt; i++)
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return EFAULT;
+	return 0;
+}
+
+/* __copy_msghdr's: a longer iovec than UIO_MAXIOV is EMSGSIZE. */
+static int msg_error(const struct msghdr *m)
+{
+	if (!m)
+		return EFAULT;
+	if (m->msg_iovlen > UIO_MAXIOV)
+		return EMSGSIZE;
+	return iov_error(m->msg_iov, m->msg_iovlen);
+}
+
+/* Refuses a call on a pooled fd, which it releases. */
+static ssize_t pool_refuse(struct cxls_sconn *c, int err)
+{
+	cxls_sock_done(c);
+	errno = err;
+	return -1;
+}
 
 /* One call on a pooled fd: the core moves the bytes, then the fd is
  * released (cxls_sock_use took it). */
 static ssize_t pool_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int cnt,
 			  int flags)
 {
-	ssize_t r = cxls_sock_recvv(c, fd, iov, cnt, flags);
+	int err = cnt < 0 ? EINVAL : iov_error(iov, (size_t)cnt);
+	ssize_t r;
 
+	if (err)
+		return pool_refuse(c, err);
+	r = cxls_sock_recvv(c, fd, iov, cnt, flags);
 	cxls_sock_done(c);
 	return r;
 }
@@ -30,32 +78,29 @@ static ssize_t pool_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov,
 static ssize_t pool_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int cnt,
 			  int flags)
 {
-	ssize_t r = cxls_sock_sendv(c, fd, iov, cnt, flags);
+	int err = cnt < 0 ? EINVAL : iov_error(iov, (size_t)cnt);
+	ssize_t r;
 
+	if (err)
+		return pool_refuse(c, err);
+	r = cxls_sock_sendv(c, fd, iov, cnt, flags);
 	cxls_sock_done(c);
 	return r;
 }
 
+/* read(2) and send(2) cut a count past RW_MAX, they do not refuse it. */
 static ssize_t pool_recv(struct cxls_sconn *c, int fd, void *buf, size_t n, int flags)
 {
-	struct iovec iov = { buf, n };
+	struct iovec iov = { buf, n < RW_MAX ? n : RW_MAX };
 
 	return pool_recvv(c, fd, &iov, 1, flags);
 }
 
 static ssize_t pool_send(struct cxls_sconn *c, int fd, const void *buf, size_t n, int flags)
 {
-	struct iovec iov = { (void *)buf, n };
+	struct iovec iov = { (void *)buf, n < RW_MAX ? n : RW_MAX };
 
 	return pool_sendv(c, fd, &iov, 1, flags);
-}
-
-/* A NULL msghdr on a pooled fd: what the kernel says. */
-static ssize_t pool_efault(struct cxls_sconn *c)
-{
-	cxls_sock_done(c);
-	errno = EFAULT;
-	return -1;
 }
 
 EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -137,11 +182,12 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
 	ssize_t r;
+	int err;
 
 	if (!c)
 		return REAL(recvmsg)(fd, m, flags);
-	if (!m)
-		return pool_efault(c);
+	if ((err = msg_error(m)))
+		return pool_refuse(c, err);
 	r = msg_recv(c, fd, m, flags);
 	cxls_sock_done(c);
 	return r;
@@ -151,53 +197,131 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
 
+	int err;
+
 	if (!c)
 		return REAL(sendmsg)(fd, m, flags);
-	if (!m)
-		return pool_efault(c);
+	if ((err = msg_error(m)))
+		return pool_refuse(c, err);
 	return pool_sendv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
+}
+
+/* sendmmsg(2) and recvmmsg(2) take at most UIO_MAXIOV messages per call
+ * and refuse an array at NULL; a failure after the first message ends the
+ * call with the count so far. */
+static int mmsg_error(const struct mmsghdr *v, unsigned int *n)
+{
+	if (*n > UIO_MAXIOV)
+		*n = UIO_MAXIOV;
+	return *n && !v ? EFAULT : 0;
+}
+
+/* i of n messages done: -1 when none was (errno says why), unless none
+ * was asked for. */
+static int mmsg_result(struct cxls_sconn *c, unsigned int i, unsigned int n)
+{
+	cxls_sock_done(c);
+	return i || !n ? (int)i : -1;
 }
 
 EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
 	unsigned int i;
+	int err;
 
 	if (!c)
 		return REAL(sendmmsg)(fd, v, n, flags);
+	if ((err = mmsg_error(v, &n)))
+		return (int)pool_refuse(c, err);
 	for (i = 0; i < n; i++) {
-		ssize_t r = cxls_sock_sendv(c, fd, v[i].msg_hdr.msg_iov,
-					    (int)v[i].msg_hdr.msg_iovlen, flags);
+		struct msghdr *m = &v[i].msg_hdr;
+		ssize_t r;
+
+		if ((err = msg_error(m))) {
+			errno = err;
+			break;
+		}
+		r = cxls_sock_sendv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
 		if (r < 0)
 			break;
 		v[i].msg_len = (unsigned int)r;
 	}
-	cxls_sock_done(c);
-	return i ? (int)i : -1;
+	return mmsg_result(c, i, n);
 }
 
-/* The timeout is only checked between messages, as the kernel does. */
+/* recvmmsg's timeout, as the kernel keeps it: a deadline fixed at the
+ * call, looked at only after each message (recvmmsg(2), BUGS: a call
+ * still blocks for a message that does not come), and what is left of it
+ * written back once a message was received. */
+static int mmsg_deadline(const struct timespec *t, struct timespec *end)
+{
+	if (!t)
+		return 0;
+	if (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1000000000L)
+		return EINVAL;
+	clock_gettime(CLOCK_MONOTONIC, end);
+	end->tv_sec += t->tv_sec;
+	end->tv_nsec += t->tv_nsec;
+	if (end->tv_nsec >= 1000000000L) {
+		end->tv_sec++;
+		end->tv_nsec -= 1000000000L;
+	}
+	return 0;
+}
+
+/* Writes what is left into *t; nonzero once nothing is. */
+static int mmsg_expired(struct timespec *t, const struct timespec *end)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	t->tv_sec = end->tv_sec - now.tv_sec;
+	t->tv_nsec = end->tv_nsec - now.tv_nsec;
+	if (t->tv_nsec < 0) {
+		t->tv_sec--;
+		t->tv_nsec += 1000000000L;
+	}
+	if (t->tv_sec < 0)
+		t->tv_sec = t->tv_nsec = 0;
+	return !t->tv_sec && !t->tv_nsec;
+}
+
+/* A stream has no message boundaries: each message takes what one recvmsg
+ * would.  At end of file each one is 0 bytes long and counts, as with
+ * TCP. */
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		    struct timespec *timeout)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
+	struct timespec end;
 	unsigned int i;
+	int err;
 
 	if (!c)
 		return REAL(recvmmsg)(fd, v, n, flags, timeout);
+	if ((err = mmsg_error(v, &n)) || (err = mmsg_deadline(timeout, &end)))
+		return (int)pool_refuse(c, err);
 	for (i = 0; i < n; i++) {
-		ssize_t r = msg_recv(c, fd, &v[i].msg_hdr, flags & ~MSG_WAITFORONE);
+		struct msghdr *m = &v[i].msg_hdr;
+		ssize_t r;
 
+		if ((err = msg_error(m))) {
+			errno = err;
+			break;
+		}
+		r = msg_recv(c, fd, m, flags & ~MSG_WAITFORONE);
 		if (r < 0)
 			break;
 		v[i].msg_len = (unsigned int)r;
-		if (r == 0)
-			break;
 		if (flags & MSG_WAITFORONE)
 			flags |= MSG_DONTWAIT;
+		if (timeout && mmsg_expired(timeout, &end)) {
+			i++;
+			break;
+		}
 	}
-	cxls_sock_done(c);
-	return i ? (int)i : -1;
+	return mmsg_result(c, i, n);
 }
 
 /* file -> pooled socket through a bounce buffer */

@@ -1564,6 +1564,43 @@ static void test_timeo(void)
 	close(b);
 }
 
+/* The calls that move bytes, given what the kernel refuses before it
+ * touches the socket: the errors a plain TCP socket gives, and the bytes
+ * waiting on the socket survive all of them. */
+static void test_badargs_io(int a, int b)
+{
+	char buf[16] = { 0 };
+	struct iovec iov = { buf, sizeof(buf) }, neg = { buf, (size_t)-1 };
+	struct msghdr m = { .msg_iovlen = 1 };
+	struct mmsghdr mm = { { .msg_iov = &iov, .msg_iovlen = 1 }, 0 };
+	/* through volatiles: the compiler would refuse these arguments */
+	void *volatile nul = NULL;
+	volatile int many = UIO_MAXIOV + 1, minus = -1;
+	struct timespec bad_ns = { 0, 1000000000L }, bad_s = { -1, 0 };
+
+	CHECK(write(a, "kept", 4) == 4, "write");
+	CHECK(read(b, nul, 1) == -1 && errno == EFAULT, "read(NULL)");
+	CHECK(recv(b, nul, 1, MSG_DONTWAIT) == -1 && errno == EFAULT, "recv(NULL)");
+	CHECK(write(a, nul, 5) == -1 && errno == EFAULT, "write(NULL)");
+	CHECK(send(a, nul, 5, 0) == -1 && errno == EFAULT, "send(NULL)");
+	CHECK(readv(b, nul, 1) == -1 && errno == EFAULT, "readv(NULL)");
+	CHECK(readv(b, &iov, minus) == -1 && errno == EINVAL, "readv count -1");
+	CHECK(readv(b, &iov, many) == -1 && errno == EINVAL, "readv count UIO_MAXIOV + 1");
+	CHECK(writev(a, &neg, 1) == -1 && errno == EINVAL, "writev of a negative length");
+	CHECK(recvmsg(b, &m, 0) == -1 && errno == EFAULT, "recvmsg, msg_iov NULL");
+	CHECK(sendmsg(a, &m, 0) == -1 && errno == EFAULT, "sendmsg, msg_iov NULL");
+	m.msg_iov = &iov;
+	m.msg_iovlen = UIO_MAXIOV + 1;
+	CHECK(recvmsg(b, &m, 0) == -1 && errno == EMSGSIZE, "recvmsg, UIO_MAXIOV + 1");
+	CHECK(sendmsg(a, &m, 0) == -1 && errno == EMSGSIZE, "sendmsg, UIO_MAXIOV + 1");
+	CHECK(recvmmsg(b, NULL, 1, 0, NULL) == -1 && errno == EFAULT, "recvmmsg(NULL)");
+	CHECK(sendmmsg(a, NULL, 1, 0) == -1 && errno == EFAULT, "sendmmsg(NULL)");
+	CHECK(recvmmsg(b, NULL, 0, 0, NULL) == 0, "recvmmsg of no message");
+	CHECK(recvmmsg(b, &mm, 1, 0, &bad_ns) == -1 && errno == EINVAL, "recvmmsg, 1e9 ns");
+	CHECK(recvmmsg(b, &mm, 1, 0, &bad_s) == -1 && errno == EINVAL, "recvmmsg, -1 s");
+	CHECK(read(b, buf, sizeof(buf)) == 4 && !memcmp(buf, "kept", 4), "the bytes are kept");
+}
+
 static void test_badargs(void)
 {
 	int a, b, v;
@@ -1591,7 +1628,52 @@ static void test_badargs(void)
 	CHECK(write(a, "s", 1) == 1 && read(b, buf, 1) == 1, "still works after dup2(-1)");
 	CHECK(fcntl(a, 12345) == -1 && errno == EINVAL, "fcntl bad cmd");
 	CHECK(sendfile(a, -1, NULL, 10) == -1, "sendfile from -1");
+	test_badargs_io(a, b);
 	close(a);
+	close(b);
+}
+
+
+/* recvmmsg on a stream: each message takes what one recvmsg would, the
+ * timeout is looked at after each message and what is left of it written
+ * back, and at end of file every message is 0 bytes long and counts (what
+ * the kernel does for TCP). */
+static void test_mmsg(void)
+{
+	char b1[8], b2[8], b3[8];
+	struct iovec iov[3] = { { b1, 8 }, { b2, 8 }, { b3, 8 } };
+	struct mmsghdr mm[3];
+	struct timespec to = { 5, 0 };
+	long long left;
+	int a, b, r;
+
+	memset(mm, 0, sizeof(mm));
+	for (int i = 0; i < 3; i++) {
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	tcp_pair(&a, &b);
+	CHECK(write(a, "abc", 3) == 3, "write");
+	r = recvmmsg(b, mm, 3, MSG_WAITFORONE, &to);
+	left = to.tv_sec * 1000000000LL + to.tv_nsec;
+	CHECK(r == 1 && mm[0].msg_len == 3 && !memcmp(b1, "abc", 3), "MSG_WAITFORONE: %d", r);
+	CHECK(left > 0 && left < 5000000000LL, "what is left of the timeout: %lld ns", left);
+	to = (struct timespec){ 0, 1 };
+	CHECK(write(a, "de", 2) == 2, "write");
+	alarm(10); /* a timeout not looked at blocks for a second message: die */
+	r = recvmmsg(b, mm, 3, 0, &to);
+	alarm(0);
+	CHECK(r == 1 && mm[0].msg_len == 2 && !to.tv_sec && !to.tv_nsec,
+	      "an expired timeout ends the call after a message: %d, %ld ns left", r,
+	      (long)to.tv_nsec);
+	CHECK(write(a, "fgh", 3) == 3, "write");
+	close(a);
+	r = recvmmsg(b, mm, 3, 0, NULL);
+	CHECK(r == 3 && mm[0].msg_len == 3 && !mm[1].msg_len && !mm[2].msg_len,
+	      "end of file: %d messages of %u, %u, %u bytes", r, mm[0].msg_len, mm[1].msg_len,
+	      mm[2].msg_len);
+	r = recvmmsg(b, mm, 3, 0, NULL);
+	CHECK(r == 3 && !mm[0].msg_len, "end of file again: %d", r);
 	close(b);
 }
 
@@ -1937,6 +2019,7 @@ static const struct tu_case cases[] = {
 	{ "corrupt", test_corrupt },
 	{ "timeo", test_timeo },
 	{ "badargs", test_badargs },
+	{ "mmsg", test_mmsg },
 	{ "sendfile", test_sendfile_splice },
 	{ "stress", test_stress },
 	{ "uring", test_uring }, /* last: a ring, once seen, stays */
