@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -324,13 +325,28 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 	return mmsg_result(c, i, n);
 }
 
-/* file -> pooled socket through a bounce buffer */
+/* The S_IFMT bits of fd, 0 when fstat cannot say. */
+static mode_t fd_kind(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) ? 0 : st.st_mode & S_IFMT;
+}
+
+/* file -> pooled socket through a bounce buffer.  A socket cannot be
+ * sendfile's source (EINVAL from the kernel): reading one here would take
+ * a pooled socket's doorbells for data. */
 static ssize_t sendfile_pool(struct cxls_sconn *c, int out, int in, off_t *off, size_t count)
 {
-	char *buf = malloc(BOUNCE);
+	char *buf;
 	size_t done = 0;
 	ssize_t r = 0;
 
+	if (fd_kind(in) == S_IFSOCK) {
+		errno = EINVAL;
+		return -1;
+	}
+	buf = malloc(BOUNCE);
 	if (!buf) {
 		errno = ENOMEM;
 		return -1;
@@ -383,7 +399,11 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	return r;
 }
 
-/* pipe <-> pooled socket: peek, write what the pipe takes, consume that. */
+/* pipe <-> pooled socket: peek, write what the pipe takes, consume that.
+ * splice(2) needs a pipe on one end (EINVAL otherwise), and a socket takes
+ * no offset (EINVAL; a pipe's is ESPIPE): without these checks the bytes
+ * would go through the other socket's kernel side, where a pooled peer
+ * reads doorbells. */
 static ssize_t splice_pool(int in, struct cxls_sconn *cin, int out, struct cxls_sconn *cout,
 			   size_t len, unsigned int flags)
 {
@@ -424,7 +444,10 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 
 	if (!cin && !cout)
 		return REAL(splice)(in, off_in, out, off_out, len, flags);
-	if ((cin && off_in) || (cout && off_out)) {
+	if (fd_kind(cin ? out : in) != S_IFIFO || (cin && off_in) || (cout && off_out)) {
+		errno = EINVAL;
+		r = -1;
+	} else if (off_in || off_out) {
 		errno = ESPIPE;
 		r = -1;
 	} else {

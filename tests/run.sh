@@ -301,6 +301,8 @@ for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll 
 	stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t
 done
+step "sock: bad arguments answered as the kernel answers them" \
+	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/args_diff.sh
 # event loops that register their socket in an epoll set before connect()
 SOCKLOOP=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_loop_check")
 for t in lt et oneshot fired nested del select fork closed thread many; do

@@ -20,6 +20,7 @@ SOCK_TESTS += $(BUILD)/tests/sock_loop_check
 SOCK_TESTS += $(BUILD)/tests/sock_wake_check
 SOCK_TESTS += $(BUILD)/tests/sock_meet_check
 SOCK_TESTS += $(BUILD)/tests/sock_fork_check
+SOCK_TESTS += $(BUILD)/tests/sock_args_check
 SOCK_TEST_LIB = tests/sock/sock_util.c tests/sock/sock_pool.c
 
 $(BUILD)/tests/sock_check: tests/sock/sock_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
@@ -41,6 +42,11 @@ $(BUILD)/tests/sock_meet_check: tests/sock/sock_meet_check.c $(SOCK_TEST_LIB) $(
 $(BUILD)/tests/sock_fork_check: tests/sock/sock_fork_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
+
+# a plain program: it must answer the same with and without the preload
+$(BUILD)/tests/sock_args_check: tests/sock/sock_args_check.c tests/sock/sock_util.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^
 
 $(BUILD)/tests/sock_ref_check: tests/sock/sock_ref_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
 	@mkdir -p $(dir $@)

@@ -244,13 +244,22 @@ void cxls_sock_created(int fd, int domain, int type)
 }
 
 /* A bound socket is advertised before the kernel listens on it: a client
- * connecting the instant listen() returns must find it already. */
+ * connecting the instant listen() returns must find it already.  A socket
+ * the shim follows as a connection is not: the kernel refuses to make it
+ * listen, and undoing an advertisement would drop the connection. */
 int cxls_sock_listen_early(int fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t l = sizeof(ss);
-	struct cxls_sconn *c;
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
 
+	if (c) {
+		int conn = atomic_load(&c->mode) != CXLS_SC_LISTEN;
+
+		cxls_sconn_put(c);
+		if (conn)
+			return 0;
+	}
 	if (sys_getsockname(fd, (struct sockaddr *)&ss, &l) ||
 	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
 	    ((struct sockaddr_in *)&ss)->sin_port == 0) /* same offset in both */

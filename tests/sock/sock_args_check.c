@@ -1,0 +1,207 @@
+/* sock_args_check.c - bad arguments on a connected TCP socket, answered
+ * as the kernel answers them.
+ *
+ * Prints one line per call: the call, its result and errno.  Run once
+ * without the preload (the kernel's answers) and once with it (a pooled
+ * pair), and compare (tests/sock/args_diff.sh): every line must match,
+ * and the bytes written before the calls must come out after them.  The
+ * first line says whether the pair went through the pool, so the two runs
+ * differ there only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sock_util.h"
+
+#define PROBE (256u << 10) /* bytes that show whether the pair is pooled */
+
+/* the call as written, what it returned, and errno when it failed */
+#define SAY(call)                                                              \
+	do {                                                                   \
+		errno = 0;                                                     \
+		long r_ = (long)(call);                                        \
+		printf("%-64s %ld %s\n", #call, r_, r_ < 0 ? strerrorname_np(errno) : "-"); \
+	} while (0)
+
+/* Arguments the compiler would refuse are read through volatiles. */
+static void *volatile nul;
+static volatile int minus = -1, many = UIO_MAXIOV + 1, huge = INT_MAX;
+
+static int pair(int *a, int *b)
+{
+	uint16_t port = 0;
+	int l = tu_listen(&port, 0);
+
+	if (l < 0)
+		return -1;
+	*a = tu_connect(port, 0);
+	*b = accept(l, NULL, NULL);
+	close(l);
+	return *a >= 0 && *b >= 0 ? 0 : -1;
+}
+
+/* Moves PROBE bytes a -> b; 1 when they bypassed TCP. */
+static int probe_pooled(int a, int b)
+{
+	static char buf[PROBE];
+
+	if (fork() == 0)
+		_exit(tu_write_all(a, buf, sizeof(buf)) ? 1 : 0);
+	if (tu_read_all(b, buf, sizeof(buf)) || tu_wait(-1) != 0)
+		return -1;
+	return tu_pooled(a, PROBE);
+}
+
+static void io_calls(int a, int b)
+{
+	char buf[16];
+	struct iovec iov = { buf, sizeof(buf) }, neg = { buf, (size_t)-1 };
+	struct msghdr m = { .msg_iovlen = 1 };
+	struct mmsghdr mm = { { .msg_iov = &iov, .msg_iovlen = 1 }, 0 };
+	struct timespec bad_ns = { 0, 1000000000L }, bad_s = { -1, 0 };
+
+	SAY(read(b, nul, 1));
+	SAY(recv(b, nul, 1, MSG_DONTWAIT));
+	SAY(recvfrom(b, nul, 1, 0, NULL, NULL));
+	SAY(write(a, nul, 5));
+	SAY(send(a, nul, 5, 0));
+	SAY(sendto(a, nul, 5, 0, NULL, 0));
+	SAY(readv(b, nul, 1));
+	SAY(readv(b, &iov, minus));
+	SAY(readv(b, &iov, many));
+	SAY(writev(a, &neg, 1));
+	SAY(recvmsg(b, nul, 0));
+	SAY(recvmsg(b, &m, 0));
+	SAY(sendmsg(a, &m, 0));
+	m.msg_iov = &iov;
+	m.msg_iovlen = UIO_MAXIOV + 1;
+	SAY(recvmsg(b, &m, 0));
+	SAY(sendmsg(a, &m, 0));
+	SAY(recvmmsg(b, nul, 1, 0, NULL));
+	SAY(sendmmsg(a, nul, 1, 0));
+	SAY(recvmmsg(b, nul, 0, 0, NULL));
+	SAY(recvmmsg(b, &mm, 1, 0, &bad_ns));
+	SAY(recvmmsg(b, &mm, 1, 0, &bad_s));
+	SAY(recv(b, buf, 0, 0));
+}
+
+static void wait_calls(int a, int b)
+{
+	struct pollfd p = { b, POLLIN, 0 };
+	struct timespec bad = { 0, 2000000000L };
+	struct timeval tv_us = { 0, -1 }, tv_s = { -1, 0 };
+	struct epoll_event ev = { EPOLLIN, { 0 } };
+	fd_set rs;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	FD_ZERO(&rs);
+	FD_SET(b, &rs);
+	SAY(poll(nul, 1, 0));
+	SAY(poll(&p, 1, 0));
+	SAY(ppoll(nul, 1, NULL, NULL));
+	SAY(ppoll(&p, 1, &bad, NULL));
+	SAY(select(minus, NULL, NULL, NULL, NULL));
+	SAY(select(b + 1, &rs, NULL, NULL, &tv_us));
+	SAY(select(b + 1, &rs, NULL, NULL, &tv_s));
+	SAY(pselect(b + 1, &rs, NULL, NULL, &bad, NULL));
+	SAY(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev));
+	SAY(epoll_wait(ep, nul, 1, 0));
+	SAY(epoll_wait(ep, &ev, minus, 0));
+	SAY(epoll_wait(ep, &ev, huge, 0));
+	SAY(epoll_wait(b, &ev, 1, 0));
+	SAY(epoll_pwait2(ep, &ev, 1, &bad, NULL));
+	SAY(epoll_ctl(ep, EPOLL_CTL_ADD, ep, &ev));
+	SAY(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev));
+	SAY(epoll_ctl(ep, EPOLL_CTL_MOD, a, &ev));
+	SAY(epoll_ctl(ep, EPOLL_CTL_DEL, a, NULL));
+	SAY(epoll_ctl(ep, 99, b, &ev));
+	close(ep);
+}
+
+static void option_calls(int a, int b)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+	struct timeval bad = { 0, 2000000 };
+
+	SAY(ioctl(b, FIONREAD, nul));
+	SAY(ioctl(b, TIOCOUTQ, nul));
+	SAY(ioctl(b, FIONBIO, nul));
+	SAY(getsockopt(b, SOL_SOCKET, SO_ERROR, nul, &len));
+	SAY(getsockopt(b, SOL_SOCKET, SO_ERROR, &v, nul));
+	SAY(setsockopt(b, SOL_SOCKET, SO_RCVLOWAT, nul, sizeof(v)));
+	SAY(setsockopt(b, SOL_SOCKET, SO_RCVLOWAT, &v, 2));
+	SAY(setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &bad, sizeof(bad)));
+	SAY(setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &bad, 4));
+	SAY(shutdown(b, minus));
+	SAY(shutdown(b, 3));
+	SAY(fcntl(b, 12345));
+	SAY(dup2(b, minus));
+	SAY(dup3(b, b, 0));
+	SAY(dup3(b, 100, 12345));
+	SAY(getpeername(b, nul, nul));
+	SAY(accept(b, NULL, NULL));
+	SAY(listen(b, 1));
+	SAY(connect(b, nul, 16));
+	SAY(bind(b, nul, 16));
+	(void)a;
+}
+
+static void file_calls(int a, int b)
+{
+	int p[2], f = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	off_t off = -1;
+	loff_t loff = 0;
+
+	if (pipe2(p, O_CLOEXEC) || f < 0) {
+		printf("FAIL pipe or open: %s\n", strerror(errno));
+		return;
+	}
+	SAY(sendfile(a, -1, NULL, 10));
+	SAY(sendfile(a, b, NULL, 10));
+	SAY(sendfile(a, f, &off, 10));
+	SAY(splice(b, NULL, a, NULL, 10, 0));
+	SAY(splice(b, &loff, p[1], NULL, 10, 0));
+	SAY(splice(p[0], &loff, a, NULL, 10, 0));
+	close(p[0]);
+	close(p[1]);
+	close(f);
+}
+
+int main(void)
+{
+	char buf[16] = { 0 };
+	int a, b;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	if (pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return 1;
+	}
+	printf("pooled %d\n", probe_pooled(a, b));
+	if (write(a, "kept", 4) != 4 || poll(&(struct pollfd){ b, POLLIN, 0 }, 1, 5000) != 1) {
+		printf("FAIL the bytes did not come\n");
+		return 1;
+	}
+	io_calls(a, b);
+	wait_calls(a, b);
+	option_calls(a, b);
+	file_calls(a, b);
+	SAY(recv(b, buf, sizeof(buf), MSG_DONTWAIT));
+	printf("kept: %s\n", buf);
+	return 0;
+}
