@@ -118,9 +118,17 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	return c ? pool_send(c, fd, buf, n, 0) : REAL(write)(fd, buf, n);
 }
 
+/* The calls that take flags: MSG_ERRQUEUE reads the kernel's error queue,
+ * which is not the byte stream, so the kernel answers it even on a pooled
+ * socket. */
+static struct cxls_sconn *use_stream(int fd, int flags)
+{
+	return flags & MSG_ERRQUEUE ? NULL : cxls_sock_use(fd);
+}
+
 EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	struct cxls_sconn *c = use_stream(fd, flags);
 
 	return c ? pool_recv(c, fd, buf, n, flags) : REAL(recv)(fd, buf, n, flags);
 }
@@ -136,7 +144,7 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
 			socklen_t *len)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	struct cxls_sconn *c = use_stream(fd, flags);
 
 	if (!c)
 		return REAL(recvfrom)(fd, buf, n, flags, sa, len);
@@ -181,7 +189,7 @@ static ssize_t msg_recv(struct cxls_sconn *c, int fd, struct msghdr *m, int flag
 
 EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	struct cxls_sconn *c = use_stream(fd, flags);
 	ssize_t r;
 	int err;
 
@@ -294,7 +302,7 @@ static int mmsg_expired(struct timespec *t, const struct timespec *end)
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		    struct timespec *timeout)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	struct cxls_sconn *c = use_stream(fd, flags);
 	struct timespec end;
 	unsigned int i;
 	int err;

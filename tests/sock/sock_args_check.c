@@ -21,6 +21,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <linux/sockios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -160,6 +161,37 @@ static void option_calls(int a, int b)
 	(void)a;
 }
 
+/* Legal calls whose answers are easy to get wrong on a socket whose
+ * bytes are elsewhere: flags, addresses and states TCP answers itself. */
+static void odd_calls(int a, int b)
+{
+	char buf[16];
+	int v = 0;
+	socklen_t len = sizeof(v);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	SAY(getsockname(a, (struct sockaddr *)&ss, &sl));
+	SAY(connect(b, (struct sockaddr *)&ss, sl));
+	SAY(bind(b, (struct sockaddr *)&ss, sl));
+	SAY(sendto(a, "", 0, 0, (struct sockaddr *)&ss, sl));
+	SAY(getsockopt(b, SOL_SOCKET, SO_ACCEPTCONN, &v, &len));
+	SAY(getsockopt(b, SOL_SOCKET, SO_TYPE, &v, &len));
+	SAY(v);
+	SAY(recv(b, buf, sizeof(buf), MSG_ERRQUEUE));
+	SAY(recv(b, buf, 1, MSG_PEEK | MSG_DONTWAIT));
+	SAY(recv(b, buf, 1, MSG_TRUNC | MSG_PEEK | MSG_DONTWAIT));
+	SAY(recv(b, buf, 1, MSG_CMSG_CLOEXEC | MSG_PEEK | MSG_DONTWAIT));
+	SAY(ioctl(b, SIOCATMARK, &v));
+	SAY(v);
+	SAY(send(a, "", 0, MSG_DONTWAIT));
+	SAY(write(a, "", 0));
+	SAY(fcntl(b, F_GETFL) & O_NONBLOCK);
+	SAY(fcntl(b, F_SETFL, O_NONBLOCK));
+	SAY(recv(b, buf, 1, MSG_PEEK));
+	SAY(fcntl(b, F_SETFL, 0));
+}
+
 static void file_calls(int a, int b)
 {
 	int p[2], f = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -181,6 +213,35 @@ static void file_calls(int a, int b)
 	close(f);
 }
 
+/* Waits up to a second for the peer's FIN, then says what poll reports
+ * (only POLLRDHUP asked, so the bits do not depend on timing). */
+static int rdhup(int fd)
+{
+	struct pollfd p = { fd, POLLRDHUP, 0 };
+
+	return poll(&p, 1, 1000) == 1 ? p.revents : -1;
+}
+
+/* Half-closes, one end then the other: what each end sees. */
+static void closing_calls(int a, int b)
+{
+	char buf[4];
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	SAY(shutdown(a, SHUT_WR));
+	SAY(rdhup(b));
+	SAY(recv(b, buf, sizeof(buf), 0));
+	SAY(send(b, "x", 1, MSG_NOSIGNAL));
+	SAY(recv(a, buf, sizeof(buf), 0));
+	SAY(send(a, "x", 1, MSG_NOSIGNAL));
+	SAY(shutdown(b, SHUT_WR));
+	SAY(rdhup(a));
+	SAY(recv(a, buf, sizeof(buf), 0));
+	SAY(getsockopt(a, SOL_SOCKET, SO_ERROR, &v, &len));
+	SAY(v);
+}
+
 int main(void)
 {
 	char buf[16] = { 0 };
@@ -200,8 +261,10 @@ int main(void)
 	io_calls(a, b);
 	wait_calls(a, b);
 	option_calls(a, b);
+	odd_calls(a, b);
 	file_calls(a, b);
 	SAY(recv(b, buf, sizeof(buf), MSG_DONTWAIT));
 	printf("kept: %s\n", buf);
+	closing_calls(a, b);
 	return 0;
 }
