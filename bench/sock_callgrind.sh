@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # bench/sock_callgrind.sh - instructions (callgrind Ir) per 64 B round trip
 # of sock_perf's ping-pong, client and server, TCP and the pool (no
-# busy-poll), counted under valgrind: deterministic up to which reads find
-# their bytes already there and which sleep, so load hardly matters.
+# busy-poll), counted under valgrind: deterministic but for which reads
+# find their bytes already there and which sleep.  Each end thinks THINK us
+# before it answers (sock_perf -d, default 1000), so that every read sleeps
+# as across hosts, whatever the load; -d 0 gives the unpaced mix.
 #
-#   bench/sock_callgrind.sh [-L path/libcxlshim.so] [-n N] [-s SIZE] [-k DIR] [-t TOP]
+#   bench/sock_callgrind.sh [-L lib] [-n N] [-s SIZE] [-d THINK] [-k DIR] [-t TOP]
 #
 # Two runs of N and 2N round trips per side (plus sock_perf's tenth of
 # warm-up each); their difference divided by the round trips between them
-# leaves the setup (meeting, preload start, exit) out.  "loop" is the
+# leaves the setup (meeting, preload start, exit) out; it is printed with
+# the reads and sleeps (wait_for) per round trip.  "loop" is the
 # benchmark's read and write calls with everything under them; "total"
 # also holds the client's sort of its latencies.  Then the shim's functions
 # per round trip, self and inclusive (callgrind_annotate --inclusive).
@@ -16,12 +19,13 @@
 # per pooled round trip".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-LIB=build/libcxlshim.so N=2000 SIZE=64 KEEP= TOP=30
-while getopts "L:n:s:k:t:" o; do
+LIB=build/libcxlshim.so N=1000 SIZE=64 THINK=1000 KEEP= TOP=30
+while getopts "L:n:s:d:k:t:" o; do
 	case $o in
 	L) LIB=$OPTARG ;;
 	n) N=$OPTARG ;;
 	s) SIZE=$OPTARG ;;
+	d) THINK=$OPTARG ;;
 	k) KEEP=$OPTARG ;;
 	t) TOP=$OPTARG ;;
 	*) exit 2 ;;
@@ -44,7 +48,7 @@ run() {
 	env "${pre[@]}" CXLSHIM_POOL_PATH=$POOL CXLSHIM_SOCK_BUSY_POLL_US=0 \
 		valgrind -q --tool=callgrind --trace-children=yes \
 		--callgrind-out-file="$out/cg.%p" \
-		build/bench/sock_perf -w pingpong -z "$SIZE" -n "$2" >/dev/null || exit 1
+		build/bench/sock_perf -w pingpong -z "$SIZE" -n "$2" -d "$THINK" >/dev/null || exit 1
 }
 
 # file MODE ITERS SIDE: the callgrind file of the client or the server
@@ -59,40 +63,60 @@ file() {
 	done
 }
 
-# table A B RT: per function Ir of B minus A over RT round trips
+# table A B RT: per function Ir of B minus A over RT round trips.  A
+# function inlined from a header is listed once per file: self adds up,
+# inclusive is the largest.  Listed from / so that paths are whole.
 table() {
 	local a=$1 b=$2 rt=$3
 	for incl in no yes; do
 		for f in "$a" "$b"; do
-			callgrind_annotate --auto=no --threshold=100 --inclusive=$incl "$f" |
+			(cd / && callgrind_annotate --auto=no --threshold=100 --inclusive=$incl "$f") |
 				sed "s|^|$incl $([ "$f" = "$a" ] && echo A || echo B) |"
 		done
-	done | awk -v rt="$rt" -v top="$TOP" '
+	done | awk -v rt="$rt" -v top="$TOP" -v repo="$PWD/" '
 	$3 ~ /^[0-9,]+$/ && $4 ~ /^\(/ {
 		v = $3; gsub(",", "", v)
 		name = $0; sub(/^[^)]*\)  */, "", name)
 		if (name ~ /PROGRAM TOTALS/) { tot[$2] = v; next }
-		if (name !~ /\]$/) # run in the tree, inclusive lists some twice
-			next
-		obj = name; sub(/.*\[/, "", obj); sub(/\]$/, "", obj); sub(/.*\//, "", obj)
-		sub(/ \[.*$/, "", name); sub(/^.*:/, "", name)
-		if (obj !~ /cxlshim/) {
-			if (name !~ /^tu_(read|write)_all$/)
-				next
+		sub(/ \[.*$/, "", name)
+		path = name; sub(/:[^:]*$/, "", path); sub(/^.*:/, "", name)
+		if (index(path, repo "tests/sock/sock_util.c") == 1 && name ~ /^tu_(read|write)_all$/)
 			name = name " (benchmark)"
-		}
-		k = name
-		if ($1 == "yes") incl[k] += ($2 == "B" ? v : -v)
-		else self[k] += ($2 == "B" ? v : -v)
-		seen[k] = 1
+		else if (path !~ "/(core|shim|policy)/[^/]*(/[^/]*)?\\.[ch]$")
+			next
+		k = $2 SUBSEP name
+		if ($1 == "yes") { if (v > incl[k]) incl[k] = v }
+		else self[k] += v
+		seen[name] = 1
 	}
 	END {
-		loop = (incl["tu_read_all (benchmark)"] + incl["tu_write_all (benchmark)"]) / rt
+		r = "tu_read_all (benchmark)"; w = "tu_write_all (benchmark)"
+		loop = (incl["B", r] + incl["B", w] - incl["A", r] - incl["A", w]) / rt
 		printf "total %.0f  loop %.0f  Ir per round trip\n", (tot["B"] - tot["A"]) / rt, loop
-		for (k in seen)
-			if (self[k] / rt >= 2 || self[k] / rt <= -2 || incl[k] / rt >= 2)
-				printf "%8.0f %8.0f  %s\n", self[k] / rt, incl[k] / rt, k | "sort -k2,2nr | head -" top
+		for (n in seen) {
+			s = (self["B", n] - self["A", n]) / rt
+			i = (incl["B", n] - incl["A", n]) / rt
+			if (s >= 2 || s <= -2 || i >= 2)
+				printf "%8.0f %8.0f  %s\n", s, i, n | "sort -k2,2nr | head -" top
+		}
 	}'
+}
+
+# calls FILE FUNC: how many times the shim's FUNC was called
+calls() {
+	(cd / && callgrind_annotate --auto=no --threshold=100 --tree=caller "$1") | awk -v fn="$2" '
+	/^ *[0-9,]+ .*  < / { c = $0; sub(/.*\(/, "", c); sub(/x\).*/, "", c); gsub(",", "", c); n += c; next }
+	/  \*  / { if ($0 ~ ":" fn " \\[") { print n; found = 1; exit } }
+	/^ *$/ { n = 0 }
+	END { if (!found) print 0 }'
+}
+
+# per_rt MODE SIDE FUNC: calls of FUNC per round trip
+per_rt() {
+	local a b
+	a=$(calls "$(file "$1" "$N" "$2")" "$3")
+	b=$(calls "$(file "$1" $((2 * N)) "$2")" "$3")
+	awk -v a="$a" -v b="$b" -v rt="$RT" 'BEGIN { printf "%.2f", (b - a) / rt }'
 }
 
 for mode in tcp pool; do
@@ -105,5 +129,7 @@ for mode in tcp pool; do
 		echo "== $mode $side, $SIZE B ($N round trips between the runs)"
 		printf "%8s %8s  %s\n" self incl function
 		table "$(file $mode "$N" $side)" "$(file $mode $((2 * N)) $side)" $RT
+		[ $mode = pool ] && echo "reads $(per_rt $mode $side cxls_sock_recvv)," \
+			"sleeps $(per_rt $mode $side wait_for) per round trip"
 	done
 done
