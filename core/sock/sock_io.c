@@ -153,10 +153,13 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 
 		if (atomic_load(&c->broken))
 			return done(got, ECONNRESET); /* said why when it broke */
-		if (cxls_ring_lock(&c->rx.hdr->cons_lock))
-			return got ? (ssize_t)got : broken(c, WHY_LOCK);
-		k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, want - got, peek);
-		cxls_ring_unlock(&c->rx.hdr->cons_lock);
+		k = 0;
+		if (!cxls_stream_empty(&c->rx)) {
+			if (cxls_ring_lock(&c->rx.hdr->cons_lock))
+				return got ? (ssize_t)got : broken(c, WHY_LOCK);
+			k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, want - got, peek);
+			cxls_ring_unlock(&c->rx.hdr->cons_lock);
+		}
 		if (k < 0)
 			return got ? (ssize_t)got : broken(c, WHY_CURSORS);
 		if (k > 0) {
