@@ -87,7 +87,10 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 		if ((deadline - now) / 1000000 < (uint64_t)ms)
 			ms = (int)((deadline - now) / 1000000) + 1;
 	}
-	cxls_chan_sleep(c, &z);
+	if (want == POLLIN && !deadline)
+		cxls_chan_sleep_reader(c, &z); /* may sleep in recv */
+	else
+		cxls_chan_sleep(c, &z);
 	if (z.slice_ms < ms)
 		ms = z.slice_ms;
 	/* one connection: nothing to share a doorbell with (token 0) */
@@ -95,7 +98,7 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 		cxls_chan_woke(c, fd, 0, &z);
 		return 0;
 	}
-	if (want == POLLIN && !deadline && cxls_chan_recv_sleep(c, fd, &z, &err))
+	if (cxls_chan_recv_sleep(c, fd, &z, &err))
 		return recv_slept(c, fd, err);
 	/* after the peer's FIN the socket stays readable: doze instead */
 	r = atomic_load(&c->tcp_eof) ? sys_poll(NULL, 0, 1) : sys_poll(&p, 1, ms);
