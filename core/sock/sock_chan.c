@@ -481,11 +481,22 @@ int cxls_chan_write_error(struct cxls_sconn *c)
 	return 0;
 }
 
+/* Whether the write side's error can change what cxls_chan_events says:
+ * it gives POLLOUT, and POLLHUP once reading is over.  While the peer's
+ * end reads open, it can give POLLERR only with a reset the read side
+ * sees too (broken, the peer's RESET flag, an RST: read state RESET or
+ * EOF), so a reader's arm skips it. */
+static int wants_write_error(short events, int rd, struct cxls_sconn *c)
+{
+	return (events & (POLLOUT | POLLWRNORM)) || rd != CXLS_RD_OPEN || atomic_load(&c->shut_rd);
+}
+
 short cxls_chan_events(struct cxls_sconn *c, short events)
 {
 	int64_t used = cxls_stream_used(&c->rx), room = cxls_ring_free(&c->tx);
 	uint32_t lowat = atomic_load(&c->rcvlowat);
-	int rd = cxls_chan_read_state(c), wr = cxls_chan_write_error(c);
+	int rd = cxls_chan_read_state(c);
+	int wr = wants_write_error(events, rd, c) ? cxls_chan_write_error(c) : 0;
 	short ev = 0;
 
 	if (used < 0 || room < 0) {
