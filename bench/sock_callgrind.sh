@@ -63,31 +63,32 @@ file() {
 	done
 }
 
-# table A B RT: per function Ir of B minus A over RT round trips.  A
-# function inlined from a header is listed once per file: self adds up,
-# inclusive is the largest.  Listed from / so that paths are whole.
+# table A B RT: per function Ir of B minus A over RT round trips, from
+# callgrind_annotate's caller trees: self on a function's own line,
+# inclusive the sum of its calls' costs (the caller lines above it); a
+# function inlined from a header is listed once per file and added up.
+# Listed from / so that paths are whole.
 table() {
 	local a=$1 b=$2 rt=$3
-	for incl in no yes; do
-		for f in "$a" "$b"; do
-			(cd / && callgrind_annotate --auto=no --threshold=100 --inclusive=$incl "$f") |
-				sed "s|^|$incl $([ "$f" = "$a" ] && echo A || echo B) |"
-		done
-	done | awk -v rt="$rt" -v top="$TOP" -v repo="$PWD/" '
-	$3 ~ /^[0-9,]+$/ && $4 ~ /^\(/ {
-		v = $3; gsub(",", "", v)
-		name = $0; sub(/^[^)]*\)  */, "", name)
-		if (name ~ /PROGRAM TOTALS/) { tot[$2] = v; next }
-		sub(/ \[.*$/, "", name)
-		path = name; sub(/:[^:]*$/, "", path); sub(/^.*:/, "", name)
-		if (index(path, repo "tests/sock/sock_util.c") == 1 && name ~ /^tu_(read|write)_all$/)
-			name = name " (benchmark)"
-		else if (path !~ "/(core|shim|policy)/[^/]*(/[^/]*)?\\.[ch]$")
-			next
-		k = $2 SUBSEP name
-		if ($1 == "yes") { if (v > incl[k]) incl[k] = v }
-		else self[k] += v
-		seen[name] = 1
+	for f in "$a" "$b"; do
+		(cd / && callgrind_annotate --auto=no --threshold=100 --tree=caller "$f") |
+			sed "s|^|$([ "$f" = "$a" ] && echo A || echo B) |"
+	done | awk -v rt="$rt" -v top="$TOP" '
+	function fname(line, path) {
+		sub(/^[^)]*\)  [<*] +/, "", line); sub(/ \(.*$/, "", line); sub(/ \[.*$/, "", line)
+		path = line; sub(/:[^:]*$/, "", path); sub(/^.*:/, "", line)
+		if (path ~ /\/tests\/sock\/sock_util\.c$/ && line ~ /^tu_(read|write)_all$/)
+			return line " (benchmark)"
+		return path ~ "/(core|shim|policy)/[^/]*(/[^/]*)?\\.[ch]$" ? line : ""
+	}
+	{ v = $2; gsub(",", "", v) }
+	$0 ~ /PROGRAM TOTALS/ { tot[$1] = v; next }
+	NF <= 1 { calls = 0; next }
+	$0 ~ /^[^)]*\)  < / { calls += v; next }
+	$0 ~ /^[^)]*\)  \* / {
+		n = fname($0)
+		if (n != "") { self[$1, n] += v; incl[$1, n] += calls; seen[n] = 1 }
+		calls = 0
 	}
 	END {
 		r = "tu_read_all (benchmark)"; w = "tu_write_all (benchmark)"
@@ -97,7 +98,7 @@ table() {
 			s = (self["B", n] - self["A", n]) / rt
 			i = (incl["B", n] - incl["A", n]) / rt
 			if (s >= 2 || s <= -2 || i >= 2)
-				printf "%8.0f %8.0f  %s\n", s, i, n | "sort -k2,2nr | head -" top
+				printf "%8.0f %8.0f  %s\n", s, i, n | "sort -k2,2nr -k1,1nr | head -" top
 		}
 	}'
 }
