@@ -3,6 +3,7 @@
  *   sock_perf [-L path/libcxlshim.so] [-b 16] [-e 1M] [-f 4] [-T ms] [-B us] [-R]
  *   sock_perf -w echo-server -p PORT              (on one host)
  *   sock_perf -w pingpong -z SIZE -n N -H IP -p PORT   (on the other)
+ *   sock_perf -w pingpong -z SIZE -n N [-d us]  (one ping-pong, both ends here)
  *
  * For every message size (b to e, times f) it runs the same client/server
  * pair three times: without the preload (plain TCP), under the preload
@@ -13,6 +14,9 @@
  * Each measurement runs in fresh processes (-w is the worker mode).
  * -R adds the pool with sock.ref_min = 0 (every byte through the ring, no
  * writes by reference: the pool before buffer classes), same run.
+ * -d us: in a ping-pong worker each end sleeps us before it answers, so
+ * that every read waits for its bytes, as across hosts (instruction counts
+ * of that path, bench/sock_callgrind.sh).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -47,6 +51,16 @@ static int cmp_u64(const void *a, const void *b)
 /* -H host -p port: the peer runs elsewhere (two hosts, see bench/README) */
 static const char *remote_host;
 static int remote_port;
+/* -d: think time of each end of a ping-pong before it answers */
+static long think_us;
+
+static void think(void)
+{
+	struct timespec ts = { think_us / 1000000, think_us % 1000000 * 1000 };
+
+	if (think_us)
+		nanosleep(&ts, NULL);
+}
 
 static int dial(void)
 {
@@ -96,9 +110,11 @@ static int serve_echo(int fd, size_t size, int wfd)
 	char *buf = malloc(size);
 
 	(void)wfd;
-	while (tu_read_all(fd, buf, size) == 0)
+	while (tu_read_all(fd, buf, size) == 0) {
+		think();
 		if (tu_write_all(fd, buf, size))
 			return 1;
+	}
 	return 0;
 }
 
@@ -133,7 +149,10 @@ static int worker_pingpong(size_t size, int iters)
 	if (remote_host) /* tell the server the message size */
 		tu_write_all(fd, &size, sizeof(size));
 	for (int i = -iters / 10; i < iters; i++) { /* a tenth to warm up */
-		uint64_t t = now_ns();
+		uint64_t t;
+
+		think();
+		t = now_ns();
 
 		if (tu_write_all(fd, buf, size) || tu_read_all(fd, buf, size))
 			return 1;
@@ -257,7 +276,7 @@ int main(int argc, char **argv)
 	int ms = 300, busy = 50, n = 0, opt, ring = 0;
 	char env[4][600], sz[16];
 
-	while ((opt = getopt(argc, argv, "L:b:e:f:T:B:w:z:n:H:p:R")) != -1) {
+	while ((opt = getopt(argc, argv, "L:b:e:f:T:B:w:z:n:H:p:Rd:")) != -1) {
 		switch (opt) {
 		case 'L': lib = optarg; break;
 		case 'b': b = parse_size(optarg); break;
@@ -271,6 +290,7 @@ int main(int argc, char **argv)
 		case 'H': remote_host = optarg; break;
 		case 'p': remote_port = atoi(optarg); break;
 		case 'R': ring = 1; break;
+		case 'd': think_us = atol(optarg); break;
 		default: return 2;
 		}
 	}

@@ -285,24 +285,72 @@ static void wait_drained(struct cxls_sconn *c)
 	}
 }
 
-void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
+/* One look at the entries other than skip, for a reader that marked its
+ * own as sleeping in recv: whether one is live, and whether a live one
+ * sleeps in a recv too.  The clock only when some entry is set. */
+static void look_around(const _Atomic uint64_t *e, int skip, int *live, int *in_recv)
+{
+	uint64_t now = 0;
+
+	*live = *in_recv = 0;
+	for (int i = 0; i < CXLS_SOCK_SLEEPERS; i++) {
+		uint64_t v = atomic_load(&e[i]);
+
+		if (!v || i == skip)
+			continue;
+		if (!now)
+			now = tick_ns();
+		if (v > now) {
+			*live = 1;
+			*in_recv |= (v & IN_RECV) != 0;
+		}
+	}
+}
+
+/* z's entry no longer sleeps in recv (another sleeper or a drain is
+ * there: cxls_chan_recv_sleep would take their doorbell). */
+static void unmark_recv(struct cxls_sconn *c, struct cxls_sleep *z)
+{
+	uint64_t was = z->until;
+
+	if (z->slot >= 0 && (was & IN_RECV) &&
+	    atomic_compare_exchange_strong(&c->me->sleeper[z->slot], &was, was & ~IN_RECV))
+		z->until = was & ~IN_RECV;
+}
+
+/* Claims z's entry, marked as sleeping in recv when recv is set and no
+ * other thread of the end sleeps or drains.  Dekker with a sleeper
+ * arriving (it stores its entry, then reads the marks: recv_sleeper) and
+ * with claim_drain (it stores its claim, then reads the entries): the
+ * entry is stored first, marked or not, then the others and the claim are
+ * read, so of two threads one always sees the other. */
+static void sleep_as(struct cxls_sconn *c, struct cxls_sleep *z, int recv)
 {
 	_Atomic uint64_t *e = c->me->sleeper;
 	uint64_t now = tick_ns();
+	int live, in_recv;
 
 	z->slot = -1;
-	z->until = entry_until(now);
+	z->until = entry_until(now) | (recv ? IN_RECV : 0);
 	for (int i = 0; i < CXLS_SOCK_SLEEPERS && z->slot < 0; i++) {
 		uint64_t v = atomic_load(&e[i]);
 
 		if (v <= now && atomic_compare_exchange_strong(&e[i], &v, z->until))
 			z->slot = i;
 	}
-	if (z->slot < 0)
+	if (z->slot < 0) {
+		z->until &= ~IN_RECV;
 		CXLS_TRACE("socket slot %u: more sleepers than %d: one relies on its wait slice",
 			   c->slot, CXLS_SOCK_SLEEPERS);
-	/* Dekker with cxls_chan_recv_sleep: the entry stored, then marks read */
-	z->slice_ms = recv_sleeper(e, z->slot) ? CXLS_CHAN_SHORT_MS : CXLS_CHAN_SLICE_MS;
+	}
+	if (z->until & IN_RECV) {
+		look_around(e, z->slot, &live, &in_recv);
+		if (live || atomic_load(&c->me->draining))
+			unmark_recv(c, z);
+	} else {
+		in_recv = recv_sleeper(e, z->slot);
+	}
+	z->slice_ms = in_recv ? CXLS_CHAN_SHORT_MS : CXLS_CHAN_SLICE_MS;
 	/* Dekker with claim_drain: the entry stored, then the claim read */
 	if (!atomic_load(&c->me->draining))
 		return;
@@ -310,12 +358,30 @@ void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 	/* the wait may have taken a good part of the entry's life */
 	now = tick_ns();
 	if (z->slot >= 0 && now + SLEEP_NS / 2 > z->until) {
-		uint64_t was = z->until;
+		uint64_t was = z->until, until = entry_until(now) | (was & IN_RECV);
 
 		/* fails when it lapsed and another thread took it */
-		if (atomic_compare_exchange_strong(&e[z->slot], &was, entry_until(now)))
-			z->until = entry_until(now);
+		if (atomic_compare_exchange_strong(&e[z->slot], &was, until))
+			z->until = until;
 	}
+}
+
+void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
+{
+	sleep_as(c, z, 0);
+}
+
+/* Whether the shim owns the socket's SO_RCVTIMEO (it is one slice) and no
+ * FIN or RST came: a read may then sleep in recv. */
+static int recv_sleep_may(struct cxls_sconn *c)
+{
+	return !atomic_load(&c->tcp_eof) && !atomic_load(&c->tcp_rst) &&
+	       (atomic_load_explicit(&c->me->flags, memory_order_relaxed) & CXLS_END_RCVTIMEO);
+}
+
+void cxls_chan_sleep_reader(struct cxls_sconn *c, struct cxls_sleep *z)
+{
+	sleep_as(c, z, recv_sleep_may(c));
 }
 
 /* The last sleeper is awake: requests the other end has not answered yet
@@ -353,35 +419,18 @@ int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang, struct cxls_sleep *z)
 	return !(rang && others);
 }
 
-/* Marks z's entry as sleeping in recv, then looks for other sleepers: of
- * this thread and one arriving, one sees the other (cxls_chan_sleep reads
- * the marks after storing its entry), so a thread that could lose its
- * doorbell to the recv waits short slices. */
-static int alone_in_recv(struct cxls_sconn *c, struct cxls_sleep *z)
-{
-	_Atomic uint64_t *e = &c->me->sleeper[z->slot];
-	uint64_t was = z->until;
-
-	if (!atomic_compare_exchange_strong(e, &was, z->until | IN_RECV))
-		return 0; /* lapsed meanwhile */
-	z->until |= IN_RECV;
-	if (!cxls_chan_sleepers(c, z) && !atomic_load(&c->me->draining))
-		return 1;
-	was = z->until;
-	if (atomic_compare_exchange_strong(e, &was, z->until & ~IN_RECV))
-		z->until &= ~IN_RECV;
-	return 0;
-}
-
 int cxls_chan_recv_sleep(struct cxls_sconn *c, int fd, struct cxls_sleep *z, int *err)
 {
 	char buf[256];
 	ssize_t n;
 
-	if (z->slot < 0 || atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst) ||
-	    !(atomic_load_explicit(&c->me->flags, memory_order_relaxed) & CXLS_END_RCVTIMEO) ||
-	    !alone_in_recv(c, z))
+	if (z->slot < 0 || !(z->until & IN_RECV))
 		return 0;
+	/* a FIN, an RST or the application's SO_RCVTIMEO since the claim */
+	if (!recv_sleep_may(c)) {
+		unmark_recv(c, z);
+		return 0;
+	}
 	/* the socket's SO_RCVTIMEO ends it after a slice, like poll's */
 	n = sys_recv(fd, buf, sizeof(buf), 0);
 	*err = n < 0 ? errno : 0;
@@ -432,11 +481,22 @@ int cxls_chan_write_error(struct cxls_sconn *c)
 	return 0;
 }
 
+/* Whether the write side's error can change what cxls_chan_events says:
+ * it gives POLLOUT, and POLLHUP once reading is over.  While the peer's
+ * end reads open, it can give POLLERR only with a reset the read side
+ * sees too (broken, the peer's RESET flag, an RST: read state RESET or
+ * EOF), so a reader's arm skips it. */
+static int wants_write_error(short events, int rd, struct cxls_sconn *c)
+{
+	return (events & (POLLOUT | POLLWRNORM)) || rd != CXLS_RD_OPEN || atomic_load(&c->shut_rd);
+}
+
 short cxls_chan_events(struct cxls_sconn *c, short events)
 {
 	int64_t used = cxls_stream_used(&c->rx), room = cxls_ring_free(&c->tx);
 	uint32_t lowat = atomic_load(&c->rcvlowat);
-	int rd = cxls_chan_read_state(c), wr = cxls_chan_write_error(c);
+	int rd = cxls_chan_read_state(c);
+	int wr = wants_write_error(events, rd, c) ? cxls_chan_write_error(c) : 0;
 	short ev = 0;
 
 	if (used < 0 || room < 0) {

@@ -53,14 +53,18 @@ struct cxls_sleep {
 };
 
 void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z);
+/* cxls_chan_sleep for a blocking read without a deadline: when the shim
+ * owns the socket's SO_RCVTIMEO (CXLS_END_RCVTIMEO: it is one slice) and
+ * no other thread of the end sleeps or drains, the entry is marked at
+ * once as sleeping in recv (one claim, one look at the table). */
+void cxls_chan_sleep_reader(struct cxls_sconn *c, struct cxls_sleep *z);
 int cxls_chan_woke(struct cxls_sconn *c, int fd, int rang, struct cxls_sleep *z);
-/* After cxls_chan_sleep and an arm for POLLIN that found nothing: when the
- * shim owns the socket's SO_RCVTIMEO (CXLS_END_RCVTIMEO: it is one slice)
- * and no other thread of the end sleeps, sleeps in one blocking recv that
- * also reads the doorbells, where poll and then a recv would take two
- * system calls.  0: nothing done (sleep as usual); 1: slept and
- * cxls_chan_woke done, *err the recv's errno or 0 (EAGAIN: a slice went
- * by, or the file is nonblocking now). */
+/* After cxls_chan_sleep_reader and an arm for POLLIN that found nothing:
+ * when the entry is marked, sleeps in one blocking recv that also reads
+ * the doorbells, where poll and then a recv would take two system calls.
+ * 0: nothing done (sleep as usual); 1: slept and cxls_chan_woke done,
+ * *err the recv's errno or 0 (EAGAIN: a slice went by, or the file is
+ * nonblocking now). */
 int cxls_chan_recv_sleep(struct cxls_sconn *c, int fd, struct cxls_sleep *z, int *err);
 /* Live entries of c's end other than z's (z may be NULL); tests. */
 int cxls_chan_sleepers(struct cxls_sconn *c, const struct cxls_sleep *z);

@@ -87,7 +87,10 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 		if ((deadline - now) / 1000000 < (uint64_t)ms)
 			ms = (int)((deadline - now) / 1000000) + 1;
 	}
-	cxls_chan_sleep(c, &z);
+	if (want == POLLIN && !deadline)
+		cxls_chan_sleep_reader(c, &z); /* may sleep in recv */
+	else
+		cxls_chan_sleep(c, &z);
 	if (z.slice_ms < ms)
 		ms = z.slice_ms;
 	/* one connection: nothing to share a doorbell with (token 0) */
@@ -95,7 +98,7 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 		cxls_chan_woke(c, fd, 0, &z);
 		return 0;
 	}
-	if (want == POLLIN && !deadline && cxls_chan_recv_sleep(c, fd, &z, &err))
+	if (cxls_chan_recv_sleep(c, fd, &z, &err))
 		return recv_slept(c, fd, err);
 	/* after the peer's FIN the socket stays readable: doze instead */
 	r = atomic_load(&c->tcp_eof) ? sys_poll(NULL, 0, 1) : sys_poll(&p, 1, ms);
@@ -153,10 +156,13 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 
 		if (atomic_load(&c->broken))
 			return done(got, ECONNRESET); /* said why when it broke */
-		if (cxls_ring_lock(&c->rx.hdr->cons_lock))
-			return got ? (ssize_t)got : broken(c, WHY_LOCK);
-		k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, want - got, peek);
-		cxls_ring_unlock(&c->rx.hdr->cons_lock);
+		k = 0;
+		if (!cxls_stream_empty(&c->rx)) {
+			if (cxls_ring_lock(&c->rx.hdr->cons_lock))
+				return got ? (ssize_t)got : broken(c, WHY_LOCK);
+			k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, want - got, peek);
+			cxls_ring_unlock(&c->rx.hdr->cons_lock);
+		}
 		if (k < 0)
 			return got ? (ssize_t)got : broken(c, WHY_CURSORS);
 		if (k > 0) {

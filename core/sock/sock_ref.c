@@ -141,6 +141,23 @@ int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *
 	return (int64_t)got;
 }
 
+/* The consumer's cursors first (cons last stored, so ref_cons and ref_off
+ * are at least as new as the cons seen), the producer's after: those only
+ * grow, so a prod equal to the cons seen means none was unread when prod
+ * was loaded, and ref_prod, loaded later, was no further then either. */
+int cxls_stream_empty(const struct cxls_ring *r)
+{
+	struct cxls_sock_ring_hdr *h = r->hdr;
+	uint64_t cons, rc, off;
+
+	cxls_ring_fresh(r);
+	cons = atomic_load_explicit(&h->cons, memory_order_acquire);
+	rc = atomic_load_explicit(&h->ref_cons, memory_order_relaxed);
+	off = atomic_load_explicit(&h->ref_off, memory_order_relaxed);
+	return !off && atomic_load_explicit(&h->prod, memory_order_acquire) == cons &&
+	       atomic_load_explicit(&h->ref_prod, memory_order_acquire) == rc;
+}
+
 int64_t cxls_stream_used(const struct cxls_ring *r)
 {
 	int64_t used = cxls_ring_used(r), queued;

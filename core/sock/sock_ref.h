@@ -34,6 +34,13 @@ int64_t cxls_ref_put(const struct cxls_ring *r, const struct cxls_sock_bufs *b, 
 int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *b, uint64_t owner,
 			struct cxls_iovc *dst, size_t want, int peek);
 
+/* Nothing to read at one instant: no ring byte, no reference, no partial
+ * one.  Takes no lock and moves nothing, so a reader about to sleep asks
+ * it before the consumer lock and cxls_stream_get (an empty ring is every
+ * sleeping read's first look); anything else, a corrupt cursor included,
+ * says "not empty" and goes the locked way, which checks it. */
+int cxls_stream_empty(const struct cxls_ring *r);
+
 /* Readable bytes (ring and references), or -1 when the cursors make no
  * sense.  A snapshot: exact only while the consumer lock is held. */
 int64_t cxls_stream_used(const struct cxls_ring *r);

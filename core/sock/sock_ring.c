@@ -98,13 +98,11 @@ int64_t cxls_ring_free(const struct cxls_ring *r)
 	return used < 0 ? -1 : (int64_t)r->cap - used;
 }
 
-void cxls_ring_data_lines(const struct cxls_ring *r, uint64_t pos, size_t n)
+void cxls_ring_flush_data(const struct cxls_ring *r, uint64_t pos, size_t n)
 {
 	uint64_t at = pos & (r->cap - 1);
 	size_t first = n < r->cap - at ? n : (size_t)(r->cap - at);
 
-	if (!r->flush || !n)
-		return;
 	cxls_flush_lines(r->data + at, first);
 	if (n > first)
 		cxls_flush_lines(r->data, n - first);

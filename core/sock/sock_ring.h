@@ -52,8 +52,14 @@ static inline void cxls_ring_fresh(const struct cxls_ring *r)
 }
 
 /* Writes back (producer) or drops (consumer) the data lines of n bytes at
- * cursor pos; flush mode only. */
-void cxls_ring_data_lines(const struct cxls_ring *r, uint64_t pos, size_t n);
+ * cursor pos; flush mode only (inline: a coherent pool pays one test). */
+void cxls_ring_flush_data(const struct cxls_ring *r, uint64_t pos, size_t n);
+
+static inline void cxls_ring_data_lines(const struct cxls_ring *r, uint64_t pos, size_t n)
+{
+	if (r->flush && n)
+		cxls_ring_flush_data(r, pos, n);
+}
 
 static inline void cxls_cpu_relax(void)
 {
