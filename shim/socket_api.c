@@ -29,6 +29,9 @@ EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (listens && (r == 0 || err == EINPROGRESS)) {
 		cxls_sock_connected(fd, r, err, listens);
 		errno = err;
+	} else if (r == 0 && sa && sa->sa_family == AF_UNSPEC) {
+		cxls_sock_disconnecting(fd);
+		errno = err;
 	}
 	return r;
 }

@@ -26,6 +26,8 @@
  * table; then after it, with the real call's result and errno. */
 int cxls_sock_connecting(const struct sockaddr *sa);
 void cxls_sock_connected(int fd, int rc, int err, int listens);
+/* connect(AF_UNSPEC) disconnected fd. */
+void cxls_sock_disconnecting(int fd);
 /* accept() on lfd returned fd. */
 void cxls_sock_accepted(int lfd, int fd);
 /* socket() returned fd (sock_origin.h). */

@@ -481,6 +481,17 @@ int cxls_chan_write_error(struct cxls_sconn *c)
 	return 0;
 }
 
+int cxls_chan_tell_reset(struct cxls_sconn *c, int fd)
+{
+	int err;
+	socklen_t len = sizeof(err);
+
+	if (atomic_exchange(&c->reset_told, 1))
+		return 0;
+	sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len); /* an RST's, if one came */
+	return 1;
+}
+
 /* Whether the write side's error can change what cxls_chan_events says:
  * it gives POLLOUT, and POLLHUP once reading is over.  While the peer's
  * end reads open, it can give POLLERR only with a reset the read side
@@ -502,7 +513,8 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 	if (used < 0 || room < 0) {
 		cxls_sconn_break(c, used < 0 ? "receive ring cursors out of bounds (corrupt pool?)"
 					      : "send ring cursors out of bounds (corrupt pool?)");
-		return POLLIN | POLLOUT | POLLERR | POLLHUP;
+		ev = POLLIN | POLLRDNORM | POLLRDHUP | POLLOUT | POLLWRNORM | POLLHUP;
+		return (ev & events) | POLLHUP | (atomic_load(&c->reset_told) ? 0 : POLLERR);
 	}
 	if (used > 0 && (uint64_t)used >= (lowat ? lowat : 1))
 		ev |= POLLIN | POLLRDNORM;
@@ -510,8 +522,8 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
 	if (room >= (int64_t)(c->tx.cap / 4) || wr)
 		ev |= POLLOUT | POLLWRNORM;
-	if (rd == CXLS_RD_RESET || wr == ECONNRESET)
-		ev |= POLLERR;
+	if ((rd == CXLS_RD_RESET || wr == ECONNRESET) && !atomic_load(&c->reset_told))
+		ev |= POLLERR; /* the kernel's sk_err, until reported */
 	if ((rd != CXLS_RD_OPEN || atomic_load(&c->shut_rd)) && (wr || atomic_load(&c->shut_wr)))
 		ev |= POLLHUP;
 	return ev & (events | POLLERR | POLLHUP);

@@ -74,6 +74,12 @@ enum cxls_peer_rd { CXLS_RD_OPEN = 0, CXLS_RD_EOF = 1, CXLS_RD_RESET = 2 };
 int cxls_chan_read_state(struct cxls_sconn *c);
 /* 0 while the peer can take bytes, else EPIPE or ECONNRESET. */
 int cxls_chan_write_error(struct cxls_sconn *c);
+/* A reset is reported once, as the kernel's sk_err is: 1 when this call
+ * is the first to say ECONNRESET (the caller then says it), 0 when one
+ * did already (reading is then at end of file, writing EPIPE).  It takes
+ * the kernel socket's own pending error along, so SO_ERROR says 0 after
+ * it as over TCP. */
+int cxls_chan_tell_reset(struct cxls_sconn *c, int fd);
 
 /* poll(2) bits of c for the requested events (POLLERR and POLLHUP always). */
 short cxls_chan_events(struct cxls_sconn *c, short events);

@@ -59,6 +59,7 @@ struct cxls_sconn {
 	_Atomic int broken;       /* the pool side is corrupt: reset */
 	_Atomic int tx_returned;  /* the peer is gone: our buffers given back */
 	_Atomic int linger0;      /* SO_LINGER {1, 0}: close resets */
+	_Atomic int reset_told;   /* the reset was reported (cxls_chan_tell_reset) */
 	_Atomic uint32_t sndbuf;  /* SO_SNDBUF set by the application */
 	_Atomic uint32_t rcvlowat;
 	_Atomic int timeo_known;  /* the two below are SO_RCVTIMEO/SO_SNDTIMEO */

@@ -195,6 +195,29 @@ void cxls_sock_connected(int fd, int rc, int err, int listens)
 		meet_now(fd);
 }
 
+/* connect(AF_UNSPEC) on a connected TCP socket aborts the connection (an
+ * RST; the socket is left unconnected and may connect again).  A pooled
+ * one is reset in the pool as by a close with SO_LINGER 0, so the peer
+ * reads ECONNRESET as over TCP, and the fd is no longer followed: the
+ * kernel answers for the disconnected socket, and a later connect()
+ * starts over. */
+void cxls_sock_disconnecting(int fd)
+{
+	struct cxls_sconn *c = cxls_sock_use(fd); /* settles a pending peer */
+
+	if (!c)
+		return;
+	if (atomic_load(&c->mode) == CXLS_SC_POOL) {
+		atomic_store(&c->linger0, 1);
+		atomic_store(&c->broken, 1);
+		CXLS_INFO("socket slot %u: connect(AF_UNSPEC): reset", c->slot);
+	}
+	cxls_sock_done(c);
+	c = cxls_fdtab_take(fd);
+	if (c)
+		cxls_sconn_put(c);
+}
+
 /* A listener whose listen() this process did not see (it was made before
  * a fork and another holder made it listen, or it was inherited): is it
  * advertised in the pool?  Clients look for their server when it is. */

@@ -119,9 +119,11 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 static ssize_t broken(struct cxls_sconn *c, const char *why)
 {
 	cxls_sconn_break(c, why);
+	atomic_store(&c->reset_told, 1); /* told right here */
 	errno = ECONNRESET;
 	return -1;
 }
+
 
 static ssize_t done(size_t got, int err)
 {
@@ -129,6 +131,17 @@ static ssize_t done(size_t got, int err)
 		return (ssize_t)got;
 	errno = err;
 	return -1;
+}
+
+/* A read past a reset: ECONNRESET the first time, then end of file, as
+ * TCP says it. */
+static ssize_t read_reset(struct cxls_sconn *c, int fd, size_t got)
+{
+	if (got)
+		return (ssize_t)got;
+	if (cxls_chan_tell_reset(c, fd))
+		return done(0, ECONNRESET);
+	return 0;
 }
 
 ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
@@ -155,7 +168,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		int rd;
 
 		if (atomic_load(&c->broken))
-			return done(got, ECONNRESET); /* said why when it broke */
+			return read_reset(c, fd, got); /* said why when it broke */
 		k = 0;
 		if (!cxls_stream_empty(&c->rx)) {
 			if (cxls_ring_lock(&c->rx.hdr->cons_lock))
@@ -188,7 +201,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			if (cxls_stream_used(&c->rx) > 0)
 				continue;
 			cxls_sock_peer_gone(c);
-			return rd == CXLS_RD_EOF ? (ssize_t)got : done(got, ECONNRESET);
+			return rd == CXLS_RD_EOF ? (ssize_t)got : read_reset(c, fd, got);
 		}
 		if (nb)
 			return done(got, EAGAIN);
@@ -201,11 +214,15 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 	}
 }
 
-static ssize_t write_error(struct cxls_sconn *c, size_t sent, int err, int flags)
+/* A write the peer cannot take: past a reset already reported, TCP says
+ * EPIPE. */
+static ssize_t write_error(struct cxls_sconn *c, int fd, size_t sent, int err, int flags)
 {
 	cxls_sock_peer_gone(c);
 	if (sent)
 		return (ssize_t)sent;
+	if (err == ECONNRESET && !cxls_chan_tell_reset(c, fd))
+		err = EPIPE;
 	if (err == EPIPE && !(flags & MSG_NOSIGNAL))
 		pthread_kill(pthread_self(), SIGPIPE);
 	errno = err;
@@ -247,7 +264,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		return done(0, EOPNOTSUPP);
 	err = cxls_chan_write_error(c);
 	if (err)
-		return write_error(c, 0, err, flags);
+		return write_error(c, fd, 0, err, flags);
 	if (want == 0)
 		return 0;
 	cxls_iovc_init(&cur, iov, iovcnt);
@@ -272,7 +289,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		cxls_ring_unlock(&c->tx.hdr->prod_lock);
 		err = cxls_chan_write_error(c);
 		if (err)
-			return write_error(c, sent, err, flags);
+			return write_error(c, fd, sent, err, flags);
 		if (!timed) {
 			deadline = timeout_of(c, fd, 0);
 			timed = 1;

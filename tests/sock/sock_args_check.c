@@ -242,6 +242,44 @@ static void closing_calls(int a, int b)
 	SAY(v);
 }
 
+/* An abortive close (SO_LINGER 0), and connect(AF_UNSPEC), which aborts
+ * the connection and leaves the socket to connect again: the reset is
+ * reported once, then the socket reads as ended and writes as shut. */
+static void reset_calls(void)
+{
+	struct linger lg = { 1, 0 };
+	struct sockaddr un = { .sa_family = AF_UNSPEC };
+	char buf[4];
+	int a, b, v = -1;
+	socklen_t len = sizeof(v);
+
+	if (pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	SAY(setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+	SAY(close(b));
+	SAY(rdhup(a));
+	SAY(read(a, buf, sizeof(buf)));
+	SAY(read(a, buf, sizeof(buf)));
+	SAY(write(a, "x", 1));
+	SAY(getsockopt(a, SOL_SOCKET, SO_ERROR, &v, &len));
+	SAY(v);
+	close(a);
+	if (pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	SAY(connect(a, &un, sizeof(un)));
+	SAY(rdhup(b));
+	SAY(read(b, buf, sizeof(buf)));
+	SAY(write(b, "x", 1));
+	SAY(write(a, "x", 1));
+	SAY(read(a, buf, sizeof(buf)));
+	close(a);
+	close(b);
+}
+
 int main(void)
 {
 	char buf[16] = { 0 };
@@ -266,5 +304,6 @@ int main(void)
 	SAY(recv(b, buf, sizeof(buf), MSG_DONTWAIT));
 	printf("kept: %s\n", buf);
 	closing_calls(a, b);
+	reset_calls();
 	return 0;
 }

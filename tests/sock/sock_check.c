@@ -1456,17 +1456,28 @@ static void test_nbconnect(void)
 
 /* ---- a hostile peer ----------------------------------------------------- */
 
+/* A pooled pair with one byte exchanged, and its record (NULL on TCP). */
+static struct cxls_sock_rec *corrupt_pair(int *a, int *b)
+{
+	char c;
+
+	tcp_pair(a, b);
+	write(*a, "x", 1);
+	read(*b, &c, 1);
+	return pool_rec(local_port(*a), 0);
+}
+
+/* A hostile or corrupt peer moves the cursors: every end that meets them
+ * resets (ECONNRESET reported once, then end of file and EPIPE, as TCP
+ * after an RST), and none reads or writes outside its ring. */
 static void test_corrupt(void)
 {
 	struct cxls_sock_rec *r;
+	struct pollfd p;
 	int a, b;
 	char buf[64];
-	uint64_t cap;
 
-	tcp_pair(&a, &b);
-	write(a, "x", 1);
-	read(b, buf, 1);
-	r = pool_rec(local_port(a), 0);
+	r = corrupt_pair(&a, &b);
 	if (!expect_pool) {
 		CHECK(r == NULL, "no record on TCP");
 		close(a);
@@ -1476,20 +1487,29 @@ static void test_corrupt(void)
 	CHECK(r != NULL, "record");
 	if (!r)
 		return;
-	cap = r->cap;
 	/* the peer claims far more bytes than the ring holds */
-	atomic_store(&r->ring[0].prod, atomic_load(&r->ring[0].cons) + 5 * cap + 3);
+	atomic_store(&r->ring[0].prod, atomic_load(&r->ring[0].cons) + 5 * r->cap + 3);
+	p = (struct pollfd){ b, POLLIN | POLLOUT, 0 };
+	CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLERR), "poll: POLLERR before it is read");
 	errno = 0;
 	CHECK(read(b, buf, sizeof(buf)) == -1 && errno == ECONNRESET,
 	      "reader: ECONNRESET, not a wild read (%d)", errno);
+	CHECK(read(b, buf, sizeof(buf)) == 0, "then end of file");
+	errno = 0;
+	CHECK(write(b, buf, 1) == -1 && errno == EPIPE, "and EPIPE (%d)", errno);
+	CHECK(poll(&p, 1, 0) == 1 && !(p.revents & POLLERR) && (p.revents & POLLHUP),
+	      "poll: POLLHUP, the error reported: %#x", p.revents);
+	close(a);
+	close(b);
+
+	r = corrupt_pair(&a, &b);
+	CHECK(r != NULL, "record");
+	if (!r)
+		return;
 	/* a consumer cursor ahead of the producer */
 	atomic_store(&r->ring[1].cons, atomic_load(&r->ring[1].prod) + 12345);
 	errno = 0;
 	CHECK(write(b, buf, 1) == -1 && errno == ECONNRESET, "writer: ECONNRESET (%d)", errno);
-	{
-		struct pollfd p = { b, POLLIN | POLLOUT, 0 };
-		CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLERR), "poll: POLLERR");
-	}
 	/* a wrapped-around cursor: prod behind cons by one */
 	atomic_store(&r->ring[1].prod, 0);
 	atomic_store(&r->ring[1].cons, 1);
