@@ -218,7 +218,8 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 	return r;
 }
 
-/* SO_ERROR is how a nonblocking connect reports its end: meet there. */
+/* SO_ERROR is how a nonblocking connect reports its end: meet there.  On
+ * a pooled socket it is also one of the places a reset is reported. */
 EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct cxls_sconn *c;
@@ -237,8 +238,9 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	}
 	r = REAL(getsockopt)(fd, level, name, val, len);
 	err = errno;
-	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && *(int *)val == 0 &&
-	    (c = cxls_sock_use(fd))) {
+	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && len &&
+	    *len >= sizeof(int) && (c = cxls_sock_use(fd))) {
+		cxls_sock_so_error(c, val);
 		cxls_sock_done(c);
 		errno = err;
 	}

@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "proc_id.h"
+#include "sock.h"
 #include "sock_ref.h"
 #include "sock_sys.h"
 
@@ -490,6 +491,17 @@ int cxls_chan_tell_reset(struct cxls_sconn *c, int fd)
 		return 0;
 	sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len); /* an RST's, if one came */
 	return 1;
+}
+
+void cxls_sock_so_error(struct cxls_sconn *c, int *val)
+{
+	int reset = *val == ECONNRESET;
+
+	if (!*val)
+		reset = cxls_chan_read_state(c) == CXLS_RD_RESET ||
+			cxls_chan_write_error(c) == ECONNRESET;
+	if (reset)
+		*val = atomic_exchange(&c->reset_told, 1) ? 0 : ECONNRESET;
 }
 
 /* Whether the write side's error can change what cxls_chan_events says:

@@ -270,6 +270,17 @@ static void reset_calls(void)
 		printf("FAIL no connection: %s\n", strerror(errno));
 		return;
 	}
+	SAY(setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+	SAY(close(b));
+	SAY(rdhup(a));
+	SAY(getsockopt(a, SOL_SOCKET, SO_ERROR, &v, &len));
+	SAY(v);
+	SAY(read(a, buf, sizeof(buf)));
+	close(a);
+	if (pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
 	SAY(connect(a, &un, sizeof(un)));
 	SAY(rdhup(b));
 	SAY(read(b, buf, sizeof(buf)));
