@@ -73,6 +73,9 @@ struct epset {
 	int n, cap;
 	unsigned calls;        /* every so often look at quiet items too */
 	struct ep_item *items;
+	int *pos;              /* fd -> 1 + its item's index, 0: none (event
+				* loops delete and add at every request) */
+	int npos;
 	int nchild;
 	struct ep_child child[EP_CHILDREN];
 };
@@ -117,19 +120,49 @@ static struct epset *set_of(int epfd, int create)
 /* Items belong to their set: each holds a reference to its connection,
  * taken by add_item and given back by drop_item.  A pointer to an item is
  * good while the set stays locked and no item is dropped (drop_item moves
- * the last item into the hole). */
+ * the last item into the hole).  A set has one item per fd at most. */
 static struct ep_item *find_item(struct epset *s, int fd)
 {
-	for (int i = 0; i < s->n; i++)
-		if (s->items[i].fd == fd)
-			return &s->items[i];
-	return NULL;
+	int i = fd >= 0 && fd < s->npos ? s->pos[fd] : 0;
+
+	return i ? &s->items[i - 1] : NULL;
 }
 
 static void drop_item(struct epset *s, struct ep_item *it)
 {
+	int i = (int)(it - s->items), last = --s->n;
+
+	s->pos[it->fd] = 0;
 	cxls_sconn_put(it->c);
-	*it = s->items[--s->n];
+	if (i == last)
+		return;
+	*it = s->items[last];
+	s->pos[it->fd] = i + 1;
+}
+
+/* Room for one more item, and for fd in pos; 0, or -1. */
+static int item_room(struct epset *s, int fd)
+{
+	if (fd >= s->npos) {
+		int n = fd + 1 > 2 * s->npos ? fd + 1 : 2 * s->npos;
+		int *grown = realloc(s->pos, (size_t)n * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		memset(grown + s->npos, 0, (size_t)(n - s->npos) * sizeof(*grown));
+		s->pos = grown;
+		s->npos = n;
+	}
+	if (s->n == s->cap) {
+		int cap = s->cap ? s->cap * 2 : 8;
+		struct ep_item *grown = realloc(s->items, (size_t)cap * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		s->items = grown;
+		s->cap = cap;
+	}
+	return 0;
 }
 
 /* The application's registration, as new. */
@@ -149,16 +182,10 @@ static struct ep_item *add_item(struct epset *s, int fd, struct cxls_sconn *c,
 {
 	struct ep_item *it;
 
-	if (s->n == s->cap) {
-		int cap = s->cap ? s->cap * 2 : 8;
-		struct ep_item *grown = realloc(s->items, (size_t)cap * sizeof(*grown));
-
-		if (!grown)
-			return NULL;
-		s->items = grown;
-		s->cap = cap;
-	}
+	if (fd < 0 || item_room(s, fd))
+		return NULL;
 	it = &s->items[s->n++];
+	s->pos[fd] = s->n;
 	memset(it, 0, sizeof(*it));
 	it->fd = fd;
 	it->c = c;
@@ -271,12 +298,16 @@ static struct epset *nested_set(int epfd, int op, int fd)
  * reference c (fd's table entry) and returns one to a connect in flight
  * or a pooled connection, or NULL: the kernel's business (a listener,
  * plain TCP).  A connect in flight stays one (registered with the tag,
- * converted on its first event); anything else goes through
- * cxls_sock_use, which settles a pending peer and returns only a pooled
- * connection. */
+ * converted on its first event); anything else not pooled yet goes
+ * through cxls_sock_use, which settles a pending peer and returns only a
+ * pooled connection. */
 static struct cxls_sconn *ctl_conn(int fd, struct cxls_sconn *c)
 {
-	if (atomic_load(&c->mode) == CXLS_SC_CONNECTING)
+	int mode = atomic_load(&c->mode);
+
+	/* pooled already: cxls_sock_use would look fd up again, to the
+	 * same answer */
+	if (mode == CXLS_SC_CONNECTING || mode == CXLS_SC_POOL)
 		return c;
 	cxls_sconn_put(c);
 	return cxls_sock_use(fd);
@@ -1059,6 +1090,7 @@ static void close_set(int fd)
 	for (int i = 0; i < s->n; i++)
 		cxls_sconn_put(s->items[i].c);
 	free(s->items);
+	free(s->pos);
 	free(s);
 }
 
