@@ -80,39 +80,80 @@ struct epset {
 	struct ep_child child[EP_CHILDREN];
 };
 
-/* epoll fd -> set; process-wide like the fd numbers it is indexed by */
+/* epoll fd -> set; process-wide like the fd numbers it is indexed by.
+ * Two levels whose chunks are never freed, so that set_of() reads without
+ * a lock (every epoll_ctl and epoll_wait asks, event loops several times
+ * a request); sets_lock serialises the changes, and nsets is one past the
+ * highest epoll fd ever given a set (how far closing looks). */
+#define SET_CHUNK_BITS 8
+#define SET_CHUNK (1 << SET_CHUNK_BITS)
+#define SET_CHUNKS 4096 /* epoll fds below 1M */
+
+typedef _Atomic(struct epset *) set_slot;
+
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct epset **sets;
+static _Atomic(set_slot *) set_chunks[SET_CHUNKS];
 static int nsets;
 static _Atomic int any_set;
 
+/* fd's place in the table, or NULL (out of range, or no chunk yet and
+ * create 0, or memory short); create only with sets_lock held. */
+static set_slot *set_slot_of(int fd, int create)
+{
+	unsigned k = (unsigned)fd >> SET_CHUNK_BITS;
+	set_slot *chunk;
+
+	if (fd < 0 || k >= SET_CHUNKS)
+		return NULL;
+	chunk = atomic_load_explicit(&set_chunks[k], memory_order_acquire);
+	if (!chunk && create) {
+		chunk = calloc(SET_CHUNK, sizeof(*chunk));
+		if (chunk)
+			atomic_store_explicit(&set_chunks[k], chunk, memory_order_release);
+	}
+	return chunk ? &chunk[(unsigned)fd & (SET_CHUNK - 1)] : NULL;
+}
+
+static struct epset *set_at(int fd)
+{
+	set_slot *slot = set_slot_of(fd, 0);
+
+	return slot ? atomic_load_explicit(slot, memory_order_acquire) : NULL;
+}
+
+/* A new set for epfd unless it has one; sets_lock held. */
+static struct epset *set_new(int epfd)
+{
+	set_slot *slot = set_slot_of(epfd, 1);
+	struct epset *s;
+
+	if (!slot)
+		return NULL;
+	s = atomic_load(slot);
+	if (s)
+		return s; /* made meanwhile */
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	atomic_store_explicit(slot, s, memory_order_release);
+	if (epfd >= nsets)
+		nsets = epfd + 1;
+	atomic_store(&any_set, 1);
+	return s;
+}
+
 static struct epset *set_of(int epfd, int create)
 {
-	struct epset *s = NULL;
+	struct epset *s;
 
 	if (epfd < 0 || (!create && !atomic_load(&any_set)))
 		return NULL;
+	s = set_at(epfd);
+	if (s || !create)
+		return s;
 	pthread_mutex_lock(&sets_lock);
-	if (epfd >= nsets && create) {
-		int n = epfd + 64;
-		struct epset **grown = realloc(sets, (size_t)n * sizeof(*sets));
-
-		if (grown) {
-			memset(grown + nsets, 0, (size_t)(n - nsets) * sizeof(*sets));
-			sets = grown;
-			nsets = n;
-		}
-	}
-	if (epfd < nsets) {
-		if (!sets[epfd] && create) {
-			sets[epfd] = calloc(1, sizeof(**sets));
-			if (sets[epfd]) {
-				pthread_mutex_init(&sets[epfd]->lock, NULL);
-				atomic_store(&any_set, 1);
-			}
-		}
-		s = sets[epfd];
-	}
+	s = set_new(epfd);
 	pthread_mutex_unlock(&sets_lock);
 	return s;
 }
@@ -1073,11 +1114,12 @@ int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeou
  * sets it was nested in, with its items' references.  sets_lock held. */
 static void close_set(int fd)
 {
-	struct epset *s = sets[fd];
+	set_slot *slot = set_slot_of(fd, 0);
+	struct epset *s = atomic_load(slot);
 
-	sets[fd] = NULL;
+	atomic_store(slot, NULL);
 	for (int e = 0; e < nsets; e++) {
-		struct epset *o = sets[e];
+		struct epset *o = set_at(e);
 
 		if (!o)
 			continue;
@@ -1100,7 +1142,7 @@ static void close_set(int fd)
 static void forget_file(struct cxls_sconn *c, int fd)
 {
 	for (int e = 0; e < nsets; e++) {
-		struct epset *s = sets[e];
+		struct epset *s = set_at(e);
 
 		if (!s)
 			continue;
@@ -1123,7 +1165,7 @@ void cxls_sock_epoll_closing(int fd)
 	if (!atomic_load(&any_set))
 		return;
 	pthread_mutex_lock(&sets_lock);
-	if (fd < nsets && sets[fd])
+	if (set_at(fd))
 		close_set(fd);
 	c = cxls_fdtab_get(fd);
 	if (c && atomic_load(&c->fds) <= 1)
