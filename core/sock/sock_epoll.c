@@ -610,28 +610,12 @@ static short poll_bits(uint32_t ev)
 			      EPOLLWRNORM)) & 0xffff);
 }
 
-/* The item's report now, honouring edge triggering and one-shot; armed
- * for the sleep whose token arm is (0: only look). */
-static uint32_t item_ready(struct ep_item *it, uint64_t arm)
+/* Edge triggering: of the bits ev now, only what is new since the last
+ * report. */
+static uint32_t edge_only(const struct ep_item *it, uint32_t ev)
 {
-	struct cxls_sconn *c = it->c;
-	short want = poll_bits(it->events);
-	uint32_t ev;
-	uint64_t prod, cons;
+	uint64_t prod = cxls_stream_produced(&it->c->rx), cons = atomic_load(&it->c->tx.hdr->cons);
 
-	if (it->disabled || it->quiet || it->parked || atomic_load(&c->mode) != CXLS_SC_POOL)
-		return 0;
-	ev = (uint16_t)(arm ? cxls_chan_arm(c, want, arm) : cxls_chan_events(c, want));
-	/* Armed and idle: its peer rings a doorbell before anything changes,
-	 * so the next scans skip it (the cache lines it would cost are the
-	 * peer's) until the kernel reports that doorbell. */
-	if (arm && !ev)
-		it->quiet = 1;
-	if (!(it->events & EPOLLET) || !ev)
-		return ev;
-	prod = cxls_stream_produced(&c->rx);
-	cons = atomic_load(&c->tx.hdr->cons);
-	/* edge: only what is new since the last report */
 	if (prod == it->seen_prod && (it->last & EPOLLIN))
 		ev &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM);
 	if (cons == it->seen_cons && (it->last & EPOLLOUT))
@@ -641,6 +625,29 @@ static uint32_t item_ready(struct ep_item *it, uint64_t arm)
 	if ((it->last & (EPOLLHUP | EPOLLERR)) && !(ev & (EPOLLIN | EPOLLOUT)))
 		ev &= ~(uint32_t)(EPOLLHUP | EPOLLERR);
 	return ev;
+}
+
+/* The item's report now, honouring edge triggering and one-shot; armed
+ * for the sleep whose token arm is (0: only look).  Runs for every item
+ * at every look (event loops: every epoll_wait), so kept small enough to
+ * be inlined. */
+static inline uint32_t item_ready(struct ep_item *it, uint64_t arm)
+{
+	struct cxls_sconn *c = it->c;
+	uint32_t ev;
+
+	if (it->disabled || it->quiet || it->parked || atomic_load(&c->mode) != CXLS_SC_POOL)
+		return 0;
+	ev = (uint16_t)(arm ? cxls_chan_arm(c, poll_bits(it->events), arm)
+			    : cxls_chan_events(c, poll_bits(it->events)));
+	/* Armed and idle: its peer rings a doorbell before anything changes,
+	 * so the next scans skip it (the cache lines it would cost are the
+	 * peer's) until the kernel reports that doorbell. */
+	if (arm && !ev)
+		it->quiet = 1;
+	if (!(it->events & EPOLLET) || !ev)
+		return ev;
+	return edge_only(it, ev);
 }
 
 /* Notes a report: what edge triggering compares against next time, and
