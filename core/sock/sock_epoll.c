@@ -744,24 +744,52 @@ struct sleeper {
 	struct cxls_sleep z;  /* this thread's entry in the end's sleeper table */
 };
 
+/* On the caller's stack up to this many (an event loop sleeps at every
+ * few requests: no malloc and free for each sleep), on the heap beyond. */
+#define SLEEPERS_LOCAL 64
+
 struct sleeping {
-	struct sleeper *v;
+	struct sleeper *v; /* local, or from the heap */
 	int n, cap;
+	struct sleeper local[SLEEPERS_LOCAL];
 };
+
+static void sleeping_init(struct sleeping *z)
+{
+	z->v = z->local;
+	z->n = 0;
+	z->cap = SLEEPERS_LOCAL;
+}
+
+static void sleeping_fini(struct sleeping *z)
+{
+	if (z->v != z->local)
+		free(z->v);
+}
+
+/* Twice the room; 0, or -1. */
+static int sleeping_grow(struct sleeping *z)
+{
+	int cap = 2 * z->cap;
+	struct sleeper *v;
+
+	v = z->v == z->local ? malloc((size_t)cap * sizeof(*v))
+			     : realloc(z->v, (size_t)cap * sizeof(*v));
+	if (!v)
+		return -1;
+	if (z->v == z->local)
+		memcpy(v, z->local, (size_t)z->n * sizeof(*v));
+	z->v = v;
+	z->cap = cap;
+	return 0;
+}
 
 static void sleeping_add(struct sleeping *z, struct ep_item *it)
 {
 	if (it->parked || atomic_load(&it->c->mode) != CXLS_SC_POOL)
 		return; /* not watched, or a connect in flight: no doorbells yet */
-	if (z->n == z->cap) {
-		int cap = z->cap ? 2 * z->cap : 16;
-		struct sleeper *v = realloc(z->v, (size_t)cap * sizeof(*v));
-
-		if (!v)
-			return; /* not counted: at worst this thread waits for a later doorbell */
-		z->v = v;
-		z->cap = cap;
-	}
+	if (z->n == z->cap && sleeping_grow(z))
+		return; /* not counted: at worst this thread waits for a later doorbell */
 	cxls_sconn_hold(it->c);
 	z->v[z->n] = (struct sleeper){ it->c, it->fd, 0, { -1, 0, CXLS_CHAN_SLICE_MS } };
 	cxls_chan_sleep(it->c, &z->v[z->n].z);
@@ -953,7 +981,7 @@ struct ep_wait {
 	int timeout_ms;
 	uint64_t deadline; /* timeout_ms > 0: cxls_now_ns() at which it ends */
 	const sigset_t *mask;
-	struct sleeping z; /* the sockets this round sleeps on */
+	struct sleeping *z; /* the sockets this round sleeps on */
 };
 
 /* A doorbell swallowed by another process holding the same socket would
@@ -973,7 +1001,7 @@ static int arm(struct ep_wait *w)
 {
 	uint64_t tok = cxls_chan_token(); /* fresh for every sleep */
 
-	sleep_set(w->s, &w->z);
+	sleep_set(w->s, w->z);
 	return collect_all(w->s, w->ev, w->max, tok);
 }
 
@@ -988,8 +1016,8 @@ static int sleep_ms(const struct ep_wait *w)
 
 		ms = now >= w->deadline ? 0 : (int)((w->deadline - now + 999999) / 1000000);
 	}
-	if (w->z.n) {
-		int slice = sleeping_slice_ms(&w->z);
+	if (w->z->n) {
+		int slice = sleeping_slice_ms(w->z);
 
 		if (ms < 0 || ms > slice)
 			ms = slice;
@@ -1021,9 +1049,9 @@ static int collect_woken(struct ep_wait *w, int n, int m, int armed)
 {
 	struct epset *s = w->s;
 
-	m = sort_kernel(w->epfd, s, w->ev + n, m, armed ? &w->z : NULL);
+	m = sort_kernel(w->epfd, s, w->ev + n, m, armed ? w->z : NULL);
 	if (armed) {
-		if (wake_set(&w->z) && !m && !n)
+		if (wake_set(w->z) && !m && !n)
 			sched_yield(); /* their doorbells are other sleepers' to read */
 		unquiet(s); /* awake: requests withdrawn (sock_chan.c) */
 	}
@@ -1052,7 +1080,7 @@ static int wait_round(struct ep_wait *w, int round)
 		int err = errno;
 
 		if (armed)
-			wake_set(&w->z);
+			wake_set(w->z);
 		errno = err;
 		return n ? n : -1;
 	}
@@ -1062,11 +1090,13 @@ static int wait_round(struct ep_wait *w, int round)
 int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms,
 			 const sigset_t *mask)
 {
-	struct ep_wait w = { epfd, set_of(epfd, 0), ev, max, timeout_ms, 0, mask, { NULL, 0, 0 } };
+	struct sleeping z; /* not zeroed: its array is written before it is read */
+	struct ep_wait w = { epfd, set_of(epfd, 0), ev, max, timeout_ms, 0, mask, &z };
 	int n, err;
 
 	if (!w.s || max <= 0)
 		return -2;
+	sleeping_init(&z);
 	pthread_mutex_lock(&w.s->lock);
 	if (!w.s->n && !w.s->nchild) {
 		pthread_mutex_unlock(&w.s->lock);
@@ -1082,7 +1112,7 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 	}
 	err = errno;
 	pthread_mutex_unlock(&w.s->lock);
-	free(w.z.v);
+	sleeping_fini(&z);
 	errno = err;
 	return n;
 }
