@@ -13,11 +13,12 @@ LIB=$PWD/${BUILD:-build}/libcxlshim.so
 C=50
 while getopts L:c: o; do
 	case $o in
-	L) [ "$OPTARG" = tcp ] && LIB=tcp || LIB=$(realpath "$OPTARG") ;;
+	L) [ "$OPTARG" = tcp ] && LIB=tcp || LIB=$(realpath -m "$OPTARG") ;;
 	c) C=$OPTARG ;;
 	*) exit 2 ;;
 	esac
 done
+[ "$LIB" = tcp ] || [ -f "$LIB" ] || { echo "sock_epoll_ir: no library $LIB"; exit 2; }
 command -v valgrind >/dev/null || { echo "sock_epoll_ir: valgrind not installed"; exit 77; }
 make -s "${BUILD:-build}/bench/sock_epoll_ir" || exit 2
 POOL=/dev/shm/cxlshim-sockepollir-$$.pool

@@ -24,7 +24,7 @@ PIPE=1
 PROC=srv
 while getopts L:N:P:c: o; do
 	case $o in
-	L) LIB=$(realpath "$OPTARG") ;;
+	L) LIB=$(realpath -m "$OPTARG") ;;
 	N) N=$OPTARG ;;
 	P) PIPE=$OPTARG ;;
 	c) PROC=$OPTARG ;;
@@ -47,6 +47,7 @@ pool) PRE=(env LD_PRELOAD="$LIB" CXLSHIM_POOL_PATH="$POOL" CXLSHIM_SOCK_MEET_TIM
 tcp) PRE=(env -u LD_PRELOAD) ;;
 *) exit 2 ;;
 esac
+[ "$side" = tcp ] || [ -f "$LIB" ] || { echo "sock_redis_ir: no library $LIB"; exit 2; }
 file=$OUT-$side-$PROC.out
 rm -f "$file" "$file".*
 CG=(valgrind --tool=callgrind --trace-children=no --callgrind-out-file="$file")
