@@ -157,3 +157,8 @@ bench-sock-redis: $(BUILD)/libcxlshim.so
 bench-sock-refs: $(BENCH_DIR)/sock_perf $(BUILD)/libcxlshim.so
 	$(BENCH_DIR)/sock_perf -L $(BUILD)/libcxlshim.so -b 64K -e 4M -f 4 -B 200 -R
 	BUILD=$(BUILD) bench/sock_refs.sh
+
+# The epoll path alone, for callgrind (bench/sock_epoll_ir.sh)
+$(BENCH_DIR)/sock_epoll_ir: bench/sock_epoll_ir.c tests/sock/sock_util.c tests/sock/sock_util.h
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -Itests/sock -o $@ $(filter %.c,$^) -pthread

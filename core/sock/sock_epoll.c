@@ -1,14 +1,24 @@
 /* sock_epoll.c - epoll sets that hold pooled connections.
  *
  * The kernel cannot see a ring, so the shim keeps, per epoll fd, the
- * pooled fds the application registered (its events and data) and
+ * pooled fds the application registered (items: its events and data) and
  * registers their TCP sockets itself, level-triggered for POLLIN (doorbells
- * and FIN/RST) with a tag instead of the application's data.  epoll_wait
- * reports the rings' readiness in the application's terms: level or edge
- * triggered (a new report only when bytes or room arrived since the last
- * one), one-shot until EPOLL_CTL_MOD.  A connect still in flight is
- * registered with the tag and its own events, and converted on its first
- * event: to the rings, or back to a plain registration.
+ * and FIN/RST) with a tag instead of the application's data.  That
+ * registration is made once: EPOLL_CTL_MOD changes only the item, and
+ * EPOLL_CTL_DEL parks it until the next ADD or the close (event loops
+ * delete and add their fds at every request).  epoll_wait reports the
+ * rings' readiness in the application's terms: level or edge triggered (a
+ * new report only when bytes or room arrived since the last one),
+ * one-shot until EPOLL_CTL_MOD.  It looks at the rings, spins if
+ * busy-poll says so, then arms every pooled item under one token and
+ * sleeps in the kernel on the doorbells and the plain fds together
+ * (README, "How a TCP connection goes through the pool", 5).  A connect
+ * still in flight is registered with the tag and its own events, and
+ * converted on its first event: to the rings, or back to a plain
+ * registration.  Sets nested in sets are followed too (children).
+ *
+ * Locks: sets_lock (the epoll fd -> set table), then a set's lock, then
+ * its children's.  Nothing is held while the kernel sleeps.
  */
 #include "sock.h"
 
@@ -31,7 +41,7 @@
 
 struct ep_item {
 	int fd;
-	struct cxls_sconn *c;
+	struct cxls_sconn *c;  /* a reference of the item's own */
 	uint32_t events;       /* the application's */
 	epoll_data_t data;
 	int disabled;          /* EPOLLONESHOT fired */
@@ -53,7 +63,7 @@ struct ep_item {
  * ready, which the kernel only sees once they are armed. */
 struct ep_child {
 	int fd;
-	struct epset *set;
+	struct epset *set;     /* removed here when that set is closed */
 	uint32_t events;
 	epoll_data_t data;
 };
@@ -63,59 +73,137 @@ struct epset {
 	int n, cap;
 	unsigned calls;        /* every so often look at quiet items too */
 	struct ep_item *items;
+	int *pos;              /* fd -> 1 + its item's index, 0: none (event
+				* loops delete and add at every request) */
+	int npos;
 	int nchild;
 	struct ep_child child[EP_CHILDREN];
 };
 
-/* epoll fd -> set; process-wide like the fd numbers it is indexed by */
+/* epoll fd -> set; process-wide like the fd numbers it is indexed by.
+ * Two levels whose chunks are never freed, so that set_of() reads without
+ * a lock (every epoll_ctl and epoll_wait asks, event loops several times
+ * a request); sets_lock serialises the changes, and nsets is one past the
+ * highest epoll fd ever given a set (how far closing looks). */
+#define SET_CHUNK_BITS 8
+#define SET_CHUNK (1 << SET_CHUNK_BITS)
+#define SET_CHUNKS 4096 /* epoll fds below 1M */
+
+typedef _Atomic(struct epset *) set_slot;
+
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct epset **sets;
+static _Atomic(set_slot *) set_chunks[SET_CHUNKS];
 static int nsets;
 static _Atomic int any_set;
 
+/* fd's place in the table, or NULL (out of range, or no chunk yet and
+ * create 0, or memory short); create only with sets_lock held. */
+static set_slot *set_slot_of(int fd, int create)
+{
+	unsigned k = (unsigned)fd >> SET_CHUNK_BITS;
+	set_slot *chunk;
+
+	if (fd < 0 || k >= SET_CHUNKS)
+		return NULL;
+	chunk = atomic_load_explicit(&set_chunks[k], memory_order_acquire);
+	if (!chunk && create) {
+		chunk = calloc(SET_CHUNK, sizeof(*chunk));
+		if (chunk)
+			atomic_store_explicit(&set_chunks[k], chunk, memory_order_release);
+	}
+	return chunk ? &chunk[(unsigned)fd & (SET_CHUNK - 1)] : NULL;
+}
+
+static struct epset *set_at(int fd)
+{
+	set_slot *slot = set_slot_of(fd, 0);
+
+	return slot ? atomic_load_explicit(slot, memory_order_acquire) : NULL;
+}
+
+/* A new set for epfd unless it has one; sets_lock held. */
+static struct epset *set_new(int epfd)
+{
+	set_slot *slot = set_slot_of(epfd, 1);
+	struct epset *s;
+
+	if (!slot)
+		return NULL;
+	s = atomic_load(slot);
+	if (s)
+		return s; /* made meanwhile */
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	atomic_store_explicit(slot, s, memory_order_release);
+	if (epfd >= nsets)
+		nsets = epfd + 1;
+	atomic_store(&any_set, 1);
+	return s;
+}
+
 static struct epset *set_of(int epfd, int create)
 {
-	struct epset *s = NULL;
+	struct epset *s;
 
 	if (epfd < 0 || (!create && !atomic_load(&any_set)))
 		return NULL;
+	s = set_at(epfd);
+	if (s || !create)
+		return s;
 	pthread_mutex_lock(&sets_lock);
-	if (epfd >= nsets && create) {
-		int n = epfd + 64;
-		struct epset **grown = realloc(sets, (size_t)n * sizeof(*sets));
-
-		if (grown) {
-			memset(grown + nsets, 0, (size_t)(n - nsets) * sizeof(*sets));
-			sets = grown;
-			nsets = n;
-		}
-	}
-	if (epfd < nsets) {
-		if (!sets[epfd] && create) {
-			sets[epfd] = calloc(1, sizeof(**sets));
-			if (sets[epfd]) {
-				pthread_mutex_init(&sets[epfd]->lock, NULL);
-				atomic_store(&any_set, 1);
-			}
-		}
-		s = sets[epfd];
-	}
+	s = set_new(epfd);
 	pthread_mutex_unlock(&sets_lock);
 	return s;
 }
 
-static struct ep_item *find(struct epset *s, int fd)
+/* Items belong to their set: each holds a reference to its connection,
+ * taken by add_item and given back by drop_item.  A pointer to an item is
+ * good while the set stays locked and no item is dropped (drop_item moves
+ * the last item into the hole).  A set has one item per fd at most. */
+static struct ep_item *find_item(struct epset *s, int fd)
 {
-	for (int i = 0; i < s->n; i++)
-		if (s->items[i].fd == fd)
-			return &s->items[i];
-	return NULL;
+	int i = fd >= 0 && fd < s->npos ? s->pos[fd] : 0;
+
+	return i ? &s->items[i - 1] : NULL;
 }
 
-static void drop(struct epset *s, struct ep_item *it)
+static void drop_item(struct epset *s, struct ep_item *it)
 {
+	int i = (int)(it - s->items), last = --s->n;
+
+	s->pos[it->fd] = 0;
 	cxls_sconn_put(it->c);
-	*it = s->items[--s->n];
+	if (i == last)
+		return;
+	*it = s->items[last];
+	s->pos[it->fd] = i + 1;
+}
+
+/* Room for one more item, and for fd in pos; 0, or -1. */
+static int item_room(struct epset *s, int fd)
+{
+	if (fd >= s->npos) {
+		int n = fd + 1 > 2 * s->npos ? fd + 1 : 2 * s->npos;
+		int *grown = realloc(s->pos, (size_t)n * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		memset(grown + s->npos, 0, (size_t)(n - s->npos) * sizeof(*grown));
+		s->pos = grown;
+		s->npos = n;
+	}
+	if (s->n == s->cap) {
+		int cap = s->cap ? s->cap * 2 : 8;
+		struct ep_item *grown = realloc(s->items, (size_t)cap * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		s->items = grown;
+		s->cap = cap;
+	}
+	return 0;
 }
 
 /* The application's registration, as new. */
@@ -128,30 +216,31 @@ static void set_item(struct ep_item *it, const struct epoll_event *ev)
 	it->last = 0;
 }
 
-static int add(struct epset *s, int fd, struct cxls_sconn *c, const struct epoll_event *ev)
+/* A new item for fd, holding its own reference to c; NULL when memory is
+ * short. */
+static struct ep_item *add_item(struct epset *s, int fd, struct cxls_sconn *c,
+				const struct epoll_event *ev)
 {
 	struct ep_item *it;
 
-	if (s->n == s->cap) {
-		int cap = s->cap ? s->cap * 2 : 8;
-		struct ep_item *grown = realloc(s->items, (size_t)cap * sizeof(*grown));
-
-		if (!grown)
-			return -1;
-		s->items = grown;
-		s->cap = cap;
-	}
+	if (fd < 0 || item_room(s, fd))
+		return NULL;
 	it = &s->items[s->n++];
+	s->pos[fd] = s->n;
 	memset(it, 0, sizeof(*it));
 	it->fd = fd;
 	it->c = c;
 	cxls_sconn_hold(c);
 	it->events = ev->events;
 	it->data = ev->data;
-	return 0;
+	return it;
 }
 
-/* What the kernel watches for a followed fd. */
+/* What the kernel watches for a followed fd, tagged (TAG | fd) so that
+ * sort_kernel() tells it from the application's own registrations: a
+ * pooled fd's doorbells and FIN/RST (level-triggered: a doorbell left
+ * unread is seen again); a connect in flight's application events and its
+ * completion (EPOLLOUT), level-triggered until convert() re-registers it. */
 static struct epoll_event tagged(int fd, struct cxls_sconn *c, uint32_t app_events)
 {
 	struct epoll_event e;
@@ -168,8 +257,6 @@ static int pooled_reg(const struct epoll_event *e)
 	return e->events == (EPOLLIN | EPOLLRDHUP);
 }
 
-static uint32_t item_ready(struct ep_item *it, uint64_t arm);
-
 /* Is fd an epoll instance?  (Asked when it is added to another set.) */
 static int is_epoll(int fd)
 {
@@ -184,9 +271,20 @@ static int is_epoll(int fd)
 	return !strcmp(link, "anon_inode:[eventpoll]");
 }
 
+/* The place of child set fd in s, or s->nchild when it is not there. */
+static int child_index(const struct epset *s, int fd)
+{
+	int i;
+
+	for (i = 0; i < s->nchild && s->child[i].fd != fd; i++)
+		;
+	return i;
+}
+
 /* epoll_ctl(outer, op, inner): the kernel registration as asked, plus the
- * shim's note of the child set. */
-static int nest(int epfd, int op, int fd, struct epoll_event *ev, struct epset *inner)
+ * shim's note of the child set (EP_CHILDREN at most: a set nested beyond
+ * that is the kernel's alone, its pooled members unseen from outside). */
+static int ctl_nested(int epfd, int op, int fd, struct epoll_event *ev, struct epset *inner)
 {
 	struct epset *s = set_of(epfd, op == EPOLL_CTL_ADD);
 	int r = sys_epoll_ctl(epfd, op, fd, ev), i;
@@ -194,8 +292,7 @@ static int nest(int epfd, int op, int fd, struct epoll_event *ev, struct epset *
 	if (r || !s)
 		return r;
 	pthread_mutex_lock(&s->lock);
-	for (i = 0; i < s->nchild && s->child[i].fd != fd; i++)
-		;
+	i = child_index(s, fd);
 	if (op == EPOLL_CTL_DEL && i < s->nchild)
 		s->child[i] = s->child[--s->nchild];
 	else if (op != EPOLL_CTL_DEL && ev && (i < s->nchild || s->nchild < EP_CHILDREN)) {
@@ -207,33 +304,8 @@ static int nest(int epfd, int op, int fd, struct epoll_event *ev, struct epset *
 	return r;
 }
 
-/* Nested sets whose pooled members are ready, reported as the inner epoll
- * fd (EPOLLIN), arming the members when asked (arm: as in collect()). */
-static int collect_children(struct epset *s, struct epoll_event *out, int n, int max,
-			    uint64_t arm)
-{
-	for (int i = 0; i < s->nchild && n < max; i++) {
-		struct ep_child *ch = &s->child[i];
-		int ready = 0;
-
-		pthread_mutex_lock(&ch->set->lock);
-		for (int j = 0; j < ch->set->n && !ready; j++)
-			ready = item_ready(&ch->set->items[j], arm) != 0;
-		if (arm) /* arm them all: any of them may ring first */
-			for (int j = 0; j < ch->set->n; j++)
-				item_ready(&ch->set->items[j], arm);
-		pthread_mutex_unlock(&ch->set->lock);
-		if (ready && (ch->events & EPOLLIN)) {
-			out[n].events = EPOLLIN;
-			out[n].data = ch->data;
-			n++;
-		}
-	}
-	return n;
-}
-
 /* Noted for a connect() that may follow (sock_epseen.h). */
-static void unfollowed(int epfd, int op, int fd)
+static void note_unfollowed(int epfd, int op, int fd)
 {
 	if (op == EPOLL_CTL_ADD)
 		cxls_epseen_added(epfd, fd);
@@ -241,117 +313,188 @@ static void unfollowed(int epfd, int op, int fd)
 		cxls_epseen_deleted(epfd, fd);
 }
 
+static int fail(int err)
+{
+	errno = err;
+	return -1;
+}
+
+/* fd as an epoll set nested in epfd: one the shim keeps, or, at ADD, one
+ * it starts keeping (its pooled members may come later); else NULL.
+ * Asked only of fds the fd table does not have: a followed socket is no
+ * epoll fd, and a followed fd is never probed. */
+static struct epset *nested_set(int epfd, int op, int fd)
+{
+	struct epset *inner;
+
+	if (fd == epfd)
+		return NULL; /* the kernel's EINVAL */
+	inner = atomic_load(&any_set) ? set_of(fd, 0) : NULL;
+	if (!inner && op == EPOLL_CTL_ADD && !cxls_fdtab_empty() && is_epoll(fd))
+		inner = set_of(fd, 1);
+	return inner;
+}
+
+/* The connection an epoll_ctl on a followed fd is about.  Takes over the
+ * reference c (fd's table entry) and returns one to a connect in flight
+ * or a pooled connection, or NULL: the kernel's business (a listener,
+ * plain TCP).  A connect in flight stays one (registered with the tag,
+ * converted on its first event); anything else not pooled yet goes
+ * through cxls_sock_use, which settles a pending peer and returns only a
+ * pooled connection. */
+static struct cxls_sconn *ctl_conn(int fd, struct cxls_sconn *c)
+{
+	int mode = atomic_load(&c->mode);
+
+	/* pooled already: cxls_sock_use would look fd up again, to the
+	 * same answer */
+	if (mode == CXLS_SC_CONNECTING || mode == CXLS_SC_POOL)
+		return c;
+	cxls_sconn_put(c);
+	return cxls_sock_use(fd);
+}
+
+/* An fd the shim does not follow (any more): the kernel does the op.  An
+ * item left from when it was followed (it fell back to TCP since) goes:
+ * the registration is the application's again. */
+static int ctl_unfollowed(int epfd, int op, int fd)
+{
+	struct epset *s;
+	struct ep_item *it;
+
+	note_unfollowed(epfd, op, fd);
+	if (op == EPOLL_CTL_ADD)
+		return -2;
+	s = set_of(epfd, 0);
+	if (!s)
+		return -2;
+	pthread_mutex_lock(&s->lock);
+	it = find_item(s, fd);
+	if (it)
+		drop_item(s, it);
+	pthread_mutex_unlock(&s->lock);
+	return -2;
+}
+
+/* EPOLL_CTL_ADD of c (the caller's reference; a new item takes its own).
+ * it: fd's item in s, or NULL; s locked.  Re-adding a parked item costs
+ * no system call: the kernel kept its registration. */
+static int ctl_add(int epfd, struct epset *s, struct ep_item *it, int fd, struct cxls_sconn *c,
+		   const struct epoll_event *ev)
+{
+	struct epoll_event e;
+
+	if (!ev)
+		return fail(EFAULT);
+	if (it && !it->parked)
+		return fail(EEXIST);
+	if (it && it->c == c) {
+		set_item(it, ev);
+		it->parked = 0;
+		return 0;
+	}
+	if (it) /* parked for a file since closed: its registration went too */
+		drop_item(s, it);
+	e = tagged(fd, c, ev->events);
+	if (sys_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e))
+		return -1;
+	it = add_item(s, fd, c, ev);
+	if (!it)
+		goto fail_kernel_added;
+	it->kpooled = pooled_reg(&e);
+	return 0;
+
+fail_kernel_added:
+	sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+	return fail(ENOMEM);
+}
+
+/* EPOLL_CTL_MOD: the item takes the application's new events and data.
+ * A pooled fd's kernel registration (its doorbells) never changes: only a
+ * connect in flight asks the kernel for the application's events. */
+static int ctl_mod(int epfd, struct ep_item *it, int fd, struct cxls_sconn *c,
+		   const struct epoll_event *ev)
+{
+	struct epoll_event e;
+
+	if (!ev)
+		return fail(EFAULT);
+	if (!it || it->parked)
+		return fail(ENOENT);
+	e = tagged(fd, c, ev->events);
+	if (!it->kpooled && sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e))
+		return -1;
+	it->kpooled = pooled_reg(&e);
+	set_item(it, ev);
+	return 0;
+}
+
+/* EPOLL_CTL_DEL: a pooled item whose fd is its file's only one is parked
+ * (the kernel keeps the doorbell registration for the next ADD, and the
+ * fd's close ends both); otherwise the kernel deletes it too and the item
+ * goes, whatever the kernel said. */
+static int ctl_del(int epfd, struct epset *s, struct ep_item *it, int fd, struct cxls_sconn *c)
+{
+	int r;
+
+	if (it && it->parked)
+		return fail(ENOENT);
+	if (it && it->kpooled && it->c == c && atomic_load(&c->fds) == 1) {
+		it->parked = 1;
+		return 0;
+	}
+	r = sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+	if (it)
+		drop_item(s, it);
+	return r;
+}
+
+/* op on fd, followed as c (the caller keeps its reference). */
+static int ctl_followed(int epfd, int op, int fd, const struct epoll_event *ev,
+			struct cxls_sconn *c)
+{
+	struct epset *s = set_of(epfd, 1);
+	struct ep_item *it;
+	int r;
+
+	if (!s)
+		return fail(ENOMEM);
+	pthread_mutex_lock(&s->lock);
+	it = find_item(s, fd);
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		r = ctl_add(epfd, s, it, fd, c, ev);
+		break;
+	case EPOLL_CTL_MOD:
+		r = ctl_mod(epfd, it, fd, c, ev);
+		break;
+	case EPOLL_CTL_DEL:
+		r = ctl_del(epfd, s, it, fd, c);
+		break;
+	default:
+		r = fail(EINVAL);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct cxls_sconn *c;
-	struct epset *s, *inner;
-	struct ep_item *it;
-	struct epoll_event e;
+	struct epset *inner;
 	int r;
 
 	if (epfd < 0)
 		return -2;
-	c = cxls_fdtab_get(fd); /* a followed socket is no epoll fd */
-	inner = !c && atomic_load(&any_set) ? set_of(fd, 0) : NULL;
-	if (!c && !inner && op == EPOLL_CTL_ADD && fd != epfd && !cxls_fdtab_empty() &&
-	    is_epoll(fd))
-		inner = set_of(fd, 1); /* members may come later */
-	if (inner && fd != epfd)
-		return nest(epfd, op, fd, ev, inner);
-	if (!c && cxls_fdtab_empty() && !atomic_load(&any_set)) {
-		unfollowed(epfd, op, fd);
-		return -2;
+	c = cxls_fdtab_get(fd);
+	if (!c) {
+		inner = nested_set(epfd, op, fd);
+		return inner ? ctl_nested(epfd, op, fd, ev, inner) : ctl_unfollowed(epfd, op, fd);
 	}
-	if (c && atomic_load(&c->mode) != CXLS_SC_CONNECTING) {
-		cxls_sconn_put(c);
-		c = cxls_sock_use(fd); /* settles a pending peer */
-	}
-	if (c && atomic_load(&c->mode) == CXLS_SC_LISTEN) {
-		cxls_sconn_put(c);
-		c = NULL;
-	}
+	c = ctl_conn(fd, c);
 	if (!c)
-		unfollowed(epfd, op, fd);
-	s = set_of(epfd, c != NULL);
-	if (!c && (!s || op == EPOLL_CTL_ADD)) {
-		if (c)
-			cxls_sconn_put(c);
-		return -2;
-	}
-	if (!s) {
-		cxls_sconn_put(c);
-		errno = ENOMEM;
-		return -1;
-	}
-	pthread_mutex_lock(&s->lock);
-	it = find(s, fd);
-	if (!c) { /* fell back to TCP since: hand the fd back to the kernel */
-		if (it)
-			drop(s, it);
-		pthread_mutex_unlock(&s->lock);
-		return -2;
-	}
-	switch (op) {
-	case EPOLL_CTL_ADD:
-		if (!ev) {
-			r = -1, errno = EFAULT;
-			break;
-		}
-		if (it && it->parked && it->c == c) {
-			set_item(it, ev);
-			it->parked = 0;
-			r = 0;
-			break;
-		}
-		if (it && !it->parked) {
-			r = -1, errno = EEXIST;
-			break;
-		}
-		if (it) /* parked for a file since closed: its registration went too */
-			drop(s, it);
-		e = tagged(fd, c, ev->events);
-		r = sys_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e);
-		if (r == 0 && add(s, fd, c, ev)) {
-			sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
-			r = -1, errno = ENOMEM;
-		} else if (r == 0) {
-			s->items[s->n - 1].kpooled = pooled_reg(&e);
-		}
-		break;
-	case EPOLL_CTL_MOD:
-		if (!ev) {
-			r = -1, errno = EFAULT;
-			break;
-		}
-		if (!it || it->parked) {
-			r = -1, errno = ENOENT;
-			break;
-		}
-		/* a pooled fd's kernel registration never changes: only a
-		 * connect in flight asks the kernel for the app's events */
-		e = tagged(fd, c, ev->events);
-		r = it->kpooled ? 0 : sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e);
-		if (r == 0) {
-			it->kpooled = pooled_reg(&e);
-			set_item(it, ev);
-		}
-		break;
-	case EPOLL_CTL_DEL:
-		if (it && it->parked) {
-			r = -1, errno = ENOENT;
-		} else if (it && it->kpooled && it->c == c && atomic_load(&c->fds) == 1) {
-			it->parked = 1; /* one fd, one file: its close ends it all */
-			r = 0;
-		} else {
-			r = sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
-			if (it)
-				drop(s, it);
-		}
-		break;
-	default:
-		r = -1, errno = EINVAL;
-	}
-	pthread_mutex_unlock(&s->lock);
+		return ctl_unfollowed(epfd, op, fd);
+	r = ctl_followed(epfd, op, fd, ev, c);
 	cxls_sconn_put(c);
 	return r;
 }
@@ -371,21 +514,21 @@ static int adopt_one(int fd, struct cxls_sconn *c, const struct cxls_epreg *r)
 	if (!s)
 		return -1;
 	pthread_mutex_lock(&s->lock);
-	it = find(s, fd);
+	it = find_item(s, fd);
 	if (it) /* parked for a file since closed */
-		drop(s, it);
-	if (add(s, fd, c, &app)) {
+		drop_item(s, it);
+	it = add_item(s, fd, c, &app);
+	if (!it) {
 		rc = -1;
 		goto out;
 	}
-	it = &s->items[s->n - 1];
 	if (cxls_epreg_disabled(r)) {
 		it->disabled = 1;
 		goto out;
 	}
 	e = tagged(fd, c, r->events);
 	if (sys_epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &e))
-		drop(s, it); /* deleted meanwhile: nothing to take over */
+		drop_item(s, it); /* deleted meanwhile: nothing to take over */
 	else
 		it->kpooled = pooled_reg(&e);
 out:
@@ -403,11 +546,11 @@ static void unadopt_one(int fd, const struct cxls_epreg *r)
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->lock);
-	it = find(s, fd);
+	it = find_item(s, fd);
 	if (it) {
 		if (!cxls_epreg_disabled(r))
 			sys_epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &app);
-		drop(s, it);
+		drop_item(s, it);
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -429,8 +572,7 @@ static int adopt_nested(int inner)
 		if (!s)
 			return -1;
 		pthread_mutex_lock(&s->lock);
-		for (j = 0; j < s->nchild && s->child[j].fd != inner; j++)
-			;
+		j = child_index(s, inner);
 		if (j == s->nchild && s->nchild == EP_CHILDREN)
 			rc = -1;
 		else if (j == s->nchild)
@@ -468,28 +610,12 @@ static short poll_bits(uint32_t ev)
 			      EPOLLWRNORM)) & 0xffff);
 }
 
-/* The item's report now, honouring edge triggering and one-shot; armed
- * for the sleep whose token arm is (0: only look). */
-static uint32_t item_ready(struct ep_item *it, uint64_t arm)
+/* Edge triggering: of the bits ev now, only what is new since the last
+ * report. */
+static uint32_t edge_only(const struct ep_item *it, uint32_t ev)
 {
-	struct cxls_sconn *c = it->c;
-	short want = poll_bits(it->events);
-	uint32_t ev;
-	uint64_t prod, cons;
+	uint64_t prod = cxls_stream_produced(&it->c->rx), cons = atomic_load(&it->c->tx.hdr->cons);
 
-	if (it->disabled || it->quiet || it->parked || atomic_load(&c->mode) != CXLS_SC_POOL)
-		return 0;
-	ev = (uint16_t)(arm ? cxls_chan_arm(c, want, arm) : cxls_chan_events(c, want));
-	/* Armed and idle: its peer rings a doorbell before anything changes,
-	 * so the next scans skip it (the cache lines it would cost are the
-	 * peer's) until the kernel reports that doorbell. */
-	if (arm && !ev)
-		it->quiet = 1;
-	if (!(it->events & EPOLLET) || !ev)
-		return ev;
-	prod = cxls_stream_produced(&c->rx);
-	cons = atomic_load(&c->tx.hdr->cons);
-	/* edge: only what is new since the last report */
 	if (prod == it->seen_prod && (it->last & EPOLLIN))
 		ev &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM);
 	if (cons == it->seen_cons && (it->last & EPOLLOUT))
@@ -501,6 +627,31 @@ static uint32_t item_ready(struct ep_item *it, uint64_t arm)
 	return ev;
 }
 
+/* The item's report now, honouring edge triggering and one-shot; armed
+ * for the sleep whose token arm is (0: only look).  Runs for every item
+ * at every look (event loops: every epoll_wait), so kept small enough to
+ * be inlined. */
+static inline uint32_t item_ready(struct ep_item *it, uint64_t arm)
+{
+	struct cxls_sconn *c = it->c;
+	uint32_t ev;
+
+	if (it->disabled || it->quiet || it->parked || atomic_load(&c->mode) != CXLS_SC_POOL)
+		return 0;
+	ev = (uint16_t)(arm ? cxls_chan_arm(c, poll_bits(it->events), arm)
+			    : cxls_chan_events(c, poll_bits(it->events)));
+	/* Armed and idle: its peer rings a doorbell before anything changes,
+	 * so the next scans skip it (the cache lines it would cost are the
+	 * peer's) until the kernel reports that doorbell. */
+	if (arm && !ev)
+		it->quiet = 1;
+	if (!(it->events & EPOLLET) || !ev)
+		return ev;
+	return edge_only(it, ev);
+}
+
+/* Notes a report: what edge triggering compares against next time, and
+ * a one-shot spent. */
 static void reported(struct ep_item *it, uint32_t ev)
 {
 	it->last = ev;
@@ -529,62 +680,116 @@ static int collect(struct epset *s, struct epoll_event *out, int n, int max, uin
 	return n;
 }
 
-/* A connect in flight reported an event: meet, then re-register. */
-static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
-		   struct epoll_event *out)
+/* Nested sets whose pooled members are ready, reported as the inner epoll
+ * fd (EPOLLIN), arming the members when asked (arm: as in collect()). */
+static int collect_children(struct epset *s, struct epoll_event *out, int n, int max,
+			    uint64_t arm)
 {
-	struct cxls_sconn *c = cxls_sock_use(it->fd);
-	struct epoll_event e;
+	for (int i = 0; i < s->nchild && n < max; i++) {
+		struct ep_child *ch = &s->child[i];
+		int ready = 0;
 
-	if (c) {
-		e = tagged(it->fd, c, it->events);
-		it->kpooled = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0 && pooled_reg(&e);
-		cxls_sock_done(c);
+		pthread_mutex_lock(&ch->set->lock);
+		for (int j = 0; j < ch->set->n && !ready; j++)
+			ready = item_ready(&ch->set->items[j], arm) != 0;
+		if (arm) /* arm them all: any of them may ring first */
+			for (int j = 0; j < ch->set->n; j++)
+				item_ready(&ch->set->items[j], arm);
+		pthread_mutex_unlock(&ch->set->lock);
+		if (ready && (ch->events & EPOLLIN)) {
+			out[n].events = EPOLLIN;
+			out[n].data = ch->data;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Everything ready in s and its children, into out (at most max). */
+static int collect_all(struct epset *s, struct epoll_event *out, int max, uint64_t arm)
+{
+	return collect_children(s, out, collect(s, out, 0, max, arm), max, arm);
+}
+
+/* Spins on the set's own items for the longest busy-poll window among
+ * them (policy sock.busy_poll_us); what became ready, or 0. */
+static int busy(struct epset *s, struct epoll_event *out, int max)
+{
+	uint32_t us = 0;
+	uint64_t end;
+	int n = 0;
+
+	for (int i = 0; i < s->n; i++)
+		if (s->items[i].c->busy_us > us)
+			us = s->items[i].c->busy_us;
+	if (!us)
 		return 0;
-	}
-	if (atomic_load(&it->c->mode) == CXLS_SC_CONNECTING) {
-		out->events = kev & (it->events | EPOLLERR | EPOLLHUP);
-		out->data = it->data;
-		return out->events != 0;
-	}
-	/* plain TCP from now on: the kernel reports it as the app asked */
-	e.events = it->events;
-	e.data = it->data;
-	sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e);
-	out->events = kev & (it->events | EPOLLERR | EPOLLHUP);
-	out->data = it->data;
-	drop(s, it);
-	return out->events != 0;
+	end = cxls_now_ns() + (uint64_t)us * 1000;
+	do {
+		n = collect(s, out, 0, max, 0);
+		if (!n)
+			sched_yield(); /* the peer may be waiting for this core */
+	} while (!n && cxls_now_ns() < end);
+	return n;
 }
 
 /* The pooled sockets this thread sleeps on in one epoll_pwait (the set's
- * and its children's), held, so that exactly those are uncounted after it
- * whatever other threads do to the set meanwhile (sock_chan.h). */
+ * and its children's), each with a reference of its own, so that exactly
+ * those are uncounted after it whatever other threads do to the set
+ * meanwhile (sock_chan.h). */
 struct sleeper {
-	struct cxls_sconn *c;
+	struct cxls_sconn *c; /* held from sleep_set() to wake_set() */
 	int fd;
-	int rang;
-	struct cxls_sleep z;
+	int rang;             /* the kernel reported its doorbell */
+	struct cxls_sleep z;  /* this thread's entry in the end's sleeper table */
 };
 
+/* On the caller's stack up to this many (an event loop sleeps at every
+ * few requests: no malloc and free for each sleep), on the heap beyond. */
+#define SLEEPERS_LOCAL 64
+
 struct sleeping {
-	struct sleeper *v;
+	struct sleeper *v; /* local, or from the heap */
 	int n, cap;
+	struct sleeper local[SLEEPERS_LOCAL];
 };
+
+static void sleeping_init(struct sleeping *z)
+{
+	z->v = z->local;
+	z->n = 0;
+	z->cap = SLEEPERS_LOCAL;
+}
+
+static void sleeping_fini(struct sleeping *z)
+{
+	if (z->v != z->local)
+		free(z->v);
+}
+
+/* Twice the room; 0, or -1. */
+static int sleeping_grow(struct sleeping *z)
+{
+	int cap = 2 * z->cap;
+	struct sleeper *v;
+
+	v = z->v == z->local ? malloc((size_t)cap * sizeof(*v))
+			     : realloc(z->v, (size_t)cap * sizeof(*v));
+	if (!v)
+		return -1;
+	if (z->v == z->local)
+		memcpy(v, z->local, (size_t)z->n * sizeof(*v));
+	z->v = v;
+	z->cap = cap;
+	return 0;
+}
 
 static void sleeping_add(struct sleeping *z, struct ep_item *it)
 {
 	if (it->parked || atomic_load(&it->c->mode) != CXLS_SC_POOL)
 		return; /* not watched, or a connect in flight: no doorbells yet */
-	if (z->n == z->cap) {
-		int cap = z->cap ? 2 * z->cap : 16;
-		struct sleeper *v = realloc(z->v, (size_t)cap * sizeof(*v));
-
-		if (!v)
-			return; /* not counted: at worst this thread waits for a later doorbell */
-		z->v = v;
-		z->cap = cap;
-	}
+	if (z->n == z->cap && sleeping_grow(z))
+		return; /* not counted: at worst this thread waits for a later doorbell */
 	cxls_sconn_hold(it->c);
 	z->v[z->n] = (struct sleeper){ it->c, it->fd, 0, { -1, 0, CXLS_CHAN_SLICE_MS } };
 	cxls_chan_sleep(it->c, &z->v[z->n].z);
@@ -602,7 +807,8 @@ static int sleeping_slice_ms(const struct sleeping *z)
 	return ms;
 }
 
-/* Called with s locked, before arming. */
+/* Counts this thread as a sleeper of every pooled socket of s and of its
+ * children; s locked, before arming. */
 static void sleep_set(struct epset *s, struct sleeping *z)
 {
 	z->n = 0;
@@ -618,6 +824,8 @@ static void sleep_set(struct epset *s, struct sleeping *z)
 	}
 }
 
+/* The kernel reported fd's doorbell: wake_set() reads it, unless another
+ * sleeper of that socket is still in. */
 static void sleeping_rang(struct sleeping *z, int fd)
 {
 	for (int i = 0; i < z->n; i++)
@@ -642,7 +850,9 @@ static void unquiet(struct epset *s)
 	}
 }
 
-/* After the kernel returned; how many doorbells were left to others. */
+/* After the kernel returned: gives back the entries and references
+ * sleep_set() took.  How many sockets rang with their doorbells left to
+ * another sleeper still in (the caller yields rather than spin on them). */
 static int wake_set(struct sleeping *z)
 {
 	int others = 0;
@@ -655,9 +865,62 @@ static int wake_set(struct sleeping *z)
 	return others;
 }
 
-/* Sorts the kernel's answer: plain events stay, tagged ones drain their
- * doorbells (their readiness comes from collect()), or, when this thread
- * slept counted (z), note them for wake_set(). */
+/* A connect in flight reported kev: meet, then re-register.  Pooled now:
+ * the doorbell registration, nothing for the application yet (its rings
+ * say, collect()); still connecting, or plain TCP from now on (the
+ * registration the application's, the item dropped): kev in *out for the
+ * application.  1 when *out holds an event.  out is NULL only for an item
+ * already pooled (doorbell_event()). */
+static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
+		   struct epoll_event *out)
+{
+	struct cxls_sconn *c = cxls_sock_use(it->fd);
+	struct epoll_event e;
+
+	if (c) {
+		e = tagged(it->fd, c, it->events);
+		it->kpooled = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0 && pooled_reg(&e);
+		cxls_sock_done(c);
+		return 0;
+	}
+	if (atomic_load(&it->c->mode) == CXLS_SC_CONNECTING) {
+		out->events = kev & (it->events | EPOLLERR | EPOLLHUP);
+		out->data = it->data;
+		return out->events != 0;
+	}
+	/* plain TCP from now on: the kernel reports it as the app asked */
+	e.events = it->events;
+	e.data = it->data;
+	sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e);
+	out->events = kev & (it->events | EPOLLERR | EPOLLHUP);
+	out->data = it->data;
+	drop_item(s, it);
+	return out->events != 0;
+}
+
+/* A tagged event of a pooled item: doorbells, or FIN/RST.  What the
+ * application sees comes from the rings (collect()), not from this event:
+ * the item is no longer quiet, and its doorbells are left for wake_set()
+ * when this thread slept counted (z), else read here. */
+static void doorbell_event(int epfd, struct epset *s, struct ep_item *it, struct sleeping *z)
+{
+	it->quiet = 0;
+	/* registered while connecting and pooled by a read or write since:
+	 * the connect's registration reports EPOLLOUT for ever, the
+	 * doorbell one does not */
+	if (!it->kpooled && !it->disabled && !it->parked)
+		convert(epfd, s, it, 0, NULL);
+	if (it->parked) /* nobody sleeps on it here: read them */
+		cxls_chan_drain(it->c, it->fd);
+	else if (z)
+		sleeping_rang(z, it->fd);
+	else
+		cxls_chan_drain(it->c, it->fd);
+}
+
+/* Sorts the kernel's answer in place (m events): the application's own
+ * registrations stay, the shim's tags go, a connect in flight's becoming
+ * the application's event (convert()).  How many stay; s locked. */
 static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m,
 		       struct sleeping *z)
 {
@@ -671,31 +934,28 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m,
 			ev[keep++] = ev[i];
 			continue;
 		}
-		it = find(s, (int)(uint32_t)d);
+		it = find_item(s, (int)(uint32_t)d);
 		if (!it)
-			continue;
-		if (atomic_load(&it->c->mode) == CXLS_SC_POOL) {
-			it->quiet = 0;
-			/* registered while connecting and pooled by a read or
-			 * write since: the connect's registration reports
-			 * EPOLLOUT for ever, the doorbell one does not */
-			if (!it->kpooled && !it->disabled && !it->parked)
-				convert(epfd, s, it, 0, NULL);
-			if (it->parked) /* nobody sleeps on it here: read them */
-				cxls_chan_drain(it->c, it->fd);
-			else if (z)
-				sleeping_rang(z, it->fd);
-			else
-				cxls_chan_drain(it->c, it->fd);
-			continue;
-		}
-		if (convert(epfd, s, it, ev[i].events, &ev[keep]))
+			continue; /* removed while the kernel reported it */
+		if (atomic_load(&it->c->mode) == CXLS_SC_POOL)
+			doorbell_event(epfd, s, it, z);
+		else if (convert(epfd, s, it, ev[i].events, &ev[keep]))
 			keep++;
 	}
 	return keep;
 }
 
-/* A nested set reported by the shim and by the kernel: keep one. */
+/* Is ev the shim's report of a nested set (collect_children())? */
+static int child_report(const struct epset *s, const struct epoll_event *ev)
+{
+	for (int k = 0; k < s->nchild; k++)
+		if (ev->data.u64 == s->child[k].data.u64)
+			return 1;
+	return 0;
+}
+
+/* A nested set reported by the shim (ev[0..n)) and by the kernel
+ * (ev[n..n+m)): keep one.  How many of the kernel's stay. */
 static int drop_reported_children(struct epset *s, struct epoll_event *ev, int n, int m)
 {
 	int keep = n;
@@ -704,113 +964,156 @@ static int drop_reported_children(struct epset *s, struct epoll_event *ev, int n
 		int dup = 0;
 
 		for (int j = 0; j < n && !dup; j++)
-			for (int k = 0; k < s->nchild && !dup; k++)
-				dup = ev[j].data.u64 == s->child[k].data.u64 &&
-				      ev[i].data.u64 == ev[j].data.u64;
+			dup = ev[i].data.u64 == ev[j].data.u64 && child_report(s, &ev[j]);
 		if (!dup)
 			ev[keep++] = ev[i];
 	}
 	return keep - n;
 }
 
-static int busy(struct epset *s, struct epoll_event *out, int max)
-{
-	uint32_t us = 0;
-	uint64_t end;
-	int n = 0;
+/* One epoll_wait through the set.  s is locked throughout, except while
+ * the kernel sleeps; z lives across rounds (its array is reused). */
+struct ep_wait {
+	int epfd;
+	struct epset *s;
+	struct epoll_event *ev;
+	int max;
+	int timeout_ms;
+	uint64_t deadline; /* timeout_ms > 0: cxls_now_ns() at which it ends */
+	const sigset_t *mask;
+	struct sleeping *z; /* the sockets this round sleeps on */
+};
 
-	for (int i = 0; i < s->n; i++)
-		if (s->items[i].c->busy_us > us)
-			us = s->items[i].c->busy_us;
-	if (!us)
-		return 0;
-	end = cxls_now_ns() + (uint64_t)us * 1000;
-	do {
-		n = collect(s, out, 0, max, 0);
-		if (!n)
-			sched_yield(); /* the peer may be waiting for this core */
-	} while (!n && cxls_now_ns() < end);
+/* A doorbell swallowed by another process holding the same socket would
+ * leave an item quiet for ever: every 64th wait looks at them all. */
+static void unquiet_now_and_then(struct epset *s)
+{
+	if ((++s->calls & 63) == 0)
+		for (int i = 0; i < s->n; i++)
+			s->items[i].quiet = 0;
+}
+
+/* Nothing was ready: counts this thread as a sleeper of every pooled
+ * socket of the set and its children (sleep_set()), then arms them under
+ * one fresh token and looks again (the store-then-check half of the
+ * doorbell handshake).  What is ready now goes to ev. */
+static int arm(struct ep_wait *w)
+{
+	uint64_t tok = cxls_chan_token(); /* fresh for every sleep */
+
+	sleep_set(w->s, w->z);
+	return collect_all(w->s, w->ev, w->max, tok);
+}
+
+/* How long the kernel may sleep: what is left of the timeout, and one
+ * slice at most while counted as a sleeper (sock_chan.h). */
+static int sleep_ms(const struct ep_wait *w)
+{
+	int ms = w->timeout_ms < 0 ? -1 : 0;
+
+	if (w->timeout_ms > 0) {
+		uint64_t now = cxls_now_ns();
+
+		ms = now >= w->deadline ? 0 : (int)((w->deadline - now + 999999) / 1000000);
+	}
+	if (w->z->n) {
+		int slice = sleeping_slice_ms(w->z);
+
+		if (ms < 0 || ms > slice)
+			ms = slice;
+	}
+	return ms;
+}
+
+/* The kernel's part: plain fds, doorbells, connects in flight, written
+ * after the n events found so far.  Never holds the set while asleep:
+ * other threads may change it.  The kernel's count, or -1 with errno. */
+static int kernel_wait(struct ep_wait *w, int n, int ms)
+{
+	int m, err;
+
+	pthread_mutex_unlock(&w->s->lock);
+	m = n < w->max ? sys_epoll_pwait(w->epfd, w->ev + n, w->max - n, ms, w->mask) : 0;
+	err = errno;
+	pthread_mutex_lock(&w->s->lock);
+	errno = err;
+	return m;
+}
+
+/* After the kernel returned m events behind the n found before it: sorts
+ * them, gives the sleeper entries back (armed: this round counted itself
+ * in sleep_set()), and when nothing came of it all looks at the items
+ * once more (a doorbell makes its item ready in the rings, not in ev).
+ * How many events in all. */
+static int collect_woken(struct ep_wait *w, int n, int m, int armed)
+{
+	struct epset *s = w->s;
+
+	m = sort_kernel(w->epfd, s, w->ev + n, m, armed ? w->z : NULL);
+	if (armed) {
+		if (wake_set(w->z) && !m && !n)
+			sched_yield(); /* their doorbells are other sleepers' to read */
+		unquiet(s); /* awake: requests withdrawn (sock_chan.c) */
+	}
+	n += drop_reported_children(s, w->ev, n, m);
+	if (!n)
+		n = collect(s, w->ev, 0, w->max, 0);
 	return n;
+}
+
+/* One round: look; on the first round spin if busy-poll says so; arm;
+ * then the kernel (asleep only when nothing was found); then what woke
+ * it.  Events (> 0), none yet (0), or -1 with errno. */
+static int wait_round(struct ep_wait *w, int round)
+{
+	int n, m, armed = 0;
+
+	n = collect_all(w->s, w->ev, w->max, 0);
+	if (!n && round == 0)
+		n = busy(w->s, w->ev, w->max);
+	if (!n) {
+		n = arm(w);
+		armed = 1;
+	}
+	m = kernel_wait(w, n, n ? 0 : sleep_ms(w));
+	if (m < 0) {
+		int err = errno;
+
+		if (armed)
+			wake_set(w->z);
+		errno = err;
+		return n ? n : -1;
+	}
+	return collect_woken(w, n, m, armed);
 }
 
 int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms,
 			 const sigset_t *mask)
 {
-	struct epset *s = set_of(epfd, 0);
-	struct sleeping z = { NULL, 0, 0 };
-	uint64_t deadline = 0;
-	int n, m, err;
+	struct sleeping z; /* not zeroed: its array is written before it is read */
+	struct ep_wait w = { epfd, set_of(epfd, 0), ev, max, timeout_ms, 0, mask, &z };
+	int n, err;
 
-	if (!s || max <= 0)
+	if (!w.s || max <= 0)
 		return -2;
-	pthread_mutex_lock(&s->lock);
-	if (!s->n && !s->nchild) {
-		pthread_mutex_unlock(&s->lock);
+	sleeping_init(&z);
+	pthread_mutex_lock(&w.s->lock);
+	if (!w.s->n && !w.s->nchild) {
+		pthread_mutex_unlock(&w.s->lock);
 		return -2;
 	}
 	if (timeout_ms > 0)
-		deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-	/* a doorbell swallowed by another process holding the same socket
-	 * would leave an item quiet forever: look anyway */
-	if ((++s->calls & 63) == 0)
-		for (int i = 0; i < s->n; i++)
-			s->items[i].quiet = 0;
+		w.deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	unquiet_now_and_then(w.s);
 	for (int round = 0;; round++) {
-		int wait = 0, counted = 0;
-
-		n = collect_children(s, ev, collect(s, ev, 0, max, 0), max, 0);
-		if (!n && round == 0)
-			n = busy(s, ev, max);
-		if (!n) {
-			uint64_t tok = cxls_chan_token(); /* fresh for every sleep */
-
-			sleep_set(s, &z);
-			counted = 1;
-			n = collect_children(s, ev, collect(s, ev, 0, max, tok), max, tok);
-		}
-		if (!n) {
-			wait = timeout_ms < 0 ? -1 : 0;
-			if (timeout_ms > 0) {
-				uint64_t now = cxls_now_ns();
-				wait = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-			}
-			/* a counted sleep lasts one slice at most (sock_chan.h) */
-			if (z.n) {
-				int slice = sleeping_slice_ms(&z);
-
-				if (wait < 0 || wait > slice)
-					wait = slice;
-			}
-		}
-		/* the kernel's part: plain fds, doorbells, connects; never hold
-		 * the set while sleeping, other threads may change it */
-		pthread_mutex_unlock(&s->lock);
-		m = n < max ? sys_epoll_pwait(epfd, ev + n, max - n, wait, mask) : 0;
-		err = errno;
-		pthread_mutex_lock(&s->lock);
-		if (m < 0) {
-			if (counted)
-				wake_set(&z);
-			pthread_mutex_unlock(&s->lock);
-			free(z.v);
-			errno = err;
-			return n ? n : -1;
-		}
-		m = sort_kernel(epfd, s, ev + n, m, counted ? &z : NULL);
-		if (counted) {
-			if (wake_set(&z) && !m && !n)
-				sched_yield(); /* their doorbells are other sleepers' to read */
-			unquiet(s); /* awake: requests withdrawn (sock_chan.c) */
-		}
-		m = drop_reported_children(s, ev, n, m);
-		n += m;
-		if (!m && n == 0)
-			n = collect(s, ev, 0, max, 0);
-		if (n || timeout_ms == 0 || (timeout_ms > 0 && cxls_now_ns() >= deadline))
+		n = wait_round(&w, round);
+		if (n || timeout_ms == 0 || (timeout_ms > 0 && cxls_now_ns() >= w.deadline))
 			break;
 	}
-	pthread_mutex_unlock(&s->lock);
-	free(z.v);
+	err = errno;
+	pthread_mutex_unlock(&w.s->lock);
+	sleeping_fini(&z);
+	errno = err;
 	return n;
 }
 
@@ -844,6 +1147,53 @@ int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeou
 	}
 }
 
+/* Epoll fd fd is being closed: its set goes, from the table and from the
+ * sets it was nested in, with its items' references.  sets_lock held. */
+static void close_set(int fd)
+{
+	set_slot *slot = set_slot_of(fd, 0);
+	struct epset *s = atomic_load(slot);
+
+	atomic_store(slot, NULL);
+	for (int e = 0; e < nsets; e++) {
+		struct epset *o = set_at(e);
+
+		if (!o)
+			continue;
+		pthread_mutex_lock(&o->lock);
+		for (int i = 0; i < o->nchild; i++)
+			if (o->child[i].set == s)
+				o->child[i--] = o->child[--o->nchild];
+		pthread_mutex_unlock(&o->lock);
+	}
+	for (int i = 0; i < s->n; i++)
+		cxls_sconn_put(s->items[i].c);
+	free(s->items);
+	free(s->pos);
+	free(s);
+}
+
+/* The last fd of c's file, fd, is being closed: the kernel forgets the
+ * file in every epoll set, so its items go (fd's own and parked ones).
+ * sets_lock held. */
+static void forget_file(struct cxls_sconn *c, int fd)
+{
+	for (int e = 0; e < nsets; e++) {
+		struct epset *s = set_at(e);
+
+		if (!s)
+			continue;
+		pthread_mutex_lock(&s->lock);
+		for (int i = 0; i < s->n; i++) {
+			struct ep_item *it = &s->items[i];
+
+			if (it->c == c && (it->fd == fd || it->parked))
+				drop_item(s, it), i--;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
 void cxls_sock_epoll_closing(int fd)
 {
 	struct cxls_sconn *c;
@@ -852,44 +1202,11 @@ void cxls_sock_epoll_closing(int fd)
 	if (!atomic_load(&any_set))
 		return;
 	pthread_mutex_lock(&sets_lock);
-	if (fd < nsets && sets[fd]) { /* an epoll fd */
-		struct epset *s = sets[fd];
-
-		sets[fd] = NULL;
-		for (int e = 0; e < nsets; e++) {
-			struct epset *o = sets[e];
-
-			if (!o)
-				continue;
-			pthread_mutex_lock(&o->lock);
-			for (int i = 0; i < o->nchild; i++)
-				if (o->child[i].set == s)
-					o->child[i--] = o->child[--o->nchild];
-			pthread_mutex_unlock(&o->lock);
-		}
-		for (int i = 0; i < s->n; i++)
-			cxls_sconn_put(s->items[i].c);
-		free(s->items);
-		free(s);
-	}
+	if (set_at(fd))
+		close_set(fd);
 	c = cxls_fdtab_get(fd);
-	/* the kernel forgets a file in every epoll set when its last fd goes */
-	if (c && atomic_load(&c->fds) <= 1) {
-		for (int e = 0; e < nsets; e++) {
-			struct epset *s = sets[e];
-			struct ep_item *it;
-
-			if (!s)
-				continue;
-			pthread_mutex_lock(&s->lock);
-			for (int i = 0; i < s->n; i++) {
-				it = &s->items[i];
-				if (it->c == c && (it->fd == fd || it->parked))
-					drop(s, it), i--;
-			}
-			pthread_mutex_unlock(&s->lock);
-		}
-	}
+	if (c && atomic_load(&c->fds) <= 1)
+		forget_file(c, fd);
 	pthread_mutex_unlock(&sets_lock);
 	if (c)
 		cxls_sconn_put(c);

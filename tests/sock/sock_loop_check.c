@@ -189,7 +189,12 @@ static int push(struct loop *l, size_t upto)
 static int pull(struct loop *l)
 {
 	while (l->got < l->n) {
-		ssize_t r = read(l->fd, l->in + l->got, 1 + (size_t)rand() % 65536);
+		size_t k = 1 + (size_t)rand() % 65536;
+		ssize_t r;
+
+		if (k > l->n - l->got)
+			k = l->n - l->got; /* never past the buffer, whatever comes */
+		r = read(l->fd, l->in + l->got, k);
 
 		if (r < 0)
 			return errno == EAGAIN ? 0 : -1;
