@@ -259,6 +259,8 @@ PALIAS(CommInitAll);
 
 EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
+	if (!comm)
+		return ncclSuccess; /* as NCCL: nothing to finalize */
 	DISPATCH(CommFinalize, comm, comm);
 	return cxls_comm_finalize(c);
 }

@@ -199,6 +199,8 @@ static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclCommCount(comm, &v) == ncclInvalidArgument, "destroyed count");
 	CHECK(ncclCommDestroy(comm) == ncclInvalidArgument, "double destroy");
 	CHECK(ncclCommDestroy(NULL) == ncclSuccess, "destroy NULL is a no-op");
+	CHECK(ncclCommAbort(NULL) == ncclSuccess, "abort NULL is a no-op");
+	CHECK(ncclCommFinalize(NULL) == ncclSuccess, "finalize NULL is a no-op, as NCCL's");
 	return CHECK_SUMMARY();
 }
 
