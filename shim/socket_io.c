@@ -6,6 +6,7 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -343,12 +344,15 @@ static mode_t fd_kind(int fd)
 
 /* file -> pooled socket through a bounce buffer.  A socket cannot be
  * sendfile's source (EINVAL from the kernel): reading one here would take
- * a pooled socket's doorbells for data. */
+ * a pooled socket's doorbells for data.  sendfile and splice are no
+ * cancellation points, and the bounce buffer must not leak: a cancel
+ * waits while they run. */
 static ssize_t sendfile_pool(struct cxls_sconn *c, int out, int in, off_t *off, size_t count)
 {
 	char *buf;
 	size_t done = 0;
 	ssize_t r = 0;
+	int cs;
 
 	if (fd_kind(in) == S_IFSOCK) {
 		errno = EINVAL;
@@ -359,6 +363,7 @@ static ssize_t sendfile_pool(struct cxls_sconn *c, int out, int in, off_t *off, 
 		errno = ENOMEM;
 		return -1;
 	}
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	while (done < count) {
 		size_t want = count - done < BOUNCE ? count - done : BOUNCE;
 		struct iovec iov;
@@ -379,6 +384,7 @@ static ssize_t sendfile_pool(struct cxls_sconn *c, int out, int in, off_t *off, 
 		if (r < (ssize_t)iov.iov_len)
 			break;
 	}
+	pthread_setcancelstate(cs, NULL);
 	free(buf);
 	return done ? (ssize_t)done : r;
 }
@@ -418,13 +424,14 @@ static ssize_t splice_pool(int in, struct cxls_sconn *cin, int out, struct cxls_
 	size_t want = len < BOUNCE ? len : BOUNCE;
 	char *buf = malloc(want ? want : 1);
 	struct iovec iov = { buf, want };
-	int nb = (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0;
+	int nb = (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0, cs;
 	ssize_t r;
 
 	if (!buf) {
 		errno = ENOMEM;
 		return -1;
 	}
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs); /* as sendfile_pool */
 	if (cout) {
 		r = REAL(read)(in, buf, want);
 		if (r > 0) {
@@ -440,6 +447,7 @@ static ssize_t splice_pool(int in, struct cxls_sconn *cin, int out, struct cxls_
 			r = cxls_sock_recvv(cin, in, &iov, 1, MSG_DONTWAIT);
 		}
 	}
+	pthread_setcancelstate(cs, NULL);
 	free(buf);
 	return r;
 }

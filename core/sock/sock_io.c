@@ -63,6 +63,24 @@ static int recv_slept(struct cxls_sconn *c, int fd, int err)
 	return 0;
 }
 
+static void give_back(void *c)
+{
+	cxls_sock_done(c);
+}
+
+/* read, write and their kin are cancellation points, but the waits here
+ * are raw system calls, which a deferred pthread_cancel does not
+ * interrupt: a blocked call looks for a pending cancel before each wait,
+ * so it acts within one wait slice.  Here the thread holds no lock and no
+ * sleeper entry, only the caller's reference to c (cxls_sock_use), which
+ * a cancelled thread never returns to give back: the cleanup does. */
+static void cancel_point(struct cxls_sconn *c)
+{
+	pthread_cleanup_push(give_back, c);
+	pthread_testcancel();
+	pthread_cleanup_pop(0);
+}
+
 /* Sleeps until want may have changed; 0, or -1 with errno (EINTR, EAGAIN
  * at the socket's timeout, EBADF when every fd of it was closed). */
 static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
@@ -71,6 +89,7 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 	int ms = CXLS_CHAN_SLICE_MS, r, err;
 	struct cxls_sleep z;
 
+	cancel_point(c);
 	if (cxls_chan_busy_poll(c, want))
 		return 0;
 	if (atomic_load(&c->fds) == 0) {

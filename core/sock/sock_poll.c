@@ -10,6 +10,7 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,10 @@ static int run(struct pset *s, const struct timespec *timeout, const sigset_t *m
 		deadline = cxls_now_ns() + (uint64_t)timeout->tv_sec * 1000000000ull +
 			   (uint64_t)timeout->tv_nsec;
 	for (int round = 0;; round++) {
+		/* a cancellation point, whose raw waits a deferred cancel does
+		 * not interrupt: a pending one acts here, every slice, where
+		 * no sleeper entry is held (pset_free gives back the rest) */
+		pthread_testcancel();
 		if (ready_pooled(s) || (round == 0 && busy_pooled(s)))
 			return s->npooled == (int)s->n ? ready_pooled(s) : real_round(s, &zero, mask, 0);
 		sleep_pooled(s);
@@ -168,6 +173,32 @@ static int run(struct pset *s, const struct timespec *timeout, const sigset_t *m
 		if (r != 0 || (timeout && cxls_now_ns() >= deadline))
 			return r;
 	}
+}
+
+/* Gives back what cxls_sock_ppoll took, the connections and the arrays,
+ * also for a thread cancelled in run(). */
+static void pset_free(void *arg)
+{
+	struct pset *s = arg;
+
+	for (nfds_t i = 0; s->conns && i < s->n; i++)
+		if (s->conns[i])
+			cxls_sock_done(s->conns[i]);
+	free(s->conns);
+	free(s->real);
+	free(s->z);
+}
+
+/* run(), with the set given back if the thread is cancelled in it (r is
+ * volatile only for setjmp's sake: a cancelled thread never reads it). */
+static int run_cancellable(struct pset *s, const struct timespec *timeout, const sigset_t *mask)
+{
+	volatile int r;
+
+	pthread_cleanup_push(pset_free, s);
+	r = run(s, timeout, mask);
+	pthread_cleanup_pop(0);
+	return r;
 }
 
 int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
@@ -181,21 +212,15 @@ int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
 	s.conns = calloc(n, sizeof(*s.conns));
 	s.real = calloc(n, sizeof(*s.real));
 	s.z = calloc(n, sizeof(*s.z));
-	if (!s.conns || !s.real || !s.z)
-		goto out;
-	for (nfds_t i = 0; i < n; i++) {
-		s.conns[i] = fds[i].fd >= 0 ? cxls_sock_use(fds[i].fd) : NULL;
-		s.npooled += s.conns[i] != NULL;
+	if (s.conns && s.real && s.z) {
+		for (nfds_t i = 0; i < n; i++) {
+			s.conns[i] = fds[i].fd >= 0 ? cxls_sock_use(fds[i].fd) : NULL;
+			s.npooled += s.conns[i] != NULL;
+		}
+		if (s.npooled)
+			r = run_cancellable(&s, timeout, mask);
 	}
-	if (s.npooled)
-		r = run(&s, timeout, mask);
-	for (nfds_t i = 0; i < n; i++)
-		if (s.conns[i])
-			cxls_sock_done(s.conns[i]);
-out:
-	free(s.conns);
-	free(s.real);
-	free(s.z);
+	pset_free(&s);
 	return r;
 }
 
@@ -227,9 +252,11 @@ int cxls_sock_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		if (ev)
 			p[n++] = (struct pollfd){ fd, ev, 0 };
 	}
+	pthread_cleanup_push(free, p); /* a cancel in the wait */
 	r = cxls_sock_ppoll(p, n, timeout, mask);
 	if (r == -2)
 		r = sys_ppoll(p, n, timeout, mask);
+	pthread_cleanup_pop(0);
 	if (r < 0) {
 		free(p);
 		return -1;

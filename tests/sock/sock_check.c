@@ -876,6 +876,89 @@ static void test_close_while_blocked(void)
 	      "the blocked read returned (%zd %d), nothing crashed", bl.r, bl.err);
 }
 
+/* pthread_cancel of a thread blocked in a read, poll, select, then in a
+ * write to a full ring: each is cancelled (they are cancellation points)
+ * within a wait slice, and the connection goes on working for the others; once
+ * closed, the peer sees the end, so the cancelled calls gave back what
+ * they held. */
+static void *blocked_write(void *arg)
+{
+	struct blocked *b = arg;
+	static char big[1 << 20];
+
+	for (;;) /* until the ring and the socket are full and it blocks */
+		if (write(b->fd, big, sizeof(big)) < 0)
+			break;
+	b->err = errno;
+	return NULL;
+}
+
+static void *blocked_poll(void *arg)
+{
+	struct blocked *b = arg;
+	struct pollfd p = { b->fd, POLLIN, 0 };
+
+	b->r = poll(&p, 1, -1);
+	return NULL;
+}
+
+static void *blocked_select(void *arg)
+{
+	struct blocked *b = arg;
+	fd_set rs;
+
+	FD_ZERO(&rs);
+	FD_SET(b->fd, &rs);
+	b->r = select(b->fd + 1, &rs, NULL, NULL, NULL);
+	return NULL;
+}
+
+static int cancelled(pthread_t t, const char *what)
+{
+	struct timespec dl;
+	void *rv = NULL;
+	int r;
+
+	usleep(100000);
+	pthread_cancel(t);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 3;
+	r = pthread_timedjoin_np(t, &rv, &dl);
+	CHECK(r == 0 && rv == PTHREAD_CANCELED, "%s: cancelled within 3 s (%d)", what, r);
+	return r == 0;
+}
+
+static void test_cancel(void)
+{
+	struct blocked bl = { 0 };
+	pthread_t t;
+	char buf[8];
+	int a, b;
+
+	tcp_pair(&a, &b);
+	bl.fd = b;
+	pthread_create(&t, NULL, blocked_read, &bl);
+	if (!cancelled(t, "read"))
+		return; /* the thread still runs: leave its socket alone */
+	CHECK(write(a, "after", 5) == 5 && read(b, buf, sizeof(buf)) == 5, "reads go on");
+	pthread_create(&t, NULL, blocked_poll, &bl);
+	if (!cancelled(t, "poll"))
+		return;
+	pthread_create(&t, NULL, blocked_select, &bl);
+	if (!cancelled(t, "select"))
+		return;
+	CHECK(write(a, "again", 5) == 5 && read(b, buf, sizeof(buf)) == 5, "reads go on");
+	bl.fd = a;
+	pthread_create(&t, NULL, blocked_write, &bl);
+	if (!cancelled(t, "write"))
+		return;
+	close(a);
+	while (read(b, buf, sizeof(buf)) > 0)
+		;
+	CHECK(read(b, buf, sizeof(buf)) == 0, "the peer sees the end");
+	close(b);
+}
+
 /* ---- two sleepers on one socket ------------------------------------------
  * Every pooled connection has one control socket: a doorbell for data and
  * one for room arrive there alike, and every thread waiting on the fd
@@ -2032,6 +2115,7 @@ static const struct tu_case cases[] = {
 	{ "epoll", test_epoll },
 	{ "eintr", test_eintr },
 	{ "close-blocked", test_close_while_blocked },
+	{ "cancel", test_cancel },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
