@@ -242,41 +242,56 @@ static void closing_calls(int a, int b)
 	SAY(v);
 }
 
-/* An abortive close (SO_LINGER 0), and connect(AF_UNSPEC), which aborts
- * the connection and leaves the socket to connect again: the reset is
- * reported once, then the socket reads as ended and writes as shut. */
-static void reset_calls(void)
+/* A pair whose b end was closed abortively (SO_LINGER 0): a is left,
+ * its peer's RST arrived.  -1 without a connection. */
+static int aborted_pair(int *a)
 {
 	struct linger lg = { 1, 0 };
-	struct sockaddr un = { .sa_family = AF_UNSPEC };
-	char buf[4];
-	int a, b, v = -1;
-	socklen_t len = sizeof(v);
+	int b;
 
-	if (pair(&a, &b)) {
+	if (pair(a, &b)) {
 		printf("FAIL no connection: %s\n", strerror(errno));
-		return;
+		return -1;
 	}
 	SAY(setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
 	SAY(close(b));
-	SAY(rdhup(a));
+	SAY(rdhup(*a));
+	return 0;
+}
+
+/* After a reset the error is reported once, to a read, a write or
+ * SO_ERROR, whichever comes first; then the socket reads as ended and
+ * writes as shut. */
+static void reset_calls(void)
+{
+	char buf[4];
+	int a, v = -1;
+	socklen_t len = sizeof(v);
+
+	if (aborted_pair(&a))
+		return;
 	SAY(read(a, buf, sizeof(buf)));
 	SAY(read(a, buf, sizeof(buf)));
 	SAY(write(a, "x", 1));
 	SAY(getsockopt(a, SOL_SOCKET, SO_ERROR, &v, &len));
 	SAY(v);
 	close(a);
-	if (pair(&a, &b)) {
-		printf("FAIL no connection: %s\n", strerror(errno));
+	if (aborted_pair(&a))
 		return;
-	}
-	SAY(setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
-	SAY(close(b));
-	SAY(rdhup(a));
 	SAY(getsockopt(a, SOL_SOCKET, SO_ERROR, &v, &len));
 	SAY(v);
 	SAY(read(a, buf, sizeof(buf)));
 	close(a);
+}
+
+/* connect(AF_UNSPEC) aborts the connection: the peer sees the reset, and
+ * the socket is left unconnected. */
+static void unspec_calls(void)
+{
+	struct sockaddr un = { .sa_family = AF_UNSPEC };
+	char buf[4];
+	int a, b;
+
 	if (pair(&a, &b)) {
 		printf("FAIL no connection: %s\n", strerror(errno));
 		return;
@@ -316,5 +331,6 @@ int main(void)
 	printf("kept: %s\n", buf);
 	closing_calls(a, b);
 	reset_calls();
+	unspec_calls();
 	return 0;
 }
