@@ -163,6 +163,8 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 	if (lowat > want)
 		lowat = want;
 	cxls_iovc_init(&cur, iov, iovcnt);
+	/* TCP's MSG_TRUNC takes the bytes (or peeks) without copying them */
+	cur.discard = (flags & MSG_TRUNC) != 0;
 	for (;;) {
 		int64_t k;
 		int rd;
