@@ -88,11 +88,21 @@ EXPORT int close(int fd)
 	return REAL(close)(fd);
 }
 
+/* A pooled connection TCP would have closed (reset, or both FINs sent):
+ * ENOTCONN, as inet_shutdown says it for TCP_CLOSE, after marking the
+ * shutdown all the same. */
 EXPORT int shutdown(int fd, int how)
 {
+	int closed = 0, r;
+
 	if (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR)
-		cxls_sock_shutdown(fd, how);
-	return REAL(shutdown)(fd, how);
+		closed = cxls_sock_shutdown(fd, how);
+	r = REAL(shutdown)(fd, how);
+	if (r == 0 && closed) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	return r;
 }
 
 EXPORT int dup(int fd)

@@ -4,6 +4,7 @@
  * recvv/sendv; the calls that also move bytes between files (sendfile,
  * splice) copy through a bounce buffer on the pooled side.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -29,7 +30,7 @@
  * a length is EFAULT here at once, where the kernel's copy would fault
  * once bytes are there; any other address the process cannot touch
  * faults in the shim's own copy (README, "Not yet"). */
-static int iov_error(const struct iovec *iov, size_t cnt)
+static int iov_error(const struct iovec *iov, size_t cnt, int flags)
 {
 	if (cnt > UIO_MAXIOV)
 		return EINVAL;
@@ -38,6 +39,8 @@ static int iov_error(const struct iovec *iov, size_t cnt)
 	for (size_t i = 0; i < cnt; i++)
 		if ((ssize_t)iov[i].iov_len < 0)
 			return EINVAL;
+	if (flags & MSG_TRUNC)
+		return 0; /* TCP copies nothing then: recv(fd, NULL, n, MSG_TRUNC) discards */
 	for (size_t i = 0; i < cnt; i++)
 		if (iov[i].iov_len && !iov[i].iov_base)
 			return EFAULT;
@@ -45,13 +48,13 @@ static int iov_error(const struct iovec *iov, size_t cnt)
 }
 
 /* __copy_msghdr's: a longer iovec than UIO_MAXIOV is EMSGSIZE. */
-static int msg_error(const struct msghdr *m)
+static int msg_error(const struct msghdr *m, int flags)
 {
 	if (!m)
 		return EFAULT;
 	if (m->msg_iovlen > UIO_MAXIOV)
 		return EMSGSIZE;
-	return iov_error(m->msg_iov, m->msg_iovlen);
+	return iov_error(m->msg_iov, m->msg_iovlen, flags);
 }
 
 /* Refuses a call on a pooled fd, which it releases. */
@@ -64,52 +67,84 @@ static ssize_t pool_refuse(struct cxls_sconn *c, int err)
 
 /* One call on a pooled fd: the core moves the bytes, then the fd is
  * released (cxls_sock_use took it). */
-static ssize_t pool_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int cnt,
-			  int flags)
+/* recv, recvfrom and recvmsg (not read and readv: a socket's read_iter
+ * returns 0 for nothing asked at once): tcp_recvmsg treats 0 bytes as a
+ * read that wants one byte and takes none.  With none there it reports a
+ * reset, or EAGAIN when nonblocking; a blocking one waits once for a byte,
+ * the end of file, a signal or SO_RCVTIMEO, and returns 0 whichever came
+ * (its loop runs while bytes are wanted). */
+static ssize_t stream_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int cnt,
+			    int flags)
 {
-	int err = cnt < 0 ? EINVAL : iov_error(iov, (size_t)cnt);
+	char one;
+	struct iovec peek = { &one, 1 };
+	int nb = (flags & MSG_DONTWAIT) || atomic_load(&c->nonblock), err = errno;
+	ssize_t r;
+
+	if (cxls_iov_total(iov, cnt))
+		return cxls_sock_recvv(c, fd, iov, cnt, flags);
+	r = cxls_sock_recvv(c, fd, &peek, 1, (flags & ~MSG_WAITALL) | MSG_PEEK | MSG_TRUNC);
+	if (r >= 0 || (!nb && (errno == EAGAIN || errno == EINTR))) {
+		errno = err;
+		return 0;
+	}
+	return -1;
+}
+
+/* as_read: read(2) or readv(2), which answer 0 bytes with 0 at once */
+static ssize_t pool_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int cnt,
+			  int flags, int as_read)
+{
+	int err = cnt < 0 ? EINVAL : iov_error(iov, (size_t)cnt, flags);
 	ssize_t r;
 
 	if (err)
 		return pool_refuse(c, err);
-	r = cxls_sock_recvv(c, fd, iov, cnt, flags);
+	r = as_read ? cxls_sock_recvv(c, fd, iov, cnt, flags) : stream_recvv(c, fd, iov, cnt, flags);
 	cxls_sock_done(c);
 	return r;
 }
 
+/* as_write: writev(2), which answers 0 bytes with 0 before the socket
+ * sees the call (vfs_writev), whatever its state */
 static ssize_t pool_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int cnt,
-			  int flags)
+			  int flags, int as_write)
 {
-	int err = cnt < 0 ? EINVAL : iov_error(iov, (size_t)cnt);
+	int err = cnt < 0 ? EINVAL : iov_error(iov, (size_t)cnt, 0);
 	ssize_t r;
 
 	if (err)
 		return pool_refuse(c, err);
+	if (as_write && !cxls_iov_total(iov, cnt)) {
+		cxls_sock_done(c);
+		return 0;
+	}
 	r = cxls_sock_sendv(c, fd, iov, cnt, flags);
 	cxls_sock_done(c);
 	return r;
 }
 
 /* read(2) and send(2) cut a count past RW_MAX, they do not refuse it. */
-static ssize_t pool_recv(struct cxls_sconn *c, int fd, void *buf, size_t n, int flags)
+static ssize_t pool_recv(struct cxls_sconn *c, int fd, void *buf, size_t n, int flags,
+			 int as_read)
 {
 	struct iovec iov = { buf, n < RW_MAX ? n : RW_MAX };
 
-	return pool_recvv(c, fd, &iov, 1, flags);
+	return pool_recvv(c, fd, &iov, 1, flags, as_read);
 }
 
 static ssize_t pool_send(struct cxls_sconn *c, int fd, const void *buf, size_t n, int flags)
 {
 	struct iovec iov = { (void *)buf, n < RW_MAX ? n : RW_MAX };
 
-	return pool_sendv(c, fd, &iov, 1, flags);
+	return pool_sendv(c, fd, &iov, 1, flags, 0);
 }
 
 EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
 
-	return c ? pool_recv(c, fd, buf, n, 0) : REAL(read)(fd, buf, n);
+	return c ? pool_recv(c, fd, buf, n, 0, 1) : REAL(read)(fd, buf, n);
 }
 
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -131,7 +166,7 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	struct cxls_sconn *c = use_stream(fd, flags);
 
-	return c ? pool_recv(c, fd, buf, n, flags) : REAL(recv)(fd, buf, n, flags);
+	return c ? pool_recv(c, fd, buf, n, flags, 0) : REAL(recv)(fd, buf, n, flags);
 }
 
 EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -141,17 +176,20 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	return c ? pool_send(c, fd, buf, n, flags) : REAL(send)(fd, buf, n, flags);
 }
 
-/* A connected TCP socket ignores the address, and reports none. */
+/* A connected TCP socket ignores the address, and reports none (a
+ * length of 0, written only when the call succeeds). */
 EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
 			socklen_t *len)
 {
 	struct cxls_sconn *c = use_stream(fd, flags);
+	ssize_t r;
 
 	if (!c)
 		return REAL(recvfrom)(fd, buf, n, flags, sa, len);
-	if (sa && len)
+	r = pool_recv(c, fd, buf, n, flags, 0);
+	if (r >= 0 && sa && len)
 		*len = 0;
-	return pool_recv(c, fd, buf, n, flags);
+	return r;
 }
 
 EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa,
@@ -166,19 +204,19 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
 
-	return c ? pool_recvv(c, fd, iov, cnt, 0) : REAL(readv)(fd, iov, cnt);
+	return c ? pool_recvv(c, fd, iov, cnt, 0, 1) : REAL(readv)(fd, iov, cnt);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
 
-	return c ? pool_sendv(c, fd, iov, cnt, 0) : REAL(writev)(fd, iov, cnt);
+	return c ? pool_sendv(c, fd, iov, cnt, 0, 1) : REAL(writev)(fd, iov, cnt);
 }
 
 static ssize_t msg_recv(struct cxls_sconn *c, int fd, struct msghdr *m, int flags)
 {
-	ssize_t r = cxls_sock_recvv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
+	ssize_t r = stream_recvv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
 
 	if (r >= 0) {
 		m->msg_namelen = 0;
@@ -196,7 +234,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 
 	if (!c)
 		return REAL(recvmsg)(fd, m, flags);
-	if ((err = msg_error(m)))
+	if ((err = msg_error(m, flags)))
 		return pool_refuse(c, err);
 	r = msg_recv(c, fd, m, flags);
 	cxls_sock_done(c);
@@ -211,9 +249,9 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 
 	if (!c)
 		return REAL(sendmsg)(fd, m, flags);
-	if ((err = msg_error(m)))
+	if ((err = msg_error(m, 0)))
 		return pool_refuse(c, err);
-	return pool_sendv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
+	return pool_sendv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags, 0);
 }
 
 /* sendmmsg(2) and recvmmsg(2) take at most UIO_MAXIOV messages per call
@@ -248,7 +286,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 		struct msghdr *m = &v[i].msg_hdr;
 		ssize_t r;
 
-		if ((err = msg_error(m))) {
+		if ((err = msg_error(m, 0))) {
 			errno = err;
 			break;
 		}
@@ -316,7 +354,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		struct msghdr *m = &v[i].msg_hdr;
 		ssize_t r;
 
-		if ((err = msg_error(m))) {
+		if ((err = msg_error(m, flags))) {
 			errno = err;
 			break;
 		}

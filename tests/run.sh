@@ -303,6 +303,9 @@ for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll 
 done
 step "sock: bad arguments answered as the kernel answers them" \
 	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/args_diff.sh
+DIFF_SEEDS=$([ "$LONG" = 1 ] && echo "160 random" || echo "8 fixed")
+step "sock: random calls answered as the kernel answers them, $DIFF_SEEDS seeds" \
+	env BUILD="$BUILD" SHIM="$SHIM" CXLSHIM_TEST_LONG="$LONG" tests/sock/diff_fuzz.sh
 # event loops that register their socket in an epoll set before connect()
 SOCKLOOP=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_loop_check")
 for t in lt et oneshot fired nested del select fork closed thread many; do

@@ -21,6 +21,7 @@ SOCK_TESTS += $(BUILD)/tests/sock_wake_check
 SOCK_TESTS += $(BUILD)/tests/sock_meet_check
 SOCK_TESTS += $(BUILD)/tests/sock_fork_check
 SOCK_TESTS += $(BUILD)/tests/sock_args_check
+SOCK_TESTS += $(BUILD)/tests/sock_diff_check
 SOCK_TEST_LIB = tests/sock/sock_util.c tests/sock/sock_pool.c
 
 $(BUILD)/tests/sock_check: tests/sock/sock_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
@@ -45,6 +46,11 @@ $(BUILD)/tests/sock_fork_check: tests/sock/sock_fork_check.c $(SOCK_TEST_LIB) $(
 
 # a plain program: it must answer the same with and without the preload
 $(BUILD)/tests/sock_args_check: tests/sock/sock_args_check.c tests/sock/sock_util.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^
+
+# a plain program too: random calls answered the same with and without it
+$(BUILD)/tests/sock_diff_check: tests/sock/sock_diff_check.c tests/sock/sock_util.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^
 

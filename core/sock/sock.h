@@ -46,7 +46,8 @@ void cxls_sock_closing(int fd);
 /* After a real dup/dup2/dup3/F_DUPFD: newfd is oldfd. */
 void cxls_sock_duped(int oldfd, int newfd);
 void cxls_sock_set_nonblock(int fd, int on);
-void cxls_sock_shutdown(int fd, int how);
+/* Records a shutdown; 1 when TCP's socket was CLOSED already (ENOTCONN). */
+int cxls_sock_shutdown(int fd, int how);
 /* TCP_NODELAY and TCP_CORK of a pooled socket are the application's view
  * only (its socket carries doorbells, which must not wait): 1 when
  * handled here (get: *val and *len filled; set: val holds an int). */

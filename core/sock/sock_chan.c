@@ -456,11 +456,27 @@ static uint32_t peer_flags(struct cxls_sconn *c)
 	return atomic_load_explicit(&c->peer->flags, memory_order_acquire);
 }
 
+/* An RST after the peer's FIN (it shut down writing, then closed with
+ * bytes unread or SO_LINGER 0): tcp_reset in CLOSE_WAIT leaves EPIPE, not
+ * ECONNRESET, and reads stay at end of file (SOCK_DONE comes first). */
+static int fin_then_rst(uint32_t pf)
+{
+	return (pf & CXLS_END_RESET) && (pf & CXLS_END_SHUT_WR);
+}
+
+/* An RST that comes after this end drew one of its own finds the socket
+ * CLOSED: it leaves no error. */
+int cxls_chan_fin_then_rst(struct cxls_sconn *c)
+{
+	return !atomic_load(&c->broken) && !atomic_load(&c->rst_drawn) &&
+	       fin_then_rst(peer_flags(c));
+}
+
 int cxls_chan_read_state(struct cxls_sconn *c)
 {
 	uint32_t pf = peer_flags(c);
 
-	if (atomic_load(&c->broken) || (pf & CXLS_END_RESET))
+	if (atomic_load(&c->broken) || ((pf & CXLS_END_RESET) && !fin_then_rst(pf)))
 		return CXLS_RD_RESET;
 	if (pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED))
 		return CXLS_RD_EOF;
@@ -473,13 +489,43 @@ int cxls_chan_write_error(struct cxls_sconn *c)
 {
 	uint32_t pf = peer_flags(c);
 
-	if (atomic_load(&c->broken) || (pf & CXLS_END_RESET) || atomic_load(&c->tcp_rst))
+	if (atomic_load(&c->broken) || ((pf & CXLS_END_RESET) && !fin_then_rst(pf)) ||
+	    atomic_load(&c->tcp_rst))
 		return ECONNRESET;
-	if (atomic_load(&c->shut_wr) || (pf & CXLS_END_CLOSED))
+	if (atomic_load(&c->shut_wr) || atomic_load(&c->rst_drawn) || fin_then_rst(pf))
 		return EPIPE;
-	if (atomic_load(&c->tcp_eof) && !(pf & CXLS_END_SHUT_WR))
+	/* a peer closed in the pool takes the next write, which draws the
+	 * RST (cxls_chan_refused) */
+	if (atomic_load(&c->tcp_eof) && !(pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED)))
 		return EPIPE; /* the peer's socket is gone */
 	return 0;
+}
+
+int cxls_chan_closed(struct cxls_sconn *c)
+{
+	uint32_t pf = peer_flags(c);
+
+	if (atomic_load(&c->broken) || atomic_load(&c->rst_drawn) || atomic_load(&c->tcp_rst) ||
+	    (pf & CXLS_END_RESET))
+		return 1;
+	return atomic_load(&c->shut_wr) && (pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED));
+}
+
+int cxls_chan_refused(struct cxls_sconn *c, int fd)
+{
+	uint32_t pf = peer_flags(c);
+	uint32_t rdwr = CXLS_END_SHUT_WR | CXLS_END_SHUT_RD;
+
+	if (!(pf & CXLS_END_CLOSED) && (pf & rdwr) != rdwr)
+		return 0;
+	/* the peer sent its FIN first: this end was in CLOSE_WAIT, where an
+	 * RST leaves EPIPE (tcp_reset); a peer still there is reset */
+	atomic_store(&c->rst_err, EPIPE);
+	atomic_store(&c->rst_drawn, 1);
+	atomic_fetch_or_explicit(&c->me->flags, CXLS_END_RESET, memory_order_release);
+	cxls_publish(c->tx.flush, &c->me->flags, sizeof(c->me->flags));
+	cxls_chan_notify_reader(c, fd);
+	return 1;
 }
 
 int cxls_chan_tell_reset(struct cxls_sconn *c, int fd)
@@ -495,7 +541,16 @@ int cxls_chan_tell_reset(struct cxls_sconn *c, int fd)
 
 void cxls_sock_so_error(struct cxls_sconn *c, int *val)
 {
-	int reset = *val == ECONNRESET;
+	int reset = *val == ECONNRESET, drawn = atomic_exchange(&c->rst_err, 0);
+
+	if (!*val && drawn) {
+		*val = drawn;
+		return;
+	}
+	if (!*val && cxls_chan_fin_then_rst(c)) {
+		*val = atomic_exchange(&c->reset_told, 1) ? 0 : EPIPE;
+		return;
+	}
 
 	if (!*val)
 		reset = cxls_chan_read_state(c) == CXLS_RD_RESET ||
@@ -534,7 +589,9 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
 	if (room >= (int64_t)(c->tx.cap / 4) || wr)
 		ev |= POLLOUT | POLLWRNORM;
-	if ((rd == CXLS_RD_RESET || wr == ECONNRESET) && !atomic_load(&c->reset_told))
+	if (((rd == CXLS_RD_RESET || wr == ECONNRESET || (wr && cxls_chan_fin_then_rst(c))) &&
+	     !atomic_load(&c->reset_told)) ||
+	    atomic_load(&c->rst_err))
 		ev |= POLLERR; /* the kernel's sk_err, until reported */
 	if ((rd != CXLS_RD_OPEN || atomic_load(&c->shut_rd)) && (wr || atomic_load(&c->shut_wr)))
 		ev |= POLLHUP;

@@ -74,6 +74,18 @@ enum cxls_peer_rd { CXLS_RD_OPEN = 0, CXLS_RD_EOF = 1, CXLS_RD_RESET = 2 };
 int cxls_chan_read_state(struct cxls_sconn *c);
 /* 0 while the peer can take bytes, else EPIPE or ECONNRESET. */
 int cxls_chan_write_error(struct cxls_sconn *c);
+/* Bytes about to be written into a peer that reads no more (closed, or
+ * shut down both ways): 1 when so, and then, as TCP's RST would, this
+ * socket is closed with EPIPE pending (rst_err) and the peer, if still
+ * there, is reset; the bytes are dropped.  0: write them. */
+int cxls_chan_refused(struct cxls_sconn *c, int fd);
+/* Whether TCP's socket would be CLOSED: reset, or both FINs sent (the
+ * first to send went through TIME_WAIT, which a socket still open leaves
+ * for CLOSE at once, the other through LAST_ACK). */
+int cxls_chan_closed(struct cxls_sconn *c);
+/* The peer's RST came after its FIN: the reset's error is EPIPE, pending
+ * (POLLERR, SO_ERROR) until a write or SO_ERROR reports it. */
+int cxls_chan_fin_then_rst(struct cxls_sconn *c);
 /* A reset is reported once, as the kernel's sk_err is: 1 when this call
  * is the first to say ECONNRESET (the caller then says it), 0 when one
  * did already (reading is then at end of file, writing EPIPE).  It takes

@@ -60,6 +60,9 @@ struct cxls_sconn {
 	_Atomic int tx_returned;  /* the peer is gone: our buffers given back */
 	_Atomic int linger0;      /* SO_LINGER {1, 0}: close resets */
 	_Atomic int reset_told;   /* the reset was reported (cxls_chan_tell_reset) */
+	_Atomic int rst_drawn;    /* bytes written into a peer that reads no more:
+				   * TCP's answer, an RST, closed this socket */
+	_Atomic int rst_err;      /* that RST's error until reported (sk_err) */
 	_Atomic uint32_t sndbuf;  /* SO_SNDBUF set by the application */
 	_Atomic uint32_t rcvlowat;
 	_Atomic int timeo_known;  /* the two below are SO_RCVTIMEO/SO_SNDTIMEO */

@@ -410,21 +410,31 @@ void cxls_sock_set_nonblock(int fd, int on)
 	}
 }
 
-void cxls_sock_shutdown(int fd, int how)
+int cxls_sock_shutdown(int fd, int how)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
+	int closed;
 
 	if (!c)
-		return;
-	if (how == SHUT_RD || how == SHUT_RDWR)
+		return 0;
+	/* a CLOSED socket sends no FIN: the peer's flags say what came
+	 * before (a SHUT_WR after an RST would read as a FIN before it) */
+	closed = cxls_chan_closed(c);
+	if (how == SHUT_RD || how == SHUT_RDWR) {
 		atomic_store(&c->shut_rd, 1);
+		atomic_fetch_or_explicit(&c->me->flags, closed ? 0 : CXLS_END_SHUT_RD,
+					 memory_order_release);
+		cxls_publish(c->tx.flush, &c->me->flags, sizeof(c->me->flags));
+	}
 	if (how == SHUT_WR || how == SHUT_RDWR) {
 		atomic_store(&c->shut_wr, 1);
-		atomic_fetch_or_explicit(&c->me->flags, CXLS_END_SHUT_WR, memory_order_release);
+		atomic_fetch_or_explicit(&c->me->flags, closed ? 0 : CXLS_END_SHUT_WR,
+					 memory_order_release);
 		cxls_publish(c->tx.flush, &c->me->flags, sizeof(c->me->flags));
 		cxls_chan_notify_reader(c, fd);
 	}
 	cxls_sock_done(c);
+	return closed;
 }
 
 int cxls_sock_tcp_option(int fd, int name, void *val, unsigned *len, int set)

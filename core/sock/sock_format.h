@@ -100,10 +100,14 @@ struct cxls_sock_tuple {
 enum cxls_end_flag {
 	CXLS_END_SHUT_WR = 1u << 0, /* shutdown(SHUT_WR): EOF after the ring */
 	CXLS_END_CLOSED = 1u << 1,  /* last holder closed the socket */
-	CXLS_END_RESET = 1u << 2,   /* closed with SO_LINGER 0: ECONNRESET */
+	CXLS_END_RESET = 1u << 2,   /* ECONNRESET: closed with SO_LINGER 0 or with
+				     * bytes unread, or it wrote into a peer that
+				     * reads no more (TCP's RST either way) */
 	CXLS_END_UNTRACKED = 1u << 3, /* more holders than slots: never swept */
 	CXLS_END_RCVTIMEO = 1u << 4,  /* the socket's SO_RCVTIMEO is the shim's wait
 				       * slice; the application's is none */
+	CXLS_END_SHUT_RD = 1u << 5, /* shutdown(SHUT_RD): with SHUT_WR, bytes that
+				     * come reset the connection (TCP in FIN_WAIT) */
 };
 
 /* Threads that may sleep on one end's control socket (all its processes). */

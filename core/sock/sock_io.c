@@ -182,6 +182,8 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 	if (lowat > want)
 		lowat = want;
 	cxls_iovc_init(&cur, iov, iovcnt);
+	/* TCP's MSG_TRUNC takes the bytes (or peeks) without copying them */
+	cur.discard = (flags & MSG_TRUNC) != 0;
 	for (;;) {
 		int64_t k;
 		int rd;
@@ -205,9 +207,10 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 				return (ssize_t)got;
 			continue;
 		}
-		if (atomic_load(&c->shut_rd))
-			return (ssize_t)got;
 		rd = cxls_chan_read_state(c);
+		/* tcp_recvmsg: the peer's FIN, then a reset, then SHUT_RD */
+		if (atomic_load(&c->shut_rd) && rd != CXLS_RD_RESET)
+			return (ssize_t)got;
 		/* FIN or RST behind doorbells: a blocking read learns of them
 		 * when they wake it (the doorbells are read then), a
 		 * nonblocking one must look now */
@@ -242,6 +245,9 @@ static ssize_t write_error(struct cxls_sconn *c, int fd, size_t sent, int err, i
 		return (ssize_t)sent;
 	if (err == ECONNRESET && !cxls_chan_tell_reset(c, fd))
 		err = EPIPE;
+	else if (err == EPIPE && cxls_chan_fin_then_rst(c))
+		cxls_chan_tell_reset(c, fd); /* its EPIPE, reported here */
+	atomic_store(&c->rst_err, 0); /* reported here, as sk_err would be */
 	if (err == EPIPE && !(flags & MSG_NOSIGNAL))
 		pthread_kill(pthread_self(), SIGPIPE);
 	errno = err;
@@ -286,6 +292,8 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		return write_error(c, fd, 0, err, flags);
 	if (want == 0)
 		return 0;
+	if (cxls_chan_refused(c, fd))
+		return (ssize_t)want; /* sent, as far as TCP's sender knows */
 	cxls_iovc_init(&cur, iov, iovcnt);
 	if (cxls_ring_lock(&c->tx.hdr->prod_lock))
 		return broken(c, WHY_LOCK);

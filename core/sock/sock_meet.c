@@ -19,6 +19,7 @@
 #include "sock_claim.h"
 #include "sock_holder.h"
 #include "sock_origin.h"
+#include "sock_ref.h"
 #include "sock_rules.h"
 #include "sock_sys.h"
 #include "sock_uring.h"
@@ -749,6 +750,20 @@ void cxls_sock_peer_gone(struct cxls_sconn *c)
 		CXLS_INFO("socket slot %u: peer gone, %d unread buffers given back", c->slot, n);
 }
 
+/* TCP's close sends an RST instead of a FIN with SO_LINGER 0 or bytes
+ * left unread (RFC 2525), unless the socket was CLOSED already (reset by
+ * the peer, or both FINs sent): then it sends nothing.  A connection
+ * broken here (a corrupt pool, connect(AF_UNSPEC)) still resets its
+ * peer. */
+static int close_resets(struct cxls_sconn *c, int mode)
+{
+	if (mode != CXLS_SC_POOL)
+		return atomic_load(&c->linger0);
+	if (!atomic_load(&c->broken) && cxls_chan_closed(c))
+		return 0;
+	return atomic_load(&c->linger0) || cxls_stream_used(&c->rx) > 0;
+}
+
 void cxls_sock_release(struct cxls_sconn *c)
 {
 	struct cxls_sock_end *e = c->me;
@@ -784,7 +799,7 @@ void cxls_sock_release(struct cxls_sconn *c)
 			   atomic_load(&e->forking));
 		return;
 	}
-	atomic_fetch_or(&e->flags, CXLS_END_CLOSED | (atomic_load(&c->linger0) ? CXLS_END_RESET : 0));
+	atomic_fetch_or(&e->flags, CXLS_END_CLOSED | (close_resets(c, mode) ? CXLS_END_RESET : 0));
 	cxls_publish(c->tx.flush, &e->flags, sizeof(e->flags));
 	maybe_free(c->rec, c->slot, c->gen);
 }

@@ -14,6 +14,7 @@ void cxls_iovc_init(struct cxls_iovc *c, const struct iovec *iov, int cnt)
 	c->cnt = cnt;
 	c->idx = 0;
 	c->off = 0;
+	c->discard = 0;
 }
 
 size_t cxls_iov_total(const struct iovec *iov, int cnt)
@@ -33,10 +34,10 @@ void cxls_iovc_copy(struct cxls_iovc *c, uint8_t *mem, size_t n, int to_iov)
 
 		if (k > n)
 			k = n;
-		if (to_iov)
-			memcpy((uint8_t *)v->iov_base + c->off, mem, k);
-		else
+		if (!to_iov)
 			memcpy(mem, (const uint8_t *)v->iov_base + c->off, k);
+		else if (!c->discard)
+			memcpy((uint8_t *)v->iov_base + c->off, mem, k);
 		mem += k;
 		n -= k;
 		c->off += k;

@@ -76,6 +76,7 @@ struct cxls_iovc {
 	int cnt;
 	int idx;
 	size_t off;
+	int discard; /* copies to it move past bytes, write none (MSG_TRUNC) */
 };
 
 void cxls_iovc_init(struct cxls_iovc *c, const struct iovec *iov, int cnt);
