@@ -305,7 +305,7 @@ step "sock: bad arguments answered as the kernel answers them" \
 	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/args_diff.sh
 # event loops that register their socket in an epoll set before connect()
 SOCKLOOP=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_loop_check")
-for t in lt et oneshot fired nested del select fork closed thread many; do
+for t in lt et oneshot fired nested del select fork closed thread many dupclosed; do
 	step "sock: epoll set before connect(): $t" shim "${SOCKLOOP[@]}" $t
 done
 step "sock: epoll set before connect(), every case without the preload" "${SOCKLOOP[@]}" all

@@ -869,8 +869,9 @@ static int wake_set(struct sleeping *z)
  * the doorbell registration, nothing for the application yet (its rings
  * say, collect()); still connecting, or plain TCP from now on (the
  * registration the application's, the item dropped): kev in *out for the
- * application.  1 when *out holds an event.  out is NULL only for an item
- * already pooled (doorbell_event()). */
+ * application.  1 when *out holds an event.  Only for an item not pooled
+ * yet: a pooled one has no event for the application here, and the plain
+ * branch would give its registration away (repool()). */
 static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 		   struct epoll_event *out)
 {
@@ -898,18 +899,36 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 	return out->events != 0;
 }
 
+/* A pooled item whose kernel registration is still its connect's
+ * (registered while connecting, pooled by a read or write since): that
+ * one reports EPOLLOUT for ever, the doorbell one does not.  Made for the
+ * item's own connection and only while fd still names it in the fd table:
+ * after a dup and a close of the item's fd (or a connect(AF_UNSPEC)) the
+ * number names no followed socket or another one, cxls_sock_use() would
+ * say NULL and convert() took that for plain TCP, writing the event
+ * through its NULL out and dropping the item under the caller. */
+static void repool(int epfd, struct ep_item *it)
+{
+	struct cxls_sconn *now = cxls_fdtab_get(it->fd);
+	struct epoll_event e;
+
+	if (now == it->c) {
+		e = tagged(it->fd, it->c, it->events);
+		it->kpooled = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0 && pooled_reg(&e);
+	}
+	if (now)
+		cxls_sconn_put(now);
+}
+
 /* A tagged event of a pooled item: doorbells, or FIN/RST.  What the
  * application sees comes from the rings (collect()), not from this event:
  * the item is no longer quiet, and its doorbells are left for wake_set()
  * when this thread slept counted (z), else read here. */
-static void doorbell_event(int epfd, struct epset *s, struct ep_item *it, struct sleeping *z)
+static void doorbell_event(int epfd, struct ep_item *it, struct sleeping *z)
 {
 	it->quiet = 0;
-	/* registered while connecting and pooled by a read or write since:
-	 * the connect's registration reports EPOLLOUT for ever, the
-	 * doorbell one does not */
 	if (!it->kpooled && !it->disabled && !it->parked)
-		convert(epfd, s, it, 0, NULL);
+		repool(epfd, it);
 	if (it->parked) /* nobody sleeps on it here: read them */
 		cxls_chan_drain(it->c, it->fd);
 	else if (z)
@@ -938,7 +957,7 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m,
 		if (!it)
 			continue; /* removed while the kernel reported it */
 		if (atomic_load(&it->c->mode) == CXLS_SC_POOL)
-			doorbell_event(epfd, s, it, z);
+			doorbell_event(epfd, it, z);
 		else if (convert(epfd, s, it, ev[i].events, &ev[keep]))
 			keep++;
 	}

@@ -515,11 +515,37 @@ static void test_many(void)
 	}
 }
 
+/* Registered before connect(), pooled by a write before the set reported
+ * anything, then dup'd and the first fd closed: the registration lives on
+ * with the file (the kernel keys it by file and fd number, and drops it
+ * when the file's last fd closes), so the set goes on reporting the
+ * socket, now used through the dup, with the application's data.  The
+ * shim once re-registered such an item through the closed fd number and
+ * wrote its event through a NULL pointer. */
+static void test_dupclosed(void)
+{
+	struct loop l;
+	struct pollfd p;
+	int ev, d;
+
+	CHECK(loop_open(&l, EPOLLET, 0) == 0 && loop_connect(&l) == 0, "dupclosed: connect");
+	p = (struct pollfd){ l.fd, POLLOUT, 0 };
+	CHECK(poll(&p, 1, WAIT_MS) == 1 && (p.revents & POLLOUT), "dupclosed: connected (poll)");
+	CHECK(push(&l, 1) == 0 && l.sent == 1, "dupclosed: one byte written before any event");
+	d = dup(l.fd);
+	CHECK(d >= 0 && close(l.fd) == 0, "dupclosed: dup, close the first fd");
+	l.fd = d;
+	ev = loop_wait(&l);
+	CHECK(ev > 0 && (ev & EPOLLOUT), "dupclosed: the set reports the dup'd socket (%d)", ev);
+	CHECK(loop_pump(&l, l.n, ev) == 0, "dupclosed: transfer through the set (%zu back)", l.got);
+	loop_close(&l, "dupclosed");
+}
+
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "del", test_del },     { "select", test_select },
 	{ "fork", test_fork },     { "closed", test_closed }, { "thread", test_thread },
-	{ "many", test_many },     { "fired", test_fired },
+	{ "many", test_many },     { "fired", test_fired }, { "dupclosed", test_dupclosed },
 };
 
 int main(int argc, char **argv)
