@@ -541,11 +541,66 @@ static void test_dupclosed(void)
 	loop_close(&l, "dupclosed");
 }
 
+/* A thread sleeps in epoll_wait on a set holding a pooled socket while
+ * another closes the set's fd: the kernel lets the sleeper keep its
+ * reference to the set, which reports nothing and returns 0 at the
+ * timeout.  The shim once freed its record of the set under the sleeper
+ * (memcheck: reads of freed memory) and ended the wait early with EBADF.
+ * Rounds: CLOSEWAIT_ROUNDS, 4 unless told. */
+struct closewait {
+	int ep;
+	int rc, err;
+	uint64_t us;
+};
+
+static void *closewait_waiter(void *arg)
+{
+	struct closewait *w = arg;
+	struct epoll_event ev[4];
+	uint64_t t0 = tu_now_us();
+
+	w->rc = epoll_wait(w->ep, ev, 4, 500);
+	w->err = errno;
+	w->us = tu_now_us() - t0;
+	return NULL;
+}
+
+static void test_closewait(void)
+{
+	const char *env = getenv("CLOSEWAIT_ROUNDS");
+	int rounds = env ? atoi(env) : 4;
+	struct closewait w;
+	struct loop l;
+	pthread_t t;
+
+	CHECK(loop_open(&l, 0, 0) == 0 && loop_connect(&l) == 0, "closewait: connect");
+	CHECK(loop_connected(&l) == 0, "closewait: connected");
+	close(l.ep);
+	l.ep = -1;
+	for (int i = 0; i < rounds; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = DATA };
+
+		w.ep = epoll_create1(0);
+		CHECK(epoll_ctl(w.ep, EPOLL_CTL_ADD, l.fd, &ev) == 0, "closewait: added (%d)", i);
+		pthread_create(&t, NULL, closewait_waiter, &w);
+		usleep(100000); /* only makes it likely the waiter sleeps */
+		close(w.ep);
+		pthread_join(t, NULL);
+		CHECK(w.rc == 0 && w.us >= 450000 && w.us < 5000000,
+		      "closewait: the waiter's epoll_wait returned %d (%s) after %llu ms, expected 0 "
+		      "after 500 (%d)",
+		      w.rc, w.rc < 0 ? strerror(w.err) : "-", (unsigned long long)w.us / 1000, i);
+	}
+	CHECK(pump_with(&l, l.n, 0) == 0, "closewait: transfer through poll() (%zu back)", l.got);
+	loop_close(&l, "closewait");
+}
+
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "del", test_del },     { "select", test_select },
 	{ "fork", test_fork },     { "closed", test_closed }, { "thread", test_thread },
 	{ "many", test_many },     { "fired", test_fired }, { "dupclosed", test_dupclosed },
+	{ "closewait", test_closewait },
 };
 
 int main(int argc, char **argv)
