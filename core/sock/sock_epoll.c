@@ -15,7 +15,10 @@
  * (README, "How a TCP connection goes through the pool", 5).  A connect
  * still in flight is registered with the tag and its own events, and
  * converted on its first event: to the rings, or back to a plain
- * registration.  Sets nested in sets are followed too (children).
+ * registration.  Sets nested in sets are followed too (children).  As in
+ * the kernel, a registration belongs to the fd number and the file: an
+ * item whose fd is closed while a dup keeps the file open lives on, gone
+ * from its number (fd_closing()), until the file's last fd closes.
  *
  * Locks: sets_lock (the epoll fd -> set table), then a set's lock, then
  * its children's; free_lock (released sets) inside any of them.  Nothing
@@ -46,7 +49,7 @@
 #define TAG_MASK 0xffff000000000000ull
 
 struct ep_item {
-	int fd;
+	int fd;                /* -1 once gone */
 	struct cxls_sconn *c;  /* a reference of the item's own */
 	uint32_t events;       /* the application's */
 	epoll_data_t data;
@@ -58,6 +61,14 @@ struct ep_item {
 	int parked;            /* EPOLL_CTL_DEL'd by the application: the
 				* kernel keeps the registration for the next
 				* ADD (event loops delete and add per request) */
+	int gone;              /* its fd was closed while the file stays open
+				* (a dup): the kernel keeps the application's
+				* registration until the file's last fd closes,
+				* under a number the shim can no longer name.
+				* It is reported from the rings, in no fd's
+				* place (that number may be registered anew),
+				* with no kernel registration and no sleep on
+				* its socket (fd_closing()) */
 	uint32_t last;         /* edge-triggered: bits reported last */
 	uint64_t seen_prod;    /* rx prod at that report */
 	uint64_t seen_cons;    /* tx cons at that report */
@@ -91,6 +102,7 @@ struct epset {
 	int n, cap;
 	unsigned calls;        /* every so often look at quiet items too */
 	struct ep_item *items;
+	int ngone;             /* gone items: a sleep looks at them often */
 	int *pos;              /* fd -> 1 + its item's index, 0: none (event
 				* loops delete and add at every request) */
 	int npos;
@@ -186,7 +198,7 @@ static struct epset *set_alloc(int epfd)
 		pthread_mutex_init(&s->lock, NULL);
 	}
 	/* everything but the lock (unlocked: its last user let it go) */
-	s->closed = s->waiters = s->n = s->cap = s->npos = s->nchild = 0;
+	s->closed = s->waiters = s->n = s->cap = s->npos = s->nchild = s->ngone = 0;
 	s->calls = 0;
 	s->items = NULL;
 	s->pos = NULL;
@@ -285,7 +297,8 @@ static void set_unlock(struct epset *s)
 /* Items belong to their set: each holds a reference to its connection,
  * taken by add_item and given back by drop_item.  A pointer to an item is
  * good while the set stays locked and no item is dropped (drop_item moves
- * the last item into the hole).  A set has one item per fd at most. */
+ * the last item into the hole).  A set has one item per fd at most, and
+ * any number of gone ones, which no fd finds. */
 static struct ep_item *find_item(struct epset *s, int fd)
 {
 	int i = fd >= 0 && fd < s->npos ? s->pos[fd] : 0;
@@ -297,12 +310,16 @@ static void drop_item(struct epset *s, struct ep_item *it)
 {
 	int i = (int)(it - s->items), last = --s->n;
 
-	s->pos[it->fd] = 0;
+	if (it->gone)
+		s->ngone--;
+	else
+		s->pos[it->fd] = 0;
 	cxls_sconn_put(it->c);
 	if (i == last)
 		return;
 	*it = s->items[last];
-	s->pos[it->fd] = i + 1;
+	if (!it->gone)
+		s->pos[it->fd] = i + 1;
 }
 
 /* Room for one more item, and for fd in pos; 0, or -1. */
@@ -782,6 +799,8 @@ static inline uint32_t item_ready(struct ep_item *it, uint64_t arm)
 
 	if (it->disabled || it->quiet || it->parked || atomic_load(&c->mode) != CXLS_SC_POOL)
 		return 0;
+	if (it->gone) /* no doorbell of its reaches this set: never armed */
+		arm = 0;
 	ev = (uint16_t)(arm ? cxls_chan_arm(c, poll_bits(it->events), arm)
 			    : cxls_chan_events(c, poll_bits(it->events)));
 	/* Armed and idle: its peer rings a doorbell before anything changes,
@@ -895,6 +914,7 @@ struct sleeper {
 struct sleeping {
 	struct sleeper *v; /* local, or from the heap */
 	int n, cap;
+	int gone;          /* a gone item is in the sleep (sleep_ms()) */
 	struct sleeper local[SLEEPERS_LOCAL];
 };
 
@@ -902,6 +922,7 @@ static void sleeping_init(struct sleeping *z)
 {
 	z->v = z->local;
 	z->n = 0;
+	z->gone = 0;
 	z->cap = SLEEPERS_LOCAL;
 }
 
@@ -930,6 +951,10 @@ static int sleeping_grow(struct sleeping *z)
 
 static void sleeping_add(struct sleeping *z, struct ep_item *it)
 {
+	if (it->gone) {
+		z->gone = 1;
+		return;
+	}
 	if (it->parked || atomic_load(&it->c->mode) != CXLS_SC_POOL)
 		return; /* not watched, or a connect in flight: no doorbells yet */
 	if (z->n == z->cap && sleeping_grow(z))
@@ -956,6 +981,7 @@ static int sleeping_slice_ms(const struct sleeping *z)
 static void sleep_set(struct epset *s, struct sleeping *z)
 {
 	z->n = 0;
+	z->gone = 0;
 	for (int i = 0; i < s->n; i++)
 		sleeping_add(z, &s->items[i]);
 	for (int i = 0; i < s->nchild; i++) {
@@ -1168,6 +1194,10 @@ static int arm(struct ep_wait *w)
 	return collect_all(w->s, w->ev, w->max, tok);
 }
 
+/* A gone item wakes no sleep (fd_closing()): a sleep with one looks at
+ * the rings this often. */
+#define GONE_LOOK_MS 10
+
 /* How long the kernel may sleep: what is left of the timeout, and one
  * slice at most while counted as a sleeper (sock_chan.h). */
 static int sleep_ms(const struct ep_wait *w)
@@ -1185,6 +1215,8 @@ static int sleep_ms(const struct ep_wait *w)
 		if (ms < 0 || ms > slice)
 			ms = slice;
 	}
+	if (w->z->gone && (ms < 0 || ms > GONE_LOOK_MS))
+		ms = GONE_LOOK_MS;
 	return ms;
 }
 
@@ -1328,7 +1360,8 @@ int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeou
 static void keep_for_waiters(struct epset *s, int fd)
 {
 	for (int i = 0; i < s->n; i++)
-		sys_epoll_ctl(fd, EPOLL_CTL_DEL, s->items[i].fd, NULL);
+		if (!s->items[i].gone)
+			sys_epoll_ctl(fd, EPOLL_CTL_DEL, s->items[i].fd, NULL);
 	s->kfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
 }
 
@@ -1367,40 +1400,84 @@ static void close_set(int fd)
 	set_put(s); /* the table's */
 }
 
-/* The last fd of c's file, fd, is being closed: the kernel forgets the
- * file in every epoll set, so its items go (fd's own and parked ones).
- * sets_lock held. */
-static void forget_file(struct cxls_sconn *c, int fd)
+/* The item of fd in set epfd, whose fd is being closed while its file
+ * stays open through another fd (c is the item's connection): the kernel
+ * keeps the registration, keyed by the file and this number, and the
+ * application can no longer name it (nor delete it) but may register
+ * something else under the number.  A pooled item is kept, gone: out of
+ * fd's place, its doorbell registration deleted while fd still names it
+ * (no later call could: a doorbell left unread would wake every sleep,
+ * and one read through the number could be another socket's bytes), and
+ * reported from the rings.  A connect in flight gets the application's
+ * registration back (the kernel reports the socket as it asked; a
+ * one-shot that fired stays silent: deleted), and a parked item goes with
+ * the registration the shim kept for it. */
+static void item_closing(int epfd, struct epset *s, struct ep_item *it)
 {
+	struct epoll_event app = { .events = it->events, .data = it->data };
+
+	if (!it->parked && !it->disabled && atomic_load(&it->c->mode) == CXLS_SC_POOL) {
+		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
+		s->pos[it->fd] = 0;
+		it->fd = -1;
+		it->gone = 1;
+		it->quiet = 0;
+		s->ngone++;
+		return;
+	}
+	if (it->parked || it->disabled)
+		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
+	else
+		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &app);
+	drop_item(s, it);
+}
+
+/* fd, followed as c (or NULL), is being closed; set epfd locked.  The
+ * kernel forgets a file in every set when its last fd closes: then all
+ * of c's items go (fd's, parked and gone ones).  Else fd's item is its
+ * file's under another fd number from now on (item_closing()).  An item
+ * of fd that is not c's (its socket fell back to TCP, or connect
+ * (AF_UNSPEC) left it) is the application's registration again, and goes
+ * like a plain fd's. */
+static void fd_closing(int epfd, struct epset *s, int fd, struct cxls_sconn *c, int last)
+{
+	struct ep_item *it = find_item(s, fd);
+
+	if (it && it->c != c) {
+		struct epoll_event app = { .events = it->events, .data = it->data };
+
+		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &app);
+		drop_item(s, it);
+	} else if (it && !last) {
+		item_closing(epfd, s, it);
+	}
+	for (int i = 0; c && last && i < s->n; i++)
+		if (s->items[i].c == c)
+			drop_item(s, &s->items[i--]);
+}
+
+void cxls_sock_epoll_closing(int fd)
+{
+	struct cxls_sconn *c;
+	int last;
+
+	cxls_epseen_closing(fd);
+	if (!atomic_load(&any_set))
+		return;
+	c = cxls_fdtab_get(fd);
+	last = !c || atomic_load(&c->fds) <= 1;
+	pthread_mutex_lock(&sets_lock);
+	if (set_at(fd))
+		close_set(fd);
 	for (int e = 0; e < nsets; e++) {
 		struct epset *s = set_at(e);
 
 		if (!s)
 			continue;
 		pthread_mutex_lock(&s->lock);
-		for (int i = 0; i < s->n; i++) {
-			struct ep_item *it = &s->items[i];
-
-			if (it->c == c && (it->fd == fd || it->parked))
-				drop_item(s, it), i--;
-		}
+		fd_closing(e, s, fd, c, last);
 		pthread_mutex_unlock(&s->lock);
 	}
-}
-
-void cxls_sock_epoll_closing(int fd)
-{
-	struct cxls_sconn *c;
-
-	cxls_epseen_closing(fd);
-	if (!atomic_load(&any_set))
-		return;
-	pthread_mutex_lock(&sets_lock);
-	if (set_at(fd))
-		close_set(fd);
-	c = cxls_fdtab_get(fd);
-	if (c && atomic_load(&c->fds) <= 1)
-		forget_file(c, fd);
 	pthread_mutex_unlock(&sets_lock);
 	if (c)
 		cxls_sconn_put(c);

@@ -595,12 +595,79 @@ static void test_closewait(void)
 	loop_close(&l, "closewait");
 }
 
+/* Of the events of one epoll_wait(ep, 200 ms): which of DATA and DATA2
+ * came (bit 0, bit 1), 4 for anything else. */
+static int reused_seen(int ep)
+{
+	struct epoll_event ev[4];
+	int n = epoll_wait(ep, ev, 4, 200), seen = 0;
+
+	for (int i = 0; i < n; i++)
+		seen |= ev[i].data.u64 == DATA ? 1 : ev[i].data.u64 == DATA + 2 ? 2 : 4;
+	return n < 0 ? 4 : seen;
+}
+
+/* 1 when four bytes written to fd (blocking or not) come back. */
+static int echoes(int fd, const char *four)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	char buf[4];
+
+	return tu_write_all(fd, four, 4) == 0 && poll(&p, 1, WAIT_MS) == 1 &&
+	       read(fd, buf, 4) == 4 && !memcmp(buf, four, 4);
+}
+
+/* The kernel keys a registration by (file, fd number) and drops it when
+ * its file's last fd closes.  A pooled socket in a set is dup'd and its
+ * first fd closed: its registration lives on (reporting it), and a new
+ * socket given the same number is a new key: EPOLL_CTL_ADD takes it (the
+ * shim said EEXIST, its item keyed by the number alone), EPOLL_CTL_DEL of
+ * the number removes the new one, and the old one goes with the dup. */
+static void test_reused(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.u64 = DATA + 2 };
+	int lfd, d, fd, num;
+	uint16_t port;
+	struct loop l;
+	pid_t server;
+
+	CHECK(loop_open(&l, 0, 0) == 0 && loop_connect(&l) == 0, "reused: connect");
+	CHECK(loop_connected(&l) == 0, "reused: connected");
+	num = l.fd;
+	d = dup(num);
+	CHECK(d >= 0 && close(num) == 0, "reused: dup, close the first fd");
+	lfd = tu_listen(&port, 0);
+	server = tu_spawn(echo_one, &lfd);
+	close(lfd);
+	fd = tu_connect(port, 0);
+	CHECK(fd == num, "reused: the new socket has the number closed (%d, %d)", fd, num);
+	CHECK(reused_seen(l.ep) == 1, "reused: the old registration reports the dup'd socket");
+	CHECK(epoll_ctl(l.ep, EPOLL_CTL_ADD, fd, &ev) == 0,
+	      "reused: EPOLL_CTL_ADD of the new socket under the number (%s)", strerror(errno));
+	CHECK(reused_seen(l.ep) == 3, "reused: both registrations report");
+	CHECK(echoes(fd, "ping"), "reused: the new socket echoes");
+	CHECK((pool_rec(local_port(d), 0) != NULL) == expect_pool &&
+		      (pool_rec(local_port(fd), 0) != NULL) == expect_pool,
+	      "reused: both connections in the pool: %d expected", expect_pool);
+	CHECK(epoll_ctl(l.ep, EPOLL_CTL_DEL, fd, NULL) == 0, "reused: EPOLL_CTL_DEL of the number");
+	CHECK(reused_seen(l.ep) == 1, "reused: the old registration is left");
+	CHECK(epoll_ctl(l.ep, EPOLL_CTL_DEL, fd, NULL) == -1 && errno == ENOENT,
+	      "reused: EPOLL_CTL_DEL again: ENOENT");
+	CHECK(echoes(d, "pong"), "reused: the dup'd socket echoes");
+	CHECK(close(d) == 0 && reused_seen(l.ep) == 0, "reused: gone with the file's last fd");
+	close(fd);
+	close(l.ep);
+	CHECK(tu_wait(l.server) == 0 && tu_wait(server) == 0, "reused: echo servers");
+	free(l.in);
+	free(l.out);
+}
+
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "del", test_del },     { "select", test_select },
 	{ "fork", test_fork },     { "closed", test_closed }, { "thread", test_thread },
 	{ "many", test_many },     { "fired", test_fired }, { "dupclosed", test_dupclosed },
-	{ "closewait", test_closewait },
+	{ "closewait", test_closewait }, { "reused", test_reused },
 };
 
 int main(int argc, char **argv)
