@@ -544,9 +544,10 @@ static void test_dupclosed(void)
 /* A thread sleeps in epoll_wait on a set holding a pooled socket while
  * another closes the set's fd: the kernel lets the sleeper keep its
  * reference to the set, which reports nothing and returns 0 at the
- * timeout.  The shim once freed its record of the set under the sleeper
+ * timeout.  Also with the socket in a set nested in the one waited on,
+ * either set closed.  The shim once freed its record of the set under the sleeper
  * (memcheck: reads of freed memory) and ended the wait early with EBADF.
- * Rounds: CLOSEWAIT_ROUNDS, 4 unless told. */
+ * Rounds: CLOSEWAIT_ROUNDS, 2 unless told (and twice as many nested). */
 struct closewait {
 	int ep;
 	int rc, err;
@@ -568,7 +569,7 @@ static void *closewait_waiter(void *arg)
 static void test_closewait(void)
 {
 	const char *env = getenv("CLOSEWAIT_ROUNDS");
-	int rounds = env ? atoi(env) : 4;
+	int rounds = env ? atoi(env) : 2;
 	struct closewait w;
 	struct loop l;
 	pthread_t t;
@@ -590,6 +591,27 @@ static void test_closewait(void)
 		      "closewait: the waiter's epoll_wait returned %d (%s) after %llu ms, expected 0 "
 		      "after 500 (%d)",
 		      w.rc, w.rc < 0 ? strerror(w.err) : "-", (unsigned long long)w.us / 1000, i);
+	}
+	/* nested: the waiter on the outer set, the inner one (holding the
+	 * socket) or the outer one closed under it */
+	for (int i = 0; i < 2 * rounds; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = DATA };
+		int inner = epoll_create1(0), outer = epoll_create1(0);
+
+		CHECK(epoll_ctl(inner, EPOLL_CTL_ADD, l.fd, &ev) == 0, "closewait: nested (%d)", i);
+		ev.data.u64 = INNER;
+		CHECK(epoll_ctl(outer, EPOLL_CTL_ADD, inner, &ev) == 0, "closewait: nested in (%d)", i);
+		w.ep = outer;
+		pthread_create(&t, NULL, closewait_waiter, &w);
+		usleep(100000);
+		close(i & 1 ? outer : inner);
+		pthread_join(t, NULL);
+		close(i & 1 ? inner : outer);
+		CHECK(w.rc == 0 && w.us >= 450000 && w.us < 5000000,
+		      "closewait: the %s set closed: the waiter's epoll_wait returned %d (%s) after "
+		      "%llu ms, expected 0 after 500 (%d)",
+		      i & 1 ? "outer" : "inner", w.rc, w.rc < 0 ? strerror(w.err) : "-",
+		      (unsigned long long)w.us / 1000, i);
 	}
 	CHECK(pump_with(&l, l.n, 0) == 0, "closewait: transfer through poll() (%zu back)", l.got);
 	loop_close(&l, "closewait");
