@@ -15,14 +15,23 @@
  * (README, "How a TCP connection goes through the pool", 5).  A connect
  * still in flight is registered with the tag and its own events, and
  * converted on its first event: to the rings, or back to a plain
- * registration.  Sets nested in sets are followed too (children).
+ * registration.  Sets nested in sets are followed too (children).  As in
+ * the kernel, a registration belongs to the fd number and the file: an
+ * item whose fd is closed while a dup keeps the file open lives on, gone
+ * from its number (fd_closing()), until the file's last fd closes.
  *
  * Locks: sets_lock (the epoll fd -> set table), then a set's lock, then
- * its children's.  Nothing is held while the kernel sleeps.
+ * its children's; free_lock (released sets) inside any of them.  Nothing
+ * is held while the kernel sleeps.
+ *
+ * A set lives until its last user leaves (refs): closing its epoll fd
+ * takes it out of the table and empties it, while a thread still inside
+ * epoll_wait keeps waiting on the epoll file, as the kernel lets it.
  */
 #include "sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <sched.h>
@@ -40,7 +49,7 @@
 #define TAG_MASK 0xffff000000000000ull
 
 struct ep_item {
-	int fd;
+	int fd;                /* -1 once gone */
 	struct cxls_sconn *c;  /* a reference of the item's own */
 	uint32_t events;       /* the application's */
 	epoll_data_t data;
@@ -52,6 +61,14 @@ struct ep_item {
 	int parked;            /* EPOLL_CTL_DEL'd by the application: the
 				* kernel keeps the registration for the next
 				* ADD (event loops delete and add per request) */
+	int gone;              /* its fd was closed while the file stays open
+				* (a dup): the kernel keeps the application's
+				* registration until the file's last fd closes,
+				* under a number the shim can no longer name.
+				* It is reported from the rings, in no fd's
+				* place (that number may be registered anew),
+				* with no kernel registration and no sleep on
+				* its socket (fd_closing()) */
 	uint32_t last;         /* edge-triggered: bits reported last */
 	uint64_t seen_prod;    /* rx prod at that report */
 	uint64_t seen_cons;    /* tx cons at that report */
@@ -63,16 +80,29 @@ struct ep_item {
  * ready, which the kernel only sees once they are armed. */
 struct ep_child {
 	int fd;
-	struct epset *set;     /* removed here when that set is closed */
+	struct epset *set;     /* a reference of the entry's own; removed
+				* here when that set is closed */
 	uint32_t events;
 	epoll_data_t data;
 };
 
 struct epset {
 	pthread_mutex_t lock;
+	/* The table's reference while the set is in it, one per caller
+	 * between set_get() and set_put() (a thread in epoll_wait holds
+	 * its one while the kernel sleeps, unlocked), one per outer set's
+	 * child entry.  The last one recycles the set (set_put()). */
+	_Atomic int refs;
+	int closed;            /* its epoll fd was closed: empty for good */
+	int kfd;               /* what epoll_wait sleeps on: the epoll fd, or
+				* once that closed under a waiter, a copy of
+				* it kept for the waiters (-1: none) */
+	int waiters;           /* threads inside cxls_sock_epoll_wait */
+	struct epset *next_free;
 	int n, cap;
 	unsigned calls;        /* every so often look at quiet items too */
 	struct ep_item *items;
+	int ngone;             /* gone items: a sleep looks at them often */
 	int *pos;              /* fd -> 1 + its item's index, 0: none (event
 				* loops delete and add at every request) */
 	int npos;
@@ -81,10 +111,13 @@ struct epset {
 };
 
 /* epoll fd -> set; process-wide like the fd numbers it is indexed by.
- * Two levels whose chunks are never freed, so that set_of() reads without
+ * Two levels whose chunks are never freed, so that set_get() reads without
  * a lock (every epoll_ctl and epoll_wait asks, event loops several times
  * a request); sets_lock serialises the changes, and nsets is one past the
- * highest epoll fd ever given a set (how far closing looks). */
+ * highest epoll fd ever given a set (how far closing looks).  Sets are
+ * never given back to malloc either, only recycled (free_sets), so that a
+ * lookup that raced with a close may still count itself in on the
+ * memory and then see the set is not the one it looked up. */
 #define SET_CHUNK_BITS 8
 #define SET_CHUNK (1 << SET_CHUNK_BITS)
 #define SET_CHUNKS 4096 /* epoll fds below 1M */
@@ -95,6 +128,8 @@ static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(set_slot *) set_chunks[SET_CHUNKS];
 static int nsets;
 static _Atomic int any_set;
+static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct epset *free_sets;
 
 /* fd's place in the table, or NULL (out of range, or no chunk yet and
  * create 0, or memory short); create only with sets_lock held. */
@@ -121,6 +156,57 @@ static struct epset *set_at(int fd)
 	return slot ? atomic_load_explicit(slot, memory_order_acquire) : NULL;
 }
 
+static void set_hold(struct epset *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+}
+
+/* The last reference: the set was emptied when its fd closed
+ * (close_set()); what is left goes, and its memory waits for the next
+ * set.  No set's lock is needed (nobody else can reach it). */
+static void set_put(struct epset *s)
+{
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	if (s->kfd >= 0)
+		syscall(SYS_close, s->kfd); /* the waiters' copy of the epoll fd */
+	for (int i = 0; i < s->nchild; i++)
+		set_put(s->child[i].set);
+	free(s->items);
+	free(s->pos);
+	pthread_mutex_lock(&free_lock);
+	s->next_free = free_sets;
+	free_sets = s;
+	pthread_mutex_unlock(&free_lock);
+}
+
+/* A set in its first state, from the recycled ones or new, holding one
+ * reference (the table's); NULL when memory is short. */
+static struct epset *set_alloc(int epfd)
+{
+	struct epset *s;
+
+	pthread_mutex_lock(&free_lock);
+	s = free_sets;
+	if (s)
+		free_sets = s->next_free;
+	pthread_mutex_unlock(&free_lock);
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return NULL;
+		pthread_mutex_init(&s->lock, NULL);
+	}
+	/* everything but the lock (unlocked: its last user let it go) */
+	s->closed = s->waiters = s->n = s->cap = s->npos = s->nchild = s->ngone = 0;
+	s->calls = 0;
+	s->items = NULL;
+	s->pos = NULL;
+	s->kfd = epfd;
+	atomic_store(&s->refs, 1);
+	return s;
+}
+
 /* A new set for epfd unless it has one; sets_lock held. */
 static struct epset *set_new(int epfd)
 {
@@ -132,10 +218,9 @@ static struct epset *set_new(int epfd)
 	s = atomic_load(slot);
 	if (s)
 		return s; /* made meanwhile */
-	s = calloc(1, sizeof(*s));
+	s = set_alloc(epfd);
 	if (!s)
 		return NULL;
-	pthread_mutex_init(&s->lock, NULL);
 	atomic_store_explicit(slot, s, memory_order_release);
 	if (epfd >= nsets)
 		nsets = epfd + 1;
@@ -143,25 +228,77 @@ static struct epset *set_new(int epfd)
 	return s;
 }
 
-static struct epset *set_of(int epfd, int create)
+/* The set in slot with a reference, or NULL.  Without a lock: a set
+ * whose last reference went (refs 0) is not counted in, and one counted
+ * in that is no longer in the slot (closed meanwhile, perhaps recycled
+ * for another fd) is let go again. */
+static struct epset *set_get_slot(set_slot *slot)
+{
+	struct epset *s;
+	int r;
+
+	for (;;) {
+		s = slot ? atomic_load_explicit(slot, memory_order_acquire) : NULL;
+		if (!s)
+			return NULL;
+		r = atomic_load(&s->refs);
+		while (r > 0 && !atomic_compare_exchange_weak(&s->refs, &r, r + 1))
+			;
+		if (r > 0 && atomic_load_explicit(slot, memory_order_acquire) == s)
+			return s;
+		if (r > 0)
+			set_put(s);
+	}
+}
+
+/* epfd's set with a reference (set_put() when done), made when create
+ * says so; NULL when there is none or memory is short. */
+static struct epset *set_get(int epfd, int create)
 {
 	struct epset *s;
 
 	if (epfd < 0 || (!create && !atomic_load(&any_set)))
 		return NULL;
-	s = set_at(epfd);
+	s = set_get_slot(set_slot_of(epfd, 0));
 	if (s || !create)
 		return s;
 	pthread_mutex_lock(&sets_lock);
 	s = set_new(epfd);
+	if (s)
+		set_hold(s);
 	pthread_mutex_unlock(&sets_lock);
 	return s;
+}
+
+/* set_get(), locked, and not closed (an fd closed meanwhile may be a new
+ * epoll fd already, with a set of its own); set_unlock() when done. */
+static struct epset *set_lock(int epfd, int create)
+{
+	struct epset *s;
+
+	for (;;) {
+		s = set_get(epfd, create);
+		if (!s)
+			return NULL;
+		pthread_mutex_lock(&s->lock);
+		if (!s->closed)
+			return s;
+		pthread_mutex_unlock(&s->lock);
+		set_put(s);
+	}
+}
+
+static void set_unlock(struct epset *s)
+{
+	pthread_mutex_unlock(&s->lock);
+	set_put(s);
 }
 
 /* Items belong to their set: each holds a reference to its connection,
  * taken by add_item and given back by drop_item.  A pointer to an item is
  * good while the set stays locked and no item is dropped (drop_item moves
- * the last item into the hole).  A set has one item per fd at most. */
+ * the last item into the hole).  A set has one item per fd at most, and
+ * any number of gone ones, which no fd finds. */
 static struct ep_item *find_item(struct epset *s, int fd)
 {
 	int i = fd >= 0 && fd < s->npos ? s->pos[fd] : 0;
@@ -173,12 +310,16 @@ static void drop_item(struct epset *s, struct ep_item *it)
 {
 	int i = (int)(it - s->items), last = --s->n;
 
-	s->pos[it->fd] = 0;
+	if (it->gone)
+		s->ngone--;
+	else
+		s->pos[it->fd] = 0;
 	cxls_sconn_put(it->c);
 	if (i == last)
 		return;
 	*it = s->items[last];
-	s->pos[it->fd] = i + 1;
+	if (!it->gone)
+		s->pos[it->fd] = i + 1;
 }
 
 /* Room for one more item, and for fd in pos; 0, or -1. */
@@ -281,26 +422,44 @@ static int child_index(const struct epset *s, int fd)
 	return i;
 }
 
+/* ch at place i of s (i == s->nchild: a new entry), with a reference to
+ * its set of the entry's own; s locked. */
+static void child_note(struct epset *s, int i, struct ep_child ch)
+{
+	set_hold(ch.set);
+	if (i == s->nchild)
+		s->nchild++;
+	else
+		set_put(s->child[i].set);
+	s->child[i] = ch;
+}
+
+/* The entry at place i of s goes, with its reference; s locked. */
+static void child_drop(struct epset *s, int i)
+{
+	struct epset *in = s->child[i].set;
+
+	s->child[i] = s->child[--s->nchild];
+	set_put(in);
+}
+
 /* epoll_ctl(outer, op, inner): the kernel registration as asked, plus the
  * shim's note of the child set (EP_CHILDREN at most: a set nested beyond
- * that is the kernel's alone, its pooled members unseen from outside). */
+ * that is the kernel's alone, its pooled members unseen from outside).
+ * The caller keeps its reference to inner. */
 static int ctl_nested(int epfd, int op, int fd, struct epoll_event *ev, struct epset *inner)
 {
-	struct epset *s = set_of(epfd, op == EPOLL_CTL_ADD);
+	struct epset *s = set_lock(epfd, op == EPOLL_CTL_ADD);
 	int r = sys_epoll_ctl(epfd, op, fd, ev), i;
 
-	if (r || !s)
+	if (!s)
 		return r;
-	pthread_mutex_lock(&s->lock);
 	i = child_index(s, fd);
-	if (op == EPOLL_CTL_DEL && i < s->nchild)
-		s->child[i] = s->child[--s->nchild];
-	else if (op != EPOLL_CTL_DEL && ev && (i < s->nchild || s->nchild < EP_CHILDREN)) {
-		if (i == s->nchild)
-			s->nchild++;
-		s->child[i] = (struct ep_child){ fd, inner, ev->events, ev->data };
-	}
-	pthread_mutex_unlock(&s->lock);
+	if (!r && op == EPOLL_CTL_DEL && i < s->nchild)
+		child_drop(s, i);
+	else if (!r && op != EPOLL_CTL_DEL && ev && (i < s->nchild || s->nchild < EP_CHILDREN))
+		child_note(s, i, (struct ep_child){ fd, inner, ev->events, ev->data });
+	set_unlock(s);
 	return r;
 }
 
@@ -319,19 +478,19 @@ static int fail(int err)
 	return -1;
 }
 
-/* fd as an epoll set nested in epfd: one the shim keeps, or, at ADD, one
- * it starts keeping (its pooled members may come later); else NULL.
- * Asked only of fds the fd table does not have: a followed socket is no
- * epoll fd, and a followed fd is never probed. */
+/* fd as an epoll set nested in epfd, with a reference: one the shim
+ * keeps, or, at ADD, one it starts keeping (its pooled members may come
+ * later); else NULL.  Asked only of fds the fd table does not have: a
+ * followed socket is no epoll fd, and a followed fd is never probed. */
 static struct epset *nested_set(int epfd, int op, int fd)
 {
 	struct epset *inner;
 
 	if (fd == epfd)
 		return NULL; /* the kernel's EINVAL */
-	inner = atomic_load(&any_set) ? set_of(fd, 0) : NULL;
+	inner = atomic_load(&any_set) ? set_get(fd, 0) : NULL;
 	if (!inner && op == EPOLL_CTL_ADD && !cxls_fdtab_empty() && is_epoll(fd))
-		inner = set_of(fd, 1);
+		inner = set_get(fd, 1);
 	return inner;
 }
 
@@ -365,14 +524,13 @@ static int ctl_unfollowed(int epfd, int op, int fd)
 	note_unfollowed(epfd, op, fd);
 	if (op == EPOLL_CTL_ADD)
 		return -2;
-	s = set_of(epfd, 0);
+	s = set_lock(epfd, 0);
 	if (!s)
 		return -2;
-	pthread_mutex_lock(&s->lock);
 	it = find_item(s, fd);
 	if (it)
 		drop_item(s, it);
-	pthread_mutex_unlock(&s->lock);
+	set_unlock(s);
 	return -2;
 }
 
@@ -453,13 +611,12 @@ static int ctl_del(int epfd, struct epset *s, struct ep_item *it, int fd, struct
 static int ctl_followed(int epfd, int op, int fd, const struct epoll_event *ev,
 			struct cxls_sconn *c)
 {
-	struct epset *s = set_of(epfd, 1);
+	struct epset *s = set_lock(epfd, 1);
 	struct ep_item *it;
 	int r;
 
 	if (!s)
 		return fail(ENOMEM);
-	pthread_mutex_lock(&s->lock);
 	it = find_item(s, fd);
 	switch (op) {
 	case EPOLL_CTL_ADD:
@@ -474,7 +631,7 @@ static int ctl_followed(int epfd, int op, int fd, const struct epoll_event *ev,
 	default:
 		r = fail(EINVAL);
 	}
-	pthread_mutex_unlock(&s->lock);
+	set_unlock(s);
 	return r;
 }
 
@@ -489,7 +646,11 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	c = cxls_fdtab_get(fd);
 	if (!c) {
 		inner = nested_set(epfd, op, fd);
-		return inner ? ctl_nested(epfd, op, fd, ev, inner) : ctl_unfollowed(epfd, op, fd);
+		if (!inner)
+			return ctl_unfollowed(epfd, op, fd);
+		r = ctl_nested(epfd, op, fd, ev, inner);
+		set_put(inner);
+		return r;
 	}
 	c = ctl_conn(fd, c);
 	if (!c)
@@ -506,14 +667,13 @@ int cxls_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
  * or -1 with the kernel's registration as the application made it. */
 static int adopt_one(int fd, struct cxls_sconn *c, const struct cxls_epreg *r)
 {
-	struct epset *s = set_of(r->epfd, 1);
+	struct epset *s = set_lock(r->epfd, 1);
 	struct epoll_event app = { .events = r->events, .data.u64 = r->data }, e;
 	struct ep_item *it;
 	int rc = 0;
 
 	if (!s)
 		return -1;
-	pthread_mutex_lock(&s->lock);
 	it = find_item(s, fd);
 	if (it) /* parked for a file since closed */
 		drop_item(s, it);
@@ -532,27 +692,26 @@ static int adopt_one(int fd, struct cxls_sconn *c, const struct cxls_epreg *r)
 	else
 		it->kpooled = pooled_reg(&e);
 out:
-	pthread_mutex_unlock(&s->lock);
+	set_unlock(s);
 	return rc;
 }
 
 /* Gives a registration taken over back to the application. */
 static void unadopt_one(int fd, const struct cxls_epreg *r)
 {
-	struct epset *s = set_of(r->epfd, 0);
+	struct epset *s = set_lock(r->epfd, 0);
 	struct epoll_event app = { .events = r->events, .data.u64 = r->data };
 	struct ep_item *it;
 
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
 	it = find_item(s, fd);
 	if (it) {
 		if (!cxls_epreg_disabled(r))
 			sys_epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &app);
 		drop_item(s, it);
 	}
-	pthread_mutex_unlock(&s->lock);
+	set_unlock(s);
 }
 
 /* Notes epoll fd inner (now holding a followed fd) as a member of the
@@ -560,30 +719,32 @@ static void unadopt_one(int fd, const struct cxls_epreg *r)
 static int adopt_nested(int inner)
 {
 	struct cxls_epreg outer[CXLS_EPREG_MAX];
-	struct epset *in = set_of(inner, 1);
-	int n = cxls_epseen_regs(inner, outer);
+	struct epset *in;
+	int n = cxls_epseen_regs(inner, outer), rc = 0;
 
-	if (n < 0 || !in)
+	if (n < 0)
 		return -1;
-	for (int i = 0; i < n; i++) {
-		struct epset *s = set_of(outer[i].epfd, 1);
-		int j, rc = 0;
+	in = set_get(inner, 1);
+	if (!in)
+		return -1;
+	for (int i = 0; i < n && !rc; i++) {
+		struct epset *s = set_lock(outer[i].epfd, 1);
+		int j;
 
-		if (!s)
-			return -1;
-		pthread_mutex_lock(&s->lock);
+		if (!s) {
+			rc = -1;
+			break;
+		}
 		j = child_index(s, inner);
 		if (j == s->nchild && s->nchild == EP_CHILDREN)
 			rc = -1;
 		else if (j == s->nchild)
-			s->child[s->nchild++] = (struct ep_child){
-				inner, in, outer[i].events, { .u64 = outer[i].data }
-			};
-		pthread_mutex_unlock(&s->lock);
-		if (rc)
-			return -1;
+			child_note(s, j, (struct ep_child){
+				inner, in, outer[i].events, { .u64 = outer[i].data } });
+		set_unlock(s);
 	}
-	return 0;
+	set_put(in);
+	return rc;
 }
 
 int cxls_sock_epoll_adopt(int fd, struct cxls_sconn *c, const struct cxls_epreg *r, int n)
@@ -638,6 +799,8 @@ static inline uint32_t item_ready(struct ep_item *it, uint64_t arm)
 
 	if (it->disabled || it->quiet || it->parked || atomic_load(&c->mode) != CXLS_SC_POOL)
 		return 0;
+	if (it->gone) /* no doorbell of its reaches this set: never armed */
+		arm = 0;
 	ev = (uint16_t)(arm ? cxls_chan_arm(c, poll_bits(it->events), arm)
 			    : cxls_chan_events(c, poll_bits(it->events)));
 	/* Armed and idle: its peer rings a doorbell before anything changes,
@@ -751,6 +914,7 @@ struct sleeper {
 struct sleeping {
 	struct sleeper *v; /* local, or from the heap */
 	int n, cap;
+	int gone;          /* a gone item is in the sleep (sleep_ms()) */
 	struct sleeper local[SLEEPERS_LOCAL];
 };
 
@@ -758,6 +922,7 @@ static void sleeping_init(struct sleeping *z)
 {
 	z->v = z->local;
 	z->n = 0;
+	z->gone = 0;
 	z->cap = SLEEPERS_LOCAL;
 }
 
@@ -786,6 +951,10 @@ static int sleeping_grow(struct sleeping *z)
 
 static void sleeping_add(struct sleeping *z, struct ep_item *it)
 {
+	if (it->gone) {
+		z->gone = 1;
+		return;
+	}
 	if (it->parked || atomic_load(&it->c->mode) != CXLS_SC_POOL)
 		return; /* not watched, or a connect in flight: no doorbells yet */
 	if (z->n == z->cap && sleeping_grow(z))
@@ -812,6 +981,7 @@ static int sleeping_slice_ms(const struct sleeping *z)
 static void sleep_set(struct epset *s, struct sleeping *z)
 {
 	z->n = 0;
+	z->gone = 0;
 	for (int i = 0; i < s->n; i++)
 		sleeping_add(z, &s->items[i]);
 	for (int i = 0; i < s->nchild; i++) {
@@ -869,8 +1039,9 @@ static int wake_set(struct sleeping *z)
  * the doorbell registration, nothing for the application yet (its rings
  * say, collect()); still connecting, or plain TCP from now on (the
  * registration the application's, the item dropped): kev in *out for the
- * application.  1 when *out holds an event.  out is NULL only for an item
- * already pooled (doorbell_event()). */
+ * application.  1 when *out holds an event.  Only for an item not pooled
+ * yet: a pooled one has no event for the application here, and the plain
+ * branch would give its registration away (repool()). */
 static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 		   struct epoll_event *out)
 {
@@ -898,18 +1069,36 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 	return out->events != 0;
 }
 
+/* A pooled item whose kernel registration is still its connect's
+ * (registered while connecting, pooled by a read or write since): that
+ * one reports EPOLLOUT for ever, the doorbell one does not.  Made for the
+ * item's own connection and only while fd still names it in the fd table:
+ * after a dup and a close of the item's fd (or a connect(AF_UNSPEC)) the
+ * number names no followed socket or another one, cxls_sock_use() would
+ * say NULL and convert() took that for plain TCP, writing the event
+ * through its NULL out and dropping the item under the caller. */
+static void repool(int epfd, struct ep_item *it)
+{
+	struct cxls_sconn *now = cxls_fdtab_get(it->fd);
+	struct epoll_event e;
+
+	if (now == it->c) {
+		e = tagged(it->fd, it->c, it->events);
+		it->kpooled = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0 && pooled_reg(&e);
+	}
+	if (now)
+		cxls_sconn_put(now);
+}
+
 /* A tagged event of a pooled item: doorbells, or FIN/RST.  What the
  * application sees comes from the rings (collect()), not from this event:
  * the item is no longer quiet, and its doorbells are left for wake_set()
  * when this thread slept counted (z), else read here. */
-static void doorbell_event(int epfd, struct epset *s, struct ep_item *it, struct sleeping *z)
+static void doorbell_event(int epfd, struct ep_item *it, struct sleeping *z)
 {
 	it->quiet = 0;
-	/* registered while connecting and pooled by a read or write since:
-	 * the connect's registration reports EPOLLOUT for ever, the
-	 * doorbell one does not */
 	if (!it->kpooled && !it->disabled && !it->parked)
-		convert(epfd, s, it, 0, NULL);
+		repool(epfd, it);
 	if (it->parked) /* nobody sleeps on it here: read them */
 		cxls_chan_drain(it->c, it->fd);
 	else if (z)
@@ -938,7 +1127,7 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m,
 		if (!it)
 			continue; /* removed while the kernel reported it */
 		if (atomic_load(&it->c->mode) == CXLS_SC_POOL)
-			doorbell_event(epfd, s, it, z);
+			doorbell_event(epfd, it, z);
 		else if (convert(epfd, s, it, ev[i].events, &ev[keep]))
 			keep++;
 	}
@@ -1005,6 +1194,10 @@ static int arm(struct ep_wait *w)
 	return collect_all(w->s, w->ev, w->max, tok);
 }
 
+/* A gone item wakes no sleep (fd_closing()): a sleep with one looks at
+ * the rings this often. */
+#define GONE_LOOK_MS 10
+
 /* How long the kernel may sleep: what is left of the timeout, and one
  * slice at most while counted as a sleeper (sock_chan.h). */
 static int sleep_ms(const struct ep_wait *w)
@@ -1022,20 +1215,27 @@ static int sleep_ms(const struct ep_wait *w)
 		if (ms < 0 || ms > slice)
 			ms = slice;
 	}
+	if (w->z->gone && (ms < 0 || ms > GONE_LOOK_MS))
+		ms = GONE_LOOK_MS;
 	return ms;
 }
 
 /* The kernel's part: plain fds, doorbells, connects in flight, written
  * after the n events found so far.  Never holds the set while asleep:
- * other threads may change it.  The kernel's count, or -1 with errno. */
+ * other threads may change it, or close its fd (then the set's copy of
+ * it is slept on, kfd).  The kernel's count, or -1 with errno. */
 static int kernel_wait(struct ep_wait *w, int n, int ms)
 {
-	int m, err;
+	int m, err, kfd = w->s->kfd;
 
 	pthread_mutex_unlock(&w->s->lock);
-	m = n < w->max ? sys_epoll_pwait(w->epfd, w->ev + n, w->max - n, ms, w->mask) : 0;
+	m = n < w->max ? sys_epoll_pwait(kfd, w->ev + n, w->max - n, ms, w->mask) : 0;
 	err = errno;
 	pthread_mutex_lock(&w->s->lock);
+	/* closed between our look at kfd and the kernel: nothing yet, the
+	 * next round sleeps on the copy */
+	if (m < 0 && err == EBADF && w->s->kfd != kfd && w->s->kfd >= 0)
+		m = 0;
 	errno = err;
 	return m;
 }
@@ -1091,17 +1291,20 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 			 const sigset_t *mask)
 {
 	struct sleeping z; /* not zeroed: its array is written before it is read */
-	struct ep_wait w = { epfd, set_of(epfd, 0), ev, max, timeout_ms, 0, mask, &z };
+	struct ep_wait w = { epfd, NULL, ev, max, timeout_ms, 0, mask, &z };
 	int n, err;
 
-	if (!w.s || max <= 0)
+	if (max <= 0)
 		return -2;
-	sleeping_init(&z);
-	pthread_mutex_lock(&w.s->lock);
+	w.s = set_lock(epfd, 0);
+	if (!w.s)
+		return -2;
 	if (!w.s->n && !w.s->nchild) {
-		pthread_mutex_unlock(&w.s->lock);
+		set_unlock(w.s);
 		return -2;
 	}
+	sleeping_init(&z);
+	w.s->waiters++; /* a close of epfd keeps the epoll file for us */
 	if (timeout_ms > 0)
 		w.deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	unquiet_now_and_then(w.s);
@@ -1111,7 +1314,8 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 			break;
 	}
 	err = errno;
-	pthread_mutex_unlock(&w.s->lock);
+	w.s->waiters--;
+	set_unlock(w.s);
 	sleeping_fini(&z);
 	errno = err;
 	return n;
@@ -1129,12 +1333,11 @@ int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeou
 	if (n <= 0 || !atomic_load(&any_set))
 		return n;
 	for (;;) {
-		s = set_of(epfd, 0);
+		s = set_lock(epfd, 0);
 		if (!s)
 			return n;
-		pthread_mutex_lock(&s->lock);
 		m = sort_kernel(epfd, s, ev, n, NULL);
-		pthread_mutex_unlock(&s->lock);
+		set_unlock(s);
 		if (m)
 			return m;
 		/* only tags: wait again, through the set now */
@@ -1147,8 +1350,26 @@ int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeou
 	}
 }
 
-/* Epoll fd fd is being closed: its set goes, from the table and from the
- * sets it was nested in, with its items' references.  sets_lock held. */
+/* Threads inside epoll_wait on s, whose fd is being closed, keep the
+ * epoll file, as in the kernel: they sleep on a copy of the fd from now
+ * on (kfd, closed with the set's last reference), out of the shim's fd
+ * table and not inherited by exec.  The set's items no longer matter, so
+ * their registrations go from the file (a doorbell would wake the waiters
+ * for nothing till their timeout).  No copy (no fd left): their next
+ * sleep fails with EBADF.  s locked, fd still open. */
+static void keep_for_waiters(struct epset *s, int fd)
+{
+	for (int i = 0; i < s->n; i++)
+		if (!s->items[i].gone)
+			sys_epoll_ctl(fd, EPOLL_CTL_DEL, s->items[i].fd, NULL);
+	s->kfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
+}
+
+/* Epoll fd fd is being closed: its set leaves the table and the sets it
+ * was nested in, and is emptied (items and children with their
+ * references).  Whoever still holds it (a thread in epoll_wait, one
+ * between its lookup and its lock) finds it closed; the last one lets it
+ * go (set_put()).  sets_lock held. */
 static void close_set(int fd)
 {
 	set_slot *slot = set_slot_of(fd, 0);
@@ -1163,50 +1384,100 @@ static void close_set(int fd)
 		pthread_mutex_lock(&o->lock);
 		for (int i = 0; i < o->nchild; i++)
 			if (o->child[i].set == s)
-				o->child[i--] = o->child[--o->nchild];
+				child_drop(o, i--);
 		pthread_mutex_unlock(&o->lock);
 	}
-	for (int i = 0; i < s->n; i++)
-		cxls_sconn_put(s->items[i].c);
-	free(s->items);
-	free(s->pos);
-	free(s);
+	pthread_mutex_lock(&s->lock);
+	s->closed = 1;
+	s->kfd = -1;
+	if (s->waiters)
+		keep_for_waiters(s, fd);
+	while (s->n)
+		drop_item(s, &s->items[s->n - 1]);
+	while (s->nchild)
+		child_drop(s, s->nchild - 1);
+	pthread_mutex_unlock(&s->lock);
+	set_put(s); /* the table's */
 }
 
-/* The last fd of c's file, fd, is being closed: the kernel forgets the
- * file in every epoll set, so its items go (fd's own and parked ones).
- * sets_lock held. */
-static void forget_file(struct cxls_sconn *c, int fd)
+/* The item of fd in set epfd, whose fd is being closed while its file
+ * stays open through another fd (c is the item's connection): the kernel
+ * keeps the registration, keyed by the file and this number, and the
+ * application can no longer name it (nor delete it) but may register
+ * something else under the number.  A pooled item is kept, gone: out of
+ * fd's place, its doorbell registration deleted while fd still names it
+ * (no later call could: a doorbell left unread would wake every sleep,
+ * and one read through the number could be another socket's bytes), and
+ * reported from the rings.  A connect in flight gets the application's
+ * registration back (the kernel reports the socket as it asked; a
+ * one-shot that fired stays silent: deleted), and a parked item goes with
+ * the registration the shim kept for it. */
+static void item_closing(int epfd, struct epset *s, struct ep_item *it)
 {
+	struct epoll_event app = { .events = it->events, .data = it->data };
+
+	if (!it->parked && !it->disabled && atomic_load(&it->c->mode) == CXLS_SC_POOL) {
+		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
+		s->pos[it->fd] = 0;
+		it->fd = -1;
+		it->gone = 1;
+		it->quiet = 0;
+		s->ngone++;
+		return;
+	}
+	if (it->parked || it->disabled)
+		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
+	else
+		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &app);
+	drop_item(s, it);
+}
+
+/* fd, followed as c (or NULL), is being closed; set epfd locked.  The
+ * kernel forgets a file in every set when its last fd closes: then all
+ * of c's items go (fd's, parked and gone ones).  Else fd's item is its
+ * file's under another fd number from now on (item_closing()).  An item
+ * of fd that is not c's (its socket fell back to TCP, or connect
+ * (AF_UNSPEC) left it) is the application's registration again, and goes
+ * like a plain fd's. */
+static void fd_closing(int epfd, struct epset *s, int fd, struct cxls_sconn *c, int last)
+{
+	struct ep_item *it = find_item(s, fd);
+
+	if (it && it->c != c) {
+		struct epoll_event app = { .events = it->events, .data = it->data };
+
+		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &app);
+		drop_item(s, it);
+	} else if (it && !last) {
+		item_closing(epfd, s, it);
+	}
+	for (int i = 0; c && last && i < s->n; i++)
+		if (s->items[i].c == c)
+			drop_item(s, &s->items[i--]);
+}
+
+void cxls_sock_epoll_closing(int fd)
+{
+	struct cxls_sconn *c;
+	int last;
+
+	cxls_epseen_closing(fd);
+	if (!atomic_load(&any_set))
+		return;
+	c = cxls_fdtab_get(fd);
+	last = !c || atomic_load(&c->fds) <= 1;
+	pthread_mutex_lock(&sets_lock);
+	if (set_at(fd))
+		close_set(fd);
 	for (int e = 0; e < nsets; e++) {
 		struct epset *s = set_at(e);
 
 		if (!s)
 			continue;
 		pthread_mutex_lock(&s->lock);
-		for (int i = 0; i < s->n; i++) {
-			struct ep_item *it = &s->items[i];
-
-			if (it->c == c && (it->fd == fd || it->parked))
-				drop_item(s, it), i--;
-		}
+		fd_closing(e, s, fd, c, last);
 		pthread_mutex_unlock(&s->lock);
 	}
-}
-
-void cxls_sock_epoll_closing(int fd)
-{
-	struct cxls_sconn *c;
-
-	cxls_epseen_closing(fd);
-	if (!atomic_load(&any_set))
-		return;
-	pthread_mutex_lock(&sets_lock);
-	if (set_at(fd))
-		close_set(fd);
-	c = cxls_fdtab_get(fd);
-	if (c && atomic_load(&c->fds) <= 1)
-		forget_file(c, fd);
 	pthread_mutex_unlock(&sets_lock);
 	if (c)
 		cxls_sconn_put(c);

@@ -515,11 +515,181 @@ static void test_many(void)
 	}
 }
 
+/* Registered before connect(), pooled by a write before the set reported
+ * anything, then dup'd and the first fd closed: the registration lives on
+ * with the file (the kernel keys it by file and fd number, and drops it
+ * when the file's last fd closes), so the set goes on reporting the
+ * socket, now used through the dup, with the application's data.  The
+ * shim once re-registered such an item through the closed fd number and
+ * wrote its event through a NULL pointer. */
+static void test_dupclosed(void)
+{
+	struct loop l;
+	struct pollfd p;
+	int ev, d;
+
+	CHECK(loop_open(&l, EPOLLET, 0) == 0 && loop_connect(&l) == 0, "dupclosed: connect");
+	p = (struct pollfd){ l.fd, POLLOUT, 0 };
+	CHECK(poll(&p, 1, WAIT_MS) == 1 && (p.revents & POLLOUT), "dupclosed: connected (poll)");
+	CHECK(push(&l, 1) == 0 && l.sent == 1, "dupclosed: one byte written before any event");
+	d = dup(l.fd);
+	CHECK(d >= 0 && close(l.fd) == 0, "dupclosed: dup, close the first fd");
+	l.fd = d;
+	ev = loop_wait(&l);
+	CHECK(ev > 0 && (ev & EPOLLOUT), "dupclosed: the set reports the dup'd socket (%d)", ev);
+	CHECK(loop_pump(&l, l.n, ev) == 0, "dupclosed: transfer through the set (%zu back)", l.got);
+	loop_close(&l, "dupclosed");
+}
+
+/* A thread sleeps in epoll_wait on a set holding a pooled socket while
+ * another closes the set's fd: the kernel lets the sleeper keep its
+ * reference to the set, which reports nothing and returns 0 at the
+ * timeout.  Also with the socket in a set nested in the one waited on,
+ * either set closed.  The shim once freed its record of the set under the sleeper
+ * (memcheck: reads of freed memory) and ended the wait early with EBADF.
+ * Rounds: CLOSEWAIT_ROUNDS, 2 unless told (and twice as many nested). */
+struct closewait {
+	int ep;
+	int rc, err;
+	uint64_t us;
+};
+
+static void *closewait_waiter(void *arg)
+{
+	struct closewait *w = arg;
+	struct epoll_event ev[4];
+	uint64_t t0 = tu_now_us();
+
+	w->rc = epoll_wait(w->ep, ev, 4, 500);
+	w->err = errno;
+	w->us = tu_now_us() - t0;
+	return NULL;
+}
+
+static void test_closewait(void)
+{
+	const char *env = getenv("CLOSEWAIT_ROUNDS");
+	int rounds = env ? atoi(env) : 2;
+	struct closewait w;
+	struct loop l;
+	pthread_t t;
+
+	CHECK(loop_open(&l, 0, 0) == 0 && loop_connect(&l) == 0, "closewait: connect");
+	CHECK(loop_connected(&l) == 0, "closewait: connected");
+	close(l.ep);
+	l.ep = -1;
+	for (int i = 0; i < rounds; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = DATA };
+
+		w.ep = epoll_create1(0);
+		CHECK(epoll_ctl(w.ep, EPOLL_CTL_ADD, l.fd, &ev) == 0, "closewait: added (%d)", i);
+		pthread_create(&t, NULL, closewait_waiter, &w);
+		usleep(100000); /* only makes it likely the waiter sleeps */
+		close(w.ep);
+		pthread_join(t, NULL);
+		CHECK(w.rc == 0 && w.us >= 450000 && w.us < 5000000,
+		      "closewait: the waiter's epoll_wait returned %d (%s) after %llu ms, expected 0 "
+		      "after 500 (%d)",
+		      w.rc, w.rc < 0 ? strerror(w.err) : "-", (unsigned long long)w.us / 1000, i);
+	}
+	/* nested: the waiter on the outer set, the inner one (holding the
+	 * socket) or the outer one closed under it */
+	for (int i = 0; i < 2 * rounds; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = DATA };
+		int inner = epoll_create1(0), outer = epoll_create1(0);
+
+		CHECK(epoll_ctl(inner, EPOLL_CTL_ADD, l.fd, &ev) == 0, "closewait: nested (%d)", i);
+		ev.data.u64 = INNER;
+		CHECK(epoll_ctl(outer, EPOLL_CTL_ADD, inner, &ev) == 0, "closewait: nested in (%d)", i);
+		w.ep = outer;
+		pthread_create(&t, NULL, closewait_waiter, &w);
+		usleep(100000);
+		close(i & 1 ? outer : inner);
+		pthread_join(t, NULL);
+		close(i & 1 ? inner : outer);
+		CHECK(w.rc == 0 && w.us >= 450000 && w.us < 5000000,
+		      "closewait: the %s set closed: the waiter's epoll_wait returned %d (%s) after "
+		      "%llu ms, expected 0 after 500 (%d)",
+		      i & 1 ? "outer" : "inner", w.rc, w.rc < 0 ? strerror(w.err) : "-",
+		      (unsigned long long)w.us / 1000, i);
+	}
+	CHECK(pump_with(&l, l.n, 0) == 0, "closewait: transfer through poll() (%zu back)", l.got);
+	loop_close(&l, "closewait");
+}
+
+/* Of the events of one epoll_wait(ep, 200 ms): which of DATA and DATA2
+ * came (bit 0, bit 1), 4 for anything else. */
+static int reused_seen(int ep)
+{
+	struct epoll_event ev[4];
+	int n = epoll_wait(ep, ev, 4, 200), seen = 0;
+
+	for (int i = 0; i < n; i++)
+		seen |= ev[i].data.u64 == DATA ? 1 : ev[i].data.u64 == DATA + 2 ? 2 : 4;
+	return n < 0 ? 4 : seen;
+}
+
+/* 1 when four bytes written to fd (blocking or not) come back. */
+static int echoes(int fd, const char *four)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	char buf[4];
+
+	return tu_write_all(fd, four, 4) == 0 && poll(&p, 1, WAIT_MS) == 1 &&
+	       read(fd, buf, 4) == 4 && !memcmp(buf, four, 4);
+}
+
+/* The kernel keys a registration by (file, fd number) and drops it when
+ * its file's last fd closes.  A pooled socket in a set is dup'd and its
+ * first fd closed: its registration lives on (reporting it), and a new
+ * socket given the same number is a new key: EPOLL_CTL_ADD takes it (the
+ * shim said EEXIST, its item keyed by the number alone), EPOLL_CTL_DEL of
+ * the number removes the new one, and the old one goes with the dup. */
+static void test_reused(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.u64 = DATA + 2 };
+	int lfd, d, fd, num;
+	uint16_t port;
+	struct loop l;
+	pid_t server;
+
+	CHECK(loop_open(&l, 0, 0) == 0 && loop_connect(&l) == 0, "reused: connect");
+	CHECK(loop_connected(&l) == 0, "reused: connected");
+	num = l.fd;
+	d = dup(num);
+	CHECK(d >= 0 && close(num) == 0, "reused: dup, close the first fd");
+	lfd = tu_listen(&port, 0);
+	server = tu_spawn(echo_one, &lfd);
+	close(lfd);
+	fd = tu_connect(port, 0);
+	CHECK(fd == num, "reused: the new socket has the number closed (%d, %d)", fd, num);
+	CHECK(reused_seen(l.ep) == 1, "reused: the old registration reports the dup'd socket");
+	CHECK(epoll_ctl(l.ep, EPOLL_CTL_ADD, fd, &ev) == 0,
+	      "reused: EPOLL_CTL_ADD of the new socket under the number (%s)", strerror(errno));
+	CHECK(reused_seen(l.ep) == 3, "reused: both registrations report");
+	CHECK(echoes(fd, "ping"), "reused: the new socket echoes");
+	CHECK((pool_rec(local_port(d), 0) != NULL) == expect_pool &&
+		      (pool_rec(local_port(fd), 0) != NULL) == expect_pool,
+	      "reused: both connections in the pool: %d expected", expect_pool);
+	CHECK(epoll_ctl(l.ep, EPOLL_CTL_DEL, fd, NULL) == 0, "reused: EPOLL_CTL_DEL of the number");
+	CHECK(reused_seen(l.ep) == 1, "reused: the old registration is left");
+	CHECK(epoll_ctl(l.ep, EPOLL_CTL_DEL, fd, NULL) == -1 && errno == ENOENT,
+	      "reused: EPOLL_CTL_DEL again: ENOENT");
+	CHECK(echoes(d, "pong"), "reused: the dup'd socket echoes");
+	CHECK(close(d) == 0 && reused_seen(l.ep) == 0, "reused: gone with the file's last fd");
+	close(fd);
+	close(l.ep);
+	CHECK(tu_wait(l.server) == 0 && tu_wait(server) == 0, "reused: echo servers");
+	free(l.in);
+	free(l.out);
+}
+
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "del", test_del },     { "select", test_select },
 	{ "fork", test_fork },     { "closed", test_closed }, { "thread", test_thread },
-	{ "many", test_many },     { "fired", test_fired },
+	{ "many", test_many },     { "fired", test_fired }, { "dupclosed", test_dupclosed },
+	{ "closewait", test_closewait }, { "reused", test_reused },
 };
 
 int main(int argc, char **argv)
