@@ -528,34 +528,42 @@ int cxls_chan_refused(struct cxls_sconn *c, int fd)
 	return 1;
 }
 
-int cxls_chan_tell_reset(struct cxls_sconn *c, int fd)
+void cxls_chan_take_sk_err(int fd)
 {
 	int err;
 	socklen_t len = sizeof(err);
 
+	sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+}
+
+int cxls_chan_tell_reset(struct cxls_sconn *c, int fd)
+{
 	if (atomic_exchange(&c->reset_told, 1))
 		return 0;
-	sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len); /* an RST's, if one came */
+	cxls_chan_take_sk_err(fd); /* an RST's, if one came */
 	return 1;
 }
 
 void cxls_sock_so_error(struct cxls_sconn *c, int *val)
 {
-	int reset = *val == ECONNRESET, drawn = atomic_exchange(&c->rst_err, 0);
+	int drawn = atomic_exchange(&c->rst_err, 0);
 
-	if (!*val && drawn) {
+	/* The kernel's socket carries doorbells, and its state is not the
+	 * connection's: an RST there is the pool's reset seen twice, or a
+	 * peer gone without one (noted as such); the answer is the pool's. */
+	if (*val == ECONNRESET || *val == EPIPE) {
+		if (*val == ECONNRESET)
+			atomic_store(&c->tcp_rst, 1);
+		*val = 0;
+	}
+	if (*val)
+		return;
+	if (drawn)
 		*val = drawn;
-		return;
-	}
-	if (!*val && cxls_chan_fin_then_rst(c)) {
+	else if (cxls_chan_fin_then_rst(c))
 		*val = atomic_exchange(&c->reset_told, 1) ? 0 : EPIPE;
-		return;
-	}
-
-	if (!*val)
-		reset = cxls_chan_read_state(c) == CXLS_RD_RESET ||
-			cxls_chan_write_error(c) == ECONNRESET;
-	if (reset)
+	else if (cxls_chan_read_state(c) == CXLS_RD_RESET ||
+		 cxls_chan_write_error(c) == ECONNRESET)
 		*val = atomic_exchange(&c->reset_told, 1) ? 0 : ECONNRESET;
 }
 

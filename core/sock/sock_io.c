@@ -247,6 +247,8 @@ static ssize_t write_error(struct cxls_sconn *c, int fd, size_t sent, int err, i
 		err = EPIPE;
 	else if (err == EPIPE && cxls_chan_fin_then_rst(c))
 		cxls_chan_tell_reset(c, fd); /* its EPIPE, reported here */
+	else
+		cxls_chan_take_sk_err(fd);
 	atomic_store(&c->rst_err, 0); /* reported here, as sk_err would be */
 	if (err == EPIPE && !(flags & MSG_NOSIGNAL))
 		pthread_kill(pthread_self(), SIGPIPE);

@@ -17,7 +17,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 # seeds that once told the kernel and the shim apart (see git log), then
 # a few more
-FIXED="1 2 5 6 7 15 19 43"
+FIXED="1 2 5 6 7 15 19 43 119 152"
 if [ $# -gt 0 ]; then
 	seeds="$*"
 elif [ "${CXLSHIM_TEST_LONG:-0}" = 1 ]; then
