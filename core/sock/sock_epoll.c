@@ -1287,12 +1287,39 @@ static int wait_round(struct ep_wait *w, int round)
 	return collect_woken(w, n, m, armed);
 }
 
+/* Rounds until events or the timeout.  epoll_wait is a cancellation
+ * point, but the kernel waits here are raw system calls, which a deferred
+ * cancel does not interrupt: a pending one acts between rounds (within a
+ * wait slice), where the set is locked and no socket asleep; wait_end
+ * gives back what the wait holds. */
+static int wait_rounds(struct ep_wait *w)
+{
+	int n;
+
+	for (int round = 0;; round++) {
+		pthread_testcancel();
+		n = wait_round(w, round);
+		if (n || w->timeout_ms == 0 || (w->timeout_ms > 0 && cxls_now_ns() >= w->deadline))
+			return n;
+	}
+}
+
+static void wait_end(void *arg)
+{
+	struct ep_wait *w = arg;
+
+	w->s->waiters--;
+	set_unlock(w->s);
+	sleeping_fini(w->z);
+}
+
 int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms,
 			 const sigset_t *mask)
 {
 	struct sleeping z; /* not zeroed: its array is written before it is read */
 	struct ep_wait w = { epfd, NULL, ev, max, timeout_ms, 0, mask, &z };
-	int n, err;
+	volatile int n; /* for setjmp's sake: a cancelled thread never reads it */
+	int err;
 
 	if (max <= 0)
 		return -2;
@@ -1308,15 +1335,11 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 	if (timeout_ms > 0)
 		w.deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	unquiet_now_and_then(w.s);
-	for (int round = 0;; round++) {
-		n = wait_round(&w, round);
-		if (n || timeout_ms == 0 || (timeout_ms > 0 && cxls_now_ns() >= w.deadline))
-			break;
-	}
+	pthread_cleanup_push(wait_end, &w);
+	n = wait_rounds(&w);
+	pthread_cleanup_pop(0);
 	err = errno;
-	w.s->waiters--;
-	set_unlock(w.s);
-	sleeping_fini(&z);
+	wait_end(&w);
 	errno = err;
 	return n;
 }

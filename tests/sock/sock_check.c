@@ -876,8 +876,8 @@ static void test_close_while_blocked(void)
 	      "the blocked read returned (%zd %d), nothing crashed", bl.r, bl.err);
 }
 
-/* pthread_cancel of a thread blocked in a read, poll, select, then in a
- * write to a full ring: each is cancelled (they are cancellation points)
+/* pthread_cancel of a thread blocked in a read, poll, select, epoll_wait,
+ * then in a write to a full ring: each is cancelled (they are cancellation points)
  * within a wait slice, and the connection goes on working for the others; once
  * closed, the peer sees the end, so the cancelled calls gave back what
  * they held. */
@@ -910,6 +910,15 @@ static void *blocked_select(void *arg)
 	FD_ZERO(&rs);
 	FD_SET(b->fd, &rs);
 	b->r = select(b->fd + 1, &rs, NULL, NULL, NULL);
+	return NULL;
+}
+
+static void *blocked_epoll(void *arg)
+{
+	struct blocked *b = arg; /* fd: an epoll set holding the socket */
+	struct epoll_event ev;
+
+	b->r = epoll_wait(b->fd, &ev, 1, -1);
 	return NULL;
 }
 
@@ -947,6 +956,13 @@ static void test_cancel(void)
 	pthread_create(&t, NULL, blocked_select, &bl);
 	if (!cancelled(t, "select"))
 		return;
+	bl.fd = epoll_create1(0);
+	CHECK(epoll_ctl(bl.fd, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN, { 0 } }) == 0,
+	      "epoll set");
+	pthread_create(&t, NULL, blocked_epoll, &bl);
+	if (!cancelled(t, "epoll_wait"))
+		return;
+	close(bl.fd);
 	CHECK(write(a, "again", 5) == 5 && read(b, buf, sizeof(buf)) == 5, "reads go on");
 	bl.fd = a;
 	pthread_create(&t, NULL, blocked_write, &bl);
