@@ -180,6 +180,25 @@ static void set_put(struct epset *s)
 	pthread_mutex_unlock(&free_lock);
 }
 
+void cxls_sock_epoll_forked(void)
+{
+	/* Threads of the parent that were inside epoll_wait are not here:
+	 * counted as waiters, a close of the fd in the child would take the
+	 * items' registrations from an epoll file the parent still waits on
+	 * (close_set()).  A lock such a thread held stays held for ever:
+	 * every lock starts over, as the fd table's does. */
+	pthread_mutex_init(&sets_lock, NULL);
+	pthread_mutex_init(&free_lock, NULL);
+	for (int fd = 0; fd < nsets; fd++) {
+		struct epset *s = set_at(fd);
+
+		if (!s)
+			continue;
+		pthread_mutex_init(&s->lock, NULL);
+		s->waiters = 0;
+	}
+}
+
 /* A set in its first state, from the recycled ones or new, holding one
  * reference (the table's); NULL when memory is short. */
 static struct epset *set_alloc(int epfd)

@@ -578,4 +578,5 @@ void cxls_sock_fork_child(void)
 
 	cxls_fdtab_reinit();
 	cxls_fdtab_each(fork_phase, &phase);
+	cxls_sock_epoll_forked();
 }

@@ -922,6 +922,15 @@ static void *blocked_epoll(void *arg)
 	return NULL;
 }
 
+static void *blocked_epoll_5s(void *arg)
+{
+	struct blocked *b = arg;
+	struct epoll_event ev;
+
+	b->r = epoll_wait(b->fd, &ev, 1, 5000);
+	return NULL;
+}
+
 static int cancelled(pthread_t t, const char *what)
 {
 	struct timespec dl;
@@ -972,6 +981,57 @@ static void test_cancel(void)
 	while (read(b, buf, sizeof(buf)) > 0)
 		;
 	CHECK(read(b, buf, sizeof(buf)) == 0, "the peer sees the end");
+	close(b);
+}
+
+/* Registrations the kernel's epoll file ep holds (its fdinfo's tfd lines). */
+static int epoll_registrations(int ep)
+{
+	char path[64], line[256];
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ep);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		n += !strncmp(line, "tfd:", 4);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* A child forked while a thread of the parent waits in epoll_wait closes
+ * its copy of the epoll fd (as before an exec): the epoll file is still
+ * the parent's, and its set keeps the sockets' wake-ups (without them the
+ * waiter found the bytes only at the end of a wait slice). */
+static void test_fork_epoll(void)
+{
+	struct blocked bl = { 0 };
+	pthread_t t;
+	uint64_t t0;
+	pid_t pid;
+	int a, b;
+
+	tcp_pair(&a, &b);
+	bl.fd = epoll_create1(0);
+	CHECK(epoll_ctl(bl.fd, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN, { 0 } }) == 0,
+	      "epoll set");
+	pthread_create(&t, NULL, blocked_epoll_5s, &bl);
+	usleep(100000); /* asleep in the kernel */
+	pid = fork();
+	if (pid == 0) {
+		close(bl.fd);
+		_exit(0);
+	}
+	CHECK(tu_wait(pid) == 0, "child");
+	CHECK(epoll_registrations(bl.fd) == 1, "the epoll file still watches the socket");
+	t0 = tu_now_us();
+	CHECK(write(a, "x", 1) == 1, "write");
+	pthread_join(t, NULL);
+	CHECK(bl.r == 1 && tu_now_us() - t0 < 1000000, "the waiter woke: %zd after %llu us", bl.r,
+	      (unsigned long long)(tu_now_us() - t0));
+	close(bl.fd);
+	close(a);
 	close(b);
 }
 
@@ -2132,6 +2192,7 @@ static const struct tu_case cases[] = {
 	{ "eintr", test_eintr },
 	{ "close-blocked", test_close_while_blocked },
 	{ "cancel", test_cancel },
+	{ "fork-epoll", test_fork_epoll },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
