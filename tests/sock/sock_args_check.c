@@ -27,7 +27,6 @@
 
 #include "sock_util.h"
 
-#define PROBE (256u << 10) /* bytes that show whether the pair is pooled */
 
 /* the call as written, what it returned, and errno when it failed */
 #define SAY(call)                                                              \
@@ -40,31 +39,6 @@
 /* Arguments the compiler would refuse are read through volatiles. */
 static void *volatile nul;
 static volatile int minus = -1, many = UIO_MAXIOV + 1, huge = INT_MAX;
-
-static int pair(int *a, int *b)
-{
-	uint16_t port = 0;
-	int l = tu_listen(&port, 0);
-
-	if (l < 0)
-		return -1;
-	*a = tu_connect(port, 0);
-	*b = accept(l, NULL, NULL);
-	close(l);
-	return *a >= 0 && *b >= 0 ? 0 : -1;
-}
-
-/* Moves PROBE bytes a -> b; 1 when they bypassed TCP. */
-static int probe_pooled(int a, int b)
-{
-	static char buf[PROBE];
-
-	if (fork() == 0)
-		_exit(tu_write_all(a, buf, sizeof(buf)) ? 1 : 0);
-	if (tu_read_all(b, buf, sizeof(buf)) || tu_wait(-1) != 0)
-		return -1;
-	return tu_pooled(a, PROBE);
-}
 
 static void io_calls(int a, int b)
 {
@@ -249,7 +223,7 @@ static int aborted_pair(int *a)
 	struct linger lg = { 1, 0 };
 	int b;
 
-	if (pair(a, &b)) {
+	if (tu_pair(a, &b)) {
 		printf("FAIL no connection: %s\n", strerror(errno));
 		return -1;
 	}
@@ -292,7 +266,7 @@ static void unspec_calls(void)
 	char buf[4];
 	int a, b;
 
-	if (pair(&a, &b)) {
+	if (tu_pair(&a, &b)) {
 		printf("FAIL no connection: %s\n", strerror(errno));
 		return;
 	}
@@ -313,11 +287,11 @@ int main(void)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
-	if (pair(&a, &b)) {
+	if (tu_pair(&a, &b)) {
 		printf("FAIL no connection: %s\n", strerror(errno));
 		return 1;
 	}
-	printf("pooled %d\n", probe_pooled(a, b));
+	printf("pooled %d\n", tu_probe_pooled(a, b));
 	if (write(a, "kept", 4) != 4 || poll(&(struct pollfd){ b, POLLIN, 0 }, 1, 5000) != 1) {
 		printf("FAIL the bytes did not come\n");
 		return 1;

@@ -56,7 +56,6 @@
 
 #include "sock_util.h"
 
-#define PROBE (256u << 10) /* bytes that show whether the pair is pooled */
 #define QUEUE_MAX (16u << 10) /* unread bytes per direction, at most */
 #define IO_MAX 6000u          /* one call's bytes, at most */
 #define BLOCK_MS 30           /* SO_RCVTIMEO/SO_SNDTIMEO: a block ends */
@@ -688,31 +687,6 @@ static void one_op(int late)
 		op_close(s, chance(40));
 }
 
-static int pair(int *a, int *b)
-{
-	uint16_t port = 0;
-	int l = tu_listen(&port, 0);
-
-	if (l < 0)
-		return -1;
-	*a = tu_connect(port, 0);
-	*b = accept(l, NULL, NULL);
-	close(l);
-	return *a >= 0 && *b >= 0 ? 0 : -1;
-}
-
-/* Moves PROBE bytes a -> b; 1 when they bypassed TCP. */
-static int probe_pooled(int a, int b)
-{
-	static char buf[PROBE];
-
-	if (fork() == 0)
-		_exit(tu_write_all(a, buf, sizeof(buf)) ? 1 : 0);
-	if (tu_read_all(b, buf, sizeof(buf)) || tu_wait(-1) != 0)
-		return -1;
-	return tu_pooled(a, PROBE);
-}
-
 static int setup(void)
 {
 	struct timeval tv = { 0, BLOCK_MS * 1000 };
@@ -720,9 +694,9 @@ static int setup(void)
 	int one = 1;
 
 	sigaction(SIGPIPE, &sa, NULL);
-	if (pair(&e[0].fd, &e[1].fd))
+	if (tu_pair(&e[0].fd, &e[1].fd))
 		return -1;
-	printf("pooled %d\n", probe_pooled(e[0].fd, e[1].fd));
+	printf("pooled %d\n", tu_probe_pooled(e[0].fd, e[1].fd));
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	for (int s = 0; s < 2; s++) {
 		struct epoll_event ev = { EPOLLIN | EPOLLOUT | EPOLLRDHUP, { .u32 = (uint32_t)s } };

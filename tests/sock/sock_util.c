@@ -187,3 +187,29 @@ pid_t tu_spawn(int (*fn)(void *), void *arg)
 		_exit(fn(arg));
 	return pid;
 }
+
+int tu_pair(int *a, int *b)
+{
+	uint16_t port = 0;
+	int l = tu_listen(&port, 0);
+
+	if (l < 0)
+		return -1;
+	*a = tu_connect(port, 0);
+	*b = accept(l, NULL, NULL);
+	close(l);
+	return *a >= 0 && *b >= 0 ? 0 : -1;
+}
+
+#define PROBE (256u << 10) /* past what TCP could carry as doorbells */
+
+int tu_probe_pooled(int a, int b)
+{
+	static char buf[PROBE];
+
+	if (fork() == 0)
+		_exit(tu_write_all(a, buf, sizeof(buf)) ? 1 : 0);
+	if (tu_read_all(b, buf, sizeof(buf)) || tu_wait(-1) != 0)
+		return -1;
+	return tu_pooled(a, PROBE);
+}

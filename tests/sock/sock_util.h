@@ -23,6 +23,11 @@ uint64_t tu_tcp_bytes(int fd);
 uint64_t tu_tcp_bytes_in(int fd);
 /* 1 when fd's payload bypassed TCP: fewer TCP bytes than 'payload'/2 */
 int tu_pooled(int fd, uint64_t payload);
+/* A connected pair over 127.0.0.1 (a: the client); -1 without one. */
+int tu_pair(int *a, int *b);
+/* Moves 256 KiB a -> b (a child writes); 1 when it bypassed TCP, 0 when
+ * not, -1 when it did not arrive whole. */
+int tu_probe_pooled(int a, int b);
 uint64_t tu_now_us(void);
 
 /* A test program's named cases: `want` runs the one of that name, "all"
