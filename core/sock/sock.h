@@ -90,6 +90,8 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeout_ms,
 			   const sigset_t *mask, int n);
 void cxls_sock_epoll_closing(int fd);
+/* newfd is a dup of oldfd: an epoll fd's set has one more number. */
+void cxls_sock_epoll_duped(int oldfd, int newfd);
 /* In the child of fork: the sets as its one thread finds them. */
 void cxls_sock_epoll_forked(void);
 

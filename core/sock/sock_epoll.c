@@ -98,6 +98,8 @@ struct epset {
 				* once that closed under a waiter, a copy of
 				* it kept for the waiters (-1: none) */
 	int waiters;           /* threads inside cxls_sock_epoll_wait */
+	int nfds;              /* fd numbers naming the set here (dup of an
+				* epoll fd): the table holds a reference each */
 	struct epset *next_free;
 	int n, cap;
 	unsigned calls;        /* every so often look at quiet items too */
@@ -218,6 +220,7 @@ static struct epset *set_alloc(int epfd)
 	}
 	/* everything but the lock (unlocked: its last user let it go) */
 	s->closed = s->waiters = s->n = s->cap = s->npos = s->nchild = s->ngone = 0;
+	s->nfds = 1;
 	s->calls = 0;
 	s->items = NULL;
 	s->pos = NULL;
@@ -1407,6 +1410,58 @@ static void keep_for_waiters(struct epset *s, int fd)
 	s->kfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
 }
 
+/* Another number of the set of epoll fd fd, or -1; sets_lock held. */
+static int other_number(const struct epset *s, int fd)
+{
+	for (int e = 0; e < nsets; e++)
+		if (e != fd && set_at(e) == s)
+			return e;
+	return -1;
+}
+
+/* fd, one of several numbers of its set (a dup of an epoll fd), is being
+ * closed: the epoll file stays open through the others, and so does the
+ * set; only the number goes (and the waits sleep on another one).  0 when
+ * fd is the set's last number here; sets_lock held. */
+static int unalias(int fd)
+{
+	set_slot *slot = set_slot_of(fd, 0);
+	struct epset *s = atomic_load(slot);
+
+	if (s->nfds <= 1)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	s->nfds--;
+	if (s->kfd == fd)
+		s->kfd = other_number(s, fd);
+	pthread_mutex_unlock(&s->lock);
+	atomic_store(slot, NULL);
+	set_put(s); /* the number's */
+	return 1;
+}
+
+void cxls_sock_epoll_duped(int oldfd, int newfd)
+{
+	struct epset *s;
+	set_slot *slot;
+
+	if (oldfd == newfd || !atomic_load(&any_set))
+		return;
+	pthread_mutex_lock(&sets_lock);
+	s = set_at(oldfd);
+	slot = s ? set_slot_of(newfd, 1) : NULL;
+	if (slot && !atomic_load(slot)) {
+		set_hold(s);
+		pthread_mutex_lock(&s->lock);
+		s->nfds++;
+		pthread_mutex_unlock(&s->lock);
+		atomic_store_explicit(slot, s, memory_order_release);
+		if (newfd >= nsets)
+			nsets = newfd + 1;
+	}
+	pthread_mutex_unlock(&sets_lock);
+}
+
 /* Epoll fd fd is being closed: its set leaves the table and the sets it
  * was nested in, and is emptied (items and children with their
  * references).  Whoever still holds it (a thread in epoll_wait, one
@@ -1509,13 +1564,13 @@ void cxls_sock_epoll_closing(int fd)
 	c = cxls_fdtab_get(fd);
 	last = !c || atomic_load(&c->fds) <= 1;
 	pthread_mutex_lock(&sets_lock);
-	if (set_at(fd))
+	if (set_at(fd) && !unalias(fd))
 		close_set(fd);
 	for (int e = 0; e < nsets; e++) {
 		struct epset *s = set_at(e);
 
-		if (!s)
-			continue;
+		if (!s || s->kfd != e)
+			continue; /* none, or a dup's number: once per set */
 		pthread_mutex_lock(&s->lock);
 		fd_closing(e, s, fd, c, last);
 		pthread_mutex_unlock(&s->lock);

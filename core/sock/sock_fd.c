@@ -387,8 +387,10 @@ void cxls_sock_duped(int oldfd, int newfd)
 		return;
 	cxls_sock_origin_dup(oldfd, newfd);
 	c = cxls_fdtab_get(oldfd);
-	if (!c)
+	if (!c) {
 		cxls_epseen_duped(oldfd, newfd);
+		cxls_sock_epoll_duped(oldfd, newfd);
+	}
 	if (c) {
 		follow(newfd, c);
 		cxls_sconn_put(c);

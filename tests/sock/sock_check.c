@@ -984,6 +984,43 @@ static void test_cancel(void)
 	close(b);
 }
 
+/* An epoll fd dup'd: both numbers name one epoll file, and its pooled
+ * sockets are seen through either, also once the original is closed. */
+static void test_epoll_dup(void)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = 77 } }, out;
+	char buf[4];
+	int a, b, ep, ep2, ep3;
+
+	tcp_pair(&a, &b);
+	ep = epoll_create1(0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev) == 0, "add");
+	ep2 = dup(ep);
+	ep3 = fcntl(ep, F_DUPFD_CLOEXEC, 100);
+	CHECK(write(a, "x", 1) == 1, "write");
+	out.data.u64 = 0;
+	CHECK(epoll_wait(ep2, &out, 1, 2000) == 1 && out.data.u64 == 77, "seen through the dup");
+	CHECK(read(b, buf, 1) == 1, "read");
+	close(ep);
+	CHECK(write(a, "y", 1) == 1, "write");
+	out.data.u64 = 0;
+	CHECK(epoll_wait(ep2, &out, 1, 2000) == 1 && out.data.u64 == 77,
+	      "and once the original is closed");
+	CHECK(read(b, buf, 1) == 1, "read");
+	CHECK(epoll_ctl(ep3, EPOLL_CTL_DEL, b, NULL) == 0, "deleted through the third number");
+	CHECK(write(a, "z", 1) == 1, "write");
+	CHECK(epoll_wait(ep2, &out, 1, 100) == 0, "gone from the file for both");
+	ev.data.u64 = 78;
+	CHECK(epoll_ctl(ep2, EPOLL_CTL_ADD, b, &ev) == 0, "added again");
+	out.data.u64 = 0;
+	CHECK(epoll_wait(ep3, &out, 1, 2000) == 1 && out.data.u64 == 78, "seen through the other");
+	close(ep2);
+	close(ep3);
+	CHECK(read(b, buf, 1) == 1 && buf[0] == 'z', "the bytes");
+	close(a);
+	close(b);
+}
+
 /* Registrations the kernel's epoll file ep holds (its fdinfo's tfd lines). */
 static int epoll_registrations(int ep)
 {
@@ -2193,6 +2230,7 @@ static const struct tu_case cases[] = {
 	{ "close-blocked", test_close_while_blocked },
 	{ "cancel", test_cancel },
 	{ "fork-epoll", test_fork_epoll },
+	{ "epoll-dup", test_epoll_dup },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
