@@ -65,8 +65,6 @@ static ssize_t pool_refuse(struct cxls_sconn *c, int err)
 	return -1;
 }
 
-/* One call on a pooled fd: the core moves the bytes, then the fd is
- * released (cxls_sock_use took it). */
 /* recv, recvfrom and recvmsg (not read and readv: a socket's read_iter
  * returns 0 for nothing asked at once): tcp_recvmsg treats 0 bytes as a
  * read that wants one byte and takes none.  With none there it reports a
@@ -91,7 +89,9 @@ static ssize_t stream_recvv(struct cxls_sconn *c, int fd, const struct iovec *io
 	return -1;
 }
 
-/* as_read: read(2) or readv(2), which answer 0 bytes with 0 at once */
+/* One call on a pooled fd: the core moves the bytes, then the fd is
+ * released (cxls_sock_use took it).  as_read: read(2) or readv(2), which
+ * answer 0 bytes with 0 at once. */
 static ssize_t pool_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int cnt,
 			  int flags, int as_read)
 {
@@ -244,14 +244,16 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct cxls_sconn *c = cxls_sock_use(fd);
-
+	ssize_t r;
 	int err;
 
 	if (!c)
 		return REAL(sendmsg)(fd, m, flags);
-	if ((err = msg_error(m, 0)))
+	if ((err = msg_error(m, 0))) /* the iovec's checks included */
 		return pool_refuse(c, err);
-	return pool_sendv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags, 0);
+	r = cxls_sock_sendv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
+	cxls_sock_done(c);
+	return r;
 }
 
 /* sendmmsg(2) and recvmmsg(2) take at most UIO_MAXIOV messages per call

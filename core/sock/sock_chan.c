@@ -143,13 +143,20 @@ static uint64_t tick_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Entries hold deadlines: live while in the future, free at 0.  The
- * clock is read only when some entry is set. */
-static int count_live(const _Atomic uint64_t *e, int n, int skip)
+/* A sleeper entry's deadline is even; odd: its thread sleeps in a recv
+ * that reads the doorbells (cxls_chan_recv_sleep). */
+#define IN_RECV 1ull
+
+/* Entries hold deadlines: live while in the future, free at 0.  Counts
+ * the live ones other than skip and, given in_recv, says whether one of
+ * those sleeps in a recv.  The clock is read only when some entry is set. */
+static int count_live(const _Atomic uint64_t *e, int n, int skip, int *in_recv)
 {
 	uint64_t now = 0;
 	int live = 0;
 
+	if (in_recv)
+		*in_recv = 0;
 	for (int i = 0; i < n; i++) {
 		uint64_t v = atomic_load(&e[i]);
 
@@ -157,14 +164,18 @@ static int count_live(const _Atomic uint64_t *e, int n, int skip)
 			continue;
 		if (!now)
 			now = tick_ns();
-		live += v > now;
+		if (v <= now)
+			continue;
+		live++;
+		if (in_recv && (v & IN_RECV))
+			*in_recv = 1;
 	}
 	return live;
 }
 
 int cxls_chan_sleepers(struct cxls_sconn *c, const struct cxls_sleep *z)
 {
-	return count_live(c->me->sleeper, CXLS_SOCK_SLEEPERS, z ? z->slot : -1);
+	return count_live(c->me->sleeper, CXLS_SOCK_SLEEPERS, z ? z->slot : -1, NULL);
 }
 
 /* Reading doorbells and withdrawing requests exclude each other (threads
@@ -186,7 +197,7 @@ static int claim_drain(struct cxls_sconn *c, uint64_t *mine)
 	_Atomic uint64_t *d = &c->me->draining;
 	uint64_t was = atomic_load(d);
 
-	if (was && count_live(d, 1, -1))
+	if (was && count_live(d, 1, -1, NULL))
 		return 0; /* another thread or process is at it */
 	*mine = tick_ns() + DRAIN_NS;
 	return atomic_compare_exchange_strong(d, &was, *mine);
@@ -237,31 +248,9 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd)
 /* How long an entry stays live: a sleeper renews it every slice. */
 #define SLEEP_NS (5ull * CXLS_CHAN_SLICE_MS * 1000000ull / 2)
 
-/* An entry's deadline is even; odd: its thread sleeps in a recv that
- * reads the doorbells (cxls_chan_recv_sleep). */
-#define IN_RECV 1ull
-
 static uint64_t entry_until(uint64_t now)
 {
 	return (now + SLEEP_NS) & ~IN_RECV;
-}
-
-/* Whether a live entry other than skip sleeps in a recv. */
-static int recv_sleeper(const _Atomic uint64_t *e, int skip)
-{
-	uint64_t now = 0;
-
-	for (int i = 0; i < CXLS_SOCK_SLEEPERS; i++) {
-		uint64_t v = atomic_load(&e[i]);
-
-		if (i == skip || !(v & IN_RECV))
-			continue;
-		if (!now) /* the clock only when some entry is marked */
-			now = tick_ns();
-		if (v > now)
-			return 1;
-	}
-	return 0;
 }
 
 /* Until no drain claim of c's end is live (see DRAIN_NS): spin a little,
@@ -286,28 +275,6 @@ static void wait_drained(struct cxls_sconn *c)
 	}
 }
 
-/* One look at the entries other than skip, for a reader that marked its
- * own as sleeping in recv: whether one is live, and whether a live one
- * sleeps in a recv too.  The clock only when some entry is set. */
-static void look_around(const _Atomic uint64_t *e, int skip, int *live, int *in_recv)
-{
-	uint64_t now = 0;
-
-	*live = *in_recv = 0;
-	for (int i = 0; i < CXLS_SOCK_SLEEPERS; i++) {
-		uint64_t v = atomic_load(&e[i]);
-
-		if (!v || i == skip)
-			continue;
-		if (!now)
-			now = tick_ns();
-		if (v > now) {
-			*live = 1;
-			*in_recv |= (v & IN_RECV) != 0;
-		}
-	}
-}
-
 /* z's entry no longer sleeps in recv (another sleeper or a drain is
  * there: cxls_chan_recv_sleep would take their doorbell). */
 static void unmark_recv(struct cxls_sconn *c, struct cxls_sleep *z)
@@ -321,7 +288,7 @@ static void unmark_recv(struct cxls_sconn *c, struct cxls_sleep *z)
 
 /* Claims z's entry, marked as sleeping in recv when recv is set and no
  * other thread of the end sleeps or drains.  Dekker with a sleeper
- * arriving (it stores its entry, then reads the marks: recv_sleeper) and
+ * arriving (it stores its entry, then reads the marks: count_live) and
  * with claim_drain (it stores its claim, then reads the entries): the
  * entry is stored first, marked or not, then the others and the claim are
  * read, so of two threads one always sees the other. */
@@ -344,13 +311,9 @@ static void sleep_as(struct cxls_sconn *c, struct cxls_sleep *z, int recv)
 		CXLS_TRACE("socket slot %u: more sleepers than %d: one relies on its wait slice",
 			   c->slot, CXLS_SOCK_SLEEPERS);
 	}
-	if (z->until & IN_RECV) {
-		look_around(e, z->slot, &live, &in_recv);
-		if (live || atomic_load(&c->me->draining))
-			unmark_recv(c, z);
-	} else {
-		in_recv = recv_sleeper(e, z->slot);
-	}
+	live = count_live(e, CXLS_SOCK_SLEEPERS, z->slot, &in_recv);
+	if ((z->until & IN_RECV) && (live || atomic_load(&c->me->draining)))
+		unmark_recv(c, z);
 	z->slice_ms = in_recv ? CXLS_CHAN_SHORT_MS : CXLS_CHAN_SLICE_MS;
 	/* Dekker with claim_drain: the entry stored, then the claim read */
 	if (!atomic_load(&c->me->draining))
@@ -544,6 +507,12 @@ int cxls_chan_tell_reset(struct cxls_sconn *c, int fd)
 	return 1;
 }
 
+/* err if the reset was not reported yet (it is now), else 0. */
+static int first_report(struct cxls_sconn *c, int err)
+{
+	return atomic_exchange(&c->reset_told, 1) ? 0 : err;
+}
+
 void cxls_sock_so_error(struct cxls_sconn *c, int *val)
 {
 	int drawn = atomic_exchange(&c->rst_err, 0);
@@ -561,10 +530,10 @@ void cxls_sock_so_error(struct cxls_sconn *c, int *val)
 	if (drawn)
 		*val = drawn;
 	else if (cxls_chan_fin_then_rst(c))
-		*val = atomic_exchange(&c->reset_told, 1) ? 0 : EPIPE;
+		*val = first_report(c, EPIPE);
 	else if (cxls_chan_read_state(c) == CXLS_RD_RESET ||
 		 cxls_chan_write_error(c) == ECONNRESET)
-		*val = atomic_exchange(&c->reset_told, 1) ? 0 : ECONNRESET;
+		*val = first_report(c, ECONNRESET);
 }
 
 /* Whether the write side's error can change what cxls_chan_events says:

@@ -143,7 +143,6 @@ static ssize_t broken(struct cxls_sconn *c, const char *why)
 	return -1;
 }
 
-
 static ssize_t done(size_t got, int err)
 {
 	if (got)
