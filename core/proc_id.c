@@ -86,6 +86,16 @@ static uint64_t start_time_of(uint32_t pid)
 	return st;
 }
 
+void cxls_proc_of(uint32_t pid, struct cxls_proc_id *id)
+{
+	struct cxls_proc_id self;
+
+	cxls_proc_self(&self);
+	id->pid = pid;
+	id->boot_hash = self.boot_hash;
+	id->start_time = start_time_of(pid);
+}
+
 void cxls_proc_self(struct cxls_proc_id *id)
 {
 	static _Thread_local struct cxls_proc_id cached;

@@ -13,6 +13,8 @@ struct cxls_proc_id {
 };
 
 void cxls_proc_self(struct cxls_proc_id *id);
+/* Another process of this host (start time 0 when it is gone). */
+void cxls_proc_of(uint32_t pid, struct cxls_proc_id *id);
 /* 1: alive, 0: dead, -1: cannot tell (another host). */
 int cxls_proc_alive(const struct cxls_proc_id *id);
 /* The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), 0 when gone. */

@@ -1,7 +1,9 @@
 /* socket_api.c - the calls that create, copy, configure and close sockets.
  *
  * Each one makes the real call first where the kernel decides (and only
- * then tells the core), so a failure is the kernel's own.
+ * then tells the core), so a failure is the kernel's own.  In a child of
+ * vfork they are the kernel's alone: the shim's records of fds belong to
+ * the parent, whose memory the child runs in (sock_vfork.h).
  */
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -12,6 +14,8 @@
 #include <unistd.h>
 
 #include "sock.h"
+#include "sock_fdlist.h"
+#include "sock_vfork.h"
 #include "socket_real.h"
 
 static int inet(const struct sockaddr *sa)
@@ -21,11 +25,15 @@ static int inet(const struct sockaddr *sa)
 
 EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-	int listens = inet(sa) && len >= sizeof(struct sockaddr_in) &&
-		      (sa->sa_family == AF_INET || len >= sizeof(struct sockaddr_in6)) &&
-		      cxls_sock_connecting(sa);
-	int r = REAL(connect)(fd, sa, len), err = errno;
+	int listens, r, err;
 
+	if (cxls_sock_borrowed())
+		return REAL(connect)(fd, sa, len);
+	listens = inet(sa) && len >= sizeof(struct sockaddr_in) &&
+		  (sa->sa_family == AF_INET || len >= sizeof(struct sockaddr_in6)) &&
+		  cxls_sock_connecting(sa);
+	r = REAL(connect)(fd, sa, len);
+	err = errno;
 	if (listens && (r == 0 || err == EINPROGRESS)) {
 		cxls_sock_connected(fd, r, err, listens);
 		errno = err;
@@ -40,7 +48,7 @@ EXPORT int socket(int domain, int type, int protocol)
 {
 	int fd = REAL(socket)(domain, type, protocol), err = errno;
 
-	if (fd >= 0) {
+	if (fd >= 0 && !cxls_sock_borrowed()) {
 		cxls_sock_created(fd, domain, type);
 		errno = err;
 	}
@@ -51,7 +59,7 @@ static int accepted(int lfd, int fd)
 {
 	int err = errno;
 
-	if (fd >= 0) {
+	if (fd >= 0 && !cxls_sock_borrowed()) {
 		cxls_sock_accepted(lfd, fd);
 		errno = err;
 	}
@@ -70,9 +78,13 @@ EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 
 EXPORT int listen(int fd, int backlog)
 {
-	int early = cxls_sock_listen_early(fd);
-	int r = REAL(listen)(fd, backlog), err = errno;
+	int early, r, err;
 
+	if (cxls_sock_borrowed())
+		return REAL(listen)(fd, backlog);
+	early = cxls_sock_listen_early(fd);
+	r = REAL(listen)(fd, backlog);
+	err = errno;
 	if (r == 0 && !early)
 		cxls_sock_listening(fd);
 	else if (r != 0 && early)
@@ -83,9 +95,49 @@ EXPORT int listen(int fd, int backlog)
 
 EXPORT int close(int fd)
 {
-	if (fd >= 0)
+	if (fd >= 0 && !cxls_sock_borrowed())
 		cxls_sock_closing(fd);
 	return REAL(close)(fd);
+}
+
+static int forget_open(int fd, void *arg)
+{
+	(void)arg;
+	cxls_sock_closing(fd);
+	return 0;
+}
+
+/* Before the real call: every fd open from lo to hi is about to close.
+ * The kernel says which are open; without /proc the numbers up to the
+ * file limit are tried, each a lookup in the shim's tables. */
+static void closing_range(unsigned lo, unsigned hi)
+{
+	long max;
+
+	if (cxls_sock_borrowed() || !cxls_fd_each(0, lo, hi, forget_open, NULL))
+		return;
+	max = sysconf(_SC_OPEN_MAX);
+	if (max <= 0 || max > 1 << 20)
+		max = 1 << 20;
+	for (unsigned fd = lo; fd <= hi && fd < (unsigned long)max; fd++)
+		cxls_sock_closing((int)fd);
+}
+
+/* The kernel's checks first (unknown flags, first > last: EINVAL, nothing
+ * closed); CLOSE_RANGE_CLOEXEC closes nothing now, and exec looks at
+ * FD_CLOEXEC itself. */
+EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	if (!(flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) && first <= last &&
+	    !(flags & CLOSE_RANGE_CLOEXEC))
+		closing_range(first, last);
+	return REAL(close_range)(first, last, flags);
+}
+
+EXPORT void closefrom(int lo)
+{
+	closing_range(lo < 0 ? 0 : (unsigned)lo, ~0u);
+	REAL(closefrom)(lo);
 }
 
 /* A pooled connection TCP would have closed (reset, or both FINs sent):
@@ -95,6 +147,8 @@ EXPORT int shutdown(int fd, int how)
 {
 	int closed = 0, r;
 
+	if (cxls_sock_borrowed())
+		return REAL(shutdown)(fd, how);
 	if (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR)
 		closed = cxls_sock_shutdown(fd, how);
 	r = REAL(shutdown)(fd, how);
@@ -109,7 +163,7 @@ EXPORT int dup(int fd)
 {
 	int r = REAL(dup)(fd), err = errno;
 
-	if (r >= 0) {
+	if (r >= 0 && !cxls_sock_borrowed()) {
 		cxls_sock_duped(fd, r);
 		errno = err;
 	}
@@ -119,7 +173,7 @@ EXPORT int dup(int fd)
 /* newfd is about to be closed by the kernel, if oldfd is valid. */
 static void replacing(int oldfd, int newfd)
 {
-	if (oldfd != newfd && newfd >= 0 && REAL(fcntl)(oldfd, F_GETFD) >= 0)
+	if (oldfd != newfd && !cxls_sock_borrowed() && newfd >= 0 && REAL(fcntl)(oldfd, F_GETFD) >= 0)
 		cxls_sock_closing(newfd);
 }
 
@@ -129,7 +183,7 @@ EXPORT int dup2(int oldfd, int newfd)
 
 	replacing(oldfd, newfd);
 	r = REAL(dup2)(oldfd, newfd);
-	if (r >= 0)
+	if (r >= 0 && !cxls_sock_borrowed())
 		cxls_sock_duped(oldfd, newfd);
 	return r;
 }
@@ -141,7 +195,7 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 	if (oldfd != newfd)
 		replacing(oldfd, newfd);
 	r = REAL(dup3)(oldfd, newfd, flags);
-	if (r >= 0)
+	if (r >= 0 && !cxls_sock_borrowed())
 		cxls_sock_duped(oldfd, newfd);
 	return r;
 }
@@ -150,7 +204,7 @@ static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
 	int r = real(fd, cmd, arg), err = errno;
 
-	if (r < 0)
+	if (r < 0 || cxls_sock_borrowed())
 		return r;
 	if (cmd == F_SETFL)
 		cxls_sock_set_nonblock(fd, ((long)arg & O_NONBLOCK) != 0);

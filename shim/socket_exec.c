@@ -14,14 +14,15 @@ extern char **environ;
 
 #define SPEC_MAX 4096
 
-/* envp with CXLSHIM_SOCK_FDS replaced by ours; NULL: use envp as it is. */
-static char **with_spec(char *const envp[], char *var)
+/* envp with CXLSHIM_SOCK_FDS replaced by the list spec() writes; NULL:
+ * use envp as it is. */
+static char **with_spec(char *const envp[], char *var, int (*spec)(char *, size_t))
 {
 	size_t n = 0, k = 0, pre = strlen(CXLS_SOCK_FDS_ENV);
 	char **out;
 
 	strcpy(var, CXLS_SOCK_FDS_ENV "=");
-	if (!cxls_sock_exec_spec(var + pre + 1, SPEC_MAX - pre - 1))
+	if (!spec(var + pre + 1, SPEC_MAX - pre - 1))
 		return NULL;
 	while (envp && envp[n])
 		n++;
@@ -39,7 +40,7 @@ static char **with_spec(char *const envp[], char *var)
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	char var[SPEC_MAX];
-	char **env = with_spec(envp, var);
+	char **env = with_spec(envp, var, cxls_sock_exec_spec);
 	int r = REAL(execve)(path, argv, env ? env : envp);
 
 	free(env);
@@ -49,7 +50,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	char var[SPEC_MAX];
-	char **env = with_spec(envp, var);
+	char **env = with_spec(envp, var, cxls_sock_exec_spec);
 	int r = REAL(execvpe)(file, argv, env ? env : envp);
 
 	free(env);
@@ -59,7 +60,7 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	char var[SPEC_MAX];
-	char **env = with_spec(envp, var);
+	char **env = with_spec(envp, var, cxls_sock_exec_spec);
 	int r = REAL(fexecve)(fd, argv, env ? env : envp);
 
 	free(env);
@@ -125,26 +126,32 @@ EXPORT int execle(const char *path, const char *arg, ...)
 	return execve(path, argv, envp);
 }
 
+/* The child holds the pooled connections the kernel shows it holding
+ * before the application can close its own copies (sock_exec.c). */
+static int spawned(int r, pid_t *pid, char **env)
+{
+	if (r == 0 && env && pid)
+		cxls_sock_spawned(*pid);
+	free(env);
+	return r;
+}
+
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	char var[SPEC_MAX];
-	char **env = with_spec(envp, var);
-	int r = REAL(posix_spawn)(pid, path, fa, attr, argv, env ? env : envp);
+	char **env = with_spec(envp, var, cxls_sock_spawn_spec);
 
-	free(env);
-	return r;
+	return spawned(REAL(posix_spawn)(pid, path, fa, attr, argv, env ? env : envp), pid, env);
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	char var[SPEC_MAX];
-	char **env = with_spec(envp, var);
-	int r = REAL(posix_spawnp)(pid, file, fa, attr, argv, env ? env : envp);
+	char **env = with_spec(envp, var, cxls_sock_spawn_spec);
 
-	free(env);
-	return r;
+	return spawned(REAL(posix_spawnp)(pid, file, fa, attr, argv, env ? env : envp), pid, env);
 }
 
 /* Only a program exec'd with pooled connections open has the variable;

@@ -339,6 +339,19 @@ for t in parent-connects child-connects connecting listen listen-gone; do
 		"${SOCKFORK[@]}" $t
 done
 step "sock: connected after fork, every case without the preload" "${SOCKFORK[@]}" all
+# fds closed by number (close_range, closefrom) and children that dup a
+# pooled socket where the shim cannot follow (vfork, posix_spawn)
+SOCKSPAWN=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_spawn_check")
+for t in close-range closefrom vfork-dup2 vfork-closed spawn-dup2 spawn-cloexec; do
+	step "sock: spawned and closed by number: $t" shim "${SOCKSPAWN[@]}" $t
+done
+step "sock: flush pool: spawned: vfork-dup2, spawn-dup2" env $(pool flush) \
+	CXLSHIM_POOL_COHERENCE=flush SOCK_CHECK_COHERENCE=flush LD_PRELOAD="$SHIM" \
+	sh -c '"$@" vfork-dup2 && "$@" spawn-dup2' - "${SOCKSPAWN[@]}"
+step "sock: spawned and closed by number, every case without the preload" "${SOCKSPAWN[@]}" all
+step "sock: Python subprocess, a pooled socket as cat's stdin and stdout" \
+	shim env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 python3 tests/sock/subprocess_check.py
+step "sock: Python subprocess, without the preload" python3 tests/sock/subprocess_check.py
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool
 SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")

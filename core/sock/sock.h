@@ -95,12 +95,18 @@ void cxls_sock_epoll_duped(int oldfd, int newfd);
 /* In the child of fork: the sets as its one thread finds them. */
 void cxls_sock_epoll_forked(void);
 
-/* exec (sock_exec.c): the "fd:slot:gen:role,..." list of pooled fds that
- * survive exec (no FD_CLOEXEC), for CXLSHIM_SOCK_FDS; how many.  The new
- * image adopts them (verified against the pool). */
+/* exec (sock_exec.c): the "fd:slot:gen:role,..." list of the pooled
+ * connections the new image may hold, for CXLSHIM_SOCK_FDS; how many.
+ * The new image adopts those it holds (verified against the pool).  For
+ * posix_spawn: every pooled connection, and after it cxls_sock_spawned()
+ * with the child's pid. */
 #define CXLS_SOCK_FDS_ENV "CXLSHIM_SOCK_FDS"
 int cxls_sock_exec_spec(char *buf, size_t len);
+int cxls_sock_spawn_spec(char *buf, size_t len);
+void cxls_sock_spawned(pid_t pid);
 void cxls_sock_adopt(const char *spec);
+/* fd is (also) c; -1 when fd is beyond the table (sock_fd.c). */
+int cxls_sock_follow(int fd, struct cxls_sconn *c);
 
 /* fork: the child holds every pooled connection too (sock_fd.c). */
 void cxls_sock_fork_prepare(void);

@@ -95,6 +95,11 @@ static int follow(int fd, struct cxls_sconn *c)
 	return -1;
 }
 
+int cxls_sock_follow(int fd, struct cxls_sconn *c)
+{
+	return follow(fd, c);
+}
+
 /* Meets the peer of a connected socket; installs it unless it is TCP. */
 static void start(int fd, int role, int listens, uint32_t bufsize)
 {

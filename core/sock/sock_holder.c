@@ -3,24 +3,29 @@
 
 #include "proc_id.h"
 
-int cxls_holder_add(struct cxls_sock_holder *h, int n)
+int cxls_holder_add_id(struct cxls_sock_holder *h, int n, const struct cxls_proc_id *id)
 {
-	struct cxls_proc_id self;
-
-	cxls_proc_self(&self);
 	for (int i = 0; i < n; i++)
-		if (atomic_load(&h[i].pid) == self.pid)
+		if (atomic_load(&h[i].pid) == id->pid)
 			return 0;
 	/* start_time stays 0 (unknown: alive) until written */
 	for (int i = 0; i < n; i++) {
 		uint32_t zero = 0;
 
-		if (atomic_compare_exchange_strong(&h[i].pid, &zero, self.pid)) {
-			h[i].start_time = self.start_time;
+		if (atomic_compare_exchange_strong(&h[i].pid, &zero, id->pid)) {
+			h[i].start_time = id->start_time;
 			return 0;
 		}
 	}
 	return -1;
+}
+
+int cxls_holder_add(struct cxls_sock_holder *h, int n)
+{
+	struct cxls_proc_id self;
+
+	cxls_proc_self(&self);
+	return cxls_holder_add_id(h, n, &self);
 }
 
 int cxls_holder_remove(struct cxls_sock_holder *h, int n)

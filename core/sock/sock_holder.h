@@ -10,11 +10,14 @@
 
 #include <stdint.h>
 
+#include "proc_id.h"
 #include "sock_format.h"
 
 /* 0, or -1 when the array is full (the caller marks the record
  * untracked).  A process already recorded is not added twice. */
 int cxls_holder_add(struct cxls_sock_holder *h, int n);
+/* The same for another process (a child that posix_spawn started). */
+int cxls_holder_add_id(struct cxls_sock_holder *h, int n, const struct cxls_proc_id *id);
 /* Removes this process; returns how many holders are left. */
 int cxls_holder_remove(struct cxls_sock_holder *h, int n);
 /* Holders recorded and, of those, alive (a holder on another host, or of

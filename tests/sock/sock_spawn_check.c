@@ -1,0 +1,333 @@
+/* sock_spawn_check.c - pooled sockets and the calls that close fds by
+ * number or start programs in a way the shim cannot follow fd by fd.
+ *
+ * Run under LD_PRELOAD=libcxlshim.so: "sock_spawn_check CASE|all"; every
+ * case also passes on plain TCP (without the preload).
+ *
+ *   close-range   close_range() of a pooled fd: the peer sees EOF, the
+ *                 record is freed, and the number, reused by a pipe, reads
+ *                 the pipe; its refusals (EINVAL) and CLOSE_RANGE_CLOEXEC
+ *                 close nothing
+ *   closefrom     the same through closefrom()
+ *   vfork-dup2    a child of vfork dup2()s a pooled socket over two fds
+ *                 its parent uses for a pipe, closes the rest and execs an
+ *                 echo on them (what Python's subprocess does with
+ *                 stdin=sock, stdout=sock): the echo goes through the pool
+ *                 and the parent's fds stay its pipe
+ *   vfork-closed  a child of vfork closes the pooled socket and execs a
+ *                 program that lives on: the parent's close is the last,
+ *                 the peer sees EOF at once
+ *   spawn-dup2    posix_spawn with file actions that dup2 a pooled socket
+ *                 over two fds, the parent closing its copy at once
+ *   spawn-cloexec posix_spawn of a program that does not inherit the
+ *                 pooled socket (FD_CLOEXEC): EOF at the parent's close
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../common/check.h"
+#include "sock_pool.h"
+#include "sock_util.h"
+
+extern char **environ;
+
+static const char *self_path;
+static int expect_pool;
+
+/* fds the parent keeps as a pipe while a child puts the socket there */
+#define FD_IN 60
+#define FD_OUT 61
+#define ECHO_BYTES (1u << 20)
+
+static void check_pooled(int a, const char *what)
+{
+	CHECK((pool_rec(local_port(a), 0) != NULL) == expect_pool, "%s: on the pool, expected %d",
+	      what, expect_pool);
+}
+
+/* 1 when fd has something to read (or EOF) within ms */
+static int readable(int fd, int ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+
+	return poll(&p, 1, ms) == 1 && (p.revents & (POLLIN | POLLHUP));
+}
+
+static int eof_within(int fd, int ms)
+{
+	char c;
+
+	return readable(fd, ms) && read(fd, &c, 1) == 0;
+}
+
+/* The parent's FD_IN/FD_OUT: a pipe, which a child's dup2 must not touch. */
+static void pipe_at(int *p)
+{
+	CHECK(pipe(p) == 0, "pipe");
+	CHECK(dup2(p[0], FD_IN) == FD_IN && dup2(p[1], FD_OUT) == FD_OUT, "pipe at %d, %d", FD_IN,
+	      FD_OUT);
+	close(p[0]);
+	close(p[1]);
+}
+
+static void pipe_still_ours(const char *who)
+{
+	char buf[4];
+
+	CHECK(write(FD_OUT, "pipe", 4) == 4, "%s: the parent's fd %d writes", who, FD_OUT);
+	CHECK(readable(FD_IN, 2000) && read(FD_IN, buf, 4) == 4 && !memcmp(buf, "pipe", 4),
+	      "%s: the parent's fds %d, %d are still its pipe", who, FD_IN, FD_OUT);
+	close(FD_IN);
+	close(FD_OUT);
+}
+
+/* Writes ECHO_BYTES into a, half-closes, reads the echo back to EOF. */
+static void echo_through(int a, const char *who)
+{
+	char *out = malloc(ECHO_BYTES), *in = malloc(ECHO_BYTES);
+	size_t got = 0;
+	ssize_t n = 1;
+	pid_t w;
+
+	tu_fill(out, ECHO_BYTES, 7);
+	w = fork(); /* a writer, so that the echo never fills both ways */
+	if (w == 0)
+		_exit(tu_write_all(a, out, ECHO_BYTES) || shutdown(a, SHUT_WR) ? 1 : 0);
+	while (got < ECHO_BYTES && readable(a, 10000) &&
+	       (n = read(a, in + got, ECHO_BYTES - got)) > 0)
+		got += (size_t)n;
+	CHECK(got == ECHO_BYTES && !memcmp(in, out, ECHO_BYTES), "%s: %u bytes echoed intact (%zu)",
+	      who, ECHO_BYTES, got);
+	CHECK(eof_within(a, 5000), "%s: EOF when the echo exits", who);
+	CHECK(tu_wait(w) == 0, "%s: writer", who);
+	CHECK(tu_pooled(a, 2 * ECHO_BYTES) == expect_pool, "%s: through the pool %d (TCP bytes %llu)",
+	      who, tu_pooled(a, 2 * ECHO_BYTES), (unsigned long long)tu_tcp_bytes(a));
+	free(in);
+	free(out);
+}
+
+/* ---- programs the children exec ------------------------------------- */
+
+static int echo_fds(int in, int out)
+{
+	static char buf[1 << 16];
+	ssize_t n;
+
+	while ((n = read(in, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || tu_write_all(out, buf, (size_t)n))
+			return 10;
+	}
+	return 0;
+}
+
+/* ---- close_range, closefrom ----------------------------------------- */
+
+/* fd, a closed socket's number, is now a pipe holding "pipe": every call
+ * answers for the pipe (FIONREAD, epoll, read), none for the socket. */
+static void pipe_answers(int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+	int ep = epoll_create1(0), n = -1;
+	char buf[4];
+
+	CHECK(ioctl(fd, FIONREAD, &n) == 0 && n == 4, "FIONREAD of the pipe: %d", n);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll_ctl");
+	CHECK(epoll_wait(ep, &ev, 1, 2000) == 1 && ev.data.fd == fd, "epoll: the pipe is readable");
+	close(ep);
+	CHECK(readable(fd, 2000) && read(fd, buf, 4) == 4 && !memcmp(buf, "pipe", 4),
+	      "the number reads the pipe");
+}
+
+static void test_close_range(void)
+{
+	int a, b, c, d, p[2];
+	uint16_t cport;
+	char buf[4];
+
+	tcp_pair(&a, &b);
+	cport = local_port(a);
+	CHECK(write(a, "x", 1) == 1 && tu_read_all(b, buf, 1) == 0, "pair works");
+	check_pooled(a, "pair");
+	errno = 0;
+	CHECK(close_range((unsigned)b, (unsigned)b - 1, 0) == -1 && errno == EINVAL,
+	      "first > last: EINVAL");
+	errno = 0;
+	CHECK(close_range((unsigned)b, (unsigned)b, 1 << 9) == -1 && errno == EINVAL,
+	      "unknown flag: EINVAL");
+	CHECK(close_range((unsigned)b, (unsigned)b, CLOSE_RANGE_CLOEXEC) == 0 &&
+	      (fcntl(b, F_GETFD) & FD_CLOEXEC), "CLOSE_RANGE_CLOEXEC sets FD_CLOEXEC");
+	CHECK(write(a, "y", 1) == 1 && tu_read_all(b, buf, 1) == 0 && buf[0] == 'y',
+	      "nothing closed by those");
+	CHECK(pipe(p) == 0, "pipe");
+	CHECK(close_range((unsigned)b, (unsigned)b, 0) == 0, "close_range");
+	CHECK(eof_within(a, 5000), "the peer sees EOF");
+	/* F_DUPFD: the lowest number from b, without a close of b first */
+	CHECK(fcntl(p[0], F_DUPFD, b) == b, "a pipe at the closed number");
+	(void)!write(a, "zz", 2); /* into a closed peer: nothing b may read */
+	CHECK(write(p[1], "pipe", 4) == 4, "into the pipe");
+	pipe_answers(b);
+	close(a);
+	CHECK(pool_rec(cport, 1) == NULL, "record freed while the number is a pipe's");
+	close(p[0]);
+	close(p[1]);
+	close(b);
+	/* both ends in one range */
+	tcp_pair(&c, &d);
+	cport = local_port(c);
+	CHECK(close_range((unsigned)(c < d ? c : d), (unsigned)(c < d ? d : c), 0) == 0,
+	      "close_range of both ends");
+	CHECK(pool_rec(cport, 1) == NULL, "record freed");
+}
+
+static void test_closefrom(void)
+{
+	int a, b, p[2];
+	uint16_t cport;
+	char buf[4];
+
+	tcp_pair(&a, &b);
+	cport = local_port(a);
+	/* the highest fds of the process, so that closefrom closes them alone */
+	CHECK(dup2(a, 900) == 900 && dup2(b, 901) == 901, "pair at 900, 901");
+	close(a);
+	close(b);
+	CHECK(write(900, "x", 1) == 1 && tu_read_all(901, buf, 1) == 0, "pair works");
+	check_pooled(900, "pair");
+	CHECK(pipe(p) == 0, "pipe");
+	closefrom(900);
+	CHECK(fcntl(900, F_GETFD) == -1 && fcntl(901, F_GETFD) == -1, "closefrom closed both");
+	CHECK(pool_rec(cport, 1) == NULL, "record freed");
+	CHECK(fcntl(p[0], F_DUPFD, 901) == 901, "a pipe at 901");
+	CHECK(write(p[1], "pipe", 4) == 4, "into the pipe");
+	pipe_answers(901);
+	close(p[0]);
+	close(p[1]);
+	close(901);
+}
+
+/* ---- children of vfork ---------------------------------------------- */
+
+static void test_vfork_dup2(void)
+{
+	int a, b, p[2];
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	pipe_at(p);
+	pid = vfork();
+	if (pid == 0) {
+		if (dup2(b, FD_IN) != FD_IN || dup2(b, FD_OUT) != FD_OUT)
+			_exit(20);
+		close(b);
+		close_range(3, FD_IN - 1, 0);
+		close_range(FD_OUT + 1, ~0u, 0);
+		execl(self_path, self_path, "echo-fds", (char *)NULL);
+		_exit(127);
+	}
+	CHECK(pid > 0, "vfork");
+	close(b);
+	pipe_still_ours("vfork-dup2");
+	echo_through(a, "vfork-dup2");
+	CHECK(tu_wait(pid) == 0, "the echo");
+	close(a);
+}
+
+static void test_vfork_closed(void)
+{
+	int a, b;
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	pid = vfork();
+	if (pid == 0) {
+		close_range(3, ~0u, 0);
+		execl(self_path, self_path, "hold", (char *)NULL);
+		_exit(127);
+	}
+	CHECK(pid > 0, "vfork");
+	close(b);
+	CHECK(eof_within(a, 1000), "EOF at the parent's close, while the child lives");
+	kill(pid, SIGTERM);
+	tu_wait(pid);
+	close(a);
+}
+
+/* ---- posix_spawn ---------------------------------------------------- */
+
+static void test_spawn_dup2(void)
+{
+	int a, b, p[2];
+	posix_spawn_file_actions_t fa;
+	char *argv[] = { (char *)self_path, "echo-fds", NULL };
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	pipe_at(p);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, b, FD_IN);
+	posix_spawn_file_actions_adddup2(&fa, b, FD_OUT);
+	posix_spawn_file_actions_addclose(&fa, b);
+	CHECK(posix_spawn(&pid, self_path, &fa, NULL, argv, environ) == 0, "posix_spawn");
+	posix_spawn_file_actions_destroy(&fa);
+	close(b); /* at once: the child must be a holder already */
+	pipe_still_ours("spawn-dup2");
+	echo_through(a, "spawn-dup2");
+	CHECK(tu_wait(pid) == 0, "the echo");
+	close(a);
+}
+
+static void test_spawn_cloexec(void)
+{
+	int a, b;
+	char *argv[] = { (char *)self_path, "hold", NULL };
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	CHECK(fcntl(b, F_SETFD, FD_CLOEXEC) == 0, "FD_CLOEXEC");
+	CHECK(posix_spawn(&pid, self_path, NULL, NULL, argv, environ) == 0, "posix_spawn");
+	close(b);
+	CHECK(eof_within(a, 1000), "EOF at the parent's close, while the child lives");
+	kill(pid, SIGTERM);
+	tu_wait(pid);
+	close(a);
+}
+
+static const struct tu_case cases[] = {
+	{ "close-range", test_close_range },
+	{ "closefrom", test_closefrom },
+	{ "vfork-dup2", test_vfork_dup2 },
+	{ "vfork-closed", test_vfork_closed },
+	{ "spawn-dup2", test_spawn_dup2 },
+	{ "spawn-cloexec", test_spawn_cloexec },
+};
+
+int main(int argc, char **argv)
+{
+	self_path = argv[0];
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 2 && !strcmp(argv[1], "echo-fds"))
+		return echo_fds(FD_IN, FD_OUT);
+	if (argc == 2 && !strcmp(argv[1], "hold")) {
+		sleep(30);
+		return 0;
+	}
+	expect_pool = pool_expected();
+	alarm(120); /* a case that hangs fails */
+	tu_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc > 1 ? argv[1] : NULL,
+		     expect_pool);
+	return CHECK_SUMMARY();
+}
