@@ -226,6 +226,62 @@ static ssize_t msg_recv(struct cxls_sconn *c, int fd, struct msghdr *m, int flag
 	return r;
 }
 
+/* The plain calls, for sockets not on the pool: a UNIX socket may carry
+ * pooled fds (SCM_RIGHTS, core/sock/sock_pass.c). */
+static ssize_t plain_recvmsg(int fd, struct msghdr *m, int flags)
+{
+	ssize_t r = REAL(recvmsg)(fd, m, flags);
+	int err = errno;
+
+	if (r >= 0 && m && m->msg_controllen) {
+		cxls_sock_received(m);
+		errno = err;
+	}
+	return r;
+}
+
+static ssize_t plain_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	ssize_t r;
+	int err;
+
+	if (!m || !m->msg_controllen)
+		return REAL(sendmsg)(fd, m, flags);
+	cxls_sock_passing(m);
+	r = REAL(sendmsg)(fd, m, flags);
+	if (r < 0) {
+		err = errno;
+		cxls_sock_pass_failed(m);
+		errno = err;
+	}
+	return r;
+}
+
+static int plain_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	int r, err;
+
+	for (unsigned int i = 0; v && i < n && i < UIO_MAXIOV; i++)
+		cxls_sock_passing(&v[i].msg_hdr);
+	r = REAL(sendmmsg)(fd, v, n, flags);
+	err = errno;
+	for (unsigned int i = r < 0 ? 0 : (unsigned int)r; v && i < n && i < UIO_MAXIOV; i++)
+		cxls_sock_pass_failed(&v[i].msg_hdr);
+	errno = err;
+	return r;
+}
+
+static int plain_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
+			  struct timespec *timeout)
+{
+	int r = REAL(recvmmsg)(fd, v, n, flags, timeout), err = errno;
+
+	for (int i = 0; v && i < r; i++)
+		cxls_sock_received(&v[i].msg_hdr);
+	errno = err;
+	return r;
+}
+
 EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct cxls_sconn *c = use_stream(fd, flags);
@@ -233,7 +289,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	int err;
 
 	if (!c)
-		return REAL(recvmsg)(fd, m, flags);
+		return plain_recvmsg(fd, m, flags);
 	if ((err = msg_error(m, flags)))
 		return pool_refuse(c, err);
 	r = msg_recv(c, fd, m, flags);
@@ -248,7 +304,7 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	int err;
 
 	if (!c)
-		return REAL(sendmsg)(fd, m, flags);
+		return plain_sendmsg(fd, m, flags);
 	if ((err = msg_error(m, 0))) /* the iovec's checks included */
 		return pool_refuse(c, err);
 	r = cxls_sock_sendv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
@@ -281,7 +337,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	int err;
 
 	if (!c)
-		return REAL(sendmmsg)(fd, v, n, flags);
+		return plain_sendmmsg(fd, v, n, flags);
 	if ((err = mmsg_error(v, &n)))
 		return (int)pool_refuse(c, err);
 	for (i = 0; i < n; i++) {
@@ -349,7 +405,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 	int err;
 
 	if (!c)
-		return REAL(recvmmsg)(fd, v, n, flags, timeout);
+		return plain_recvmmsg(fd, v, n, flags, timeout);
 	if ((err = mmsg_error(v, &n)) || (err = mmsg_deadline(timeout, &end)))
 		return (int)pool_refuse(c, err);
 	for (i = 0; i < n; i++) {

@@ -342,12 +342,13 @@ step "sock: connected after fork, every case without the preload" "${SOCKFORK[@]
 # fds closed by number (close_range, closefrom) and children that dup a
 # pooled socket where the shim cannot follow (vfork, posix_spawn)
 SOCKSPAWN=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_spawn_check")
-for t in close-range closefrom vfork-dup2 vfork-closed spawn-dup2 spawn-cloexec; do
+for t in close-range closefrom vfork-dup2 vfork-closed spawn-dup2 spawn-cloexec pass-fd \
+	pass-self; do
 	step "sock: spawned and closed by number: $t" shim "${SOCKSPAWN[@]}" $t
 done
-step "sock: flush pool: spawned: vfork-dup2, spawn-dup2" env $(pool flush) \
+step "sock: flush pool: spawned: vfork-dup2, spawn-dup2, pass-fd" env $(pool flush) \
 	CXLSHIM_POOL_COHERENCE=flush SOCK_CHECK_COHERENCE=flush LD_PRELOAD="$SHIM" \
-	sh -c '"$@" vfork-dup2 && "$@" spawn-dup2' - "${SOCKSPAWN[@]}"
+	sh -c '"$@" vfork-dup2 && "$@" spawn-dup2 && "$@" pass-fd' - "${SOCKSPAWN[@]}"
 step "sock: spawned and closed by number, every case without the preload" "${SOCKSPAWN[@]}" all
 step "sock: Python subprocess, a pooled socket as cat's stdin and stdout" \
 	shim env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 python3 tests/sock/subprocess_check.py

@@ -105,6 +105,12 @@ int cxls_sock_exec_spec(char *buf, size_t len);
 int cxls_sock_spawn_spec(char *buf, size_t len);
 void cxls_sock_spawned(pid_t pid);
 void cxls_sock_adopt(const char *spec);
+/* SCM_RIGHTS (sock_pass.c): before a sendmsg that is not on the pool,
+ * its pooled fds count as holders on the way; undone when it fails.
+ * After a recvmsg, the pooled sockets it received are taken over. */
+void cxls_sock_passing(const struct msghdr *m);
+void cxls_sock_pass_failed(const struct msghdr *m);
+void cxls_sock_received(const struct msghdr *m);
 /* fd is (also) c; -1 when fd is beyond the table (sock_fd.c). */
 int cxls_sock_follow(int fd, struct cxls_sconn *c);
 

@@ -312,16 +312,9 @@ static void attach(const struct cxls_sock_region *r, struct entry *e, int fd)
 	struct cxls_sconn *c = e->c;
 
 	if (!c) {
-		c = cxls_sconn_new(CXLS_SC_POOL);
+		c = cxls_sock_rejoin(r, e->slot, e->gen, e->role);
 		if (!c)
 			return;
-		cxls_sock_attach(c, r, e->slot, e->gen, e->role, e->rec->cap);
-		c->tuple = e->rec->tuple;
-		/* exec keeps the pid; a child of vfork or posix_spawn was
-		 * recorded already: a process is recorded once */
-		if (cxls_holder_add(c->me->holder, CXLS_SOCK_HOLDERS))
-			atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
-		atomic_store(&c->app_nodelay, 1);
 		e->c = c;
 	}
 	if (!cxls_sock_follow(fd, c)) {

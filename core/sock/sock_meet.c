@@ -195,6 +195,23 @@ void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, ui
 	c->busy_us = r->cfg->sock_busy_poll_us;
 }
 
+struct cxls_sconn *cxls_sock_rejoin(const struct cxls_sock_region *r, uint32_t slot,
+				    uint32_t gen, int role)
+{
+	struct cxls_sconn *c = cxls_sconn_new(CXLS_SC_POOL);
+
+	if (!c)
+		return NULL;
+	cxls_sock_attach(c, r, slot, gen, role, cxls_sock_rec(r, slot)->cap);
+	c->tuple = c->rec->tuple;
+	/* a process is recorded once: exec keeps the pid */
+	if (cxls_holder_add(c->me->holder, CXLS_SOCK_HOLDERS))
+		atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
+	cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
+	atomic_store(&c->app_nodelay, 1);
+	return c;
+}
+
 /* Claims a slot and writes this end's record, published in state st:
  * WAITING for the peer, or ABANDONED by an end that stays on TCP
  * (decline()).  -1 when no slot is free or a sweeper took the claim. */
@@ -357,6 +374,27 @@ static int find(const struct cxls_sock_region *r, uint64_t key, const struct cxl
 			continue;
 		*sg_out = sg;
 		return (int)i;
+	}
+	return -1;
+}
+
+int cxls_sock_find_joined(const struct cxls_sock_region *r, const struct cxls_sock_tuple *t,
+			  uint32_t *gen)
+{
+	uint64_t key = tuple_key(r, t);
+
+	for (uint32_t n = 0; n < r->nslots; n++) {
+		uint32_t i = (uint32_t)((key + n) % r->nslots);
+		struct cxls_sock_rec *rec = cxls_sock_rec(r, i);
+		uint64_t sg;
+
+		cxls_refresh(r->pool->flush_mode, rec, offsetof(struct cxls_sock_rec, end));
+		sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
+		if (CXLS_SG_STATE(sg) == CXLS_SK_JOINED && rec->key == key &&
+		    !memcmp(&rec->tuple, t, sizeof(*t))) {
+			*gen = CXLS_SG_GEN(sg);
+			return (int)i;
+		}
 	}
 	return -1;
 }

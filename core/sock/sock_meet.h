@@ -47,6 +47,12 @@ void cxls_sock_release(struct cxls_sconn *c);
  * holder), 1 in the child after (it records itself). */
 void cxls_sock_fork(struct cxls_sconn *c, int phase);
 
+/* The JOINED record of the connection whose tuple is t (either end's
+ * view of it: the tuple is the client's and server's addresses), its
+ * slot and *gen; -1 when none. */
+int cxls_sock_find_joined(const struct cxls_sock_region *r, const struct cxls_sock_tuple *t,
+			  uint32_t *gen);
+
 /* Frees the records of connections whose ends are all closed or dead;
  * returns how many. */
 int cxls_sock_sweep(const struct cxls_sock_region *r);
@@ -58,6 +64,11 @@ void cxls_sock_sweep_starved(const struct cxls_sock_region *r);
 /* The local view of slot's record (rings and ends by role). */
 void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
 		      uint32_t gen, int role, uint32_t cap);
+/* A new entry, in POOL mode, for our end (role) of slot's record, which
+ * must be JOINED with gen and checked by the caller: a socket that came
+ * by exec or over a UNIX socket.  This process is recorded as a holder. */
+struct cxls_sconn *cxls_sock_rejoin(const struct cxls_sock_region *r, uint32_t slot,
+				    uint32_t gen, int role);
 /* Makes the TCP socket a doorbell channel (TCP_NODELAY on, no cork). */
 void cxls_sock_control_channel(struct cxls_sconn *c, int fd);
 

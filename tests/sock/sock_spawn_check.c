@@ -21,6 +21,11 @@
  *                 over two fds, the parent closing its copy at once
  *   spawn-cloexec posix_spawn of a program that does not inherit the
  *                 pooled socket (FD_CLOEXEC): EOF at the parent's close
+ *   pass-fd       a pooled socket sent over a UNIX socket (SCM_RIGHTS) to
+ *                 a worker, the sender closing its copy at once: the
+ *                 worker's echo goes through the pool
+ *   pass-self     the same sent to ourselves: the received fd reads,
+ *                 writes and closes the connection
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -306,6 +311,94 @@ static void test_spawn_cloexec(void)
 	close(a);
 }
 
+/* ---- SCM_RIGHTS ------------------------------------------------------ */
+
+static int send_fd(int via, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec io = { "f", 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof(int));
+	return sendmsg(via, &m, 0) == 1 ? 0 : -1;
+}
+
+static int recv_fd(int via)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char c;
+	struct iovec io = { &c, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *h;
+	int fd = -1;
+
+	if (recvmsg(via, &m, 0) != 1 || !(h = CMSG_FIRSTHDR(&m)) || h->cmsg_type != SCM_RIGHTS)
+		return -1;
+	memcpy(&fd, CMSG_DATA(h), sizeof(int));
+	return fd;
+}
+
+/* A master accepts and hands the connection to a worker, closing its own
+ * copy at once (Node's cluster module on Linux). */
+static void test_pass_fd(void)
+{
+	int a, b, sp[2];
+	pid_t pid;
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0, "socketpair");
+	pid = fork();
+	if (pid == 0) {
+		int fd;
+
+		close(sp[0]);
+		fd = recv_fd(sp[1]);
+		_exit(fd < 0 ? 30 : echo_fds(fd, fd));
+	}
+	close(sp[1]);
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	CHECK(send_fd(sp[0], b) == 0, "sendmsg with SCM_RIGHTS");
+	close(b);
+	echo_through(a, "pass-fd");
+	CHECK(tu_wait(pid) == 0, "the worker");
+	close(sp[0]);
+	close(a);
+}
+
+/* Sent to ourselves: the received number is one more fd of the entry. */
+static void test_pass_self(void)
+{
+	int a, b, b2 = -1, sp[2];
+	char buf[2];
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0, "socketpair");
+	tcp_pair(&a, &b);
+	CHECK(send_fd(sp[0], b) == 0 && (b2 = recv_fd(sp[1])) >= 0, "b sent to ourselves");
+	close(b);
+	CHECK(write(a, "hi", 2) == 2 && tu_read_all(b2, buf, 2) == 0 && !memcmp(buf, "hi", 2),
+	      "the received fd reads");
+	CHECK(write(b2, "yo", 2) == 2 && tu_read_all(a, buf, 2) == 0 && !memcmp(buf, "yo", 2),
+	      "the received fd writes");
+	check_pooled(a, "pair");
+	close(b2);
+	CHECK(eof_within(a, 5000), "EOF at the received fd's close");
+	close(a);
+	close(sp[0]);
+	close(sp[1]);
+}
+
 static const struct tu_case cases[] = {
 	{ "close-range", test_close_range },
 	{ "closefrom", test_closefrom },
@@ -313,6 +406,8 @@ static const struct tu_case cases[] = {
 	{ "vfork-closed", test_vfork_closed },
 	{ "spawn-dup2", test_spawn_dup2 },
 	{ "spawn-cloexec", test_spawn_cloexec },
+	{ "pass-fd", test_pass_fd },
+	{ "pass-self", test_pass_self },
 };
 
 int main(int argc, char **argv)
