@@ -12,17 +12,15 @@
 
 extern char **environ;
 
-#define SPEC_MAX 4096
-
-/* envp with CXLSHIM_SOCK_FDS replaced by the list spec() writes; NULL:
- * use envp as it is. */
-static char **with_spec(char *const envp[], char *var, int (*spec)(char *, size_t))
+/* envp with CXLSHIM_SOCK_FDS replaced by *var, the list spec() makes
+ * (NULL: it names nothing, use envp as it is).  The caller frees both. */
+static char **with_spec(char *const envp[], char **var, char *(*spec)(void))
 {
-	size_t n = 0, k = 0, pre = strlen(CXLS_SOCK_FDS_ENV);
+	size_t n = 0, k = 0, pre = strlen(CXLS_SOCK_FDS_ENV) + 1;
 	char **out;
 
-	strcpy(var, CXLS_SOCK_FDS_ENV "=");
-	if (!spec(var + pre + 1, SPEC_MAX - pre - 1))
+	*var = spec();
+	if (!*var)
 		return NULL;
 	while (envp && envp[n])
 		n++;
@@ -30,41 +28,42 @@ static char **with_spec(char *const envp[], char *var, int (*spec)(char *, size_
 	if (!out)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(envp[i], var, pre + 1))
+		if (strncmp(envp[i], *var, pre))
 			out[k++] = envp[i];
-	out[k++] = var;
+	out[k++] = *var;
 	out[k] = NULL;
 	return out;
 }
 
-EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+static int done(int r, char **env, char *var)
 {
-	char var[SPEC_MAX];
-	char **env = with_spec(envp, var, cxls_sock_exec_spec);
-	int r = REAL(execve)(path, argv, env ? env : envp);
+	int err = errno;
 
 	free(env);
+	free(var);
+	errno = err;
 	return r;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	char *var, **env = with_spec(envp, &var, cxls_sock_exec_spec);
+
+	return done(REAL(execve)(path, argv, env ? env : envp), env, var);
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	char var[SPEC_MAX];
-	char **env = with_spec(envp, var, cxls_sock_exec_spec);
-	int r = REAL(execvpe)(file, argv, env ? env : envp);
+	char *var, **env = with_spec(envp, &var, cxls_sock_exec_spec);
 
-	free(env);
-	return r;
+	return done(REAL(execvpe)(file, argv, env ? env : envp), env, var);
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	char var[SPEC_MAX];
-	char **env = with_spec(envp, var, cxls_sock_exec_spec);
-	int r = REAL(fexecve)(fd, argv, env ? env : envp);
+	char *var, **env = with_spec(envp, &var, cxls_sock_exec_spec);
 
-	free(env);
-	return r;
+	return done(REAL(fexecve)(fd, argv, env ? env : envp), env, var);
 }
 
 EXPORT int execv(const char *path, char *const argv[])
@@ -128,30 +127,37 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 /* The child holds the pooled connections the kernel shows it holding
  * before the application can close its own copies (sock_exec.c). */
-static int spawned(int r, pid_t *pid, char **env)
+static int spawned(int r, pid_t pid, char **env, char *var)
 {
-	if (r == 0 && env && pid)
-		cxls_sock_spawned(*pid);
+	if (r == 0 && env)
+		cxls_sock_spawned(pid);
 	free(env);
+	free(var);
 	return r;
 }
 
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char var[SPEC_MAX];
-	char **env = with_spec(envp, var, cxls_sock_spawn_spec);
+	char *var, **env = with_spec(envp, &var, cxls_sock_spawn_spec);
+	pid_t child = 0;
+	int r = REAL(posix_spawn)(&child, path, fa, attr, argv, env ? env : envp);
 
-	return spawned(REAL(posix_spawn)(pid, path, fa, attr, argv, env ? env : envp), pid, env);
+	if (pid && r == 0)
+		*pid = child;
+	return spawned(r, child, env, var);
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char var[SPEC_MAX];
-	char **env = with_spec(envp, var, cxls_sock_spawn_spec);
+	char *var, **env = with_spec(envp, &var, cxls_sock_spawn_spec);
+	pid_t child = 0;
+	int r = REAL(posix_spawnp)(&child, file, fa, attr, argv, env ? env : envp);
 
-	return spawned(REAL(posix_spawnp)(pid, file, fa, attr, argv, env ? env : envp), pid, env);
+	if (pid && r == 0)
+		*pid = child;
+	return spawned(r, child, env, var);
 }
 
 /* Only a program exec'd with pooled connections open has the variable;

@@ -95,14 +95,14 @@ void cxls_sock_epoll_duped(int oldfd, int newfd);
 /* In the child of fork: the sets as its one thread finds them. */
 void cxls_sock_epoll_forked(void);
 
-/* exec (sock_exec.c): the "fd:slot:gen:role,..." list of the pooled
- * connections the new image may hold, for CXLSHIM_SOCK_FDS; how many.
- * The new image adopts those it holds (verified against the pool).  For
+/* exec (sock_exec.c): "CXLSHIM_SOCK_FDS=fd:slot:gen:role,...", the
+ * pooled connections the new image may hold (malloc'd; NULL: none).  The
+ * new image adopts those it holds (verified against the pool).  For
  * posix_spawn: every pooled connection, and after it cxls_sock_spawned()
  * with the child's pid. */
 #define CXLS_SOCK_FDS_ENV "CXLSHIM_SOCK_FDS"
-int cxls_sock_exec_spec(char *buf, size_t len);
-int cxls_sock_spawn_spec(char *buf, size_t len);
+char *cxls_sock_exec_spec(void);
+char *cxls_sock_spawn_spec(void);
 void cxls_sock_spawned(pid_t pid);
 void cxls_sock_adopt(const char *spec);
 /* SCM_RIGHTS (sock_pass.c): before a sendmsg that is not on the pool,

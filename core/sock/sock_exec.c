@@ -23,10 +23,13 @@
 #include "sock.h"
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "coherence.h"
 #include "log.h"
 #include "sock_fdlist.h"
 #include "sock_holder.h"
@@ -35,13 +38,11 @@
 #include "sock_sys.h"
 #include "sock_vfork.h"
 
-/* Connections one exec carries: what CXLSHIM_SOCK_FDS can name. */
-#define CONNS_MAX 256
-
-static int pooled(const struct cxls_sconn *c)
-{
-	return atomic_load(&c->mode) == CXLS_SC_POOL;
-}
+/* An environment string may be 32 pages long (MAX_ARG_STRLEN): beyond
+ * that exec fails with E2BIG, so the list stops short of it. */
+#define SPEC_MAX (120u << 10)
+/* "fd:slot:gen:role," at its longest */
+#define ENTRY_MAX 40
 
 static int survives_exec(int fd)
 {
@@ -64,21 +65,74 @@ static int fd_is(struct fd_tuples *f, int role, const struct cxls_sock_tuple *t)
 	return f->got[role] > 0 && !memcmp(&f->t[role], t, sizeof(*t));
 }
 
+/* ---- the table's pooled entries, copied out ------------------------- */
+
+/* A pooled connection and one of its fds, with a reference, so that the
+ * table is locked only while they are copied. */
+struct pooled_fd {
+	int fd;
+	unsigned long ino; /* its socket's (after posix_spawn) */
+	struct cxls_sconn *c;
+};
+
+struct snapshot {
+	int n, cap;
+	struct pooled_fd *v;
+};
+
+static void copy_pooled(int fd, struct cxls_sconn *c, void *arg)
+{
+	struct snapshot *s = arg;
+
+	if (s->n < s->cap && atomic_load(&c->mode) == CXLS_SC_POOL) {
+		cxls_sconn_hold(c);
+		s->v[s->n++] = (struct pooled_fd){ fd, 0, c };
+	}
+}
+
+static int snapshot_take(struct snapshot *s)
+{
+	*s = (struct snapshot){ 0, 0, NULL };
+	if (cxls_fdtab_empty())
+		return 0;
+	cxls_fdtab_lock();
+	s->cap = atomic_load(&cxls_fdtab_count);
+	s->v = malloc((size_t)(s->cap ? s->cap : 1) * sizeof(*s->v));
+	if (s->v)
+		cxls_fdtab_each(copy_pooled, s);
+	cxls_fdtab_unlock();
+	return s->n;
+}
+
+static void snapshot_drop(struct snapshot *s)
+{
+	for (int i = 0; i < s->n; i++)
+		cxls_sconn_put(s->v[i].c);
+	free(s->v);
+}
+
 /* ---- before exec ---------------------------------------------------- */
 
 struct spec_buf {
-	char *p;
+	char *text, *p;
 	size_t left;
 	int n;
 	int full;
-	const struct cxls_sconn *conn[CONNS_MAX]; /* listed so far */
 };
 
-static int listed(const struct spec_buf *b, const struct cxls_sconn *c)
+static int spec_open(struct spec_buf *b, int entries)
 {
-	for (int i = 0; i < b->n && i < CONNS_MAX; i++)
-		if (b->conn[i] == c)
-			return 1;
+	size_t len = strlen(CXLS_SOCK_FDS_ENV) + 2 + (size_t)entries * ENTRY_MAX;
+
+	if (len > SPEC_MAX)
+		len = SPEC_MAX;
+	b->text = malloc(len);
+	if (!b->text)
+		return -1;
+	b->p = b->text + sprintf(b->text, "%s=", CXLS_SOCK_FDS_ENV);
+	b->left = len - (size_t)(b->p - b->text);
+	b->n = 0;
+	b->full = 0;
 	return 0;
 }
 
@@ -87,45 +141,57 @@ static void put(struct spec_buf *b, int fd, const struct cxls_sconn *c)
 	int k = snprintf(b->p, b->left, "%s%d:%u:%u:%d", b->n ? "," : "", fd, c->slot, c->gen,
 			 c->role);
 
-	if (k < 0 || (size_t)k >= b->left || b->n == CONNS_MAX) {
+	if (k < 0 || (size_t)k >= b->left) {
 		*b->p = '\0';
 		b->full = 1;
 		return;
 	}
 	b->p += k;
 	b->left -= (size_t)k;
-	b->conn[b->n++] = c;
+	b->n++;
 }
 
-static void put_kept(int fd, struct cxls_sconn *c, void *arg)
+/* The list, or NULL when it names nothing. */
+static char *spec_close(struct spec_buf *b)
 {
-	if (pooled(c) && survives_exec(fd))
-		put(arg, fd, c);
+	if (b->full)
+		CXLS_WARN("exec: more pooled connections than %s can name: the new image "
+			  "reads the others' doorbells as data", CXLS_SOCK_FDS_ENV);
+	if (b->n)
+		return b->text;
+	free(b->text);
+	return NULL;
 }
 
-static void put_each(int fd, struct cxls_sconn *c, void *arg)
+/* Exec in the owner of the records: its pooled fds that stay open. */
+static void put_kept(struct spec_buf *b, const struct snapshot *s)
 {
-	if (pooled(c) && !listed(arg, c))
-		put(arg, fd, c);
+	for (int i = 0; i < s->n; i++)
+		if (survives_exec(s->v[i].fd))
+			put(b, s->v[i].fd, s->v[i].c);
+}
+
+static int by_conn(const void *x, const void *y)
+{
+	const struct cxls_sconn *a = ((const struct pooled_fd *)x)->c;
+	const struct cxls_sconn *b = ((const struct pooled_fd *)y)->c;
+
+	return a < b ? -1 : a > b;
+}
+
+/* posix_spawn: every pooled connection, once. */
+static void put_each(struct spec_buf *b, struct snapshot *s)
+{
+	qsort(s->v, (size_t)s->n, sizeof(*s->v), by_conn);
+	for (int i = 0; i < s->n; i++)
+		if (!i || s->v[i].c != s->v[i - 1].c)
+			put(b, s->v[i].fd, s->v[i].c);
 }
 
 struct held {
 	struct spec_buf *b;
-	struct cxls_sconn *conn[CONNS_MAX];
-	int n;
+	const struct snapshot *s;
 };
-
-static void collect(int fd, struct cxls_sconn *c, void *arg)
-{
-	struct held *h = arg;
-
-	(void)fd;
-	for (int i = 0; i < h->n; i++)
-		if (h->conn[i] == c)
-			return;
-	if (pooled(c) && h->n < CONNS_MAX)
-		h->conn[h->n++] = c;
-}
 
 /* An fd of this child of vfork: listed, and held, when it is a pooled
  * connection's socket and survives the exec. */
@@ -136,101 +202,79 @@ static int put_held(int fd, void *arg)
 
 	if (!survives_exec(fd) || !cxls_fd_sock_ino(0, fd))
 		return 0;
-	for (int i = 0; i < h->n; i++) {
-		struct cxls_sconn *c = h->conn[i];
+	for (int i = 0; i < h->s->n; i++) {
+		struct cxls_sconn *c = h->s->v[i].c;
 
 		if (!fd_is(&f, c->role, &c->rec->tuple))
 			continue;
 		put(h->b, fd, c);
 		if (cxls_holder_add(c->me->holder, CXLS_SOCK_HOLDERS))
 			atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
+		cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
 		break;
 	}
 	return 0;
 }
 
-static void put_borrowed(struct spec_buf *b)
+static void put_borrowed(struct spec_buf *b, const struct snapshot *s)
 {
-	struct held h = { .b = b, .n = 0 };
+	struct held h = { b, s };
 
-	cxls_fdtab_each(collect, &h);
-	if (h.n && cxls_fd_each(0, 0, ~0u, put_held, &h))
+	if (cxls_fd_each(0, 0, ~0u, put_held, &h))
 		CXLS_WARN("exec in a child of vfork: /proc/self/fd unreadable, its pooled "
 			  "connections are not carried over");
 }
 
-static int spec(char *buf, size_t len, int spawn)
+static char *spec(int spawn)
 {
-	struct spec_buf *b;
-	int n;
+	struct snapshot s;
+	struct spec_buf b;
+	char *text = NULL;
 
-	if (cxls_fdtab_empty() || len < 32)
-		return 0;
-	b = calloc(1, sizeof(*b));
-	if (!b)
-		return 0;
-	*b = (struct spec_buf){ .p = buf, .left = len };
-	buf[0] = '\0';
-	cxls_fdtab_lock();
+	if (!snapshot_take(&s) || spec_open(&b, s.n))
+		goto out;
 	if (spawn)
-		cxls_fdtab_each(put_each, b);
+		put_each(&b, &s);
 	else if (cxls_sock_borrowed())
-		put_borrowed(b);
+		put_borrowed(&b, &s);
 	else
-		cxls_fdtab_each(put_kept, b);
-	cxls_fdtab_unlock();
-	if (b->full)
-		CXLS_WARN("exec: more pooled connections than %s can name: the new image's "
-			  "others stay unread", CXLS_SOCK_FDS_ENV);
-	n = b->n;
-	free(b);
-	return n;
+		put_kept(&b, &s);
+	text = spec_close(&b);
+out:
+	snapshot_drop(&s);
+	return text;
 }
 
-int cxls_sock_exec_spec(char *buf, size_t len)
+char *cxls_sock_exec_spec(void)
 {
-	return spec(buf, len, 0);
+	return spec(0);
 }
 
-int cxls_sock_spawn_spec(char *buf, size_t len)
+char *cxls_sock_spawn_spec(void)
 {
-	return spec(buf, len, 1);
+	return spec(1);
 }
 
 /* ---- after posix_spawn ---------------------------------------------- */
 
 struct spawned {
 	struct cxls_proc_id id;
-	int n;
-	struct {
-		unsigned long ino;
-		struct cxls_sconn *c;
-	} sock[CONNS_MAX];
+	const struct snapshot *s;
 };
-
-static void collect_ino(int fd, struct cxls_sconn *c, void *arg)
-{
-	struct spawned *s = arg;
-	unsigned long ino;
-
-	if (!pooled(c) || s->n == CONNS_MAX || !(ino = cxls_fd_sock_ino(0, fd)))
-		return;
-	s->sock[s->n].ino = ino;
-	s->sock[s->n++].c = c;
-}
 
 static int hold_for_child(int fd, void *arg)
 {
-	struct spawned *s = arg;
-	unsigned long ino = cxls_fd_sock_ino((pid_t)s->id.pid, fd);
+	struct spawned *sp = arg;
+	unsigned long ino = cxls_fd_sock_ino((pid_t)sp->id.pid, fd);
 
-	for (int i = 0; ino && i < s->n; i++) {
-		struct cxls_sconn *c = s->sock[i].c;
+	for (int i = 0; ino && i < sp->s->n; i++) {
+		struct cxls_sconn *c = sp->s->v[i].c;
 
-		if (s->sock[i].ino != ino)
+		if (sp->s->v[i].ino != ino)
 			continue;
-		if (cxls_holder_add_id(c->me->holder, CXLS_SOCK_HOLDERS, &s->id))
+		if (cxls_holder_add_id(c->me->holder, CXLS_SOCK_HOLDERS, &sp->id))
 			atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
+		cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
 		break;
 	}
 	return 0;
@@ -238,18 +282,20 @@ static int hold_for_child(int fd, void *arg)
 
 void cxls_sock_spawned(pid_t pid)
 {
-	struct spawned *s = calloc(1, sizeof(*s));
+	struct spawned sp;
+	struct snapshot s;
 
-	if (!s)
-		return;
-	cxls_proc_of((uint32_t)pid, &s->id);
-	cxls_fdtab_lock();
-	cxls_fdtab_each(collect_ino, s);
+	cxls_proc_of((uint32_t)pid, &sp.id);
+	sp.s = &s;
 	/* a child gone already holds nothing: nothing to record */
-	if (s->n && s->id.start_time)
-		cxls_fd_each(pid, 0, ~0u, hold_for_child, s);
-	cxls_fdtab_unlock();
-	free(s);
+	if (snapshot_take(&s) && sp.id.start_time) {
+		for (int i = 0; i < s.n; i++)
+			s.v[i].ino = cxls_fd_sock_ino(0, s.v[i].fd);
+		if (cxls_fd_each(pid, 0, ~0u, hold_for_child, &sp))
+			CXLS_WARN("posix_spawn: /proc/%d/fd unreadable: the child is not recorded "
+				  "as holding its pooled sockets", (int)pid);
+	}
+	snapshot_drop(&s);
 }
 
 /* ---- in the new image ----------------------------------------------- */
@@ -260,13 +306,12 @@ struct entry {
 	int hint; /* the fd it had before exec */
 	struct cxls_sock_rec *rec; /* NULL: the record refused it */
 	struct cxls_sconn *c;
-	int fds;
 };
 
 struct adoption {
 	const struct cxls_sock_region *r;
 	int n;
-	struct entry e[CONNS_MAX];
+	struct entry *e;
 };
 
 static struct cxls_sock_rec *record_ok(const struct cxls_sock_region *r, const struct entry *e)
@@ -284,11 +329,17 @@ static struct cxls_sock_rec *record_ok(const struct cxls_sock_region *r, const s
 	return rec;
 }
 
-static void parse(struct adoption *a, const char *spec)
+static int parse(struct adoption *a, const char *spec)
 {
 	const char *p = spec;
+	int max = 1;
 
-	while (p && *p && a->n < CONNS_MAX) {
+	for (const char *q = spec; *q; q++)
+		max += *q == ',';
+	a->e = calloc((size_t)max, sizeof(*a->e));
+	if (!a->e)
+		return -1;
+	while (*p && a->n < max) {
 		struct entry *e = &a->e[a->n];
 		unsigned slot, gen;
 		int n = 0;
@@ -303,24 +354,17 @@ static void parse(struct adoption *a, const char *spec)
 		if (*p == ',')
 			p++;
 	}
+	return 0;
 }
 
 /* The first fd of a connection makes its entry in the table; the others
  * share it, as dup'd fds do. */
 static void attach(const struct cxls_sock_region *r, struct entry *e, int fd)
 {
-	struct cxls_sconn *c = e->c;
-
-	if (!c) {
-		c = cxls_sock_rejoin(r, e->slot, e->gen, e->role);
-		if (!c)
-			return;
-		e->c = c;
-	}
-	if (!cxls_sock_follow(fd, c)) {
-		e->fds++;
+	if (!e->c && !(e->c = cxls_sock_rejoin(r, e->slot, e->gen, e->role)))
+		return;
+	if (!cxls_sock_follow(fd, e->c))
 		CXLS_INFO("fd %d: pooled connection (slot %u) kept across exec", fd, e->slot);
-	}
 }
 
 static int adopt_fd(int fd, void *arg)
@@ -343,17 +387,15 @@ static int adopt_fd(int fd, void *arg)
 
 void cxls_sock_adopt(const char *spec)
 {
-	struct adoption *a = calloc(1, sizeof(*a));
+	struct adoption a = { cxls_sock_region(), 0, NULL };
 
-	if (!a)
+	if (parse(&a, spec))
 		return;
-	a->r = cxls_sock_region();
-	parse(a, spec);
-	if (cxls_fd_each(0, 0, ~0u, adopt_fd, a))
-		for (int i = 0; i < a->n; i++) /* no /proc: the fds they had */
-			adopt_fd(a->e[i].hint, a);
-	for (int i = 0; i < a->n; i++) {
-		struct entry *e = &a->e[i];
+	if (cxls_fd_each(0, 0, ~0u, adopt_fd, &a))
+		for (int i = 0; i < a.n; i++) /* no /proc: the fds they had */
+			adopt_fd(a.e[i].hint, &a);
+	for (int i = 0; i < a.n; i++) {
+		struct entry *e = &a.e[i];
 
 		if (!e->rec && cxls_fd_sock_ino(0, e->hint))
 			CXLS_WARN("fd %d: its pooled connection could not be taken over after exec "
@@ -361,5 +403,5 @@ void cxls_sock_adopt(const char *spec)
 		if (e->c)
 			cxls_sconn_put(e->c);
 	}
-	free(a);
+	free(a.e);
 }

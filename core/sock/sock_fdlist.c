@@ -1,7 +1,7 @@
 /* sock_fdlist.c - a process's open fds from /proc/PID/fd.
  *
- * getdents64 into a buffer on the stack: no malloc, no stdio, nothing a
- * child of vfork must not touch in its parent's memory. */
+ * getdents64 into a buffer on the stack: no malloc and no stdio streams,
+ * nothing a child of vfork must not touch in its parent's memory. */
 #include "sock_fdlist.h"
 
 #include <fcntl.h>

@@ -12,8 +12,8 @@
 
 /* Calls fn(fd, arg) for each fd from lo to hi (inclusive) open in process
  * pid (0: this one), in no particular order; stops early when fn returns
- * nonzero.  Raw system calls and the stack only, so a child of vfork may
- * call it.  Returns 0, or -1 when /proc cannot be read (errno set). */
+ * nonzero.  No malloc and no interposed call (a child of vfork may call
+ * it).  Returns 0, or -1 when /proc cannot be read (errno set). */
 int cxls_fd_each(pid_t pid, unsigned lo, unsigned hi, int (*fn)(int fd, void *arg), void *arg);
 
 /* The inode of the socket fd of process pid (0: this one) names, 0 when

@@ -1,5 +1,6 @@
 /* sock_fdtab.c - fd number to followed socket, two levels, grown on use. */
 #include "sock_conn.h"
+#include "sock_vfork.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -87,7 +88,8 @@ struct cxls_sconn *cxls_fdtab_get(int fd)
 {
 	struct cxls_sconn **s, *c = NULL;
 
-	if (cxls_fdtab_empty() || fd < 0)
+	/* a child of vfork: these are its parent's fds (sock_vfork.h) */
+	if (cxls_fdtab_empty() || fd < 0 || cxls_sock_borrowed())
 		return NULL;
 	read_lock();
 	s = slot_of(fd, 0);

@@ -17,6 +17,17 @@ int cxls_holder_add_id(struct cxls_sock_holder *h, int n, const struct cxls_proc
 			return 0;
 		}
 	}
+	/* full: a holder that died without closing (a child that exec'd a
+	 * program that exited) gives its entry up; holders are of one host */
+	for (int i = 0; i < n; i++) {
+		struct cxls_proc_id old = { atomic_load(&h[i].pid), id->boot_hash, h[i].start_time };
+
+		if (old.pid && cxls_proc_alive(&old) == 0 &&
+		    atomic_compare_exchange_strong(&h[i].pid, &old.pid, id->pid)) {
+			h[i].start_time = id->start_time;
+			return 0;
+		}
+	}
 	return -1;
 }
 

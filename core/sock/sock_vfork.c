@@ -1,35 +1,43 @@
-/* sock_vfork.c - whose fd records these are: the pid that owns them.
+/* sock_vfork.c - whose fd records these are, while a child of vfork runs.
  *
- * The owner is the process that called vfork (set before the first one)
- * and, after a fork, the child (its fork handler).  Any other pid running
- * this code shares the owner's memory without being it.
+ * The parent notes the vfork before the system call (the pid the records
+ * belong to, and one more child running) and after it returns (the child
+ * has exec'd or exited: one fewer).  Meanwhile a pid other than the
+ * parent's running this code is the child.  A child made any other way
+ * (fork, _Fork, clone without CLONE_VM) has its own memory, and outside
+ * a vfork window nobody is asked at all.
  */
 #include "sock_vfork.h"
 
 #include <pthread.h>
 #include <unistd.h>
 
-_Atomic int cxls_vfork_seen;
+_Atomic int cxls_vfork_running;
 
-/* Process-wide by nature: one owner per address space. */
+/* Process-wide by nature: one parent per address space. */
 static _Atomic pid_t owner;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+void cxls_sock_vforking(void)
+{
+	atomic_store(&owner, getpid());
+	atomic_fetch_add(&cxls_vfork_running, 1);
+}
+
+void cxls_sock_vforked(void)
+{
+	atomic_fetch_sub(&cxls_vfork_running, 1);
+}
 
 static void forked_child(void)
 {
 	atomic_store(&owner, getpid());
 }
 
-static void first_vfork(void)
+void cxls_sock_vfork_unwatched(void)
 {
 	atomic_store(&owner, getpid());
+	atomic_store(&cxls_vfork_running, -1);
 	pthread_atfork(NULL, NULL, forked_child);
-}
-
-void cxls_sock_vforking(void)
-{
-	pthread_once(&once, first_vfork);
-	atomic_store(&cxls_vfork_seen, 1);
 }
 
 int cxls_sock_borrowed_slow(void)

@@ -17,8 +17,15 @@
  *   vfork-closed  a child of vfork closes the pooled socket and execs a
  *                 program that lives on: the parent's close is the last,
  *                 the peer sees EOF at once
+ *   vfork-io      a child of vfork dup2()s a pipe over the pooled fd's
+ *                 number and writes: the pipe gets it, the peer nothing
+ *   fork-after-vfork  a child of _Fork (no fork handlers) after a vfork
+ *                 closes the pooled fd; its reuse of the number is its own
+ *   children-hold five children hold the socket in turn and exit: the
+ *                 parent's close still ends it and frees the record
  *   spawn-dup2    posix_spawn with file actions that dup2 a pooled socket
- *                 over two fds, the parent closing its copy at once
+ *                 over two fds, the parent closing its copy at once (with
+ *                 and without a pid asked for)
  *   spawn-cloexec posix_spawn of a program that does not inherit the
  *                 pooled socket (FD_CLOEXEC): EOF at the parent's close
  *   pass-fd       a pooled socket sent over a UNIX socket (SCM_RIGHTS) to
@@ -38,6 +45,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../common/check.h"
@@ -270,6 +278,90 @@ static void test_vfork_closed(void)
 	close(a);
 }
 
+/* What a child of vfork writes goes where its own fds say: b is a pipe's
+ * there, whatever the parent's b is. */
+static void test_vfork_io(void)
+{
+	int a, b, p[2];
+	char buf[8];
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	CHECK(pipe(p) == 0, "pipe");
+	pid = vfork();
+	if (pid == 0) {
+		if (dup2(p[1], b) != b || write(b, "child", 5) != 5)
+			_exit(20);
+		_exit(0);
+	}
+	CHECK(pid > 0 && tu_wait(pid) == 0, "the child wrote into its b");
+	CHECK(readable(p[0], 2000) && read(p[0], buf, 5) == 5 && !memcmp(buf, "child", 5),
+	      "the pipe got it");
+	CHECK(!readable(a, 200), "the parent's peer got nothing");
+	CHECK(write(a, "ok", 2) == 2 && tu_read_all(b, buf, 2) == 0, "the parent's b still pooled");
+	check_pooled(a, "pair");
+	close(p[0]);
+	close(p[1]);
+	close(a);
+	close(b);
+}
+
+/* After a vfork, a child made by _Fork (no fork handlers run) owns its
+ * copy of the records: its close and the number's reuse are its own. */
+static void test_fork_after_vfork(void)
+{
+	int a, b;
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	pid = vfork();
+	if (pid == 0) {
+		execl(self_path, self_path, "exit0", (char *)NULL);
+		_exit(127);
+	}
+	CHECK(pid > 0 && tu_wait(pid) == 0, "a child of vfork came and went");
+	pid = _Fork();
+	if (pid == 0) {
+		int p[2];
+		char buf[4];
+
+		if (pipe(p))
+			_exit(19);
+		close(b);
+		if (fcntl(p[0], F_DUPFD, b) != b || write(p[1], "pipe", 4) != 4)
+			_exit(20);
+		_exit(readable(b, 2000) && read(b, buf, 4) == 4 && !memcmp(buf, "pipe", 4) ? 0 : 21);
+	}
+	CHECK(pid > 0 && tu_wait(pid) == 0, "the _Fork child's b is its pipe");
+	CHECK(write(a, "ok", 2) == 2 && readable(b, 2000), "the parent's pair still works");
+	close(a);
+	close(b);
+}
+
+/* Children that held the socket and exited leave dead holder entries:
+ * more of them than the record has entries must not keep it for ever. */
+static void test_children_hold(void)
+{
+	int a, b;
+	uint16_t cport;
+
+	tcp_pair(&a, &b);
+	cport = local_port(a);
+	for (int i = 0; i < 5; i++) {
+		pid_t pid = vfork();
+
+		if (pid == 0) {
+			execl(self_path, self_path, "exit0", (char *)NULL);
+			_exit(127);
+		}
+		CHECK(pid > 0 && tu_wait(pid) == 0, "child %d held the socket and exited", i);
+	}
+	close(b);
+	CHECK(eof_within(a, 1000), "EOF at the parent's close");
+	close(a);
+	CHECK(pool_rec(cport, 1) == NULL, "record freed");
+}
+
 /* ---- posix_spawn ---------------------------------------------------- */
 
 static void test_spawn_dup2(void)
@@ -287,11 +379,23 @@ static void test_spawn_dup2(void)
 	posix_spawn_file_actions_adddup2(&fa, b, FD_OUT);
 	posix_spawn_file_actions_addclose(&fa, b);
 	CHECK(posix_spawn(&pid, self_path, &fa, NULL, argv, environ) == 0, "posix_spawn");
-	posix_spawn_file_actions_destroy(&fa);
 	close(b); /* at once: the child must be a holder already */
 	pipe_still_ours("spawn-dup2");
 	echo_through(a, "spawn-dup2");
 	CHECK(tu_wait(pid) == 0, "the echo");
+	close(a);
+	/* the same without asking for the pid */
+	tcp_pair(&a, &b);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, b, FD_IN);
+	posix_spawn_file_actions_adddup2(&fa, b, FD_OUT);
+	posix_spawn_file_actions_addclose(&fa, b);
+	CHECK(posix_spawn(NULL, self_path, &fa, NULL, argv, environ) == 0, "posix_spawn, pid NULL");
+	posix_spawn_file_actions_destroy(&fa);
+	close(b);
+	echo_through(a, "spawn-dup2, pid NULL");
+	CHECK(wait(&pid) > 0, "the echo");
 	close(a);
 }
 
@@ -404,6 +508,9 @@ static const struct tu_case cases[] = {
 	{ "closefrom", test_closefrom },
 	{ "vfork-dup2", test_vfork_dup2 },
 	{ "vfork-closed", test_vfork_closed },
+	{ "vfork-io", test_vfork_io },
+	{ "fork-after-vfork", test_fork_after_vfork },
+	{ "children-hold", test_children_hold },
 	{ "spawn-dup2", test_spawn_dup2 },
 	{ "spawn-cloexec", test_spawn_cloexec },
 	{ "pass-fd", test_pass_fd },
@@ -416,6 +523,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (argc == 2 && !strcmp(argv[1], "echo-fds"))
 		return echo_fds(FD_IN, FD_OUT);
+	if (argc == 2 && !strcmp(argv[1], "exit0"))
+		return 0;
 	if (argc == 2 && !strcmp(argv[1], "hold")) {
 		sleep(30);
 		return 0;
