@@ -385,6 +385,17 @@ static int adopt_fd(int fd, void *arg)
 	return 0;
 }
 
+static int adopted(int fd)
+{
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
+
+	if (c)
+		cxls_sconn_put(c);
+	return c != NULL;
+}
+
+/* An entry that took no fd, whose fd number is a socket no entry took
+ * (a stale or forged list, or a record gone meanwhile), is said. */
 void cxls_sock_adopt(const char *spec)
 {
 	struct adoption a = { cxls_sock_region(), 0, NULL };
@@ -397,7 +408,7 @@ void cxls_sock_adopt(const char *spec)
 	for (int i = 0; i < a.n; i++) {
 		struct entry *e = &a.e[i];
 
-		if (!e->rec && cxls_fd_sock_ino(0, e->hint))
+		if (!e->c && cxls_fd_sock_ino(0, e->hint) && !adopted(e->hint))
 			CXLS_WARN("fd %d: its pooled connection could not be taken over after exec "
 				  "(slot %u): its bytes are lost to this program", e->hint, e->slot);
 		if (e->c)
