@@ -1,8 +1,10 @@
 /* socket_exec.c - exec with pooled connections open: the new image's
  * environment says which fds are on the pool (see core/sock/sock_exec.c),
  * and the new image's shim takes them over when it loads. */
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -158,6 +160,89 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 	if (pid && r == 0)
 		*pid = child;
 	return spawned(r, child, env, var);
+}
+
+/* system() and popen() start their shell through glibc's own spawn,
+ * past the wrappers above, with the process's environment: the list goes
+ * there for the call.  The shell and what it execs adopt what they hold
+ * when they load.  popen returns while its child runs, and glibc keeps
+ * the child's pid to itself: the calling thread's children before and
+ * after the call tell it, and it is recorded as a holder as after
+ * posix_spawn. */
+static char *spec_to_environ(void)
+{
+	char *var;
+
+	cxls_sock_settle_all();
+	var = cxls_sock_spawn_spec();
+	if (var && putenv(var)) {
+		free(var);
+		var = NULL;
+	}
+	return var;
+}
+
+static void spec_from_environ(char *var)
+{
+	int err = errno;
+
+	if (var) {
+		unsetenv(CXLS_SOCK_FDS_ENV);
+		free(var);
+	}
+	errno = err;
+}
+
+EXPORT int system(const char *cmd)
+{
+	char *var = cmd ? spec_to_environ() : NULL;
+	int r = REAL(system)(cmd);
+
+	spec_from_environ(var);
+	return r;
+}
+
+#define KIDS_MAX 64
+
+/* The calling thread's children (at most KIDS_MAX), from /proc. */
+static int children(pid_t *kid)
+{
+	char buf[KIDS_MAX * 12];
+	int fd = open("/proc/thread-self/children", O_RDONLY | O_CLOEXEC), n = 0;
+	ssize_t len;
+
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[len > 0 ? len : 0] = '\0';
+	for (char *p = buf, *end; n < KIDS_MAX; p = end) {
+		long v = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		kid[n++] = (pid_t)v;
+	}
+	return n;
+}
+
+EXPORT FILE *popen(const char *cmd, const char *mode)
+{
+	pid_t before[KIDS_MAX], after[KIDS_MAX];
+	char *var = spec_to_environ();
+	int nb = var ? children(before) : 0;
+	FILE *f = REAL(popen)(cmd, mode);
+
+	for (int i = 0, na = f && var ? children(after) : 0; i < na; i++) {
+		int old = 0;
+
+		for (int j = 0; j < nb && !old; j++)
+			old = after[i] == before[j];
+		if (!old)
+			cxls_sock_spawned(after[i]);
+	}
+	spec_from_environ(var);
+	return f;
 }
 
 /* Only a program exec'd with pooled connections open has the variable;

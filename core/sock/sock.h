@@ -111,6 +111,12 @@ void cxls_sock_adopt(const char *spec);
 void cxls_sock_passing(const struct msghdr *m);
 void cxls_sock_pass_failed(const struct msghdr *m);
 void cxls_sock_received(const struct msghdr *m);
+/* Connections still meeting (a record waiting for the peer, a
+ * nonblocking connect done) settle now, each within its meeting window:
+ * a process they are handed to (exec, posix_spawn, a child of vfork,
+ * system, popen) must find them on the pool or on TCP, not halfway
+ * (sock_fd.c).  SCM_RIGHTS settles the fds it sends (sock_pass.c). */
+void cxls_sock_settle_all(void);
 /* fd is (also) c; -1 when fd is beyond the table (sock_fd.c). */
 int cxls_sock_follow(int fd, struct cxls_sconn *c);
 

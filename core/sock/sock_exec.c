@@ -231,6 +231,7 @@ static char *spec(int spawn)
 	struct spec_buf b;
 	char *text = NULL;
 
+	cxls_sock_settle_all(); /* a child of vfork: its parent did (sock_vfork.c) */
 	if (!snapshot_take(&s) || spec_open(&b, s.n))
 		goto out;
 	if (spawn)

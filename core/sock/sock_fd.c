@@ -1,6 +1,7 @@
 /* sock_fd.c - following sockets through connect, accept, listen, dup,
  * close, fcntl, shutdown and fork. */
 #include "sock.h"
+#include "sock_vfork.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -519,6 +520,41 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 		atomic_store(&c->linger0, l->l_onoff && !l->l_linger);
 	}
 	cxls_sconn_put(c);
+}
+
+struct meeting {
+	int n, cap;
+	int *fd;
+};
+
+static void note_meeting(int fd, struct cxls_sconn *c, void *arg)
+{
+	struct meeting *m = arg;
+	int mode = atomic_load(&c->mode);
+
+	if ((mode == CXLS_SC_PENDING || mode == CXLS_SC_CONNECTING) && m->n < m->cap)
+		m->fd[m->n++] = fd;
+}
+
+void cxls_sock_settle_all(void)
+{
+	struct meeting m = { 0, 0, NULL };
+
+	if (cxls_fdtab_empty() || cxls_sock_borrowed())
+		return;
+	cxls_fdtab_lock();
+	m.cap = atomic_load(&cxls_fdtab_count);
+	m.fd = malloc((size_t)(m.cap ? m.cap : 1) * sizeof(*m.fd));
+	if (m.fd)
+		cxls_fdtab_each(note_meeting, &m);
+	cxls_fdtab_unlock();
+	for (int i = 0; i < m.n; i++) {
+		struct cxls_sconn *c = cxls_sock_use(m.fd[i]);
+
+		if (c)
+			cxls_sock_done(c);
+	}
+	free(m.fd);
 }
 
 /* fork: the table must not be mid-change in the child; the child then

@@ -46,10 +46,12 @@ static void each_passed(const struct msghdr *m, void (*fn)(int fd, void *arg), v
 	}
 }
 
+/* Sending: cxls_sock_use() settles a connection still meeting first, so
+ * that the receiver finds it on the pool or on TCP, not halfway. */
 static void count_on_the_way(int fd, void *arg)
 {
 	int delta = *(int *)arg;
-	struct cxls_sconn *c = cxls_fdtab_get(fd);
+	struct cxls_sconn *c = delta > 0 ? cxls_sock_use(fd) : cxls_fdtab_get(fd);
 
 	if (!c)
 		return;

@@ -10,6 +10,8 @@
 #include "sock_vfork.h"
 
 #include <pthread.h>
+
+#include "sock.h"
 #include <unistd.h>
 
 _Atomic int cxls_vfork_running;
@@ -19,6 +21,9 @@ static _Atomic pid_t owner;
 
 void cxls_sock_vforking(void)
 {
+	/* the child may exec with any of them: on the pool or not, not
+	 * halfway (sock_exec.c) */
+	cxls_sock_settle_all();
 	atomic_store(&owner, getpid());
 	atomic_fetch_add(&cxls_vfork_running, 1);
 }

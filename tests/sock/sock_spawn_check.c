@@ -33,9 +33,17 @@
  *                 worker's echo goes through the pool
  *   pass-self     the same sent to ourselves: the received fd reads,
  *                 writes and closes the connection
+ *   pass-pending  an accepted socket whose client has not met it in the
+ *                 pool yet, sent to a worker at once: the worker's echo
+ *                 reaches the client (Node's cluster module)
+ *   spawn-pending the same handed to a posix_spawn'd program
+ *   system-popen  the same handed to a program started by system(), then
+ *                 by popen()
  */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -503,6 +511,122 @@ static void test_pass_self(void)
 	close(sp[1]);
 }
 
+/* ---- handed over while still meeting -------------------------------- */
+
+#define LATE_BYTES (64u << 10) /* fits the ring both ways: no reader needed */
+
+/* A client in another process: a nonblocking connect, a pause (its end
+ * meets only at its first use, so the server's accepted end waits in the
+ * pool meanwhile), then a request and its echo.  Exit status 0: echoed. */
+static pid_t late_client(uint16_t port)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		static char out[LATE_BYTES], in[LATE_BYTES];
+
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) && errno != EINPROGRESS)
+			_exit(30);
+		usleep(50000);
+		fcntl(fd, F_SETFL, 0);
+		tu_fill(out, sizeof(out), 3);
+		if (tu_write_all(fd, out, sizeof(out)) || shutdown(fd, SHUT_WR) ||
+		    tu_read_all(fd, in, sizeof(in)) || memcmp(in, out, sizeof(in)) ||
+		    !eof_within(fd, 5000))
+			_exit(31);
+		_exit(tu_pooled(fd, 2 * LATE_BYTES) == expect_pool ? 0 : 32);
+	}
+	return pid;
+}
+
+/* The accepted end, still waiting for the client in the pool, is sent at
+ * once to a worker and closed: the sender settles it first. */
+static void test_pass_pending(void)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), sp[2], b;
+	pid_t cli, worker;
+	int st;
+
+	CHECK(lfd >= 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0, "listener, socketpair");
+	worker = fork();
+	if (worker == 0) {
+		int fd;
+
+		close(sp[0]);
+		fd = recv_fd(sp[1]);
+		_exit(fd < 0 ? 30 : echo_fds(fd, fd));
+	}
+	close(sp[1]);
+	cli = late_client(port);
+	b = accept(lfd, NULL, NULL);
+	CHECK(b >= 0 && send_fd(sp[0], b) == 0, "accepted and sent at once");
+	close(b);
+	CHECK((st = tu_wait(cli)) == 0, "the client's request echoed by the worker (%d)", st);
+	CHECK(tu_wait(worker) == 0, "the worker");
+	close(sp[0]);
+	close(lfd);
+}
+
+/* The same handed to a program by posix_spawn, and through system(). */
+static void test_spawn_pending(void)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), b;
+	char *argv[] = { (char *)self_path, "echo-fds", NULL };
+	posix_spawn_file_actions_t fa;
+	pid_t cli, pid;
+
+	CHECK(lfd >= 0, "listener");
+	cli = late_client(port);
+	b = accept(lfd, NULL, NULL);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, b, FD_IN);
+	posix_spawn_file_actions_adddup2(&fa, b, FD_OUT);
+	CHECK(b >= 0 && posix_spawn(&pid, self_path, &fa, NULL, argv, environ) == 0,
+	      "accepted and spawned at once");
+	posix_spawn_file_actions_destroy(&fa);
+	close(b);
+	CHECK(tu_wait(cli) == 0, "the client's request echoed by the spawned program");
+	CHECK(tu_wait(pid) == 0, "the spawned program");
+	close(lfd);
+}
+
+static void test_system_popen(void)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), b;
+	char cmd[4200];
+	FILE *f;
+	pid_t cli;
+
+	CHECK(lfd >= 0, "listener");
+	snprintf(cmd, sizeof(cmd), "exec '%s' echo-fds", self_path);
+	for (int round = 0; round < 2; round++) {
+		cli = late_client(port);
+		b = accept(lfd, NULL, NULL);
+		CHECK(b >= 0 && dup2(b, FD_IN) == FD_IN && dup2(b, FD_OUT) == FD_OUT,
+		      "accepted, at %d and %d", FD_IN, FD_OUT);
+		close(b);
+		if (round == 0) {
+			CHECK(system(cmd) == 0, "system: the echo ran");
+		} else {
+			CHECK((f = popen(cmd, "r")) != NULL, "popen");
+			close(FD_IN);
+			close(FD_OUT);
+			CHECK(f && pclose(f) == 0, "popen: the echo ran");
+		}
+		close(FD_IN);
+		close(FD_OUT);
+		CHECK(tu_wait(cli) == 0, "%s: the client's request echoed",
+		      round ? "popen" : "system");
+	}
+	close(lfd);
+}
+
 static const struct tu_case cases[] = {
 	{ "close-range", test_close_range },
 	{ "closefrom", test_closefrom },
@@ -515,6 +639,9 @@ static const struct tu_case cases[] = {
 	{ "spawn-cloexec", test_spawn_cloexec },
 	{ "pass-fd", test_pass_fd },
 	{ "pass-self", test_pass_self },
+	{ "pass-pending", test_pass_pending },
+	{ "spawn-pending", test_spawn_pending },
+	{ "system-popen", test_system_popen },
 };
 
 int main(int argc, char **argv)
