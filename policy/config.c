@@ -204,7 +204,7 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	cfg->sock_ring_size = 256u << 10;
 	strcpy(cfg->sock_peers, "any");
 	strcpy(cfg->sock_ports, "any");
-	strcpy(cfg->sock_programs, "any");
+	strcpy(cfg->sock_programs, CXLS_SOCK_PROGRAMS_DEFAULT);
 	cfg->sock_busy_poll_us = 0;
 	cfg->sock_meet_timeout_ms = 500;
 	strcpy(cfg->sock_buffers, "64K:16,256K:8,1M:8");

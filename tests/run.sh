@@ -343,7 +343,7 @@ step "sock: connected after fork, every case without the preload" "${SOCKFORK[@]
 # pooled socket where the shim cannot follow (vfork, posix_spawn)
 SOCKSPAWN=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_spawn_check")
 for t in close-range closefrom vfork-dup2 vfork-closed vfork-io fork-after-vfork children-hold \
-	spawn-dup2 spawn-cloexec pass-fd pass-self pass-pending spawn-pending system-popen; do
+	spawn-dup2 spawn-cloexec pass-fd pass-self pass-pending spawn-pending system-popen dprintf; do
 	step "sock: spawned and closed by number: $t" shim "${SOCKSPAWN[@]}" $t
 done
 step "sock: flush pool: spawned: vfork-dup2, spawn-dup2, pass-fd" env $(pool flush) \
@@ -353,6 +353,8 @@ step "sock: spawned and closed by number, every case without the preload" "${SOC
 step "sock: Python subprocess, a pooled socket as cat's stdin and stdout" \
 	shim env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 python3 tests/sock/subprocess_check.py
 step "sock: Python subprocess, without the preload" python3 tests/sock/subprocess_check.py
+step "sock: stdio on sockets (bash /dev/tcp, git daemon + clone) stays on TCP" \
+	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/stdio_progs.sh
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool
 SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")

@@ -39,6 +39,7 @@
  *   spawn-pending the same handed to a posix_spawn'd program
  *   system-popen  the same handed to a program started by system(), then
  *                 by popen()
+ *   dprintf       dprintf and __dprintf_chk on a pooled socket
  */
 #include <errno.h>
 #include <arpa/inet.h>
@@ -627,6 +628,26 @@ static void test_system_popen(void)
 	close(lfd);
 }
 
+/* ---- stdio ------------------------------------------------------------ */
+
+int __dprintf_chk(int fd, int flag, const char *fmt, ...);
+
+/* dprintf needs no FILE: through the pool like a write. */
+static void test_dprintf(void)
+{
+	int a, b;
+	char buf[16];
+
+	tcp_pair(&a, &b);
+	CHECK(dprintf(a, "x %d\n", 42) == 5 && tu_read_all(b, buf, 5) == 0 &&
+	      !memcmp(buf, "x 42\n", 5), "dprintf");
+	CHECK(__dprintf_chk(b, 1, "%s-%c", "yz", '!') == 4 && tu_read_all(a, buf, 4) == 0 &&
+	      !memcmp(buf, "yz-!", 4), "__dprintf_chk");
+	check_pooled(a, "pair");
+	close(a);
+	close(b);
+}
+
 static const struct tu_case cases[] = {
 	{ "close-range", test_close_range },
 	{ "closefrom", test_closefrom },
@@ -642,6 +663,7 @@ static const struct tu_case cases[] = {
 	{ "pass-pending", test_pass_pending },
 	{ "spawn-pending", test_spawn_pending },
 	{ "system-popen", test_system_popen },
+	{ "dprintf", test_dprintf },
 };
 
 int main(int argc, char **argv)

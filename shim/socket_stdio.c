@@ -1,0 +1,103 @@
+/* socket_stdio.c - stdio on sockets.
+ *
+ * glibc's stdio writes and reads through its own internal entry points,
+ * which no preload can interpose: bytes a FILE writes onto a pooled
+ * socket reach the kernel's TCP behind the shim, and the pooled peer
+ * takes them for doorbells.  dprintf needs no FILE, so it is formatted
+ * here and written through the shim.  A FILE over a pooled socket cannot
+ * be: fdopen says so, and the policy's sock.programs
+ * keeps such programs on TCP (bash and git are denied by default).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sock.h"
+#include "socket_real.h"
+
+/* All of s through write(), which is the shim's: -1 on error. */
+static int write_all(int fd, const char *s, size_t n)
+{
+	while (n) {
+		ssize_t r = write(fd, s, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		s += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int pooled(int fd)
+{
+	struct cxls_sconn *c = cxls_sock_use(fd);
+
+	if (c)
+		cxls_sock_done(c);
+	return c != NULL;
+}
+
+static int pooled_vdprintf(int fd, const char *fmt, va_list ap)
+{
+	char *s;
+	int n = vasprintf(&s, fmt, ap);
+
+	if (n < 0)
+		return -1;
+	if (write_all(fd, s, (size_t)n))
+		n = -1;
+	free(s);
+	return n;
+}
+
+EXPORT int vdprintf(int fd, const char *fmt, va_list ap)
+{
+	return pooled(fd) ? pooled_vdprintf(fd, fmt, ap) : REAL(vdprintf)(fd, fmt, ap);
+}
+
+EXPORT int dprintf(int fd, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vdprintf(fd, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* _FORTIFY_SOURCE's names; the flag only asks for checks of %n. */
+EXPORT int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
+{
+	static void *slot;
+	int (*real)(int, int, const char *, va_list) =
+		(int (*)(int, int, const char *, va_list))cxls_real_sym("__vdprintf_chk", &slot);
+
+	return pooled(fd) ? pooled_vdprintf(fd, fmt, ap) : real(fd, flag, fmt, ap);
+}
+
+EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = __vdprintf_chk(fd, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	if (pooled(fd))
+		CXLS_WARN("fd %d: fdopen() of a socket on the pool: what stdio writes reaches "
+			  "TCP past the shim and the peer drops it; deny this program in "
+			  "sock.programs", fd);
+	return REAL(fdopen)(fd, mode);
+}
