@@ -125,13 +125,17 @@ static struct cxls_sconn *entry_for(const struct cxls_sock_region *r, uint32_t s
 
 static void take_over(int fd, void *arg)
 {
-	const struct cxls_sock_region *r = arg;
+	const struct cxls_sock_region *r;
 	struct cxls_sock_tuple t;
 	struct cxls_sock_end *e;
 	struct cxls_sconn *c;
 	uint32_t gen;
 	int slot;
 
+	(void)arg;
+	/* a TCP socket at all, before the pool is looked at (mapped) */
+	if (cxls_sock_tuple(fd, CXLS_CLIENT, &t) || !(r = cxls_sock_region()))
+		return;
 	for (int role = CXLS_CLIENT; role <= CXLS_SERVER; role++) {
 		if (cxls_sock_tuple(fd, role, &t) || (slot = cxls_sock_find_joined(r, &t, &gen)) < 0)
 			continue;
@@ -156,10 +160,7 @@ static void take_over(int fd, void *arg)
 
 void cxls_sock_received(const struct msghdr *m)
 {
-	const struct cxls_sock_region *r;
-
-	if (!m || !m->msg_control || m->msg_controllen < sizeof(struct cmsghdr) ||
-	    cxls_sock_borrowed() || !(r = cxls_sock_region()))
-		return;
-	each_passed(m, take_over, (void *)r);
+	if (m && m->msg_control && m->msg_controllen >= sizeof(struct cmsghdr) &&
+	    !cxls_sock_borrowed())
+		each_passed(m, take_over, NULL);
 }
