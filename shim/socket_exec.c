@@ -14,58 +14,58 @@
 
 extern char **environ;
 
-/* envp with CXLSHIM_SOCK_FDS replaced by *var, the list spec() makes
- * (NULL: it names nothing, use envp as it is).  The caller frees both. */
-static char **with_spec(char *const envp[], char **var, char *(*spec)(void))
+/* The new environment, kept per thread and reused, like the list itself
+ * (core/sock/sock_exec.c): a child of vfork that execs never frees what
+ * it allocates, and it allocates in its parent's heap. */
+static _Thread_local char **env_buf;
+static _Thread_local size_t env_cap;
+
+/* envp with CXLSHIM_SOCK_FDS replaced by the list spec() makes; NULL:
+ * it names nothing (or no memory), use envp as it is. */
+static char **with_spec(char *const envp[], char *(*spec)(void))
 {
 	size_t n = 0, k = 0, pre = strlen(CXLS_SOCK_FDS_ENV) + 1;
-	char **out;
+	char *var = spec();
 
-	*var = spec();
-	if (!*var)
+	if (!var)
 		return NULL;
 	while (envp && envp[n])
 		n++;
-	out = malloc((n + 2) * sizeof(*out));
-	if (!out)
-		return NULL;
+	if (n + 2 > env_cap) {
+		char **p = realloc(env_buf, (n + 2) * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		env_buf = p;
+		env_cap = n + 2;
+	}
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(envp[i], *var, pre))
-			out[k++] = envp[i];
-	out[k++] = *var;
-	out[k] = NULL;
-	return out;
-}
-
-static int done(int r, char **env, char *var)
-{
-	int err = errno;
-
-	free(env);
-	free(var);
-	errno = err;
-	return r;
+		if (strncmp(envp[i], var, pre))
+			env_buf[k++] = envp[i];
+	env_buf[k++] = var;
+	env_buf[k] = NULL;
+	return env_buf;
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	char *var, **env = with_spec(envp, &var, cxls_sock_exec_spec);
+	char **env = with_spec(envp, cxls_sock_exec_spec);
 
-	return done(REAL(execve)(path, argv, env ? env : envp), env, var);
+	return REAL(execve)(path, argv, env ? env : envp);
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	char *var, **env = with_spec(envp, &var, cxls_sock_exec_spec);
+	char **env = with_spec(envp, cxls_sock_exec_spec);
 
-	return done(REAL(execvpe)(file, argv, env ? env : envp), env, var);
+	return REAL(execvpe)(file, argv, env ? env : envp);
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	char *var, **env = with_spec(envp, &var, cxls_sock_exec_spec);
+	char **env = with_spec(envp, cxls_sock_exec_spec);
 
-	return done(REAL(fexecve)(fd, argv, env ? env : envp), env, var);
+	return REAL(fexecve)(fd, argv, env ? env : envp);
 }
 
 EXPORT int execv(const char *path, char *const argv[])
@@ -129,37 +129,33 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 /* The child holds the pooled connections the kernel shows it holding
  * before the application can close its own copies (sock_exec.c). */
-static int spawned(int r, pid_t pid, char **env, char *var)
+static int spawned(int r, pid_t child, pid_t *pid, char **env)
 {
+	if (r == 0 && pid)
+		*pid = child;
 	if (r == 0 && env)
-		cxls_sock_spawned(pid);
-	free(env);
-	free(var);
+		cxls_sock_spawned(child);
 	return r;
 }
 
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char *var, **env = with_spec(envp, &var, cxls_sock_spawn_spec);
+	char **env = with_spec(envp, cxls_sock_spawn_spec);
 	pid_t child = 0;
 	int r = REAL(posix_spawn)(&child, path, fa, attr, argv, env ? env : envp);
 
-	if (pid && r == 0)
-		*pid = child;
-	return spawned(r, child, env, var);
+	return spawned(r, child, pid, env);
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char *var, **env = with_spec(envp, &var, cxls_sock_spawn_spec);
+	char **env = with_spec(envp, cxls_sock_spawn_spec);
 	pid_t child = 0;
 	int r = REAL(posix_spawnp)(&child, file, fa, attr, argv, env ? env : envp);
 
-	if (pid && r == 0)
-		*pid = child;
-	return spawned(r, child, env, var);
+	return spawned(r, child, pid, env);
 }
 
 /* system() and popen() start their shell through glibc's own spawn,
@@ -175,7 +171,7 @@ static char *spec_to_environ(void)
 
 	cxls_sock_settle_all();
 	var = cxls_sock_spawn_spec();
-	if (var && putenv(var)) {
+	if (var && (!(var = strdup(var)) || putenv(var))) {
 		free(var);
 		var = NULL;
 	}

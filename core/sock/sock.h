@@ -96,7 +96,8 @@ void cxls_sock_epoll_duped(int oldfd, int newfd);
 void cxls_sock_epoll_forked(void);
 
 /* exec (sock_exec.c): "CXLSHIM_SOCK_FDS=fd:slot:gen:role,...", the
- * pooled connections the new image may hold (malloc'd; NULL: none).  The
+ * pooled connections the new image may hold (the calling thread's buffer,
+ * valid until its next call; NULL: none).  The
  * new image adopts those it holds (verified against the pool).  For
  * posix_spawn: every pooled connection, and after it cxls_sock_spawned()
  * with the child's pid. */

@@ -120,15 +120,27 @@ struct spec_buf {
 	int full;
 };
 
+/* The list's text, kept per thread and reused: a child of vfork that
+ * execs never frees what it allocates, and it allocates in its parent's
+ * heap; growing this buffer there leaves the parent the pointer. */
+static _Thread_local char *text_buf;
+static _Thread_local size_t text_cap;
+
 static int spec_open(struct spec_buf *b, int entries)
 {
 	size_t len = strlen(CXLS_SOCK_FDS_ENV) + 2 + (size_t)entries * ENTRY_MAX;
 
 	if (len > SPEC_MAX)
 		len = SPEC_MAX;
-	b->text = malloc(len);
-	if (!b->text)
-		return -1;
+	if (len > text_cap) {
+		char *p = realloc(text_buf, len);
+
+		if (!p)
+			return -1;
+		text_buf = p;
+		text_cap = len;
+	}
+	b->text = text_buf;
 	b->p = b->text + sprintf(b->text, "%s=", CXLS_SOCK_FDS_ENV);
 	b->left = len - (size_t)(b->p - b->text);
 	b->n = 0;
@@ -157,10 +169,7 @@ static char *spec_close(struct spec_buf *b)
 	if (b->full)
 		CXLS_WARN("exec: more pooled connections than %s can name: the new image "
 			  "reads the others' doorbells as data", CXLS_SOCK_FDS_ENV);
-	if (b->n)
-		return b->text;
-	free(b->text);
-	return NULL;
+	return b->n ? b->text : NULL;
 }
 
 /* Exec in the owner of the records: its pooled fds that stay open. */
@@ -286,6 +295,8 @@ void cxls_sock_spawned(pid_t pid)
 	struct spawned sp;
 	struct snapshot s;
 
+	if (pid <= 0)
+		return;
 	cxls_proc_of((uint32_t)pid, &sp.id);
 	sp.s = &s;
 	/* a child gone already holds nothing: nothing to record */

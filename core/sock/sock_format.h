@@ -128,6 +128,11 @@ struct cxls_sock_end {
 	_Atomic uint32_t claim_gen; /* the creator's end: holder[] is the claimer */
 	uint64_t boot_hash;
 	struct cxls_sock_holder holder[CXLS_SOCK_HOLDERS];
+	/* when a socket of this end was last sent over a UNIX socket
+	 * (SCM_RIGHTS, sock_pass.c; CLOCK_MONOTONIC ns): a receiver may take
+	 * it over for a while after its holders are gone (in the padding
+	 * before sleeper[]: the layout is the same as without it) */
+	_Atomic uint64_t passed_ns;
 	_Alignas(CXLS_LINE) _Atomic uint64_t sleeper[CXLS_SOCK_SLEEPERS];
 	_Alignas(CXLS_LINE) _Atomic uint64_t draining;
 };

@@ -116,9 +116,13 @@ static void init_end(struct cxls_sock_end *e, const struct cxls_proc_id *self)
 }
 
 /* An end is finished when closed, or when every process recorded as
- * holding it is dead (an end of another host is never declared dead). */
+ * holding it is dead (an end of another host is never declared dead).
+ * A socket of it sent over a UNIX socket (SCM_RIGHTS) keeps it for
+ * CXLS_PASS_GRACE_NS, whatever its holders: the receiver may still take
+ * it over; after that a message never received no longer does. */
 static int end_finished(const struct cxls_sock_region *r, const struct cxls_sock_end *e)
 {
+	uint64_t passed;
 	uint32_t flags;
 	int recorded, alive;
 
@@ -129,7 +133,24 @@ static int end_finished(const struct cxls_sock_region *r, const struct cxls_sock
 	if (flags & CXLS_END_UNTRACKED)
 		return 0;
 	alive = cxls_holder_alive(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash, &recorded);
+	passed = atomic_load(&e->passed_ns);
+	if (atomic_load(&e->forking) && passed) {
+		struct cxls_proc_id self;
+
+		/* its clock is this host's only when the end is */
+		cxls_proc_self(&self);
+		return alive == 0 && e->boot_hash == self.boot_hash &&
+		       cxls_now_ns() - passed >= CXLS_PASS_GRACE_NS;
+	}
 	return recorded > 0 && alive == 0;
+}
+
+void cxls_end_arrived(struct cxls_sock_end *e)
+{
+	uint32_t v = atomic_load(&e->forking);
+
+	while (v && !atomic_compare_exchange_weak(&e->forking, &v, v - 1))
+		;
 }
 
 /* Ring bytes per direction: the pool's ring, or less when the creating end
@@ -725,7 +746,7 @@ void cxls_sock_fork(struct cxls_sconn *c, int phase)
 	else if (cxls_holder_add(c->me->holder, CXLS_SOCK_HOLDERS))
 		atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
 	if (phase == 1)
-		atomic_fetch_sub(&c->me->forking, 1);
+		cxls_end_arrived(c->me);
 	cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
 }
 

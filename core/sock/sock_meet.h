@@ -47,6 +47,14 @@ void cxls_sock_release(struct cxls_sconn *c);
  * holder), 1 in the child after (it records itself). */
 void cxls_sock_fork(struct cxls_sconn *c, int phase);
 
+/* A holder on the way (a fork's child, a socket sent over a UNIX socket)
+ * arrived: one fewer, never below 0 (a count nobody made is not ours to
+ * take).  The caller publishes. */
+void cxls_end_arrived(struct cxls_sock_end *e);
+/* How long a socket sent over a UNIX socket keeps its end for the
+ * receiver once its holders are gone. */
+#define CXLS_PASS_GRACE_NS (30ull * 1000000000ull)
+
 /* The JOINED record of the connection whose tuple is t (either end's
  * view of it: the tuple is the client's and server's addresses), its
  * slot and *gen; -1 when none. */

@@ -8,18 +8,21 @@
  * `forking`, as a fork in flight), and the receiver, after recvmsg, takes
  * over every received socket whose 4-tuple is a JOINED record's with a
  * holder on the way: it records itself as holder, then releases the
- * count.  A socket received in the process that sent it follows the entry
- * it has already.  If the message is never received, the count stays:
- * the end then lives until the sender's host sweeps it.
+ * count.  A socket received in a process that has an entry for it (sent
+ * to itself, or installed twice by MSG_PEEK) follows that entry.  A
+ * message never received keeps the end for CXLS_PASS_GRACE_NS after its
+ * holders are gone; then a sweep frees it (sock_meet.c end_finished).
  */
 #include "sock.h"
 
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "coherence.h"
 #include "log.h"
 #include "pool.h"
+#include "proc_id.h"
 #include "sock_meet.h"
 #include "sock_region.h"
 #include "sock_vfork.h"
@@ -56,8 +59,13 @@ static void count_on_the_way(int fd, void *arg)
 	if (!c)
 		return;
 	if (atomic_load(&c->mode) == CXLS_SC_POOL) {
-		atomic_fetch_add(&c->me->forking, (uint32_t)delta);
-		cxls_publish(c->tx.flush, &c->me->forking, sizeof(c->me->forking));
+		if (delta > 0) {
+			atomic_store(&c->me->passed_ns, cxls_now_ns());
+			atomic_fetch_add(&c->me->forking, 1);
+		} else {
+			cxls_end_arrived(c->me);
+		}
+		cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
 	}
 	cxls_sconn_put(c);
 }
@@ -78,17 +86,6 @@ void cxls_sock_pass_failed(const struct msghdr *m)
 		each_passed(m, count_on_the_way, &delta);
 }
 
-/* One holder on the way fewer, never below 0 (a count the sender never
- * made is not ours to take). */
-static void arrived(struct cxls_sock_end *e, int flush)
-{
-	uint32_t v = atomic_load(&e->forking);
-
-	while (v && !atomic_compare_exchange_weak(&e->forking, &v, v - 1))
-		;
-	cxls_publish(flush, &e->forking, sizeof(e->forking));
-}
-
 struct same_rec {
 	uint32_t slot, gen;
 	struct cxls_sconn *found;
@@ -106,23 +103,24 @@ static void find_entry(int fd, struct cxls_sconn *c, void *arg)
 	}
 }
 
-/* Our entry for slot's connection (a socket sent to ourselves), or a new
- * one; with a reference. */
-static struct cxls_sconn *entry_for(const struct cxls_sock_region *r, uint32_t slot,
-				    uint32_t gen, int role)
+/* Our entry for slot's end (a socket sent to ourselves, or received
+ * again after a MSG_PEEK installed it once), with a reference; NULL. */
+static struct cxls_sconn *entry_of(uint32_t slot, uint32_t gen, int role)
 {
 	struct same_rec s = { slot, gen, NULL };
 
 	cxls_fdtab_lock();
 	cxls_fdtab_each(find_entry, &s);
 	cxls_fdtab_unlock();
-	if (s.found && s.found->role == role)
-		return s.found;
-	if (s.found)
+	if (s.found && s.found->role != role) {
 		cxls_sconn_put(s.found);
-	return cxls_sock_rejoin(r, slot, gen, role);
+		return NULL;
+	}
+	return s.found;
 }
 
+/* A received fd: our entry's if we have one, else a new one when its end
+ * has a holder on the way (it was sent by a process under the shim). */
 static void take_over(int fd, void *arg)
 {
 	const struct cxls_sock_region *r;
@@ -140,16 +138,17 @@ static void take_over(int fd, void *arg)
 		if (cxls_sock_tuple(fd, role, &t) || (slot = cxls_sock_find_joined(r, &t, &gen)) < 0)
 			continue;
 		e = &cxls_sock_rec(r, (uint32_t)slot)->end[role];
-		cxls_refresh(r->pool->flush_mode, &e->forking, sizeof(e->forking));
-		if (!atomic_load(&e->forking))
+		cxls_refresh(r->pool->flush_mode, e, offsetof(struct cxls_sock_end, sleeper));
+		c = entry_of((uint32_t)slot, gen, role);
+		if (!c && !atomic_load(&e->forking))
 			continue; /* nobody sent it: not this end */
-		c = entry_for(r, (uint32_t)slot, gen, role);
-		if (!c) {
+		if (!c && !(c = cxls_sock_rejoin(r, (uint32_t)slot, gen, role))) {
 			CXLS_WARN("fd %d: received pooled connection (slot %d) cannot be taken "
 				  "over: out of memory", fd, slot);
 			return;
 		}
-		arrived(c->me, c->tx.flush);
+		cxls_end_arrived(e);
+		cxls_publish(c->tx.flush, e, offsetof(struct cxls_sock_end, sleeper));
 		if (!cxls_sock_follow(fd, c))
 			CXLS_INFO("fd %d: pooled connection (slot %d) received from another "
 				  "process", fd, slot);

@@ -19,8 +19,25 @@ _Atomic int cxls_vfork_running;
 /* Process-wide by nature: one parent per address space. */
 static _Atomic pid_t owner;
 
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* A child of fork made while another thread's vfork child ran copies
+ * that count: it has its own memory and no child of vfork. */
+static void forked_child(void)
+{
+	atomic_store(&owner, getpid());
+	if (atomic_load(&cxls_vfork_running) > 0)
+		atomic_store(&cxls_vfork_running, 0);
+}
+
+static void watch_forks(void)
+{
+	pthread_atfork(NULL, NULL, forked_child);
+}
+
 void cxls_sock_vforking(void)
 {
+	pthread_once(&once, watch_forks);
 	/* the child may exec with any of them: on the pool or not, not
 	 * halfway (sock_exec.c) */
 	cxls_sock_settle_all();
@@ -33,16 +50,11 @@ void cxls_sock_vforked(void)
 	atomic_fetch_sub(&cxls_vfork_running, 1);
 }
 
-static void forked_child(void)
-{
-	atomic_store(&owner, getpid());
-}
-
 void cxls_sock_vfork_unwatched(void)
 {
+	pthread_once(&once, watch_forks);
 	atomic_store(&owner, getpid());
 	atomic_store(&cxls_vfork_running, -1);
-	pthread_atfork(NULL, NULL, forked_child);
 }
 
 int cxls_sock_borrowed_slow(void)
