@@ -33,6 +33,12 @@
  *                 worker's echo goes through the pool
  *   pass-self     the same sent to ourselves: the received fd reads,
  *                 writes and closes the connection
+ *   pass-peek     the receiver peeks first (MSG_PEEK installs the fd
+ *                 twice), closes that fd and echoes on the other
+ *   pass-orphan   the sender exits before the receiver reads its message:
+ *                 the peer's bytes and EOF still reach the receiver
+ *   fork-during-vfork  a fork while another thread's child of vfork runs:
+ *                 the fork child's writes go through the pool
  *   pass-pending  an accepted socket whose client has not met it in the
  *                 pool yet, sent to a worker at once: the worker's echo
  *                 reaches the client (Node's cluster module)
@@ -46,6 +52,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -512,6 +519,117 @@ static void test_pass_self(void)
 	close(sp[1]);
 }
 
+/* recv_fd with MSG_PEEK first: the kernel installs the fd twice. */
+static int recv_fd_peeked(int via, int *peeked)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char c;
+	struct iovec io = { &c, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *h;
+
+	*peeked = -1;
+	if (recvmsg(via, &m, MSG_PEEK) == 1 && (h = CMSG_FIRSTHDR(&m)))
+		memcpy(peeked, CMSG_DATA(h), sizeof(int));
+	return recv_fd(via);
+}
+
+static void test_pass_peek(void)
+{
+	int a, b, sp[2];
+	pid_t pid;
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0, "socketpair");
+	pid = fork();
+	if (pid == 0) {
+		int peeked, fd;
+
+		close(sp[0]);
+		fd = recv_fd_peeked(sp[1], &peeked);
+		if (peeked >= 0)
+			close(peeked);
+		_exit(fd < 0 ? 30 : echo_fds(fd, fd));
+	}
+	close(sp[1]);
+	tcp_pair(&a, &b);
+	CHECK(send_fd(sp[0], b) == 0, "sendmsg with SCM_RIGHTS");
+	close(b);
+	echo_through(a, "pass-peek");
+	CHECK(tu_wait(pid) == 0, "the worker");
+	close(sp[0]);
+	close(a);
+}
+
+/* The sender exits before the receiver reads its message: the socket
+ * lives in the message, as the kernel keeps it, and the peer's bytes and
+ * EOF reach the receiver. */
+static void test_pass_orphan(void)
+{
+	int a, b, sp[2], fd;
+	char buf[8];
+	pid_t sender;
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0, "socketpair");
+	tcp_pair(&a, &b);
+	sender = fork();
+	if (sender == 0)
+		_exit(send_fd(sp[0], b) ? 30 : 0);
+	close(b);
+	CHECK(tu_wait(sender) == 0, "the sender sent and exited");
+	CHECK(write(a, "hello", 5) == 5, "the peer writes");
+	close(a);
+	usleep(200000);
+	fd = recv_fd(sp[1]);
+	CHECK(fd >= 0 && tu_read_all(fd, buf, 5) == 0 && !memcmp(buf, "hello", 5),
+	      "the receiver reads the peer's bytes");
+	CHECK(eof_within(fd, 5000), "then EOF");
+	close(fd);
+	close(sp[0]);
+	close(sp[1]);
+}
+
+static void *vfork_slowly(void *arg)
+{
+	pid_t pid = vfork();
+
+	(void)arg;
+	if (pid == 0) {
+		usleep(300000); /* the window in which the parent forks */
+		execl(self_path, self_path, "exit0", (char *)NULL);
+		_exit(127);
+	}
+	tu_wait(pid);
+	return NULL;
+}
+
+/* A fork while another thread's child of vfork runs: the fork child has
+ * its own memory and uses the pool as any child does. */
+static void test_fork_during_vfork(void)
+{
+	int a, b;
+	char buf[5];
+	pthread_t t;
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	CHECK(pthread_create(&t, NULL, vfork_slowly, NULL) == 0, "a thread vforks");
+	usleep(100000);
+	pid = fork();
+	if (pid == 0)
+		_exit(write(b, "child", 5) == 5 ? 0 : 1);
+	CHECK(tu_wait(pid) == 0, "the fork child wrote");
+	CHECK(readable(a, 2000) && read(a, buf, 5) == 5 && !memcmp(buf, "child", 5),
+	      "its bytes arrived");
+	pthread_join(t, NULL);
+	check_pooled(a, "pair");
+	close(a);
+	close(b);
+}
+
 /* ---- handed over while still meeting -------------------------------- */
 
 #define LATE_BYTES (64u << 10) /* fits the ring both ways: no reader needed */
@@ -660,6 +778,9 @@ static const struct tu_case cases[] = {
 	{ "spawn-cloexec", test_spawn_cloexec },
 	{ "pass-fd", test_pass_fd },
 	{ "pass-self", test_pass_self },
+	{ "pass-peek", test_pass_peek },
+	{ "pass-orphan", test_pass_orphan },
+	{ "fork-during-vfork", test_fork_during_vfork },
 	{ "pass-pending", test_pass_pending },
 	{ "spawn-pending", test_spawn_pending },
 	{ "system-popen", test_system_popen },
