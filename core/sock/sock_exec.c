@@ -23,13 +23,11 @@
 #include "sock.h"
 
 #include <fcntl.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "coherence.h"
 #include "log.h"
 #include "sock_fdlist.h"
 #include "sock_holder.h"
@@ -217,9 +215,7 @@ static int put_held(int fd, void *arg)
 		if (!fd_is(&f, c->role, &c->rec->tuple))
 			continue;
 		put(h->b, fd, c);
-		if (cxls_holder_add(c->me->holder, CXLS_SOCK_HOLDERS))
-			atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
-		cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
+		cxls_sock_hold(c, NULL);
 		break;
 	}
 	return 0;
@@ -282,9 +278,7 @@ static int hold_for_child(int fd, void *arg)
 
 		if (sp->s->v[i].ino != ino)
 			continue;
-		if (cxls_holder_add_id(c->me->holder, CXLS_SOCK_HOLDERS, &sp->id))
-			atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
-		cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
+		cxls_sock_hold(c, &sp->id);
 		break;
 	}
 	return 0;

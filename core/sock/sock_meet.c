@@ -145,6 +145,19 @@ static int end_finished(const struct cxls_sock_region *r, const struct cxls_sock
 	return recorded > 0 && alive == 0;
 }
 
+void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id)
+{
+	struct cxls_proc_id self;
+
+	if (!id) {
+		cxls_proc_self(&self);
+		id = &self;
+	}
+	if (cxls_holder_add_id(c->me->holder, CXLS_SOCK_HOLDERS, id))
+		atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
+	cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
+}
+
 void cxls_end_arrived(struct cxls_sock_end *e)
 {
 	uint32_t v = atomic_load(&e->forking);
@@ -226,9 +239,7 @@ struct cxls_sconn *cxls_sock_rejoin(const struct cxls_sock_region *r, uint32_t s
 	cxls_sock_attach(c, r, slot, gen, role, cxls_sock_rec(r, slot)->cap);
 	c->tuple = c->rec->tuple;
 	/* a process is recorded once: exec keeps the pid */
-	if (cxls_holder_add(c->me->holder, CXLS_SOCK_HOLDERS))
-		atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
-	cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
+	cxls_sock_hold(c, NULL);
 	atomic_store(&c->app_nodelay, 1);
 	return c;
 }
@@ -741,12 +752,15 @@ void cxls_sock_fork(struct cxls_sconn *c, int phase)
 		cxls_listener_fork(c->listener, phase);
 	if (mode != CXLS_SC_POOL && mode != CXLS_SC_PENDING)
 		return;
-	if (phase == 0)
+	if (phase == 0) {
 		atomic_fetch_add(&c->me->forking, 1);
-	else if (cxls_holder_add(c->me->holder, CXLS_SOCK_HOLDERS))
-		atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
-	if (phase == 1)
-		cxls_end_arrived(c->me);
+		cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
+		return;
+	}
+	/* recorded before the count drops: a close meanwhile sees one or
+	 * the other */
+	cxls_sock_hold(c, NULL);
+	cxls_end_arrived(c->me);
 	cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
 }
 

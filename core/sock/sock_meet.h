@@ -15,6 +15,7 @@
 
 #include <sys/socket.h>
 
+#include "proc_id.h"
 #include "sock_conn.h"
 #include "sock_region.h"
 
@@ -47,6 +48,9 @@ void cxls_sock_release(struct cxls_sconn *c);
  * holder), 1 in the child after (it records itself). */
 void cxls_sock_fork(struct cxls_sconn *c, int phase);
 
+/* Records a process (id; NULL: this one) as holding c's end; a full
+ * holder array marks the end untracked (never swept).  Published. */
+void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id);
 /* A holder on the way (a fork's child, a socket sent over a UNIX socket)
  * arrived: one fewer, never below 0 (a count nobody made is not ours to
  * take).  The caller publishes. */
