@@ -274,18 +274,28 @@ static void test_vfork_dup2(void)
 	close(a);
 }
 
+/* A child of vfork that closes its fds from `from` (0: none) and execs
+ * this program in `mode`. */
+static pid_t vfork_run(const char *mode, unsigned from)
+{
+	pid_t pid = vfork();
+
+	if (pid == 0) {
+		if (from)
+			close_range(from, ~0u, 0);
+		execl(self_path, self_path, mode, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
 static void test_vfork_closed(void)
 {
 	int a, b;
 	pid_t pid;
 
 	tcp_pair(&a, &b);
-	pid = vfork();
-	if (pid == 0) {
-		close_range(3, ~0u, 0);
-		execl(self_path, self_path, "hold", (char *)NULL);
-		_exit(127);
-	}
+	pid = vfork_run("hold", 3);
 	CHECK(pid > 0, "vfork");
 	close(b);
 	CHECK(eof_within(a, 1000), "EOF at the parent's close, while the child lives");
@@ -330,11 +340,7 @@ static void test_fork_after_vfork(void)
 	pid_t pid;
 
 	tcp_pair(&a, &b);
-	pid = vfork();
-	if (pid == 0) {
-		execl(self_path, self_path, "exit0", (char *)NULL);
-		_exit(127);
-	}
+	pid = vfork_run("exit0", 0);
 	CHECK(pid > 0 && tu_wait(pid) == 0, "a child of vfork came and went");
 	pid = _Fork();
 	if (pid == 0) {
@@ -364,12 +370,8 @@ static void test_children_hold(void)
 	tcp_pair(&a, &b);
 	cport = local_port(a);
 	for (int i = 0; i < 5; i++) {
-		pid_t pid = vfork();
+		pid_t pid = vfork_run("exit0", 0);
 
-		if (pid == 0) {
-			execl(self_path, self_path, "exit0", (char *)NULL);
-			_exit(127);
-		}
 		CHECK(pid > 0 && tu_wait(pid) == 0, "child %d held the socket and exited", i);
 	}
 	close(b);
@@ -451,7 +453,9 @@ static int send_fd(int via, int fd)
 	return sendmsg(via, &m, 0) == 1 ? 0 : -1;
 }
 
-static int recv_fd(int via)
+/* The fd of the next message (flags: MSG_PEEK leaves the message, and
+ * the kernel installs its fd again at the next receive). */
+static int recv_fd_flags(int via, int flags)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -464,10 +468,15 @@ static int recv_fd(int via)
 	struct cmsghdr *h;
 	int fd = -1;
 
-	if (recvmsg(via, &m, 0) != 1 || !(h = CMSG_FIRSTHDR(&m)) || h->cmsg_type != SCM_RIGHTS)
+	if (recvmsg(via, &m, flags) != 1 || !(h = CMSG_FIRSTHDR(&m)) || h->cmsg_type != SCM_RIGHTS)
 		return -1;
 	memcpy(&fd, CMSG_DATA(h), sizeof(int));
 	return fd;
+}
+
+static int recv_fd(int via)
+{
+	return recv_fd_flags(via, 0);
 }
 
 /* A master accepts and hands the connection to a worker, closing its own
@@ -519,25 +528,6 @@ static void test_pass_self(void)
 	close(sp[1]);
 }
 
-/* recv_fd with MSG_PEEK first: the kernel installs the fd twice. */
-static int recv_fd_peeked(int via, int *peeked)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	char c;
-	struct iovec io = { &c, 1 };
-	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *h;
-
-	*peeked = -1;
-	if (recvmsg(via, &m, MSG_PEEK) == 1 && (h = CMSG_FIRSTHDR(&m)))
-		memcpy(peeked, CMSG_DATA(h), sizeof(int));
-	return recv_fd(via);
-}
-
 static void test_pass_peek(void)
 {
 	int a, b, sp[2];
@@ -549,7 +539,8 @@ static void test_pass_peek(void)
 		int peeked, fd;
 
 		close(sp[0]);
-		fd = recv_fd_peeked(sp[1], &peeked);
+		peeked = recv_fd_flags(sp[1], MSG_PEEK);
+		fd = recv_fd(sp[1]);
 		if (peeked >= 0)
 			close(peeked);
 		_exit(fd < 0 ? 30 : echo_fds(fd, fd));
