@@ -21,12 +21,13 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 11u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 12u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
 				* 8: socket lines with one writer, sleepers;
 				* 9: replayed calls; 10: socket claims identified,
 				* listener generations; 11: socket wake-up
-				* requests name their sleep */
+				* requests name their sleep; 12: twelve socket and listener
+				* holders, a count beyond them, sends in flight */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */

@@ -71,6 +71,8 @@ struct cxls_sconn {
 	_Atomic int app_nodelay;  /* TCP_NODELAY and TCP_CORK as the application */
 	_Atomic int app_cork;     /* set them: the socket itself keeps 1 and 0 */
 	uint32_t busy_us;
+	int held_extra;           /* this process counts in me->extra, not
+				   * in me->holder[] (the array was full) */
 };
 
 struct cxls_sconn *cxls_sconn_new(int mode);

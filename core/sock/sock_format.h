@@ -25,10 +25,10 @@
 #include "pool_format.h"
 
 #define CXLS_SOCK_REC_SIZE 2048u
-#define CXLS_SOCK_LISTENER_SIZE 128u
+#define CXLS_SOCK_LISTENER_SIZE 256u
 #define CXLS_SOCK_RING_MIN (16u << 10)
 #define CXLS_SOCK_RING_MAX (64u << 20)
-#define CXLS_SOCK_HOLDERS 3
+#define CXLS_SOCK_HOLDERS 12
 #define CXLS_SOCK_REFS 16 /* references in flight per direction */
 #define CXLS_SOCK_BUF_MIN (4u << 10)
 #define CXLS_SOCK_BUF_MAX (64u << 20)
@@ -47,7 +47,7 @@ struct cxls_sock_holder {
  * closing its copy right after fork() does not end the socket. */
 enum cxls_listener_state { CXLS_LST_FREE = 0, CXLS_LST_CLAIMING = 1, CXLS_LST_LIVE = 2 };
 
-#define CXLS_LISTENER_HOLDERS 4
+#define CXLS_LISTENER_HOLDERS 12
 
 /* sg is state and generation in one word (CXLS_SG below), the generation
  * bumped at every claim: a reader copies the record between two equal
@@ -103,7 +103,6 @@ enum cxls_end_flag {
 	CXLS_END_RESET = 1u << 2,   /* ECONNRESET: closed with SO_LINGER 0 or with
 				     * bytes unread, or it wrote into a peer that
 				     * reads no more (TCP's RST either way) */
-	CXLS_END_UNTRACKED = 1u << 3, /* more holders than slots: never swept */
 	CXLS_END_RCVTIMEO = 1u << 4,  /* the socket's SO_RCVTIMEO is the shim's wait
 				       * slice; the application's is none */
 	CXLS_END_SHUT_RD = 1u << 5, /* shutdown(SHUT_RD): with SHUT_WR, bytes that
@@ -130,9 +129,12 @@ struct cxls_sock_end {
 	struct cxls_sock_holder holder[CXLS_SOCK_HOLDERS];
 	/* when a socket of this end was last sent over a UNIX socket
 	 * (SCM_RIGHTS, sock_pass.c; CLOCK_MONOTONIC ns): a receiver may take
-	 * it over for a while after its holders are gone (in the padding
-	 * before sleeper[]: the layout is the same as without it) */
+	 * it over for a while after its holders are gone */
 	_Atomic uint64_t passed_ns;
+	/* holders beyond holder[] (a process forked with the socket while
+	 * all entries were taken): counted, not named; each takes itself off
+	 * at its close (one that dies without closing keeps the end) */
+	_Atomic uint32_t extra;
 	_Alignas(CXLS_LINE) _Atomic uint64_t sleeper[CXLS_SOCK_SLEEPERS];
 	_Alignas(CXLS_LINE) _Atomic uint64_t draining;
 };

@@ -109,6 +109,10 @@ static uint64_t tuple_key(const struct cxls_sock_region *r, const struct cxls_so
 static void init_end(struct cxls_sock_end *e, const struct cxls_proc_id *self)
 {
 	memset(e->holder, 0, sizeof(e->holder));
+	/* a slot's previous connection left its counts */
+	atomic_store(&e->forking, 0);
+	atomic_store(&e->extra, 0);
+	atomic_store(&e->passed_ns, 0);
 	e->uid = (uint32_t)getuid();
 	e->boot_hash = self->boot_hash;
 	atomic_store(&e->flags, 0);
@@ -130,7 +134,7 @@ static int end_finished(const struct cxls_sock_region *r, const struct cxls_sock
 	flags = atomic_load(&e->flags);
 	if (flags & CXLS_END_CLOSED)
 		return 1;
-	if (flags & CXLS_END_UNTRACKED)
+	if (atomic_load(&e->extra))
 		return 0;
 	alive = cxls_holder_alive(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash, &recorded);
 	passed = atomic_load(&e->passed_ns);
@@ -148,22 +152,34 @@ static int end_finished(const struct cxls_sock_region *r, const struct cxls_sock
 void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id)
 {
 	struct cxls_proc_id self;
+	int mine = !id, full;
 
-	if (!id) {
+	if (mine) {
 		cxls_proc_self(&self);
 		id = &self;
 	}
-	if (cxls_holder_add_id(c->me->holder, CXLS_SOCK_HOLDERS, id))
-		atomic_fetch_or(&c->me->flags, CXLS_END_UNTRACKED);
+	full = cxls_holder_add_id(c->me->holder, CXLS_SOCK_HOLDERS, id) != 0;
+	/* full: this process counts itself beyond the array (a fork's child
+	 * inherits c but not its parent's count); another process (a child
+	 * of posix_spawn) will when it loads */
+	if (mine)
+		c->held_extra = full;
+	if (mine && full)
+		atomic_fetch_add(&c->me->extra, 1);
 	cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
+}
+
+void cxls_count_down(_Atomic uint32_t *n)
+{
+	uint32_t v = atomic_load(n);
+
+	while (v && !atomic_compare_exchange_weak(n, &v, v - 1))
+		;
 }
 
 void cxls_end_arrived(struct cxls_sock_end *e)
 {
-	uint32_t v = atomic_load(&e->forking);
-
-	while (v && !atomic_compare_exchange_weak(&e->forking, &v, v - 1))
-		;
+	cxls_count_down(&e->forking);
 }
 
 /* Ring bytes per direction: the pool's ring, or less when the creating end
@@ -461,7 +477,7 @@ static int held_elsewhere(const struct cxls_sock_end *e)
 {
 	struct cxls_proc_id self;
 
-	if (atomic_load(&e->forking) || (atomic_load(&e->flags) & CXLS_END_UNTRACKED))
+	if (atomic_load(&e->forking) || atomic_load(&e->extra))
 		return 1;
 	cxls_proc_self(&self);
 	for (int i = 0; i < CXLS_SOCK_HOLDERS; i++) {
@@ -863,11 +879,13 @@ void cxls_sock_release(struct cxls_sconn *c)
 			return;
 	}
 	left = cxls_holder_remove(e->holder, CXLS_SOCK_HOLDERS);
+	if (c->held_extra)
+		cxls_count_down(&e->extra);
 	cxls_publish(c->tx.flush, e, offsetof(struct cxls_sock_end, sleeper));
 	/* children that held it too but exited without closing count as gone */
 	if (left && cxls_holder_alive(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash, &left) == 0)
 		left = 0;
-	if (left || atomic_load(&e->forking) || (atomic_load(&e->flags) & CXLS_END_UNTRACKED)) {
+	if (left || atomic_load(&e->forking) || atomic_load(&e->extra)) {
 		CXLS_TRACE("socket slot %u: still held here (%d holders, %u forks)", c->slot, left,
 			   atomic_load(&e->forking));
 		return;

@@ -48,13 +48,17 @@ void cxls_sock_release(struct cxls_sconn *c);
  * holder), 1 in the child after (it records itself). */
 void cxls_sock_fork(struct cxls_sconn *c, int phase);
 
-/* Records a process (id; NULL: this one) as holding c's end; a full
- * holder array marks the end untracked (never swept).  Published. */
+/* Records a process (id; NULL: this one) as holding c's end; when the
+ * holder array is full this process counts itself in the end's extra
+ * holders instead (c->held_extra), to take itself off at its close.
+ * Published. */
 void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id);
 /* A holder on the way (a fork's child, a socket sent over a UNIX socket)
  * arrived: one fewer, never below 0 (a count nobody made is not ours to
  * take).  The caller publishes. */
 void cxls_end_arrived(struct cxls_sock_end *e);
+/* *n - 1, never below 0. */
+void cxls_count_down(_Atomic uint32_t *n);
 /* How long a socket sent over a UNIX socket keeps its end for the
  * receiver once its holders are gone. */
 #define CXLS_PASS_GRACE_NS (30ull * 1000000000ull)

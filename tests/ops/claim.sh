@@ -209,7 +209,7 @@ with open(sys.argv[2], 'r+b') as f:
     struct.pack_into('<Q', m, l, g << 32 | 1)
     struct.pack_into('<I', m, l + 40, g)
     struct.pack_into('<QIIQ', m, l + 48, 0x5eed, 4242, 0, 1)
-    r = off + nl * 128               # connection record 0: sg only
+    r = off + nl * 256               # connection record 0 (listeners: 256 B each): sg only
     g = (struct.unpack_from('<Q', m, r)[0] >> 32) + 1
     struct.pack_into('<Q', m, r, g << 32 | 1)
 PY

@@ -123,7 +123,7 @@ echo "== a buffer lent to no connection (a record freed without giving it back)"
 # generation 5, which is free
 desc=$(python3 -c "import json; s=json.load(open('$dir/status.json')); k=s['sockets']; \
 	a=lambda v: (v + 4095) & ~4095; \
-	print(s['sock_offset'] + a(k['listener_slots'] * 128 + k['slots'] * 2048) + 2 * k['slots'] * k['ring'] + 2 * 64)")
+	print(s['sock_offset'] + a(k['listener_slots'] * 256 + k['slots'] * 2048) + 2 * k['slots'] * k['ring'] + 2 * 64)")
 python3 -c "import sys,mmap,os,struct; f=os.open(sys.argv[1], os.O_RDWR); m=mmap.mmap(f, 0); \
 	m[int(sys.argv[2]):int(sys.argv[2]) + 8] = struct.pack('<Q', (5 << 32) | 1); m.close()" \
 	"$CXLSHIM_POOL_PATH" "$desc"

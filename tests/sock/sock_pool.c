@@ -51,6 +51,21 @@ struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state)
 	return NULL;
 }
 
+int pool_listening(uint16_t port)
+{
+	if (pool_map())
+		return 0;
+	for (uint32_t i = 0; i < pool.sb->sock_listeners; i++) {
+		struct cxls_sock_listener *l =
+			(void *)((uint8_t *)pool.base + pool.sb->sock_offset +
+				 (uint64_t)i * CXLS_SOCK_LISTENER_SIZE);
+
+		if (CXLS_SG_STATE(atomic_load(&l->sg)) == CXLS_LST_LIVE && l->port == htons(port))
+			return 1;
+	}
+	return 0;
+}
+
 uint32_t pool_slot(const struct cxls_sock_rec *r)
 {
 	return (uint32_t)(((const uint8_t *)r - recs()) / CXLS_SOCK_REC_SIZE);

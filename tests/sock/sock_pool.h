@@ -11,6 +11,8 @@
 /* The record of the connection whose client port is cport (host order),
  * JOINED only unless any_state; NULL when none or no pool. */
 struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state);
+/* 1 when a live listener record of port (host order) is in the pool. */
+int pool_listening(uint16_t port);
 /* Slot number of a record pool_rec returned. */
 uint32_t pool_slot(const struct cxls_sock_rec *r);
 /* 1 when the pool is non-coherent (pool.coherence = flush), 0 when

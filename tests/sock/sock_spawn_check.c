@@ -23,6 +23,9 @@
  *                 closes the pooled fd; its reuse of the number is its own
  *   children-hold five children hold the socket in turn and exit: the
  *                 parent's close still ends it and frees the record
+ *   many-holders  eight children of fork hold a connection and its
+ *                 listener at once and exit without closing: the
+ *                 parent's close frees both records
  *   spawn-dup2    posix_spawn with file actions that dup2 a pooled socket
  *                 over two fds, the parent closing its copy at once (with
  *                 and without a pid asked for)
@@ -378,6 +381,36 @@ static void test_children_hold(void)
 	CHECK(eof_within(a, 1000), "EOF at the parent's close");
 	close(a);
 	CHECK(pool_rec(cport, 1) == NULL, "record freed");
+}
+
+/* Eight children of fork hold a connection and its listener at once and
+ * exit without closing (as a DataLoader's workers do): once the parent
+ * closes, nothing is left in the pool. */
+static void test_many_holders(void)
+{
+	uint16_t port, cport;
+	int lfd = tu_listen(&port, 0), a, b;
+	pid_t kid[8];
+	char buf[3];
+
+	a = tu_connect(port, 0);
+	b = accept(lfd, NULL, NULL);
+	cport = local_port(a);
+	CHECK(write(a, "hi", 2) == 2 && tu_read_all(b, buf, 2) == 0, "pair works");
+	for (int i = 0; i < 8; i++)
+		if ((kid[i] = fork()) == 0) {
+			usleep(200000);
+			_exit(0);
+		}
+	for (int i = 0; i < 8; i++)
+		CHECK(tu_wait(kid[i]) == 0, "child %d", i);
+	CHECK(write(b, "bye", 3) == 3 && tu_read_all(a, buf, 3) == 0, "the pair still works");
+	check_pooled(a, "pair");
+	close(a);
+	close(b);
+	close(lfd);
+	CHECK(pool_rec(cport, 1) == NULL, "connection record freed");
+	CHECK(!pool_listening(port), "listener record freed");
 }
 
 /* ---- posix_spawn ---------------------------------------------------- */
@@ -765,6 +798,7 @@ static const struct tu_case cases[] = {
 	{ "vfork-io", test_vfork_io },
 	{ "fork-after-vfork", test_fork_after_vfork },
 	{ "children-hold", test_children_hold },
+	{ "many-holders", test_many_holders },
 	{ "spawn-dup2", test_spawn_dup2 },
 	{ "spawn-cloexec", test_spawn_cloexec },
 	{ "pass-fd", test_pass_fd },
