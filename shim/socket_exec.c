@@ -167,10 +167,8 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
  * posix_spawn. */
 static char *spec_to_environ(void)
 {
-	char *var;
+	char *var = cxls_sock_spawn_spec(); /* which settles them first */
 
-	cxls_sock_settle_all();
-	var = cxls_sock_spawn_spec();
 	if (var && (!(var = strdup(var)) || putenv(var))) {
 		free(var);
 		var = NULL;

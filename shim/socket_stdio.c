@@ -8,31 +8,14 @@
  * be: fdopen says so, and the policy's sock.programs
  * keeps such programs on TCP (bash and git are denied by default).
  */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "log.h"
 #include "sock.h"
 #include "socket_real.h"
-
-/* All of s through write(), which is the shim's: -1 on error. */
-static int write_all(int fd, const char *s, size_t n)
-{
-	while (n) {
-		ssize_t r = write(fd, s, n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		s += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
+#include "write_all.h"
 
 static int pooled(int fd)
 {
@@ -50,7 +33,7 @@ static int pooled_vdprintf(int fd, const char *fmt, va_list ap)
 
 	if (n < 0)
 		return -1;
-	if (write_all(fd, s, (size_t)n))
+	if (cxls_write_all(fd, s, (size_t)n)) /* write() is the shim's */
 		n = -1;
 	free(s);
 	return n;

@@ -522,39 +522,50 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 	cxls_sconn_put(c);
 }
 
-struct meeting {
+struct in_modes {
+	unsigned modes; /* bit 1 << mode */
 	int n, cap;
 	int *fd;
 };
 
-static void note_meeting(int fd, struct cxls_sconn *c, void *arg)
+static void note_in_modes(int fd, struct cxls_sconn *c, void *arg)
 {
-	struct meeting *m = arg;
-	int mode = atomic_load(&c->mode);
+	struct in_modes *m = arg;
 
-	if ((mode == CXLS_SC_PENDING || mode == CXLS_SC_CONNECTING) && m->n < m->cap)
+	if (((m->modes >> atomic_load(&c->mode)) & 1) && m->n < m->cap)
 		m->fd[m->n++] = fd;
+}
+
+/* Up to cap fds whose connection is in one of modes, into fd[]; how
+ * many.  The table is locked only while it is read. */
+static int fds_in_modes(unsigned modes, int *fd, int cap)
+{
+	struct in_modes m = { modes, 0, cap, fd };
+
+	cxls_fdtab_lock();
+	cxls_fdtab_each(note_in_modes, &m);
+	cxls_fdtab_unlock();
+	return m.n;
 }
 
 void cxls_sock_settle_all(void)
 {
-	struct meeting m = { 0, 0, NULL };
+	int cap, n, *fd;
 
 	if (cxls_fdtab_empty() || cxls_sock_borrowed())
 		return;
-	cxls_fdtab_lock();
-	m.cap = atomic_load(&cxls_fdtab_count);
-	m.fd = malloc((size_t)(m.cap ? m.cap : 1) * sizeof(*m.fd));
-	if (m.fd)
-		cxls_fdtab_each(note_meeting, &m);
-	cxls_fdtab_unlock();
-	for (int i = 0; i < m.n; i++) {
-		struct cxls_sconn *c = cxls_sock_use(m.fd[i]);
+	cap = atomic_load(&cxls_fdtab_count);
+	fd = malloc((size_t)(cap ? cap : 1) * sizeof(*fd));
+	if (!fd)
+		return;
+	n = fds_in_modes(1u << CXLS_SC_PENDING | 1u << CXLS_SC_CONNECTING, fd, cap);
+	for (int i = 0; i < n; i++) {
+		struct cxls_sconn *c = cxls_sock_use(fd[i]);
 
 		if (c)
 			cxls_sock_done(c);
 	}
-	free(m.fd);
+	free(fd);
 }
 
 /* fork: the table must not be mid-change in the child; the child then
@@ -570,19 +581,6 @@ static void fork_phase(int fd, struct cxls_sconn *c, void *arg)
 /* Connects in flight when the process forks. */
 #define FORK_MEETS 64
 
-struct connecting {
-	int fd[FORK_MEETS];
-	int n;
-};
-
-static void note_connecting(int fd, struct cxls_sconn *c, void *arg)
-{
-	struct connecting *in = arg;
-
-	if (atomic_load(&c->mode) == CXLS_SC_CONNECTING && in->n < FORK_MEETS)
-		in->fd[in->n++] = fd;
-}
-
 /* A nonblocking connect that is established by now meets before the fork,
  * while this process alone holds it: the child then copies a pending or
  * pooled connection, which the pool records it as holding too.  One still
@@ -590,13 +588,10 @@ static void note_connecting(int fd, struct cxls_sconn *c, void *arg)
  * another process may hold: it stays on TCP (sock_origin.h). */
 static void meet_before_fork(void)
 {
-	struct connecting in = { .n = 0 };
+	int fd[FORK_MEETS], n = fds_in_modes(1u << CXLS_SC_CONNECTING, fd, FORK_MEETS);
 
-	cxls_fdtab_lock();
-	cxls_fdtab_each(note_connecting, &in);
-	cxls_fdtab_unlock();
-	for (int i = 0; i < in.n; i++)
-		meet_now(in.fd[i]);
+	for (int i = 0; i < n; i++)
+		meet_now(fd[i]);
 }
 
 void cxls_sock_fork_prepare(void)

@@ -55,6 +55,13 @@ int cxls_holder_remove(struct cxls_sock_holder *h, int n)
 	return left;
 }
 
+int cxls_holder_left(const struct cxls_sock_holder *h, int n, uint64_t boot_hash)
+{
+	int recorded, alive = cxls_holder_alive(h, n, boot_hash, &recorded);
+
+	return alive == 0 ? 0 : recorded;
+}
+
 int cxls_holder_alive(const struct cxls_sock_holder *h, int n, uint64_t boot_hash,
 		      int *recorded)
 {

@@ -24,5 +24,8 @@ int cxls_holder_remove(struct cxls_sock_holder *h, int n);
  * unknown state, counts as alive). */
 int cxls_holder_alive(const struct cxls_sock_holder *h, int n, uint64_t boot_hash,
 		      int *recorded);
+/* Holders recorded, or 0 when every one is dead: those that held it too
+ * but exited without closing count as gone. */
+int cxls_holder_left(const struct cxls_sock_holder *h, int n, uint64_t boot_hash);
 
 #endif

@@ -131,9 +131,8 @@ void cxls_listener_del(int idx)
 		return;
 	sg = atomic_load(&l->sg);
 	left = cxls_holder_remove(l->holder, CXLS_LISTENER_HOLDERS);
-	/* children that held it too but exited without closing count as gone */
-	if (left && cxls_holder_alive(l->holder, CXLS_LISTENER_HOLDERS, l->boot_hash, &left) == 0)
-		left = 0;
+	if (left)
+		left = cxls_holder_left(l->holder, CXLS_LISTENER_HOLDERS, l->boot_hash);
 	CXLS_TRACE("listener %d: closed here, %d holders and %u forks left", idx, left,
 		   atomic_load(&l->forking));
 	/* under the generation we saw: never a record claimed since */

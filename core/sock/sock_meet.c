@@ -882,9 +882,8 @@ void cxls_sock_release(struct cxls_sconn *c)
 	if (c->held_extra)
 		cxls_count_down(&e->extra);
 	cxls_publish(c->tx.flush, e, offsetof(struct cxls_sock_end, sleeper));
-	/* children that held it too but exited without closing count as gone */
-	if (left && cxls_holder_alive(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash, &left) == 0)
-		left = 0;
+	if (left)
+		left = cxls_holder_left(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash);
 	if (left || atomic_load(&e->forking) || atomic_load(&e->extra)) {
 		CXLS_TRACE("socket slot %u: still held here (%d holders, %u forks)", c->slot, left,
 			   atomic_load(&e->forking));

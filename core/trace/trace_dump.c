@@ -7,6 +7,7 @@
  * an application's own handlers (Python's, a JVM's) are left alone.
  */
 #include "trace.h"
+#include "write_all.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,23 +56,6 @@ static void expand_path(void)
 	path[o] = '\0';
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int cxls_trace_write(int fd, enum cxls_trace_reason reason, int signo)
 {
 	struct cxls_trace_ring *ring = &cxls_trace_ring_g;
@@ -103,7 +87,7 @@ int cxls_trace_write(int fd, enum cxls_trace_reason reason, int signo)
 	for (pos = from; pos < head; pos++)
 		if (__atomic_load_n(&recs[pos & ring->mask].id, __ATOMIC_ACQUIRE) == pos + 1)
 			h.nrec++;
-	if (write_all(fd, &h, sizeof(h)))
+	if (cxls_write_all(fd, &h, sizeof(h)))
 		return -1;
 	for (pos = from; pos < head && h.nrec; pos++) {
 		struct cxls_trace_rec r;
@@ -111,7 +95,7 @@ int cxls_trace_write(int fd, enum cxls_trace_reason reason, int signo)
 		cxls_trace_rec_load(&recs[pos & ring->mask], &r);
 		if (r.id != pos + 1)
 			continue; /* being rewritten: the count above included it */
-		if (write_all(fd, &r, sizeof(r)))
+		if (cxls_write_all(fd, &r, sizeof(r)))
 			return -1;
 		h.nrec--;
 	}
@@ -120,7 +104,7 @@ int cxls_trace_write(int fd, enum cxls_trace_reason reason, int signo)
 	while (h.nrec--) {
 		struct cxls_trace_rec z = { 0 };
 
-		if (write_all(fd, &z, sizeof(z)))
+		if (cxls_write_all(fd, &z, sizeof(z)))
 			return -1;
 	}
 	return 0;
