@@ -647,16 +647,33 @@ static int sr_expected(void *recv, const struct bu_case *k)
 	return 1;
 }
 
+/* Out of place, the busiest rank's own slice goes from its send buffer to
+ * its place in the receive buffer (all_gather, gather's and scatter's root,
+ * alltoall). */
+static double slice_local_bytes(size_t nbytes, int nranks)
+{
+	return (double)nbytes / nranks;
+}
+
+/* Out of place, a broadcast's root copies the whole buffer to its own
+ * receive buffer besides writing it into the pool. */
+static double whole_local_bytes(size_t nbytes, int nranks)
+{
+	(void)nranks;
+	return (double)nbytes;
+}
+
 /* pool_bytes convention: the bytes the busiest rank copies into and out of
- * the pool for one call of size S (the size column); local copies between a
- * rank's own buffers are not counted. */
+ * the pool for one call of size S (the size column); local_bytes: what it
+ * copies between its own buffers on top, out of place. */
 const struct bu_coll bu_colls[BU_NCOLLS] = {
 	[BU_ALL_GATHER] = {
 		.name = "all_gather",
 		.counts = ag_counts,
 		.bus_factor = nm1_bus_factor,
 		.pool_bytes = ag_pool_bytes,
-		.pool_note = "all_gather: each rank writes S/n, reads (n-1)S/n",
+		.local_bytes = slice_local_bytes,
+		.pool_note = "all_gather: each rank writes S/n, reads (n-1)S/n; out of place also its own S/n",
 		.fill_input = rank_fill_input,
 		.expected = ag_expected,
 	},
@@ -666,7 +683,8 @@ const struct bu_coll bu_colls[BU_NCOLLS] = {
 		.counts = bc_counts,
 		.bus_factor = bc_bus_factor,
 		.pool_bytes = bc_pool_bytes,
-		.pool_note = "broadcast: root writes S, others read S",
+		.local_bytes = whole_local_bytes,
+		.pool_note = "broadcast: root writes S, others read S; out of place the root also copies S",
 		.fill_input = bc_fill_input,
 		.expected = bc_expected,
 	},
@@ -676,7 +694,8 @@ const struct bu_coll bu_colls[BU_NCOLLS] = {
 		.counts = ag_counts,
 		.bus_factor = nm1_bus_factor,
 		.pool_bytes = ga_pool_bytes,
-		.pool_note = "gather: root reads (n-1)S/n, others write S/n",
+		.local_bytes = slice_local_bytes,
+		.pool_note = "gather: root reads (n-1)S/n, others write S/n; out of place the root also copies its S/n",
 		.fill_input = rank_fill_input,
 		.expected = ga_expected,
 	},
@@ -686,7 +705,8 @@ const struct bu_coll bu_colls[BU_NCOLLS] = {
 		.counts = sc_counts,
 		.bus_factor = nm1_bus_factor,
 		.pool_bytes = sc_pool_bytes,
-		.pool_note = "scatter: root writes (n-1)S/n, others read S/n",
+		.local_bytes = slice_local_bytes,
+		.pool_note = "scatter: root writes (n-1)S/n, others read S/n; out of place the root also copies its S/n",
 		.fill_input = sc_fill_input,
 		.expected = sc_expected,
 	},
@@ -696,7 +716,8 @@ const struct bu_coll bu_colls[BU_NCOLLS] = {
 		.counts = aa_counts,
 		.bus_factor = nm1_bus_factor,
 		.pool_bytes = aa_pool_bytes,
-		.pool_note = "alltoall: each rank writes (n-1)S/n, reads (n-1)S/n",
+		.local_bytes = slice_local_bytes,
+		.pool_note = "alltoall: each rank writes (n-1)S/n, reads (n-1)S/n; and copies its own S/n",
 		.fill_input = aa_fill_input,
 		.expected = aa_expected,
 	},

@@ -97,6 +97,12 @@ struct bu_coll {
 	 * into the pool plus copy out of it), for the pool efficiency figure;
 	 * pool_note says how, in a few words, for the table's header. */
 	double (*pool_bytes)(size_t nbytes, int nranks);
+	/* What that rank must copy between its own buffers on top, out of
+	 * place (its own slice or, at a broadcast's root, the whole buffer):
+	 * bytes through memory too, which in place are already where they
+	 * belong.  NULL: none (the reductions fold their own input either
+	 * way). */
+	double (*local_bytes)(size_t nbytes, int nranks);
 	const char *pool_note;
 	/* Fills this rank's send buffer (c.sendcount elements). Returns 0 when
 	 * the library does not read this rank's input (broadcast at a non-root):

@@ -133,7 +133,9 @@ struct rank_slot {
 	_Alignas(64) atomic_uint pipe_pub;
 	_Alignas(64) atomic_uint pipe_ack;
 	_Alignas(64) double time_us;
-	double copy_s;      /* concurrent memcpy or pipe reference, one repetition */
+	/* a reference's loop on this rank, one repetition: start and end
+	 * (CLOCK_MONOTONIC, s, comparable across the ranks' processes) */
+	double ref_t0, ref_t1;
 	long wrong;
 	int pid;
 	int device;
@@ -399,30 +401,51 @@ static void measure(struct rank_ctx *x, const struct bu_case *k, int inplace, si
 	bu_fill_bw(res, nbytes, x->o->coll->bus_factor(x->nranks));
 }
 
-/* Every rank memcpys `bytes` at once, as the ranks of a collective copy at
- * once: on a machine whose ranks share memory bandwidth (and here two
- * cores), that is the bound of the pool scheme; a solo memcpy with the
- * other cores idle overstates it.  Best of MEMCPY_REPS, each repetition
- * timed by its slowest rank.  GB/s, on rank 0. */
-static double concurrent_memcpy_gbps(struct rank_ctx *x, size_t bytes)
+/* What a reference moves once on this rank: `bytes` through memory. */
+typedef void (*ref_move_fn)(struct rank_ctx *x, size_t bytes);
+
+/* Every rank runs `move` o->iters times at once, as the ranks of a
+ * collective run their timed loop at once.  A repetition lasts from the
+ * first rank's start to the last rank's end: with more ranks than cores,
+ * a rank that waited for a core starts its own clock late, and timed on it
+ * alone a loop looks as if it had a core to itself (4 ranks on 2 cores:
+ * about twice the honest rate).  The collective needs no such care: its
+ * ranks wait for each other, so each one's clock spans the others' work.
+ * Looping as the collective does keeps the start skew of the barrier (tens
+ * of us) small against the loop.  Best of MEMCPY_REPS; GB/s, on rank 0. */
+static double reference_gbps(struct rank_ctx *x, size_t bytes, ref_move_fn move)
 {
 	struct rank_slot *me = &x->bd->slot[x->rank];
+	int iters = x->o->iters > 0 ? x->o->iters : 1;
 	double best = 0;
 
 	for (int rep = 0; rep < MEMCPY_REPS; rep++) {
 		launch_barrier();
-		double t0 = bu_now();
-		memcpy(x->h_cpy_b, x->h_cpy_a, bytes);
-		__asm__ __volatile__("" : : "r"(x->h_cpy_b) : "memory");
-		me->copy_s = bu_now() - t0;
+		me->ref_t0 = bu_now();
+		for (int i = 0; i < iters; i++)
+			move(x, bytes);
+		me->ref_t1 = bu_now();
 		launch_barrier();
-		double worst = 0;
-		for (int r = 0; x->rank == 0 && r < x->nranks; r++)
-			worst = x->bd->slot[r].copy_s > worst ? x->bd->slot[r].copy_s : worst;
-		if (worst > 0 && (double)bytes / worst > best)
-			best = (double)bytes / worst;
+		if (x->rank != 0)
+			continue;
+		double t0 = me->ref_t0, t1 = me->ref_t1;
+		for (int r = 1; r < x->nranks; r++) {
+			t0 = x->bd->slot[r].ref_t0 < t0 ? x->bd->slot[r].ref_t0 : t0;
+			t1 = x->bd->slot[r].ref_t1 > t1 ? x->bd->slot[r].ref_t1 : t1;
+		}
+		if (t1 > t0 && (double)bytes * iters / (t1 - t0) > best)
+			best = (double)bytes * iters / (t1 - t0);
 	}
 	return best / 1e9;
+}
+
+/* The memcpy bound: on a machine whose ranks share memory bandwidth (and
+ * here two cores), every rank copying its bytes at once bounds the pool
+ * scheme; a solo memcpy with the other cores idle overstates it. */
+static void memcpy_move(struct rank_ctx *x, size_t bytes)
+{
+	memcpy(x->h_cpy_b, x->h_cpy_a, bytes);
+	__asm__ __volatile__("" : : "r"(x->h_cpy_b) : "memory");
 }
 
 /* Until *w reaches v (cyclic): spin a little, then yield the core, which
@@ -458,56 +481,52 @@ static void pipe_get(struct rank_ctx *x, char *dst, size_t len, unsigned g)
 	atomic_store_explicit(&x->bd->slot[x->rank].pipe_ack, g + 1, memory_order_release);
 }
 
-/* The pool's data movement with nothing around it: every rank at once
- * moves `bytes` (half written, half read) through shared memory in the
- * default policy's chunks and window, a producer/consumer ring (rank r's
- * chunks are read by rank r+1 on another core), publishing one chunk ahead
- * of what it reads and waiting on a flag per chunk.  The pool's bytes must
- * cross between cores this way; a memcpy within one core's cache never
- * pays for that.  Best of MEMCPY_REPS, each timed by its slowest rank.
- * GB/s, on rank 0. */
-static double pipe_gbps(struct rank_ctx *x, size_t bytes)
+static size_t chunk_len(size_t total, unsigned k)
 {
-	struct rank_slot *me = &x->bd->slot[x->rank];
+	size_t left = total - (size_t)k * PIPE_CHUNK;
+
+	return left < PIPE_CHUNK ? left : PIPE_CHUNK;
+}
+
+/* The pipe bound: the pool's data movement with nothing around it.  Every
+ * rank moves `bytes` (half written, half read) through shared memory in
+ * the default policy's chunks and window, a producer/consumer ring (rank
+ * r's chunks are read by rank r+1 on another core), publishing one chunk
+ * ahead of what it reads and waiting on a flag per chunk.  The pool's
+ * bytes must cross between cores this way; a memcpy within one core's
+ * cache never pays for that. */
+static void pipe_move(struct rank_ctx *x, size_t bytes)
+{
 	size_t half = bytes / 2;
 	unsigned n = (unsigned)((half + PIPE_CHUNK - 1) / PIPE_CHUNK);
-	double best = 0;
+	unsigned g0 = x->pipe_seq;
 
-	for (int rep = 0; rep < MEMCPY_REPS; rep++) {
-		unsigned g0 = x->pipe_seq;
-		const char *src = x->h_cpy_a;
-		char *dst = x->h_cpy_b;
-
-		launch_barrier();
-		double t0 = bu_now();
-		for (unsigned k = 0; k <= n; k++) {
-			if (k < n)
-				pipe_put(x, src + (size_t)k * PIPE_CHUNK,
-					 half - (size_t)k * PIPE_CHUNK < PIPE_CHUNK ?
-						 half - (size_t)k * PIPE_CHUNK : PIPE_CHUNK,
-					 g0 + k);
-			if (k > 0)
-				pipe_get(x, dst + (size_t)(k - 1) * PIPE_CHUNK,
-					 half - (size_t)(k - 1) * PIPE_CHUNK < PIPE_CHUNK ?
-						 half - (size_t)(k - 1) * PIPE_CHUNK : PIPE_CHUNK,
-					 g0 + k - 1);
-		}
-		__asm__ __volatile__("" : : "r"(dst) : "memory");
-		me->copy_s = bu_now() - t0;
-		x->pipe_seq = g0 + n;
-		launch_barrier();
-		double worst = 0;
-		for (int r = 0; x->rank == 0 && r < x->nranks; r++)
-			worst = x->bd->slot[r].copy_s > worst ? x->bd->slot[r].copy_s : worst;
-		if (worst > 0 && (double)(2 * half) / worst > best)
-			best = (double)(2 * half) / worst;
+	for (unsigned k = 0; k <= n; k++) {
+		if (k < n)
+			pipe_put(x, (const char *)x->h_cpy_a + (size_t)k * PIPE_CHUNK,
+				 chunk_len(half, k), g0 + k);
+		if (k > 0)
+			pipe_get(x, (char *)x->h_cpy_b + (size_t)(k - 1) * PIPE_CHUNK,
+				 chunk_len(half, k - 1), g0 + k - 1);
 	}
-	return best / 1e9;
+	__asm__ __volatile__("" : : "r"(x->h_cpy_b) : "memory");
+	x->pipe_seq = g0 + n;
 }
 
 static double pct(double v, double ref)
 {
 	return ref > 0 ? 100 * v / ref : 0;
+}
+
+/* Bytes the busiest rank must move through memory for one call: the
+ * pool's, plus out of place the copy between its own buffers. */
+static double must_move_bytes(const struct bu_coll *coll, size_t nbytes, int nranks, int inplace)
+{
+	double b = coll->pool_bytes(nbytes, nranks);
+
+	if (!inplace && coll->local_bytes)
+		b += coll->local_bytes(nbytes, nranks);
+	return b;
 }
 
 static void pool_eff_row(struct rank_ctx *x, const struct bu_case *k, size_t nbytes,
@@ -516,16 +535,18 @@ static void pool_eff_row(struct rank_ctx *x, const struct bu_case *k, size_t nby
 {
 	if (!x->eff)
 		return;
+	const struct bu_coll *coll = x->o->coll;
 	double solo = bu_memcpy_gbps(x->h_cpy_a, x->h_cpy_b, nbytes, MEMCPY_REPS);
-	double pb = x->o->coll->pool_bytes(nbytes, x->nranks);
-	double gout = pb / 1e9 / (out->time_us * 1e-6);
-	double gin = in->not_run ? 0 : pb / 1e9 / (in->time_us * 1e-6);
+	double bout = must_move_bytes(coll, nbytes, x->nranks, 0);
+	double bin = must_move_bytes(coll, nbytes, x->nranks, 1);
+	double gout = bout / 1e9 / (out->time_us * 1e-6);
+	double gin = in->not_run ? 0 : bin / 1e9 / (in->time_us * 1e-6);
 	fprintf(x->eff, "# %10zu  %8s  %6d  %8.2f  %8.2f  %12.0f  %8.2f  %6.1f", nbytes,
-		bu_types[k->type].name, k->root, solo, together, pb, gout, pct(gout, together));
+		bu_types[k->type].name, k->root, solo, together, bout, gout, pct(gout, together));
 	if (in->not_run)
-		fprintf(x->eff, "  %8s  %6s", "N/A", "N/A");
+		fprintf(x->eff, "  %12s  %8s  %6s", "N/A", "N/A", "N/A");
 	else
-		fprintf(x->eff, "  %8.2f  %6.1f", gin, pct(gin, together));
+		fprintf(x->eff, "  %12.0f  %8.2f  %6.1f", bin, gin, pct(gin, together));
 	fprintf(x->eff, "  %8.2f  %6.1f", pipe, pct(gout, pipe));
 	if (in->not_run)
 		fprintf(x->eff, "  %6s\n", "N/A");
@@ -551,8 +572,8 @@ static void run_row(struct rank_ctx *x, int type, int root, int op, size_t nbyte
 		bu_report_row(&x->tally, &k, shown, &out, &in);
 	if (x->o->pool_eff && shown >= POOL_EFF_MIN_BYTES) {
 		size_t pb = (size_t)coll->pool_bytes(shown, x->nranks);
-		double together = concurrent_memcpy_gbps(x, pb);
-		double pipe = pipe_gbps(x, pb);
+		double together = reference_gbps(x, pb, memcpy_move);
+		double pipe = reference_gbps(x, pb & ~(size_t)1, pipe_move);
 
 		/* The other ranks sleep in the barrier while rank 0 measures the
 		 * solo memcpy reference, so they neither compete for cores nor
@@ -587,20 +608,22 @@ static void print_pool_eff(struct rank_ctx *x)
 		return;
 	fflush(x->eff);
 	rewind(x->eff);
-	printf("#\n# Pool efficiency (sizes >= 1 MiB): bytes the busiest rank moves through\n"
-	       "# memory in the pool scheme (%s)\n"
-	       "# / time, as %% of the memcpy bound: every rank memcpys that many bytes at\n"
-	       "# once (best of %d, slowest rank; `solo`: rank 0 alone copies S bytes);\n"
-	       "# and as %% of the pipe bound: every rank moves them at once, half written\n"
-	       "# into its slots and half read out of the previous rank's, in %u KiB chunks\n"
-	       "# through %u slots per rank with a flag per chunk, as the pool stages them\n"
-	       "# (what crossing between cores costs; best of %d, slowest rank).\n"
-	       "# Local copies of out-of-place ops are time but not pool bytes.\n",
-	       x->o->coll->pool_note, MEMCPY_REPS, PIPE_CHUNK >> 10, PIPE_SLOTS, MEMCPY_REPS);
-	printf("#       size      type    root      solo     bound   pool B/rank   out-of-place"
-	       "      in-place      pipe   out    in\n");
-	printf("#        (B)                    (GB/s)    (GB/s)           (B)  (GB/s)     (%%)"
-	       "  (GB/s)     (%%)    (GB/s)   (%%)   (%%)\n");
+	printf("#\n# Pool efficiency (sizes >= 1 MiB): bytes the busiest rank must move through\n"
+	       "# memory (%s)\n"
+	       "# / time, as %% of the memcpy bound: every rank memcpys the in-place bytes, %d times,\n"
+	       "# all at once, timed from the first rank's start to the last rank's end (best of\n"
+	       "# %d; `solo`: rank 0 alone copies S bytes); and as %% of the pipe bound: every\n"
+	       "# rank moves them at once, half written into its slots and half read out of the\n"
+	       "# previous rank's, in %u KiB chunks through %u slots per rank with a flag per\n"
+	       "# chunk, as the pool stages them (what crossing between cores costs; timed the same).\n",
+	       x->o->coll->pool_note, x->o->iters > 0 ? x->o->iters : 1, MEMCPY_REPS,
+	       PIPE_CHUNK >> 10, PIPE_SLOTS);
+	printf("# %10s  %8s  %6s  %8s  %8s  %12s  %8s  %6s  %12s  %8s  %6s  %8s  %6s  %6s\n",
+	       "size", "type", "root", "solo", "bound", "out-of-place", "", "", "in-place", "", "",
+	       "pipe", "out", "in");
+	printf("# %10s  %8s  %6s  %8s  %8s  %12s  %8s  %6s  %12s  %8s  %6s  %8s  %6s  %6s\n",
+	       "(B)", "", "", "(GB/s)", "(GB/s)", "(B)", "(GB/s)", "(%)", "(B)", "(GB/s)", "(%)",
+	       "(GB/s)", "(%)", "(%)");
 	char line[256];
 	while (fgets(line, sizeof(line), x->eff))
 		fputs(line, stdout);

@@ -17,8 +17,9 @@
 # row prints N/A, and a ratio that cannot be formed prints "-".
 
 function isrow() { return $0 !~ /^#/ && NF >= 13 && $1 ~ /^[0-9]+$/ }
-# pool efficiency rows: 11 fields, or 14 with the pipe bound (coll7 on)
-function iseff() { return $1 == "#" && (NF == 11 || NF == 14) && $2 ~ /^[0-9]+$/ && $7 ~ /^[0-9]+$/ }
+# pool efficiency rows: size type root solo bound, then bytes GB/s % out of
+# place and in place, then the pipe bound and its two %
+function iseff() { return $1 == "#" && NF == 15 && $2 ~ /^[0-9]+$/ && $7 ~ /^[0-9]+$/ }
 # one busbw value of side s, repetition r, placement p (1 out, 2 in)
 function add(s, r, k, p, x,    key) {
 	if (!isnum(x))
@@ -59,14 +60,12 @@ iseff() && nside[side] == 1 {
 	}
 	ev[k, "bound", ++ecnt[k]] = $6 + 0
 	ev[k, "out", ecnt[k]] = $9 + 0
-	if (isnum($11))
-		ev[k, "in", ++eincnt[k]] = $11 + 0
-	if (NF == 14) {
-		ev[k, "pipe", ++epcnt[k]] = $12 + 0
-		ev[k, "pout", epcnt[k]] = $13 + 0
-		if (isnum($14))
-			ev[k, "pin", ++epincnt[k]] = $14 + 0
-	}
+	if (isnum($12))
+		ev[k, "in", ++eincnt[k]] = $12 + 0
+	ev[k, "pipe", ++epcnt[k]] = $13 + 0
+	ev[k, "pout", epcnt[k]] = $14 + 0
+	if (isnum($15))
+		ev[k, "pin", ++epincnt[k]] = $15 + 0
 }
 
 # "median [lo-hi]" of the n efficiency values ev[k, what, 1..n], or N/A

@@ -3,7 +3,7 @@
 # bench/lib.sh on tables whose answers are known: medians of odd and even
 # counts, ranges, the best baseline median, per-round ratios paired by
 # round (a missing round left out), N/A cells, a side with no runs, the
-# pool efficiency medians, with and without the pipe bound; the rack
+# pool efficiency medians against both bounds (an N/A in-place cell); the rack
 # ping-pong medians of bench/sock_rack.sh (bench/rack_medians.awk).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,7 +11,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; echo "--- output:"; cat "$tmp/out"; exit 1; }
 
-# table FILE OUT_BUSBW IN_BUSBW [EFF_OUT% EFF_IN% [PIPE_OUT% PIPE_IN%]]: one 4 MiB float row
+# table FILE OUT_BUSBW IN_BUSBW [EFF_OUT% EFF_IN% PIPE_OUT% PIPE_IN%]: one 4 MiB float row
 # (and a second 8 MiB row at twice the busbw), nccl-tests layout
 table() {
 	local f=$1 o=$2 i=$3
@@ -24,21 +24,17 @@ table() {
 			"$(awk -v x="$o" 'BEGIN { print (x ~ /^[0-9.]+$/) ? 2 * x : x }')" 0 100.0 1.0 \
 			"$(awk -v x="$i" 'BEGIN { print (x ~ /^[0-9.]+$/) ? 2 * x : x }')" 0
 		if [ $# -ge 7 ]; then
-			echo "#       size      type    root      solo     bound   pool B/rank   out-of-place      in-place      pipe   out    in"
-			printf '# %10s  %8s  %6s  %8s  %8s  %12s  %8s  %6s  %8s  %6s  %8s  %6s  %6s\n' \
-				4194304 float -1 40.00 20.00 4194304 5.00 "$4" 9.00 "$5" 10.00 "$6" "$7"
-		elif [ $# -ge 5 ]; then
-			echo "#       size      type    root      solo     bound   pool B/rank   out-of-place      in-place"
-			printf '# %10s  %8s  %6s  %8s  %8s  %12s  %8s  %6s  %8s  %6s\n' \
-				4194304 float -1 40.00 20.00 4194304 5.00 "$4" 9.00 "$5"
+			echo "#       size      type    root      solo     bound  out-of-place                        in-place                        pipe     out      in"
+			printf '# %10s  %8s  %6s  %8s  %8s  %12s  %8s  %6s  %12s  %8s  %6s  %8s  %6s  %6s\n' \
+				4194304 float -1 40.00 20.00 5242880 5.00 "$4" 4194304 9.00 "$5" 10.00 "$6" "$7"
 		fi
 	} >"$f"
 }
 
 # shim: 3 rounds, out 4 / 6 / 5 (median 5, range 4-6), in 9 / 7 / 8
-table "$tmp/shim.1.txt" 4.00 9.00 20.0 45.0
-table "$tmp/shim.2.txt" 6.00 7.00 30.0 35.0
-table "$tmp/shim.3.txt" 5.00 8.00 25.0 40.0
+table "$tmp/shim.1.txt" 4.00 9.00 20.0 45.0 50.0 80.0
+table "$tmp/shim.2.txt" 6.00 7.00 30.0 35.0 70.0 90.0
+table "$tmp/shim.3.txt" 5.00 8.00 25.0 40.0 60.0 85.0
 # openmpi: rounds 1 and 3 only (2 failed), out 10 / 8 (median 9), in N/A
 table "$tmp/openmpi.1.txt" 10.00 N/A
 table "$tmp/openmpi.3.txt" 8.00 N/A
@@ -69,9 +65,11 @@ expect in 4194304 ' 8\.00 \[ 7\.00- 9\.00\] +N/A +2\.00 \[ 2\.00- 2\.00\] +N/A +
 # a side with no runs at all: a column of N/A, header count 0
 grep -q 'nccl (0)' "$tmp/out" || fail "side without runs missing from the header"
 # pool efficiency: out 20/30/25 -> 25 [20-30], in 45/35/40 -> 40 [35-45]
-expect eff 4194304 ' 20\.00 +25\.0 \[ 20\.0- 30\.0\] +40\.0 \[ 35\.0- 45\.0\]' "pool efficiency"
+# against the pipe bound: out 50/70/60 -> 60 [50-70], in 80/90/85 -> 85 [80-90]
+expect eff 4194304 ' 20\.00 +25\.0 \[ 20\.0- 30\.0\] +40\.0 \[ 35\.0- 45\.0\] +10\.00 +60\.0 \[ 50\.0- 70\.0\] +85\.0 \[ 80\.0- 90\.0\]$' \
+	"pool efficiency"
 
-# with the pipe bound (14 fields): pipe out 50/70/60 -> 60 [50-70], in N/A
+# an in-place cell of N/A (alltoall has none): pipe in N/A
 mkdir "$tmp/pipe"
 table "$tmp/pipe/shim.1.txt" 4.00 9.00 20.0 45.0 50.0 N/A
 table "$tmp/pipe/shim.2.txt" 6.00 7.00 30.0 35.0 70.0 N/A
