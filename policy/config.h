@@ -9,12 +9,10 @@
 #ifndef CXLSHIM_POLICY_CONFIG_H
 #define CXLSHIM_POLICY_CONFIG_H
 
-/* Programs that write sockets through stdio (fdopen + fprintf, bash's
- * /dev/tcp, git's daemon and its upload-pack), whose bytes glibc hands
- * the kernel past the shim: they stay on TCP unless the policy says
- * otherwise. */
-#define CXLS_SOCK_PROGRAMS_DEFAULT \
-	"!bash, !sh, !dash, !git, !git-daemon, !git-upload-pack, !git-receive-pack, any"
+/* Every program may use the pool: those that use sockets through stdio
+ * (bash's /dev/tcp, git's daemon, inetd-style filters) get streams that
+ * go through the shim (core/sock/sock_stdio.c). */
+#define CXLS_SOCK_PROGRAMS_DEFAULT "any"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -1,12 +1,12 @@
 /* socket_stdio.c - stdio on sockets.
  *
  * glibc's stdio writes and reads through its own internal entry points,
- * which no preload can interpose: bytes a FILE writes onto a pooled
- * socket reach the kernel's TCP behind the shim, and the pooled peer
- * takes them for doorbells.  dprintf needs no FILE, so it is formatted
- * here and written through the shim.  A FILE over a pooled socket cannot
- * be: fdopen says so, and the policy's sock.programs
- * keeps such programs on TCP (bash and git are denied by default).
+ * which no preload can interpose: bytes a FILE wrote onto a pooled socket
+ * would reach the kernel's TCP behind the shim.  dprintf needs no FILE,
+ * so it is formatted here and written through the shim; fdopen() of a
+ * pooled socket gets a FILE that reads and writes through the shim
+ * (core/sock/sock_stdio.c, which also switches stdin, stdout and stderr
+ * when a pooled socket lands on their fd).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -76,11 +76,8 @@ EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
 	return r;
 }
 
+/* A FILE over a pooled socket reads and writes through the shim. */
 EXPORT FILE *fdopen(int fd, const char *mode)
 {
-	if (pooled(fd))
-		CXLS_WARN("fd %d: fdopen() of a socket on the pool: what stdio writes reaches "
-			  "TCP past the shim and the peer drops it; deny this program in "
-			  "sock.programs", fd);
-	return REAL(fdopen)(fd, mode);
+	return pooled(fd) ? cxls_sock_fdopen(fd, mode) : REAL(fdopen)(fd, mode);
 }

@@ -355,7 +355,17 @@ step "sock: spawned and closed by number, every case without the preload" "${SOC
 step "sock: Python subprocess, a pooled socket as cat's stdin and stdout" \
 	shim env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 python3 tests/sock/subprocess_check.py
 step "sock: Python subprocess, without the preload" python3 tests/sock/subprocess_check.py
-step "sock: stdio on sockets (bash /dev/tcp, git daemon + clone) stays on TCP" \
+# stdio streams over pooled sockets (fdopen, std streams dup2'd or exec'd
+# onto a connection) read and write through the shim
+SOCKSTDIO=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_stdio_check")
+for t in fdopen stdout-dup2 stderr-dup2 stdin-ahead inetd-exec; do
+	step "sock: stdio streams: $t" shim "${SOCKSTDIO[@]}" $t
+done
+step "sock: flush pool: stdio streams: fdopen, inetd-exec" env $(pool flush) \
+	CXLSHIM_POOL_COHERENCE=flush SOCK_CHECK_COHERENCE=flush LD_PRELOAD="$SHIM" \
+	sh -c '"$@" fdopen && "$@" inetd-exec' - "${SOCKSTDIO[@]}"
+step "sock: stdio streams, every case without the preload" "${SOCKSTDIO[@]}" all
+step "sock: stdio programs through the pool (bash /dev/tcp, socat EXEC of tr and sed, git daemon)" \
 	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/stdio_progs.sh
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool

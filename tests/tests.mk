@@ -21,6 +21,7 @@ SOCK_TESTS += $(BUILD)/tests/sock_wake_check
 SOCK_TESTS += $(BUILD)/tests/sock_meet_check
 SOCK_TESTS += $(BUILD)/tests/sock_fork_check
 SOCK_TESTS += $(BUILD)/tests/sock_spawn_check
+SOCK_TESTS += $(BUILD)/tests/sock_stdio_check
 SOCK_TESTS += $(BUILD)/tests/sock_args_check
 SOCK_TESTS += $(BUILD)/tests/sock_diff_check
 SOCK_TEST_LIB = tests/sock/sock_util.c tests/sock/sock_pool.c
@@ -46,6 +47,10 @@ $(BUILD)/tests/sock_fork_check: tests/sock/sock_fork_check.c $(SOCK_TEST_LIB) $(
 	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
 
 $(BUILD)/tests/sock_spawn_check: tests/sock/sock_spawn_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
+
+$(BUILD)/tests/sock_stdio_check: tests/sock/sock_stdio_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
 

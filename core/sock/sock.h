@@ -12,6 +12,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/select.h>
@@ -120,6 +121,11 @@ void cxls_sock_received(const struct msghdr *m);
 void cxls_sock_settle_all(void);
 /* fd is (also) c; -1 when fd is beyond the table (sock_fd.c). */
 int cxls_sock_follow(int fd, struct cxls_sconn *c);
+/* stdio over pooled sockets (sock_stdio.c): a FILE whose reads and
+ * writes go through the shim; and, when a pooled socket lands on fd 0, 1
+ * or 2, the switch of stdin, stdout or stderr to one (once). */
+FILE *cxls_sock_fdopen(int fd, const char *mode);
+void cxls_sock_std_pooled(int fd);
 
 /* fork: the child holds every pooled connection too (sock_fd.c). */
 void cxls_sock_fork_prepare(void);

@@ -90,8 +90,10 @@ static int follow(int fd, struct cxls_sconn *c)
 {
 	pthread_once(&atfork_once, register_atfork);
 	atomic_store(&c->nonblock, nonblocking(fd));
-	if (!cxls_fdtab_set(fd, c))
+	if (!cxls_fdtab_set(fd, c)) {
+		cxls_sock_std_pooled(fd);
 		return 0;
+	}
 	CXLS_WARN("fd %d beyond the shim's table: its socket stays on TCP", fd);
 	return -1;
 }

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# tests/sock/stdio_progs.sh - programs that write sockets through stdio,
-# under the preload on both ends: glibc's stdio hands its bytes to the
-# kernel past the shim, so these must stay on TCP (sock.programs denies
-# bash and git by default) and work exactly as without the preload.
+# tests/sock/stdio_progs.sh - programs that use sockets through stdio,
+# under the preload on both ends with the default policy: glibc's stdio
+# reads and writes past the shim, so their streams over pooled sockets
+# are the shim's (core/sock/sock_stdio.c); each must go through the pool
+# and work exactly as without the preload.
 #
-#   bash's /dev/tcp: `echo >&3` (stdio) and `read -u 3` against a line
-#                    echo server in Python (which is pooled elsewhere)
-#   git daemon + git clone git://, protocols 0 and 2 (upload-pack writes
-#                    its ref advertisement with fwrite + fflush)
-# Exit 77 when git is missing.
+#   bash's /dev/tcp: `echo >&3` (stdout redirected onto the socket) and
+#                    `read -u 3` against a line echo server in Python
+#   socat EXEC:'tr a-z A-Z',nofork and SYSTEM:script,nofork (sh execs sed): a stdio filter
+#                    exec'd onto the accepted connection, 200 KB through
+#   git daemon + git clone git://, protocols 0 and 2 (the daemon execs
+#                    upload-pack onto the connection, which writes its ref
+#                    advertisement with fwrite + fflush)
+# Exit 77 when git is missing (socat is in the project's packages).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -37,8 +41,29 @@ for i in 1 2 3; do
 	read -t 5 -r -u 3 ans || exit 1
 	[ "$ans" = "echo: hello $i" ] || exit 2
 done' || fail "bash /dev/tcp: no echo ($?)"
-grep -q "joined" "$TMP/shim.log" && fail "bash's connection went through the pool"
-echo "three lines echoed, over TCP"
+joined() { grep -c "joined" "$TMP/shim.log"; }
+[ "$(joined)" -ge 1 ] || fail "bash's connection did not go through the pool"
+echo "three lines echoed, through the pool"
+
+# port $1 has a listener (without connecting: socat serves one connection)
+listening() { grep -q "^ *[0-9]*: [0-9A-F]*:$(printf '%04X' "$1") [0-9A-F]*:0000 0A" /proc/net/tcp; }
+head -c 150000 /dev/urandom | base64 >"$TMP/text"
+printf '#!/bin/sh\nexec sed "s/[a-z]/\\U&/g"\n' >"$TMP/up.sh" && chmod +x "$TMP/up.sh"
+for filter in "EXEC:tr a-z A-Z,nofork" "SYSTEM:$TMP/up.sh,nofork"; do
+	echo "== socat TCP-LISTEN $filter"
+	before=$(joined)
+	p=$(port)
+	pre timeout 30 socat TCP-LISTEN:"$p",bind=127.0.0.1,reuseaddr "$filter" 2>>"$TMP/socat.err" &
+	d=$!
+	for _ in $(seq 50); do listening "$p" && break; sleep 0.1; done
+	pre timeout 20 socat -t 10 - TCP:127.0.0.1:"$p" <"$TMP/text" >"$TMP/out" ||
+		fail "socat $filter: client ($?)"
+	wait $d 2>/dev/null
+	tr a-z A-Z <"$TMP/text" | cmp -s - "$TMP/out" ||
+		fail "socat $filter: $(wc -c <"$TMP/out") bytes back, not the text in capitals"
+	[ "$(joined)" -gt "$before" ] || fail "socat $filter: not through the pool"
+	echo "150 KB through the filter and back"
+done
 
 command -v git >/dev/null || { echo "SKIP: git not installed"; exit 77; }
 git init -q "$TMP/repo" && (cd "$TMP/repo" && echo hi >a && git add a &&
@@ -50,11 +75,12 @@ for v in 0 2; do
 		--base-path="$TMP" --export-all "$TMP" 2>>"$TMP/daemon.err" &
 	d=$!
 	for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
+	before=$(joined)
 	pre timeout 20 git -c protocol.version=$v clone -q "git://127.0.0.1:$p/repo" "$TMP/clone$v" ||
 		fail "git clone, protocol $v ($?)"
+	[ "$(joined)" -gt "$before" ] || fail "git clone, protocol $v: not through the pool"
 	[ "$(cat "$TMP/clone$v/a")" = hi ] || fail "git clone, protocol $v: wrong content"
 	kill $d; wait $d 2>/dev/null
 	echo "cloned"
 done
-grep -q "joined" "$TMP/shim.log" && fail "a stdio program's connection went through the pool"
 echo "stdio programs: ok"
