@@ -367,6 +367,8 @@ step "sock: flush pool: stdio streams: fdopen, inetd-exec" env $(pool flush) \
 step "sock: stdio streams, every case without the preload" "${SOCKSTDIO[@]}" all
 step "sock: stdio programs through the pool (bash /dev/tcp, socat EXEC of tr and sed, git daemon)" \
 	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/stdio_progs.sh
+step "sock: a server's clients without the shim leave no records (150 client-first, 150 server-first)" \
+	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/slot_churn.sh
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool
 SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")

@@ -25,8 +25,13 @@
 #include "sock_uring.h"
 
 /* ABANDONED and REFUSED records stay this long so that a late peer finds
- * them and stays on TCP without waiting, then the sweep frees them. */
+ * them and stays on TCP without waiting, then the sweep frees them; when
+ * the table is full, the sweep that a claim makes frees them after
+ * FULL_STALE_NS (a peer that late waits out its own window instead). */
 #define STALE_NS (10ull * 1000000000ull)
+#define FULL_STALE_NS (1000000000ull)
+
+static int sweep(const struct cxls_sock_region *r, uint64_t stale_ns);
 /* How long a lookup waits for a record another process is writing. */
 #define CLAIM_WAIT_NS (50ull * 1000000ull)
 
@@ -272,7 +277,7 @@ static int put_record(const struct cxls_sock_region *r, uint32_t cap, int role,
 	uint64_t sg;
 
 	cxls_proc_self(&self); /* now: nothing slow while a claim is held */
-	if (claim_slot(r, key, slot, gen) && (!cxls_sock_sweep(r) ||
+	if (claim_slot(r, key, slot, gen) && (!sweep(r, FULL_STALE_NS) ||
 					      claim_slot(r, key, slot, gen))) {
 		CXLS_INFO("no free socket slot in the pool: connection stays on TCP");
 		return -1;
@@ -470,6 +475,26 @@ static int tcp_spoke(int fd)
 	struct pollfd p = { fd, POLLIN, 0 };
 
 	return sys_poll(&p, 1, 0) > 0;
+}
+
+/* The meeting is over for an end still WAITING when the window closed
+ * or the peer spoke on TCP.  Bytes or EOF on TCP before the meeting mean
+ * the peer is not under the shim (one under it meets before its first
+ * byte), so nobody will look for the record: it is freed at once (a
+ * server under the shim whose clients are not kept a record per client
+ * for STALE_NS and filled the table).  Past the window a late peer may
+ * still come: the record stays ABANDONED for it to find. */
+static int give_up(struct cxls_sconn *c, int fd, struct cxls_sock_rec *rec, uint64_t sg)
+{
+	int spoke = tcp_spoke(fd);
+
+	if (!spoke && cxls_now_ns() <= c->deadline_ns)
+		return 0;
+	if (!atomic_compare_exchange_strong(
+		    &rec->sg, &sg, CXLS_SG(c->gen, spoke ? CXLS_SK_FREE : CXLS_SK_ABANDONED)))
+		return 0;
+	cxls_publish(c->tx.flush, &rec->sg, CXLS_LINE);
+	return 1;
 }
 
 /* Another process holds this end, or is being forked with it. */
@@ -741,11 +766,7 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 		mode = cross_join(c, fd, sg);
 		if (mode != CXLS_SC_PENDING)
 			break;
-		if (st == CXLS_SK_WAITING &&
-		    (cxls_now_ns() > c->deadline_ns || tcp_spoke(fd)) &&
-		    atomic_compare_exchange_strong(&rec->sg, &sg,
-						   CXLS_SG(c->gen, CXLS_SK_ABANDONED))) {
-			cxls_publish(c->tx.flush, &rec->sg, CXLS_LINE);
+		if (st == CXLS_SK_WAITING && give_up(c, fd, rec, sg)) {
 			mode = to_tcp(c, "no peer in the pool");
 			break;
 		}
@@ -907,6 +928,11 @@ void cxls_sock_sweep_starved(const struct cxls_sock_region *r)
 
 int cxls_sock_sweep(const struct cxls_sock_region *r)
 {
+	return sweep(r, STALE_NS);
+}
+
+static int sweep(const struct cxls_sock_region *r, uint64_t stale_ns)
+{
 	uint64_t now = cxls_now_ns();
 	int freed = 0;
 
@@ -932,7 +958,7 @@ int cxls_sock_sweep(const struct cxls_sock_region *r)
 			done = end_finished(r, &rec->end[0]) && end_finished(r, &rec->end[1]);
 			break;
 		default: /* REFUSED, ABANDONED: only the creator ever held it */
-			done = now - rec->created_ns > STALE_NS ||
+			done = now - rec->created_ns > stale_ns ||
 			       end_finished(r, &rec->end[rec->creator & 1]);
 			break;
 		}
