@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -56,10 +57,33 @@ void cxls_log_set_rank(int rank)
 	log_rank = rank;
 }
 
+/* One write per line, so that lines of concurrent ranks never
+ * interleave.  stderr is written by its number, past stdio and past the
+ * shim's own write(): a line logged while the shim holds its locks must
+ * not come back into it.  When fd 2 is a socket (a server of inetd's
+ * kind, whose stderr is the client's connection) nothing is written: a
+ * log line there would be bytes of the application's protocol
+ * (CXLSHIM_LOG_FILE keeps them). */
+static void emit(char *line)
+{
+	struct stat st;
+	size_t n = strlen(line);
+
+	if (log_file) {
+		fprintf(log_file, "%s\n", line);
+		return;
+	}
+	if (syscall(SYS_fstat, 2, &st) == 0 && S_ISSOCK(st.st_mode))
+		return;
+	line[n++] = '\n'; /* cxls_log left room for it */
+	if (syscall(SYS_write, 2, line, n) < 0)
+		return; /* nowhere to say it */
+}
+
 void cxls_log(int level, const char *fmt, ...)
 {
 	static const char *names[] = { "NONE", "WARN", "INFO", "TRACE" };
-	char host[64], line[1024], rank[16];
+	char host[64], line[1025], rank[16];
 	va_list ap;
 	int n;
 
@@ -72,12 +96,12 @@ void cxls_log(int level, const char *fmt, ...)
 		snprintf(rank, sizeof(rank), "%d", log_rank);
 	else
 		strcpy(rank, "-");
-	n = snprintf(line, sizeof(line), "%s:%d:%ld [%s] CXLSHIM %s ", host, (int)getpid(),
+	/* one byte short of the buffer: emit() appends the newline */
+	n = snprintf(line, sizeof(line) - 1, "%s:%d:%ld [%s] CXLSHIM %s ", host, (int)getpid(),
 		     (long)syscall(SYS_gettid), rank, names[level]);
 	va_start(ap, fmt);
-	if (n > 0 && (size_t)n < sizeof(line))
-		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	if (n > 0 && (size_t)n < sizeof(line) - 1)
+		vsnprintf(line + n, sizeof(line) - 1 - (size_t)n, fmt, ap);
 	va_end(ap);
-	/* one write per line so lines of concurrent ranks never interleave */
-	fprintf(log_file ? log_file : stderr, "%s\n", line);
+	emit(line);
 }

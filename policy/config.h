@@ -9,10 +9,11 @@
 #ifndef CXLSHIM_POLICY_CONFIG_H
 #define CXLSHIM_POLICY_CONFIG_H
 
-/* Every program may use the pool: those that use sockets through stdio
- * (bash's /dev/tcp, git's daemon, inetd-style filters) get streams that
- * go through the shim (core/sock/sock_stdio.c). */
-#define CXLS_SOCK_PROGRAMS_DEFAULT "any"
+/* Every program may use the pool (those that use sockets through stdio
+ * get streams that go through the shim: core/sock/sock_stdio.c) but
+ * sshd: its pre-authentication child runs under a seccomp filter that
+ * allows read and write but kills it at the doorbells' sendto. */
+#define CXLS_SOCK_PROGRAMS_DEFAULT "!sshd, !sshd-session, !sshd-auth, any"
 
 #include <stddef.h>
 #include <stdio.h>

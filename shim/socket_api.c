@@ -7,12 +7,16 @@
  */
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <errno.h>
+#include <linux/seccomp.h>
 #include <stdarg.h>
+#include <sys/prctl.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "sock.h"
 #include "sock_fdlist.h"
 #include "sock_vfork.h"
@@ -309,4 +313,31 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		errno = err;
 	}
 	return r;
+}
+
+/* A seccomp filter may refuse the calls a pooled socket makes beside the
+ * application's reads and writes (the doorbells' sendto and recvfrom,
+ * SO_RCVTIMEO), and a refused call usually kills the process: sshd's
+ * pre-authentication child did so on its first doorbell.  Nothing can
+ * take its connections back to TCP now; say why it may die.  (sshd is
+ * denied by the default sock.programs.) */
+EXPORT int prctl(int option, ...)
+{
+	static void *slot;
+	int (*real)(int, unsigned long, unsigned long, unsigned long, unsigned long) =
+		(int (*)(int, unsigned long, unsigned long, unsigned long, unsigned long))
+			cxls_real_sym("prctl", &slot);
+	unsigned long a[4];
+	va_list ap;
+
+	va_start(ap, option);
+	for (int i = 0; i < 4; i++)
+		a[i] = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (option == PR_SET_SECCOMP && a[0] == SECCOMP_MODE_FILTER && !cxls_fdtab_empty())
+		CXLS_WARN("entering a seccomp sandbox with sockets on the pool: if the filter "
+			  "refuses sendto, recvfrom or setsockopt, the kernel ends this process at "
+			  "its next doorbell; deny %s in sock.programs",
+			  program_invocation_short_name);
+	return real(option, a[0], a[1], a[2], a[3]);
 }

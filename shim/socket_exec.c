@@ -1,7 +1,9 @@
 /* socket_exec.c - exec with pooled connections open: the new image's
  * environment says which fds are on the pool (see core/sock/sock_exec.c),
  * and the new image's shim takes them over when it loads. */
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "sock.h"
 #include "socket_real.h"
 
@@ -19,51 +22,135 @@ extern char **environ;
  * it allocates, and it allocates in its parent's heap. */
 static _Thread_local char **env_buf;
 static _Thread_local size_t env_cap;
+static _Thread_local char *preload_buf;
+static _Thread_local size_t preload_cap;
 
-/* envp with CXLSHIM_SOCK_FDS replaced by the list spec() makes; NULL:
- * it names nothing (or no memory), use envp as it is. */
-static char **with_spec(char *const envp[], char *(*spec)(void))
+/* This library's file, found at load (a vfork child must not look). */
+static char shim_file[PATH_MAX];
+
+#define PRELOAD_VAR "LD_PRELOAD="
+
+static int var_is(const char *var, const char *name_eq)
 {
-	size_t n = 0, k = 0, pre = strlen(CXLS_SOCK_FDS_ENV) + 1;
+	return !strncmp(var, name_eq, strlen(name_eq));
+}
+
+static int same_name(const char *a, const char *b)
+{
+	size_t n = strcspn(a, "=");
+
+	return !strncmp(a, b, n) && b[n] == '=';
+}
+
+static int has_var(char *const *env, size_t n, const char *var)
+{
+	for (size_t i = 0; i < n; i++)
+		if (same_name(var, env[i]))
+			return 1;
+	return 0;
+}
+
+/* LD_PRELOAD=<this library>[:what the new environment preloads]; NULL
+ * when it names this library already (or no memory). */
+static char *preload_var(const char *old)
+{
+	const char *base = strrchr(shim_file, '/'), *rest = old ? old + strlen(PRELOAD_VAR) : "";
+	size_t need = strlen(PRELOAD_VAR) + strlen(shim_file) + 1 + strlen(rest) + 1;
+
+	if (!base || strstr(rest, base + 1))
+		return NULL;
+	if (need > preload_cap) {
+		char *p = realloc(preload_buf, need);
+
+		if (!p)
+			return NULL;
+		preload_buf = p;
+		preload_cap = need;
+	}
+	snprintf(preload_buf, need, "%s%s%s%s", PRELOAD_VAR, shim_file, *rest ? ":" : "", rest);
+	return preload_buf;
+}
+
+/* The new image must load the shim to take the pooled connections over:
+ * an environment that dropped it (inetd scrubs LD_*, `env -i` all) gets
+ * LD_PRELOAD and this process's CXLSHIM_* settings (the pool's path)
+ * back.  k entries of env are filled; returns the new count. */
+static size_t keep_shim(char **env, size_t k, const char *path)
+{
+	size_t i, pre = k;
+	char *var;
+
+	for (i = 0; i < k && !var_is(env[i], PRELOAD_VAR); i++)
+		;
+	var = preload_var(i < k ? env[i] : NULL);
+	if (!var)
+		return k;
+	env[i < k ? i : k++] = var;
+	for (char **e = environ; e && *e; e++)
+		if (var_is(*e, "CXLSHIM_") && !var_is(*e, CXLS_SOCK_FDS_ENV "=") &&
+		    !has_var(env, pre, *e))
+			env[k++] = *e;
+	CXLS_INFO("exec of %s with pooled connections: its environment lacked the shim, "
+		  "LD_PRELOAD and the CXLSHIM_* settings put back", path ? path : "a program");
+	return k;
+}
+
+static size_t count_shim_vars(void)
+{
+	size_t m = 0;
+
+	for (char **e = environ; e && *e; e++)
+		m += var_is(*e, "CXLSHIM_");
+	return m;
+}
+
+/* envp with CXLSHIM_SOCK_FDS replaced by the list spec() makes (and the
+ * shim kept, above); NULL: it names nothing (or no memory), use envp as
+ * it is. */
+static char **with_spec(char *const envp[], char *(*spec)(void), const char *path)
+{
+	size_t n = 0, k = 0, pre = strlen(CXLS_SOCK_FDS_ENV) + 1, cap;
 	char *var = spec();
 
 	if (!var)
 		return NULL;
 	while (envp && envp[n])
 		n++;
-	if (n + 2 > env_cap) {
-		char **p = realloc(env_buf, (n + 2) * sizeof(*p));
+	cap = n + count_shim_vars() + 3;
+	if (cap > env_cap) {
+		char **p = realloc(env_buf, cap * sizeof(*p));
 
 		if (!p)
 			return NULL;
 		env_buf = p;
-		env_cap = n + 2;
+		env_cap = cap;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (strncmp(envp[i], var, pre))
 			env_buf[k++] = envp[i];
 	env_buf[k++] = var;
+	k = keep_shim(env_buf, k, path);
 	env_buf[k] = NULL;
 	return env_buf;
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_exec_spec);
+	char **env = with_spec(envp, cxls_sock_exec_spec, path);
 
 	return REAL(execve)(path, argv, env ? env : envp);
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_exec_spec);
+	char **env = with_spec(envp, cxls_sock_exec_spec, file);
 
 	return REAL(execvpe)(file, argv, env ? env : envp);
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_exec_spec);
+	char **env = with_spec(envp, cxls_sock_exec_spec, NULL);
 
 	return REAL(fexecve)(fd, argv, env ? env : envp);
 }
@@ -141,7 +228,7 @@ static int spawned(int r, pid_t child, pid_t *pid, char **env)
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_spawn_spec);
+	char **env = with_spec(envp, cxls_sock_spawn_spec, path);
 	pid_t child = 0;
 	int r = REAL(posix_spawn)(&child, path, fa, attr, argv, env ? env : envp);
 
@@ -151,7 +238,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_spawn_spec);
+	char **env = with_spec(envp, cxls_sock_spawn_spec, file);
 	pid_t child = 0;
 	int r = REAL(posix_spawnp)(&child, file, fa, attr, argv, env ? env : envp);
 
@@ -244,6 +331,11 @@ EXPORT FILE *popen(const char *cmd, const char *mode)
 __attribute__((constructor)) static void adopt_inherited(void)
 {
 	const char *spec = getenv(CXLS_SOCK_FDS_ENV);
+	Dl_info info;
+
+	if (!dladdr((void *)adopt_inherited, &info) || !info.dli_fname ||
+	    !realpath(info.dli_fname, shim_file))
+		shim_file[0] = '\0';
 
 	if (spec && *spec) {
 		cxls_sock_adopt(spec);

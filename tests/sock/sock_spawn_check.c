@@ -49,6 +49,8 @@
  *   system-popen  the same handed to a program started by system(), then
  *                 by popen()
  *   dprintf       dprintf and __dprintf_chk on a pooled socket
+ *   exec-scrubbed a pooled socket on the fds of an exec whose environment
+ *                 has no LD_PRELOAD, or another one: the echo works
  */
 #include <errno.h>
 #include <arpa/inet.h>
@@ -450,6 +452,38 @@ static void test_spawn_dup2(void)
 	close(a);
 }
 
+/* An exec whose environment dropped the preload (inetd scrubs LD_*,
+ * `env -i` everything) while a pooled connection goes along: the shim
+ * puts itself back, or the new image reads doorbells as data. */
+static void test_exec_scrubbed(void)
+{
+	static char *const envs[][3] = {
+		{ "PATH=/usr/bin:/bin", NULL, NULL },
+		{ "LD_PRELOAD=libm.so.6", "PATH=/usr/bin:/bin", NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(envs) / sizeof(envs[0]); i++) {
+		char *argv[] = { (char *)self_path, "echo-fds", NULL };
+		int a, b;
+		pid_t pid;
+
+		tcp_pair(&a, &b);
+		check_pooled(a, "pair");
+		pid = fork();
+		if (pid == 0) {
+			dup2(b, FD_IN);
+			dup2(b, FD_OUT);
+			close(b);
+			execve(self_path, argv, envs[i]);
+			_exit(127);
+		}
+		close(b);
+		echo_through(a, envs[i][0]);
+		CHECK(tu_wait(pid) == 0, "the echo, environment %s", envs[i][0]);
+		close(a);
+	}
+}
+
 static void test_spawn_cloexec(void)
 {
 	int a, b;
@@ -801,6 +835,7 @@ static const struct tu_case cases[] = {
 	{ "many-holders", test_many_holders },
 	{ "spawn-dup2", test_spawn_dup2 },
 	{ "spawn-cloexec", test_spawn_cloexec },
+	{ "exec-scrubbed", test_exec_scrubbed },
 	{ "pass-fd", test_pass_fd },
 	{ "pass-self", test_pass_self },
 	{ "pass-peek", test_pass_peek },

@@ -9,6 +9,8 @@
 #                    `read -u 3` against a line echo server in Python
 #   socat EXEC:'tr a-z A-Z',nofork and SYSTEM:script,nofork (sh execs sed): a stdio filter
 #                    exec'd onto the accepted connection, 200 KB through
+#   the same filter with its stderr on the connection and CXLSHIM_DEBUG=INFO:
+#                    the shim's log lines must not go into it
 #   git daemon + git clone git://, protocols 0 and 2 (the daemon execs
 #                    upload-pack onto the connection, which writes its ref
 #                    advertisement with fwrite + fflush)
@@ -64,6 +66,18 @@ for filter in "EXEC:tr a-z A-Z,nofork" "SYSTEM:$TMP/up.sh,nofork"; do
 	[ "$(joined)" -gt "$before" ] || fail "socat $filter: not through the pool"
 	echo "150 KB through the filter and back"
 done
+
+echo "== socat EXEC:tr,nofork,stderr with the shim logging to stderr (the connection)"
+p=$(port)
+env LD_PRELOAD="$SHIM" CXLSHIM_POOL_PATH="$POOL" CXLSHIM_DEBUG=INFO timeout 30 \
+	socat TCP-LISTEN:"$p",bind=127.0.0.1,reuseaddr "EXEC:tr a-z A-Z,nofork,stderr" 2>/dev/null &
+d=$!
+for _ in $(seq 50); do listening "$p" && break; sleep 0.1; done
+pre timeout 20 socat -t 10 - TCP:127.0.0.1:"$p" <"$TMP/text" >"$TMP/out" || fail "stderr: client ($?)"
+wait $d 2>/dev/null
+tr a-z A-Z <"$TMP/text" | cmp -s - "$TMP/out" ||
+	fail "stderr: the shim's log lines went into the connection: $(head -c 300 "$TMP/out" | head -3)"
+echo "no log line in the connection"
 
 command -v git >/dev/null || { echo "SKIP: git not installed"; exit 77; }
 git init -q "$TMP/repo" && (cd "$TMP/repo" && echo hi >a && git add a &&
