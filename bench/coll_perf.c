@@ -30,6 +30,7 @@
 #define MAX_RANKS	   1024
 #define POOL_EFF_MIN_BYTES (1u << 20)
 #define MEMCPY_REPS	   5
+#define REF_MAX_BYTES	   (512ull << 20)
 /* The pipe reference moves its bytes as the default policy stages them:
  * 512 KiB chunks (cccl.chunk_size) through 8 slots per rank (cccl.chunks). */
 #define PIPE_CHUNK	   (512u << 10)
@@ -416,8 +417,14 @@ typedef void (*ref_move_fn)(struct rank_ctx *x, size_t bytes);
 static double reference_gbps(struct rank_ctx *x, size_t bytes, ref_move_fn move)
 {
 	struct rank_slot *me = &x->bd->slot[x->rank];
+	/* the collective's loop count, but no more than REF_MAX_BYTES a
+	 * repetition (a 1 GiB row would copy 100 GiB per reference) */
+	size_t cap = bytes ? REF_MAX_BYTES / bytes : 1;
 	int iters = x->o->iters > 0 ? x->o->iters : 1;
 	double best = 0;
+
+	if ((size_t)iters > cap)
+		iters = cap > 0 ? (int)cap : 1;
 
 	for (int rep = 0; rep < MEMCPY_REPS; rep++) {
 		launch_barrier();
@@ -610,8 +617,8 @@ static void print_pool_eff(struct rank_ctx *x)
 	rewind(x->eff);
 	printf("#\n# Pool efficiency (sizes >= 1 MiB): bytes the busiest rank must move through\n"
 	       "# memory (%s)\n"
-	       "# / time, as %% of the memcpy bound: every rank memcpys the in-place bytes, %d times,\n"
-	       "# all at once, timed from the first rank's start to the last rank's end (best of\n"
+	       "# / time, as %% of the memcpy bound: every rank memcpys the in-place bytes, up to %d\n"
+	       "# times, all at once, timed from the first rank's start to the last rank's end (best of\n"
 	       "# %d; `solo`: rank 0 alone copies S bytes); and as %% of the pipe bound: every\n"
 	       "# rank moves them at once, half written into its slots and half read out of the\n"
 	       "# previous rank's, in %u KiB chunks through %u slots per rank with a flag per\n"

@@ -76,8 +76,27 @@ EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
 	return r;
 }
 
-/* A FILE over a pooled socket reads and writes through the shim. */
+/* A FILE over a socket the shim follows (pooled, or still meeting: a
+ * nonblocking connect) reads and writes through the shim, which passes
+ * what stays on TCP to the kernel. */
 EXPORT FILE *fdopen(int fd, const char *mode)
 {
-	return pooled(fd) ? cxls_sock_fdopen(fd, mode) : REAL(fdopen)(fd, mode);
+	struct cxls_sconn *c = cxls_fdtab_empty() ? NULL : cxls_fdtab_get(fd);
+
+	if (!c)
+		return REAL(fdopen)(fd, mode);
+	cxls_sconn_put(c);
+	return cxls_sock_fdopen(fd, mode);
+}
+
+/* glibc's freopen cannot reopen the shim's streams: a switched standard
+ * stream is reopened as glibc's own object (sock_stdio.c). */
+EXPORT FILE *freopen(const char *path, const char *mode, FILE *fp)
+{
+	static void *slot;
+	FILE *(*real)(const char *, const char *, FILE *) =
+		(FILE * (*)(const char *, const char *, FILE *)) cxls_real_sym("freopen", &slot);
+	FILE *orig = cxls_sock_std_unswitch(fp);
+
+	return real(path, mode, orig ? orig : fp);
 }

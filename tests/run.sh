@@ -358,7 +358,7 @@ step "sock: Python subprocess, without the preload" python3 tests/sock/subproces
 # stdio streams over pooled sockets (fdopen, std streams dup2'd or exec'd
 # onto a connection) read and write through the shim
 SOCKSTDIO=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_stdio_check")
-for t in fdopen stdout-dup2 stderr-dup2 stdin-ahead inetd-exec; do
+for t in fdopen stdout-dup2 stderr-dup2 stdin-ahead inetd-exec held-exec freopen; do
 	step "sock: stdio streams: $t" shim "${SOCKSTDIO[@]}" $t
 done
 step "sock: flush pool: stdio streams: fdopen, inetd-exec" env $(pool flush) \

@@ -126,6 +126,10 @@ int cxls_sock_follow(int fd, struct cxls_sconn *c);
  * or 2, the switch of stdin, stdout or stderr to one (once). */
 FILE *cxls_sock_fdopen(int fd, const char *mode);
 void cxls_sock_std_pooled(int fd);
+/* For freopen: glibc's own object of a standard stream we switched
+ * (back in its place, the fd closed through the shim), or NULL when fp
+ * is not one. */
+FILE *cxls_sock_std_unswitch(FILE *fp);
 
 /* fork: the child holds every pooled connection too (sock_fd.c). */
 void cxls_sock_fork_prepare(void);

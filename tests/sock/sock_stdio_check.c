@@ -17,6 +17,10 @@
  *   stdin-ahead   stdin (a pipe) has read ahead; a pooled socket dup2'd
  *                 onto fd 0: fgets returns the read-ahead line first, then
  *                 the peer's bytes
+ *   held-exec     a child's copy of its parent's unflushed stdout, then
+ *                 dup2 onto the connection and exec cat: the peer gets
+ *                 only cat's bytes (glibc drops the copy at exec)
+ *   freopen       freopen("/dev/null") of a stdout switched to the pool
  *   inetd-exec    a server forks for each connection, dup2's it onto fds 0
  *                 and 1 and execs a stdio filter (tr, sed, awk) as inetd
  *                 and socat's EXEC do; 1 MiB of text through each comes
@@ -214,6 +218,66 @@ static void test_stdin_ahead(void)
 	CHECK(tu_wait(pid) == 0, "read-ahead line, then the socket's, then EOF");
 }
 
+/* The child's copy of its parent's unflushed stdout, then dup2 onto the
+ * connection and exec: glibc drops that copy at the exec, so the peer
+ * gets only what the program writes. */
+static void test_held_exec(void)
+{
+	int a, b;
+	char got[64];
+	ssize_t n;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	pid_t pid = fork();
+	if (pid == 0) {
+		setvbuf(stdout, NULL, _IOFBF, 4096);
+		printf("parent's log line\n"); /* held in the child's copy */
+		dup2(b, 0);
+		dup2(b, 1);
+		close(a);
+		close(b);
+		execlp("cat", "cat", (char *)NULL);
+		_exit(127);
+	}
+	close(b);
+	CHECK(tu_write_all(a, "x\n", 2) == 0 && shutdown(a, SHUT_WR) == 0, "peer write");
+	n = read_to_eof(a, got, sizeof(got));
+	CHECK(n == 2 && !memcmp(got, "x\n", 2), "the peer got %zd bytes: %.*s", n,
+	      n > 0 ? (int)n : 0, got);
+	CHECK(tu_wait(pid) == 0, "cat");
+	close(a);
+}
+
+/* freopen() of a switched stdout reopens it on the file (glibc's freopen
+ * cannot reopen a cookie stream: it crashed). */
+static void test_freopen(void)
+{
+	int a, b;
+	char got[64];
+	ssize_t n;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(a);
+		dup2(b, 1);
+		close(b);
+		printf("a\n");
+		if (!freopen("/dev/null", "w", stdout))
+			_exit(2);
+		printf("b\n");
+		_exit(fflush(stdout) || fileno(stdout) != 1 ? 3 : 0);
+	}
+	close(b);
+	n = read_to_eof(a, got, sizeof(got));
+	CHECK(n == 2 && !memcmp(got, "a\n", 2), "the peer got %zd bytes: %.*s", n,
+	      n > 0 ? (int)n : 0, got);
+	CHECK(tu_wait(pid) == 0, "freopen in the child");
+	close(a);
+}
+
 /* ---- inetd style ------------------------------------------------------ */
 
 #define TEXT_BYTES (1u << 20)
@@ -314,6 +378,8 @@ static const struct tu_case cases[] = {
 	{ "stderr-dup2", test_stderr_dup2 },
 	{ "stdin-ahead", test_stdin_ahead },
 	{ "inetd-exec", test_inetd_exec },
+	{ "held-exec", test_held_exec },
+	{ "freopen", test_freopen },
 };
 
 int main(int argc, char **argv)
