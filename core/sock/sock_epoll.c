@@ -58,6 +58,8 @@ struct ep_item {
 				* kernel event) can change that */
 	int kpooled;           /* the kernel has the pooled registration (its
 				* doorbells), which no EPOLL_CTL_MOD changes */
+	int kedge;             /* ... edge-triggered: the peer's FIN or RST
+				* came (tagged()) */
 	int parked;            /* EPOLL_CTL_DEL'd by the application: the
 				* kernel keeps the registration for the next
 				* ADD (event loops delete and add per request) */
@@ -399,17 +401,30 @@ static struct ep_item *add_item(struct epset *s, int fd, struct cxls_sconn *c,
 	return it;
 }
 
+/* The peer's FIN or RST came on the TCP socket: it stays readable for
+ * good and carries nothing more (no doorbell follows a FIN). */
+static int tcp_ended(struct cxls_sconn *c)
+{
+	return atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst);
+}
+
 /* What the kernel watches for a followed fd, tagged (TAG | fd) so that
  * sort_kernel() tells it from the application's own registrations: a
  * pooled fd's doorbells and FIN/RST (level-triggered: a doorbell left
- * unread is seen again); a connect in flight's application events and its
- * completion (EPOLLOUT), level-triggered until convert() re-registers it. */
+ * unread is seen again; edge-triggered once the FIN or RST is known, or
+ * the socket's lasting readiness would wake every wait at once while the
+ * application reads nothing there: haproxy spun at 76% of a core on the
+ * connections whose servers had closed); a connect in flight's
+ * application events and its completion (EPOLLOUT), level-triggered until
+ * convert() re-registers it. */
 static struct epoll_event tagged(int fd, struct cxls_sconn *c, uint32_t app_events)
 {
 	struct epoll_event e;
 
-	e.events = atomic_load(&c->mode) == CXLS_SC_CONNECTING ? (app_events & ~EPOLLET) | EPOLLOUT
-							       : EPOLLIN | EPOLLRDHUP;
+	if (atomic_load(&c->mode) == CXLS_SC_CONNECTING)
+		e.events = (app_events & ~EPOLLET) | EPOLLOUT;
+	else
+		e.events = EPOLLIN | EPOLLRDHUP | (tcp_ended(c) ? EPOLLET : 0);
 	e.data.u64 = TAG | (uint32_t)fd;
 	return e;
 }
@@ -417,7 +432,7 @@ static struct epoll_event tagged(int fd, struct cxls_sconn *c, uint32_t app_even
 /* The registration of a pooled fd (not a connect in flight's). */
 static int pooled_reg(const struct epoll_event *e)
 {
-	return e->events == (EPOLLIN | EPOLLRDHUP);
+	return (e->events & ~EPOLLET) == (EPOLLIN | EPOLLRDHUP);
 }
 
 /* Is fd an epoll instance?  (Asked when it is added to another set.) */
@@ -582,6 +597,7 @@ static int ctl_add(int epfd, struct epset *s, struct ep_item *it, int fd, struct
 	if (!it)
 		goto fail_kernel_added;
 	it->kpooled = pooled_reg(&e);
+	it->kedge = it->kpooled && (e.events & EPOLLET);
 	return 0;
 
 fail_kernel_added:
@@ -601,10 +617,13 @@ static int ctl_mod(int epfd, struct ep_item *it, int fd, struct cxls_sconn *c,
 		return fail(EFAULT);
 	if (!it || it->parked)
 		return fail(ENOENT);
-	e = tagged(fd, c, ev->events);
-	if (!it->kpooled && sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e))
-		return -1;
-	it->kpooled = pooled_reg(&e);
+	if (!it->kpooled) {
+		e = tagged(fd, c, ev->events);
+		if (sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e))
+			return -1;
+		it->kpooled = pooled_reg(&e);
+		it->kedge = it->kpooled && (e.events & EPOLLET);
+	}
 	set_item(it, ev);
 	return 0;
 }
@@ -709,10 +728,12 @@ static int adopt_one(int fd, struct cxls_sconn *c, const struct cxls_epreg *r)
 		goto out;
 	}
 	e = tagged(fd, c, r->events);
-	if (sys_epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &e))
+	if (sys_epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &e)) {
 		drop_item(s, it); /* deleted meanwhile: nothing to take over */
-	else
+	} else {
 		it->kpooled = pooled_reg(&e);
+		it->kedge = it->kpooled && (e.events & EPOLLET);
+	}
 out:
 	set_unlock(s);
 	return rc;
@@ -1073,6 +1094,7 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 	if (c) {
 		e = tagged(it->fd, c, it->events);
 		it->kpooled = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0 && pooled_reg(&e);
+		it->kedge = it->kpooled && (e.events & EPOLLET);
 		cxls_sock_done(c);
 		return 0;
 	}
@@ -1107,6 +1129,7 @@ static void repool(int epfd, struct ep_item *it)
 	if (now == it->c) {
 		e = tagged(it->fd, it->c, it->events);
 		it->kpooled = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0 && pooled_reg(&e);
+		it->kedge = it->kpooled && (e.events & EPOLLET);
 	}
 	if (now)
 		cxls_sconn_put(now);
@@ -1127,6 +1150,11 @@ static void doorbell_event(int epfd, struct ep_item *it, struct sleeping *z)
 		sleeping_rang(z, it->fd);
 	else
 		cxls_chan_drain(it->c, it->fd);
+	if (!it->kedge && tcp_ended(it->c)) {
+		struct epoll_event e = tagged(it->fd, it->c, it->events);
+
+		it->kedge = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0;
+	}
 }
 
 /* Sorts the kernel's answer in place (m events): the application's own

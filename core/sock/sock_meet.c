@@ -770,6 +770,10 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 			mode = to_tcp(c, "no peer in the pool");
 			break;
 		}
+		/* at the start and every millisecond: the peer may wait for
+		 * one of ours in turn (below) */
+		if (spins == 0 || spins >= 200)
+			cxls_sock_meet_connected();
 		if (++spins < 200) {
 			sched_yield();
 		} else {

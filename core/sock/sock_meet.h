@@ -34,6 +34,9 @@ void cxls_sock_decline(int fd, int role);
 /* Waits (up to the deadline) for the peer of a PENDING connection;
  * returns the new mode, POOL or TCP. */
 int cxls_sock_settle(struct cxls_sconn *c, int fd);
+/* Nonblocking connects of this process that are done meet now, as their
+ * first use would (sock_fd.c); the settle calls it while it waits. */
+void cxls_sock_meet_connected(void);
 
 /* The peer's end may be gone (EOF, reset, EPIPE seen): when it is
  * finished (closed, or every holder dead) nothing will read what we
