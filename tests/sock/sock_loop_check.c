@@ -19,6 +19,7 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/check.h"
@@ -684,12 +685,57 @@ static void test_reused(void)
 	free(l.out);
 }
 
+/* A pooled fd whose peer closed stays readable in the kernel for good: an
+ * item of it that the application deleted (the shim keeps the kernel's
+ * registration for the next ADD) must not make epoll_wait spin through
+ * its timeout (haproxy and ab spun so), and must report the end of file
+ * once it is added again.  CPU time, not wall time, tells a spin. */
+static long thread_cpu_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec * 1000000L + t.tv_nsec / 1000;
+}
+
+static void test_finspin(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = DATA }, out[4];
+	int a, b, p[2], ep = epoll_create1(0), n;
+	long cpu;
+	char c;
+
+	tcp_pair(&a, &b);
+	CHECK(pipe(p) == 0, "finspin: pipe");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev) == 0 && epoll_ctl(ep, EPOLL_CTL_DEL, a, NULL) == 0,
+	      "finspin: added and deleted");
+	ev.data.u64 = INNER;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) == 0, "finspin: an idle pipe");
+	close(b); /* the FIN */
+	usleep(50000);
+	cpu = thread_cpu_us();
+	n = epoll_wait(ep, out, 4, 1000);
+	cpu = thread_cpu_us() - cpu;
+	CHECK(n == 0, "finspin: %d events from a set with nothing to report", n);
+	CHECK(cpu < 200000, "finspin: epoll_wait spun: %ld ms of CPU in a 1 s wait", cpu / 1000);
+	ev.data.u64 = DATA;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev) == 0, "finspin: added again");
+	n = epoll_wait(ep, out, 4, 5000);
+	CHECK(n == 1 && out[0].data.u64 == DATA && (out[0].events & EPOLLIN),
+	      "finspin: the end of file reported (%d events)", n);
+	CHECK(read(a, &c, 1) == 0, "finspin: read gives the end of file");
+	close(a);
+	close(p[0]);
+	close(p[1]);
+	close(ep);
+}
+
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "del", test_del },     { "select", test_select },
 	{ "fork", test_fork },     { "closed", test_closed }, { "thread", test_thread },
 	{ "many", test_many },     { "fired", test_fired }, { "dupclosed", test_dupclosed },
-	{ "closewait", test_closewait }, { "reused", test_reused },
+	{ "closewait", test_closewait }, { "reused", test_reused }, { "finspin", test_finspin },
 };
 
 int main(int argc, char **argv)
