@@ -66,6 +66,17 @@ static ssize_t read_to_eof(int fd, char *buf, size_t cap)
 	return (ssize_t)got;
 }
 
+/* Reads fd until EOF and checks that it carried exactly want. */
+static void expect_eof_after(int fd, const char *want, const char *what)
+{
+	char got[64];
+	size_t len = strlen(want);
+	ssize_t n = read_to_eof(fd, got, sizeof(got));
+
+	CHECK(n == (ssize_t)len && !memcmp(got, want, len), "%s got %zd bytes: %.*s", what, n,
+	      n > 0 ? (int)n : 0, got);
+}
+
 #define LINES 20000
 
 static void test_fdopen(void)
@@ -124,8 +135,6 @@ static void test_fdopen(void)
 static void test_stdout_dup2(void)
 {
 	int a, b, p[2];
-	char got[64];
-	ssize_t n;
 
 	tcp_pair(&a, &b);
 	check_pooled(a, "pair");
@@ -149,12 +158,8 @@ static void test_stdout_dup2(void)
 	}
 	close(p[1]);
 	close(a);
-	n = read_to_eof(b, got, sizeof(got) - 1);
-	CHECK(n == 12 && !memcmp(got, "held then 1\n", 12), "socket got %zd bytes: %.*s", n,
-	      n > 0 ? (int)n : 0, got);
-	n = read_to_eof(p[0], got, sizeof(got) - 1);
-	CHECK(n == 5 && !memcmp(got, "back\n", 5), "pipe got %zd bytes: %.*s", n,
-	      n > 0 ? (int)n : 0, got);
+	expect_eof_after(b, "held then 1\n", "the socket");
+	expect_eof_after(p[0], "back\n", "the pipe");
 	CHECK(tu_wait(pid) == 0, "child");
 	close(p[0]);
 	close(b);
@@ -224,8 +229,6 @@ static void test_stdin_ahead(void)
 static void test_held_exec(void)
 {
 	int a, b;
-	char got[64];
-	ssize_t n;
 
 	tcp_pair(&a, &b);
 	check_pooled(a, "pair");
@@ -242,9 +245,7 @@ static void test_held_exec(void)
 	}
 	close(b);
 	CHECK(tu_write_all(a, "x\n", 2) == 0 && shutdown(a, SHUT_WR) == 0, "peer write");
-	n = read_to_eof(a, got, sizeof(got));
-	CHECK(n == 2 && !memcmp(got, "x\n", 2), "the peer got %zd bytes: %.*s", n,
-	      n > 0 ? (int)n : 0, got);
+	expect_eof_after(a, "x\n", "the peer");
 	CHECK(tu_wait(pid) == 0, "cat");
 	close(a);
 }
@@ -254,8 +255,6 @@ static void test_held_exec(void)
 static void test_freopen(void)
 {
 	int a, b;
-	char got[64];
-	ssize_t n;
 
 	tcp_pair(&a, &b);
 	check_pooled(a, "pair");
@@ -271,9 +270,7 @@ static void test_freopen(void)
 		_exit(fflush(stdout) || fileno(stdout) != 1 ? 3 : 0);
 	}
 	close(b);
-	n = read_to_eof(a, got, sizeof(got));
-	CHECK(n == 2 && !memcmp(got, "a\n", 2), "the peer got %zd bytes: %.*s", n,
-	      n > 0 ? (int)n : 0, got);
+	expect_eof_after(a, "a\n", "the peer");
 	CHECK(tu_wait(pid) == 0, "freopen in the child");
 	close(a);
 }
