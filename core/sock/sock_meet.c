@@ -307,6 +307,25 @@ static int put_record(const struct cxls_sock_region *r, uint32_t cap, int role,
 	return 0;
 }
 
+/* How long an end that made the record waits for its peer.  A
+ * nonblocking client got here at its first use, after its event loop saw
+ * the connect done: its server, had it accepted, would have a record to
+ * join, and waiting longer for the accept holds up the whole loop, whose
+ * other connections' peers may wait for it in turn (ab, haproxy and nginx
+ * met only at the ends of their windows); a server or a blocking client
+ * waits the policy's window. */
+#define NB_CLIENT_WINDOW_NS (5ull * 1000000ull)
+
+static uint64_t meet_window_ns(const struct cxls_sock_region *r, const struct cxls_sconn *c,
+			       int role)
+{
+	uint64_t ns = (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
+
+	if (role == CXLS_CLIENT && atomic_load(&c->nonblock) && ns > NB_CLIENT_WINDOW_NS)
+		return NB_CLIENT_WINDOW_NS;
+	return ns;
+}
+
 static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t sndbuf,
 		  int role, const struct cxls_sock_tuple *t, uint64_t key)
 {
@@ -315,7 +334,7 @@ static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32
 	if (put_record(r, cap, role, t, key, CXLS_SK_WAITING, &slot, &gen))
 		return CXLS_SC_TCP;
 	cxls_sock_attach(c, r, slot, gen, role, cap);
-	c->deadline_ns = c->rec->created_ns + (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
+	c->deadline_ns = c->rec->created_ns + meet_window_ns(r, c, role);
 	c->key = key;
 	c->tuple = *t;
 	atomic_store(&c->mode, CXLS_SC_PENDING);
