@@ -309,7 +309,7 @@ step "sock: random calls answered as the kernel answers them, $DIFF_SEEDS seeds"
 # event loops that register their socket in an epoll set before connect()
 SOCKLOOP=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_loop_check")
 for t in lt et oneshot fired nested del select fork closed thread many dupclosed closewait reused \
-	finspin; do
+	finspin lateaccept; do
 	step "sock: epoll set before connect(): $t" shim "${SOCKLOOP[@]}" $t
 done
 step "sock: epoll fd closed under a waiter, memcheck" shim env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 \

@@ -730,12 +730,86 @@ static void test_finspin(void)
 	close(ep);
 }
 
+/* A server that accepts late: the client's event loop, its connect done,
+ * must not wait for the accept in its first call (it holds up every other
+ * connection of the loop): it waits a few ms, stays on TCP, and its bytes
+ * arrive.  The bound, 150 ms against the 300 ms the server sleeps (and the
+ * 5 s meeting window of this run), is what tells a wait for the accept. */
+static int late_echo(void *arg)
+{
+	static char buf[1 << 16];
+	int lfd = *(int *)arg, fd;
+	ssize_t n;
+
+	usleep(300000);
+	fd = accept(lfd, NULL, NULL);
+	if (fd < 0)
+		return 1;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		if (tu_write_all(fd, buf, (size_t)n))
+			return 2;
+	return n < 0 ? 3 : 0;
+}
+
+static void test_lateaccept(void)
+{
+	static char out[1 << 16], in[1 << 16];
+	struct pollfd p = { .events = POLLOUT };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), fd;
+	pid_t srv = tu_spawn(late_echo, &lfd);
+	uint64_t t0;
+	size_t sent = 0, got = 0;
+
+	close(lfd);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0); /* not the server's too */
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	tu_fill(out, sizeof(out), 0x1a7e);
+	t0 = tu_now_us();
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS,
+	      "lateaccept: connect");
+	p.fd = fd;
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLOUT), "lateaccept: connected");
+	while (sent < sizeof(out)) {
+		ssize_t n = write(fd, out + sent, sizeof(out) - sent);
+
+		if (n > 0)
+			sent += (size_t)n;
+		else if (n < 0 && errno == EAGAIN)
+			poll(&p, 1, 1000);
+		else
+			break;
+		if (sent && t0) {
+			uint64_t us = tu_now_us() - t0;
+
+			CHECK(us < 150000, "lateaccept: the first write came %llu ms after connect",
+			      (unsigned long long)us / 1000);
+			t0 = 0;
+		}
+	}
+	p.events = POLLIN;
+	while (got < sizeof(in) && poll(&p, 1, 5000) == 1) {
+		ssize_t n = read(fd, in + got, sizeof(in) - got);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	CHECK(sent == sizeof(out) && got == sizeof(in) && !memcmp(in, out, sizeof(in)),
+	      "lateaccept: %zu sent, %zu echoed intact", sent, got);
+	close(fd);
+	CHECK(tu_wait(srv) == 0, "lateaccept: the late server");
+}
+
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "del", test_del },     { "select", test_select },
 	{ "fork", test_fork },     { "closed", test_closed }, { "thread", test_thread },
 	{ "many", test_many },     { "fired", test_fired }, { "dupclosed", test_dupclosed },
 	{ "closewait", test_closewait }, { "reused", test_reused }, { "finspin", test_finspin },
+	{ "lateaccept", test_lateaccept },
 };
 
 int main(int argc, char **argv)
