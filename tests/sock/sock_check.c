@@ -1347,6 +1347,7 @@ static void test_sleepers(void)
 
 #define WAKE_ROUNDS 100
 #define WAKE_SLOW_US 20000
+#define FORK_WAKE_LIMIT_S 120
 
 struct wake_shared {
 	_Atomic int armed[2];     /* round the sleeper is about to wait in */
@@ -1407,8 +1408,13 @@ static void fork_wake_round(int use_read)
 	CHECK(w != MAP_FAILED, "shared page");
 	memset(w, 0, sizeof(*w));
 	tcp_pair(&a, &b);
+	/* the three wait for each other without a bound: a lost round ends
+	 * them (the parent's alarm fails the case) instead of hanging the run
+	 * (it did once, with both cores busy; alarms are not inherited) */
+	alarm(FORK_WAKE_LIMIT_S);
 	writer = fork();
 	if (writer == 0) {
+		alarm(FORK_WAKE_LIMIT_S);
 		close(b);
 		for (int r = 1; r <= WAKE_ROUNDS; r++) {
 			while (atomic_load(&w->armed[0]) < r || atomic_load(&w->armed[1]) < r)
@@ -1425,11 +1431,13 @@ static void fork_wake_round(int use_read)
 	close(a);
 	child = fork();
 	if (child == 0) {
+		alarm(FORK_WAKE_LIMIT_S);
 		wake_sleeper(w, b, 1, use_read);
 		_exit(0);
 	}
 	wake_sleeper(w, b, 0, use_read);
 	CHECK(tu_wait(child) == 0 && tu_wait(writer) == 0, "%s: child and writer", how);
+	alarm(0);
 	for (int i = 0; i < 2; i++) {
 		int slow = 0;
 
