@@ -435,6 +435,13 @@ static int pooled_reg(const struct epoll_event *e)
 	return (e->events & ~EPOLLET) == (EPOLLIN | EPOLLRDHUP);
 }
 
+/* What the kernel now has for the item: e, or (ok 0) nothing it set. */
+static void kernel_has(struct ep_item *it, const struct epoll_event *e, int ok)
+{
+	it->kpooled = ok && pooled_reg(e);
+	it->kedge = it->kpooled && (e->events & EPOLLET);
+}
+
 /* Is fd an epoll instance?  (Asked when it is added to another set.) */
 static int is_epoll(int fd)
 {
@@ -596,8 +603,7 @@ static int ctl_add(int epfd, struct epset *s, struct ep_item *it, int fd, struct
 	it = add_item(s, fd, c, ev);
 	if (!it)
 		goto fail_kernel_added;
-	it->kpooled = pooled_reg(&e);
-	it->kedge = it->kpooled && (e.events & EPOLLET);
+	kernel_has(it, &e, 1);
 	return 0;
 
 fail_kernel_added:
@@ -621,8 +627,7 @@ static int ctl_mod(int epfd, struct ep_item *it, int fd, struct cxls_sconn *c,
 		e = tagged(fd, c, ev->events);
 		if (sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e))
 			return -1;
-		it->kpooled = pooled_reg(&e);
-		it->kedge = it->kpooled && (e.events & EPOLLET);
+		kernel_has(it, &e, 1);
 	}
 	set_item(it, ev);
 	return 0;
@@ -731,8 +736,7 @@ static int adopt_one(int fd, struct cxls_sconn *c, const struct cxls_epreg *r)
 	if (sys_epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &e)) {
 		drop_item(s, it); /* deleted meanwhile: nothing to take over */
 	} else {
-		it->kpooled = pooled_reg(&e);
-		it->kedge = it->kpooled && (e.events & EPOLLET);
+		kernel_has(it, &e, 1);
 	}
 out:
 	set_unlock(s);
@@ -1093,8 +1097,7 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 
 	if (c) {
 		e = tagged(it->fd, c, it->events);
-		it->kpooled = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0 && pooled_reg(&e);
-		it->kedge = it->kpooled && (e.events & EPOLLET);
+		kernel_has(it, &e, sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0);
 		cxls_sock_done(c);
 		return 0;
 	}
@@ -1128,8 +1131,7 @@ static void repool(int epfd, struct ep_item *it)
 
 	if (now == it->c) {
 		e = tagged(it->fd, it->c, it->events);
-		it->kpooled = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0 && pooled_reg(&e);
-		it->kedge = it->kpooled && (e.events & EPOLLET);
+		kernel_has(it, &e, sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0);
 	}
 	if (now)
 		cxls_sconn_put(now);
