@@ -12,14 +12,14 @@
 #                 the table full frees those older than a second
 # After each, a client under the preload must still go through the pool.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 SHIM=${SHIM:-$PWD/$BUILD/libcxlshim.so}
 TMP=$(mktemp -d /tmp/cxlshim-churn.XXXXXX)
 export CXLSHIM_POOL_PATH=/dev/shm/cxlshim-churn-$$.pool
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP" "$CXLSHIM_POOL_PATH"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=tests/sock/lib.sh
+. tests/sock/lib.sh
 in_use() { "$BUILD/cxlshim" pool status | sed -n 's/.*connection slots (\([0-9]*\) in use.*/\1/p'; }
 
 cat >"$TMP/server.py" <<'EOF'
@@ -52,8 +52,7 @@ for first in client server; do
 	p=$(port)
 	env LD_PRELOAD="$SHIM" CXLSHIM_SOCK_MEET_TIMEOUT_MS=100 python3 "$TMP/server.py" "$p" "$first" &
 	srv=$!
-	for _ in $(seq 50); do grep -q "^ *[0-9]*: [0-9A-F]*:$(printf '%04X' "$p") [0-9A-F]*:0000 0A" \
-		/proc/net/tcp && break; sleep 0.1; done
+	wait_listening "$p"
 	timeout 120 python3 "$TMP/clients.py" "$p" "$first" 150 || fail "$first first: clients"
 	n=$(in_use)
 	echo "records in use after them: $n"

@@ -22,10 +22,10 @@ SHIM=${SHIM:-$PWD/$BUILD/libcxlshim.so}
 TMP=$(mktemp -d /tmp/cxlshim-stdio.XXXXXX)
 POOL=/dev/shm/cxlshim-stdio-$$.pool
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP" "$POOL"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/sock/lib.sh
+. tests/sock/lib.sh
 pre() { env LD_PRELOAD="$SHIM" CXLSHIM_POOL_PATH="$POOL" CXLSHIM_DEBUG=INFO \
 	CXLSHIM_LOG_FILE="$TMP/shim.log" "$@"; }
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 echo "== bash /dev/tcp against a line echo server"
 p=$(port)
@@ -47,8 +47,6 @@ joined() { grep -c "joined" "$TMP/shim.log"; }
 [ "$(joined)" -ge 1 ] || fail "bash's connection did not go through the pool"
 echo "three lines echoed, through the pool"
 
-# port $1 has a listener (without connecting: socat serves one connection)
-listening() { grep -q "^ *[0-9]*: [0-9A-F]*:$(printf '%04X' "$1") [0-9A-F]*:0000 0A" /proc/net/tcp; }
 head -c 150000 /dev/urandom | base64 >"$TMP/text"
 printf '#!/bin/sh\nexec sed "s/[a-z]/\\U&/g"\n' >"$TMP/up.sh" && chmod +x "$TMP/up.sh"
 for filter in "EXEC:tr a-z A-Z,nofork" "SYSTEM:$TMP/up.sh,nofork"; do
@@ -57,7 +55,7 @@ for filter in "EXEC:tr a-z A-Z,nofork" "SYSTEM:$TMP/up.sh,nofork"; do
 	p=$(port)
 	pre timeout 30 socat TCP-LISTEN:"$p",bind=127.0.0.1,reuseaddr "$filter" 2>>"$TMP/socat.err" &
 	d=$!
-	for _ in $(seq 50); do listening "$p" && break; sleep 0.1; done
+	wait_listening "$p"
 	pre timeout 20 socat -t 10 - TCP:127.0.0.1:"$p" <"$TMP/text" >"$TMP/out" ||
 		fail "socat $filter: client ($?)"
 	wait $d 2>/dev/null
@@ -72,7 +70,7 @@ p=$(port)
 env LD_PRELOAD="$SHIM" CXLSHIM_POOL_PATH="$POOL" CXLSHIM_DEBUG=INFO timeout 30 \
 	socat TCP-LISTEN:"$p",bind=127.0.0.1,reuseaddr "EXEC:tr a-z A-Z,nofork,stderr" 2>/dev/null &
 d=$!
-for _ in $(seq 50); do listening "$p" && break; sleep 0.1; done
+wait_listening "$p"
 pre timeout 20 socat -t 10 - TCP:127.0.0.1:"$p" <"$TMP/text" >"$TMP/out" || fail "stderr: client ($?)"
 wait $d 2>/dev/null
 tr a-z A-Z <"$TMP/text" | cmp -s - "$TMP/out" ||

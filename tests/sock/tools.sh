@@ -28,8 +28,8 @@ need() {
 	command -v "$1" >/dev/null || { echo "SKIP: $1 not installed (make deps)"; exit 77; }
 }
 
-# A free port: bind to 0 and read it back.
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=tests/sock/lib.sh
+. tests/sock/lib.sh
 
 # under_shim LOG CMD...: run with the preload, decisions logged to LOG
 under_shim() {
@@ -69,8 +69,6 @@ pooled() {
 	echo "pooled=$n (want >= $2) in $(basename "$1")"
 	[ "${n:-0}" -ge "$2" ]
 }
-
-fail() { echo "FAIL: $*"; exit 1; }
 
 run_iperf3() {
 	need iperf3
