@@ -2,9 +2,11 @@
 #include "proc_id.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,15 +49,20 @@ static uint64_t boot_hash(void)
 static const char *stat_fields(uint32_t pid, char *buf, size_t len)
 {
 	char path[64], *p;
-	FILE *f;
-	size_t n;
+	ssize_t n;
+	int fd;
 
+	/* system calls, not stdio (a sweep asks this of every record's
+	 * holders), nor the libc calls, which this library interposes: its
+	 * close() would take the epoll sets' locks, which the caller may hold */
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
+	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return NULL;
-	n = fread(buf, 1, len - 1, f);
-	fclose(f);
+	n = syscall(SYS_read, fd, buf, len - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0)
+		return NULL;
 	buf[n] = '\0';
 	p = strrchr(buf, ')');
 	return p && p[1] == ' ' ? p + 2 : NULL;
@@ -108,19 +115,62 @@ void cxls_proc_self(struct cxls_proc_id *id)
 	*id = cached;
 }
 
+/* Answers remembered on this thread between cxls_proc_memo_begin() and
+ * cxls_proc_memo_end(): a sweep asks about the same few processes for
+ * every record it looks at. */
+#define MEMO_N 8
+static _Thread_local struct {
+	int on, n;
+	struct cxls_proc_id id[MEMO_N];
+	int alive[MEMO_N];
+} memo;
+
+void cxls_proc_memo_begin(void)
+{
+	memo.on = 1;
+	memo.n = 0;
+}
+
+void cxls_proc_memo_end(void)
+{
+	memo.on = 0;
+}
+
+static int memo_find(const struct cxls_proc_id *id)
+{
+	for (int i = 0; memo.on && i < memo.n; i++)
+		if (memo.id[i].pid == id->pid && memo.id[i].start_time == id->start_time)
+			return i;
+	return -1;
+}
+
+static int alive_now(const struct cxls_proc_id *id)
+{
+	if (kill((pid_t)id->pid, 0) && errno == ESRCH)
+		return 0;
+	/* pid reused by another process, or a zombie? */
+	return !id->start_time || start_time_of(id->pid) == id->start_time;
+}
+
 int cxls_proc_alive(const struct cxls_proc_id *id)
 {
 	struct cxls_proc_id self;
+	int i, alive;
 
 	cxls_proc_self(&self);
 	if (id->boot_hash != self.boot_hash)
 		return -1;
 	if (id->pid == 0)
 		return 0;
-	if (kill((pid_t)id->pid, 0) && errno == ESRCH)
-		return 0;
-	/* pid reused by another process, or a zombie? */
-	if (id->start_time && start_time_of(id->pid) != id->start_time)
-		return 0;
-	return 1;
+	if (id->pid == self.pid && id->start_time == self.start_time)
+		return 1; /* asking about ourselves */
+	i = memo_find(id);
+	if (i >= 0)
+		return memo.alive[i];
+	alive = alive_now(id);
+	if (memo.on && memo.n < MEMO_N) {
+		memo.id[memo.n] = *id;
+		memo.alive[memo.n++] = alive;
+	}
+	return alive;
 }

@@ -17,6 +17,10 @@ void cxls_proc_self(struct cxls_proc_id *id);
 void cxls_proc_of(uint32_t pid, struct cxls_proc_id *id);
 /* 1: alive, 0: dead, -1: cannot tell (another host). */
 int cxls_proc_alive(const struct cxls_proc_id *id);
+/* Between these, cxls_proc_alive answers each process once on this
+ * thread (a sweep of many records held by a few processes); not nested. */
+void cxls_proc_memo_begin(void);
+void cxls_proc_memo_end(void);
 /* The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), 0 when gone. */
 int cxls_proc_state(uint32_t pid);
 uint64_t cxls_now_ns(void);

@@ -89,6 +89,26 @@ static ssize_t stream_recvv(struct cxls_sconn *c, int fd, const struct iovec *io
 	return -1;
 }
 
+/* A nonblocking call on a socket still meeting its peer (use_io()): its
+ * arguments' error, as the kernel checks them before the socket; else 0
+ * for a call asking for nothing that answers so at once (read, write),
+ * else EAGAIN. */
+static ssize_t again_answer(int err, size_t asked, int zero_is_zero)
+{
+	if (!err && !asked && zero_is_zero)
+		return 0;
+	errno = err ? err : EAGAIN;
+	return -1;
+}
+
+/* The connection of a call that moves bytes; NULL: the real call, or
+ * (*again) the answer of again_answer(). */
+static struct cxls_sconn *use_io(int fd, int flags, int *again)
+{
+	*again = 0;
+	return flags & MSG_ERRQUEUE ? NULL : cxls_sock_use_io(fd, flags & MSG_DONTWAIT, again);
+}
+
 /* One call on a pooled fd: the core moves the bytes, then the fd is
  * released (cxls_sock_use took it).  as_read: read(2) or readv(2), which
  * answer 0 bytes with 0 at once. */
@@ -142,37 +162,44 @@ static ssize_t pool_send(struct cxls_sconn *c, int fd, const void *buf, size_t n
 
 EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	int again;
+	struct cxls_sconn *c = use_io(fd, 0, &again);
 
+	if (again)
+		return again_answer(0, n, 1);
 	return c ? pool_recv(c, fd, buf, n, 0, 1) : REAL(read)(fd, buf, n);
 }
 
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	int again;
+	struct cxls_sconn *c = use_io(fd, 0, &again);
 
+	if (again)
+		return again_answer(0, n, 1);
 	return c ? pool_send(c, fd, buf, n, 0) : REAL(write)(fd, buf, n);
 }
 
 /* The calls that take flags: MSG_ERRQUEUE reads the kernel's error queue,
  * which is not the byte stream, so the kernel answers it even on a pooled
- * socket. */
-static struct cxls_sconn *use_stream(int fd, int flags)
-{
-	return flags & MSG_ERRQUEUE ? NULL : cxls_sock_use(fd);
-}
-
+ * socket (use_io()). */
 EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	struct cxls_sconn *c = use_stream(fd, flags);
+	int again;
+	struct cxls_sconn *c = use_io(fd, flags, &again);
 
+	if (again)
+		return again_answer(0, n, 0);
 	return c ? pool_recv(c, fd, buf, n, flags, 0) : REAL(recv)(fd, buf, n, flags);
 }
 
 EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	int again;
+	struct cxls_sconn *c = use_io(fd, flags, &again);
 
+	if (again)
+		return again_answer(0, n, 1);
 	return c ? pool_send(c, fd, buf, n, flags) : REAL(send)(fd, buf, n, flags);
 }
 
@@ -181,9 +208,12 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
 			socklen_t *len)
 {
-	struct cxls_sconn *c = use_stream(fd, flags);
+	int again;
+	struct cxls_sconn *c = use_io(fd, flags, &again);
 	ssize_t r;
 
+	if (again)
+		return again_answer(0, n, 0);
 	if (!c)
 		return REAL(recvfrom)(fd, buf, n, flags, sa, len);
 	r = pool_recv(c, fd, buf, n, flags, 0);
@@ -195,22 +225,40 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa,
 		      socklen_t len)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	int again;
+	struct cxls_sconn *c = use_io(fd, flags, &again);
 
+	if (again)
+		return again_answer(0, n, 1);
 	return c ? pool_send(c, fd, buf, n, flags) : REAL(sendto)(fd, buf, n, flags, sa, len);
+}
+
+/* The iovec of a call that found its socket still meeting: its error, or
+ * what it asks for. */
+static ssize_t again_iov(const struct iovec *iov, int cnt, int flags, int zero_is_zero)
+{
+	int err = cnt < 0 ? EINVAL : iov_error(iov, (size_t)cnt, flags);
+
+	return again_answer(err, err ? 0 : cxls_iov_total(iov, cnt), zero_is_zero);
 }
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	int again;
+	struct cxls_sconn *c = use_io(fd, 0, &again);
 
+	if (again)
+		return again_iov(iov, cnt, 0, 1);
 	return c ? pool_recvv(c, fd, iov, cnt, 0, 1) : REAL(readv)(fd, iov, cnt);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	int again;
+	struct cxls_sconn *c = use_io(fd, 0, &again);
 
+	if (again)
+		return again_iov(iov, cnt, 0, 1);
 	return c ? pool_sendv(c, fd, iov, cnt, 0, 1) : REAL(writev)(fd, iov, cnt);
 }
 
@@ -284,10 +332,12 @@ static int plain_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 
 EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
-	struct cxls_sconn *c = use_stream(fd, flags);
+	int again, err;
+	struct cxls_sconn *c = use_io(fd, flags, &again);
 	ssize_t r;
-	int err;
 
+	if (again)
+		return again_answer(msg_error(m, flags), 0, 0);
 	if (!c)
 		return plain_recvmsg(fd, m, flags);
 	if ((err = msg_error(m, flags)))
@@ -299,10 +349,13 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	int again, err;
+	struct cxls_sconn *c = use_io(fd, flags, &again);
 	ssize_t r;
-	int err;
 
+	if (again) /* msg_error(): m is there */
+		return (err = msg_error(m, 0)) ? again_answer(err, 0, 0)
+					      : again_iov(m->msg_iov, (int)m->msg_iovlen, 0, 1);
 	if (!c)
 		return plain_sendmsg(fd, m, flags);
 	if ((err = msg_error(m, 0))) /* the iovec's checks included */
@@ -399,7 +452,7 @@ static int mmsg_expired(struct timespec *t, const struct timespec *end)
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		    struct timespec *timeout)
 {
-	struct cxls_sconn *c = use_stream(fd, flags);
+	struct cxls_sconn *c = flags & MSG_ERRQUEUE ? NULL : cxls_sock_use(fd);
 	struct timespec end;
 	unsigned int i;
 	int err;

@@ -63,6 +63,17 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 /* The pooled connection of fd with a reference, or NULL: use the real
  * call.  Finishes a connect in flight and waits for a pending peer. */
 struct cxls_sconn *cxls_sock_use(int fd);
+/* cxls_sock_use for a call that moves bytes: on a nonblocking fd, or
+ * with dontwait (MSG_DONTWAIT), a meeting under way is looked at once,
+ * not waited for, and *again says when it is still under way: nothing
+ * can be read or written before it is decided, so the call answers
+ * EAGAIN (the joining peer rings, which wakes the caller's event loop). */
+struct cxls_sconn *cxls_sock_use_io(int fd, int dontwait, int *again);
+/* cxls_sock_use for event loops, which must not wait for a peer: a
+ * connect that finished meets, a meeting under way is looked at once.
+ * fd's mode now (CXLS_SC_*; TCP: no longer followed), -1 when the shim
+ * does not follow fd. */
+int cxls_sock_look(int fd);
 static inline void cxls_sock_done(struct cxls_sconn *c)
 {
 	cxls_sconn_put(c);

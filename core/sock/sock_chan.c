@@ -23,6 +23,11 @@ static void ring_bell(int fd)
 	sys_send(fd, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+void cxls_chan_ring(int fd)
+{
+	ring_bell(fd);
+}
+
 /* One direction's wake-up request as both ends see it (sock_format.h):
  * want and cancel on the sleeping end's line, rung on the answering
  * end's, and the two lines to write back or refresh in a flush pool. */

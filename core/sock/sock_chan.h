@@ -14,6 +14,8 @@
 
 #include "sock_conn.h"
 
+/* One doorbell, unasked: the peer's end just became pooled. */
+void cxls_chan_ring(int fd);
 /* Wakes the reader of c's tx ring if it may sleep (after producing). */
 void cxls_chan_notify_reader(struct cxls_sconn *c, int fd);
 /* Wakes the writer of c's rx ring if it waits for space (after consuming). */

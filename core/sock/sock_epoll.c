@@ -539,19 +539,20 @@ static struct epset *nested_set(int epfd, int op, int fd)
 }
 
 /* The connection an epoll_ctl on a followed fd is about.  Takes over the
- * reference c (fd's table entry) and returns one to a connect in flight
- * or a pooled connection, or NULL: the kernel's business (a listener,
- * plain TCP).  A connect in flight stays one (registered with the tag,
- * converted on its first event); anything else not pooled yet goes
- * through cxls_sock_use, which settles a pending peer and returns only a
- * pooled connection. */
+ * reference c (fd's table entry) and returns one to a connect in flight,
+ * a meeting under way or a pooled connection, or NULL: the kernel's
+ * business (a listener, plain TCP). */
 static struct cxls_sconn *ctl_conn(int fd, struct cxls_sconn *c)
 {
 	int mode = atomic_load(&c->mode);
 
 	/* pooled already: cxls_sock_use would look fd up again, to the
-	 * same answer */
-	if (mode == CXLS_SC_CONNECTING || mode == CXLS_SC_POOL)
+	 * same answer; a connect in flight is registered for its first
+	 * event (convert()), a meeting under way too once looked at (from
+	 * then on its peer rings when it joins), neither waited for */
+	if (mode == CXLS_SC_PENDING)
+		mode = cxls_sock_look(fd);
+	if (mode == CXLS_SC_CONNECTING || mode == CXLS_SC_PENDING || mode == CXLS_SC_POOL)
 		return c;
 	cxls_sconn_put(c);
 	return cxls_sock_use(fd);
@@ -566,13 +567,15 @@ static int ctl_unfollowed(int epfd, int op, int fd)
 	struct ep_item *it;
 
 	note_unfollowed(epfd, op, fd);
-	if (op == EPOLL_CTL_ADD)
-		return -2;
 	s = set_lock(epfd, 0);
 	if (!s)
 		return -2;
 	it = find_item(s, fd);
-	if (it)
+	/* one the application deleted (parked): the kernel forgets the
+	 * shim's registration too, as the application believes */
+	if (it && it->parked)
+		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+	if (it && (op != EPOLL_CTL_ADD || it->parked))
 		drop_item(s, it);
 	set_unlock(s);
 	return -2;
@@ -1082,38 +1085,90 @@ static int wake_set(struct sleeping *z)
 	return others;
 }
 
-/* A connect in flight reported kev: meet, then re-register.  Pooled now:
- * the doorbell registration, nothing for the application yet (its rings
- * say, collect()); still connecting, or plain TCP from now on (the
- * registration the application's, the item dropped): kev in *out for the
- * application.  1 when *out holds an event.  Only for an item not pooled
- * yet: a pooled one has no event for the application here, and the plain
- * branch would give its registration away (repool()). */
+/* A connect in flight or a meeting under way reported kev (its connect
+ * finished, the peer's doorbell or its bytes came), or its meeting window
+ * closed (kev 0): one look, never a wait (an event loop waiting for one
+ * peer holds up all the others, which may hold up that peer in turn:
+ * ab, haproxy and nginx in a chain).  Pooled, or still meeting: the
+ * doorbell registration (the joining peer rings once), nothing for the
+ * application yet (its rings say, collect()); still connecting, or plain
+ * TCP from now on (the registration the application's, the item
+ * dropped): kev in *out for the application.  1 when *out holds an event.
+ * Only for an item not pooled yet: a pooled one has no event for the
+ * application here, and the plain branch would give its registration
+ * away (repool()). */
 static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 		   struct epoll_event *out)
 {
-	struct cxls_sconn *c = cxls_sock_use(it->fd);
+	int mode = cxls_sock_look(it->fd);
 	struct epoll_event e;
 
-	if (c) {
-		e = tagged(it->fd, c, it->events);
-		kernel_has(it, &e, sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0);
-		cxls_sock_done(c);
+	if (mode == CXLS_SC_POOL || mode == CXLS_SC_PENDING) {
+		if (!it->kpooled) {
+			e = tagged(it->fd, it->c, it->events);
+			kernel_has(it, &e, sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0);
+		}
 		return 0;
 	}
-	if (atomic_load(&it->c->mode) == CXLS_SC_CONNECTING) {
-		out->events = kev & (it->events | EPOLLERR | EPOLLHUP);
-		out->data = it->data;
+	out->events = kev & (it->events | EPOLLERR | EPOLLHUP);
+	out->data = it->data;
+	if (mode == CXLS_SC_CONNECTING)
 		return out->events != 0;
+	/* plain TCP from now on: the kernel reports it as the app asked
+	 * (nothing, once the application deleted it) */
+	if (it->parked) {
+		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
+		drop_item(s, it);
+		return 0;
 	}
-	/* plain TCP from now on: the kernel reports it as the app asked */
 	e.events = it->events;
 	e.data = it->data;
 	sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e);
-	out->events = kev & (it->events | EPOLLERR | EPOLLHUP);
-	out->data = it->data;
 	drop_item(s, it);
 	return out->events != 0;
+}
+
+/* Meetings under way in s (and its children) whose window closed are
+ * looked at (convert(): nothing rings for a peer that never came), and
+ * items whose meeting a call on their fd ended with plain TCP get the
+ * application's registration; the nearest window still open, 0 when
+ * none.  s locked. */
+static uint64_t meetings_due(int epfd, struct epset *s)
+{
+	uint64_t now = 0, next = 0;
+
+	for (int i = 0; i < s->n; i++) {
+		struct ep_item *it = &s->items[i];
+		struct epoll_event ev;
+		int n = s->n, mode;
+		uint64_t d;
+
+		mode = atomic_load(&it->c->mode);
+		if (it->gone || (mode != CXLS_SC_PENDING && mode != CXLS_SC_TCP))
+			continue;
+		/* TCP: settled by a call on the fd, its kernel registration
+		 * still the doorbells' */
+		d = mode == CXLS_SC_TCP ? 0 : it->c->deadline_ns;
+		if (!now)
+			now = cxls_now_ns();
+		if (d > now) {
+			next = !next || d < next ? d : next;
+			continue;
+		}
+		convert(epfd, s, it, 0, &ev);
+		if (s->n < n)
+			i--; /* dropped: the last item took its place */
+	}
+	for (int i = 0; i < s->nchild; i++) {
+		struct ep_child *ch = &s->child[i];
+		uint64_t d;
+
+		pthread_mutex_lock(&ch->set->lock);
+		d = meetings_due(ch->fd, ch->set);
+		pthread_mutex_unlock(&ch->set->lock);
+		next = d && (!next || d < next) ? d : next;
+	}
+	return next;
 }
 
 /* A pooled item whose kernel registration is still its connect's
@@ -1221,6 +1276,7 @@ struct ep_wait {
 	int max;
 	int timeout_ms;
 	uint64_t deadline; /* timeout_ms > 0: cxls_now_ns() at which it ends */
+	uint64_t meet_due; /* the nearest meeting window to close, or 0 */
 	const sigset_t *mask;
 	struct sleeping *z; /* the sockets this round sleeps on */
 };
@@ -1269,6 +1325,13 @@ static int sleep_ms(const struct ep_wait *w)
 	}
 	if (w->z->gone && (ms < 0 || ms > GONE_LOOK_MS))
 		ms = GONE_LOOK_MS;
+	if (w->meet_due) {
+		uint64_t now = cxls_now_ns();
+		int due = now >= w->meet_due ? 0 : (int)((w->meet_due - now + 999999) / 1000000);
+
+		if (ms < 0 || ms > due)
+			ms = due;
+	}
 	return ms;
 }
 
@@ -1320,6 +1383,7 @@ static int wait_round(struct ep_wait *w, int round)
 {
 	int n, m, armed = 0;
 
+	w->meet_due = meetings_due(w->epfd, w->s);
 	n = collect_all(w->s, w->ev, w->max, 0);
 	if (!n && round == 0)
 		n = busy(w->s, w->ev, w->max);
@@ -1369,7 +1433,7 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 			 const sigset_t *mask)
 {
 	struct sleeping z; /* not zeroed: its array is written before it is read */
-	struct ep_wait w = { epfd, NULL, ev, max, timeout_ms, 0, mask, &z };
+	struct ep_wait w = { epfd, NULL, ev, max, timeout_ms, 0, 0, mask, &z };
 	volatile int n; /* for setjmp's sake: a cancelled thread never reads it */
 	int err;
 

@@ -347,29 +347,73 @@ static int finish_connect(struct cxls_sconn *c, int fd)
 	return cxls_sock_meet(c, fd, CXLS_CLIENT, app_buf(fd, 0));
 }
 
-struct cxls_sconn *cxls_sock_use(int fd)
+/* c's mode once a connect that finished has met (it does not wait). */
+static int met(struct cxls_sconn *c, int fd)
 {
-	struct cxls_sconn *c = cxls_fdtab_get(fd);
-	int mode;
+	int mode = atomic_load_explicit(&c->mode, memory_order_acquire);
 
-	if (!c)
-		return NULL;
-	mode = atomic_load_explicit(&c->mode, memory_order_acquire);
-	if (mode == CXLS_SC_POOL)
-		return c;
 	if (mode == CXLS_SC_CONNECTING) {
 		mode = finish_connect(c, fd);
 		if (mode == CXLS_SC_TCP)
 			atomic_store(&c->mode, CXLS_SC_TCP);
 	}
+	return mode;
+}
+
+int cxls_sock_look(int fd)
+{
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
+	int mode;
+
+	if (!c)
+		return -1;
+	mode = met(c, fd);
 	if (mode == CXLS_SC_PENDING)
-		mode = cxls_sock_settle(c, fd);
+		mode = cxls_sock_settle_look(c, fd);
+	if (mode == CXLS_SC_TCP)
+		forget(fd, c);
+	cxls_sconn_put(c);
+	return mode;
+}
+
+/* cxls_sock_use and cxls_sock_use_io: wait says whether a meeting under
+ * way is waited for (1), looked at once (0), or waited for only on a
+ * blocking fd (-1); *again: it is still under way. */
+static struct cxls_sconn *use(int fd, int wait, int *again)
+{
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
+	int mode;
+
+	*again = 0;
+	if (!c)
+		return NULL;
+	mode = atomic_load_explicit(&c->mode, memory_order_acquire);
+	if (mode == CXLS_SC_POOL)
+		return c;
+	mode = met(c, fd);
+	if (mode == CXLS_SC_PENDING && wait < 0)
+		wait = !atomic_load(&c->nonblock);
+	if (mode == CXLS_SC_PENDING)
+		mode = wait ? cxls_sock_settle(c, fd) : cxls_sock_settle_look(c, fd);
 	if (mode == CXLS_SC_POOL)
 		return c;
 	if (mode == CXLS_SC_TCP)
 		forget(fd, c);
+	*again = mode == CXLS_SC_PENDING;
 	cxls_sconn_put(c);
 	return NULL;
+}
+
+struct cxls_sconn *cxls_sock_use(int fd)
+{
+	int again;
+
+	return use(fd, 1, &again);
+}
+
+struct cxls_sconn *cxls_sock_use_io(int fd, int dontwait, int *again)
+{
+	return use(fd, dontwait ? 0 : -1, again);
 }
 
 void cxls_sock_closing(int fd)
@@ -455,9 +499,16 @@ int cxls_sock_tcp_option(int fd, int name, void *val, unsigned *len, int set)
 
 	if (name != TCP_NODELAY && name != TCP_CORK)
 		return 0;
-	c = cxls_sock_use(fd);
+	/* not pooled yet: the kernel's, which the switch to the pool reads
+	 * (cxls_sock_control_channel); no need to wait for the peer (a
+	 * server sets its options right after accept()) */
+	c = cxls_fdtab_get(fd);
 	if (!c)
 		return 0;
+	if (atomic_load(&c->mode) != CXLS_SC_POOL) {
+		cxls_sconn_put(c);
+		return 0;
+	}
 	opt = name == TCP_NODELAY ? &c->app_nodelay : &c->app_cork;
 	if (set)
 		atomic_store(opt, *(const int *)val != 0);

@@ -107,6 +107,9 @@ enum cxls_end_flag {
 				       * slice; the application's is none */
 	CXLS_END_SHUT_RD = 1u << 5, /* shutdown(SHUT_RD): with SHUT_WR, bytes that
 				     * come reset the connection (TCP in FIN_WAIT) */
+	CXLS_END_RING_JOIN = 1u << 6, /* the creator of a record waits for its
+				       * peer in an event loop, not in a settle:
+				       * the joiner rings one doorbell */
 };
 
 /* Threads that may sleep on one end's control socket (all its processes). */

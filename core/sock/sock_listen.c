@@ -170,27 +170,41 @@ static int addr_any(const uint8_t *a)
 /* Does l advertise t?  Read between two equal loads of its state word: a
  * record closed and claimed again while we read it (its generation moved)
  * is read again, never taken for a mix of the old and the new. */
-static int serves_one(const struct cxls_sock_region *r, const struct cxls_sock_listener *l,
+/* A LIVE record (sg) whose holders are all dead, a killed server's: every
+ * later connect to its port would check them again, until a listen()
+ * reused the slot.  Freed by the first to see it. */
+static void drop_dead(const struct cxls_sock_region *r, struct cxls_sock_listener *l, uint64_t sg)
+{
+	if (!atomic_compare_exchange_strong(&l->sg, &sg, CXLS_SG(CXLS_SG_GEN(sg), CXLS_LST_FREE)))
+		return;
+	wb(r, l);
+	CXLS_INFO("listener %ld: its processes are gone: freed", (long)(l - r->listeners));
+}
+
+static int serves_one(const struct cxls_sock_region *r, struct cxls_sock_listener *l,
 		      const struct cxls_sock_tuple *t)
 {
 	for (int tries = 0; tries < 8; tries++) {
 		uint64_t sg;
-		int yes;
+		int match, alive;
 
 		fresh(r, l);
 		sg = atomic_load_explicit(&l->sg, memory_order_acquire);
 		if (CXLS_SG_STATE(sg) != CXLS_LST_LIVE)
 			return 0;
-		yes = l->port == t->sport &&
-		      (addr_any(l->addr) ||
-		       (l->family == t->family && !memcmp(l->addr, t->saddr, 16)));
-		if (yes)
+		match = l->port == t->sport &&
+			(addr_any(l->addr) ||
+			 (l->family == t->family && !memcmp(l->addr, t->saddr, 16)));
+		if (match)
 			cxls_claim_test_delay("listener-read");
-		yes = yes && listener_alive(l);
+		alive = match && listener_alive(l);
 		atomic_thread_fence(memory_order_acquire);
 		fresh(r, l);
-		if (atomic_load_explicit(&l->sg, memory_order_relaxed) == sg)
-			return yes;
+		if (atomic_load_explicit(&l->sg, memory_order_relaxed) == sg) {
+			if (match && !alive)
+				drop_dead(r, l, sg);
+			return alive;
+		}
 		CXLS_TRACE("listener %ld: closed or taken over while read: read again",
 			   (long)(l - r->listeners));
 	}

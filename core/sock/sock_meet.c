@@ -27,9 +27,14 @@
 /* ABANDONED and REFUSED records stay this long so that a late peer finds
  * them and stays on TCP without waiting, then the sweep frees them; when
  * the table is full, the sweep that a claim makes frees them after
- * FULL_STALE_NS (a peer that late waits out its own window instead). */
+ * FULL_STALE_NS: under connection churn a full table is mostly records
+ * whose peers went by already (a server that had no slot for its own
+ * leaves nothing to find), and kept full it keeps every new connection
+ * on TCP.  A peer later than that makes its own record, which the other
+ * end's first TCP byte ends at once (a server that speaks first waits
+ * its window). */
 #define STALE_NS (10ull * 1000000000ull)
-#define FULL_STALE_NS (1000000000ull)
+#define FULL_STALE_NS (20ull * 1000000ull)
 
 static int sweep(const struct cxls_sock_region *r, uint64_t stale_ns);
 /* How long a lookup waits for a record another process is writing. */
@@ -265,6 +270,25 @@ struct cxls_sconn *cxls_sock_rejoin(const struct cxls_sock_region *r, uint32_t s
 	return c;
 }
 
+/* A sweep looks at every record, each holder's /proc/PID/stat: when one
+ * found the table full of live connections, the claims of the next
+ * FULL_RESWEEP_NS stay on TCP without sweeping again (a server taking
+ * hundreds of connections a second swept at every one of them). */
+#define FULL_RESWEEP_NS (20ull * 1000000ull)
+
+static int sweep_full(const struct cxls_sock_region *r)
+{
+	static _Atomic uint64_t fruitless; /* when the last one freed nothing */
+	uint64_t now = cxls_now_ns(), t = atomic_load(&fruitless);
+	int freed;
+
+	if (t && now - t < FULL_RESWEEP_NS)
+		return 0;
+	freed = sweep(r, FULL_STALE_NS);
+	atomic_store(&fruitless, freed ? 0 : now);
+	return freed;
+}
+
 /* Claims a slot and writes this end's record, published in state st:
  * WAITING for the peer, or ABANDONED by an end that stays on TCP
  * (decline()).  -1 when no slot is free or a sweeper took the claim. */
@@ -277,8 +301,7 @@ static int put_record(const struct cxls_sock_region *r, uint32_t cap, int role,
 	uint64_t sg;
 
 	cxls_proc_self(&self); /* now: nothing slow while a claim is held */
-	if (claim_slot(r, key, slot, gen) && (!sweep(r, FULL_STALE_NS) ||
-					      claim_slot(r, key, slot, gen))) {
+	if (claim_slot(r, key, slot, gen) && (!sweep_full(r) || claim_slot(r, key, slot, gen))) {
 		CXLS_INFO("no free socket slot in the pool: connection stays on TCP");
 		return -1;
 	}
@@ -355,6 +378,23 @@ static int creator_ok(const struct cxls_sock_region *r, const struct cxls_sock_r
 	return rec->end[rec->creator & 1].uid == (uint32_t)getuid();
 }
 
+/* A creator waiting in an event loop (CXLS_END_RING_JOIN) sleeps on its
+ * TCP socket, where nothing else comes: one doorbell, read in the pool's
+ * mode.  Only then: a doorbell nobody reads makes the kernel reset the
+ * connection at the last close instead of ending it.  The creator sets
+ * the flag, then looks at the record; the joiner, having moved the
+ * record, looks at the flag: one of them sees the other. */
+static void ring_creator(const struct cxls_sock_region *r, const struct cxls_sock_rec *rec,
+			 int fd)
+{
+	const struct cxls_sock_end *e = &rec->end[rec->creator & 1];
+
+	atomic_thread_fence(memory_order_seq_cst);
+	cxls_refresh(r->pool->flush_mode, &e->flags, sizeof(e->flags));
+	if (atomic_load(&e->flags) & CXLS_END_RING_JOIN)
+		cxls_chan_ring(fd);
+}
+
 /* join(): the record was no longer WAITING under the generation seen (its
  * creator gave it up, or withdrew it for ours: cross_join). */
 #define JOIN_LOST 0
@@ -385,6 +425,7 @@ static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t
 	cxls_sock_attach(c, r, slot, gen, role, cap);
 	cxls_sock_control_channel(c, fd);
 	atomic_store(&c->mode, CXLS_SC_POOL);
+	ring_creator(r, rec, fd);
 	CXLS_INFO("socket slot %u: joined, bytes go through the pool", slot);
 	return CXLS_SC_POOL;
 }
@@ -533,6 +574,18 @@ static int held_elsewhere(const struct cxls_sock_end *e)
 	return 0;
 }
 
+/* The peer's record, ABANDONED (with sg) for us to find: found, it has
+ * served (its end stays on TCP, and so do we): freed now rather than
+ * after STALE_NS, which under connection churn kept the table full. */
+static void found_abandoned(const struct cxls_sock_region *r, uint32_t slot, uint64_t sg)
+{
+	struct cxls_sock_rec *rec = cxls_sock_rec(r, slot);
+
+	if (CXLS_SG_STATE(sg) == CXLS_SK_ABANDONED &&
+	    atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(CXLS_SG_GEN(sg), CXLS_SK_FREE)))
+		cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
+}
+
 /* Both ends may look before either record is there (connect() and
  * accept() return together) and each make one.  The client's record then
  * decides, by whichever end first moves it out of WAITING: the server
@@ -557,13 +610,14 @@ static int cross_join(struct cxls_sconn *c, int fd, uint64_t sg)
 		return CXLS_SC_PENDING;
 	slot = find(r, c->key, &c->tuple, c->role, &psg);
 	if (slot >= 0 && CXLS_SG_STATE(psg) == CXLS_SK_ABANDONED) {
-		/* the peer stays on TCP (it gave up, or declined: decline());
-		 * unless ours was joined meanwhile (that record was an older
-		 * connection's, of the same tuple): the caller sees it */
-		if (!atomic_compare_exchange_strong(&own->sg, &sg,
-						    CXLS_SG(gen, CXLS_SK_ABANDONED)))
+		/* the peer stays on TCP (it gave up, or declined: decline())
+		 * and looks no more: both records go; unless ours was joined
+		 * meanwhile (that record was an older connection's, of the
+		 * same tuple): the caller sees it */
+		if (!atomic_compare_exchange_strong(&own->sg, &sg, CXLS_SG(gen, CXLS_SK_FREE)))
 			return CXLS_SC_PENDING;
 		cxls_publish(c->tx.flush, &own->sg, CXLS_LINE);
+		found_abandoned(r, (uint32_t)slot, psg);
 		return to_tcp(c, "the peer stays on TCP");
 	}
 	if (slot < 0 || CXLS_SG_STATE(psg) != CXLS_SK_WAITING)
@@ -620,8 +674,10 @@ static int decline(const struct cxls_sock_region *r, int role, const struct cxls
 	uint64_t sg;
 	int slot = find(r, key, t, role, &sg);
 
-	if (slot < 0 && !put_record(r, CXLS_SOCK_RING_MIN, role, t, key, CXLS_SK_ABANDONED, &own,
-				    &gen)) {
+	if (slot < 0) {
+		/* no slot for ours (a full table): the peer's, should it come
+		 * now, is still refused */
+		put_record(r, CXLS_SOCK_RING_MIN, role, t, key, CXLS_SK_ABANDONED, &own, &gen);
 		atomic_thread_fence(memory_order_seq_cst);
 		slot = find(r, key, t, role, &sg);
 	}
@@ -667,15 +723,17 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 	}
 	slot = find(r, key, &t, role, &sg);
 	if (slot >= 0) {
-		if (CXLS_SG_STATE(sg) != CXLS_SK_WAITING)
+		if (CXLS_SG_STATE(sg) != CXLS_SK_WAITING) {
+			found_abandoned(r, (uint32_t)slot, sg);
 			return CXLS_SC_TCP; /* the other end already settled for TCP */
+		}
 		mode = join(c, r, (uint32_t)slot, sg, role, fd);
 		return mode == JOIN_LOST ? CXLS_SC_TCP : mode; /* the creator gave up first */
 	}
 	cxls_claim_test_delay("meet");
 	mode = create(c, r, sndbuf, role, &t, key);
-	if (mode != CXLS_SC_PENDING)
-		return mode;
+	if (mode != CXLS_SC_PENDING) /* no slot: a peer that made one must not wait */
+		return decline(r, role, &t, key);
 	/* our record is published: a peer that looks from now on sees it;
 	 * one that looked before made its own, which we see now */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -747,6 +805,39 @@ void cxls_sock_control_channel(struct cxls_sconn *c, int fd)
 	own_rcvtimeo(c, fd);
 }
 
+/* One look at c's meeting (PENDING; c locked): its mode now, PENDING
+ * while the peer has not decided and the window is open. */
+static int settle_look(struct cxls_sconn *c, int fd)
+{
+	struct cxls_sock_rec *rec = c->rec;
+	uint64_t sg;
+	uint32_t st;
+	int mode;
+
+	cxls_refresh(c->tx.flush, &rec->sg, CXLS_LINE);
+	sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
+	st = CXLS_SG_STATE(sg);
+	if (CXLS_SG_GEN(sg) != c->gen)
+		return to_tcp(c, "record taken over");
+	if (st == CXLS_SK_JOINED)
+		return to_pool(c, fd);
+	if (st == CXLS_SK_REFUSED) {
+		atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(c->gen, CXLS_SK_FREE));
+		cxls_publish(c->tx.flush, &rec->sg, CXLS_LINE);
+		return to_tcp(c, "the peer's policy refused");
+	}
+	if (st != CXLS_SK_WAITING) {
+		/* FREE, CLAIMING, ABANDONED or no state at all under our
+		 * generation: only corruption or a hostile peer writes that,
+		 * and it would never change (fuzz_handshake) */
+		return to_tcp(c, "record in a state no peer writes");
+	}
+	mode = cross_join(c, fd, sg);
+	if (mode == CXLS_SC_PENDING && give_up(c, fd, rec, sg))
+		mode = to_tcp(c, "no peer in the pool");
+	return mode;
+}
+
 int cxls_sock_settle(struct cxls_sconn *c, int fd)
 {
 	int mode, spins = 0;
@@ -754,41 +845,9 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 	pthread_mutex_lock(&c->lock);
 	mode = atomic_load(&c->mode);
 	while (mode == CXLS_SC_PENDING) {
-		struct cxls_sock_rec *rec = c->rec;
-		uint64_t sg;
-		uint32_t st;
-
-		cxls_refresh(c->tx.flush, &rec->sg, CXLS_LINE);
-		sg = atomic_load_explicit(&rec->sg, memory_order_acquire);
-		st = CXLS_SG_STATE(sg);
-		if (CXLS_SG_GEN(sg) != c->gen) {
-			mode = to_tcp(c, "record taken over");
-			break;
-		}
-		if (st == CXLS_SK_JOINED) {
-			mode = to_pool(c, fd);
-			break;
-		}
-		if (st == CXLS_SK_REFUSED) {
-			atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(c->gen, CXLS_SK_FREE));
-			cxls_publish(c->tx.flush, &rec->sg, CXLS_LINE);
-			mode = to_tcp(c, "the peer's policy refused");
-			break;
-		}
-		if (st != CXLS_SK_WAITING) {
-			/* FREE, CLAIMING, ABANDONED or no state at all under our
-			 * generation: only corruption or a hostile peer writes
-			 * that, and it would never change (fuzz_handshake) */
-			mode = to_tcp(c, "record in a state no peer writes");
-			break;
-		}
-		mode = cross_join(c, fd, sg);
+		mode = settle_look(c, fd);
 		if (mode != CXLS_SC_PENDING)
 			break;
-		if (st == CXLS_SK_WAITING && give_up(c, fd, rec, sg)) {
-			mode = to_tcp(c, "no peer in the pool");
-			break;
-		}
 		/* at the start and every millisecond: the peer may wait for
 		 * one of ours in turn (below) */
 		if (spins == 0 || spins >= 200)
@@ -796,10 +855,29 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 		if (++spins < 200) {
 			sched_yield();
 		} else {
+			/* the joiner rings once (join()): woken at once */
 			struct pollfd p = { fd, POLLIN, 0 };
 			sys_poll(&p, 1, 1);
 		}
 	}
+	pthread_mutex_unlock(&c->lock);
+	return mode;
+}
+
+int cxls_sock_settle_look(struct cxls_sconn *c, int fd)
+{
+	int mode;
+
+	if (pthread_mutex_trylock(&c->lock))
+		return CXLS_SC_PENDING; /* another thread settles it */
+	mode = atomic_load(&c->mode);
+	if (mode == CXLS_SC_PENDING && !(atomic_load(&c->me->flags) & CXLS_END_RING_JOIN)) {
+		atomic_fetch_or(&c->me->flags, CXLS_END_RING_JOIN);
+		cxls_publish(c->tx.flush, &c->me->flags, sizeof(c->me->flags));
+		atomic_thread_fence(memory_order_seq_cst); /* ring_creator() */
+	}
+	if (mode == CXLS_SC_PENDING)
+		mode = settle_look(c, fd);
 	pthread_mutex_unlock(&c->lock);
 	return mode;
 }
@@ -959,6 +1037,7 @@ static int sweep(const struct cxls_sock_region *r, uint64_t stale_ns)
 	uint64_t now = cxls_now_ns();
 	int freed = 0;
 
+	cxls_proc_memo_begin(); /* a few processes hold all the records */
 	for (uint32_t i = 0; i < r->nslots; i++) {
 		struct cxls_sock_rec *rec = cxls_sock_rec(r, i);
 		uint64_t sg;
@@ -988,6 +1067,7 @@ static int sweep(const struct cxls_sock_region *r, uint64_t stale_ns)
 		if (done)
 			freed += free_rec(r, rec, i, sg);
 	}
+	cxls_proc_memo_end();
 	if (freed)
 		CXLS_INFO("socket sweep: %d records of closed or dead connections freed", freed);
 	return freed;

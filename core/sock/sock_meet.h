@@ -34,6 +34,12 @@ void cxls_sock_decline(int fd, int role);
 /* Waits (up to the deadline) for the peer of a PENDING connection;
  * returns the new mode, POOL or TCP. */
 int cxls_sock_settle(struct cxls_sconn *c, int fd);
+/* cxls_sock_settle without the wait, for event loops: one look; PENDING
+ * while undecided (or while another thread settles c).  From the first
+ * look on, the peer that joins rings one doorbell, so a loop waiting for
+ * POLLIN on the TCP socket wakes when it is decided; nothing wakes it
+ * when the window closes (c->deadline_ns). */
+int cxls_sock_settle_look(struct cxls_sconn *c, int fd);
 /* Nonblocking connects of this process that are done meet now, as their
  * first use would (sock_fd.c); the settle calls it while it waits. */
 void cxls_sock_meet_connected(void);

@@ -5,7 +5,12 @@
  * does: the rings are checked first; when nothing is ready every pooled fd
  * is armed (its peer will ring a doorbell) and the real ppoll sleeps on the
  * TCP sockets for POLLIN, doorbells and FIN/RST included, together with
- * the plain fds of the call.
+ * the plain fds of the call.  A socket whose meeting with its peer is under
+ * way is not ready until it is decided (nothing can be read or written
+ * before): the kernel watches its TCP socket for POLLIN, where the peer's
+ * doorbell comes when it joins (or its bytes, when it stays on TCP), and
+ * the sleep ends by the meeting's window at the latest; a poll never waits
+ * for one meeting while its other fds may be ready.
  */
 #include "sock.h"
 
@@ -22,7 +27,8 @@
 struct pset {
 	struct pollfd *fds;
 	nfds_t n;
-	struct cxls_sconn **conns;
+	struct cxls_sconn **conns; /* pooled fds */
+	struct cxls_sconn **meet;  /* fds whose meeting is under way */
 	struct pollfd *real;
 	struct cxls_sleep *z;  /* this thread's sleeper entry of each pooled fd */
 	int npooled;
@@ -84,8 +90,47 @@ static void sleep_pooled(struct pset *s)
 			cxls_chan_sleep(s->conns[i], &s->z[i]);
 }
 
-/* One real ppoll; pooled fds wait for doorbells (POLLIN) only.  counted:
- * sleep_pooled() counted this thread as a sleeper of each. */
+/* The kernel's poll bits of a plain fd now. */
+static short plain_revents(const struct pollfd *p)
+{
+	struct pollfd q = { p->fd, p->events, 0 };
+
+	return sys_poll(&q, 1, 0) > 0 ? q.revents : 0;
+}
+
+/* Looks at the meeting of entry i (its TCP socket stirred, or its window
+ * closed): decided, it is a pooled or a plain fd from now on, with its
+ * bits now.  Whether it is ready. */
+static int meeting_look(struct pset *s, nfds_t i)
+{
+	int again;
+	struct cxls_sconn *c = cxls_sock_use_io(s->fds[i].fd, 1, &again);
+
+	if (again)
+		return 0;
+	cxls_sconn_put(s->meet[i]);
+	s->meet[i] = NULL;
+	s->conns[i] = c;
+	s->npooled += c != NULL;
+	s->fds[i].revents = c ? cxls_chan_events(c, s->fds[i].events) : plain_revents(&s->fds[i]);
+	return s->fds[i].revents != 0;
+}
+
+/* Meetings the kernel stirred, or whose window closed: looked at. */
+static int meetings(struct pset *s, int r)
+{
+	uint64_t now = cxls_now_ns();
+	int ready = 0;
+
+	for (nfds_t i = 0; i < s->n; i++)
+		if (s->meet[i] && ((r > 0 && s->real[i].revents) || now >= s->meet[i]->deadline_ns))
+			ready += meeting_look(s, i);
+	return ready;
+}
+
+/* One real ppoll; pooled fds wait for doorbells (POLLIN) only, and so do
+ * those still meeting their peer.  counted: sleep_pooled() counted this
+ * thread as a sleeper of each pooled one. */
 static int real_round(struct pset *s, const struct timespec *ts, const sigset_t *mask,
 		      int counted)
 {
@@ -95,6 +140,8 @@ static int real_round(struct pset *s, const struct timespec *ts, const sigset_t 
 		s->real[i] = s->fds[i];
 		if (s->conns[i])
 			s->real[i].events = atomic_load(&s->conns[i]->tcp_eof) ? 0 : POLLIN;
+		else if (s->meet[i])
+			s->real[i].events = POLLIN;
 	}
 	r = sys_ppoll(s->real, s->n, ts, mask);
 	err = errno;
@@ -102,6 +149,10 @@ static int real_round(struct pset *s, const struct timespec *ts, const sigset_t 
 		struct cxls_sconn *c = s->conns[i];
 		int rang = r > 0 && s->real[i].revents;
 
+		if (s->meet[i]) {
+			s->fds[i].revents = 0;
+			continue;
+		}
 		if (!c) {
 			s->fds[i].revents = s->real[i].revents;
 			ready += s->real[i].revents != 0;
@@ -118,6 +169,7 @@ static int real_round(struct pset *s, const struct timespec *ts, const sigset_t 
 		errno = err;
 		return -1;
 	}
+	ready += meetings(s, r);
 	if (!ready && others)
 		sched_yield(); /* their doorbells are other sleepers' to read */
 	return ready;
@@ -137,10 +189,18 @@ static const struct timespec *slice(const struct pset *s, struct timespec *left,
 				    const struct timespec *timeout, uint64_t deadline)
 {
 	int ms = CXLS_CHAN_SLICE_MS;
+	uint64_t now = cxls_now_ns();
 
-	for (nfds_t i = 0; i < s->n; i++)
+	for (nfds_t i = 0; i < s->n; i++) {
 		if (s->conns[i] && s->z[i].slice_ms < ms)
 			ms = s->z[i].slice_ms;
+		if (s->meet[i]) { /* its window's end: nothing rings for that */
+			uint64_t d = s->meet[i]->deadline_ns;
+			int due = d <= now ? 0 : (int)((d - now + 999999) / 1000000);
+
+			ms = due < ms ? due : ms;
+		}
+	}
 	if (timeout)
 		ts_left(left, deadline);
 	if (!timeout || left->tv_sec || left->tv_nsec / 1000000 >= ms) {
@@ -184,7 +244,11 @@ static void pset_free(void *arg)
 	for (nfds_t i = 0; s->conns && i < s->n; i++)
 		if (s->conns[i])
 			cxls_sock_done(s->conns[i]);
+	for (nfds_t i = 0; s->meet && i < s->n; i++)
+		if (s->meet[i])
+			cxls_sconn_put(s->meet[i]);
 	free(s->conns);
+	free(s->meet);
 	free(s->real);
 	free(s->z);
 }
@@ -204,20 +268,27 @@ static int run_cancellable(struct pset *s, const struct timespec *timeout, const
 int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
 		    const sigset_t *mask)
 {
-	struct pset s = { fds, n, NULL, NULL, NULL, 0 };
-	int r = -2;
+	struct pset s = { fds, n, NULL, NULL, NULL, NULL, 0 };
+	int r = -2, nmeet = 0;
 
 	if (cxls_fdtab_empty() || n == 0)
 		return -2;
 	s.conns = calloc(n, sizeof(*s.conns));
+	s.meet = calloc(n, sizeof(*s.meet));
 	s.real = calloc(n, sizeof(*s.real));
 	s.z = calloc(n, sizeof(*s.z));
-	if (s.conns && s.real && s.z) {
+	if (s.conns && s.meet && s.real && s.z) {
 		for (nfds_t i = 0; i < n; i++) {
-			s.conns[i] = fds[i].fd >= 0 ? cxls_sock_use(fds[i].fd) : NULL;
+			int again = 0;
+
+			if (fds[i].fd >= 0)
+				s.conns[i] = cxls_sock_use_io(fds[i].fd, 1, &again);
+			if (again)
+				s.meet[i] = cxls_fdtab_get(fds[i].fd);
 			s.npooled += s.conns[i] != NULL;
+			nmeet += s.meet[i] != NULL;
 		}
-		if (s.npooled)
+		if (s.npooled || nmeet)
 			r = run_cancellable(&s, timeout, mask);
 	}
 	pset_free(&s);
