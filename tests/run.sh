@@ -373,6 +373,14 @@ step "sock: stdio programs through the pool (bash /dev/tcp, socat EXEC of tr and
 	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/stdio_progs.sh
 step "sock: a server's clients without the shim leave no records (150 client-first, 150 server-first)" \
 	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/slot_churn.sh
+# three event loops in a chain (ab -> haproxy -> nginx), 50 connections at a
+# time, each one request: none may wait for a peer's meeting; then on a
+# fresh pool of 16 connection slots, always full (sweeps, no-slot declines)
+step "sock: a chain of event loops under connection churn, 2000 connections" shim \
+	"$BUILD/tests/sock_chain_check" 2000
+step "sock: a chain of event loops, 16 connection slots for 100 connections" \
+	env $(pool chain16) CXLSHIM_SOCK_SLOTS=16 LD_PRELOAD="$SHIM" "$BUILD/tests/sock_chain_check" 2000
+step "sock: a chain of event loops, without the preload" "$BUILD/tests/sock_chain_check" 2000
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool
 SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")

@@ -16,7 +16,7 @@ NCCL_PROG_LIBS    = -lnccl -lcudart -lm -pthread
 # Socket tests: real processes and sockets under the preload; they link the
 # core to look into the pool (records, rings) from the outside.
 SOCK_TESTS  = $(BUILD)/tests/sock_check $(BUILD)/tests/sock_ref_check
-SOCK_TESTS += $(BUILD)/tests/sock_loop_check
+SOCK_TESTS += $(BUILD)/tests/sock_loop_check $(BUILD)/tests/sock_chain_check
 SOCK_TESTS += $(BUILD)/tests/sock_wake_check
 SOCK_TESTS += $(BUILD)/tests/sock_meet_check
 SOCK_TESTS += $(BUILD)/tests/sock_fork_check
@@ -31,6 +31,10 @@ $(BUILD)/tests/sock_check: tests/sock/sock_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
 	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
 
 $(BUILD)/tests/sock_loop_check: tests/sock/sock_loop_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
+
+$(BUILD)/tests/sock_chain_check: tests/sock/sock_chain_check.c $(SOCK_TEST_LIB) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -Itests/sock -o $@ $^ $(LDLIBS_SHIM)
 
