@@ -3,7 +3,7 @@
 # new connections a second, plain TCP loopback versus the pool, in
 # interleaved rounds, with the median of the per-round ratios.
 #
-#   bench/sock_churn.sh [-n rounds] [-N connections] [-H]
+#   bench/sock_churn.sh [-n rounds] [-N connections] [-H] [-L lib.so]
 #
 # A round runs each side once, the sides taking turns going first:
 #  - chain: build/tests/sock_chain_check, a client loop keeping 50
@@ -14,7 +14,8 @@
 #    dependencies): ab -c 50 without keep-alive through haproxy (mode tcp)
 #    to nginx (a 1 KiB file), every process under the preload on the pool
 #    side.
-# The pool side runs on a fresh pool per round.  A run that does not end
+# -L runs the pool side under another build of the library (e.g. the
+# previous commit's).  The pool side runs on a fresh pool per round.  A run that does not end
 # in 120 s is killed and reported as a hang (none may hang).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -24,8 +25,9 @@ CHAIN=$PWD/$BUILD/tests/sock_chain_check
 ROUNDS=5
 CONNS=20000
 HTTP=0
-while getopts n:N:H o; do
+while getopts n:N:HL: o; do
 	case $o in
+	L) SHIM=$(realpath "$OPTARG") ;;
 	n) ROUNDS=$OPTARG ;;
 	N) CONNS=$OPTARG ;;
 	H) HTTP=1 ;;
@@ -42,14 +44,16 @@ TMP=$(mktemp -d /tmp/sock_churn.XXXXXX)
 POOL=/dev/shm/cxlshim-sockchurn-$$.pool
 trap 'pkill -P $$ 2>/dev/null; rm -rf "$TMP" "$POOL"' EXIT
 
-# on SIDE CMD...: CMD under the preload (pool) or without (tcp).
+# on SIDE CMD...: CMD under the preload (pool) or without (tcp).  It
+# execs: called only in a subshell (`&`, `$(...)`), so that a server's $!
+# is the server itself, which `kill` stops.
 on() {
 	local side=$1
 	shift
 	if [ "$side" = pool ]; then
-		env LD_PRELOAD="$SHIM" CXLSHIM_POOL_PATH="$POOL" "$@"
+		exec env LD_PRELOAD="$SHIM" CXLSHIM_POOL_PATH="$POOL" "$@"
 	else
-		env -u LD_PRELOAD "$@"
+		exec env -u LD_PRELOAD "$@"
 	fi
 }
 
@@ -58,7 +62,7 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 # chain SIDE: connections a second (or "hang").
 chain() {
 	local out
-	out=$(on "$1" timeout 120 "$CHAIN" "$CONNS") || { echo hang; return; }
+	out=$( (on "$1" timeout 120 "$CHAIN" "$CONNS") ) || { echo hang; return; }
 	sed -n 's/.*s, \([0-9]*\) a second.*/\1/p' <<<"$out" | head -1
 }
 
@@ -90,12 +94,13 @@ frontend fe
 backend be
   server n1 127.0.0.1:$np
 EOF
-	on "$side" nginx -c "$TMP/ngx.conf" -p "$TMP/ngx" 2>/dev/null &
+	# the servers' output away from $(...), which would wait for them
+	(on "$side" nginx -c "$TMP/ngx.conf" -p "$TMP/ngx") >/dev/null 2>&1 &
 	local ngx=$!
-	on "$side" haproxy -db -f "$TMP/hap.cfg" 2>/dev/null &
+	(on "$side" haproxy -db -f "$TMP/hap.cfg") >/dev/null 2>&1 &
 	local hap=$!
 	sleep 1
-	rate=$(on "$side" timeout 120 ab -q -c 50 -n "$CONNS" "http://127.0.0.1:$hp/f" 2>/dev/null |
+	rate=$( (on "$side" timeout 120 ab -q -c 50 -n "$CONNS" "http://127.0.0.1:$hp/f") 2>/dev/null |
 		sed -n 's/^Requests per second: *\([0-9]*\).*/\1/p')
 	kill "$hap" 2>/dev/null
 	kill -QUIT "$ngx" 2>/dev/null
@@ -120,7 +125,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	done
 done | tee "$TMP/rounds"
 for k in "${kinds[@]}"; do
-	awk -v k="$k" '$1 == k && $5 != "hang" && $7 != "hang" { t[n] = $5; p[n] = $7; q[n++] = $7 / $5 }
+	awk -v k="$k" 'BEGIN { n = 0 } $1 == k && $5 != "hang" && $7 != "hang" { t[n] = $5; p[n] = $7; q[n++] = $7 / $5 }
 		$1 == k && ($5 == "hang" || $7 == "hang") { h++ }
 		function med(a, n,   i, j, x) { for (i = 0; i < n; i++) for (j = i + 1; j < n; j++)
 			if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x } return n % 2 ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }

@@ -42,6 +42,7 @@
 #include "proc_id.h"
 #include "sock_chan.h"
 #include "sock_epseen.h"
+#include "sock_origin.h"
 #include "sock_ref.h"
 #include "sock_sys.h"
 
@@ -533,7 +534,8 @@ static struct epset *nested_set(int epfd, int op, int fd)
 	if (fd == epfd)
 		return NULL; /* the kernel's EINVAL */
 	inner = atomic_load(&any_set) ? set_get(fd, 0) : NULL;
-	if (!inner && op == EPOLL_CTL_ADD && !cxls_fdtab_empty() && is_epoll(fd))
+	if (!inner && op == EPOLL_CTL_ADD && !cxls_fdtab_empty() && !cxls_sock_origin_socket(fd) &&
+	    is_epoll(fd))
 		inner = set_get(fd, 1);
 	return inner;
 }

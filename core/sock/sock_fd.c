@@ -245,6 +245,7 @@ void cxls_sock_accepted(int lfd, int fd)
 	struct cxls_sconn *l = cxls_fdtab_get(lfd);
 	int listening = l && atomic_load(&l->mode) == CXLS_SC_LISTEN, was;
 
+	cxls_sock_origin_accepted(lfd, fd);
 	if (l)
 		cxls_sconn_put(l);
 	if (!listening) {

@@ -3,6 +3,7 @@
 #include "sock_meet.h"
 
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,6 +32,56 @@ static int listener_alive(const struct cxls_sock_listener *l)
 
 	return l->untracked || atomic_load(&l->forking) ||
 	       cxls_holder_alive(l->holder, CXLS_LISTENER_HOLDERS, l->boot_hash, &recorded) > 0;
+}
+
+/* A client asks whether its server's listener is alive at every connect,
+ * and each holder's answer is a read of /proc/PID/stat: a yes is kept
+ * for ALIVE_MEMO_NS per listener record and generation in this process
+ * (one whose holders died since is seen that much later: its port
+ * refuses connections meanwhile, unless a process the shim does not know
+ * of holds the socket; then the client waits its meeting window). */
+#define ALIVE_MEMO_NS (100ull * 1000000ull)
+
+struct alive_memo {
+	_Atomic uint64_t sg;    /* the record's state word when it was alive */
+	_Atomic uint64_t until; /* cxls_now_ns() until which that holds */
+};
+
+static _Atomic(struct alive_memo *) memos; /* one per listener slot */
+
+static struct alive_memo *memo_of(const struct cxls_sock_region *r,
+				  const struct cxls_sock_listener *l)
+{
+	struct alive_memo *m = atomic_load(&memos), *none = NULL;
+
+	if (!m) {
+		m = calloc(r->nlisteners, sizeof(*m));
+		if (!m)
+			return NULL;
+		if (!atomic_compare_exchange_strong(&memos, &none, m)) {
+			free(m); /* another thread's came first */
+			m = none;
+		}
+	}
+	return &m[l - r->listeners];
+}
+
+static int listener_alive_memo(const struct cxls_sock_region *r,
+			       const struct cxls_sock_listener *l, uint64_t sg)
+{
+	struct alive_memo *m = memo_of(r, l);
+	uint64_t now = cxls_now_ns();
+
+	if (m && atomic_load(&m->sg) == sg && atomic_load(&m->until) > now)
+		return 1;
+	if (!listener_alive(l))
+		return 0;
+	if (m) {
+		atomic_store(&m->until, 0); /* no reader pairs the new sg with the old time */
+		atomic_store(&m->sg, sg);
+		atomic_store(&m->until, now + ALIVE_MEMO_NS);
+	}
+	return 1;
 }
 
 int cxls_listener_stale(struct cxls_sock_listener *l, uint64_t sg)
@@ -197,7 +248,7 @@ static int serves_one(const struct cxls_sock_region *r, struct cxls_sock_listene
 			 (l->family == t->family && !memcmp(l->addr, t->saddr, 16)));
 		if (match)
 			cxls_claim_test_delay("listener-read");
-		alive = match && listener_alive(l);
+		alive = match && listener_alive_memo(r, l, sg);
 		atomic_thread_fence(memory_order_acquire);
 		fresh(r, l);
 		if (atomic_load_explicit(&l->sg, memory_order_relaxed) == sg) {

@@ -46,6 +46,21 @@ void cxls_sock_origin_new(int fd, int tcp)
 		atomic_store(e, tcp ? atomic_load(&epoch) : NOT_TCP);
 }
 
+void cxls_sock_origin_accepted(int lfd, int fd)
+{
+	_Atomic uint32_t *l = entry(lfd, 0), *e = entry(fd, 1);
+
+	if (e)
+		atomic_store(e, l && atomic_load(l) == NOT_TCP ? NOT_TCP : atomic_load(&epoch));
+}
+
+int cxls_sock_origin_socket(int fd)
+{
+	_Atomic uint32_t *e = entry(fd, 0);
+
+	return e && atomic_load(e) != 0;
+}
+
 void cxls_sock_origin_dup(int oldfd, int newfd)
 {
 	_Atomic uint32_t *o = entry(oldfd, 0), *n;

@@ -26,6 +26,12 @@
 /* socket() returned fd: a TCP socket (AF_INET or AF_INET6, stream) when
  * tcp, another kind of socket (one the pool never carries) otherwise. */
 void cxls_sock_origin_new(int fd, int tcp);
+/* accept() on lfd returned fd: a new socket of this process alone, TCP
+ * unless lfd is known to be another kind. */
+void cxls_sock_origin_accepted(int lfd, int fd);
+/* 1 when fd is a socket that socket() or accept() returned here (so no
+ * epoll fd, sock_epoll.c asks), 0 when not known. */
+int cxls_sock_origin_socket(int fd);
 /* newfd is now oldfd (dup, dup2, dup3, F_DUPFD). */
 void cxls_sock_origin_dup(int oldfd, int newfd);
 /* fd is being closed. */
