@@ -121,10 +121,17 @@ static int server_got(int ep, int fd, struct srv_conn *c, size_t n)
 	return flush(fd, &c->out) != 0;
 }
 
-static int server_loop(void *arg)
+/* A loop of the chain: every connection lfd brings goes to accept_one(),
+ * every event of another fd to event() (1: close fd).  Returns only on an
+ * error (the child's exit status). */
+struct role {
+	int (*accept_one)(int ep, int fd); /* 0, or the exit status */
+	int (*event)(int ep, int fd, uint32_t events);
+};
+
+static int serve(int lfd, const struct role *role)
 {
-	static struct srv_conn conn[MAXFD];
-	int lfd = *(int *)arg, ep = epoll_create1(0);
+	int ep = epoll_create1(0), fd, rc;
 	struct epoll_event ev[64];
 
 	if (ep < 0 || add(ep, lfd, EPOLLIN))
@@ -133,36 +140,52 @@ static int server_loop(void *arg)
 		int n = epoll_wait(ep, ev, 64, -1);
 
 		for (int i = 0; i < n; i++) {
-			int fd = ev[i].data.fd, done = 0;
-			struct srv_conn *c = &conn[fd];
-
-			if (fd == lfd) {
-				while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
-					ssize_t r;
-
-					if (fd >= MAXFD || add(ep, fd, EPOLLIN))
-						return 21;
-					memset(&conn[fd], 0, sizeof(conn[fd]));
-					r = accepted(fd, conn[fd].req, REQ);
-					if (r > 0 && server_got(ep, fd, &conn[fd], (size_t)r))
-						close(fd);
-				}
+			if (ev[i].data.fd != lfd) {
+				if (role->event(ep, ev[i].data.fd, ev[i].events))
+					close(ev[i].data.fd);
 				continue;
 			}
-			if (c->got < REQ) {
-				ssize_t r = read(fd, c->req + c->got, REQ - c->got);
-
-				if (r == 0 || (r < 0 && errno != EAGAIN))
-					done = 1;
-				else if (r > 0)
-					done = server_got(ep, fd, c, (size_t)r);
-			} else {
-				done = flush(fd, &c->out) != 0;
-			}
-			if (done)
-				close(fd);
+			while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0)
+				if (fd >= MAXFD || (rc = role->accept_one(ep, fd)))
+					return fd >= MAXFD ? 21 : rc;
 		}
 	}
+}
+
+static struct srv_conn conn[MAXFD];
+
+static int server_accept(int ep, int fd)
+{
+	ssize_t r;
+
+	if (add(ep, fd, EPOLLIN))
+		return 22;
+	memset(&conn[fd], 0, sizeof(conn[fd]));
+	r = accepted(fd, conn[fd].req, REQ);
+	if (r > 0 && server_got(ep, fd, &conn[fd], (size_t)r))
+		close(fd);
+	return 0;
+}
+
+static int server_event(int ep, int fd, uint32_t events)
+{
+	struct srv_conn *c = &conn[fd];
+	ssize_t r;
+
+	(void)events;
+	if (c->got == REQ)
+		return flush(fd, &c->out) != 0;
+	r = read(fd, c->req + c->got, REQ - c->got);
+	if (r == 0 || (r < 0 && errno != EAGAIN))
+		return 1;
+	return r > 0 && server_got(ep, fd, c, (size_t)r);
+}
+
+static int server_loop(void *arg)
+{
+	static const struct role server = { server_accept, server_event };
+
+	return serve(*(int *)arg, &server);
 }
 
 /* ---- the proxy: a client's bytes upstream, the answer back ---------------- */
@@ -212,58 +235,51 @@ static int proxy_read(int ep, struct side *s, int fd)
 	return r < 0 ? -1 : 0;
 }
 
-static int proxy_event(int ep, struct side *s, int fd, uint32_t events)
-{
-	if ((events & EPOLLOUT) && s[fd].peer >= 0) {
-		int r = flush(fd, &s[fd].out);
+static struct side side[MAXFD];
 
-		if (r < 0)
-			return -1;
-		if (r > 0)
-			mod(ep, fd, EPOLLIN);
-	}
-	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-		return proxy_read(ep, s, fd);
+/* 1 when the pair is done: proxy_close() closed both, nothing for serve()
+ * to close. */
+static int proxy_event(int ep, int fd, uint32_t events)
+{
+	struct side *s = side;
+	int r = 0;
+
+	if (s[fd].peer < 0)
+		return 0; /* closed with its pair: an event already queued */
+	if ((events & EPOLLOUT) && (r = flush(fd, &s[fd].out)) > 0)
+		mod(ep, fd, EPOLLIN);
+	if (r >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		r = proxy_read(ep, s, fd);
+	if (r < 0)
+		proxy_close(ep, s, fd);
+	return 0;
+}
+
+static int proxy_accept(int ep, int fd)
+{
+	int up = nb_connect(upstream_port);
+	ssize_t r;
+
+	if (up < 0 || up >= MAXFD)
+		return 31;
+	memset(&side[fd], 0, sizeof(side[fd]));
+	memset(&side[up], 0, sizeof(side[up]));
+	side[fd].peer = up;
+	side[up].peer = fd;
+	/* the request waits until the upstream connect is done: its first
+	 * write finds room or EAGAIN */
+	if (add(ep, fd, EPOLLIN) || add(ep, up, EPOLLIN | EPOLLOUT))
+		return 32;
+	r = accepted(fd, side[up].out.buf, sizeof(side[up].out.buf));
+	side[up].out.len = r > 0 ? (size_t)r : 0; /* out on EPOLLOUT */
 	return 0;
 }
 
 static int proxy_loop(void *arg)
 {
-	static struct side s[MAXFD];
-	int lfd = *(int *)arg, ep = epoll_create1(0);
-	struct epoll_event ev[64];
+	static const struct role proxy = { proxy_accept, proxy_event };
 
-	if (ep < 0 || add(ep, lfd, EPOLLIN))
-		return 30;
-	for (;;) {
-		int n = epoll_wait(ep, ev, 64, -1);
-
-		for (int i = 0; i < n; i++) {
-			int fd = ev[i].data.fd, up;
-			ssize_t r;
-
-			if (fd != lfd) {
-				if (s[fd].peer >= 0 && proxy_event(ep, s, fd, ev[i].events))
-					proxy_close(ep, s, fd);
-				continue;
-			}
-			while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
-				up = nb_connect(upstream_port);
-				if (fd >= MAXFD || up < 0 || up >= MAXFD)
-					return 31;
-				memset(&s[fd], 0, sizeof(s[fd]));
-				memset(&s[up], 0, sizeof(s[up]));
-				s[fd].peer = up;
-				s[up].peer = fd;
-				/* the request waits until the upstream connect
-				 * is done: its first write finds room or EAGAIN */
-				if (add(ep, fd, EPOLLIN) || add(ep, up, EPOLLIN | EPOLLOUT))
-					return 32;
-				r = accepted(fd, s[up].out.buf, sizeof(s[up].out.buf));
-				s[up].out.len = r > 0 ? (size_t)r : 0; /* for EPOLLOUT */
-			}
-		}
-	}
+	return serve(*(int *)arg, &proxy);
 }
 
 /* ---- the client: CONC at a time, each one request ------------------------- */
