@@ -292,7 +292,7 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct cxls_sconn *c;
 	unsigned l;
-	int r, err;
+	int r, err, again;
 
 	if (level == IPPROTO_TCP && val && len && *len >= sizeof(int) &&
 	    cxls_sock_tcp_option(fd, name, val, &l, 0)) {
@@ -306,8 +306,10 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	}
 	r = REAL(getsockopt)(fd, level, name, val, len);
 	err = errno;
+	/* a poll loop asks right after its connect is done: a meeting
+	 * under way is not waited for (the kernel's 0 is the answer) */
 	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && len &&
-	    *len >= sizeof(int) && (c = cxls_sock_use(fd))) {
+	    *len >= sizeof(int) && (c = cxls_sock_use_io(fd, 1, &again))) {
 		cxls_sock_so_error(c, val);
 		cxls_sock_done(c);
 		errno = err;

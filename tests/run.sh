@@ -313,8 +313,10 @@ for t in lt et oneshot fired nested del select fork closed thread many dupclosed
 	step "sock: epoll set before connect(): $t" shim "${SOCKLOOP[@]}" $t
 done
 # a meeting that only its window ends, in an event loop (a short one)
-step "sock: epoll set before connect(): greeting" shim \
-	env CXLSHIM_SOCK_MEET_TIMEOUT_MS=300 "$BUILD/tests/sock_loop_check" greeting
+for t in greeting settling; do
+	step "sock: epoll set before connect(): $t" shim \
+		env CXLSHIM_SOCK_MEET_TIMEOUT_MS=300 "$BUILD/tests/sock_loop_check" $t
+done
 step "sock: epoll fd closed under a waiter, memcheck" shim env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 \
 	$(command -v valgrind >/dev/null && echo valgrind -q --error-exitcode=9) \
 	"$BUILD/tests/sock_loop_check" closewait

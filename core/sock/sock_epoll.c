@@ -1130,6 +1130,11 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 	return out->events != 0;
 }
 
+/* A meeting whose window closed but which another thread of the process
+ * is settling (its look found the lock taken) is looked at again this
+ * soon: that thread may decide it, with nothing to ring for us. */
+#define MEET_RELOOK_NS 1000000ull
+
 /* Meetings under way in s (and its children) whose window closed are
  * looked at (convert(): nothing rings for a peer that never came), and
  * items whose meeting a call on their fd ended with plain TCP get the
@@ -1160,6 +1165,8 @@ static uint64_t meetings_due(int epfd, struct epset *s)
 		convert(epfd, s, it, 0, &ev);
 		if (s->n < n)
 			i--; /* dropped: the last item took its place */
+		else if (atomic_load(&it->c->mode) == CXLS_SC_PENDING)
+			next = now + MEET_RELOOK_NS; /* another thread settles it */
 	}
 	for (int i = 0; i < s->nchild; i++) {
 		struct ep_child *ch = &s->child[i];

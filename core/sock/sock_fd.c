@@ -417,11 +417,32 @@ struct cxls_sconn *cxls_sock_use_io(int fd, int dontwait, int *again)
 	return use(fd, dontwait ? 0 : -1, again);
 }
 
+/* fd, whose meeting is under way, is being closed.  Its last fd: one look
+ * (the joiner may have rung a doorbell, which unread would make the
+ * kernel reset the connection).  A dup keeps it: decided now, while fd
+ * still names it, so that its epoll items become pooled or plain ones
+ * (sock_epoll.c cannot look at a meeting through a closed number). */
+static void closing_meeting(int fd)
+{
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
+
+	if (!c)
+		return;
+	if (atomic_load(&c->mode) == CXLS_SC_PENDING) {
+		if (atomic_load(&c->fds) > 1)
+			cxls_sock_settle(c, fd);
+		else
+			cxls_sock_settle_look(c, fd);
+	}
+	cxls_sconn_put(c);
+}
+
 void cxls_sock_closing(int fd)
 {
 	struct cxls_sconn *c;
 
 	app_buf(fd, 1);
+	closing_meeting(fd);
 	cxls_sock_origin_close(fd);
 	cxls_sock_epoll_closing(fd);
 	c = cxls_fdtab_take(fd);

@@ -687,8 +687,27 @@ static int decline(const struct cxls_sock_region *r, int role, const struct cxls
 		if (atomic_compare_exchange_strong(&rec->sg, &sg,
 						   CXLS_SG(CXLS_SG_GEN(sg), CXLS_SK_REFUSED)))
 			cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
+	} else if (slot >= 0) {
+		found_abandoned(r, (uint32_t)slot, sg);
 	}
 	return CXLS_SC_TCP;
+}
+
+/* No slot for our record: the peer may have taken the last one for its
+ * own since we looked (a table of one slot, or a full one), so we look
+ * again and join it; else it must not wait for us (decline()). */
+static int no_slot(struct cxls_sconn *c, const struct cxls_sock_region *r, int role,
+		   const struct cxls_sock_tuple *t, uint64_t key, int fd)
+{
+	uint64_t sg;
+	int slot = find(r, key, t, role, &sg), mode;
+
+	if (slot >= 0 && CXLS_SG_STATE(sg) == CXLS_SK_WAITING) {
+		mode = join(c, r, (uint32_t)slot, sg, role, fd);
+		if (mode != JOIN_LOST)
+			return mode;
+	}
+	return decline(r, role, t, key);
 }
 
 static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
@@ -716,6 +735,7 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 		return CXLS_SC_TCP; /* the server does not run the shim */
 	}
 	key = tuple_key(r, &t);
+	cxls_claim_test_delay("look");
 	if (role == CXLS_CLIENT && !cxls_sock_origin_private(fd)) {
 		CXLS_INFO("socket fd %d: connected while another process may hold it (made before "
 			  "a fork, or inherited): it stays on TCP", fd);
@@ -732,8 +752,8 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 	}
 	cxls_claim_test_delay("meet");
 	mode = create(c, r, sndbuf, role, &t, key);
-	if (mode != CXLS_SC_PENDING) /* no slot: a peer that made one must not wait */
-		return decline(r, role, &t, key);
+	if (mode != CXLS_SC_PENDING)
+		return no_slot(c, r, role, &t, key, fd);
 	/* our record is published: a peer that looks from now on sees it;
 	 * one that looked before made its own, which we see now */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -855,7 +875,8 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 		if (++spins < 200) {
 			sched_yield();
 		} else {
-			/* the joiner rings once (join()): woken at once */
+			/* the joiner's doorbell (when a look of an event loop
+			 * asked for it, join()) or the peer's bytes wake it */
 			struct pollfd p = { fd, POLLIN, 0 };
 			sys_poll(&p, 1, 1);
 		}
@@ -871,7 +892,9 @@ int cxls_sock_settle_look(struct cxls_sconn *c, int fd)
 	if (pthread_mutex_trylock(&c->lock))
 		return CXLS_SC_PENDING; /* another thread settles it */
 	mode = atomic_load(&c->mode);
-	if (mode == CXLS_SC_PENDING && !(atomic_load(&c->me->flags) & CXLS_END_RING_JOIN)) {
+	/* ours still (a record refused and given up may be another's) */
+	if (mode == CXLS_SC_PENDING && CXLS_SG_GEN(atomic_load(&c->rec->sg)) == c->gen &&
+	    !(atomic_load(&c->me->flags) & CXLS_END_RING_JOIN)) {
 		atomic_fetch_or(&c->me->flags, CXLS_END_RING_JOIN);
 		cxls_publish(c->tx.flush, &c->me->flags, sizeof(c->me->flags));
 		atomic_thread_fence(memory_order_seq_cst); /* ring_creator() */

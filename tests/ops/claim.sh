@@ -15,6 +15,10 @@
 #   lease     forged claims no sweep of this host can check (claimer of
 #             another host, claimer not written): reclaimed only once a
 #             lease (CXLSHIM_TEST_CLAIM_LEASE_S) ran out since first seen
+#   noslot    the client takes the only slot between the server's look
+#             for its record and the server's own claim: the server looks
+#             again and joins (it stayed on TCP, and the client waited out
+#             its window: a 1-slot table raced so under load)
 #   aba       a client reading the listener of port P while it is closed
 #             and its record claimed for port Q: the client reads again
 #             and stays on TCP at once, instead of waiting for a pool peer
@@ -122,6 +126,20 @@ sys.exit(0 if c['state'] == 'claiming' and c['claimer'] == {'pid': $dead, 'state
 done
 exec 3>&-
 wait "$srv" 2>/dev/null || true
+
+echo "== noslot: the client took the only slot between the server's look and its claim"
+# the server looks for the client's record at once and claims 600 ms
+# later; the client looks 300 ms after its connect, then claims
+server 3 ns 0 CXLSHIM_TEST_CLAIM_DELAY_US=600000 CXLSHIM_TEST_CLAIM_DELAY_AT=meet
+echo accept >&3
+client nsc "$port" CXLSHIM_TEST_CLAIM_DELAY_US=300000 CXLSHIM_TEST_CLAIM_DELAY_AT=look
+nsc=$cli
+reap "$nsc" nsc
+pooled "$dir/nsc" || { cat "$dir/nsc" "$dir/ns"; fail "the server without a slot did not join"; }
+exec 3>&-
+wait "$srv" 2>/dev/null || true
+$CX pool clean >/dev/null
+echo "ok: the server found no slot, looked again and joined the client's record"
 
 echo "== listener: a server killed while claiming its listener record"
 for how in takeover clean; do
