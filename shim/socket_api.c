@@ -35,7 +35,7 @@ EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		return REAL(connect)(fd, sa, len);
 	listens = inet(sa) && len >= sizeof(struct sockaddr_in) &&
 		  (sa->sa_family == AF_INET || len >= sizeof(struct sockaddr_in6)) &&
-		  cxls_sock_connecting(sa);
+		  cxls_sock_connecting(fd, sa);
 	r = REAL(connect)(fd, sa, len);
 	err = errno;
 	if (listens && (r == 0 || err == EINPROGRESS)) {

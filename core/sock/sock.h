@@ -24,8 +24,9 @@
 
 /* Life of fds (sock_fd.c); each after the real call succeeded. */
 /* Before connect: 1 when the server's port is in the pool's listener
- * table; then after it, with the real call's result and errno. */
-int cxls_sock_connecting(const struct sockaddr *sa);
+ * table and fd is not connected yet; then after it, with the real call's
+ * result and errno. */
+int cxls_sock_connecting(int fd, const struct sockaddr *sa);
 void cxls_sock_connected(int fd, int rc, int err, int listens);
 /* connect(AF_UNSPEC) disconnected fd. */
 void cxls_sock_disconnecting(int fd);
@@ -74,6 +75,12 @@ struct cxls_sconn *cxls_sock_use_io(int fd, int dontwait, int *again);
  * fd's mode now (CXLS_SC_*; TCP: no longer followed), -1 when the shim
  * does not follow fd. */
 int cxls_sock_look(int fd);
+/* When a loop waiting on a meeting under way (c) looks at it next, after
+ * now: a peer that refuses it, or a thread of ours that settles it, rings
+ * nothing (a refused connection's TCP stream must carry no doorbell), so
+ * the loop looks by itself, more and more seldom, and at the window's end
+ * (sock_meet.c). */
+uint64_t cxls_sock_next_look(const struct cxls_sconn *c, uint64_t now);
 static inline void cxls_sock_done(struct cxls_sconn *c)
 {
 	cxls_sconn_put(c);

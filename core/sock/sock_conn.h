@@ -40,6 +40,7 @@ struct cxls_sconn {
 	uint32_t gen;
 	int listener;             /* LISTEN: index of our listener record */
 	int server_listens;       /* client: the server was in the pool */
+	uint64_t met_ns;          /* PENDING: when our record was made */
 	uint64_t deadline_ns;     /* PENDING: stay on TCP after this */
 	uint64_t key;             /* PENDING: the meeting's, and what it is */
 	struct cxls_sock_tuple tuple; /* derived from (our copies, not the pool's) */

@@ -72,6 +72,8 @@ struct ep_item {
 				* place (that number may be registered anew),
 				* with no kernel registration and no sleep on
 				* its socket (fd_closing()) */
+	uint64_t look_at;      /* meeting under way: look again then (0: at
+				* once), cxls_sock_next_look() */
 	uint32_t last;         /* edge-triggered: bits reported last */
 	uint64_t seen_prod;    /* rx prod at that report */
 	uint64_t seen_cons;    /* tx cons at that report */
@@ -1130,16 +1132,12 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 	return out->events != 0;
 }
 
-/* A meeting whose window closed but which another thread of the process
- * is settling (its look found the lock taken) is looked at again this
- * soon: that thread may decide it, with nothing to ring for us. */
-#define MEET_RELOOK_NS 1000000ull
-
-/* Meetings under way in s (and its children) whose window closed are
- * looked at (convert(): nothing rings for a peer that never came), and
- * items whose meeting a call on their fd ended with plain TCP get the
- * application's registration; the nearest window still open, 0 when
- * none.  s locked. */
+/* Meetings under way in s (and its children) are looked at when their
+ * time comes (convert(), cxls_sock_next_look(): a joining peer rings, a
+ * refusing one, a peer that never came or another thread of ours that
+ * settles it do not), and items whose meeting a call on their fd ended
+ * with plain TCP get the application's registration; the nearest look
+ * to come, 0 when none.  s locked. */
 static uint64_t meetings_due(int epfd, struct epset *s)
 {
 	uint64_t now = 0, next = 0;
@@ -1153,20 +1151,23 @@ static uint64_t meetings_due(int epfd, struct epset *s)
 		mode = atomic_load(&it->c->mode);
 		if (it->gone || (mode != CXLS_SC_PENDING && mode != CXLS_SC_TCP))
 			continue;
-		/* TCP: settled by a call on the fd, its kernel registration
-		 * still the doorbells' */
-		d = mode == CXLS_SC_TCP ? 0 : it->c->deadline_ns;
 		if (!now)
 			now = cxls_now_ns();
-		if (d > now) {
-			next = !next || d < next ? d : next;
-			continue;
+		/* TCP: settled by a call on the fd, its kernel registration
+		 * still the doorbells': at once */
+		if (mode == CXLS_SC_PENDING && it->look_at > now) {
+			d = it->look_at;
+		} else {
+			convert(epfd, s, it, 0, &ev);
+			if (s->n < n) {
+				i--; /* dropped: the last item took its place */
+				continue;
+			}
+			if (atomic_load(&it->c->mode) != CXLS_SC_PENDING)
+				continue;
+			d = it->look_at = cxls_sock_next_look(it->c, now);
 		}
-		convert(epfd, s, it, 0, &ev);
-		if (s->n < n)
-			i--; /* dropped: the last item took its place */
-		else if (atomic_load(&it->c->mode) == CXLS_SC_PENDING)
-			next = now + MEET_RELOOK_NS; /* another thread settles it */
+		next = !next || d < next ? d : next;
 	}
 	for (int i = 0; i < s->nchild; i++) {
 		struct ep_child *ch = &s->child[i];

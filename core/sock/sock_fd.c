@@ -122,9 +122,16 @@ static void start(int fd, int role, int listens, uint32_t bufsize)
 	cxls_sconn_put(c);
 }
 
-int cxls_sock_connecting(const struct sockaddr *sa)
+/* A connect() on a socket already connected only asks how its connect
+ * ended (APR's, after the socket became writable, returns 0): it must not
+ * meet again, as a new connection would (its meeting decided TCP and
+ * forgot it: the second meeting waited out its window for nobody). */
+int cxls_sock_connecting(int fd, const struct sockaddr *sa)
 {
-	return cxls_sock_server_listens(sa);
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+
+	return cxls_sock_server_listens(sa) && sys_getpeername(fd, (struct sockaddr *)&ss, &l);
 }
 
 /* The fd's entry no longer means anything: it fell back to TCP. */

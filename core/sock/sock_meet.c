@@ -1,5 +1,6 @@
 /* sock_meet.c - the meeting in the pool, its agreement and its clean-up. */
 #include "sock_meet.h"
+#include "sock.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -357,7 +358,8 @@ static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32
 	if (put_record(r, cap, role, t, key, CXLS_SK_WAITING, &slot, &gen))
 		return CXLS_SC_TCP;
 	cxls_sock_attach(c, r, slot, gen, role, cap);
-	c->deadline_ns = c->rec->created_ns + meet_window_ns(r, c, role);
+	c->met_ns = c->rec->created_ns;
+	c->deadline_ns = c->met_ns + meet_window_ns(r, c, role);
 	c->key = key;
 	c->tuple = *t;
 	atomic_store(&c->mode, CXLS_SC_PENDING);
@@ -722,19 +724,21 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 
 	if (!r || cxls_sock_tuple(fd, role, &t))
 		return CXLS_SC_TCP;
-	if (!policy_allows(r, role, &t)) {
-		CXLS_TRACE("socket fd %d: policy keeps it on TCP", fd);
-		return CXLS_SC_TCP;
-	}
-	if (cxls_uring_in_use()) {
-		CXLS_INFO("io_uring in use in this process: sockets stay on TCP");
-		return CXLS_SC_TCP;
-	}
 	if (role == CXLS_CLIENT && !server_listens) {
 		CXLS_TRACE("socket fd %d: server port %u not in the pool: TCP", fd, ntohs(t.sport));
 		return CXLS_SC_TCP; /* the server does not run the shim */
 	}
 	key = tuple_key(r, &t);
+	/* the peer may be under the shim and meet: it is told (decline()),
+	 * or it would wait out its window */
+	if (!policy_allows(r, role, &t)) {
+		CXLS_TRACE("socket fd %d: policy keeps it on TCP", fd);
+		return decline(r, role, &t, key);
+	}
+	if (cxls_uring_in_use()) {
+		CXLS_INFO("io_uring in use in this process: sockets stay on TCP");
+		return decline(r, role, &t, key);
+	}
 	cxls_claim_test_delay("look");
 	if (role == CXLS_CLIENT && !cxls_sock_origin_private(fd)) {
 		CXLS_INFO("socket fd %d: connected while another process may hold it (made before "
@@ -883,6 +887,22 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd)
 	}
 	pthread_mutex_unlock(&c->lock);
 	return mode;
+}
+
+/* The first look again 1 ms after the record was made, then at 2, 4,
+ * 8... ms, the window's end last; past it (another thread settles), every
+ * millisecond. */
+#define LOOK_FIRST_NS 1000000ull
+
+uint64_t cxls_sock_next_look(const struct cxls_sconn *c, uint64_t now)
+{
+	uint64_t gap = LOOK_FIRST_NS;
+
+	if (now >= c->deadline_ns)
+		return now + LOOK_FIRST_NS;
+	while (c->met_ns + gap <= now)
+		gap *= 2;
+	return c->met_ns + gap < c->deadline_ns ? c->met_ns + gap : c->deadline_ns;
 }
 
 int cxls_sock_settle_look(struct cxls_sconn *c, int fd)

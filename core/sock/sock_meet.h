@@ -37,9 +37,10 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd);
 /* cxls_sock_settle without the wait, for event loops: one look; PENDING
  * while undecided (or while another thread settles c).  From the first
  * look on, the peer that joins rings one doorbell, so a loop waiting for
- * POLLIN on the TCP socket wakes when it is decided; nothing wakes it
- * when the window closes (c->deadline_ns). */
+ * POLLIN on the TCP socket wakes when it is pooled; for the rest it looks
+ * again by itself (cxls_sock_next_look()). */
 int cxls_sock_settle_look(struct cxls_sconn *c, int fd);
+/* cxls_sock_next_look(): sock.h. */
 /* Nonblocking connects of this process that are done meet now, as their
  * first use would (sock_fd.c); the settle calls it while it waits. */
 void cxls_sock_meet_connected(void);

@@ -29,6 +29,7 @@ struct pset {
 	nfds_t n;
 	struct cxls_sconn **conns; /* pooled fds */
 	struct cxls_sconn **meet;  /* fds whose meeting is under way */
+	uint64_t *look_at;         /* ... looked at again then */
 	struct pollfd *real;
 	struct cxls_sleep *z;  /* this thread's sleeper entry of each pooled fd */
 	int npooled;
@@ -116,15 +117,20 @@ static int meeting_look(struct pset *s, nfds_t i)
 	return s->fds[i].revents != 0;
 }
 
-/* Meetings the kernel stirred, or whose window closed: looked at. */
+/* Meetings the kernel stirred, or whose time to look came (a refusing
+ * peer rings nothing: cxls_sock_next_look()): looked at. */
 static int meetings(struct pset *s, int r)
 {
 	uint64_t now = cxls_now_ns();
 	int ready = 0;
 
-	for (nfds_t i = 0; i < s->n; i++)
-		if (s->meet[i] && ((r > 0 && s->real[i].revents) || now >= s->meet[i]->deadline_ns))
-			ready += meeting_look(s, i);
+	for (nfds_t i = 0; i < s->n; i++) {
+		if (!s->meet[i] || ((r <= 0 || !s->real[i].revents) && now < s->look_at[i]))
+			continue;
+		ready += meeting_look(s, i);
+		if (s->meet[i])
+			s->look_at[i] = cxls_sock_next_look(s->meet[i], now);
+	}
 	return ready;
 }
 
@@ -194,8 +200,8 @@ static const struct timespec *slice(const struct pset *s, struct timespec *left,
 	for (nfds_t i = 0; i < s->n; i++) {
 		if (s->conns[i] && s->z[i].slice_ms < ms)
 			ms = s->z[i].slice_ms;
-		if (s->meet[i]) { /* its window's end: nothing rings for that */
-			uint64_t d = s->meet[i]->deadline_ns;
+		if (s->meet[i]) { /* its next look: nothing rings for that */
+			uint64_t d = s->look_at[i];
 			int due = d <= now ? 0 : (int)((d - now + 999999) / 1000000);
 
 			ms = due < ms ? due : ms;
@@ -249,6 +255,7 @@ static void pset_free(void *arg)
 			cxls_sconn_put(s->meet[i]);
 	free(s->conns);
 	free(s->meet);
+	free(s->look_at);
 	free(s->real);
 	free(s->z);
 }
@@ -268,16 +275,17 @@ static int run_cancellable(struct pset *s, const struct timespec *timeout, const
 int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
 		    const sigset_t *mask)
 {
-	struct pset s = { fds, n, NULL, NULL, NULL, NULL, 0 };
+	struct pset s = { fds, n, NULL, NULL, NULL, NULL, NULL, 0 };
 	int r = -2, nmeet = 0;
 
 	if (cxls_fdtab_empty() || n == 0)
 		return -2;
 	s.conns = calloc(n, sizeof(*s.conns));
 	s.meet = calloc(n, sizeof(*s.meet));
+	s.look_at = calloc(n, sizeof(*s.look_at));
 	s.real = calloc(n, sizeof(*s.real));
 	s.z = calloc(n, sizeof(*s.z));
-	if (s.conns && s.meet && s.real && s.z) {
+	if (s.conns && s.meet && s.look_at && s.real && s.z) {
 		for (nfds_t i = 0; i < n; i++) {
 			int again = 0;
 
@@ -285,6 +293,8 @@ int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
 				s.conns[i] = cxls_sock_use_io(fds[i].fd, 1, &again);
 			if (again)
 				s.meet[i] = cxls_fdtab_get(fds[i].fd);
+			if (s.meet[i])
+				s.look_at[i] = cxls_sock_next_look(s.meet[i], cxls_now_ns());
 			s.npooled += s.conns[i] != NULL;
 			nmeet += s.meet[i] != NULL;
 		}

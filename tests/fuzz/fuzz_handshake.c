@@ -323,7 +323,7 @@ static void meet(int fd, int server, const uint8_t *in, size_t left, int flags)
 	} else {
 		/* the listener table is read (and fuzzed), but the client meets
 		 * its peer whatever it says: that is the path under test */
-		(void)cxls_sock_connecting((struct sockaddr *)&srv);
+		(void)cxls_sock_connecting(fd, (struct sockaddr *)&srv);
 		cxls_sock_connected(fd, 0, 0, 1);
 	}
 	if (flags & F_WE_FIRST) {

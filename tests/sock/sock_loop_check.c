@@ -10,6 +10,7 @@
  * the preload every case expects TCP.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -1059,6 +1060,74 @@ static void test_settling(void)
 		settling_round();
 }
 
+/* A server whose policy keeps it on TCP (it calls itself sshd, which the
+ * default sock.programs denies) accepts after the client made its record:
+ * it refuses the record, which rings nothing (the client's stream must
+ * carry no doorbell), and the client's loop, waiting for EPOLLOUT, looks
+ * again by itself: within a fraction of the 5 s window of this run. */
+static int refusing_echo(void *arg)
+{
+	extern char *program_invocation_short_name;
+
+	program_invocation_short_name = "sshd";
+	usleep(100000);
+	return echo_one(arg);
+}
+
+static void test_refused(void)
+{
+	struct epoll_event ev = { .events = EPOLLOUT };
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), ep = epoll_create1(0), fd, n;
+	pid_t srv = tu_spawn(refusing_echo, &lfd);
+	uint64_t t0;
+
+	close(lfd);
+	fd = tu_connect(port, 0);
+	CHECK(fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "refused: connected");
+	t0 = tu_now_us();
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "refused: added");
+	n = epoll_wait(ep, &ev, 1, WAIT_MS);
+	CHECK(n == 1 && (ev.events & EPOLLOUT), "refused: EPOLLOUT never came (%d events)", n);
+	CHECK(tu_now_us() - t0 < 2500000, "refused: EPOLLOUT after %llu ms: the window's end",
+	      (unsigned long long)(tu_now_us() - t0) / 1000);
+	CHECK(echoes(fd, "ping"), "refused: echoed");
+	CHECK(pool_rec(local_port(fd), 0) == NULL, "refused: pooled all the same");
+	close(fd);
+	close(ep);
+	CHECK(tu_wait(srv) == 0, "refused: the server");
+}
+
+/* APR's connect(): once the socket is writable, connect() again says how
+ * it ended (0).  That call must not meet a second time: the first
+ * meeting left the client on TCP (its server accepts late), and a second
+ * record would wait its window for a server that never looks again. */
+static void test_reconnect(void)
+{
+	struct pollfd p = { .events = POLLOUT };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), fd, r;
+	pid_t srv = tu_spawn(late_echo, &lfd);
+
+	close(lfd);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS,
+	      "reconnect: connect");
+	p.fd = fd;
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLOUT), "reconnect: connected");
+	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	CHECK(r == 0 || errno == EISCONN, "reconnect: connect() again: %d (%s)", r,
+	      r ? strerror(errno) : "");
+	CHECK(pool_recs(local_port(fd), CXLS_SK_WAITING) == 0,
+	      "reconnect: connect() again met a second time");
+	CHECK(echoes(fd, "ping"), "reconnect: echoed");
+	close(fd);
+	CHECK(tu_wait(srv) == 0, "reconnect: the late server");
+}
+
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "del", test_del },     { "select", test_select },
@@ -1068,6 +1137,7 @@ static const struct tu_case cases[] = {
 	{ "lateaccept", test_lateaccept }, { "lateuse", test_lateuse },
 	{ "lateuse-poll", test_lateuse_poll },
 	{ "greeting", test_greeting }, { "settling", test_settling },
+	{ "reconnect", test_reconnect }, { "refused", test_refused },
 };
 
 int main(int argc, char **argv)

@@ -35,6 +35,20 @@ static uint8_t *recs(void)
 	       (uint64_t)pool.sb->sock_listeners * CXLS_SOCK_LISTENER_SIZE;
 }
 
+int pool_recs(uint16_t cport, uint32_t st)
+{
+	int n = 0;
+
+	if (pool_map())
+		return 0;
+	for (uint32_t i = 0; i < pool.sb->sock_slots; i++) {
+		struct cxls_sock_rec *r = (void *)(recs() + (uint64_t)i * CXLS_SOCK_REC_SIZE);
+
+		n += CXLS_SG_STATE(atomic_load(&r->sg)) == st && r->tuple.cport == htons(cport);
+	}
+	return n;
+}
+
 struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state)
 {
 	if (pool_map())

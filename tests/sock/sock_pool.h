@@ -13,6 +13,9 @@
 struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state);
 /* 1 when a live listener record of port (host order) is in the pool. */
 int pool_listening(uint16_t port);
+/* How many records of the connection whose client port is cport are in
+ * state st (enum cxls_sock_state); 0 without a pool. */
+int pool_recs(uint16_t cport, uint32_t st);
 /* Slot number of a record pool_rec returned. */
 uint32_t pool_slot(const struct cxls_sock_rec *r);
 /* 1 when the pool is non-coherent (pool.coherence = flush), 0 when
