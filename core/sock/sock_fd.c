@@ -569,10 +569,32 @@ int cxls_sock_rcvtimeo_hidden(int fd, int name, void *val, unsigned *len)
 	return hidden;
 }
 
+/* TCP_NODELAY or TCP_CORK went to the kernel because fd was not pooled
+ * (cxls_sock_tcp_option()); a thread that pooled it meanwhile read the
+ * options before that: the application's value is kept now, and the
+ * doorbell channel's own setting put back (a doorbell must not wait). */
+static void tcp_option_raced(int fd, int name, const void *val, unsigned len)
+{
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
+	int on = name == TCP_NODELAY;
+
+	if (!c)
+		return;
+	if (len >= sizeof(int) && atomic_load(&c->mode) == CXLS_SC_POOL) {
+		atomic_store(on ? &c->app_nodelay : &c->app_cork, *(const int *)val != 0);
+		syscall(SYS_setsockopt, fd, IPPROTO_TCP, name, &on, sizeof(on));
+	}
+	cxls_sconn_put(c);
+}
+
 void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len)
 {
 	struct cxls_sconn *c;
 
+	if (level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK)) {
+		tcp_option_raced(fd, name, val, len);
+		return;
+	}
 	if (level != SOL_SOCKET)
 		return;
 	if ((name == SO_SNDBUF || name == SO_RCVBUF) && len >= sizeof(int) &&
