@@ -666,17 +666,20 @@ static int policy_allows(const struct cxls_sock_region *r, int role,
 
 /* This end stays on TCP, but its peer may be under the shim: tell it in
  * the pool rather than let it wait out the meeting window.  Its record is
- * refused; or, when there is none yet, ours is left ABANDONED for it to
- * find, and we look again (as meet() does: one of the two sees the
- * other's record). */
-static int decline(const struct cxls_sock_region *r, int role, const struct cxls_sock_tuple *t,
-		   uint64_t key)
+ * refused; or, when there is none yet and leave says so, ours is left
+ * ABANDONED for it to find, and we look again (as meet() does: one of the
+ * two sees the other's record).  A server whose policy keeps it on TCP
+ * leaves none: most of its clients are then not under the shim, and
+ * their records would only crowd the table (a client under the shim that
+ * comes later waits its window). */
+static int decline_as(const struct cxls_sock_region *r, int role,
+		      const struct cxls_sock_tuple *t, uint64_t key, int leave)
 {
 	uint32_t own, gen;
 	uint64_t sg;
 	int slot = find(r, key, t, role, &sg);
 
-	if (slot < 0) {
+	if (slot < 0 && leave) {
 		/* no slot for ours (a full table): the peer's, should it come
 		 * now, is still refused */
 		put_record(r, CXLS_SOCK_RING_MIN, role, t, key, CXLS_SK_ABANDONED, &own, &gen);
@@ -693,6 +696,12 @@ static int decline(const struct cxls_sock_region *r, int role, const struct cxls
 		found_abandoned(r, (uint32_t)slot, sg);
 	}
 	return CXLS_SC_TCP;
+}
+
+static int decline(const struct cxls_sock_region *r, int role, const struct cxls_sock_tuple *t,
+		   uint64_t key)
+{
+	return decline_as(r, role, t, key, 1);
 }
 
 /* No slot for our record: the peer may have taken the last one for its
@@ -733,11 +742,11 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 	 * or it would wait out its window */
 	if (!policy_allows(r, role, &t)) {
 		CXLS_TRACE("socket fd %d: policy keeps it on TCP", fd);
-		return decline(r, role, &t, key);
+		return decline_as(r, role, &t, key, role == CXLS_CLIENT);
 	}
 	if (cxls_uring_in_use()) {
 		CXLS_INFO("io_uring in use in this process: sockets stay on TCP");
-		return decline(r, role, &t, key);
+		return decline_as(r, role, &t, key, role == CXLS_CLIENT);
 	}
 	cxls_claim_test_delay("look");
 	if (role == CXLS_CLIENT && !cxls_sock_origin_private(fd)) {
