@@ -38,7 +38,9 @@ EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		  cxls_sock_connecting(fd, sa);
 	r = REAL(connect)(fd, sa, len);
 	err = errno;
-	if (listens && (r == 0 || err == EINPROGRESS)) {
+	/* EINTR: the handshake goes on in the kernel, as EINPROGRESS; the
+	 * retry that finds it done must not be taken for a query */
+	if (listens && (r == 0 || err == EINPROGRESS || err == EINTR)) {
 		cxls_sock_connected(fd, r, err, listens);
 		errno = err;
 	} else if (r == 0 && sa && sa->sa_family == AF_UNSPEC) {

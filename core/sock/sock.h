@@ -75,12 +75,6 @@ struct cxls_sconn *cxls_sock_use_io(int fd, int dontwait, int *again);
  * fd's mode now (CXLS_SC_*; TCP: no longer followed), -1 when the shim
  * does not follow fd. */
 int cxls_sock_look(int fd);
-/* When a loop waiting on a meeting under way (c) looks at it next, after
- * now: a peer that refuses it, or a thread of ours that settles it, rings
- * nothing (a refused connection's TCP stream must carry no doorbell), so
- * the loop looks by itself, more and more seldom, and at the window's end
- * (sock_meet.c). */
-uint64_t cxls_sock_next_look(const struct cxls_sconn *c, uint64_t now);
 static inline void cxls_sock_done(struct cxls_sconn *c)
 {
 	cxls_sconn_put(c);

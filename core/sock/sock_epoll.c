@@ -42,6 +42,7 @@
 #include "proc_id.h"
 #include "sock_chan.h"
 #include "sock_epseen.h"
+#include "sock_meet.h"
 #include "sock_origin.h"
 #include "sock_ref.h"
 #include "sock_sys.h"
@@ -1286,7 +1287,7 @@ struct ep_wait {
 	int max;
 	int timeout_ms;
 	uint64_t deadline; /* timeout_ms > 0: cxls_now_ns() at which it ends */
-	uint64_t meet_due; /* the nearest meeting window to close, or 0 */
+	uint64_t meet_due; /* the nearest look at a meeting to come, or 0 */
 	const sigset_t *mask;
 	struct sleeping *z; /* the sockets this round sleeps on */
 };

@@ -194,7 +194,7 @@ void cxls_sock_connected(int fd, int rc, int err, int listens)
 		cxls_sconn_put(c);
 		return;
 	}
-	if (rc != 0 && err != EINPROGRESS)
+	if (rc != 0 && err != EINPROGRESS && err != EINTR)
 		return;
 	/* an event loop registers its socket before connect() */
 	nregs = cxls_epseen_regs(fd, regs);
@@ -576,13 +576,14 @@ int cxls_sock_rcvtimeo_hidden(int fd, int name, void *val, unsigned *len)
 static void tcp_option_raced(int fd, int name, const void *val, unsigned len)
 {
 	struct cxls_sconn *c = cxls_fdtab_get(fd);
-	int on = name == TCP_NODELAY;
+	int chan = name == TCP_NODELAY; /* the channel's own: NODELAY on, CORK off */
 
 	if (!c)
 		return;
+	atomic_thread_fence(memory_order_seq_cst); /* the kernel's, then the mode: to_pool() */
 	if (len >= sizeof(int) && atomic_load(&c->mode) == CXLS_SC_POOL) {
-		atomic_store(on ? &c->app_nodelay : &c->app_cork, *(const int *)val != 0);
-		syscall(SYS_setsockopt, fd, IPPROTO_TCP, name, &on, sizeof(on));
+		atomic_store(chan ? &c->app_nodelay : &c->app_cork, *(const int *)val != 0);
+		syscall(SYS_setsockopt, fd, IPPROTO_TCP, name, &chan, sizeof(chan));
 	}
 	cxls_sconn_put(c);
 }

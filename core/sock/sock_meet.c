@@ -1,6 +1,5 @@
 /* sock_meet.c - the meeting in the pool, its agreement and its clean-up. */
 #include "sock_meet.h"
-#include "sock.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -425,8 +424,9 @@ static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t
 	init_end(&rec->end[role], &self);
 	cxls_publish(r->pool->flush_mode, &rec->end[role], sizeof(rec->end[role]));
 	cxls_sock_attach(c, r, slot, gen, role, cap);
+	atomic_store(&c->mode, CXLS_SC_POOL); /* before the channel's settings: to_pool() */
+	atomic_thread_fence(memory_order_seq_cst);
 	cxls_sock_control_channel(c, fd);
-	atomic_store(&c->mode, CXLS_SC_POOL);
 	ring_creator(r, rec, fd);
 	CXLS_INFO("socket slot %u: joined, bytes go through the pool", slot);
 	return CXLS_SC_POOL;
@@ -514,10 +514,14 @@ int cxls_sock_find_joined(const struct cxls_sock_region *r, const struct cxls_so
 	return -1;
 }
 
+/* POOL is stored before the control channel's settings are read and
+ * made: an application's TCP_NODELAY or TCP_CORK that reaches the kernel
+ * meanwhile is then seen by one of the two (tcp_option_raced(), sock_fd.c). */
 static int to_pool(struct cxls_sconn *c, int fd)
 {
-	cxls_sock_control_channel(c, fd);
 	atomic_store(&c->mode, CXLS_SC_POOL);
+	atomic_thread_fence(memory_order_seq_cst);
+	cxls_sock_control_channel(c, fd);
 	CXLS_INFO("socket slot %u: peer joined, bytes go through the pool", c->slot);
 	return CXLS_SC_POOL;
 }
@@ -668,10 +672,11 @@ static int policy_allows(const struct cxls_sock_region *r, int role,
  * the pool rather than let it wait out the meeting window.  Its record is
  * refused; or, when there is none yet and leave says so, ours is left
  * ABANDONED for it to find, and we look again (as meet() does: one of the
- * two sees the other's record).  A server whose policy keeps it on TCP
- * leaves none: most of its clients are then not under the shim, and
- * their records would only crowd the table (a client under the shim that
- * comes later waits its window). */
+ * two sees the other's record).  An end whose policy or io_uring keeps
+ * it on TCP leaves none: its peers are then often not under the shim (a
+ * server's clients; a client's servers matched only by the port of a
+ * wildcard listener), and their records would only crowd the table (a
+ * peer under the shim that comes later waits its window). */
 static int decline_as(const struct cxls_sock_region *r, int role,
 		      const struct cxls_sock_tuple *t, uint64_t key, int leave)
 {
@@ -738,15 +743,15 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 		return CXLS_SC_TCP; /* the server does not run the shim */
 	}
 	key = tuple_key(r, &t);
-	/* the peer may be under the shim and meet: it is told (decline()),
-	 * or it would wait out its window */
+	/* the peer may be under the shim and have met: its record is
+	 * refused, or it would wait out its window */
 	if (!policy_allows(r, role, &t)) {
 		CXLS_TRACE("socket fd %d: policy keeps it on TCP", fd);
-		return decline_as(r, role, &t, key, role == CXLS_CLIENT);
+		return decline_as(r, role, &t, key, 0);
 	}
 	if (cxls_uring_in_use()) {
 		CXLS_INFO("io_uring in use in this process: sockets stay on TCP");
-		return decline_as(r, role, &t, key, role == CXLS_CLIENT);
+		return decline_as(r, role, &t, key, 0);
 	}
 	cxls_claim_test_delay("look");
 	if (role == CXLS_CLIENT && !cxls_sock_origin_private(fd)) {

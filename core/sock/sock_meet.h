@@ -40,7 +40,11 @@ int cxls_sock_settle(struct cxls_sconn *c, int fd);
  * POLLIN on the TCP socket wakes when it is pooled; for the rest it looks
  * again by itself (cxls_sock_next_look()). */
 int cxls_sock_settle_look(struct cxls_sconn *c, int fd);
-/* cxls_sock_next_look(): sock.h. */
+/* When a loop waiting on a meeting under way (c) looks at it next, after
+ * now: a peer that refuses it, or a thread of ours that settles it, rings
+ * nothing (a refused connection's TCP stream must carry no doorbell), so
+ * the loop looks by itself, more and more seldom, and at the window's end. */
+uint64_t cxls_sock_next_look(const struct cxls_sconn *c, uint64_t now);
 /* Nonblocking connects of this process that are done meet now, as their
  * first use would (sock_fd.c); the settle calls it while it waits. */
 void cxls_sock_meet_connected(void);

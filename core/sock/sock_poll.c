@@ -22,6 +22,7 @@
 
 #include "proc_id.h"
 #include "sock_chan.h"
+#include "sock_meet.h"
 #include "sock_sys.h"
 
 struct pset {

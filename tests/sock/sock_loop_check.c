@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <sys/syscall.h>
@@ -827,7 +828,8 @@ static void test_lateaccept(void)
  * and its bytes are served through the pool. */
 struct late {
 	uint16_t port;
-	int go; /* the read end of a pipe: the server's word to begin */
+	int go;  /* the read end of a pipe: the other end's word to begin */
+	int lfd; /* refusing_echo()'s listener */
 };
 
 static int late_user(void *arg)
@@ -1061,41 +1063,69 @@ static void test_settling(void)
 }
 
 /* A server whose policy keeps it on TCP (it calls itself sshd, which the
- * default sock.programs denies) accepts after the client made its record:
- * it refuses the record, which rings nothing (the client's stream must
- * carry no doorbell), and the client's loop, waiting for EPOLLOUT, looks
- * again by itself: within a fraction of the 5 s window of this run. */
+ * default sock.programs denies) accepts once the client made its record
+ * (its word through a pipe): it refuses the record, which rings nothing
+ * (the client's stream must carry no doorbell), and the client's loop,
+ * waiting for EPOLLOUT or POLLOUT, looks again by itself: within a
+ * fraction of the 5 s window of this run. */
 static int refusing_echo(void *arg)
 {
 	extern char *program_invocation_short_name;
+	const struct late *l = arg;
+	char c;
 
 	program_invocation_short_name = "sshd";
-	usleep(100000);
-	return echo_one(arg);
+	if (read(l->go, &c, 1) != 1)
+		return 7;
+	return echo_one((void *)&l->lfd);
+}
+
+static void refused_with(const char *what, int use_poll)
+{
+	struct epoll_event ev = { .events = EPOLLOUT };
+	struct late l;
+	int ep = epoll_create1(0), fd, n, go[2];
+	struct pollfd p;
+	pid_t srv;
+	uint64_t t0;
+
+	l.lfd = tu_listen(&l.port, 0);
+	CHECK(pipe(go) == 0, "%s: pipe", what);
+	l.go = go[0];
+	srv = tu_spawn(refusing_echo, &l);
+	close(l.lfd);
+	fd = tu_connect(l.port, 0); /* our record, made in connect() */
+	CHECK(fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "%s: connected", what);
+	CHECK(write(go[1], "g", 1) == 1, "%s: the server told to accept", what);
+	t0 = tu_now_us();
+	p = (struct pollfd){ fd, POLLOUT, 0 };
+	if (use_poll) {
+		n = poll(&p, 1, WAIT_MS);
+		CHECK(n == 1 && (p.revents & POLLOUT), "%s: POLLOUT never came (%d)", what, n);
+	} else {
+		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "%s: added", what);
+		n = epoll_wait(ep, &ev, 1, WAIT_MS);
+		CHECK(n == 1 && (ev.events & EPOLLOUT), "%s: EPOLLOUT never came (%d)", what, n);
+	}
+	CHECK(tu_now_us() - t0 < 2500000, "%s: ready after %llu ms: the window's end", what,
+	      (unsigned long long)(tu_now_us() - t0) / 1000);
+	CHECK(echoes(fd, "ping"), "%s: echoed", what);
+	CHECK(pool_rec(local_port(fd), 0) == NULL, "%s: pooled all the same", what);
+	close(fd);
+	close(ep);
+	close(go[0]);
+	close(go[1]);
+	CHECK(tu_wait(srv) == 0, "%s: the server", what);
 }
 
 static void test_refused(void)
 {
-	struct epoll_event ev = { .events = EPOLLOUT };
-	uint16_t port;
-	int lfd = tu_listen(&port, 0), ep = epoll_create1(0), fd, n;
-	pid_t srv = tu_spawn(refusing_echo, &lfd);
-	uint64_t t0;
+	refused_with("refused", 0);
+}
 
-	close(lfd);
-	fd = tu_connect(port, 0);
-	CHECK(fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "refused: connected");
-	t0 = tu_now_us();
-	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "refused: added");
-	n = epoll_wait(ep, &ev, 1, WAIT_MS);
-	CHECK(n == 1 && (ev.events & EPOLLOUT), "refused: EPOLLOUT never came (%d events)", n);
-	CHECK(tu_now_us() - t0 < 2500000, "refused: EPOLLOUT after %llu ms: the window's end",
-	      (unsigned long long)(tu_now_us() - t0) / 1000);
-	CHECK(echoes(fd, "ping"), "refused: echoed");
-	CHECK(pool_rec(local_port(fd), 0) == NULL, "refused: pooled all the same");
-	close(fd);
-	close(ep);
-	CHECK(tu_wait(srv) == 0, "refused: the server");
+static void test_refused_poll(void)
+{
+	refused_with("refused-poll", 1);
 }
 
 /* APR's connect(): once the socket is writable, connect() again says how
@@ -1128,6 +1158,79 @@ static void test_reconnect(void)
 	CHECK(tu_wait(srv) == 0, "reconnect: the late server");
 }
 
+/* A blocking connect interrupted by a signal (EINTR) goes on in the
+ * kernel; the program retries connect() until it says 0 or EISCONN: that
+ * connection must meet, as a nonblocking one does, and go through the
+ * pool (a retry that found it done was taken for a question about an
+ * old connection, and it stayed on TCP).  The listener's queue (backlog
+ * 0) is full with another connection until the server is told to accept,
+ * so the connect waits for the SYN's retransmission meanwhile. */
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+static int eintr_server(void *arg)
+{
+	const struct late *l = arg;
+	int fd;
+	char c;
+
+	if (read(l->go, &c, 1) != 1)
+		return 7;
+	fd = accept(l->lfd, NULL, NULL); /* the one that filled the queue */
+	if (fd < 0)
+		return 8;
+	close(fd);
+	return echo_one((void *)&l->lfd);
+}
+
+static void test_eintr(void)
+{
+	struct sigaction sa = { .sa_handler = on_alarm }, old;
+	struct itimerval it = { .it_value = { 0, 200000 } };
+	struct sockaddr_in in = { .sin_family = AF_INET };
+	socklen_t len = sizeof(in);
+	int go[2], filler, fd, r = -1;
+	struct late l;
+	pid_t srv;
+
+	l.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(bind(l.lfd, (struct sockaddr *)&in, sizeof(in)) == 0 && listen(l.lfd, 0) == 0 &&
+		      getsockname(l.lfd, (struct sockaddr *)&in, &len) == 0 && pipe(go) == 0,
+	      "eintr: listener");
+	l.go = go[0];
+	srv = tu_spawn(eintr_server, &l);
+	close(l.lfd);
+	filler = tu_connect(ntohs(in.sin_port), 0);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	sigaction(SIGALRM, &sa, &old); /* no SA_RESTART */
+	setitimer(ITIMER_REAL, &it, NULL);
+	r = connect(fd, (struct sockaddr *)&in, sizeof(in));
+	CHECK(r == -1 && errno == EINTR, "eintr: the connect was not interrupted (%d)", r);
+	sigaction(SIGALRM, &old, NULL);
+	CHECK(write(go[1], "g", 1) == 1, "eintr: the server told to accept");
+	/* the SYN's retransmission (1 s) finds room: retried after that, the
+	 * connect says 0 at once (retried before, it would wait and meet) */
+	usleep(1500000);
+	for (int i = 0; i < 100; i++) {
+		r = connect(fd, (struct sockaddr *)&in, sizeof(in));
+		if (r == 0 || errno == EISCONN)
+			break;
+		usleep(50000);
+	}
+	CHECK(r == 0 || errno == EISCONN, "eintr: connect() again: %s", strerror(errno));
+	CHECK(echoes(fd, "ping"), "eintr: echoed");
+	if (expect_pool)
+		CHECK(pool_rec(local_port(fd), 0) != NULL, "eintr: not through the pool");
+	close(fd);
+	close(filler);
+	close(go[0]);
+	close(go[1]);
+	CHECK(tu_wait(srv) == 0, "eintr: the server");
+}
+
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "del", test_del },     { "select", test_select },
@@ -1138,6 +1241,7 @@ static const struct tu_case cases[] = {
 	{ "lateuse-poll", test_lateuse_poll },
 	{ "greeting", test_greeting }, { "settling", test_settling },
 	{ "reconnect", test_reconnect }, { "refused", test_refused },
+	{ "refused-poll", test_refused_poll }, { "eintr", test_eintr },
 };
 
 int main(int argc, char **argv)
