@@ -1139,45 +1139,56 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
  * settles it do not), and items whose meeting a call on their fd ended
  * with plain TCP get the application's registration; the nearest look
  * to come, 0 when none.  s locked. */
+/* The earlier of two times, 0 meaning none. */
+static uint64_t sooner(uint64_t a, uint64_t b)
+{
+	return !a || (b && b < a) ? b : a;
+}
+
+/* Item i of s, a meeting under way or one a call on its fd ended with
+ * plain TCP (its kernel registration still the doorbells'), looked at if
+ * its time came: when it is to be looked at next (0: never, it is
+ * decided), and *dropped when it left s (the last item took place i). */
+static uint64_t look_item(int epfd, struct epset *s, int i, uint64_t now, int *dropped)
+{
+	struct ep_item *it = &s->items[i];
+	struct epoll_event ev;
+	int n = s->n;
+
+	*dropped = 0;
+	if (atomic_load(&it->c->mode) == CXLS_SC_PENDING && it->look_at > now)
+		return it->look_at;
+	convert(epfd, s, it, 0, &ev);
+	if (s->n < n) {
+		*dropped = 1;
+		return 0;
+	}
+	if (atomic_load(&it->c->mode) != CXLS_SC_PENDING)
+		return 0;
+	return it->look_at = cxls_sock_next_look(it->c, now);
+}
+
 static uint64_t meetings_due(int epfd, struct epset *s)
 {
 	uint64_t now = 0, next = 0;
+	int dropped;
 
 	for (int i = 0; i < s->n; i++) {
-		struct ep_item *it = &s->items[i];
-		struct epoll_event ev;
-		int n = s->n, mode;
-		uint64_t d;
+		int mode = atomic_load(&s->items[i].c->mode);
 
-		mode = atomic_load(&it->c->mode);
-		if (it->gone || (mode != CXLS_SC_PENDING && mode != CXLS_SC_TCP))
+		if (s->items[i].gone || (mode != CXLS_SC_PENDING && mode != CXLS_SC_TCP))
 			continue;
 		if (!now)
 			now = cxls_now_ns();
-		/* TCP: settled by a call on the fd, its kernel registration
-		 * still the doorbells': at once */
-		if (mode == CXLS_SC_PENDING && it->look_at > now) {
-			d = it->look_at;
-		} else {
-			convert(epfd, s, it, 0, &ev);
-			if (s->n < n) {
-				i--; /* dropped: the last item took its place */
-				continue;
-			}
-			if (atomic_load(&it->c->mode) != CXLS_SC_PENDING)
-				continue;
-			d = it->look_at = cxls_sock_next_look(it->c, now);
-		}
-		next = !next || d < next ? d : next;
+		next = sooner(next, look_item(epfd, s, i, now, &dropped));
+		i -= dropped;
 	}
 	for (int i = 0; i < s->nchild; i++) {
 		struct ep_child *ch = &s->child[i];
-		uint64_t d;
 
 		pthread_mutex_lock(&ch->set->lock);
-		d = meetings_due(ch->fd, ch->set);
+		next = sooner(next, meetings_due(ch->fd, ch->set));
 		pthread_mutex_unlock(&ch->set->lock);
-		next = d && (!next || d < next) ? d : next;
 	}
 	return next;
 }

@@ -35,33 +35,43 @@ static uint8_t *recs(void)
 	       (uint64_t)pool.sb->sock_listeners * CXLS_SOCK_LISTENER_SIZE;
 }
 
+/* The records of client port cport from slot *from on, in turn (NULL
+ * after the last); the pool is mapped. */
+static struct cxls_sock_rec *next_rec(uint16_t cport, uint32_t *from)
+{
+	while (*from < pool.sb->sock_slots) {
+		struct cxls_sock_rec *r = (void *)(recs() + (uint64_t)(*from)++ * CXLS_SOCK_REC_SIZE);
+
+		if (CXLS_SG_STATE(atomic_load(&r->sg)) != CXLS_SK_FREE &&
+		    r->tuple.cport == htons(cport))
+			return r;
+	}
+	return NULL;
+}
+
 int pool_recs(uint16_t cport, uint32_t st)
 {
+	struct cxls_sock_rec *r;
+	uint32_t i = 0;
 	int n = 0;
 
 	if (pool_map())
 		return 0;
-	for (uint32_t i = 0; i < pool.sb->sock_slots; i++) {
-		struct cxls_sock_rec *r = (void *)(recs() + (uint64_t)i * CXLS_SOCK_REC_SIZE);
-
-		n += CXLS_SG_STATE(atomic_load(&r->sg)) == st && r->tuple.cport == htons(cport);
-	}
+	while ((r = next_rec(cport, &i)))
+		n += CXLS_SG_STATE(atomic_load(&r->sg)) == st;
 	return n;
 }
 
 struct cxls_sock_rec *pool_rec(uint16_t cport, int any_state)
 {
+	struct cxls_sock_rec *r;
+	uint32_t i = 0;
+
 	if (pool_map())
 		return NULL;
-	for (uint32_t i = 0; i < pool.sb->sock_slots; i++) {
-		struct cxls_sock_rec *r = (void *)(recs() + (uint64_t)i * CXLS_SOCK_REC_SIZE);
-		uint32_t st = CXLS_SG_STATE(atomic_load(&r->sg));
-
-		if (st == CXLS_SK_FREE || (!any_state && st != CXLS_SK_JOINED))
-			continue;
-		if (r->tuple.cport == htons(cport))
+	while ((r = next_rec(cport, &i)))
+		if (any_state || CXLS_SG_STATE(atomic_load(&r->sg)) == CXLS_SK_JOINED)
 			return r;
-	}
 	return NULL;
 }
 
