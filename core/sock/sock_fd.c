@@ -368,60 +368,58 @@ static int met(struct cxls_sconn *c, int fd)
 	return mode;
 }
 
-int cxls_sock_look(int fd)
+/* The one path of cxls_sock_use, cxls_sock_use_io and cxls_sock_look:
+ * fd's pooled connection with a reference, or NULL; *mode is fd's mode
+ * after it (-1: fd is not followed; TCP: it no longer is).  wait says
+ * whether a meeting under way is waited for (1), looked at once (0), or
+ * waited for only on a blocking fd (-1). */
+static struct cxls_sconn *use(int fd, int wait, int *mode)
 {
 	struct cxls_sconn *c = cxls_fdtab_get(fd);
-	int mode;
 
-	if (!c)
-		return -1;
-	mode = met(c, fd);
-	if (mode == CXLS_SC_PENDING)
-		mode = cxls_sock_settle_look(c, fd);
-	if (mode == CXLS_SC_TCP)
-		forget(fd, c);
-	cxls_sconn_put(c);
-	return mode;
-}
-
-/* cxls_sock_use and cxls_sock_use_io: wait says whether a meeting under
- * way is waited for (1), looked at once (0), or waited for only on a
- * blocking fd (-1); *again: it is still under way. */
-static struct cxls_sconn *use(int fd, int wait, int *again)
-{
-	struct cxls_sconn *c = cxls_fdtab_get(fd);
-	int mode;
-
-	*again = 0;
+	*mode = -1;
 	if (!c)
 		return NULL;
-	mode = atomic_load_explicit(&c->mode, memory_order_acquire);
-	if (mode == CXLS_SC_POOL)
+	*mode = atomic_load_explicit(&c->mode, memory_order_acquire);
+	if (*mode == CXLS_SC_POOL)
 		return c;
-	mode = met(c, fd);
-	if (mode == CXLS_SC_PENDING && wait < 0)
+	*mode = met(c, fd);
+	if (*mode == CXLS_SC_PENDING && wait < 0)
 		wait = !atomic_load(&c->nonblock);
-	if (mode == CXLS_SC_PENDING)
-		mode = wait ? cxls_sock_settle(c, fd) : cxls_sock_settle_look(c, fd);
-	if (mode == CXLS_SC_POOL)
+	if (*mode == CXLS_SC_PENDING)
+		*mode = wait ? cxls_sock_settle(c, fd) : cxls_sock_settle_look(c, fd);
+	if (*mode == CXLS_SC_POOL)
 		return c;
-	if (mode == CXLS_SC_TCP)
+	if (*mode == CXLS_SC_TCP)
 		forget(fd, c);
-	*again = mode == CXLS_SC_PENDING;
 	cxls_sconn_put(c);
 	return NULL;
 }
 
+int cxls_sock_look(int fd)
+{
+	int mode;
+	struct cxls_sconn *c = use(fd, 0, &mode);
+
+	if (c)
+		cxls_sconn_put(c);
+	return mode;
+}
+
 struct cxls_sconn *cxls_sock_use(int fd)
 {
-	int again;
+	int mode;
 
-	return use(fd, 1, &again);
+	return use(fd, 1, &mode);
 }
 
 struct cxls_sconn *cxls_sock_use_io(int fd, int dontwait, int *again)
 {
-	return use(fd, dontwait ? 0 : -1, again);
+	int mode;
+	struct cxls_sconn *c = use(fd, dontwait ? 0 : -1, &mode);
+
+	*again = mode == CXLS_SC_PENDING;
+	return c;
 }
 
 /* fd, whose meeting is under way, is being closed.  Its last fd: one look
@@ -687,25 +685,13 @@ static void fork_phase(int fd, struct cxls_sconn *c, void *arg)
 /* Connects in flight met at once (fork, a settle). */
 #define MEETS_MAX 64
 
-/* A nonblocking connect that is established by now meets before the fork,
- * while this process alone holds it: the child then copies a pending or
- * pooled connection, which the pool records it as holding too.  One still
- * in flight meets after, in whichever holder uses it first, as a socket
- * another process may hold: it stays on TCP (sock_origin.h). */
-static void meet_before_fork(void)
-{
-	int fd[MEETS_MAX], n = fds_in_modes(1u << CXLS_SC_CONNECTING, fd, MEETS_MAX);
-
-	for (int i = 0; i < n; i++)
-		meet_now(fd[i]);
-}
-
 /* A thread waiting in a settle for its peer may hold up that peer: two
  * event loops (ab, haproxy, nginx), each in a settle of one connection,
  * each waiting for the other to use another one first, met only at the
  * end of their windows (a three-tier chain ran at 160 requests/s against
  * 14000 over TCP).  So the waiter meets its nonblocking connects that are
- * done now, as their first use would: the peers waiting for them go on.
+ * done now, as their first use would: the peers waiting for them go on
+ * (and fork meets them before the child copies them).
  * Meeting takes no lock of a connection being settled (only CONNECTING
  * ones, each under its own lock), so two waiters never wait on each
  * other's. */
@@ -724,8 +710,13 @@ void cxls_sock_fork_prepare(void)
 {
 	int phase = 0;
 
-	if (!cxls_fdtab_empty())
-		meet_before_fork();
+	/* a nonblocking connect that is established by now meets before the
+	 * fork, while this process alone holds it: the child then copies a
+	 * pending or pooled connection, which the pool records it as holding
+	 * too.  One still in flight meets after, in whichever holder uses it
+	 * first, as a socket another process may hold: it stays on TCP
+	 * (sock_origin.h). */
+	cxls_sock_meet_connected();
 	cxls_sock_origin_fork();
 	cxls_fdtab_lock();
 	cxls_fdtab_each(fork_phase, &phase);
