@@ -13,7 +13,11 @@
 #  - with -H, when ab, haproxy and nginx are installed (not project
 #    dependencies): ab -c 50 without keep-alive through haproxy (mode tcp)
 #    to nginx (a 1 KiB file), every process under the preload on the pool
-#    side.
+#    side.  Run as root, nginx's workers serve as nobody: haproxy's
+#    connections to them are denied the pool (another uid) and stay on TCP;
+#  - with -H, as root: ab -c 1 without keep-alive straight to such an
+#    nginx ("denied"): every connection is denied, so the pool side
+#    measures what a denial costs (sock_denial.h) against plain TCP.
 # -L runs the pool side under another build of the library (e.g. the
 # previous commit's).  The pool side runs on a fresh pool per round.  A run that does not end
 # in 120 s is killed and reported as a hang (none may hang).
@@ -66,11 +70,8 @@ chain() {
 	sed -n 's/.*s, \([0-9]*\) a second.*/\1/p' <<<"$out" | head -1
 }
 
-# http SIDE: ab's requests a second through haproxy to nginx (or "hang").
-http() {
-	local side=$1 np hp rate
-	np=$(port)
-	hp=$(port)
+# nginx_conf PORT: a 1 KiB file served on PORT, workers as nobody when root.
+nginx_conf() {
 	mkdir -p "$TMP/www" "$TMP/ngx/logs"
 	head -c 1024 /dev/urandom >"$TMP/www/f"
 	cat >"$TMP/ngx.conf" <<EOF
@@ -78,8 +79,16 @@ daemon off; master_process on; worker_processes 2; pid $TMP/ngx/nginx.pid;
 error_log $TMP/ngx/logs/error.log; events { worker_connections 1024; }
 http { access_log off; client_body_temp_path $TMP/ngx/cbt; proxy_temp_path $TMP/ngx/pt;
   fastcgi_temp_path $TMP/ngx/ft; uwsgi_temp_path $TMP/ngx/ut; scgi_temp_path $TMP/ngx/st;
-  server { listen 127.0.0.1:$np; root $TMP/www; } }
+  server { listen 127.0.0.1:$1; root $TMP/www; } }
 EOF
+}
+
+# http SIDE: ab's requests a second through haproxy to nginx (or "hang").
+http() {
+	local side=$1 np hp rate
+	np=$(port)
+	hp=$(port)
+	nginx_conf "$np"
 	cat >"$TMP/hap.cfg" <<EOF
 global
   maxconn 2000
@@ -108,6 +117,22 @@ EOF
 	echo "${rate:-hang}"
 }
 
+# denied SIDE: ab -c 1 straight to nginx's workers (nobody), requests a
+# second (or "hang").
+denied() {
+	local side=$1 np rate
+	np=$(port)
+	nginx_conf "$np"
+	(on "$side" nginx -c "$TMP/ngx.conf" -p "$TMP/ngx") >/dev/null 2>&1 &
+	local ngx=$!
+	sleep 1
+	rate=$( (on "$side" timeout 120 ab -q -c 1 -n $((CONNS / 4)) "http://127.0.0.1:$np/f") 2>/dev/null |
+		sed -n 's/^Requests per second: *\([0-9]*\).*/\1/p')
+	kill -QUIT "$ngx" 2>/dev/null
+	wait "$ngx" 2>/dev/null
+	echo "${rate:-hang}"
+}
+
 # round KIND: one run per side, the order alternating with the round.
 report() {
 	local kind=$1 r=$2 first=$3 second=$4 a b
@@ -118,6 +143,7 @@ report() {
 
 kinds=(chain)
 [ "$HTTP" = 1 ] && kinds+=(http)
+[ "$HTTP" = 1 ] && [ "$(id -u)" = 0 ] && kinds+=(denied)
 for ((r = 1; r <= ROUNDS; r++)); do
 	for k in "${kinds[@]}"; do
 		rm -f "$POOL"

@@ -64,6 +64,7 @@ for t in policy layout pool arith; do
 	step "unit: $t" "$BUILD/tests/test_$t"
 done
 step "unit: ring fill level while both cursors move (issue 5)" "$BUILD/tests/test_ring"
+step "unit: peers that denied the pool, remembered (issue 5)" "$BUILD/tests/test_denial"
 step "unit: GPU reduction kernels embedded (names, no FMA)" \
 	"$BUILD/tests/test_fold_image" "$BUILD/kernels/fold.ptx"
 step "unit: bench medians and rounds (bench/medians.awk, lib.sh)" tests/unit/bench_medians.sh
@@ -309,7 +310,7 @@ step "sock: random calls answered as the kernel answers them, $DIFF_SEEDS seeds"
 # event loops that register their socket in an epoll set before connect()
 SOCKLOOP=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_loop_check")
 for t in lt et oneshot fired nested del select fork closed thread many dupclosed closewait reused \
-	finspin lateaccept lateuse lateuse-poll reconnect refused refused-poll eintr; do
+	finspin lateaccept lateuse lateuse-poll reconnect refused refused-poll eintr denied denied-uid; do
 	step "sock: epoll set before connect(): $t" shim "${SOCKLOOP[@]}" $t
 done
 # a meeting that only its window ends, in an event loop (a short one)

@@ -72,9 +72,11 @@ struct cxls_sock_listener {
 _Static_assert(sizeof(struct cxls_sock_listener) == CXLS_SOCK_LISTENER_SIZE, "listener lines");
 
 /* Connection record state: the creator moves FREE -> CLAIMING -> WAITING;
- * the other end then decides with one compare-and-swap (JOINED or
- * REFUSED), unless the creator gave up first (ABANDONED).  Only one of
- * those three can win, so both ends always agree on pool or TCP. */
+ * the other end then decides with one compare-and-swap (JOINED, REFUSED
+ * or DENIED), unless the creator gave up first (ABANDONED).  Only one of
+ * those can win, so both ends always agree on pool or TCP.  DENIED is a
+ * refusal for a reason that lasts (uid, policy, io_uring): the creator
+ * remembers the peer for a while (sock_denial.h). */
 enum cxls_sock_state {
 	CXLS_SK_FREE = 0,
 	CXLS_SK_CLAIMING = 1,
@@ -82,6 +84,7 @@ enum cxls_sock_state {
 	CXLS_SK_JOINED = 3,
 	CXLS_SK_REFUSED = 4,
 	CXLS_SK_ABANDONED = 5,
+	CXLS_SK_DENIED = 6,
 };
 
 enum cxls_sock_role { CXLS_CLIENT = 0, CXLS_SERVER = 1 };

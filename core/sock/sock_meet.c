@@ -17,6 +17,7 @@
 #include "proc_id.h"
 #include "sock_chan.h"
 #include "sock_claim.h"
+#include "sock_denial.h"
 #include "sock_holder.h"
 #include "sock_origin.h"
 #include "sock_ref.h"
@@ -359,8 +360,6 @@ static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32
 	cxls_sock_attach(c, r, slot, gen, role, cap);
 	c->met_ns = c->rec->created_ns;
 	c->deadline_ns = c->met_ns + meet_window_ns(r, c, role);
-	c->key = key;
-	c->tuple = *t;
 	atomic_store(&c->mode, CXLS_SC_PENDING);
 	CXLS_TRACE("socket slot %u: waiting for the peer", slot);
 	return CXLS_SC_PENDING;
@@ -412,18 +411,22 @@ static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t
 	cap = rec->cap;
 	ok = creator_ok(r, rec);
 	won = atomic_compare_exchange_strong(&rec->sg, &sg,
-					     CXLS_SG(gen, ok ? CXLS_SK_JOINED : CXLS_SK_REFUSED));
+					     CXLS_SG(gen, ok ? CXLS_SK_JOINED : CXLS_SK_DENIED));
 	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
 	if (!won)
 		return JOIN_LOST;
-	if (!ok)
+	if (!ok) {
+		/* its next connection would make a record that we deny again */
+		cxls_sock_denial_note(&c->tuple, role, cxls_now_ns());
 		return CXLS_SC_TCP;
+	}
 	/* until this is written the creator sees an end with no holder,
 	 * which it never takes for a finished one */
 	cxls_proc_self(&self);
 	init_end(&rec->end[role], &self);
 	cxls_publish(r->pool->flush_mode, &rec->end[role], sizeof(rec->end[role]));
 	cxls_sock_attach(c, r, slot, gen, role, cap);
+	cxls_sock_denial_clear(&c->tuple, role);
 	atomic_store(&c->mode, CXLS_SC_POOL); /* before the channel's settings: to_pool() */
 	atomic_thread_fence(memory_order_seq_cst);
 	cxls_sock_control_channel(c, fd);
@@ -519,6 +522,7 @@ int cxls_sock_find_joined(const struct cxls_sock_region *r, const struct cxls_so
  * meanwhile is then seen by one of the two (tcp_option_raced(), sock_fd.c). */
 static int to_pool(struct cxls_sconn *c, int fd)
 {
+	cxls_sock_denial_clear(&c->tuple, c->role);
 	atomic_store(&c->mode, CXLS_SC_POOL);
 	atomic_thread_fence(memory_order_seq_cst);
 	cxls_sock_control_channel(c, fd);
@@ -670,21 +674,22 @@ static int policy_allows(const struct cxls_sock_region *r, int role,
 
 /* This end stays on TCP, but its peer may be under the shim: tell it in
  * the pool rather than let it wait out the meeting window.  Its record is
- * refused; or, when there is none yet and leave says so, ours is left
- * ABANDONED for it to find, and we look again (as meet() does: one of the
- * two sees the other's record).  An end whose policy or io_uring keeps
- * it on TCP leaves none: its peers are then often not under the shim (a
- * server's clients; a client's servers matched only by the port of a
- * wildcard listener), and their records would only crowd the table (a
- * peer under the shim that comes later waits its window). */
+ * refused; or, when there is none yet and this is no lasting denial, ours
+ * is left ABANDONED for it to find, and we look again (as meet() does: one
+ * of the two sees the other's record).  An end whose policy or io_uring
+ * keeps it on TCP (lasting) denies the peer's record and leaves none: its
+ * peers are then often not under the shim (a server's clients; a client's
+ * servers matched only by the port of a wildcard listener), and their
+ * records would only crowd the table (a peer under the shim that comes
+ * later waits its window). */
 static int decline_as(const struct cxls_sock_region *r, int role,
-		      const struct cxls_sock_tuple *t, uint64_t key, int leave)
+		      const struct cxls_sock_tuple *t, uint64_t key, int lasting)
 {
 	uint32_t own, gen;
 	uint64_t sg;
 	int slot = find(r, key, t, role, &sg);
 
-	if (slot < 0 && leave) {
+	if (slot < 0 && !lasting) {
 		/* no slot for ours (a full table): the peer's, should it come
 		 * now, is still refused */
 		put_record(r, CXLS_SOCK_RING_MIN, role, t, key, CXLS_SK_ABANDONED, &own, &gen);
@@ -694,8 +699,9 @@ static int decline_as(const struct cxls_sock_region *r, int role,
 	if (slot >= 0 && CXLS_SG_STATE(sg) == CXLS_SK_WAITING) {
 		struct cxls_sock_rec *rec = cxls_sock_rec(r, (uint32_t)slot);
 
-		if (atomic_compare_exchange_strong(&rec->sg, &sg,
-						   CXLS_SG(CXLS_SG_GEN(sg), CXLS_SK_REFUSED)))
+		if (atomic_compare_exchange_strong(
+			    &rec->sg, &sg,
+			    CXLS_SG(CXLS_SG_GEN(sg), lasting ? CXLS_SK_DENIED : CXLS_SK_REFUSED)))
 			cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
 	} else if (slot >= 0) {
 		found_abandoned(r, (uint32_t)slot, sg);
@@ -706,7 +712,7 @@ static int decline_as(const struct cxls_sock_region *r, int role,
 static int decline(const struct cxls_sock_region *r, int role, const struct cxls_sock_tuple *t,
 		   uint64_t key)
 {
-	return decline_as(r, role, t, key, 1);
+	return decline_as(r, role, t, key, 0);
 }
 
 /* No slot for our record: the peer may have taken the last one for its
@@ -743,15 +749,21 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 		return CXLS_SC_TCP; /* the server does not run the shim */
 	}
 	key = tuple_key(r, &t);
+	c->key = key; /* ours, not the pool's copies */
+	c->tuple = t;
 	/* the peer may be under the shim and have met: its record is
 	 * refused, or it would wait out its window */
 	if (!policy_allows(r, role, &t)) {
 		CXLS_TRACE("socket fd %d: policy keeps it on TCP", fd);
-		return decline_as(r, role, &t, key, 0);
+		return decline_as(r, role, &t, key, 1);
 	}
 	if (cxls_uring_in_use()) {
 		CXLS_INFO("io_uring in use in this process: sockets stay on TCP");
-		return decline_as(r, role, &t, key, 0);
+		return decline_as(r, role, &t, key, 1);
+	}
+	if (cxls_sock_denied_lately(&t, role, cxls_now_ns())) {
+		CXLS_TRACE("socket fd %d: the peer denied the pool lately: TCP", fd);
+		return decline(r, role, &t, key);
 	}
 	cxls_claim_test_delay("look");
 	if (role == CXLS_CLIENT && !cxls_sock_origin_private(fd)) {
@@ -859,10 +871,13 @@ static int settle_look(struct cxls_sconn *c, int fd)
 		return to_tcp(c, "record taken over");
 	if (st == CXLS_SK_JOINED)
 		return to_pool(c, fd);
-	if (st == CXLS_SK_REFUSED) {
+	if (st == CXLS_SK_REFUSED || st == CXLS_SK_DENIED) {
 		atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(c->gen, CXLS_SK_FREE));
 		cxls_publish(c->tx.flush, &rec->sg, CXLS_LINE);
-		return to_tcp(c, "the peer's policy refused");
+		if (st == CXLS_SK_REFUSED)
+			return to_tcp(c, "the peer refused");
+		cxls_sock_denial_note(&c->tuple, c->role, cxls_now_ns());
+		return to_tcp(c, "the peer denied the pool (uid, policy or io_uring)");
 	}
 	if (st != CXLS_SK_WAITING) {
 		/* FREE, CLAIMING, ABANDONED or no state at all under our

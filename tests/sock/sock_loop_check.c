@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -1118,6 +1119,95 @@ static void refused_with(const char *what, int use_poll)
 	CHECK(tu_wait(srv) == 0, "%s: the server", what);
 }
 
+/* A server that denies the pool for a reason that lasts: its policy (it
+ * calls itself sshd) or, as nginx's workers do, another uid than its
+ * clients'.  It accepts two connections, each on the client's word. */
+struct denier {
+	struct late l;
+	int by_uid;
+};
+
+static int denying_echo(void *arg)
+{
+	extern char *program_invocation_short_name;
+	const struct denier *d = arg;
+	char buf[64], c;
+	ssize_t n;
+
+	if (d->by_uid ? setresuid(65534, 65534, 65534) != 0 : 0)
+		return 5;
+	if (!d->by_uid)
+		program_invocation_short_name = "sshd";
+	for (int i = 0; i < 2; i++) {
+		int fd;
+
+		if (read(d->l.go, &c, 1) != 1)
+			return 7;
+		fd = accept(d->l.lfd, NULL, NULL);
+		if (fd < 0)
+			return 12;
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			if (tu_write_all(fd, buf, (size_t)n))
+				return 13;
+		close(fd);
+	}
+	return 0;
+}
+
+/* The first connection learns the denial at its loop's next look; the
+ * second stays on TCP in connect() already, leaving the server a record
+ * that says so: a nonblocking write goes out before the server has even
+ * accepted (it answered EAGAIN while the client waited for a peer that
+ * would deny it again), and no record is left once the server met it. */
+static void denied_with(const char *what, int by_uid)
+{
+	struct denier d = { .by_uid = by_uid };
+	struct pollfd p;
+	int fd, go[2];
+	pid_t srv;
+
+	d.l.lfd = tu_listen(&d.l.port, 0);
+	CHECK(pipe(go) == 0, "%s: pipe", what);
+	d.l.go = go[0];
+	srv = tu_spawn(denying_echo, &d);
+	close(d.l.lfd);
+	fd = tu_connect(d.l.port, 0); /* our record, made in connect() */
+	CHECK(fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "%s: connected", what);
+	CHECK(write(go[1], "g", 1) == 1, "%s: the server told to accept", what);
+	p = (struct pollfd){ fd, POLLOUT, 0 };
+	CHECK(poll(&p, 1, WAIT_MS) == 1 && (p.revents & POLLOUT), "%s: POLLOUT never came", what);
+	CHECK(echoes(fd, "ping"), "%s: echoed", what);
+	close(fd);
+
+	fd = tu_connect(d.l.port, 0);
+	CHECK(fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "%s: connected again", what);
+	CHECK(write(fd, "pong", 4) == 4, "%s: the second connection waited for a peer that denied "
+	      "the first (%s)", what, strerror(errno));
+	CHECK(write(go[1], "g", 1) == 1, "%s: the server told to accept again", what);
+	p = (struct pollfd){ fd, POLLIN, 0 };
+	CHECK(poll(&p, 1, WAIT_MS) == 1 && (p.revents & POLLIN), "%s: no echo", what);
+	CHECK(read(fd, (char[4]){ 0 }, 4) == 4, "%s: echo read", what);
+	CHECK(pool_rec(local_port(fd), 1) == NULL, "%s: a record left behind", what);
+	close(fd);
+	close(go[0]);
+	close(go[1]);
+	CHECK(tu_wait(srv) == 0, "%s: the server", what);
+}
+
+static void test_denied(void)
+{
+	denied_with("denied", 0);
+}
+
+static void test_denied_uid(void)
+{
+	if (geteuid() != 0) {
+		printf("denied-uid: not run: it needs root to serve as nobody\n");
+		return;
+	}
+	denied_with("denied-uid", 1);
+}
+
 static void test_refused(void)
 {
 	refused_with("refused", 0);
@@ -1242,11 +1332,16 @@ static const struct tu_case cases[] = {
 	{ "greeting", test_greeting }, { "settling", test_settling },
 	{ "reconnect", test_reconnect }, { "refused", test_refused },
 	{ "refused-poll", test_refused_poll }, { "eintr", test_eintr },
+	{ "denied", test_denied },  { "denied-uid", test_denied_uid },
 };
 
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1 && !strcmp(argv[1], "denied-uid") && geteuid() != 0) {
+		printf("SKIPPED: denied-uid needs root, to serve as nobody\n");
+		return 77;
+	}
 	srand(1);
 	expect_pool = pool_expected();
 	tu_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc > 1 ? argv[1] : NULL,

@@ -1,0 +1,37 @@
+/* sock_denial.h - peers that denied this process the pool lately.
+ *
+ * A peer denies the pool for reasons that last: its uid is not ours, or
+ * its policy (sock.allow, sock.programs) or io_uring keeps it on TCP.
+ * It tells us in the pool, in the record we made (CXLS_SK_DENIED), which
+ * moves no byte on the stream, so nothing wakes an event loop waiting for
+ * the outcome: the loop learns it at its next look, a millisecond or more
+ * later.  A client that opens one short connection after another to such
+ * a peer (ab against nginx, whose workers run as nobody) paid that on
+ * every connection: 0.25x TCP's rate at one connection at a time.
+ *
+ * So this process remembers the peer for a while and stays on TCP with
+ * it at once, leaving the peer a record that says so (sock_meet.c,
+ * decline()).  The peer is named by its address and the server's port
+ * (a server's clients come from new ports), so every connection between
+ * this process and that address and port stays on TCP meanwhile, also
+ * one the peer would have taken: the period starts at one second and
+ * doubles, up to 64 s, each time the next meeting is denied again (a
+ * denial more than a period after the last one starts over at a second);
+ * a meeting that goes to the pool forgets the peer.  Per process and
+ * only a hint: a full table or a contended lock remembers nothing.
+ */
+#ifndef CXLSHIM_CORE_SOCK_DENIAL_H
+#define CXLSHIM_CORE_SOCK_DENIAL_H
+
+#include "sock_format.h"
+
+#include <stdint.h>
+
+/* The peer of t (this end in role) denied the pool, or we denied it. */
+void cxls_sock_denial_note(const struct cxls_sock_tuple *t, int role, uint64_t now_ns);
+/* 1 while the peer of t is remembered as denying: no meeting now. */
+int cxls_sock_denied_lately(const struct cxls_sock_tuple *t, int role, uint64_t now_ns);
+/* The meeting of t went to the pool: the peer is forgotten. */
+void cxls_sock_denial_clear(const struct cxls_sock_tuple *t, int role);
+
+#endif
