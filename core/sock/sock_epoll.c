@@ -1613,6 +1613,23 @@ static void close_set(int fd)
 	set_put(s); /* the table's */
 }
 
+/* The item it, not pooled, of an fd being closed: the kernel's
+ * registration becomes the application's as the application left it, and
+ * the item goes.  One the application deleted (parked) or a one-shot that
+ * fired is deleted: under a number about to close, nobody could re-arm
+ * it, and an active one would report a file that a dup keeps open (a
+ * disconnected socket's EPOLLHUP, for ever). */
+static void give_back_closing(int epfd, struct epset *s, struct ep_item *it)
+{
+	struct epoll_event app = { .events = it->events, .data = it->data };
+
+	if (it->parked || it->disabled)
+		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
+	else
+		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &app);
+	drop_item(s, it);
+}
+
 /* The item of fd in set epfd, whose fd is being closed while its file
  * stays open through another fd (c is the item's connection): the kernel
  * keeps the registration, keyed by the file and this number, and the
@@ -1627,8 +1644,6 @@ static void close_set(int fd)
  * the registration the shim kept for it. */
 static void item_closing(int epfd, struct epset *s, struct ep_item *it)
 {
-	struct epoll_event app = { .events = it->events, .data = it->data };
-
 	if (!it->parked && !it->disabled && atomic_load(&it->c->mode) == CXLS_SC_POOL) {
 		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
 		s->pos[it->fd] = 0;
@@ -1638,11 +1653,7 @@ static void item_closing(int epfd, struct epset *s, struct ep_item *it)
 		s->ngone++;
 		return;
 	}
-	if (it->parked || it->disabled)
-		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
-	else
-		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &app);
-	drop_item(s, it);
+	give_back_closing(epfd, s, it);
 }
 
 /* fd, followed as c (or NULL), is being closed; set epfd locked.  The
@@ -1650,17 +1661,14 @@ static void item_closing(int epfd, struct epset *s, struct ep_item *it)
  * of c's items go (fd's, parked and gone ones).  Else fd's item is its
  * file's under another fd number from now on (item_closing()).  An item
  * of fd that is not c's (its socket fell back to TCP, or connect
- * (AF_UNSPEC) left it) is the application's registration again, and goes
- * like a plain fd's. */
+ * (AF_UNSPEC) left it) is the application's registration again, as the
+ * application left it, and goes like a plain fd's. */
 static void fd_closing(int epfd, struct epset *s, int fd, struct cxls_sconn *c, int last)
 {
 	struct ep_item *it = find_item(s, fd);
 
 	if (it && it->c != c) {
-		struct epoll_event app = { .events = it->events, .data = it->data };
-
-		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &app);
-		drop_item(s, it);
+		give_back_closing(epfd, s, it);
 	} else if (it && !last) {
 		item_closing(epfd, s, it);
 	}

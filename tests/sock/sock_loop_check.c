@@ -703,6 +703,47 @@ static void test_reused(void)
 	free(l.out);
 }
 
+/* A pooled socket the application deleted from its set (the shim keeps
+ * the kernel's registration for the next ADD), or whose one-shot
+ * registration fired, is dup'd, disconnected by connect(AF_UNSPEC) (the
+ * shim lets go of that fd) and closed: the file lives on through the dup,
+ * and with it the kernel's registration under the closed number, which
+ * the application can no longer name.  It must report nothing, as
+ * without the shim (which gave it back as an active registration,
+ * reporting the disconnected socket's EPOLLHUP for ever). */
+static void unspec_with(const char *what, uint32_t oneshot)
+{
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+	struct epoll_event ev;
+	struct loop l;
+	int d, n;
+
+	CHECK(loop_open(&l, oneshot, 0) == 0 && loop_connect(&l) == 0, "%s: connect", what);
+	CHECK(loop_connected(&l) == 0, "%s: connected", what); /* a one-shot fired */
+	CHECK(echoes(l.fd, "ping"), "%s: echoed", what);
+	CHECK((pool_rec(local_port(l.fd), 0) != NULL) == expect_pool,
+	      "%s: in the pool: %d expected", what, expect_pool);
+	if (!oneshot)
+		CHECK(epoll_ctl(l.ep, EPOLL_CTL_DEL, l.fd, NULL) == 0, "%s: EPOLL_CTL_DEL", what);
+	d = dup(l.fd);
+	CHECK(d >= 0 && connect(l.fd, &sa, sizeof(sa)) == 0, "%s: dup, connect(AF_UNSPEC)", what);
+	CHECK(close(l.fd) == 0, "%s: close the first fd", what);
+	n = epoll_wait(l.ep, &ev, 1, 200);
+	CHECK(n == 0, "%s: the set reports a registration the application %s (%d: %#x)", what,
+	      oneshot ? "saw fire once" : "deleted", n, n > 0 ? ev.events : 0);
+	close(d);
+	close(l.ep);
+	tu_wait(l.server); /* reset or EOF: either is the kernel's */
+	free(l.in);
+	free(l.out);
+}
+
+static void test_unspec(void)
+{
+	unspec_with("unspec", 0);
+	unspec_with("unspec-oneshot", EPOLLONESHOT);
+}
+
 /* A pooled fd whose peer closed stays readable in the kernel for good: an
  * item of it that the application deleted (the shim keeps the kernel's
  * registration for the next ADD) must not make epoll_wait spin through
@@ -1333,6 +1374,7 @@ static const struct tu_case cases[] = {
 	{ "reconnect", test_reconnect }, { "refused", test_refused },
 	{ "refused-poll", test_refused_poll }, { "eintr", test_eintr },
 	{ "denied", test_denied },  { "denied-uid", test_denied_uid },
+	{ "unspec", test_unspec },
 };
 
 int main(int argc, char **argv)
