@@ -115,7 +115,7 @@ static void start(int fd, int role, int listens, uint32_t bufsize)
 	if (!c)
 		return;
 	c->server_listens = listens;
-	atomic_store(&c->nonblock, nonblocking(fd)); /* the meeting window depends on it */
+	atomic_store(&c->nonblock, nonblocking(fd)); /* whether a use waits for the meeting */
 	mode = cxls_sock_meet(c, fd, role, bufsize);
 	if (mode != CXLS_SC_TCP)
 		follow(fd, c);
