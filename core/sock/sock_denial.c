@@ -1,6 +1,5 @@
 /* sock_denial.c - see sock_denial.h.  A small table under a lock that is
- * only ever tried: the memo is a hint, and a child forked while another
- * thread held the lock must not wait for it. */
+ * only ever tried on the connection paths: the memo is a hint. */
 #include "sock_denial.h"
 
 #include <pthread.h>
@@ -12,10 +11,9 @@
 #define PERIOD_MAX_NS (64ull * PERIOD_FIRST_NS)
 
 struct peer {
-	uint8_t addr[16];
-	uint16_t port; /* the server's, network order */
+	uint8_t addr[16]; /* the server's */
+	uint16_t port;    /* network order */
 	uint16_t family;
-	uint32_t role;
 };
 
 struct denial {
@@ -29,13 +27,12 @@ static struct denial table[ENTRIES];
 static _Atomic int entries; /* in use: clear() costs nothing while 0 */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void peer_of(const struct cxls_sock_tuple *t, int role, struct peer *p)
+static void peer_of(const struct cxls_sock_tuple *t, struct peer *p)
 {
 	memset(p, 0, sizeof(*p));
-	memcpy(p->addr, role == CXLS_CLIENT ? t->saddr : t->caddr, sizeof(p->addr));
+	memcpy(p->addr, t->saddr, sizeof(p->addr));
 	p->port = t->sport;
 	p->family = t->family;
-	p->role = (uint32_t)role;
 }
 
 static struct denial *lookup(const struct peer *p)
@@ -66,7 +63,9 @@ void cxls_sock_denial_note(const struct cxls_sock_tuple *t, int role, uint64_t n
 	struct denial *d;
 	struct peer p;
 
-	peer_of(t, role, &p);
+	if (role != CXLS_CLIENT)
+		return;
+	peer_of(t, &p);
 	if (pthread_mutex_trylock(&lock))
 		return;
 	d = lookup(&p);
@@ -92,9 +91,9 @@ int cxls_sock_denied_lately(const struct cxls_sock_tuple *t, int role, uint64_t 
 	struct peer p;
 	int denied;
 
-	if (!atomic_load_explicit(&entries, memory_order_relaxed))
+	if (role != CXLS_CLIENT || !atomic_load_explicit(&entries, memory_order_relaxed))
 		return 0;
-	peer_of(t, role, &p);
+	peer_of(t, &p);
 	if (pthread_mutex_trylock(&lock))
 		return 0;
 	d = lookup(&p);
@@ -110,9 +109,9 @@ void cxls_sock_denial_clear(const struct cxls_sock_tuple *t, int role)
 	struct denial *d;
 	struct peer p;
 
-	if (!atomic_load_explicit(&entries, memory_order_relaxed))
+	if (role != CXLS_CLIENT || !atomic_load_explicit(&entries, memory_order_relaxed))
 		return;
-	peer_of(t, role, &p);
+	peer_of(t, &p);
 	if (pthread_mutex_trylock(&lock))
 		return;
 	d = lookup(&p);
@@ -120,5 +119,18 @@ void cxls_sock_denial_clear(const struct cxls_sock_tuple *t, int role)
 		d->until_ns = 0;
 		atomic_fetch_sub(&entries, 1);
 	}
+	pthread_mutex_unlock(&lock);
+}
+
+void cxls_sock_denial_forked(void)
+{
+	pthread_mutex_init(&lock, NULL);
+}
+
+void cxls_sock_denial_reset(void)
+{
+	pthread_mutex_lock(&lock);
+	memset(table, 0, sizeof(table));
+	atomic_store(&entries, 0);
 	pthread_mutex_unlock(&lock);
 }

@@ -9,16 +9,20 @@
  * a peer (ab against nginx, whose workers run as nobody) paid that on
  * every connection: 0.25x TCP's rate at one connection at a time.
  *
- * So this process remembers the peer for a while and stays on TCP with
- * it at once, leaving the peer a record that says so (sock_meet.c,
- * decline()).  The peer is named by its address and the server's port
- * (a server's clients come from new ports), so every connection between
- * this process and that address and port stays on TCP meanwhile, also
- * one the peer would have taken: the period starts at one second and
+ * So a client remembers the server for a while and stays on TCP with it
+ * at once, leaving the server a record that says so (sock_meet.c,
+ * decline()).  The server is named by its address and port, so every
+ * connection of this process to it stays on TCP meanwhile, also one the
+ * server would have taken: the period starts at one second and
  * doubles, up to 64 s, each time the next meeting is denied again (a
  * denial more than a period after the last one starts over at a second);
  * a meeting that goes to the pool forgets the peer.  Per process and
  * only a hint: a full table or a contended lock remembers nothing.
+ *
+ * A server remembers nothing: it could name a client by its address
+ * only (clients come from new ports), and one denying client would put
+ * every other client of that host on TCP, those of its own uid too; a
+ * server denies a client's waiting record at once when it finds it.
  */
 #ifndef CXLSHIM_CORE_SOCK_DENIAL_H
 #define CXLSHIM_CORE_SOCK_DENIAL_H
@@ -27,11 +31,17 @@
 
 #include <stdint.h>
 
-/* The peer of t (this end in role) denied the pool, or we denied it. */
+/* The peer of t (this end in role) denied the pool, or we denied it
+ * (a server's end: nothing noted). */
 void cxls_sock_denial_note(const struct cxls_sock_tuple *t, int role, uint64_t now_ns);
 /* 1 while the peer of t is remembered as denying: no meeting now. */
 int cxls_sock_denied_lately(const struct cxls_sock_tuple *t, int role, uint64_t now_ns);
 /* The meeting of t went to the pool: the peer is forgotten. */
 void cxls_sock_denial_clear(const struct cxls_sock_tuple *t, int role);
+/* In a child just forked: the lock may have been held by another thread
+ * of the parent, which the child does not have. */
+void cxls_sock_denial_forked(void);
+/* Every peer forgotten (a test harness between independent inputs). */
+void cxls_sock_denial_reset(void);
 
 #endif

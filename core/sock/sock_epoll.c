@@ -1117,6 +1117,9 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 	}
 	out->events = kev & (it->events | EPOLLERR | EPOLLHUP);
 	out->data = it->data;
+	/* a one-shot reported here is spent, as the kernel's (tagged) is */
+	if (out->events && (it->events & EPOLLONESHOT))
+		it->disabled = 1;
 	if (mode == CXLS_SC_CONNECTING)
 		return out->events != 0;
 	/* plain TCP from now on: the kernel reports it as the app asked
@@ -1125,6 +1128,13 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
 		drop_item(s, it);
 		return 0;
+	}
+	if (it->disabled) {
+		/* a spent one-shot: the kernel's registration is left spent;
+		 * the application's EPOLL_CTL_MOD, to the kernel now, re-arms
+		 * it (a MOD here gave it a second event unasked) */
+		drop_item(s, it);
+		return out->events != 0;
 	}
 	e.events = it->events;
 	e.data = it->data;

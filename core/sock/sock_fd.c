@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "sock_chan.h"
+#include "sock_denial.h"
 #include "sock_epseen.h"
 #include "sock_meet.h"
 #include "sock_origin.h"
@@ -734,4 +735,5 @@ void cxls_sock_fork_child(void)
 	cxls_fdtab_reinit();
 	cxls_fdtab_each(fork_phase, &phase);
 	cxls_sock_epoll_forked();
+	cxls_sock_denial_forked();
 }

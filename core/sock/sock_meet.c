@@ -359,16 +359,20 @@ static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32
 }
 
 /* The creator wrote the record: its ring size and uid are checked like
- * anything else read from the pool. */
-static int creator_ok(const struct cxls_sock_region *r, const struct cxls_sock_rec *rec)
+ * anything else read from the pool.  The state the record gets: JOINED;
+ * DENIED for another uid (a reason that lasts: sock_denial.h); REFUSED
+ * for a bad ring size (corruption, or a hostile peer: nothing to learn). */
+static uint32_t creator_verdict(const struct cxls_sock_region *r, const struct cxls_sock_rec *rec)
 {
 	uint32_t cap = rec->cap;
 
 	if (cap < CXLS_SOCK_RING_MIN || cap > r->ring_size || (cap & (cap - 1))) {
 		CXLS_WARN("socket record with a bad ring size %u: staying on TCP", cap);
-		return 0;
+		return CXLS_SK_REFUSED;
 	}
-	return rec->end[rec->creator & 1].uid == (uint32_t)getuid();
+	if (rec->end[rec->creator & 1].uid != (uint32_t)getuid())
+		return CXLS_SK_DENIED;
+	return CXLS_SK_JOINED;
 }
 
 /* A creator waiting in an event loop (CXLS_END_RING_JOIN) sleeps on its
@@ -396,23 +400,19 @@ static int join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t
 		uint64_t sg, int role, int fd)
 {
 	struct cxls_sock_rec *rec = cxls_sock_rec(r, slot);
-	uint32_t gen = CXLS_SG_GEN(sg), cap;
+	uint32_t gen = CXLS_SG_GEN(sg), cap, verdict;
 	struct cxls_proc_id self;
-	int ok, won;
 
 	cxls_refresh(r->pool->flush_mode, rec, sizeof(*rec));
 	cap = rec->cap;
-	ok = creator_ok(r, rec);
-	won = atomic_compare_exchange_strong(&rec->sg, &sg,
-					     CXLS_SG(gen, ok ? CXLS_SK_JOINED : CXLS_SK_DENIED));
-	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
-	if (!won)
+	verdict = creator_verdict(r, rec);
+	if (!atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(gen, verdict)))
 		return JOIN_LOST;
-	if (!ok) {
-		/* its next connection would make a record that we deny again */
+	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
+	if (verdict == CXLS_SK_DENIED) /* its next record would be denied again */
 		cxls_sock_denial_note(&c->tuple, role, cxls_now_ns());
+	if (verdict != CXLS_SK_JOINED)
 		return CXLS_SC_TCP;
-	}
 	/* until this is written the creator sees an end with no holder,
 	 * which it never takes for a finished one */
 	cxls_proc_self(&self);

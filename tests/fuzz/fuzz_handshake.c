@@ -62,6 +62,7 @@
 #include "proc_id.h"
 #include "runtime.h"
 #include "sock.h"
+#include "sock_denial.h"
 #include "sock_meet.h"
 #include "sock_region.h"
 
@@ -363,6 +364,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	server = flags & F_SERVER;
 	fd = server ? sfd : cfd;
 	memset(region, 0, region_size);
+	cxls_sock_denial_reset(); /* each input on its own: no peer remembered */
 	drain(cfd);
 	drain(sfd);
 	if (flags & F_ADOPT)

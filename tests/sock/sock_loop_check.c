@@ -703,6 +703,61 @@ static void test_reused(void)
 	free(l.out);
 }
 
+/* A socket registered with EPOLLONESHOT before connect() whose meeting
+ * ends on TCP (this client calls itself sshd, which the default policy
+ * keeps on TCP): the one-shot reports once, as the kernel's does, and
+ * nothing more until the application re-arms it (the socket stays
+ * writable), also when it fired before connect() (then not even the
+ * hang-up after shutdown()).  The shim re-armed it when it gave the
+ * registration back. */
+static void oneshot_tcp_with(const char *what, int fired_first)
+{
+	extern char *program_invocation_short_name;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLONESHOT, .data.u64 = DATA };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	char *name = program_invocation_short_name;
+	struct pollfd p;
+	uint16_t port;
+	int lfd = tu_listen(&port, 0), ep = epoll_create1(0), fd, extra = 0;
+	pid_t srv = tu_spawn(echo_one, &lfd);
+
+	close(lfd);
+	program_invocation_short_name = "sshd";
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "%s: added", what);
+	if (fired_first)
+		CHECK(epoll_wait(ep, &ev, 1, 0) == 1, "%s: the one-shot fired before connect", what);
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS,
+	      "%s: connect", what);
+	p = (struct pollfd){ fd, POLLOUT, 0 };
+	if (fired_first)
+		CHECK(poll(&p, 1, WAIT_MS) == 1, "%s: connected", what);
+	else
+		CHECK(epoll_wait(ep, &ev, 1, WAIT_MS) == 1, "%s: the one-shot's event", what);
+	CHECK(write(fd, "ping", 4) == 4, "%s: write", what);
+	p = (struct pollfd){ fd, POLLIN, 0 };
+	CHECK(poll(&p, 1, WAIT_MS) == 1 && read(fd, (char[4]){ 0 }, 4) == 4, "%s: echoed", what);
+	for (int i = 0; i < 3; i++)
+		extra += epoll_wait(ep, &ev, 1, 50) > 0;
+	if (fired_first) {
+		shutdown(fd, SHUT_RDWR);
+		extra += epoll_wait(ep, &ev, 1, 100) > 0;
+	}
+	CHECK(extra == 0, "%s: %d events after the one-shot's (last %#x)", what, extra, ev.events);
+	program_invocation_short_name = name;
+	close(fd);
+	close(ep);
+	CHECK(tu_wait(srv) == 0, "%s: the server", what);
+}
+
+static void test_oneshot_tcp(void)
+{
+	oneshot_tcp_with("oneshot-tcp", 0);
+	oneshot_tcp_with("oneshot-tcp-fired", 1);
+}
+
 /* A pooled socket the application deleted from its set (the shim keeps
  * the kernel's registration for the next ADD), or whose one-shot
  * registration fired, is dup'd, disconnected by connect(AF_UNSPEC) (the
@@ -1237,6 +1292,61 @@ static void denied_with(const char *what, int by_uid)
 	CHECK(tu_wait(srv) == 0, "%s: the server", what);
 }
 
+/* A client of another uid is denied by the server; the next client,
+ * of the server's uid, from the same address, must be pooled: a server
+ * remembers no denying client (it could name it by its address only). */
+static int serve_two(void *arg)
+{
+	int lfd = *(int *)arg;
+	char buf[64];
+	ssize_t n;
+
+	for (int i = 0; i < 2; i++) {
+		int fd = accept(lfd, NULL, NULL);
+
+		if (fd < 0)
+			return 12;
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			if (tu_write_all(fd, buf, (size_t)n))
+				return 13;
+		close(fd);
+	}
+	return 0;
+}
+
+static int nobody_client(void *arg)
+{
+	int fd;
+
+	if (setresuid(65534, 65534, 65534))
+		return 5;
+	fd = tu_connect(*(uint16_t *)arg, 0);
+	return fd >= 0 && echoes(fd, "ping") ? 0 : 6;
+}
+
+static void test_denied_bystander(void)
+{
+	uint16_t port;
+	int lfd, fd;
+	pid_t srv, cli;
+
+	if (geteuid() != 0) {
+		printf("denied-bystander: not run: it needs root to connect as nobody\n");
+		return;
+	}
+	lfd = tu_listen(&port, 0);
+	srv = tu_spawn(serve_two, &lfd);
+	close(lfd);
+	cli = tu_spawn(nobody_client, &port);
+	CHECK(tu_wait(cli) == 0, "denied-bystander: the client of another uid");
+	fd = tu_connect(port, 0);
+	CHECK(fd >= 0 && echoes(fd, "pong"), "denied-bystander: echoed");
+	CHECK((pool_rec(local_port(fd), 0) != NULL) == expect_pool,
+	      "denied-bystander: a client of the server's uid in the pool: %d expected", expect_pool);
+	close(fd);
+	CHECK(tu_wait(srv) == 0, "denied-bystander: the server");
+}
+
 static void test_denied(void)
 {
 	denied_with("denied", 0);
@@ -1376,14 +1486,15 @@ static const struct tu_case cases[] = {
 	{ "reconnect", test_reconnect }, { "refused", test_refused },
 	{ "refused-poll", test_refused_poll }, { "eintr", test_eintr },
 	{ "denied", test_denied },  { "denied-uid", test_denied_uid },
-	{ "unspec", test_unspec },
+	{ "unspec", test_unspec },  { "oneshot-tcp", test_oneshot_tcp },
+	{ "denied-bystander", test_denied_bystander },
 };
 
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
-	if (argc > 1 && !strcmp(argv[1], "denied-uid") && geteuid() != 0) {
-		printf("SKIPPED: denied-uid needs root, to serve as nobody\n");
+	if (argc > 1 && !strncmp(argv[1], "denied-", 7) && geteuid() != 0) {
+		printf("SKIPPED: %s needs root, to run a process as nobody\n", argv[1]);
 		return 77;
 	}
 	srand(1);

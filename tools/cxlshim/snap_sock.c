@@ -13,10 +13,10 @@
 
 const char *snap_sock_state_name(uint32_t state)
 {
-	static const char *const names[] = { "free", "claiming", "waiting",
-					     "joined", "refused", "abandoned" };
+	static const char *const names[] = { "free", "claiming", "waiting", "joined",
+					     "refused", "abandoned", "denied" };
 
-	return state < 6 ? names[state] : "invalid";
+	return state < sizeof(names) / sizeof(names[0]) ? names[state] : "invalid";
 }
 
 const char *snap_listener_state_name(uint32_t state)
@@ -107,7 +107,7 @@ static void copy_end(const struct cxls_sock_end *e, int flags, struct snap_sock_
 static const char *sock_check(const struct cxls_super *sb, const struct cxls_sock_rec *rec,
 			      struct snap_sock *o)
 {
-	if (o->state > CXLS_SK_ABANDONED)
+	if (o->state > CXLS_SK_DENIED)
 		return "unknown state";
 	if (o->state == CXLS_SK_CLAIMING)
 		return NULL; /* being written right now */
