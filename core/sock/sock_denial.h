@@ -19,6 +19,11 @@
  * a meeting that goes to the pool forgets the peer.  Per process and
  * only a hint: a full table or a contended lock remembers nothing.
  *
+ * A server under the shim that never comes to a client's record (it
+ * accepts through io_uring, which the shim cannot see, or is loaded past
+ * the window) is remembered the same way: one connection waits the
+ * window, the next ones of the period do not.
+ *
  * A server remembers nothing: it could name a client by its address
  * only (clients come from new ports), and one denying client would put
  * every other client of that host on TCP, those of its own uid too; a

@@ -879,8 +879,14 @@ static int settle_look(struct cxls_sconn *c, int fd)
 		return to_tcp(c, "record in a state no peer writes");
 	}
 	mode = cross_join(c, fd, sg);
-	if (mode == CXLS_SC_PENDING && give_up(c, fd, rec, sg))
+	if (mode == CXLS_SC_PENDING && give_up(c, fd, rec, sg)) {
+		/* a server that listens under the shim and never came to
+		 * its record accepts where the shim cannot see (io_uring),
+		 * or spoke on TCP first: its client remembers it as one that
+		 * denied, rather than wait a window per connection */
+		cxls_sock_denial_note(&c->tuple, c->role, cxls_now_ns());
 		mode = to_tcp(c, "no peer in the pool");
+	}
 	return mode;
 }
 
