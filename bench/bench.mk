@@ -140,6 +140,13 @@ $(BENCH_DIR)/sock_perf: bench/sock_perf.c tests/sock/sock_util.c tests/sock/sock
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) -Itests/sock -o $@ $(filter %.c,$^)
 
+# One connection after another to a server holding many fds (sock_churn.sh -F)
+$(BENCH_DIR)/sock_accept: bench/sock_accept.c tests/sock/sock_util.c tests/sock/sock_util.h
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -Itests/sock -o $@ $(filter %.c,$^)
+bench-build: $(BENCH_DIR)/sock_accept
+test-build: $(BENCH_DIR)/sock_accept
+
 .PHONY: bench-sock
 bench-sock: $(BENCH_DIR)/sock_perf $(BUILD)/libcxlshim.so
 	$(BENCH_DIR)/sock_perf -L $(BUILD)/libcxlshim.so -b 16 -e 1M -f 4 -B 200

@@ -3,7 +3,7 @@
 # new connections a second, plain TCP loopback versus the pool, in
 # interleaved rounds, with the median of the per-round ratios.
 #
-#   bench/sock_churn.sh [-n rounds] [-N connections] [-H] [-L lib.so]
+#   bench/sock_churn.sh [-n rounds] [-N connections] [-H] [-F fds] [-L lib.so]
 #
 # A round runs each side once, the sides taking turns going first:
 #  - chain: build/tests/sock_chain_check, a client loop keeping 50
@@ -18,6 +18,9 @@
 #  - with -H, as root: ab -c 1 without keep-alive straight to such an
 #    nginx ("denied"): every connection is denied, so the pool side
 #    measures what a denial costs (sock_denial.h) against plain TCP.
+#  - with -F FDS, "accept": build/bench/sock_accept, one blocking
+#    connection after another (one byte there and back) to a server that
+#    holds FDS other fds, as one with thousands of clients does;
 # -L runs the pool side under another build of the library (e.g. the
 # previous commit's).  The pool side runs on a fresh pool per round.  A run that does not end
 # in 120 s is killed and reported as a hang (none may hang).
@@ -26,11 +29,14 @@ cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 SHIM=$PWD/$BUILD/libcxlshim.so
 CHAIN=$PWD/$BUILD/tests/sock_chain_check
+ACCEPT=$PWD/$BUILD/bench/sock_accept
 ROUNDS=5
 CONNS=20000
 HTTP=0
-while getopts n:N:HL: o; do
+FDS=
+while getopts n:N:HF:L: o; do
 	case $o in
+	F) FDS=$OPTARG ;;
 	L) SHIM=$(realpath "$OPTARG") ;;
 	n) ROUNDS=$OPTARG ;;
 	N) CONNS=$OPTARG ;;
@@ -38,7 +44,7 @@ while getopts n:N:HL: o; do
 	*) exit 2 ;;
 	esac
 done
-[ -f "$SHIM" ] && [ -x "$CHAIN" ] || { echo "sock_churn: build first (make test-build)"; exit 2; }
+[ -f "$SHIM" ] && [ -x "$CHAIN" ] && [ -x "$ACCEPT" ] || { echo "sock_churn: build first (make test-build)"; exit 2; }
 if [ "$HTTP" = 1 ]; then
 	for t in ab haproxy nginx; do
 		command -v $t >/dev/null || { echo "sock_churn: -H needs $t (not installed)"; exit 77; }
@@ -133,6 +139,13 @@ denied() {
 	echo "${rate:-hang}"
 }
 
+# accept SIDE: sock_accept's connections a second (or "hang").
+accept() {
+	local out
+	out=$( (on "$1" timeout 120 "$ACCEPT" "$FDS" "$CONNS") ) || { echo hang; return; }
+	sed -n 's/.*s, \([0-9]*\) a second.*/\1/p' <<<"$out" | head -1
+}
+
 # round KIND: one run per side, the order alternating with the round.
 report() {
 	local kind=$1 r=$2 first=$3 second=$4 a b
@@ -142,6 +155,7 @@ report() {
 }
 
 kinds=(chain)
+[ -n "$FDS" ] && kinds=(accept)
 [ "$HTTP" = 1 ] && kinds+=(http)
 [ "$HTTP" = 1 ] && [ "$(id -u)" = 0 ] && kinds+=(denied)
 for ((r = 1; r <= ROUNDS; r++)); do
