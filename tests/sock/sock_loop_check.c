@@ -1276,6 +1276,23 @@ static void refused_with(const char *what, int use_poll)
 	CHECK(tu_wait(srv) == 0, "%s: the server", what);
 }
 
+/* Accepts one connection on lfd and echoes it to its end: 0, or the
+ * step that failed. */
+static int echo_accepted(int lfd)
+{
+	int fd = accept(lfd, NULL, NULL);
+	char buf[64];
+	ssize_t n;
+
+	if (fd < 0)
+		return 12;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		if (tu_write_all(fd, buf, (size_t)n))
+			return 13;
+	close(fd);
+	return 0;
+}
+
 /* A server that denies the pool for a reason that lasts: its policy (it
  * calls itself sshd) or, as nginx's workers do, another uid than its
  * clients'.  It accepts two connections, each on the client's word. */
@@ -1288,25 +1305,17 @@ static int denying_echo(void *arg)
 {
 	extern char *program_invocation_short_name;
 	const struct denier *d = arg;
-	char buf[64], c;
-	ssize_t n;
+	char c;
 
 	if (d->by_uid ? setresuid(65534, 65534, 65534) != 0 : 0)
 		return 5;
 	if (!d->by_uid)
 		program_invocation_short_name = "sshd";
-	for (int i = 0; i < 2; i++) {
-		int fd;
-
+	for (int i = 0, r; i < 2; i++) {
 		if (read(d->l.go, &c, 1) != 1)
 			return 7;
-		fd = accept(d->l.lfd, NULL, NULL);
-		if (fd < 0)
-			return 12;
-		while ((n = read(fd, buf, sizeof(buf))) > 0)
-			if (tu_write_all(fd, buf, (size_t)n))
-				return 13;
-		close(fd);
+		if ((r = echo_accepted(d->l.lfd)))
+			return r;
 	}
 	return 0;
 }
@@ -1357,19 +1366,10 @@ static void denied_with(const char *what, int by_uid)
 static int serve_two(void *arg)
 {
 	int lfd = *(int *)arg;
-	char buf[64];
-	ssize_t n;
 
-	for (int i = 0; i < 2; i++) {
-		int fd = accept(lfd, NULL, NULL);
-
-		if (fd < 0)
-			return 12;
-		while ((n = read(fd, buf, sizeof(buf))) > 0)
-			if (tu_write_all(fd, buf, (size_t)n))
-				return 13;
-		close(fd);
-	}
+	for (int i = 0, r; i < 2; i++)
+		if ((r = echo_accepted(lfd)))
+			return r;
 	return 0;
 }
 
