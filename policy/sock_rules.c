@@ -149,30 +149,53 @@ static int net_match(const struct cxls_net_rule *n, int family, const uint8_t *a
 	return ((n->addr[full] ^ a[full]) & (0xff00u >> rest)) == 0;
 }
 
+/* Each list is first-match; no match denies. */
+static int peer_ok(const struct cxls_sock_rules *r, int family, const uint8_t *peer)
+{
+	for (int i = 0; i < r->nnets; i++)
+		if (net_match(&r->nets[i], family, peer))
+			return !r->nets[i].deny;
+	return 0;
+}
+
+static int port_ok(const struct cxls_sock_rules *r, uint16_t sport)
+{
+	uint16_t port = ntohs(sport);
+
+	for (int i = 0; i < r->nports; i++)
+		if (port >= r->ports[i].lo && port <= r->ports[i].hi)
+			return !r->ports[i].deny;
+	return 0;
+}
+
+static int prog_ok(const struct cxls_sock_rules *r, const char *prog)
+{
+	for (int i = 0; i < r->nprogs; i++)
+		if (!r->progs[i].name[0] || (prog && !strcmp(r->progs[i].name, prog)))
+			return !r->progs[i].deny;
+	return 0;
+}
+
+/* Some peer matches an allowing rule before the first rule that matches
+ * every peer. */
+static int some_peer_ok(const struct cxls_sock_rules *r)
+{
+	for (int i = 0; i < r->nnets; i++) {
+		if (!r->nets[i].deny)
+			return 1;
+		if (!r->nets[i].family)
+			return 0;
+	}
+	return 0;
+}
+
 int cxls_sock_rules_allow(const struct cxls_sock_rules *r, int family, const uint8_t *peer,
 			  uint16_t sport, const char *prog)
 {
-	uint16_t port = ntohs(sport);
-	int i, ok;
+	return peer_ok(r, family, peer) && port_ok(r, sport) && prog_ok(r, prog);
+}
 
-	for (i = 0, ok = 0; i < r->nnets; i++)
-		if (net_match(&r->nets[i], family, peer)) {
-			ok = !r->nets[i].deny;
-			break;
-		}
-	if (!ok)
-		return 0;
-	for (i = 0, ok = 0; i < r->nports; i++)
-		if (port >= r->ports[i].lo && port <= r->ports[i].hi) {
-			ok = !r->ports[i].deny;
-			break;
-		}
-	if (!ok)
-		return 0;
-	for (i = 0, ok = 0; i < r->nprogs; i++)
-		if (!r->progs[i].name[0] || (prog && !strcmp(r->progs[i].name, prog))) {
-			ok = !r->progs[i].deny;
-			break;
-		}
-	return ok;
+int cxls_sock_rules_allow_some(const struct cxls_sock_rules *r, uint16_t sport, const char *prog)
+{
+	return some_peer_ok(r) && port_ok(r, sport) && prog_ok(r, prog);
 }

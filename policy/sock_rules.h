@@ -48,5 +48,8 @@ int cxls_sock_rules_parse(struct cxls_sock_rules *r, const struct cxls_config *c
  * sport (network order) by program prog may use the pool. */
 int cxls_sock_rules_allow(const struct cxls_sock_rules *r, int family, const uint8_t *peer,
 			  uint16_t sport, const char *prog);
+/* 0 when no peer may use the pool with a server on port sport run by
+ * prog (its listener need not be advertised); 1 when some peer may. */
+int cxls_sock_rules_allow_some(const struct cxls_sock_rules *r, uint16_t sport, const char *prog);
 
 #endif

@@ -2,6 +2,7 @@
  * client only looks for its peer when the server runs the shim. */
 #include "sock_meet.h"
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,9 @@
 #include "proc_id.h"
 #include "sock_claim.h"
 #include "sock_holder.h"
+#include "sock_rules.h"
 #include "sock_sys.h"
+#include "sock_uring.h"
 
 /* A listener's lines: written by its server's host, read by clients'. */
 static void wb(const struct cxls_sock_region *r, const struct cxls_sock_listener *l)
@@ -156,6 +159,19 @@ int cxls_listener_add(int fd)
 
 	if (!r || cxls_sock_tuple(fd, CXLS_SERVER, &t))
 		return -1;
+	/* a client that finds the listener waits for its server's record:
+	 * one whose policy or io_uring keeps it on TCP leaves none when it
+	 * accepts first, and its clients waited their whole window */
+	if (!cxls_sock_rules_allow_some(r->rules, t.sport, program_invocation_short_name)) {
+		CXLS_INFO("socket listener: port %u not advertised: the policy keeps every "
+			  "connection of %s on it on TCP", ntohs(t.sport), program_invocation_short_name);
+		return -1;
+	}
+	if (cxls_uring_in_use()) {
+		CXLS_INFO("socket listener: port %u not advertised: io_uring in use in this process",
+			  ntohs(t.sport));
+		return -1;
+	}
 	idx = claim(r, &t);
 	if (idx < 0)
 		CXLS_INFO("socket listener table full: port %u not advertised, its connections "

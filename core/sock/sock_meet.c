@@ -23,6 +23,7 @@
 #include "sock_ref.h"
 #include "sock_rules.h"
 #include "sock_sys.h"
+#include "sock_unsaid.h"
 #include "sock_uring.h"
 
 /* ABANDONED and REFUSED records stay this long so that a late peer finds
@@ -290,6 +291,25 @@ static int sweep_full(const struct cxls_sock_region *r)
 	return freed;
 }
 
+/* A full table is said once a second, with how often it was met: under
+ * churn it is met several times per connection (the record, the decline,
+ * the decline said later). */
+static void table_full_note(void)
+{
+	static _Atomic uint64_t said_ns;
+	static _Atomic uint32_t unsaid;
+	uint64_t now = cxls_now_ns(), t = atomic_load(&said_ns);
+	uint32_t n = atomic_fetch_add(&unsaid, 1) + 1;
+
+	if (t && now - t < 1000000000ull)
+		return;
+	if (!atomic_compare_exchange_strong(&said_ns, &t, now))
+		return;
+	atomic_fetch_sub(&unsaid, n);
+	CXLS_INFO("no free socket slot in the pool (%u times since the last such line): "
+		  "connections stay on TCP", n);
+}
+
 /* Claims a slot and writes this end's record, published in state st:
  * WAITING for the peer, or ABANDONED by an end that stays on TCP
  * (decline()).  -1 when no slot is free or a sweeper took the claim. */
@@ -303,7 +323,7 @@ static int put_record(const struct cxls_sock_region *r, uint32_t cap, int role,
 
 	cxls_proc_self(&self); /* now: nothing slow while a claim is held */
 	if (claim_slot(r, key, slot, gen) && (!sweep_full(r) || claim_slot(r, key, slot, gen))) {
-		CXLS_INFO("no free socket slot in the pool: connection stays on TCP");
+		table_full_note();
 		return -1;
 	}
 	rec = cxls_sock_rec(r, *slot);
@@ -332,15 +352,35 @@ static int put_record(const struct cxls_sock_region *r, uint32_t cap, int role,
 }
 
 /* How long an end that made the record waits for its peer: the
- * policy's window, for every end.  A nonblocking client once waited 5 ms
- * only, when a loop waited inside its calls for the meeting; nothing in
- * a loop waits now (the connection is not ready, a nonblocking call says
- * EAGAIN), and a server that accepts later than that, as a loaded one
- * does (redis-server in a TCG guest, 50 connections at once), had 20-40%
- * of its connections on TCP. */
-static uint64_t meet_window_ns(const struct cxls_sock_region *r)
+ * policy's window, but for a nonblocking client in a crowded table.  A
+ * nonblocking client once waited 5 ms only, when a loop waited inside
+ * its calls for the meeting; nothing in a loop waits now (the connection
+ * is not ready, a nonblocking call says EAGAIN), and a server that
+ * accepts later than that, as a loaded one does (redis-server in a TCG
+ * guest, 50 connections at once), had 20-40% of its connections on TCP.
+ * In a crowded table, though, a server that accepted first may have
+ * found no slot to say it stays on TCP (decline()), and its client would
+ * wait the whole window for nobody (ab -c 50 through haproxy to nginx: a
+ * request in a hundred took 500 ms): there the client waits 5 ms.  The
+ * table is crowded when our record lies an eighth of it or more past its
+ * home slot (claim_slot() probes from there: about 75% full). */
+#define CROWDED_CLIENT_WINDOW_NS (5ull * 1000000ull)
+
+static int crowded(const struct cxls_sock_region *r, const struct cxls_sconn *c)
 {
-	return (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
+	uint32_t home = (uint32_t)(c->key % r->nslots);
+
+	return (c->slot + r->nslots - home) % r->nslots * 8 >= r->nslots;
+}
+
+static uint64_t meet_window_ns(const struct cxls_sock_region *r, const struct cxls_sconn *c)
+{
+	uint64_t ns = (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
+
+	if (c->role == CXLS_CLIENT && atomic_load(&c->nonblock) && crowded(r, c) &&
+	    ns > CROWDED_CLIENT_WINDOW_NS)
+		return CROWDED_CLIENT_WINDOW_NS;
+	return ns;
 }
 
 static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t sndbuf,
@@ -352,7 +392,7 @@ static int create(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32
 		return CXLS_SC_TCP;
 	cxls_sock_attach(c, r, slot, gen, role, cap);
 	c->met_ns = c->rec->created_ns;
-	c->deadline_ns = c->met_ns + meet_window_ns(r);
+	c->deadline_ns = c->met_ns + meet_window_ns(r, c);
 	atomic_store(&c->mode, CXLS_SC_PENDING);
 	CXLS_TRACE("socket slot %u: waiting for the peer", slot);
 	return CXLS_SC_PENDING;
@@ -674,18 +714,20 @@ static int policy_allows(const struct cxls_sock_region *r, int role,
  * peers are then often not under the shim (a server's clients; a client's
  * servers matched only by the port of a wildcard listener), and their
  * records would only crowd the table (a peer under the shim that comes
- * later waits its window). */
-static int decline_as(const struct cxls_sock_region *r, int role,
-		      const struct cxls_sock_tuple *t, uint64_t key, int lasting)
+ * later waits its window).  1 when the peer can know (its record refused,
+ * or decided, or ours left); a lasting denial needs nothing more. */
+static int tell(const struct cxls_sock_region *r, int role, const struct cxls_sock_tuple *t,
+		uint64_t key, int lasting)
 {
 	uint32_t own, gen;
 	uint64_t sg;
-	int slot = find(r, key, t, role, &sg);
+	int slot = find(r, key, t, role, &sg), left = 0;
 
 	if (slot < 0 && !lasting) {
 		/* no slot for ours (a full table): the peer's, should it come
 		 * now, is still refused */
-		put_record(r, CXLS_SOCK_RING_MIN, role, t, key, CXLS_SK_ABANDONED, &own, &gen);
+		left = !put_record(r, CXLS_SOCK_RING_MIN, role, t, key, CXLS_SK_ABANDONED, &own,
+				   &gen);
 		atomic_thread_fence(memory_order_seq_cst);
 		slot = find(r, key, t, role, &sg);
 	}
@@ -699,7 +741,30 @@ static int decline_as(const struct cxls_sock_region *r, int role,
 	} else if (slot >= 0) {
 		found_abandoned(r, (uint32_t)slot, sg);
 	}
+	return slot >= 0 || left || lasting;
+}
+
+/* tell(), or, when nothing could be said (a full table and no record of
+ * the peer yet), tell it at our next meetings (sock_unsaid.h). */
+static int decline_as(const struct cxls_sock_region *r, int role,
+		      const struct cxls_sock_tuple *t, uint64_t key, int lasting)
+{
+	if (!tell(r, role, t, key, lasting))
+		cxls_sock_unsaid_add(t, key, role,
+				     cxls_now_ns() + (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull);
 	return CXLS_SC_TCP;
+}
+
+/* Declines that found no slot before (sock_unsaid.h), said as soon as
+ * the peer's record or a free slot is there. */
+static void say_unsaid(const struct cxls_sock_region *r)
+{
+	struct cxls_unsaid u[CXLS_UNSAID_MAX];
+	int k = cxls_sock_unsaid_take(u, cxls_now_ns());
+
+	for (int i = 0; i < k; i++)
+		if (!tell(r, u[i].role, &u[i].tuple, u[i].key, 0))
+			cxls_sock_unsaid_add(&u[i].tuple, u[i].key, u[i].role, u[i].until_ns);
 }
 
 static int decline(const struct cxls_sock_region *r, int role, const struct cxls_sock_tuple *t,
@@ -737,6 +802,7 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 
 	if (!r || cxls_sock_tuple(fd, role, &t))
 		return CXLS_SC_TCP;
+	say_unsaid(r);
 	if (role == CXLS_CLIENT && !server_listens) {
 		CXLS_TRACE("socket fd %d: server port %u not in the pool: TCP", fd, ntohs(t.sport));
 		return CXLS_SC_TCP; /* the server does not run the shim */
@@ -852,6 +918,7 @@ void cxls_sock_control_channel(struct cxls_sconn *c, int fd)
  * while the peer has not decided and the window is open. */
 static int settle_look(struct cxls_sconn *c, int fd)
 {
+	const struct cxls_sock_region *r = cxls_sock_region();
 	struct cxls_sock_rec *rec = c->rec;
 	uint64_t sg;
 	uint32_t st;
@@ -883,8 +950,10 @@ static int settle_look(struct cxls_sconn *c, int fd)
 		/* a server that listens under the shim and never came to
 		 * its record accepts where the shim cannot see (io_uring),
 		 * or spoke on TCP first: its client remembers it as one that
-		 * denied, rather than wait a window per connection */
-		cxls_sock_denial_note(&c->tuple, c->role, cxls_now_ns());
+		 * denied, rather than wait a window per connection; in a
+		 * crowded table it may only have found no slot to say so */
+		if (r && !crowded(r, c))
+			cxls_sock_denial_note(&c->tuple, c->role, cxls_now_ns());
 		mode = to_tcp(c, "no peer in the pool");
 	}
 	return mode;

@@ -1420,6 +1420,41 @@ static void test_denied_uid(void)
 	denied_with("denied-uid", 1);
 }
 
+/* A listener whose own policy keeps every connection on TCP (made by a
+ * program that calls itself sshd) is not advertised: its clients do not
+ * look for it in the pool, so a fresh client's first nonblocking write
+ * goes out before the server has even accepted (it waited the window for
+ * a server that accepts first and leaves no record). */
+static void test_denied_listen(void)
+{
+	extern char *program_invocation_short_name;
+	char *name = program_invocation_short_name, buf[4];
+	struct pollfd p;
+	struct late l;
+	int fd, go[2];
+	pid_t srv;
+
+	program_invocation_short_name = "sshd";
+	l.lfd = tu_listen(&l.port, 0);
+	program_invocation_short_name = name;
+	CHECK(!pool_listening(l.port), "denied-listen: advertised");
+	CHECK(pipe(go) == 0, "denied-listen: pipe");
+	l.go = go[0];
+	srv = tu_spawn(refusing_echo, &l);
+	close(l.lfd);
+	fd = tu_connect(l.port, 0);
+	CHECK(fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "denied-listen: connected");
+	CHECK(write(fd, "ping", 4) == 4, "denied-listen: the client waited (%s)", strerror(errno));
+	CHECK(write(go[1], "g", 1) == 1, "denied-listen: the server told to accept");
+	p = (struct pollfd){ fd, POLLIN, 0 };
+	CHECK(poll(&p, 1, WAIT_MS) == 1 && read(fd, buf, 4) == 4 && !memcmp(buf, "ping", 4),
+	      "denied-listen: echoed");
+	close(fd);
+	close(go[0]);
+	close(go[1]);
+	CHECK(tu_wait(srv) == 0, "denied-listen: the server");
+}
+
 static void test_refused(void)
 {
 	refused_with("refused", 0);
@@ -1547,12 +1582,14 @@ static const struct tu_case cases[] = {
 	{ "denied", test_denied },  { "denied-uid", test_denied_uid },
 	{ "unspec", test_unspec },  { "oneshot-tcp", test_oneshot_tcp },
 	{ "denied-bystander", test_denied_bystander }, { "noshow", test_noshow },
+	{ "denied-listen", test_denied_listen },
 };
 
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
-	if (argc > 1 && !strncmp(argv[1], "denied-", 7) && geteuid() != 0) {
+	if (argc > 1 && (!strcmp(argv[1], "denied-uid") || !strcmp(argv[1], "denied-bystander")) &&
+	    geteuid() != 0) {
 		printf("SKIPPED: %s needs root, to run a process as nobody\n", argv[1]);
 		return 77;
 	}

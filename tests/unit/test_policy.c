@@ -226,6 +226,19 @@ static void test_sock_rules(void)
 	CHECK(!cxls_sock_rules_allow(&r, AF_INET, a, p6379, "redis"), "no match denies");
 	inet_pton(AF_INET6, "::1", b6);
 	CHECK(cxls_sock_rules_allow(&r, AF_INET6, b6, p6379, "redis"), "::1/128");
+	/* a listener is advertised when some peer may use the pool */
+	CHECK(cxls_sock_rules_allow_some(&r, p6379, "redis"), "some peer: 10/8 allowed");
+	CHECK(!cxls_sock_rules_allow_some(&r, p22, "redis"), "some peer: port 22 denied to all");
+	CHECK(!cxls_sock_rules_allow_some(&r, p6379, "sshd"), "some peer: sshd denied to all");
+	strcpy(c.sock_peers, "!10.0.0.0/8, !any, 11.0.0.0/8");
+	CHECK(cxls_sock_rules_parse(&r, &c, msg, sizeof(msg)) == 0, "rules: %s", msg);
+	CHECK(!cxls_sock_rules_allow_some(&r, p6379, "redis"), "some peer: !any first");
+	strcpy(c.sock_peers, "!10.0.0.0/8");
+	CHECK(cxls_sock_rules_parse(&r, &c, msg, sizeof(msg)) == 0, "rules: %s", msg);
+	CHECK(!cxls_sock_rules_allow_some(&r, p6379, "redis"), "some peer: deny rules only");
+	strcpy(c.sock_peers, "!10.0.0.0/8, any");
+	CHECK(cxls_sock_rules_parse(&r, &c, msg, sizeof(msg)) == 0, "rules: %s", msg);
+	CHECK(cxls_sock_rules_allow_some(&r, p6379, "redis"), "some peer: any after a deny");
 	strcpy(c.sock_peers, "10.0.0.0/33");
 	CHECK(cxls_sock_rules_parse(&r, &c, msg, sizeof(msg)) && strstr(msg, "sock.peers"),
 	      "bad prefix: %s", msg);
