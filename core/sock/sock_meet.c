@@ -821,7 +821,7 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 		return decline_as(r, role, &t, key, 1);
 	}
 	if (cxls_sock_denied_lately(&t, role, cxls_now_ns())) {
-		CXLS_TRACE("socket fd %d: the peer denied the pool lately: TCP", fd);
+		CXLS_INFO("socket fd %d: the server denied the pool lately, staying on TCP", fd);
 		return decline(r, role, &t, key);
 	}
 	cxls_claim_test_delay("look");
