@@ -151,6 +151,16 @@ static int claim(const struct cxls_sock_region *r, const struct cxls_sock_tuple 
 	return -1;
 }
 
+/* Said once per port in a row: a listener shared since a fork is looked
+ * at again at every accept (sock_fd.c). */
+static void not_advertised(uint16_t sport, const char *why)
+{
+	static _Atomic uint16_t last;
+
+	if (atomic_exchange(&last, sport) != sport)
+		CXLS_INFO("socket listener: port %u not advertised: %s", ntohs(sport), why);
+}
+
 int cxls_listener_add(int fd)
 {
 	const struct cxls_sock_region *r = cxls_sock_region();
@@ -163,13 +173,11 @@ int cxls_listener_add(int fd)
 	 * one whose policy or io_uring keeps it on TCP leaves none when it
 	 * accepts first, and its clients waited their whole window */
 	if (!cxls_sock_rules_allow_some(r->rules, t.sport, program_invocation_short_name)) {
-		CXLS_INFO("socket listener: port %u not advertised: the policy keeps every "
-			  "connection of %s on it on TCP", ntohs(t.sport), program_invocation_short_name);
+		not_advertised(t.sport, "the policy keeps every connection on it on TCP");
 		return -1;
 	}
 	if (cxls_uring_in_use()) {
-		CXLS_INFO("socket listener: port %u not advertised: io_uring in use in this process",
-			  ntohs(t.sport));
+		not_advertised(t.sport, "io_uring in use in this process");
 		return -1;
 	}
 	idx = claim(r, &t);

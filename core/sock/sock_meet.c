@@ -756,14 +756,17 @@ static int decline_as(const struct cxls_sock_region *r, int role,
 }
 
 /* Declines that found no slot before (sock_unsaid.h), said as soon as
- * the peer's record or a free slot is there. */
+ * the peer's record or a free slot is there: a few at each meeting (each
+ * looks through the table twice), the rest kept for the next ones. */
+#define UNSAID_PER_MEET 4
+
 static void say_unsaid(const struct cxls_sock_region *r)
 {
 	struct cxls_unsaid u[CXLS_UNSAID_MAX];
 	int k = cxls_sock_unsaid_take(u, cxls_now_ns());
 
 	for (int i = 0; i < k; i++)
-		if (!tell(r, u[i].role, &u[i].tuple, u[i].key, 0))
+		if (i >= UNSAID_PER_MEET || !tell(r, u[i].role, &u[i].tuple, u[i].key, 0))
 			cxls_sock_unsaid_add(&u[i].tuple, u[i].key, u[i].role, u[i].until_ns);
 }
 
@@ -854,8 +857,11 @@ void cxls_sock_decline(int fd, int role)
 	const struct cxls_sock_region *r = cxls_sock_region();
 	struct cxls_sock_tuple t;
 
+	/* a listener its policy or io_uring keeps from being advertised
+	 * has no client looking: deny a record, leave none */
 	if (r && !cxls_sock_tuple(fd, role, &t))
-		decline(r, role, &t, tuple_key(r, &t));
+		decline_as(r, role, &t, tuple_key(r, &t),
+			   !policy_allows(r, role, &t) || cxls_uring_in_use());
 }
 
 int cxls_sock_meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)

@@ -43,7 +43,11 @@ int cxls_sock_unsaid_take(struct cxls_unsaid *out, uint64_t now_ns)
 	return k;
 }
 
+/* The parent says them: a second marker from the child would outlive the
+ * peer's first find, and an entry another thread was writing is torn. */
 void cxls_sock_unsaid_forked(void)
 {
 	pthread_mutex_init(&lock, NULL);
+	n = 0;
+	atomic_store(&any, 0);
 }

@@ -32,7 +32,8 @@ void cxls_sock_unsaid_add(const struct cxls_sock_tuple *t, uint64_t key, int rol
 /* Moves the declines still worth saying at now into out (at most
  * CXLS_UNSAID_MAX); how many.  Those not said again are to be added back. */
 int cxls_sock_unsaid_take(struct cxls_unsaid *out, uint64_t now_ns);
-/* In a child just forked: its list is its parent's, the lock may be held. */
+/* In a child just forked: the parent says its declines; the lock may have
+ * been held by another thread of the parent. */
 void cxls_sock_unsaid_forked(void);
 
 #endif

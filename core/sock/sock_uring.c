@@ -12,8 +12,11 @@
 /* A scan reads the link of every fd: a server holding 10,000 sockets
  * spends 20-50 ms on one, and it looked every 100 ms while it accepted.
  * The next scan comes 100 ms after this one, or 50 times as long as this
- * one took, whichever is later: at most 2% of a core. */
+ * one took, whichever is later (at most 2% of a core), but within a
+ * second (a scan that was preempted for long must not put the next one
+ * off by minutes). */
 #define RECHECK_NS 100000000ull
+#define RECHECK_MAX_NS 1000000000ull
 #define COST_SHARE 50
 
 static _Atomic uint64_t next_ns;
@@ -55,8 +58,8 @@ int cxls_uring_in_use(void)
 		return 0; /* not yet, or another thread scans */
 	if (scan())
 		atomic_store(&seen, 1);
-	took = cxls_now_ns() - now;
-	if (took * COST_SHARE > RECHECK_NS)
-		atomic_store(&next_ns, now + took * COST_SHARE);
+	took = (cxls_now_ns() - now) * COST_SHARE;
+	if (took > RECHECK_NS)
+		atomic_store(&next_ns, now + (took < RECHECK_MAX_NS ? took : RECHECK_MAX_NS));
 	return atomic_load(&seen);
 }

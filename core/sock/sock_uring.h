@@ -4,7 +4,7 @@
 #define CXLSHIM_CORE_SOCK_URING_H
 
 /* 1 when the process holds an io_uring fd (checked at most every 100 ms,
- * less often when a check is slow: sock_uring.c). */
+ * up to every second when a check is slow: sock_uring.c). */
 int cxls_uring_in_use(void);
 
 #endif

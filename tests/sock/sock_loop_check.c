@@ -1455,6 +1455,45 @@ static void test_denied_listen(void)
 	CHECK(tu_wait(srv) == 0, "denied-listen: the server");
 }
 
+/* The same listener shared since a fork (a pre-forked server): each
+ * accept looks at it again, as one whose listen() this process may not
+ * have seen, and must leave no record behind (each one waited 10 s in the
+ * table for a client that never looks: a denied pre-forked server filled
+ * it at 13 connections a second). */
+static void test_denied_prefork(void)
+{
+	extern char *program_invocation_short_name;
+	char *name = program_invocation_short_name;
+	uint16_t port;
+	int lfd, hold[2], left = 0;
+	pid_t child;
+
+	program_invocation_short_name = "sshd";
+	lfd = tu_listen(&port, 0);
+	CHECK(pipe(hold) == 0, "denied-prefork: pipe");
+	child = fork();
+	if (child == 0) {
+		char c;
+
+		close(hold[1]);
+		_exit(read(hold[0], &c, 1) == 0 ? 0 : 1); /* holds lfd till the pipe closes */
+	}
+	close(hold[0]);
+	for (int i = 0; i < 5; i++) {
+		int fd = tu_connect(port, 0), a = accept(lfd, NULL, NULL);
+
+		CHECK(fd >= 0 && a >= 0, "denied-prefork: connection %d", i);
+		left += pool_rec(local_port(fd), 1) != NULL;
+		close(fd);
+		close(a);
+	}
+	CHECK(left == 0, "denied-prefork: %d of 5 accepts left a record", left);
+	program_invocation_short_name = name;
+	close(hold[1]);
+	close(lfd);
+	CHECK(tu_wait(child) == 0, "denied-prefork: the holder");
+}
+
 static void test_refused(void)
 {
 	refused_with("refused", 0);
@@ -1582,7 +1621,7 @@ static const struct tu_case cases[] = {
 	{ "denied", test_denied },  { "denied-uid", test_denied_uid },
 	{ "unspec", test_unspec },  { "oneshot-tcp", test_oneshot_tcp },
 	{ "denied-bystander", test_denied_bystander }, { "noshow", test_noshow },
-	{ "denied-listen", test_denied_listen },
+	{ "denied-listen", test_denied_listen }, { "denied-prefork", test_denied_prefork },
 };
 
 int main(int argc, char **argv)
