@@ -19,10 +19,11 @@
  * a meeting that goes to the pool forgets the peer.  Per process and
  * only a hint: a full table or a contended lock remembers nothing.
  *
- * A server under the shim that never comes to a client's record (it
- * accepts through io_uring, which the shim cannot see, or is loaded past
- * the window) is remembered the same way: one connection waits the
- * window, the next ones of the period do not.
+ * A server that never comes to a client's record is not remembered: it
+ * may only have been slow, or have found no slot in a full table to say
+ * it stays on TCP (a first version did, and a busy haproxy's clients
+ * went to TCP for seconds at a time).  A listener whose process has
+ * io_uring or a policy that denies everyone is not advertised at all.
  *
  * A server remembers nothing: it could name a client by its address
  * only (clients come from new ports), and one denying client would put

@@ -15,7 +15,6 @@
 #include "log.h"
 #include "sock_chan.h"
 #include "sock_denial.h"
-#include "sock_unsaid.h"
 #include "sock_epseen.h"
 #include "sock_meet.h"
 #include "sock_origin.h"
@@ -737,5 +736,4 @@ void cxls_sock_fork_child(void)
 	cxls_fdtab_each(fork_phase, &phase);
 	cxls_sock_epoll_forked();
 	cxls_sock_denial_forked();
-	cxls_sock_unsaid_forked();
 }

@@ -23,7 +23,6 @@
 #include "sock_ref.h"
 #include "sock_rules.h"
 #include "sock_sys.h"
-#include "sock_unsaid.h"
 #include "sock_uring.h"
 
 /* ABANDONED and REFUSED records stay this long so that a late peer finds
@@ -292,20 +291,23 @@ static int sweep_full(const struct cxls_sock_region *r)
 }
 
 /* A full table is said once a second, with how often it was met: under
- * churn it is met several times per connection (the record, the decline,
- * the decline said later). */
+ * churn it is met several times per connection (the record, then the
+ * decline's).  When it was last met decides a window (meet_window_ns()). */
+static _Atomic uint64_t table_full_ns;
+
 static void table_full_note(void)
 {
 	static _Atomic uint64_t said_ns;
-	static _Atomic uint32_t unsaid;
+	static _Atomic uint32_t times;
 	uint64_t now = cxls_now_ns(), t = atomic_load(&said_ns);
-	uint32_t n = atomic_fetch_add(&unsaid, 1) + 1;
+	uint32_t n = atomic_fetch_add(&times, 1) + 1;
 
+	atomic_store(&table_full_ns, now);
 	if (t && now - t < 1000000000ull)
 		return;
 	if (!atomic_compare_exchange_strong(&said_ns, &t, now))
 		return;
-	atomic_fetch_sub(&unsaid, n);
+	atomic_fetch_sub(&times, n);
 	CXLS_INFO("no free socket slot in the pool (%u times since the last such line): "
 		  "connections stay on TCP", n);
 }
@@ -351,35 +353,30 @@ static int put_record(const struct cxls_sock_region *r, uint32_t cap, int role,
 	return 0;
 }
 
-/* How long an end that made the record waits for its peer: the
- * policy's window, but for a nonblocking client in a crowded table.  A
- * nonblocking client once waited 5 ms only, when a loop waited inside
- * its calls for the meeting; nothing in a loop waits now (the connection
- * is not ready, a nonblocking call says EAGAIN), and a server that
- * accepts later than that, as a loaded one does (redis-server in a TCG
- * guest, 50 connections at once), had 20-40% of its connections on TCP.
- * In a crowded table, though, a server that accepted first may have
- * found no slot to say it stays on TCP (decline()), and its client would
- * wait the whole window for nobody (ab -c 50 through haproxy to nginx: a
- * request in a hundred took 500 ms): there the client waits 5 ms.  The
- * table is crowded when our record lies an eighth of it or more past its
- * home slot (claim_slot() probes from there: about 75% full). */
-#define CROWDED_CLIENT_WINDOW_NS (5ull * 1000000ull)
-
-static int crowded(const struct cxls_sock_region *r, const struct cxls_sconn *c)
-{
-	uint32_t home = (uint32_t)(c->key % r->nslots);
-
-	return (c->slot + r->nslots - home) % r->nslots * 8 >= r->nslots;
-}
+/* How long an end that made the record waits for its peer: the policy's
+ * window, but 5 ms for a nonblocking client while the table is full (this
+ * process found no free slot within the last 20 ms: under churn it does
+ * many times a millisecond, where a burst of connections that fills it
+ * once, in a slow guest, must not send the rest of the burst to TCP).  A nonblocking
+ * client once waited 5 ms always, when a loop waited inside its calls for
+ * the meeting; nothing in a loop waits now (the connection is not ready,
+ * a nonblocking call says EAGAIN), and a server that accepts later than
+ * that, as a loaded one does (redis-server in a TCG guest, 50 connections
+ * at once), had 20-40% of its connections on TCP.  In a full table,
+ * though, a server that accepted first may have found no slot to say it
+ * stays on TCP (decline_as()), and its client waited the whole window for
+ * nobody (ab -c 50 through haproxy to nginx: requests of 500 ms). */
+#define FULL_CLIENT_WINDOW_NS (5ull * 1000000ull)
+#define FULL_RECENT_NS (20ull * 1000000ull)
 
 static uint64_t meet_window_ns(const struct cxls_sock_region *r, const struct cxls_sconn *c)
 {
 	uint64_t ns = (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull;
+	uint64_t full = atomic_load(&table_full_ns);
 
-	if (c->role == CXLS_CLIENT && atomic_load(&c->nonblock) && crowded(r, c) &&
-	    ns > CROWDED_CLIENT_WINDOW_NS)
-		return CROWDED_CLIENT_WINDOW_NS;
+	if (c->role == CXLS_CLIENT && atomic_load(&c->nonblock) && full &&
+	    cxls_now_ns() - full < FULL_RECENT_NS && ns > FULL_CLIENT_WINDOW_NS)
+		return FULL_CLIENT_WINDOW_NS;
 	return ns;
 }
 
@@ -714,20 +711,19 @@ static int policy_allows(const struct cxls_sock_region *r, int role,
  * peers are then often not under the shim (a server's clients; a client's
  * servers matched only by the port of a wildcard listener), and their
  * records would only crowd the table (a peer under the shim that comes
- * later waits its window).  1 when the peer can know (its record refused,
- * or decided, or ours left); a lasting denial needs nothing more. */
-static int tell(const struct cxls_sock_region *r, int role, const struct cxls_sock_tuple *t,
-		uint64_t key, int lasting)
+ * later waits its window).  In a full table nothing may be said: a
+ * nonblocking client there waits 5 ms only (meet_window_ns()). */
+static int decline_as(const struct cxls_sock_region *r, int role,
+		      const struct cxls_sock_tuple *t, uint64_t key, int lasting)
 {
 	uint32_t own, gen;
 	uint64_t sg;
-	int slot = find(r, key, t, role, &sg), left = 0;
+	int slot = find(r, key, t, role, &sg);
 
 	if (slot < 0 && !lasting) {
 		/* no slot for ours (a full table): the peer's, should it come
 		 * now, is still refused */
-		left = !put_record(r, CXLS_SOCK_RING_MIN, role, t, key, CXLS_SK_ABANDONED, &own,
-				   &gen);
+		put_record(r, CXLS_SOCK_RING_MIN, role, t, key, CXLS_SK_ABANDONED, &own, &gen);
 		atomic_thread_fence(memory_order_seq_cst);
 		slot = find(r, key, t, role, &sg);
 	}
@@ -741,33 +737,7 @@ static int tell(const struct cxls_sock_region *r, int role, const struct cxls_so
 	} else if (slot >= 0) {
 		found_abandoned(r, (uint32_t)slot, sg);
 	}
-	return slot >= 0 || left || lasting;
-}
-
-/* tell(), or, when nothing could be said (a full table and no record of
- * the peer yet), tell it at our next meetings (sock_unsaid.h). */
-static int decline_as(const struct cxls_sock_region *r, int role,
-		      const struct cxls_sock_tuple *t, uint64_t key, int lasting)
-{
-	if (!tell(r, role, t, key, lasting))
-		cxls_sock_unsaid_add(t, key, role,
-				     cxls_now_ns() + (uint64_t)r->cfg->sock_meet_timeout_ms * 1000000ull);
 	return CXLS_SC_TCP;
-}
-
-/* Declines that found no slot before (sock_unsaid.h), said as soon as
- * the peer's record or a free slot is there: a few at each meeting (each
- * looks through the table twice), the rest kept for the next ones. */
-#define UNSAID_PER_MEET 4
-
-static void say_unsaid(const struct cxls_sock_region *r)
-{
-	struct cxls_unsaid u[CXLS_UNSAID_MAX];
-	int k = cxls_sock_unsaid_take(u, cxls_now_ns());
-
-	for (int i = 0; i < k; i++)
-		if (i >= UNSAID_PER_MEET || !tell(r, u[i].role, &u[i].tuple, u[i].key, 0))
-			cxls_sock_unsaid_add(&u[i].tuple, u[i].key, u[i].role, u[i].until_ns);
 }
 
 static int decline(const struct cxls_sock_region *r, int role, const struct cxls_sock_tuple *t,
@@ -805,7 +775,6 @@ static int meet(struct cxls_sconn *c, int fd, int role, uint32_t sndbuf)
 
 	if (!r || cxls_sock_tuple(fd, role, &t))
 		return CXLS_SC_TCP;
-	say_unsaid(r);
 	if (role == CXLS_CLIENT && !server_listens) {
 		CXLS_TRACE("socket fd %d: server port %u not in the pool: TCP", fd, ntohs(t.sport));
 		return CXLS_SC_TCP; /* the server does not run the shim */
@@ -924,7 +893,6 @@ void cxls_sock_control_channel(struct cxls_sconn *c, int fd)
  * while the peer has not decided and the window is open. */
 static int settle_look(struct cxls_sconn *c, int fd)
 {
-	const struct cxls_sock_region *r = cxls_sock_region();
 	struct cxls_sock_rec *rec = c->rec;
 	uint64_t sg;
 	uint32_t st;
@@ -952,16 +920,10 @@ static int settle_look(struct cxls_sconn *c, int fd)
 		return to_tcp(c, "record in a state no peer writes");
 	}
 	mode = cross_join(c, fd, sg);
-	if (mode == CXLS_SC_PENDING && give_up(c, fd, rec, sg)) {
-		/* a server that listens under the shim and never came to
-		 * its record accepts where the shim cannot see (io_uring),
-		 * or spoke on TCP first: its client remembers it as one that
-		 * denied, rather than wait a window per connection; in a
-		 * crowded table it may only have found no slot to say so */
-		if (r && !crowded(r, c))
-			cxls_sock_denial_note(&c->tuple, c->role, cxls_now_ns());
+	/* not remembered (sock_denial.h): a server that never came may only
+	 * have been slow, or found no slot to say it stays on TCP */
+	if (mode == CXLS_SC_PENDING && give_up(c, fd, rec, sg))
 		mode = to_tcp(c, "no peer in the pool");
-	}
 	return mode;
 }
 

@@ -1057,65 +1057,6 @@ static void test_lateuse_poll(void)
 	lateuse_with("lateuse-poll", 1);
 }
 
-/* A server that listens under the shim but accepts where the shim cannot
- * see (io_uring does; here the accept4 system call itself) never comes to
- * its client's record: the first connection waits the window (short in
- * this run) and stays on TCP; the client remembers the server, and its
- * second connection stays on TCP in connect(): its first nonblocking
- * write goes out at once. */
-static int unseen_echo(void *arg)
-{
-	int lfd = *(int *)arg;
-	char buf[64];
-	ssize_t n;
-
-	for (int i = 0; i < 2; i++) {
-		int fd = (int)syscall(SYS_accept4, lfd, NULL, NULL, 0);
-
-		if (fd < 0)
-			return 12;
-		while ((n = syscall(SYS_read, fd, buf, sizeof(buf))) > 0)
-			if (syscall(SYS_write, fd, buf, n) != n)
-				return 13;
-		syscall(SYS_close, fd);
-	}
-	return 0;
-}
-
-static void test_noshow(void)
-{
-	struct pollfd p;
-	uint16_t port;
-	int lfd = tu_listen(&port, 0), fd;
-	pid_t srv = tu_spawn(unseen_echo, &lfd);
-	uint64_t t0;
-
-	close(lfd);
-	for (int i = 0; i < 2; i++) {
-		fd = tu_connect(port, 0);
-		CHECK(fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "noshow: connected (%d)", i);
-		t0 = tu_now_us();
-		if (i == 1)
-			CHECK(write(fd, "pong", 4) == 4, "noshow: the second connection waited (%s)",
-			      strerror(errno));
-		else
-			CHECK(poll(&(struct pollfd){ fd, POLLOUT, 0 }, 1, WAIT_MS) == 1 &&
-				      echoes(fd, "ping"),
-			      "noshow: echoed");
-		if (i == 0 && expect_pool)
-			CHECK(tu_now_us() - t0 >= 200000, "noshow: the first connection did not wait "
-			      "the window (%llu ms): the test tells nothing",
-			      (unsigned long long)(tu_now_us() - t0) / 1000);
-		p = (struct pollfd){ fd, POLLIN, 0 };
-		if (i == 1)
-			CHECK(poll(&p, 1, WAIT_MS) == 1 && read(fd, (char[4]){ 0 }, 4) == 4,
-			      "noshow: the second connection echoed");
-		CHECK(pool_rec(local_port(fd), 0) == NULL, "noshow: pooled (%d)", i);
-		close(fd);
-	}
-	CHECK(tu_wait(srv) == 0, "noshow: the server");
-}
-
 /* A server that speaks first to a client without the shim (bash's
  * /dev/tcp): nothing rings for the meeting, which only its window ends;
  * the loop then gets the EPOLLOUT it waits for, and the greeting and the
@@ -1620,7 +1561,7 @@ static const struct tu_case cases[] = {
 	{ "refused-poll", test_refused_poll }, { "eintr", test_eintr },
 	{ "denied", test_denied },  { "denied-uid", test_denied_uid },
 	{ "unspec", test_unspec },  { "oneshot-tcp", test_oneshot_tcp },
-	{ "denied-bystander", test_denied_bystander }, { "noshow", test_noshow },
+	{ "denied-bystander", test_denied_bystander },
 	{ "denied-listen", test_denied_listen }, { "denied-prefork", test_denied_prefork },
 };
 
