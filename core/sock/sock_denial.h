@@ -1,7 +1,8 @@
 /* sock_denial.h - peers that denied this process the pool lately.
  *
  * A peer denies the pool for reasons that last: its uid is not ours, or
- * its policy (sock.allow, sock.programs) or io_uring keeps it on TCP.
+ * its policy (sock.peers, sock.ports, sock.programs) or io_uring keeps it
+ * on TCP.
  * It tells us in the pool, in the record we made (CXLS_SK_DENIED), which
  * moves no byte on the stream, so nothing wakes an event loop waiting for
  * the outcome: the loop learns it at its next look, a millisecond or more

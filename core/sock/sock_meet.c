@@ -355,17 +355,18 @@ static int put_record(const struct cxls_sock_region *r, uint32_t cap, int role,
 
 /* How long an end that made the record waits for its peer: the policy's
  * window, but 5 ms for a nonblocking client while the table is full (this
- * process found no free slot within the last 20 ms: under churn it does
- * many times a millisecond, where a burst of connections that fills it
- * once, in a slow guest, must not send the rest of the burst to TCP).  A nonblocking
- * client once waited 5 ms always, when a loop waited inside its calls for
- * the meeting; nothing in a loop waits now (the connection is not ready,
- * a nonblocking call says EAGAIN), and a server that accepts later than
- * that, as a loaded one does (redis-server in a TCG guest, 50 connections
- * at once), had 20-40% of its connections on TCP.  In a full table,
- * though, a server that accepted first may have found no slot to say it
- * stays on TCP (decline_as()), and its client waited the whole window for
- * nobody (ab -c 50 through haproxy to nginx: requests of 500 ms). */
+ * process found no free slot within 20 ms of making the record: under
+ * churn it does many times a millisecond, where a burst of connections
+ * that fills it once, in a slow guest, must not send the rest of the
+ * burst to TCP).  A nonblocking client once waited 5 ms always, when a
+ * loop waited inside its calls for the meeting; nothing in a loop waits
+ * now (the connection is not ready, a nonblocking call says EAGAIN), and
+ * a server that accepts later than that, as a loaded one does
+ * (redis-server in a TCG guest, 50 connections at once), had 20-40% of
+ * its connections on TCP.  In a full table, though, a server that
+ * accepted first may have found no slot to say it stays on TCP
+ * (decline_as()), and its client waited the whole window for nobody (ab
+ * -c 50 through haproxy to nginx: requests of 500 ms). */
 #define FULL_CLIENT_WINDOW_NS (5ull * 1000000ull)
 #define FULL_RECENT_NS (20ull * 1000000ull)
 
@@ -375,7 +376,7 @@ static uint64_t meet_window_ns(const struct cxls_sock_region *r, const struct cx
 	uint64_t full = atomic_load(&table_full_ns);
 
 	if (c->role == CXLS_CLIENT && atomic_load(&c->nonblock) && full &&
-	    cxls_now_ns() - full < FULL_RECENT_NS && ns > FULL_CLIENT_WINDOW_NS)
+	    full + FULL_RECENT_NS > c->met_ns && ns > FULL_CLIENT_WINDOW_NS)
 		return FULL_CLIENT_WINDOW_NS;
 	return ns;
 }

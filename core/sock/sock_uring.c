@@ -49,7 +49,7 @@ static int scan(void)
 
 int cxls_uring_in_use(void)
 {
-	uint64_t now = cxls_now_ns(), next = atomic_load(&next_ns), took;
+	uint64_t now = cxls_now_ns(), next = atomic_load(&next_ns), wait;
 
 	/* once seen, for good: the ring may outlive our next look */
 	if (atomic_load(&seen))
@@ -58,8 +58,8 @@ int cxls_uring_in_use(void)
 		return 0; /* not yet, or another thread scans */
 	if (scan())
 		atomic_store(&seen, 1);
-	took = (cxls_now_ns() - now) * COST_SHARE;
-	if (took > RECHECK_NS)
-		atomic_store(&next_ns, now + (took < RECHECK_MAX_NS ? took : RECHECK_MAX_NS));
+	wait = (cxls_now_ns() - now) * COST_SHARE; /* this scan's time, its share */
+	if (wait > RECHECK_NS)
+		atomic_store(&next_ns, now + (wait < RECHECK_MAX_NS ? wait : RECHECK_MAX_NS));
 	return atomic_load(&seen);
 }
