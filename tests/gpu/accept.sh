@@ -17,6 +17,7 @@
 #          and non_blocking copies: issue 4)
 #
 # Usage: tests/gpu/accept.sh [-o DIR] [--nccl-tests SRC] [--quick] [--emulate]
+#                            [--budget SECONDS]
 #
 #   -o DIR        everything goes there (default build/gpu-accept): logs/,
 #                 summary.txt, env.txt
@@ -26,6 +27,9 @@
 #                 found, else threads.  Also NCCL_TESTS_SRC.  Without it,
 #                 *_perf binaries found on PATH are used as they are.
 #   --quick       fewer sizes and ranks
+#   --budget SECONDS  end within this many seconds (a lent machine's
+#                 time is counted): each run's own limit is cut to what is
+#                 left, and runs that find nothing left are recorded SKIP
 #   --emulate     no GPU needed: the parts the CPU emulation can run
 #                 (pool tests, pinned copies) on build/emu, to check the
 #                 script itself; nccl-tests and PyTorch are skipped, saying
@@ -36,7 +40,10 @@
 # Environment: CUDA_HOME (/usr/local/cuda), NCCL_HOME (the real NCCL: lib/
 # and include/; default: the one PyTorch's wheels bring, else CUDA_HOME),
 # CXLSHIM_ACCEPT_PREBUILT=1 (use the build/ that is there, e.g. one carried
-# from a Debian machine, instead of building).
+# from a Debian machine, instead of building), NCCL_TESTS_RANKS (ranks per
+# nccl-tests run: 4, 2 with --quick), NCCL_TESTS_MPI_HOME (an MPI whose
+# include/mpi.h and mpirun to use).  tests/gpu/lent.sh carries all of it
+# to a lent machine that has no Debian packages.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
@@ -45,6 +52,7 @@ OUT=$BUILD/gpu-accept
 NCCL_TESTS_SRC=${NCCL_TESTS_SRC:-}
 QUICK=0
 EMULATE=0
+BUDGET=0
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
@@ -54,6 +62,7 @@ while [ $# -gt 0 ]; do
 	--nccl-tests) NCCL_TESTS_SRC=$2; shift ;;
 	--quick) QUICK=1 ;;
 	--emulate) EMULATE=1 ;;
+	--budget) BUDGET=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "accept.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -66,6 +75,20 @@ SUMMARY=$OUT/summary.txt
 fails=0
 
 note() { echo "gpu-accept: $*"; }
+
+# limit SECONDS: the time a run may take, cut to what --budget leaves
+# (0: nothing is left)
+DEADLINE=$(($(date +%s) + BUDGET))
+limit() {
+	local left=$((DEADLINE - $(date +%s)))
+	if [ "$BUDGET" = 0 ] || [ "$left" -ge "$1" ]; then
+		echo "$1"
+	elif [ "$left" -ge 10 ]; then
+		echo "$left"
+	else
+		echo 0
+	fi
+}
 
 # record ITEM STATUS DETAIL: one summary line (PASS, FAIL, SKIP, INFO)
 record() {
@@ -195,6 +218,11 @@ step() {
 	local item=$1 name=$2 secs=$3 log rc start
 	shift 3
 	log=$OUT/logs/$item-$(echo "$name" | tr -c 'A-Za-z0-9._-' _).log
+	secs=$(limit "$secs")
+	if [ "$secs" = 0 ]; then
+		record "$item: $name" SKIP "out of time (--budget $BUDGET)"
+		return 0
+	fi
 	start=$(date +%s)
 	env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout -k 5 "$secs" "$@" >"$log" 2>&1
 	rc=$?
@@ -232,8 +260,8 @@ pool_tests() {
 pinned() {
 	local plain shim log=$OUT/logs/pinned.log p_h p_d s_h s_d placed
 	{
-		env "${run_env[@]}" timeout 120 "$T/pinned_bw" 256 20
-		env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout 120 "$T/pinned_bw" 256 20
+		env "${run_env[@]}" timeout 60 "$T/pinned_bw" 256 20
+		env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout 60 "$T/pinned_bw" 256 20
 	} >"$log" 2>&1
 	plain=$(grep -m1 '^pinned_bw:' "$log")
 	shim=$(grep '^pinned_bw:' "$log" | sed -n 2p)
@@ -258,12 +286,19 @@ pinned() {
 
 # ---- nccl-tests ---------------------------------------------------------------
 
-NT_BINS="all_gather broadcast all_reduce reduce_scatter reduce alltoall gather scatter sendrecv hypercube"
-nccl_tests() {
-	local bdir=$OUT/nccl-tests-build mpi=0 mpi_home=${NCCL_TESTS_MPI_HOME:-} n=2 b args
+# the collectives of issue 2 first, then what PyTorch needs, then the rest
+NT_FIRST="all_gather broadcast all_reduce"
+NT_REST="reduce_scatter reduce alltoall gather scatter sendrecv hypercube"
+NT_DIR=
+NT_MPI=0
+
+# nt_prepare: find or build the nccl-tests binaries (NT_DIR, NT_MPI);
+# false, with the reason recorded, when there are none
+nt_prepare() {
+	local bdir=$OUT/nccl-tests-build mpi=0 mpi_home=${NCCL_TESTS_MPI_HOME:-}
 	if [ $EMULATE = 1 ]; then
 		record nccl-tests SKIP "needs a GPU (NCCL's own kernels check the results)"
-		return
+		return 1
 	fi
 	if [ -z "$mpi_home" ] && command -v mpicc >/dev/null 2>&1; then
 		mpi_home=$(dirname "$(dirname "$(command -v mpicc)")")
@@ -275,36 +310,51 @@ nccl_tests() {
 		ldd "$bdir/all_gather_perf" 2>/dev/null | grep -q libmpi || mpi=0
 	elif [ -z "$NCCL_TESTS_SRC" ]; then
 		record nccl-tests SKIP "no source: pass --nccl-tests SRC (a NVIDIA/nccl-tests checkout), or put built *_perf binaries on PATH"
-		return
+		return 1
 	elif ! make -C "$NCCL_TESTS_SRC" -j"$(nproc)" MPI=$mpi ${mpi_home:+MPI_HOME="$mpi_home"} \
 		CUDA_HOME="$CUDA_HOME" NCCL_HOME="$NCCL_LINK" BUILDDIR="$bdir" \
 		NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >"$OUT/logs/nccl-tests-build.log" 2>&1; then
 		record nccl-tests FAIL "build failed: logs/nccl-tests-build.log"
-		return
+		return 1
 	fi
+	NT_DIR=$bdir
+	NT_MPI=$mpi
+	record nccl-tests INFO "$([ $mpi = 1 ] && echo "MPI ranks ($(mpirun --version 2>&1 | head -n 1))" || echo threads) from $bdir"
+}
+
+# nccl_tests BINS: each *_perf of BINS, eager and in CUDA-graph mode
+nccl_tests() {
+	local n=2 b args
+	[ -n "$NT_DIR" ] || return 0
 	[ $QUICK = 1 ] || n=4
+	n=${NCCL_TESTS_RANKS:-$n}
 	args=(-b 8 -e 64M -f 8 -w 2 -n 5 -c 1)
-	for b in $NT_BINS; do
-		[ -x "$bdir/${b}_perf" ] || continue
-		nt_run "$b" "$mpi" "$n" "$bdir/${b}_perf" "${args[@]}"
-		nt_run "$b -G" "$mpi" "$n" "$bdir/${b}_perf" "${args[@]}" -G 5
+	for b in $1; do
+		[ -x "$NT_DIR/${b}_perf" ] || continue
+		nt_run "$b" "$NT_MPI" "$n" "$NT_DIR/${b}_perf" "${args[@]}"
+		nt_run "$b -G" "$NT_MPI" "$n" "$NT_DIR/${b}_perf" "${args[@]}" -G 5
 	done
 }
 
 # nt_run NAME MPI N BIN ARGS...: one nccl-tests binary, N ranks on GPU 0
 nt_run() {
-	local name=$1 mpi=$2 n=$3 log avg last
+	local name=$1 mpi=$2 n=$3 log avg last secs
 	shift 3
 	log=$OUT/logs/nccl-tests-$(echo "$name" | tr -c 'A-Za-z0-9._-' _).log
+	secs=$(limit 120)
+	if [ "$secs" = 0 ]; then
+		record "nccl-tests: $name" SKIP "out of time (--budget $BUDGET)"
+		return
+	fi
 	if [ "$mpi" = 1 ]; then
 		local fwd=(-x LD_PRELOAD="$SHIM")
 		mpirun --version 2>&1 | grep -q 'Open MPI' && fwd+=(--allow-run-as-root --oversubscribe)
-		env "${run_env[@]}" timeout -k 5 120 mpirun -np "$n" "${fwd[@]}" \
+		env "${run_env[@]}" timeout -k 5 "$secs" mpirun -np "$n" "${fwd[@]}" \
 			-x LD_LIBRARY_PATH -x CXLSHIM_POOL_PATH -x CXLSHIM_POOL_SIZE -x CXLSHIM_CONF \
 			-x CUDA_DEVICE_MAX_CONNECTIONS -x NCCL_TESTS_DEVICE "$@" >"$log" 2>&1
 	else
 		# threads: several ranks of one communicator in one process
-		env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout -k 5 120 "$@" -t "$n" -g 1 >"$log" 2>&1
+		env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout -k 5 "$secs" "$@" -t "$n" -g 1 >"$log" 2>&1
 	fi
 	local rc=$?
 	avg=$(sed -n 's/.*Avg bus bandwidth *: *\([0-9.]*\).*/\1/p' "$log")
@@ -331,14 +381,22 @@ from torch.distributed.fsdp import fully_shard' 2>&1 | tail -n 1)
 		record torch SKIP "python3 cannot run it: $why"
 		return
 	fi
-	if ! env "${run_env[@]}" timeout 300 python3 "$py" ref "$OUT/loss-ref.json" \
+	if [ "$(limit 120)" = 0 ]; then
+		record torch SKIP "out of time (--budget $BUDGET)"
+		return
+	fi
+	if ! env "${run_env[@]}" timeout "$(limit 120)" python3 "$py" ref "$OUT/loss-ref.json" \
 		>"$OUT/logs/torch-ref.log" 2>&1; then
 		record "torch: reference" FAIL "logs/torch-ref.log"
 		return
 	fi
 	for mode in ddp fsdp; do
 		log=$OUT/logs/torch-$mode.log
-		env "${run_env[@]}" LD_PRELOAD="$SHIM" CXLSHIM_DEBUG=INFO timeout -k 5 300 \
+		if [ "$(limit 180)" = 0 ]; then
+			record "torch: $mode, 2 ranks on cuda:0" SKIP "out of time (--budget $BUDGET)"
+			continue
+		fi
+		env "${run_env[@]}" LD_PRELOAD="$SHIM" CXLSHIM_DEBUG=INFO timeout -k 5 "$(limit 180)" \
 			python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
 			--redirects 3 --tee 3 "$py" "$mode" "$OUT/loss-$mode.json" >"$log" 2>&1
 		local rc=$?
@@ -367,8 +425,10 @@ EOF
 
 pool_tests
 pinned
-nccl_tests
+nt_prepare
+nccl_tests "$NT_FIRST"
 torch_runs
+nccl_tests "$NT_REST"
 
 echo
 note "summary ($MODE), also in $SUMMARY:"
