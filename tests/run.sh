@@ -153,6 +153,8 @@ echo "== mismatched calls"
 step "api: mismatched counts fail every rank" shim "$BUILD/tests/api_check" argcount
 step "api: mismatched roots fail every rank (3 ranks)" shim "$BUILD/tests/api_check" argroot
 step "api: mismatched collectives fail every rank" shim "$BUILD/tests/api_check" argcoll
+step "api: AlltoAll in place with fewer chunks than peers is refused (4 ranks)" env \
+	CXLSHIM_CCCL_CHUNKS=2 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" inplace-chunks
 step "api: rank SIGKILLed mid-collective" env CXLSHIM_TIMEOUT_OP_MS=5000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" kill
 step "api: new job on the pool after the kill" shim "$BUILD/tests/coll_check" -n 3 -c 1,odd,1M -t int8,float

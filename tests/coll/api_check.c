@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/device.h"
 #include "../common/launch.h"
 
 #define MIB (1u << 20)
@@ -38,7 +39,7 @@ static char *dev_alloc(size_t n, int fill)
 
 	if (cudaMalloc((void **)&p, n) != cudaSuccess)
 		return NULL;
-	cudaMemset(p, fill, n);
+	test_memset(p, fill, n);
 	return p;
 }
 
@@ -66,7 +67,7 @@ static ncclComm_t join(int rank, int n, const ncclUniqueId *id, cudaStream_t *s)
 {
 	ncclComm_t comm = NULL;
 
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreate(s);
 	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
 	return comm;
@@ -103,8 +104,8 @@ static void bad_collectives(ncclComm_t comm, cudaStream_t s, int n)
 	      "Scatter root");
 	CHECK(ncclScatter(buf, buf, 2 * MIB, ncclInt8, 0, comm, s) == ncclInvalidArgument,
 	      "Scatter beyond the allocation");
-	CHECK(ncclAlltoAll(buf, buf, 16, ncclInt8, comm, s) == ncclInvalidArgument,
-	      "AlltoAll in place (overlap)");
+	CHECK(ncclAlltoAll(buf, buf + 16, 16, ncclInt8, comm, s) == ncclInvalidArgument,
+	      "AlltoAll with overlapping buffers, not in place");
 	CHECK(ncclAlltoAll(buf, buf + 16, 16, (ncclDataType_t)12, comm, s) == ncclInvalidArgument,
 	      "AlltoAll datatype");
 	CHECK(ncclAlltoAll(buf, buf + MIB / 2, SIZE_MAX / 4, ncclInt8, comm, s) ==
@@ -145,7 +146,7 @@ static void memory_calls(ncclComm_t comm, cudaStream_t s, int rank, int n)
 	CHECK(ncclCommWindowRegister(comm, buf, MIB, NULL, 0) == ncclInvalidArgument, "NULL win");
 	CHECK(ncclCommRegister(comm, buf, MIB, NULL) == ncclInvalidArgument, "NULL handle");
 	CHECK(ncclCommRegister(comm, buf, MIB, &handle) == ncclSuccess, "register");
-	cudaMemset(buf + (size_t)rank * MIB, 'm' + rank, MIB);
+	test_memset(buf + (size_t)rank * MIB, 'm' + rank, MIB);
 	CHECK(ncclAllGather(buf + (size_t)rank * MIB, buf, MIB, ncclInt8, comm, s) == ncclSuccess &&
 		      cudaStreamSynchronize(s) == cudaSuccess,
 	      "AllGather in ncclMemAlloc memory");
@@ -167,7 +168,7 @@ static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 	int v;
 
 	(void)arg;
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreate(&s);
 	bad.magic = 0;
 	CHECK(ncclCommInitRank(NULL, n, *id, rank) == ncclInvalidArgument, "NULL comm out");
@@ -179,7 +180,7 @@ static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclCommInitRankConfig(&comm, n, *id, rank, &cfg) == ncclSuccess, "init");
 	CHECK(ncclCommCount(comm, &v) == ncclSuccess && v == n, "count %d", v);
 	CHECK(ncclCommUserRank(comm, &v) == ncclSuccess && v == rank, "rank %d", v);
-	CHECK(ncclCommCuDevice(comm, &v) == ncclSuccess && v == rank, "device %d", v);
+	CHECK(ncclCommCuDevice(comm, &v) == ncclSuccess && v == test_device(rank), "device %d", v);
 	bad_collectives(comm, s, n);
 	memory_calls(comm, s, rank, n);
 	/* a forked child inherits the handle but not the rank: refused there,
@@ -300,7 +301,7 @@ static int case_expandable(int rank, int n, const ncclUniqueId *id, void *arg)
 	int ok = 1;
 
 	(void)arg;
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaFree(NULL); /* the primary context, as PyTorch makes it */
 	cudaStreamCreate(&s);
 	base = vmm_load(&v) ? 0 : segment(&v, rank, 3, h);
@@ -309,7 +310,7 @@ static int case_expandable(int rank, int n, const ncclUniqueId *id, void *arg)
 		return CHECK_SUMMARY();
 	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
 	recv = (char *)(uintptr_t)(base + SEG - MIB / 2);
-	cudaMemset(recv + rank * bytes, 'a' + rank, bytes);
+	test_memset(recv + rank * bytes, 'a' + rank, bytes);
 	CHECK(ncclAllGather(recv + rank * bytes, recv, bytes, ncclInt8, comm, s) == ncclSuccess &&
 		      cudaStreamSynchronize(s) == cudaSuccess,
 	      "in-place AllGather across a seam");
@@ -338,7 +339,7 @@ static int case_nonblocking(int rank, int n, const ncclUniqueId *id, void *arg)
 	double t0 = now_s();
 
 	(void)arg;
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreate(&s);
 	cfg.blocking = 0;
 	usleep(100000 * rank); /* arrive at different times */
@@ -430,7 +431,7 @@ static void victim(int rank, int n, const ncclUniqueId *id)
 	cudaStream_t s;
 	char *send, *recv;
 
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreate(&s);
 	if (ncclCommInitRank(&comm, n, *id, rank) != ncclSuccess)
 		_exit(3);
@@ -630,7 +631,7 @@ static int case_streams(int rank, int n, const ncclUniqueId *id, void *arg)
 	ncclComm_t comm;
 
 	(void)arg;
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreateWithFlags(&st[0], cudaStreamNonBlocking);
 	cudaStreamCreateWithFlags(&st[1], cudaStreamNonBlocking);
 	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
@@ -777,7 +778,7 @@ static int case_graph(int rank, int n, const ncclUniqueId *id, void *arg)
 
 	(void)arg;
 	(void)prev;
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
 	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
 	send = dev_alloc(bytes, 0);
@@ -838,7 +839,7 @@ static int case_graph_mismatch(int rank, int n, const ncclUniqueId *id, void *ar
 	cudaGraphExec_t exec;
 	double took;
 
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
 	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
 	send = dev_alloc(bytes, 0);
@@ -914,12 +915,30 @@ static int case_mismatch(int rank, int n, const ncclUniqueId *id, void *arg)
 		snprintf(path, sizeof(path), "/dev/shm/cxlshim-test-other-%d.pool", (int)getpid());
 		setenv("CXLSHIM_POOL_PATH", path, 1);
 	}
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	r = ncclCommInitRank(&comm, n, *id, rank);
 	CHECK(r != ncclSuccess, "rank %d must fail, got %d", rank, r);
 	CHECK(now_s() - t0 < 10, "rank %d gave up after %.2fs", rank, now_s() - t0);
 	if (rank == 1)
 		unlink(path);
+	return CHECK_SUMMARY();
+}
+
+/* In-place AlltoAll needs nranks-1 staging chunks (alltoall.c): with
+ * fewer (run with CXLSHIM_CCCL_CHUNKS=2) every rank is refused, nothing is
+ * enqueued, and the communicator goes on working. */
+static int case_inplace_chunks(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	char *buf = dev_alloc(4096 * (size_t)n, 'a' + rank);
+
+	(void)arg;
+	CHECK(ncclAlltoAll(buf, buf, 4096, ncclInt8, comm, s) == ncclInvalidUsage,
+	      "in place, %d ranks, 2 chunks", n);
+	CHECK(allgather_ok(comm, s, rank, n, 5000), "the communicator still works");
+	cudaFree(buf);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	return CHECK_SUMMARY();
 }
 
@@ -950,6 +969,7 @@ static const struct rank_case rank_cases[] = {
 	{ "argcount", 2, case_argmismatch, "count" },
 	{ "argroot", 3, case_argmismatch, "root" },
 	{ "argcoll", 2, case_argmismatch, "collective" },
+	{ "inplace-chunks", 4, case_inplace_chunks, NULL },
 };
 
 int main(int argc, char **argv)

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/device.h"
 #include "../common/launch.h"
 
 #define POISON 0xee
@@ -115,7 +116,7 @@ static int check_allgather(ncclComm_t comm, cudaStream_t s, struct bufs *b, int 
 	memset(b->host, POISON, total);
 	fill(b->host + (size_t)rank * bytes, bytes, seed, rank);
 	CUDA(cudaMemcpy(b->recv, b->host, total, cudaMemcpyHostToDevice));
-	CUDA(cudaMemcpy(b->send, b->host + (size_t)rank * bytes, bytes, cudaMemcpyHostToDevice));
+	CUDA(test_upload(b->send, b->host + (size_t)rank * bytes, bytes));
 	send = inplace ? b->recv + (size_t)rank * bytes : b->send;
 	r = ncclAllGather(send, b->recv, count, (ncclDataType_t)type, comm, s);
 	if (r != ncclSuccess) {
@@ -141,8 +142,7 @@ static int check_broadcast(ncclComm_t comm, cudaStream_t s, struct bufs *b, int 
 	memset(b->host, POISON, bytes);
 	CUDA(cudaMemcpy(b->recv, b->host, bytes, cudaMemcpyHostToDevice));
 	fill(b->host, bytes, seed, root);
-	CUDA(cudaMemcpy(rank == root && inplace ? b->recv : b->send, b->host, bytes,
-			cudaMemcpyHostToDevice));
+	CUDA(test_upload(rank == root && inplace ? b->recv : b->send, b->host, bytes));
 	if (bcast)
 		r = ncclBcast(rank == root ? (inplace ? b->recv : b->send) : b->recv, count,
 			      (ncclDataType_t)type, root, comm, s);
@@ -171,13 +171,13 @@ static int check_broadcast(ncclComm_t comm, cudaStream_t s, struct bufs *b, int 
 static void put_pattern(char *dev, char *host, size_t bytes, uint64_t seed, int rank)
 {
 	fill(host, bytes, seed, rank);
-	CUDA(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+	CUDA(test_upload(dev, host, bytes));
 }
 
 static void poison(char *dev, char *host, size_t bytes)
 {
 	memset(host, POISON, bytes);
-	CUDA(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+	CUDA(test_upload(dev, host, bytes));
 }
 
 /* Compares `bytes` of device memory with the pattern of `rank`. */
@@ -236,21 +236,23 @@ static void check_scatter(ncclComm_t comm, cudaStream_t s, struct bufs *b, int r
 	expect("Scatter", recv, b, bytes, seed, rank, rank, n, type, count, root, inplace);
 }
 
-/* AlltoAll: slice q of rank p's sendbuff lands at slice p of rank q. */
+/* AlltoAll: slice q of rank p's sendbuff lands at slice p of rank q.  In
+ * place, both are recvbuff. */
 static void check_alltoall(ncclComm_t comm, cudaStream_t s, struct bufs *b, int rank, int n,
-			   int type, size_t count, uint64_t seed)
+			   int type, size_t count, int inplace, uint64_t seed)
 {
 	size_t bytes = count * type_size[type];
+	char *send = inplace ? b->recv : b->send;
 
 	poison(b->recv, b->host, bytes * n);
 	for (int q = 0; q < n; q++)
-		put_pattern(b->send + (size_t)q * bytes, b->host, bytes, seed + (uint64_t)q, rank);
-	if (!call_ok(ncclAlltoAll(b->send, b->recv, count, (ncclDataType_t)type, comm, s),
+		put_pattern(send + (size_t)q * bytes, b->host, bytes, seed + (uint64_t)q, rank);
+	if (!call_ok(ncclAlltoAll(send, b->recv, count, (ncclDataType_t)type, comm, s),
 		     "ncclAlltoAll", s))
 		return;
 	for (int p = 0; p < n; p++)
 		expect("AlltoAll", b->recv + (size_t)p * bytes, b, bytes, seed + (uint64_t)rank, p,
-		       rank, n, type, count, -1, 0);
+		       rank, n, type, count, -1, inplace);
 }
 
 static void sweep(ncclComm_t comm, cudaStream_t s, struct bufs *b, const struct opts *o,
@@ -265,9 +267,10 @@ static void sweep(ncclComm_t comm, cudaStream_t s, struct bufs *b, const struct 
 
 			int nroots = n < o->max_roots ? n : o->max_roots;
 
-			if (o->colls & COLL_ALLTOALL)
-				check_alltoall(comm, s, b, rank, n, t, count, seed);
 			for (int inplace = 0; inplace < 2; inplace++) {
+				if (o->colls & COLL_ALLTOALL)
+					check_alltoall(comm, s, b, rank, n, t, count, inplace,
+						       seed ^ ((uint64_t)inplace << 40));
 				if (o->colls & COLL_ALLGATHER)
 					check_allgather(comm, s, b, rank, n, t, count, inplace,
 							seed ^ (uint64_t)inplace);
@@ -308,10 +311,8 @@ static int rank_main(int rank, int n, const ncclUniqueId *id, void *arg)
 	ncclComm_t comm;
 	cudaStream_t s;
 	ncclResult_t r;
-	int ndev = 1;
 
-	CUDA(cudaGetDeviceCount(&ndev));
-	CUDA(cudaSetDevice(rank % ndev));
+	CUDA(cudaSetDevice(test_device(rank)));
 	b.cap = max_bytes(o) * (size_t)n;
 	CUDA(cudaMalloc((void **)&b.send, b.cap));
 	CUDA(cudaMalloc((void **)&b.recv, b.cap));

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/device.h"
 #include "../common/launch.h"
 
 #define MIB ((size_t)1 << 20)
@@ -49,7 +50,7 @@ static void *dev_fill(size_t n, int from, int to, int msg)
 		host[i] = pattern(from, to, msg, i);
 	if (cudaMalloc(&d, n ? n : 1) != cudaSuccess)
 		abort();
-	cudaMemcpy(d, host, n, cudaMemcpyHostToDevice);
+	test_upload(d, host, n);
 	free(host);
 	return d;
 }
@@ -60,7 +61,7 @@ static void *dev_zero(size_t n)
 
 	if (cudaMalloc(&d, n ? n : 1) != cudaSuccess)
 		abort();
-	cudaMemset(d, 0, n ? n : 1);
+	test_memset(d, 0, n ? n : 1);
 	return d;
 }
 
@@ -80,7 +81,7 @@ static ncclComm_t init(int rank, int n, const ncclUniqueId *id, cudaStream_t *s)
 {
 	ncclComm_t comm = NULL;
 
-	cudaSetDevice(rank % 8);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreate(s);
 	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
 	return comm;

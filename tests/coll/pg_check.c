@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/device.h"
 #include "../common/launch.h"
 
 #define SHARD 4099 /* floats per rank: odd, several pool chunks in total */
@@ -163,7 +164,7 @@ static float *dev_floats(size_t n, float (*f)(size_t, void *), void *arg)
 		h[i] = f ? f(i, arg) : 0.0f;
 	if (cudaMalloc((void **)&d, n * sizeof(float)) != cudaSuccess)
 		abort();
-	cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice);
+	test_upload(d, h, n * sizeof(float));
 	free(h);
 	return d;
 }
@@ -419,7 +420,7 @@ static int rank_main(int rank, int n, const ncclUniqueId *unused, void *arg)
 
 	(void)unused;
 	(void)arg;
-	cudaSetDevice(rank % 8);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
 	w.comm = init_default(rank, n);
 	pthread_create(&w.thread, NULL, watchdog_main, &w);

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/device.h"
 #include "../common/launch.h"
 #include "cxlshim.h"
 
@@ -235,7 +236,7 @@ static ncclRedOp_t make_op(struct ctx *x, int op, int t, double *scalar)
 	*scalar = is_int(t) ? 1 : 0.5; /* base; rank r uses rank_scalar() */
 	store(buf, 0, t, rank_scalar(*scalar, x->rank));
 	if (op == OP_PMS_DEV) {
-		CUDA(cudaMemcpy(x->dscalar, buf, tsize[t], cudaMemcpyHostToDevice));
+		CUDA(test_upload(x->dscalar, buf, tsize[t]));
 		if (ncclRedOpCreatePreMulSum(&r, x->dscalar, (ncclDataType_t)t, ncclScalarDevice,
 					     x->comm) != ncclSuccess)
 			return (ncclRedOp_t)-1;
@@ -279,7 +280,7 @@ static void fill(struct ctx *x, char *dev, size_t count, size_t first_i, uint64_
 {
 	for (size_t i = 0; i < count; i++)
 		store(x->host, i, t, value(seed, x->rank, first_i + i, t));
-	CUDA(cudaMemcpy(dev, x->host, count * tsize[t], cudaMemcpyHostToDevice));
+	CUDA(test_upload(dev, x->host, count * tsize[t]));
 }
 
 static int ok(ncclResult_t r, const char *what)
@@ -370,7 +371,7 @@ static int rank_main(int rank, int n, const ncclUniqueId *id, void *arg)
 	for (int i = 0; i < o->ncounts; i++)
 		max = o->counts[i] > max ? o->counts[i] : max;
 	max = (max + 16) * 8 * (size_t)n;
-	CUDA(cudaSetDevice(rank % 8));
+	CUDA(cudaSetDevice(test_device(rank)));
 	CUDA(cudaStreamCreate(&x.s));
 	CUDA(cudaMalloc((void **)&x.send, max));
 	CUDA(cudaMalloc((void **)&x.recv, max));

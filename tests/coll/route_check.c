@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/device.h"
 #include "../common/launch.h"
 
 /* fake_nccl.c: collectives the stand-in ran in this process */
@@ -89,7 +90,7 @@ static int allgather(ncclComm_t comm, cudaStream_t s, int rank, int n)
 
 	for (int i = 0; i < COUNT; i++)
 		host[i] = rank * 100000 + i;
-	cudaMemcpy(send, host, COUNT * 4, cudaMemcpyHostToDevice);
+	test_upload(send, host, COUNT * 4);
 	CHECK(ncclAllGather(send, recv, COUNT, ncclInt32, comm, s) == ncclSuccess, "allgather");
 	cudaStreamSynchronize(s);
 	cudaMemcpy(host, recv, (size_t)COUNT * 4 * n, cudaMemcpyDeviceToHost);
@@ -109,7 +110,7 @@ static int broadcast(ncclComm_t comm, cudaStream_t s, int rank, int root)
 
 	for (int i = 0; i < COUNT; i++)
 		host[i] = rank == root ? 0.5f * (float)i : -1.0f;
-	cudaMemcpy(buf, host, COUNT * 4, cudaMemcpyHostToDevice);
+	test_upload(buf, host, COUNT * 4);
 	CHECK(ncclBroadcast(buf, buf, COUNT, ncclFloat32, root, comm, s) == ncclSuccess,
 	      "broadcast");
 	cudaStreamSynchronize(s);
@@ -141,7 +142,7 @@ static int case_route(int rank, int n, const ncclUniqueId *id, void *arg)
 	ncclComm_t comm = NULL;
 	ncclResult_t r;
 
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreate(&s);
 	r = init(&comm, n, *id, rank, rank == 0 ? j->mode : BLOCKING);
 	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
@@ -170,7 +171,7 @@ static int case_fallback(int rank, int n, const ncclUniqueId *id, void *arg)
 			 "/dev/shm/cxlshim-test-route-%d.pool", (int)getpid());
 		setenv("CXLSHIM_POOL_PATH", j->other_pool, 1);
 	}
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreate(&s);
 	r = init(&comm, n, *id, rank, rank == 0 ? j->mode : BLOCKING);
 	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
@@ -201,7 +202,7 @@ static int case_foreign(int rank, int n, const ncclUniqueId *id, void *arg)
 
 	(void)arg;
 	memset(real.internal + 64, 0, sizeof(real.internal) - 64);
-	cudaSetDevice(rank);
+	cudaSetDevice(test_device(rank));
 	cudaStreamCreate(&s);
 	r = ncclCommInitRank(&comm, n, real, rank);
 	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);

@@ -17,7 +17,7 @@
 #          and non_blocking copies: issue 4)
 #
 # Usage: tests/gpu/accept.sh [-o DIR] [--nccl-tests SRC] [--quick] [--emulate]
-#                            [--budget SECONDS]
+#                            [--budget SECONDS] [--only ITEMS]
 #
 #   -o DIR        everything goes there (default build/gpu-accept): logs/,
 #                 summary.txt, env.txt
@@ -30,6 +30,9 @@
 #   --budget SECONDS  end within this many seconds (a lent machine's
 #                 time is counted): each run's own limit is cut to what is
 #                 left, and runs that find nothing left are recorded SKIP
+#   --only ITEMS  a comma list of pool, pinned, nccl-tests, torch (default:
+#                 all); NCCL_TESTS_BINS (e.g. "all_gather broadcast")
+#                 and NCCL_TESTS_ARGS narrow the nccl-tests runs
 #   --emulate     no GPU needed: the parts the CPU emulation can run
 #                 (pool tests, pinned copies) on build/emu, to check the
 #                 script itself; nccl-tests and PyTorch are skipped, saying
@@ -53,6 +56,7 @@ NCCL_TESTS_SRC=${NCCL_TESTS_SRC:-}
 QUICK=0
 EMULATE=0
 BUDGET=0
+ONLY=pool,pinned,nccl-tests,torch
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
@@ -63,6 +67,7 @@ while [ $# -gt 0 ]; do
 	--quick) QUICK=1 ;;
 	--emulate) EMULATE=1 ;;
 	--budget) BUDGET=$2; shift ;;
+	--only) ONLY=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "accept.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -328,7 +333,7 @@ nccl_tests() {
 	[ -n "$NT_DIR" ] || return 0
 	[ $QUICK = 1 ] || n=4
 	n=${NCCL_TESTS_RANKS:-$n}
-	args=(-b 8 -e 64M -f 8 -w 2 -n 5 -c 1)
+	read -r -a args <<<"${NCCL_TESTS_ARGS:--b 8 -e 64M -f 8 -w 2 -n 5 -c 1}"
 	for b in $1; do
 		[ -x "$NT_DIR/${b}_perf" ] || continue
 		nt_run "$b" "$NT_MPI" "$n" "$NT_DIR/${b}_perf" "${args[@]}"
@@ -423,12 +428,20 @@ EOF
 	done
 }
 
-pool_tests
-pinned
-nt_prepare
-nccl_tests "$NT_FIRST"
-torch_runs
-nccl_tests "$NT_REST"
+# wanted ITEM: --only names it
+wanted() { [[ ,$ONLY, == *,$1,* ]]; }
+
+wanted pool && pool_tests
+wanted pinned && pinned
+if wanted nccl-tests && nt_prepare; then
+	if [ -n "${NCCL_TESTS_BINS:-}" ]; then
+		nccl_tests "$NCCL_TESTS_BINS"
+	else
+		nccl_tests "$NT_FIRST"
+	fi
+fi
+wanted torch && torch_runs
+[ -n "${NCCL_TESTS_BINS:-}" ] || nccl_tests "$NT_REST"
 
 echo
 note "summary ($MODE), also in $SUMMARY:"

@@ -17,7 +17,8 @@
 #       repository root with .gpu/ carried: unpacks, checks that the carried
 #       mpirun starts two ranks (else nccl-tests run as threads), runs
 #       accept.sh on the carried build, and leaves accept.tar.gz (logs,
-#       summary, env) in $OUT (or .gpu/).
+#       summary, env) in $OUT (or .gpu/); LENT_TAG=NAME names it NAME.tar.gz
+#       instead, for a second run in the same call.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
@@ -97,7 +98,7 @@ shim_libs() {
 }
 
 run() {
-	local out=${OUT:-$G} nt="nt" rc
+	local out=${OUT:-$G} nt="nt" rc tag=${LENT_TAG:-accept}
 	[ -f "$G/build/libcxlshim.so" ] || die "no .gpu/build: run 'lent.sh pack' on Debian 12 and carry .gpu"
 	mkdir -p /tmp/lent && tar xJf "$G/nccl-tests.tar.xz" -C /tmp/lent && tar xJf "$G/ompi.tar.xz" -C /tmp/lent || exit 1
 	shim_libs
@@ -110,10 +111,10 @@ run() {
 		tail -n 5 /tmp/lent/mpi_hello.log
 	fi
 	export PATH=/tmp/lent/$nt:$PATH
-	BUILD=.gpu/build CXLSHIM_ACCEPT_PREBUILT=1 tests/gpu/accept.sh -o /tmp/lent/accept "$@"
+	BUILD=.gpu/build CXLSHIM_ACCEPT_PREBUILT=1 tests/gpu/accept.sh -o "/tmp/lent/$tag" "$@"
 	rc=$?
-	cp /tmp/lent/mpi_hello.log /tmp/lent/accept/logs/ 2>/dev/null
-	tar czf "$out/accept.tar.gz" --exclude nccl-home -C /tmp/lent accept
+	cp /tmp/lent/mpi_hello.log "/tmp/lent/$tag/logs/" 2>/dev/null
+	tar czf "$out/$tag.tar.gz" --exclude nccl-home -C /tmp/lent "$tag"
 	return $rc
 }
 
