@@ -241,8 +241,10 @@ static void fsdp_step(ncclComm_t comm, cudaStream_t s, int rank, int n)
 	ncclRedOp_t pms;
 	int bad = 0;
 
-	cudaMemcpy(params + (size_t)rank * SHARD, mine, SHARD * sizeof(float),
-		   cudaMemcpyDeviceToDevice);
+	/* on the collectives' stream: a synchronous device-to-device copy may
+	 * still run when the non-blocking stream starts (as PyTorch copies) */
+	cudaMemcpyAsync(params + (size_t)rank * SHARD, mine, SHARD * sizeof(float),
+			cudaMemcpyDeviceToDevice, s);
 	CHECK(ncclAllGather(params + (size_t)rank * SHARD, params, SHARD, ncclFloat, comm, s) ==
 		      ncclSuccess, "in-place all-gather");
 	CHECK(ncclReduceScatter(g, shard_avg, SHARD, ncclFloat, ncclAvg, comm, s) == ncclSuccess,
@@ -307,7 +309,8 @@ static void p2p_collectives(ncclComm_t comm, cudaStream_t s, int rank, int n)
 	for (int p = 0; p < n; p++) {
 		float *part = dev_floats(per, a2a_val, (void *)(intptr_t)(rank << 8 | p));
 
-		cudaMemcpy(send + per * (size_t)p, part, per * sizeof(float), cudaMemcpyDeviceToDevice);
+		cudaMemcpyAsync(send + per * (size_t)p, part, per * sizeof(float),
+				cudaMemcpyDeviceToDevice, s);
 		cudaFree(part);
 	}
 	CHECK(ncclGroupStart() == ncclSuccess, "a2a group");
