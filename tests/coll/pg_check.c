@@ -311,6 +311,7 @@ static void p2p_collectives(ncclComm_t comm, cudaStream_t s, int rank, int n)
 
 		cudaMemcpyAsync(send + per * (size_t)p, part, per * sizeof(float),
 				cudaMemcpyDeviceToDevice, s);
+		cudaStreamSynchronize(s); /* before the part is freed */
 		cudaFree(part);
 	}
 	CHECK(ncclGroupStart() == ncclSuccess, "a2a group");
