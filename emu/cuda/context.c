@@ -26,7 +26,9 @@ static void ctx_release(struct emu_obj *obj)
 
 	/* No op holds a reference any more, so the default stream is idle;
 	 * retiring lets its worker (if any) exit and free it. */
+	emu_late_forget(ctx->null_stream);
 	emu_stream_retire(ctx->null_stream);
+	pthread_mutex_destroy(&ctx->streams_lock);
 	pthread_cond_destroy(&ctx->idle);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);
@@ -46,6 +48,7 @@ static CUresult ctx_new(CUdevice dev, unsigned int flags, bool primary,
 	ctx->primary = primary;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_cond_init(&ctx->idle, NULL);
+	pthread_mutex_init(&ctx->streams_lock, NULL);
 	res = emu_stream_new(ctx, CU_STREAM_DEFAULT, 0, true, &ctx->null_stream);
 	if (res != CUDA_SUCCESS)
 		goto fail;
@@ -58,6 +61,7 @@ static CUresult ctx_new(CUdevice dev, unsigned int flags, bool primary,
 fail_stream:
 	emu_stream_retire(ctx->null_stream);
 fail:
+	pthread_mutex_destroy(&ctx->streams_lock);
 	pthread_cond_destroy(&ctx->idle);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);
@@ -106,6 +110,9 @@ void emu_ctx_op_end(struct CUctx_st *ctx)
 
 void emu_ctx_wait_idle(struct CUctx_st *ctx)
 {
+	/* Late ops (stream.c) wait for this: only the legacy stream has
+	 * them, and the barrier waits of blocking streams kick it too. */
+	emu_stream_kick(ctx->null_stream);
 	pthread_mutex_lock(&ctx->lock);
 	while (ctx->inflight)
 		pthread_cond_wait(&ctx->idle, &ctx->lock);

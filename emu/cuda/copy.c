@@ -1,8 +1,16 @@
 /* copy.c - memcpy and memset, synchronous and stream-ordered.
  *
  * Every copy is a stream op: the "synchronous" forms go through the current
- * context's default stream and wait for it, so they stay ordered after work
- * queued there, as in CUDA. Device-side arguments must point into memory a
+ * context's default stream, so they stay ordered after work queued there,
+ * as in CUDA. They wait for it where CUDA's "API synchronization behavior"
+ * says the call returns once the work is done: copies to host memory and
+ * from page-locked host memory to the device, memsets of page-locked host
+ * memory. A copy from pageable host memory to the device (CUDA returns once
+ * the source reached a staging buffer), a device-to-device copy and a
+ * memset of device memory do not wait: they go to the stream as late ops
+ * (stream.c), the pageable source snapshotted first, so a caller that reads
+ * the memory from another stream without synchronising sees the old
+ * contents. CUDAEMU_LATE_US=0 makes them all wait again. Device-side arguments must point into memory a
  * device could access (see emu_mem_check_access); host-side ones may be any
  * host memory, and cuMemcpy / cuMemcpyAsync accept either on each side, as
  * unified addressing allows.
@@ -23,17 +31,56 @@ static CUresult check_side(uintptr_t p, size_t bytes, enum side side)
 	return CUDA_SUCCESS;
 }
 
-/* Submits op to stream (NULL: default stream); waits for it if `sync`. */
-static CUresult submit(CUstream stream, const struct emu_op *op, bool sync)
+/* How the synchronous form of a call behaves towards the caller. */
+enum sync_kind {
+	SYNC_NONE,	/* an async call: just enqueued */
+	SYNC_WAIT,	/* returns when the work is done */
+	SYNC_LATE,	/* may complete after the call returned */
+	SYNC_LATE_SNAPSHOT,	/* the same, from a pageable source */
+};
+
+static bool is_device(uintptr_t p)
+{
+	struct emu_range r;
+
+	return emu_mem_find(p, &r) && emu_mem_is_device(r.kind);
+}
+
+/* "Pageable" is host memory the emulation does not know: neither
+ * allocated, registered nor mapped through it. */
+static enum sync_kind copy_sync_kind(uintptr_t dst, uintptr_t src)
+{
+	struct emu_range r;
+
+	if (!emu_config.late_us || !is_device(dst))
+		return SYNC_WAIT;	/* to host memory: done on return */
+	if (!emu_mem_find(src, &r))
+		return SYNC_LATE_SNAPSHOT;
+	/* device to device may return early; from pinned memory not */
+	return emu_mem_is_device(r.kind) ? SYNC_LATE : SYNC_WAIT;
+}
+
+static enum sync_kind fill_sync_kind(uintptr_t dst)
+{
+	return emu_config.late_us && is_device(dst) ? SYNC_LATE : SYNC_WAIT;
+}
+
+/* Submits op to stream (NULL: default stream), then as `sync` says. */
+static CUresult submit(CUstream stream, const struct emu_op *op,
+		       enum sync_kind sync)
 {
 	struct CUstream_st *s;
 	CUresult res = emu_stream_get(stream, &s);
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	res = emu_stream_submit(s, op);
-	if (res == CUDA_SUCCESS && sync)
-		emu_stream_wait(s);
+	if (sync == SYNC_LATE || sync == SYNC_LATE_SNAPSHOT) {
+		res = emu_stream_submit_late(s, op, sync == SYNC_LATE_SNAPSHOT);
+	} else {
+		res = emu_stream_submit(s, op);
+		if (res == CUDA_SUCCESS && sync == SYNC_WAIT)
+			emu_stream_wait(s);
+	}
 	emu_stream_put(s);
 	return res;
 }
@@ -56,7 +103,7 @@ static CUresult copy(uintptr_t dst, enum side dside, uintptr_t src,
 	op.u.copy.dst = (void *)dst;
 	op.u.copy.src = (const void *)src;
 	op.u.copy.bytes = bytes;
-	return submit(stream, &op, sync);
+	return submit(stream, &op, sync ? copy_sync_kind(dst, src) : SYNC_NONE);
 }
 
 static CUresult fill(CUdeviceptr dst, uint32_t value, unsigned width,
@@ -78,7 +125,8 @@ static CUresult fill(CUdeviceptr dst, uint32_t value, unsigned width,
 	op.u.memset.value = value;
 	op.u.memset.width = width;
 	op.u.memset.count = count;
-	return submit(stream, &op, sync);
+	return submit(stream, &op,
+		      sync ? fill_sync_kind((uintptr_t)dst) : SYNC_NONE);
 }
 
 /* ---- copies ---- */

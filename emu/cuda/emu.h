@@ -7,9 +7,11 @@
  * a CUstream is directly our stream object and the runtime (cudaStream_t is
  * the same C type) shares handles with the driver for free.
  *
- * Locking order, outermost first: capture lock (capture.c) -> stream lock ->
- * context lock -> event lock. The handle registry lock and the memory table
- * lock are leaves.
+ * Locking order, outermost first: capture lock (capture.c) -> a context's
+ * blocking-stream list lock -> stream lock (the legacy stream's before a
+ * blocking stream's never both: see stream.c) -> context lock -> event lock.
+ * The handle registry lock, the memory table lock and the late-op registry
+ * lock (stream.c) are leaves.
  */
 #ifndef CXLSHIM_EMU_CUDA_EMU_H
 #define CXLSHIM_EMU_CUDA_EMU_H
@@ -39,6 +41,10 @@ struct emu_config {
 	bool check_ptrs;	/* CUDAEMU_CHECK_PTRS, default 1 */
 	bool serial_host_fns;	/* CUDAEMU_SERIAL_HOST_FNS, default 0 (op.c) */
 	bool stats;		/* CUDAEMU_STATS, default 0 (stats.c) */
+	unsigned late_us;	/* CUDAEMU_LATE_US, default 20000: how long a
+				 * "synchronous" copy or memset that CUDA lets
+				 * finish after the call returns is held back
+				 * at most (stream.c); 0: run at once, waited */
 };
 
 extern struct emu_config emu_config;
@@ -91,8 +97,9 @@ enum emu_op_kind {
 	EMU_OP_EVENT_RECORD,
 	EMU_OP_EVENT_WAIT,
 	EMU_OP_GRAPH,
+	EMU_OP_STREAM_WAIT,	/* the legacy stream's implicit barrier */
 };
-#define EMU_OP_KINDS (EMU_OP_GRAPH + 1)
+#define EMU_OP_KINDS (EMU_OP_STREAM_WAIT + 1)
 
 struct emu_op {
 	enum emu_op_kind kind;
@@ -101,6 +108,9 @@ struct emu_op {
 			void *dst;
 			const void *src;
 			size_t bytes;
+			/* a snapshot of a pageable source (src), freed
+			 * with the op; NULL otherwise */
+			void *owned;
 		} copy;
 		struct {
 			void *dst;
@@ -133,6 +143,12 @@ struct emu_op {
 		struct {
 			struct CUgraphExec_st *exec;
 		} graph;
+		struct {
+			/* another stream of the context (a reference is
+			 * held) and how much of its work to wait for */
+			struct CUstream_st *stream;
+			uint64_t seq;
+		} stream_wait;
 	} u;
 };
 
@@ -155,6 +171,11 @@ struct CUctx_st {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	uint64_t inflight;	/* queued ops of all its streams not yet done */
+	/* Its blocking streams (created without CU_STREAM_NON_BLOCKING),
+	 * which synchronise with the legacy default stream; no references:
+	 * a stream unlinks itself when it is freed. */
+	pthread_mutex_t streams_lock;
+	struct CUstream_st *blocking;
 };
 
 /* The calling thread's current context with a new reference. */
@@ -200,6 +221,12 @@ struct emu_qop {
 	struct emu_qop *next;
 	struct emu_op op;
 	uint64_t t_submit;	/* CUDAEMU_STATS only */
+	uint64_t seq;		/* the stream's `submitted` counting this op */
+	/* A "synchronous" copy or memset CUDA may finish after the call
+	 * returned: the worker holds it until something orders after it or
+	 * CUDAEMU_LATE_US passed since t_late (stream.c). */
+	bool late;
+	uint64_t t_late;
 };
 
 struct emu_capture;
@@ -227,6 +254,14 @@ struct CUstream_st {
 	uint64_t sync_at;
 	bool worker_started;
 	bool retired;		/* handle destroyed: worker exits when drained */
+	/* A held late op with seq <= kick_seq runs now: something (a
+	 * synchronize, a barrier wait, a free) waits for it. */
+	uint64_t kick_seq;
+	uint64_t late_last;	/* seq of the last late op submitted */
+	/* Blocking streams: the legacy stream's `submitted` this stream
+	 * already queued a barrier wait for. */
+	uint64_t legacy_waited;
+	struct CUstream_st *ctx_prev, *ctx_next;	/* ctx->blocking */
 	struct emu_stats *stats;	/* CUDAEMU_STATS=1, else NULL */
 
 	/* Capture state, protected by the capture lock. `capturing` is also
@@ -246,10 +281,26 @@ struct CUstream_st {
  * reference. */
 CUresult emu_stream_get(CUstream handle, struct CUstream_st **out);
 void emu_stream_put(struct CUstream_st *s);
-/* Enqueues (or, while capturing, records into the graph) a copy of op. */
+/* Enqueues (or, while capturing, records into the graph) a copy of op,
+ * behind the legacy stream barrier where s takes part in it. */
 CUresult emu_stream_submit(struct CUstream_st *s, const struct emu_op *op);
+/* The same for a "synchronous" copy or memset that CUDA allows to complete
+ * after the call returned: the op is held back (see stream.c) and the
+ * caller does not wait. `snapshot`: the copy's source is pageable host
+ * memory the caller may reuse at once, so the op copies from a snapshot. */
+CUresult emu_stream_submit_late(struct CUstream_st *s, const struct emu_op *op,
+				bool snapshot);
 /* Blocks until everything submitted to s before the call completed. */
 void emu_stream_wait(struct CUstream_st *s);
+/* Blocks until the first `seq` ops submitted to s completed. */
+void emu_stream_wait_seq(struct CUstream_st *s, uint64_t seq);
+/* Lets every late op submitted to s so far run now. */
+void emu_stream_kick(struct CUstream_st *s);
+/* Runs every late op of the process now and waits for them (before memory
+ * they may write is freed); a no-op when there are none. */
+void emu_late_flush(void);
+/* A context's legacy stream is going away: emu_late_flush forgets it. */
+void emu_late_forget(struct CUstream_st *s);
 CUresult emu_stream_new(struct CUctx_st *ctx, unsigned int flags,
 			int priority, bool is_null, struct CUstream_st **out);
 /* Lets the worker exit (and free s) once its queue drained. */

@@ -42,7 +42,7 @@ EMU_LIBS := $(EMU_LIBCUDA) $(EMU_OUT)/libcuda.so \
 	$(EMU_LIBCUDART) $(EMU_OUT)/libcudart.so
 
 EMU_TEST_NAMES := test_stream test_memop test_graph test_memory test_runtime \
-	test_strict test_vmm test_stats
+	test_strict test_vmm test_stats test_late
 EMU_TESTS := $(EMU_TEST_NAMES:%=$(EMU_TEST_OUT)/%)
 
 .PHONY: emu test-emu clean-emu

@@ -35,6 +35,8 @@ static void init_config(void)
 	emu_config.check_ptrs = env_long("CUDAEMU_CHECK_PTRS", 1, 0, 1);
 	emu_config.serial_host_fns = env_long("CUDAEMU_SERIAL_HOST_FNS", 0, 0, 1);
 	emu_config.stats = env_long("CUDAEMU_STATS", 0, 0, 1);
+	emu_config.late_us = (unsigned)env_long("CUDAEMU_LATE_US", 20000, 0,
+						60 * 1000 * 1000);
 	atomic_store(&initialized, true);
 }
 

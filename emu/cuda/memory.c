@@ -292,6 +292,9 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 		return res;
 	if (!dptr)
 		return CUDA_SUCCESS;
+	/* A late copy or memset (stream.c) may still be due to write the
+	 * block: the caller did nothing wrong, CUDA's free waits for it. */
+	emu_late_flush();
 	return mem_free((uintptr_t)dptr, EMU_MEM_DEVICE);
 }
 

@@ -1,6 +1,7 @@
 /* op.c - running one stream / graph operation. */
 #include "emu.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* CUDA: "The host function must not make any CUDA API calls.  Attempting
@@ -46,6 +47,9 @@ void emu_op_hold(struct emu_op *op)
 	case EMU_OP_GRAPH:
 		emu_exec_get(op->u.graph.exec);
 		break;
+	case EMU_OP_STREAM_WAIT:
+		emu_obj_get(&op->u.stream_wait.stream->obj);
+		break;
 	default:
 		break;
 	}
@@ -60,6 +64,14 @@ void emu_op_release(struct emu_op *op)
 		break;
 	case EMU_OP_GRAPH:
 		emu_exec_put(op->u.graph.exec);
+		break;
+	case EMU_OP_STREAM_WAIT:
+		/* a plain put: the legacy stream pins no context of its own */
+		emu_obj_put(&op->u.stream_wait.stream->obj);
+		break;
+	case EMU_OP_COPY:
+		free(op->u.copy.owned);
+		op->u.copy.owned = NULL;
 		break;
 	default:
 		break;
@@ -137,6 +149,10 @@ void emu_op_run(struct emu_op *op)
 		break;
 	case EMU_OP_GRAPH:
 		emu_exec_run(op->u.graph.exec);
+		break;
+	case EMU_OP_STREAM_WAIT:
+		emu_stream_wait_seq(op->u.stream_wait.stream,
+				    op->u.stream_wait.seq);
 		break;
 	}
 }

@@ -27,6 +27,7 @@ static const char *const kind_names[] = {
 	[EMU_OP_EVENT_RECORD] = "record",
 	[EMU_OP_EVENT_WAIT] = "evwait",
 	[EMU_OP_GRAPH] = "graph",
+	[EMU_OP_STREAM_WAIT] = "barrier",
 };
 /* clang-format on */
 

@@ -291,6 +291,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 		return res;
 	if (!size || end < base)
 		return CUDA_ERROR_INVALID_VALUE;
+	emu_late_flush();	/* a late copy may still write there */
 	pthread_mutex_lock(&vmm_lock);
 	for (m = maps; m; m = m->next) {
 		if (m->base >= base && m->base + m->size <= end)

@@ -77,6 +77,9 @@ static void test_memory(cudaStream_t s)
 	CHECK_RT(cudaMemcpy(d, host, sizeof(host), cudaMemcpyHostToDevice),
 		 cudaSuccess);
 	CHECK_RT(cudaMemset((char *)d + 128, 0x5a, 128), cudaSuccess);
+	/* s is non-blocking, and a pageable upload and a device memset may
+	 * complete after they returned: order them before reading back */
+	CHECK_RT(cudaStreamSynchronize(NULL), cudaSuccess);
 	CHECK_RT(cudaMemcpyAsync(back, d, sizeof(back), cudaMemcpyDefault, s),
 		 cudaSuccess);
 	CHECK_RT(cudaStreamSynchronize(s), cudaSuccess);
