@@ -245,6 +245,11 @@ static int wait_all(_Atomic uint32_t *words, int n, uint32_t seq)
 	return 0;
 }
 
+static void no_op(void *arg)
+{
+	(void)arg;
+}
+
 typedef void (*combine_fn)(ncclComm_t c, void *recv, size_t bytes, const void *arg);
 
 /* Publish `bytes` of send in our slot, combine the slots into recv. */
@@ -255,7 +260,12 @@ static ncclResult_t run(ncclComm_t c, const void *send, size_t bytes, void *recv
 
 	if (bytes > FAKE_SLOT)
 		return ncclInvalidArgument;
-	if (cudaStreamSynchronize(stream) != cudaSuccess)
+	/* A real NCCL's kernel is an op on `stream`, so it follows what the
+	 * stream orders before it, the legacy stream's earlier work too when
+	 * `stream` is a blocking stream: an empty host function stands for it
+	 * (synchronising an idle stream would wait for nothing). */
+	if (cudaLaunchHostFunc(stream, no_op, NULL) != cudaSuccess ||
+	    cudaStreamSynchronize(stream) != cudaSuccess)
 		return ncclUnhandledCudaError;
 	if (send)
 		memcpy(c->slots + (size_t)c->rank * FAKE_SLOT, send, bytes);

@@ -130,7 +130,9 @@ static void test_fork_join(CUstream s0, CUstream s1, CUstream s2,
 		*bf.flag = 0;
 		memset(bf.dst_b, 0, N * 4);
 		memset(bf.dst_c, 0, N * 4);
-		cuMemsetD32(bf.d, 0, N);
+		/* on the launch stream: a plain memset of device memory may
+		 * still run after the (non-blocking) stream read it */
+		cuMemsetD32Async(bf.d, 0, N, r % 2 ? other : s0);
 		if (cuGraphLaunch(exec, r % 2 ? other : s0) != CUDA_SUCCESS)
 			continue;
 		cuStreamSynchronize(r % 2 ? other : s0);

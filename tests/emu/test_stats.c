@@ -24,7 +24,9 @@ static int child(void)
 	    cuStreamCreate(&a, CU_STREAM_NON_BLOCKING) ||
 	    cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) || cuEventCreate(&ev, 0) ||
 	    cuMemAlloc(&src, COPY_SZ) || cuMemAlloc(&dst, COPY_SZ) || cuMemAlloc(&word, 64) ||
-	    cuMemsetD32(word, 0, 16))
+	    cuMemsetD32(word, 0, 16) ||
+	    /* the memset may complete late: a and b do not wait for it */
+	    cuStreamSynchronize(NULL))
 		return 1;
 	for (int i = 0; i < COPIES; i++)
 		cuMemcpyAsync(dst, src, COPY_SZ, a);
