@@ -1,59 +1,90 @@
 /* alltoall.c - AlltoAll through the pool (N-to-N).
  *
- * Round t pairs every rank with the peer at distance o = 1 + t % (N-1):
- * rank r publishes chunk t / (N-1) of its slice for rank r+o into its own
- * staging slot and fetches the same chunk of rank r-o's slice for r, which
- * r-o published in the same round.  Every rank writes its own devices and
- * reads a different peer's, and each slot has exactly one reader.  In
- * place, a chunk's rounds are all published before any is fetched
- * (chunk_in_place()).
+ * Ranks exchange in pairs, one pair per rank and round, as in a round-robin
+ * tournament: in round t, rank r and its partner p each publish chunk
+ * t / R of their slice for the other into their own staging slot, then
+ * fetch the other's.  Every rank writes its own devices and reads a
+ * different peer's, and each slot has exactly one reader.  R rounds give
+ * every pair once: N-1 when N is even, N when it is odd (each rank then
+ * sits out one round of the R).
+ *
+ * Pairs, rather than publishing for r+o while fetching from r-o, make the
+ * exchange work in place (sendbuff == recvbuff, which nccl-tests runs):
+ * the block fetched from p lands where the block for p was, and that block
+ * was published in the same round, so the fetch only has to wait for our
+ * own publication to leave.
  */
 #include "coll.h"
 
 #include "log.h"
 #include "stage.h"
 
-static int round_t(struct cxls_op *op, const char *send, char *recv, uint32_t t)
+static uint32_t rounds_per_chunk(int n)
 {
-	uint32_t k = t / (uint32_t)(op->c->nranks - 1);
-	int to = cxls_op_pair(op, t, 1), from = cxls_op_pair(op, t, -1);
-	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
-
-	if (cxls_op_pair_put(op, t, send + (size_t)to * op->bytes + off, len) ||
-	    cxls_op_get(op, t, from, cxls_op_slot(op, from, t),
-			recv + (size_t)from * op->bytes + off, len))
-		return -1;
-	return cxls_op_ack(op, t);
+	if (n == 1)
+		return 0; /* only the local copy */
+	return (uint32_t)(n % 2 ? n : n - 1);
 }
 
-/* In place (sendbuff == recvbuff), the block received from a peer lands
- * where the block for that peer was.  So every block of chunk k is
- * published before any of chunk k is received: the reads wait until our
- * own publications of the chunk have left (our doorbell), and a chunk's
- * N-1 rounds are in flight at once, which needs as many staging slots
- * (acknowledgements stay in round order).  Ranks that are not in place
- * interleave as usual; the rounds match either way. */
-static int chunk_in_place(struct cxls_op *op, char *buf, uint32_t k)
+/* The partner of `rank` in round i of a chunk's R rounds; itself when it
+ * sits the round out.  Ranks 0..M-1 (M = R, odd) pair up as i - x and
+ * i + x around the circle of M; the one of them left over (2r = 2i mod M)
+ * pairs with rank N-1 when N is even (so N-1 is never on the circle). */
+static int partner(int rank, int n, uint32_t i)
+{
+	int m = (int)rounds_per_chunk(n), p;
+
+	if (n % 2 == 0 && rank == n - 1)
+		return (int)i;
+	p = ((2 * (int)i - rank) % m + m) % m;
+	if (p != rank)
+		return p;
+	return n % 2 == 0 ? n - 1 : rank;
+}
+
+static int round_partner(const struct cxls_op *op, uint32_t t)
+{
+	int n = op->c->nranks;
+
+	return partner(op->c->rank, n, t % rounds_per_chunk(n));
+}
+
+/* A round sat out still rings both doorbells for it, so that peers waiting
+ * for "every rank acknowledged round g" (cxls_op_wait_consumed) are not
+ * left waiting on a round nobody reads.  (Its slot is left as it is; the
+ * wait for its last reader, made before this, stands for the next writer.) */
+static int sit_out(struct cxls_op *op, uint32_t t)
 {
 	struct cxls_comm *c = op->c;
-	uint32_t n1 = (uint32_t)c->nranks - 1, t0 = k * n1;
+
+	return cxls_stage_ring(&c->st, op->ws, &c->view.pub[c->rank], op->g0 + t + 1) ||
+	       cxls_op_ack(op, t);
+}
+
+static int round_t(struct cxls_op *op, const char *send, char *recv, uint32_t t)
+{
+	struct cxls_comm *c = op->c;
+	uint32_t k = t / rounds_per_chunk(c->nranks), depth = c->lay.slots;
+	int p = round_partner(op, t);
 	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
+	size_t at = (size_t)p * op->bytes + off;
 
-	for (uint32_t t = t0; t < t0 + n1; t++)
-		if (cxls_op_pair_put(op, t, buf + (size_t)cxls_op_pair(op, t, 1) * op->bytes + off,
-				     len))
-			return -1;
-	if (cxls_stage_wait(&c->st, op->rs, &c->view.pub[c->rank], op->g0 + t0 + n1))
+	/* our slot of round t held round t - depth, read by that round's
+	 * partner (no one when we sat it out: then the wait made at that
+	 * round covers what it held before) */
+	if (cxls_op_wait_consumed(op, t, depth, t >= depth ? round_partner(op, t - depth) : -1))
 		return -1;
-	for (uint32_t t = t0; t < t0 + n1; t++) {
-		int from = cxls_op_pair(op, t, -1);
-
-		if (cxls_op_get(op, t, from, cxls_op_slot(op, from, t),
-				buf + (size_t)from * op->bytes + off, len) ||
-		    cxls_op_ack(op, t))
-			return -1;
-	}
-	return 0;
+	if (p == c->rank)
+		return sit_out(op, t);
+	if (cxls_op_put(op, t, cxls_op_slot(op, c->rank, t), send + at, len))
+		return -1;
+	/* in place the fetch overwrites what the put reads: after it left */
+	if (send == recv && op->rs != op->ws &&
+	    cxls_stage_wait(&c->st, op->rs, &c->view.pub[c->rank], op->g0 + t + 1))
+		return -1;
+	if (cxls_op_get(op, t, p, cxls_op_slot(op, p, t), recv + at, len))
+		return -1;
+	return cxls_op_ack(op, t);
 }
 
 /* Buffers that overlap other than exactly (in place) would have blocks
@@ -63,23 +94,6 @@ static int overlap(const void *a, const void *b, size_t len)
 	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
 
 	return a != b && x < y + len && y < x + len;
-}
-
-static int run(struct cxls_op *op, const char *send, char *recv)
-{
-	uint32_t n1 = (uint32_t)op->c->nranks - 1;
-
-	if (send == recv) {
-		for (uint32_t k = 0; k < op->cpr; k++)
-			if (chunk_in_place(op, recv, k))
-				return -1;
-		return 0;
-	}
-	for (uint32_t t = 0; t < op->cpr * n1; t++)
-		if (round_t(op, send, recv, t))
-			return -1;
-	return cxls_op_local_copy(op, recv + (size_t)op->c->rank * op->bytes,
-				  send + (size_t)op->c->rank * op->bytes, op->bytes);
 }
 
 ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
@@ -101,17 +115,15 @@ ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recv
 		cxls_comm_set_error(c, "AlltoAll: sendbuff and recvbuff overlap (other than in place)");
 		return ncclInvalidArgument;
 	}
-	if (sendbuff == recvbuff && c->lay.slots < (uint32_t)c->nranks - 1) {
-		cxls_comm_set_error(c, "AlltoAll in place on the pool needs %d staging chunks, the "
-				       "pool has %u: raise cccl.chunks or route AlltoAll to NCCL",
-				    c->nranks - 1, c->lay.slots);
-		return ncclInvalidUsage;
-	}
 	if ((r = cxls_op_begin(&op, c, stream,
 				 &(struct cxls_call){ CXLS_OP_ALLTOALL, count, type, 0, -1 }, bytes,
-				 (uint32_t)c->nranks - 1)))
+				 rounds_per_chunk(c->nranks))))
 		return r;
-	if (run(&op, sendbuff, recvbuff))
+	for (uint32_t t = 0; t < op.rounds; t++)
+		if (round_t(&op, sendbuff, recvbuff, t))
+			return cxls_op_abandon(&op);
+	if (cxls_op_local_copy(&op, (char *)recvbuff + (size_t)c->rank * bytes,
+			       (const char *)sendbuff + (size_t)c->rank * bytes, bytes))
 		return cxls_op_abandon(&op);
 	CXLS_TRACE("AlltoAll %zu bytes/pair, %u rounds from round %u", bytes, op.rounds, op.g0);
 	return cxls_op_end(&op);

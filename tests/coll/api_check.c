@@ -924,24 +924,6 @@ static int case_mismatch(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
-/* In-place AlltoAll needs nranks-1 staging chunks (alltoall.c): with
- * fewer (run with CXLSHIM_CCCL_CHUNKS=2) every rank is refused, nothing is
- * enqueued, and the communicator goes on working. */
-static int case_inplace_chunks(int rank, int n, const ncclUniqueId *id, void *arg)
-{
-	cudaStream_t s;
-	ncclComm_t comm = join(rank, n, id, &s);
-	char *buf = dev_alloc(4096 * (size_t)n, 'a' + rank);
-
-	(void)arg;
-	CHECK(ncclAlltoAll(buf, buf, 4096, ncclInt8, comm, s) == ncclInvalidUsage,
-	      "in place, %d ranks, 2 chunks", n);
-	CHECK(allgather_ok(comm, s, rank, n, 5000), "the communicator still works");
-	cudaFree(buf);
-	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-	return CHECK_SUMMARY();
-}
-
 /* ---- driver ------------------------------------------------------------ */
 
 struct rank_case {
@@ -969,7 +951,6 @@ static const struct rank_case rank_cases[] = {
 	{ "argcount", 2, case_argmismatch, "count" },
 	{ "argroot", 3, case_argmismatch, "root" },
 	{ "argcoll", 2, case_argmismatch, "collective" },
-	{ "inplace-chunks", 4, case_inplace_chunks, NULL },
 };
 
 int main(int argc, char **argv)
