@@ -56,6 +56,16 @@ static inline const char *cu_name(CUresult r)
 			     cu_name(want));				\
 	} while (0)
 
+/* Checks that a runtime call returns `want` (for the tests that include
+ * cuda_runtime_api.h). */
+#define CHECK_RT(call, want)						\
+	do {								\
+		cudaError_t got_ = (call);				\
+		check_report(got_ == (want), __FILE__, __LINE__,	\
+			     "%s -> %s (want %s)", #call,		\
+			     cudaGetErrorName(got_), cudaGetErrorName(want)); \
+	} while (0)
+
 static inline double now_ms(void)
 {
 	struct timespec ts;

@@ -17,14 +17,6 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#define CHECK_RT(call, want)						\
-	do {								\
-		cudaError_t got_ = (call);				\
-		check_report(got_ == (want), __FILE__, __LINE__,	\
-			     "%s -> %s (want %s)", #call,		\
-			     cudaGetErrorName(got_), cudaGetErrorName(want)); \
-	} while (0)
-
 #define N 4096
 
 static char *dev;		/* the device buffer under test */

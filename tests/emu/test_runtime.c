@@ -7,14 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK_RT(call, want)						\
-	do {								\
-		cudaError_t got_ = (call);				\
-		check_report(got_ == (want), __FILE__, __LINE__,	\
-			     "%s -> %s (want %s)", #call,		\
-			     cudaGetErrorName(got_), cudaGetErrorName(want)); \
-	} while (0)
-
 static void *lazy_thread(void *arg)
 {
 	void *p = NULL;
