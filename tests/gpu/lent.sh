@@ -52,6 +52,7 @@ export OPAL_PREFIX=$B OPAL_LIBDIR=$B/lib/openmpi/lib OPAL_PKGLIBDIR=$B/lib/openm
 export OPAL_PKGDATADIR=$B/share/openmpi OPAL_DATADIR=$B/share OPAL_SYSCONFDIR=$B/etc OPAL_BINDIR=$B/bin
 export PMIX_MCA_mca_base_component_path=$B/lib/pmix2/lib/pmix PMIX_INSTALL_PREFIX=$B/lib/pmix2
 export OMPI_MCA_mca_base_component_show_load_errors=0 PMIX_MCA_mca_base_component_show_load_errors=0
+export PMIX_MCA_pcompress_base_silence_warning=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 exec "$B/bin/orterun" "$@"
