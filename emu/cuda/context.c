@@ -110,7 +110,7 @@ void emu_ctx_op_end(struct CUctx_st *ctx)
 
 void emu_ctx_wait_idle(struct CUctx_st *ctx)
 {
-	/* Late ops (stream.c) wait for this: only the legacy stream has
+	/* Late ops (late.c) wait for this: only the legacy stream has
 	 * them, and the barrier waits of blocking streams kick it too. */
 	emu_stream_kick(ctx->null_stream);
 	pthread_mutex_lock(&ctx->lock);

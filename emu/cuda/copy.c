@@ -8,7 +8,7 @@
  * memory. A copy from pageable host memory to the device (CUDA returns once
  * the source reached a staging buffer), a device-to-device copy and a
  * memset of device memory do not wait: they go to the stream as late ops
- * (stream.c), the pageable source snapshotted first, so a caller that reads
+ * (late.c), the pageable source snapshotted first, so a caller that reads
  * the memory from another stream without synchronising sees the old
  * contents. CUDAEMU_LATE_US=0 makes them all wait again. Device-side arguments must point into memory a
  * device could access (see emu_mem_check_access); host-side ones may be any

@@ -9,9 +9,9 @@
  *
  * Locking order, outermost first: capture lock (capture.c) -> a context's
  * blocking-stream list lock -> stream lock (the legacy stream's before a
- * blocking stream's never both: see stream.c) -> context lock -> event lock.
+ * blocking stream's never both: see barrier.c) -> context lock -> event lock.
  * The handle registry lock, the memory table lock and the late-op registry
- * lock (stream.c) are leaves.
+ * lock (late.c) are leaves.
  */
 #ifndef CXLSHIM_EMU_CUDA_EMU_H
 #define CXLSHIM_EMU_CUDA_EMU_H
@@ -296,6 +296,37 @@ void emu_stream_wait(struct CUstream_st *s);
 void emu_stream_wait_seq(struct CUstream_st *s, uint64_t seq);
 /* Lets every late op submitted to s so far run now. */
 void emu_stream_kick(struct CUstream_st *s);
+/* Blocks until the late ops submitted to s so far ran, or `deadline`
+ * (NULL: none) passed; false when it timed out. */
+bool emu_stream_wait_late(struct CUstream_st *s, const struct timespec *deadline);
+/* Queue entries: a copy of op (holding what it references), and freeing a
+ * chain of them. */
+struct emu_qop *emu_qop_new(const struct emu_op *op);
+void emu_qop_free(struct emu_qop *q);
+void emu_qops_free(struct emu_qop *q);
+
+/* ---- barrier.c: the legacy stream's implicit barrier ---- */
+
+/* Created without CU_STREAM_NON_BLOCKING (and not a default stream). */
+bool emu_stream_blocking(const struct CUstream_st *s);
+/* A blocking stream joins / leaves its context's list. */
+void emu_barrier_link(struct CUstream_st *s);
+void emu_barrier_unlink(struct CUstream_st *s);
+/* The barrier ops an op submitted to s must follow, chained in *chain;
+ * *legacy_seq: the legacy work a blocking stream's barrier waits for.
+ * -1 when out of memory. */
+int emu_barrier_ops(struct CUstream_st *s, struct emu_qop **chain, uint64_t *legacy_seq);
+
+/* ---- late.c: synchronous calls that complete late ---- */
+
+/* The source of a pageable copy, copied now (the caller may reuse it). */
+int emu_late_snapshot(struct emu_qop *q);
+/* Makes s (a legacy stream about to hold a late op) known to
+ * emu_late_flush; -1 when out of memory. */
+int emu_late_register(struct CUstream_st *s);
+/* A late op was queued / ran (emu_late_flush's fast path). */
+void emu_late_queued(void);
+void emu_late_ran(void);
 /* Runs every late op of the process now and waits for them (before memory
  * they may write is freed); a no-op when there are none. */
 void emu_late_flush(void);
@@ -437,6 +468,16 @@ static inline uint64_t emu_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline struct timespec emu_ns_to_ts(uint64_t ns)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(ns / 1000000000u),
+		.tv_nsec = (long)(ns % 1000000000u),
+	};
+
+	return ts;
 }
 
 /* CPU hint for spin loops. */

@@ -28,7 +28,7 @@ EMU_TEST_OUT := $(EMU_OUT)/tests
 EMU_CFLAGS := $(filter-out -fPIC -D_GNU_SOURCE -fvisibility=%,$(CFLAGS)) \
 	-fPIC -D_GNU_SOURCE -fvisibility=default -I$(CUDA_INC)
 
-EMU_DRV_NAMES := init errors handle device context memory copy stream op \
+EMU_DRV_NAMES := init errors handle device context memory copy stream barrier late op \
 	event memop capture graph legacy procaddr vmm stats
 EMU_RT_NAMES := runtime rt_device rt_memory rt_stream rt_error rt_entry
 

@@ -7,27 +7,9 @@
  * was retired and its queue drained, so cuStreamDestroy returns at once while
  * queued work still completes, as in CUDA.
  *
- * The legacy default stream's implicit barrier is emulated in stream order,
- * never by blocking the caller: an op submitted to the legacy stream is
- * preceded in its queue by a barrier op (EMU_OP_STREAM_WAIT) for each
- * blocking stream of the context that has work not yet complete, and an op
- * submitted to a blocking stream by one for the legacy stream's work. Each
- * barrier waits only for ops submitted before its own op was, so the waits
- * form no cycle. Non-blocking streams take no part. Every context has one
- * default stream, used for NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD
- * alike (so the per-thread stream is the legacy one, see README.md).
- *
- * Late ops. CUDA lets a "synchronous" copy from pageable host memory to the
- * device, a device-to-device copy and a memset of device memory return
- * before they completed (the "API synchronization behavior" section); a
- * caller that then reads the memory from a non-blocking stream without
- * synchronising races with the copy. To make that race lose every time
- * instead of by chance, such an op is submitted "late" to the legacy stream
- * and its worker holds it at the head of the queue until something orders
- * after it: another op of the stream, a synchronize or barrier wait on the
- * stream (kick_seq), a free of memory (emu_late_flush), process exit; or,
- * failing all that, CUDAEMU_LATE_US after it was submitted, so that a
- * program that never synchronises still sees its data, only later.
+ * Before an op joins the queue it may get barrier ops ahead of it (the
+ * legacy stream's implicit barrier, barrier.c), and a "late" op is held at
+ * the head of the queue until something orders after it (late.c).
  */
 #include "emu.h"
 
@@ -38,58 +20,13 @@
 #define PRIORITY_LEAST		0
 #define PRIORITY_GREATEST	(-5)
 
-/* Late ops submitted and not yet run, all streams: emu_late_flush's fast
- * path. */
-static atomic_ulong late_pending;
-
-/* Legacy streams that ever held a late op, for emu_late_flush. No
- * references: a context forgets its legacy stream before releasing it. */
-static pthread_mutex_t late_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct CUstream_st **late_streams;
-static size_t late_n, late_cap;
-
-static bool is_blocking(const struct CUstream_st *s)
-{
-	return !s->is_null && !(s->flags & CU_STREAM_NON_BLOCKING);
-}
-
-/* ---- the context's list of blocking streams ---- */
-
-static void link_blocking(struct CUstream_st *s)
-{
-	struct CUctx_st *ctx = s->ctx;
-
-	pthread_mutex_lock(&ctx->streams_lock);
-	s->ctx_prev = NULL;
-	s->ctx_next = ctx->blocking;
-	if (ctx->blocking)
-		ctx->blocking->ctx_prev = s;
-	ctx->blocking = s;
-	pthread_mutex_unlock(&ctx->streams_lock);
-}
-
-static void unlink_blocking(struct CUstream_st *s)
-{
-	struct CUctx_st *ctx = s->ctx;
-
-	pthread_mutex_lock(&ctx->streams_lock);
-	if (s->ctx_prev)
-		s->ctx_prev->ctx_next = s->ctx_next;
-	else if (ctx->blocking == s)
-		ctx->blocking = s->ctx_next;
-	if (s->ctx_next)
-		s->ctx_next->ctx_prev = s->ctx_prev;
-	s->ctx_prev = s->ctx_next = NULL;
-	pthread_mutex_unlock(&ctx->streams_lock);
-}
-
 static void stream_release(struct emu_obj *obj)
 {
 	struct CUstream_st *s = (struct CUstream_st *)obj;
 
 	/* First, under the list lock: a legacy submit may be looking at s. */
-	if (is_blocking(s))
-		unlink_blocking(s);
+	if (emu_stream_blocking(s))
+		emu_barrier_unlink(s);
 
 	pthread_cond_destroy(&s->done);
 	pthread_cond_destroy(&s->work);
@@ -112,16 +49,6 @@ static void init_cond(pthread_cond_t *cond)
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
 	pthread_cond_init(cond, &attr);
 	pthread_condattr_destroy(&attr);
-}
-
-static struct timespec ns_to_ts(uint64_t ns)
-{
-	struct timespec ts = {
-		.tv_sec = (time_t)(ns / 1000000000u),
-		.tv_nsec = (long)(ns % 1000000000u),
-	};
-
-	return ts;
 }
 
 CUresult emu_stream_new(struct CUctx_st *ctx, unsigned int flags,
@@ -147,8 +74,8 @@ CUresult emu_stream_new(struct CUctx_st *ctx, unsigned int flags,
 		return CUDA_SUCCESS;
 	}
 	emu_obj_get(&ctx->obj);
-	if (is_blocking(s))
-		link_blocking(s);
+	if (emu_stream_blocking(s))
+		emu_barrier_link(s);
 	res = emu_handle_publish(&s->obj);
 	if (res != CUDA_SUCCESS) {
 		emu_obj_put(&s->obj);
@@ -213,7 +140,7 @@ static void wake_synchronizers(struct CUstream_st *s)
  * something orders after q (an op behind it, a kick) or its time is up. */
 static void hold_late(struct CUstream_st *s, struct emu_qop *q)
 {
-	struct timespec due = ns_to_ts(q->t_late +
+	struct timespec due = emu_ns_to_ts(q->t_late +
 				       (uint64_t)emu_config.late_us * 1000u);
 
 	while (!q->next && q->seq > s->kick_seq && !s->retired)
@@ -264,7 +191,7 @@ static void *worker_main(void *arg)
 		}
 		pthread_mutex_unlock(&s->lock);
 		if (late)
-			atomic_fetch_sub(&late_pending, 1);
+			emu_late_ran();
 		/* Outside the stream lock: this may drop the last reference on
 		 * the context, whose release retires its default stream. */
 		emu_ctx_op_end(s->ctx);
@@ -298,7 +225,7 @@ static int start_worker(struct CUstream_st *s)
 
 /* ---- queue entries ---- */
 
-static struct emu_qop *qop_new(const struct emu_op *op)
+struct emu_qop *emu_qop_new(const struct emu_op *op)
 {
 	struct emu_qop *q = calloc(1, sizeof(*q));
 
@@ -309,158 +236,23 @@ static struct emu_qop *qop_new(const struct emu_op *op)
 	return q;
 }
 
-static void qop_free(struct emu_qop *q)
+void emu_qop_free(struct emu_qop *q)
 {
 	emu_op_release(&q->op);
 	free(q);
 }
 
-static void qops_free(struct emu_qop *q)
+void emu_qops_free(struct emu_qop *q)
 {
 	struct emu_qop *next;
 
 	for (; q; q = next) {
 		next = q->next;
-		qop_free(q);
+		emu_qop_free(q);
 	}
 }
 
-/* A barrier op: wait until the first seq ops of w completed. Takes a
- * reference on w, so the caller must know w cannot be freed meanwhile. */
-static struct emu_qop *barrier_new(struct CUstream_st *w, uint64_t seq)
-{
-	struct emu_op op = { .kind = EMU_OP_STREAM_WAIT };
-
-	op.u.stream_wait.stream = w;
-	op.u.stream_wait.seq = seq;
-	return qop_new(&op);
-}
-
-/* The source of a pageable copy, copied now: the caller may reuse its
- * buffer as soon as the call returns, as CUDA's staging copy allows. */
-static int snapshot_src(struct emu_qop *q)
-{
-	void *buf = malloc(q->op.u.copy.bytes);
-
-	if (!buf)
-		return -1;
-	memcpy(buf, q->op.u.copy.src, q->op.u.copy.bytes);
-	q->op.u.copy.src = buf;
-	q->op.u.copy.owned = buf;
-	return 0;
-}
-
-/* ---- the legacy stream barrier ---- */
-
-/* For an op submitted to the legacy stream s: a barrier op for every
- * blocking stream of the context with work submitted and not complete,
- * chained in *chain. -1 when out of memory. */
-static int legacy_barriers(struct CUstream_st *s, struct emu_qop **chain)
-{
-	struct CUctx_st *ctx = s->ctx;
-	struct emu_qop *w;
-	struct CUstream_st *b;
-	int err = 0;
-
-	*chain = NULL;
-	pthread_mutex_lock(&ctx->streams_lock);
-	for (b = ctx->blocking; b && !err; b = b->ctx_next) {
-		pthread_mutex_lock(&b->lock);
-		/* Work pending means b's worker still holds its reference, so
-		 * taking one here cannot revive a stream being freed. */
-		if (b->completed < b->submitted) {
-			w = barrier_new(b, b->submitted);
-			if (w) {
-				w->next = *chain;
-				*chain = w;
-			} else {
-				err = -1;
-			}
-		}
-		pthread_mutex_unlock(&b->lock);
-	}
-	pthread_mutex_unlock(&ctx->streams_lock);
-	if (err) {
-		qops_free(*chain);
-		*chain = NULL;
-	}
-	return err;
-}
-
-/* For an op submitted to a blocking stream: the legacy stream's
- * `submitted` if it has work not complete, else 0. */
-static uint64_t legacy_busy(struct CUstream_st *legacy)
-{
-	uint64_t seq;
-
-	pthread_mutex_lock(&legacy->lock);
-	seq = legacy->completed < legacy->submitted ? legacy->submitted : 0;
-	pthread_mutex_unlock(&legacy->lock);
-	return seq;
-}
-
-/* The barrier ops an op submitted to s must follow, in *chain; *legacy_seq
- * says which legacy work a blocking stream's barrier waits for. */
-static int barriers_for(struct CUstream_st *s, struct emu_qop **chain,
-			uint64_t *legacy_seq)
-{
-	struct CUstream_st *legacy = s->ctx->null_stream;
-
-	*chain = NULL;
-	*legacy_seq = 0;
-	if (s->is_null)
-		return legacy_barriers(s, chain);
-	if (!is_blocking(s))
-		return 0;
-	*legacy_seq = legacy_busy(legacy);
-	if (!*legacy_seq || *legacy_seq <= s->legacy_waited)
-		return 0;	/* racy read: re-checked under s->lock */
-	/* s pins its context, which owns the legacy stream */
-	*chain = barrier_new(legacy, *legacy_seq);
-	return *chain ? 0 : -1;
-}
-
-/* ---- late ops ---- */
-
-/* Makes s known to emu_late_flush. */
-static int late_register(struct CUstream_st *s)
-{
-	struct CUstream_st **p;
-	size_t i;
-	int err = 0;
-
-	pthread_mutex_lock(&late_lock);
-	for (i = 0; i < late_n; i++)
-		if (late_streams[i] == s)
-			goto out;
-	if (late_n == late_cap) {
-		p = realloc(late_streams,
-			    (late_cap ? late_cap * 2 : 8) * sizeof(*p));
-		if (!p) {
-			err = -1;
-			goto out;
-		}
-		late_streams = p;
-		late_cap = late_cap ? late_cap * 2 : 8;
-	}
-	late_streams[late_n++] = s;
-out:
-	pthread_mutex_unlock(&late_lock);
-	return err;
-}
-
-void emu_late_forget(struct CUstream_st *s)
-{
-	size_t i;
-
-	pthread_mutex_lock(&late_lock);
-	for (i = 0; i < late_n; i++)
-		if (late_streams[i] == s) {
-			late_streams[i] = late_streams[--late_n];
-			break;
-		}
-	pthread_mutex_unlock(&late_lock);
-}
+/* ---- late ops: held until kicked ---- */
 
 /* Called with s->lock held: late ops up to seq run now. */
 static void kick_locked(struct CUstream_st *s, uint64_t seq)
@@ -503,13 +295,13 @@ static CUresult submit(struct CUstream_st *s, const struct emu_op *op,
 	    emu_capture_op(s, op, &res))
 		return res;
 
-	q = qop_new(op);
+	q = emu_qop_new(op);
 	if (!q)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if ((snapshot && snapshot_src(q) < 0) ||
-	    (late && late_register(s) < 0) ||
-	    barriers_for(s, &chain, &legacy_seq) < 0) {
-		qop_free(q);
+	if ((snapshot && emu_late_snapshot(q) < 0) ||
+	    (late && emu_late_register(s) < 0) ||
+	    emu_barrier_ops(s, &chain, &legacy_seq) < 0) {
+		emu_qop_free(q);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (s->stats)
@@ -541,12 +333,12 @@ static CUresult submit(struct CUstream_st *s, const struct emu_op *op,
 	enqueue(s, q);
 	if (late) {
 		s->late_last = q->seq;
-		atomic_fetch_add(&late_pending, 1);
+		emu_late_queued();
 	}
 	pthread_cond_signal(&s->work);
 	pthread_mutex_unlock(&s->lock);
 	if (unused) {
-		qop_free(unused);
+		emu_qop_free(unused);
 		emu_ctx_op_end(s->ctx);
 	}
 	return CUDA_SUCCESS;
@@ -555,8 +347,8 @@ fail:
 	pthread_mutex_unlock(&s->lock);
 	for (w = chain, nops = 1; w; w = w->next)
 		nops++;
-	qops_free(chain);
-	qop_free(q);
+	emu_qops_free(chain);
+	emu_qop_free(q);
 	while (nops--)
 		emu_ctx_op_end(s->ctx);
 	return CUDA_ERROR_OUT_OF_MEMORY;
@@ -605,60 +397,21 @@ void emu_stream_wait_seq(struct CUstream_st *s, uint64_t seq)
 	pthread_mutex_unlock(&s->lock);
 }
 
+bool emu_stream_wait_late(struct CUstream_st *s, const struct timespec *deadline)
+{
+	bool done;
+
+	pthread_mutex_lock(&s->lock);
+	done = wait_locked(s, s->late_last, deadline);
+	pthread_mutex_unlock(&s->lock);
+	return done;
+}
+
 void emu_stream_wait(struct CUstream_st *s)
 {
 	pthread_mutex_lock(&s->lock);
 	wait_locked(s, s->submitted, NULL);
 	pthread_mutex_unlock(&s->lock);
-}
-
-/* Runs the late ops of every registered stream and waits for them, until
- * `deadline` if not NULL. */
-static void late_flush(const struct timespec *deadline)
-{
-	struct CUstream_st **list;
-	size_t i, n;
-
-	if (!atomic_load(&late_pending))
-		return;
-	pthread_mutex_lock(&late_lock);
-	n = late_n;
-	list = malloc((n ? n : 1) * sizeof(*list));
-	if (list) {
-		/* registered legacy streams are alive: their context
-		 * forgets them before it lets them go */
-		for (i = 0; i < n; i++) {
-			list[i] = late_streams[i];
-			emu_obj_get(&list[i]->obj);
-		}
-	}
-	pthread_mutex_unlock(&late_lock);
-	if (!list)
-		return;
-	for (i = 0; i < n; i++) {
-		pthread_mutex_lock(&list[i]->lock);
-		wait_locked(list[i], list[i]->late_last, deadline);
-		pthread_mutex_unlock(&list[i]->lock);
-		emu_obj_put(&list[i]->obj);
-	}
-	free(list);
-}
-
-void emu_late_flush(void)
-{
-	late_flush(NULL);
-}
-
-/* At exit (or unload), late ops still held run before the process goes,
- * as a GPU finishes queued copies: device memory may be shared (a
- * registered MAP_SHARED region) and read by another process. Bounded, so
- * a late op stuck behind a wait that never ends cannot hang the exit. */
-__attribute__((destructor))
-static void late_flush_at_exit(void)
-{
-	struct timespec deadline = ns_to_ts(emu_now_ns() + 1000000000u);
-
-	late_flush(&deadline);
 }
 
 void emu_stream_retire(struct CUstream_st *s)
