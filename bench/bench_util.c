@@ -712,7 +712,6 @@ const struct bu_coll bu_colls[BU_NCOLLS] = {
 	},
 	[BU_ALLTOALL] = {
 		.name = "alltoall",
-		.no_inplace = 1,
 		.counts = aa_counts,
 		.bus_factor = nm1_bus_factor,
 		.pool_bytes = aa_pool_bytes,

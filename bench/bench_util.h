@@ -86,7 +86,7 @@ struct bu_coll {
 	const char *name;
 	int has_root;
 	int has_op;
-	/* No in-place variant (alltoall): the in-place columns print N/A and
+	/* No in-place variant (sendrecv): the in-place columns print N/A and
 	 * the in-place call is never made. */
 	int no_inplace;
 	/* nccl-tests semantics: nbytes is the size printed in the first column,

@@ -105,11 +105,17 @@ static void mpi_scatter(const struct mpi_call *c)
 		MPI_Scatter(c->send, n, MPI_BYTE, c->recv, n, MPI_BYTE, k->root, MPI_COMM_WORLD);
 }
 
-/* Out of place only (no_inplace), like ncclAlltoAll. */
+/* In place (sendbuff == recvbuff, as nccl-tests calls ncclAlltoAll) is
+ * MPI_IN_PLACE. */
 static void mpi_alltoall(const struct mpi_call *c)
 {
 	int n = byte_count(c->k, c->k->c.paramcount);
-	MPI_Alltoall(c->send, n, MPI_BYTE, c->recv, n, MPI_BYTE, MPI_COMM_WORLD);
+
+	if (c->inplace)
+		MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c->recv, n, MPI_BYTE,
+			     MPI_COMM_WORLD);
+	else
+		MPI_Alltoall(c->send, n, MPI_BYTE, c->recv, n, MPI_BYTE, MPI_COMM_WORLD);
 }
 
 static void mpi_sendrecv(const struct mpi_call *c)

@@ -118,6 +118,8 @@ step "api: same, 3 ranks, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLA
 step "api: ncclCommSplit (parity, NOCOLOR, nested)" shim "$BUILD/tests/api_check" split
 step "api: ncclCommShrink after a rank died" shim "$BUILD/tests/api_check" shrink
 step "api: CUDA graph: 100 replays, eager ops between" shim "$BUILD/tests/api_check" graph
+step "api: CUDA graph: AlltoAll in place, 5 ranks, 30 replays, two work streams" env \
+	CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" grapha2a
 step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphcount
 step "api: CUDA graph: ranks replay different calls (group vs op): ncclInvalidUsage" \
@@ -183,6 +185,9 @@ fi
 step "coll: AlltoAll in and out of place, 5 ranks, 1 staging slot, two work streams" env \
 	CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=1 CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" \
 	"$BUILD/tests/coll_check" -n 5 -C alltoall -c 1,odd,1M -t int8,float
+step "coll: AlltoAll, some ranks in place and the others not (4 and 5 ranks, two streams)" sh -c \
+	"for n in 4 5; do env CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD=$SHIM $BUILD/tests/coll_check -n \$n \
+	 -C alltoall -m -c 1,odd,1M -t int8,float || exit 1; done"
 
 echo "== Reduce, AllReduce, ReduceScatter, bit-exact: 12 types x sum/prod/max/min/avg/PreMulSum"
 for n in 1 2 3 4; do

@@ -113,7 +113,7 @@ ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll);
  * published so far); none when dst == src (in place). */
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len);
 
-/* Pairwise rounds (AlltoAll, ReduceScatter, AllReduce): round t pairs each
+/* Pairwise rounds (ReduceScatter, AllReduce): round t pairs each
  * rank with the one at distance 1 + t % (N-1), ahead (sign 1, the rank we
  * write for) or behind (sign -1, the rank we read from). */
 static inline int cxls_op_pair(const struct cxls_op *op, uint32_t t, int sign)

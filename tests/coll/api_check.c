@@ -43,10 +43,22 @@ static char *dev_alloc(size_t n, int fill)
 	return p;
 }
 
+/* Device memory filled on stream s (no host synchronisation: the graph
+ * test queues an eager op right behind a replay). */
+static char *stream_alloc(size_t n, int fill, cudaStream_t s)
+{
+	char *p = NULL;
+
+	if (cudaMalloc((void **)&p, n) != cudaSuccess)
+		return NULL;
+	cudaMemsetAsync(p, fill, n, s);
+	return p;
+}
+
 /* AllGather of one byte pattern per rank; returns 1 when correct. */
 static int allgather_ok(ncclComm_t comm, cudaStream_t s, int rank, int n, size_t bytes)
 {
-	char *send = dev_alloc(bytes, 'a' + rank), *recv = dev_alloc(bytes * n, 0);
+	char *send = stream_alloc(bytes, 'a' + rank, s), *recv = stream_alloc(bytes * n, 0, s);
 	char *host = malloc(bytes * n);
 	int ok;
 
@@ -55,6 +67,7 @@ static int allgather_ok(ncclComm_t comm, cudaStream_t s, int rank, int n, size_t
 	     cudaMemcpy(host, recv, bytes * n, cudaMemcpyDeviceToHost) == cudaSuccess;
 	for (size_t i = 0; ok && i < bytes * n; i++)
 		ok = host[i] == 'a' + (int)(i / bytes);
+	cudaStreamSynchronize(s); /* the fills, also when the call failed */
 	cudaFree(send);
 	cudaFree(recv);
 	free(host);
@@ -924,6 +937,57 @@ static int case_mismatch(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* AlltoAll in place captured once and replayed with new inputs, eager
+ * collectives between replays: in place, a rank's fetch from a peer waits
+ * for its own publication of the same block, a doorbell the replay
+ * rebases like the others (alltoall.c, replay.h). */
+#define A2A_REPLAYS 30
+
+static int case_graph_a2a(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t per = 200 * 1024 + 13;
+	char *buf, *host = malloc(per * n);
+	ncclComm_t comm;
+	cudaStream_t s;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	int bad = -1;
+
+	(void)arg;
+	cudaSetDevice(test_device(rank));
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	buf = dev_alloc(per * n, 0);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "eager op before the capture");
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	CHECK(ncclAlltoAll(buf, buf, per, ncclInt8, comm, s) == ncclSuccess, "captured AlltoAll");
+	CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
+	CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; it < A2A_REPLAYS; it++) {
+		/* block q of rank r holds r * 7 + q * 3 + it; it lands as block
+		 * r of rank q */
+		for (int q = 0; q < n; q++)
+			cudaMemsetAsync(buf + per * q, (rank * 7 + q * 3 + it) & 0xff, per, s);
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		cudaMemcpy(host, buf, per * n, cudaMemcpyDeviceToHost);
+		for (size_t i = 0; bad < 0 && i < per * n; i++)
+			if ((unsigned char)host[i] !=
+			    (unsigned char)(((int)(i / per) * 7 + rank * 3 + it) & 0xff))
+				bad = it;
+		if (it % 5 == 2)
+			CHECK(allgather_ok(comm, s, rank, n, 3 * 4096 + 1), "eager op after replay %d",
+			      it);
+	}
+	CHECK(bad < 0, "replay %d gave wrong results", bad);
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(graph);
+	cudaFree(buf);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	free(host);
+	return CHECK_SUMMARY();
+}
+
 /* ---- driver ------------------------------------------------------------ */
 
 struct rank_case {
@@ -941,6 +1005,7 @@ static const struct rank_case rank_cases[] = {
 	{ "abort", 2, case_abort, NULL },
 	{ "mismatch", 2, case_mismatch, NULL },
 	{ "graph", 3, case_graph, NULL },
+	{ "grapha2a", 5, case_graph_a2a, NULL },
 	{ "graphcount", 2, case_graph_mismatch, "count" },
 	{ "graphkind", 3, case_graph_mismatch, "kind" },
 	{ "streams", 2, case_streams, NULL },

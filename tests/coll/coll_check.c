@@ -7,9 +7,11 @@
  * Output buffers are pre-filled with a poison byte, so a chunk that is
  * never written is caught too.
  *
- *   coll_check -n NRANKS [-C COLLS] [-c BYTES,...] [-t TYPES] [-r ROOTS] [-i ITERS]
+ *   coll_check -n NRANKS [-C COLLS] [-c BYTES,...] [-t TYPES] [-r ROOTS] [-i ITERS] [-m]
  * COLLS: comma list of allgather, broadcast, gather, scatter, alltoall
- * (default: all of them).
+ * (default: all of them).  -m: AlltoAll's in-place pass runs in place on
+ * odd ranks only and its out-of-place pass on even ranks only (ranks that
+ * differ must still agree on the exchange).
  * BYTES are bytes per rank (rounded down to whole elements; "odd" means
  * 3 elements + 1, "1" one element).  Exit status 0 iff every check passed.
  */
@@ -39,6 +41,7 @@ struct opts {
 	int ntypes;
 	int max_roots;       /* roots tried: min(nranks, max_roots) */
 	int iters;
+	int mixed;           /* -m */
 };
 
 static const size_t type_size[12] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1 };
@@ -269,7 +272,8 @@ static void sweep(ncclComm_t comm, cudaStream_t s, struct bufs *b, const struct 
 
 			for (int inplace = 0; inplace < 2; inplace++) {
 				if (o->colls & COLL_ALLTOALL)
-					check_alltoall(comm, s, b, rank, n, t, count, inplace,
+					check_alltoall(comm, s, b, rank, n, t, count,
+						       o->mixed ? inplace ^ !(rank % 2) : inplace,
 						       seed ^ ((uint64_t)inplace << 40));
 				if (o->colls & COLL_ALLGATHER)
 					check_allgather(comm, s, b, rank, n, t, count, inplace,
@@ -409,7 +413,7 @@ int main(int argc, char **argv)
 	struct opts o = { .nranks = 2, .colls = COLL_ALL, .max_roots = 64, .iters = 1 };
 	int opt, rc;
 
-	while ((opt = getopt(argc, argv, "n:C:c:t:r:i:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:C:c:t:r:i:m")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'C':
@@ -423,9 +427,10 @@ int main(int argc, char **argv)
 			break;
 		case 'r': o.max_roots = atoi(optarg); break;
 		case 'i': o.iters = atoi(optarg); break;
+		case 'm': o.mixed = 1; break;
 		default:
 			fprintf(stderr, "usage: %s -n NRANKS [-C COLL,..] "
-					"[-c BYTES,..] [-t TYPES|all] [-r MAXROOTS] [-i ITERS]\n",
+					"[-c BYTES,..] [-t TYPES|all] [-r MAXROOTS] [-i ITERS] [-m]\n",
 				argv[0]);
 			return 2;
 		}

@@ -82,16 +82,31 @@ fails=0
 note() { echo "gpu-accept: $*"; }
 
 # limit SECONDS: the time a run may take, cut to what --budget leaves
-# (0: nothing is left)
-DEADLINE=$(($(date +%s) + BUDGET))
+# (0: nothing is left).  The budget counts from CXLSHIM_ACCEPT_START
+# (lent.sh sets it before it unpacks), else from now; each run may take 5
+# s more than its limit (timeout -k 5).
+DEADLINE=$((${CXLSHIM_ACCEPT_START:-$(date +%s)} + BUDGET))
 limit() {
-	local left=$((DEADLINE - $(date +%s)))
+	local left=$((DEADLINE - $(date +%s) - 5))
 	if [ "$BUDGET" = 0 ] || [ "$left" -ge "$1" ]; then
 		echo "$1"
 	elif [ "$left" -ge 10 ]; then
 		echo "$left"
 	else
 		echo 0
+	fi
+}
+
+# ended ITEM RC WANTED GIVEN LOG START: records how a run ended; one that
+# timed out because --budget cut its limit is SKIP, not FAIL
+ended() {
+	local item=$1 rc=$2 wanted=$3 given=$4 log=$5 start=$6
+	if [ "$rc" = 0 ]; then
+		record "$item" PASS "$(($(date +%s) - start)) s"
+	elif [ "$rc" = 124 ] && [ "$given" -lt "$wanted" ]; then
+		record "$item" SKIP "cut by --budget $BUDGET after $given s, logs/$(basename "$log")"
+	else
+		record "$item" FAIL "exit $rc$([ "$rc" = 124 ] && echo ' (timed out)'), logs/$(basename "$log")"
 	fi
 }
 
@@ -220,22 +235,18 @@ run_env=(LD_LIBRARY_PATH="$RUN_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # step ITEM NAME SECONDS CMD...: one program under the preload, logged
 step() {
-	local item=$1 name=$2 secs=$3 log rc start
+	local item=$1 name=$2 secs=$3 log rc start given
 	shift 3
 	log=$OUT/logs/$item-$(echo "$name" | tr -c 'A-Za-z0-9._-' _).log
-	secs=$(limit "$secs")
-	if [ "$secs" = 0 ]; then
+	given=$(limit "$secs")
+	if [ "$given" = 0 ]; then
 		record "$item: $name" SKIP "out of time (--budget $BUDGET)"
 		return 0
 	fi
 	start=$(date +%s)
-	env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout -k 5 "$secs" "$@" >"$log" 2>&1
+	env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout -k 5 "$given" "$@" >"$log" 2>&1
 	rc=$?
-	if [ $rc = 0 ]; then
-		record "$item: $name" PASS "$(($(date +%s) - start)) s"
-	else
-		record "$item: $name" FAIL "exit $rc$([ $rc = 124 ] && echo ' (timed out)'), logs/$(basename "$log")"
-	fi
+	ended "$item: $name" $rc "$secs" "$given" "$log" "$start"
 	return $rc
 }
 
@@ -265,10 +276,16 @@ pool_tests() {
 # pinned_bw plain and under the preload; placed memory must reach 95% of
 # cudaHostAlloc's bandwidth both ways (CPU figures on the emulation).
 pinned() {
-	local plain shim log=$OUT/logs/pinned.log p_h p_d s_h s_d placed
+	local plain shim log=$OUT/logs/pinned.log p_h p_d s_h s_d placed secs
+	secs=$(limit 60)
+	if [ "$secs" = 0 ] || [ "$secs" -lt 60 ]; then
+		record "pinned: shim vs cudaHostAlloc" SKIP "out of time (--budget $BUDGET)"
+		return
+	fi
+	secs=$((secs / 2))
 	{
-		env "${run_env[@]}" timeout 60 "$T/pinned_bw" 256 20
-		env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout 60 "$T/pinned_bw" 256 20
+		env "${run_env[@]}" timeout -k 5 "$secs" "$T/pinned_bw" 256 20
+		env "${run_env[@]}" LD_PRELOAD="$SHIM" timeout -k 5 "$secs" "$T/pinned_bw" 256 20
 	} >"$log" 2>&1
 	plain=$(grep -m1 '^pinned_bw:' "$log")
 	shim=$(grep '^pinned_bw:' "$log" | sed -n 2p)
@@ -337,7 +354,10 @@ nccl_tests() {
 	n=${NCCL_TESTS_RANKS:-$n}
 	read -r -a args <<<"${NCCL_TESTS_ARGS:--b 8 -e 64M -f 8 -w 2 -n 5 -c 1}"
 	for b in $1; do
-		[ -x "$NT_DIR/${b}_perf" ] || continue
+		if [ ! -x "$NT_DIR/${b}_perf" ]; then
+			record "nccl-tests: $b" FAIL "no ${b}_perf in $NT_DIR"
+			continue
+		fi
 		nt_run "$b" "$NT_MPI" "$n" "$NT_DIR/${b}_perf" "${args[@]}"
 		nt_run "$b -G" "$NT_MPI" "$n" "$NT_DIR/${b}_perf" "${args[@]}" -G 5
 	done
@@ -345,9 +365,10 @@ nccl_tests() {
 
 # nt_run NAME MPI N BIN ARGS...: one nccl-tests binary, N ranks on GPU 0
 nt_run() {
-	local name=$1 mpi=$2 n=$3 log avg last secs
+	local name=$1 mpi=$2 n=$3 log avg last secs start
 	shift 3
 	log=$OUT/logs/nccl-tests-$(echo "$name" | tr -c 'A-Za-z0-9._-' _).log
+	start=$(date +%s)
 	secs=$(limit 120)
 	if [ "$secs" = 0 ]; then
 		record "nccl-tests: $name" SKIP "out of time (--budget $BUDGET)"
@@ -370,15 +391,17 @@ nt_run() {
 		END { print l }' "$log")
 	if [ $rc = 0 ] && grep -q 'Out of bounds values : 0 OK' "$log"; then
 		record "nccl-tests: $name" PASS "avg busbw ${avg:-?} GB/s; ${last:-}"
+	elif [ $rc = 0 ]; then
+		record "nccl-tests: $name" FAIL "no '0 OK' line, logs/$(basename "$log")"
 	else
-		record "nccl-tests: $name" FAIL "exit $rc, logs/$(basename "$log")"
+		ended "nccl-tests: $name" $rc 120 "$secs" "$log" "$start"
 	fi
 }
 
 # ---- PyTorch -----------------------------------------------------------------
 
 torch_runs() {
-	local py=$ROOT/tests/gpu/train.py mode log why
+	local py=$ROOT/tests/gpu/train.py mode log why secs
 	if [ $EMULATE = 1 ]; then
 		record torch SKIP "needs a GPU (the CPU emulation runs no PyTorch kernels)"
 		return
@@ -390,22 +413,24 @@ from torch.distributed.fsdp import fully_shard' 2>&1 | tail -n 1)
 		record torch SKIP "python3 cannot run it: $why"
 		return
 	fi
-	if [ "$(limit 120)" = 0 ]; then
+	secs=$(limit 120)
+	if [ "$secs" = 0 ]; then
 		record torch SKIP "out of time (--budget $BUDGET)"
 		return
 	fi
-	if ! env "${run_env[@]}" timeout "$(limit 120)" python3 "$py" ref "$OUT/loss-ref.json" \
+	if ! env "${run_env[@]}" timeout -k 5 "$secs" python3 "$py" ref "$OUT/loss-ref.json" \
 		>"$OUT/logs/torch-ref.log" 2>&1; then
 		record "torch: reference" FAIL "logs/torch-ref.log"
 		return
 	fi
 	for mode in ddp fsdp; do
 		log=$OUT/logs/torch-$mode.log
-		if [ "$(limit 180)" = 0 ]; then
+		secs=$(limit 180)
+		if [ "$secs" = 0 ]; then
 			record "torch: $mode, 2 ranks on cuda:0" SKIP "out of time (--budget $BUDGET)"
 			continue
 		fi
-		env "${run_env[@]}" LD_PRELOAD="$SHIM" CXLSHIM_DEBUG=INFO timeout -k 5 "$(limit 180)" \
+		env "${run_env[@]}" LD_PRELOAD="$SHIM" CXLSHIM_DEBUG=INFO timeout -k 5 "$secs" \
 			python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
 			--redirects 3 --tee 3 "$py" "$mode" "$OUT/loss-$mode.json" >"$log" 2>&1
 		local rc=$?

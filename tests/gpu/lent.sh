@@ -93,7 +93,7 @@ shim_libs() {
 	local d=/tmp/lent/shimlib f
 	mkdir -p "$d"
 	for f in "$G"/shimlib/*; do
-		ldconfig -p | grep -q " $(basename "$f") " || ln -sf "$f" "$d/"
+		ldconfig -p | awk '{ print $1 }' | grep -qxF "$(basename "$f")" || ln -sf "$f" "$d/"
 	done
 	export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 }
@@ -101,6 +101,9 @@ shim_libs() {
 run() {
 	local out=${OUT:-$G} nt="nt" rc tag=${LENT_TAG:-accept}
 	[ -f "$G/build/libcxlshim.so" ] || die "no .gpu/build: run 'lent.sh pack' on Debian 12 and carry .gpu"
+	# accept.sh's --budget counts from here, the unpacking included
+	export CXLSHIM_ACCEPT_START=${CXLSHIM_ACCEPT_START:-$(date +%s)}
+	rm -rf "/tmp/lent/$tag"
 	mkdir -p /tmp/lent && tar xJf "$G/nccl-tests.tar.xz" -C /tmp/lent && tar xJf "$G/ompi.tar.xz" -C /tmp/lent || exit 1
 	shim_libs
 	if timeout 60 /tmp/lent/ompi/bin/mpirun -np 2 --oversubscribe /tmp/lent/ompi/bin/mpi_hello \
@@ -115,7 +118,8 @@ run() {
 	BUILD=.gpu/build CXLSHIM_ACCEPT_PREBUILT=1 tests/gpu/accept.sh -o "/tmp/lent/$tag" "$@"
 	rc=$?
 	cp /tmp/lent/mpi_hello.log "/tmp/lent/$tag/logs/" 2>/dev/null
-	tar czf "$out/$tag.tar.gz" --exclude nccl-home -C /tmp/lent "$tag"
+	tar czf "$out/$tag.tar.gz" --exclude nccl-home -C /tmp/lent "$tag" ||
+		{ echo "lent.sh: could not write $out/$tag.tar.gz" >&2; rc=1; }
 	return $rc
 }
 

@@ -69,7 +69,7 @@ grep -q 'nccl (0)' "$tmp/out" || fail "side without runs missing from the header
 expect eff 4194304 ' 20\.00 +25\.0 \[ 20\.0- 30\.0\] +40\.0 \[ 35\.0- 45\.0\] +10\.00 +60\.0 \[ 50\.0- 70\.0\] +85\.0 \[ 80\.0- 90\.0\]$' \
 	"pool efficiency"
 
-# an in-place cell of N/A (alltoall has none): pipe in N/A
+# an in-place cell of N/A (sendrecv has none): pipe in N/A
 mkdir "$tmp/pipe"
 table "$tmp/pipe/shim.1.txt" 4.00 9.00 20.0 45.0 50.0 N/A
 table "$tmp/pipe/shim.2.txt" 6.00 7.00 30.0 35.0 70.0 N/A
