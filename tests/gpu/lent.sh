@@ -4,7 +4,7 @@
 # packages and no network: everything else is built here and carried.
 #
 #   tests/gpu/lent.sh pack NCCL_TESTS_SRC   on Debian 12 (make deps done):
-#       fills .gpu/ (ignored by git) with what the GPU machine lacks:
+#       fills .gpu/ (in .gitignore) with what the GPU machine lacks:
 #         build/          libcxlshim.so (GPU reduction kernels for sm_80 and
 #                         sm_90 inside) and the test programs of accept.sh
 #         shimlib/        libnuma.so.1 and libinih.so.1, which the shim needs
@@ -63,7 +63,6 @@ EOF
 pack() {
 	local src=${1:-} t tmp mpi
 	[ -f "$src/src/all_gather.cu" ] || die "pack needs a NVIDIA/nccl-tests checkout"
-	grep -qsx '/.gpu/' .git/info/exclude || echo /.gpu/ >>.git/info/exclude
 	make -j"$(nproc)" test-build || die "make test-build failed"
 	grep -q . build/kernels/fold.fatbin || die "built without nvcc: no GPU reduction kernels"
 	rm -rf "$G" && mkdir -p "$G/build/tests" "$G/shimlib" || exit 1
