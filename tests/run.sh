@@ -441,7 +441,7 @@ for t in iperf3 redis sockperf socat curl; do
 done
 
 echo "== GPU acceptance script (make test-gpu): what runs without a GPU"
-step "gpu: tests/gpu/accept.sh passes shellcheck" shellcheck tests/gpu/accept.sh
+step "gpu: tests/gpu/accept.sh and lent.sh pass shellcheck" shellcheck tests/gpu/accept.sh tests/gpu/lent.sh
 step "gpu: accept.sh without a GPU says why it skipped" sh -c "
 	if nvidia-smi -L >/dev/null 2>&1; then echo 'SKIPPED: this machine has a GPU'; exit 77; fi
 	tests/gpu/accept.sh -o $BUILD/gpu-accept-nogpu | grep 'SKIPPED: no GPU here: '"
