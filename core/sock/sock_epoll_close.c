@@ -1,0 +1,206 @@
+/* sock_epoll_close.c - the sets when an fd is closed or duplicated.
+ *
+ * As in the kernel, a registration belongs to the fd number and the file:
+ * closing an epoll fd empties its set (unless a dup still names it),
+ * closing a followed fd takes its items out of every set, or keeps them,
+ * gone, while a dup keeps the file open.
+ */
+#include "sock_epoll_int.h"
+
+#include <fcntl.h>
+
+#include "sock_epseen.h"
+#include "sock_sys.h"
+
+/* Threads inside epoll_wait on s, whose fd is being closed, keep the
+ * epoll file, as in the kernel: they sleep on a copy of the fd from now
+ * on (kfd, closed with the set's last reference), out of the shim's fd
+ * table and not inherited by exec.  The set's items no longer matter, so
+ * their registrations go from the file (a doorbell would wake the waiters
+ * for nothing till their timeout).  No copy (no fd left): their next
+ * sleep fails with EBADF.  s locked, fd still open. */
+static void keep_for_waiters(struct epset *s, int fd)
+{
+	for (int i = 0; i < s->n; i++)
+		if (!s->items[i].gone)
+			sys_epoll_ctl(fd, EPOLL_CTL_DEL, s->items[i].fd, NULL);
+	s->kfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
+}
+
+/* Another number of the set of epoll fd fd, or -1; cxls_ep_sets_lock held. */
+static int other_number(const struct epset *s, int fd)
+{
+	for (int e = 0; e < cxls_ep_nsets; e++)
+		if (e != fd && cxls_ep_set_at(e) == s)
+			return e;
+	return -1;
+}
+
+/* fd, one of several numbers of its set (a dup of an epoll fd), is being
+ * closed: the epoll file stays open through the others, and so does the
+ * set; only the number goes (and the waits sleep on another one).  0 when
+ * fd is the set's last number here; cxls_ep_sets_lock held. */
+static int unalias(int fd)
+{
+	set_slot *slot = cxls_ep_set_slot_of(fd, 0);
+	struct epset *s = atomic_load(slot);
+
+	if (s->nfds <= 1)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	s->nfds--;
+	if (s->kfd == fd)
+		s->kfd = other_number(s, fd);
+	pthread_mutex_unlock(&s->lock);
+	atomic_store(slot, NULL);
+	cxls_ep_set_put(s); /* the number's */
+	return 1;
+}
+
+void cxls_sock_epoll_duped(int oldfd, int newfd)
+{
+	struct epset *s;
+	set_slot *slot;
+
+	if (oldfd == newfd || !atomic_load(&cxls_ep_any_set))
+		return;
+	pthread_mutex_lock(&cxls_ep_sets_lock);
+	s = cxls_ep_set_at(oldfd);
+	slot = s ? cxls_ep_set_slot_of(newfd, 1) : NULL;
+	if (slot && !atomic_load(slot)) {
+		cxls_ep_set_hold(s);
+		pthread_mutex_lock(&s->lock);
+		s->nfds++;
+		pthread_mutex_unlock(&s->lock);
+		atomic_store_explicit(slot, s, memory_order_release);
+		if (newfd >= cxls_ep_nsets)
+			cxls_ep_nsets = newfd + 1;
+	}
+	pthread_mutex_unlock(&cxls_ep_sets_lock);
+}
+
+/* Epoll fd fd is being closed: its set leaves the table and the sets it
+ * was nested in, and is emptied (items and children with their
+ * references).  Whoever still holds it (a thread in epoll_wait, one
+ * between its lookup and its lock) finds it closed; the last one lets it
+ * go (cxls_ep_set_put()).  cxls_ep_sets_lock held. */
+static void close_set(int fd)
+{
+	set_slot *slot = cxls_ep_set_slot_of(fd, 0);
+	struct epset *s = atomic_load(slot);
+
+	atomic_store(slot, NULL);
+	for (int e = 0; e < cxls_ep_nsets; e++) {
+		struct epset *o = cxls_ep_set_at(e);
+
+		if (!o)
+			continue;
+		pthread_mutex_lock(&o->lock);
+		for (int i = 0; i < o->nchild; i++)
+			if (o->child[i].set == s)
+				cxls_ep_child_drop(o, i--);
+		pthread_mutex_unlock(&o->lock);
+	}
+	pthread_mutex_lock(&s->lock);
+	s->closed = 1;
+	s->kfd = -1;
+	if (s->waiters)
+		keep_for_waiters(s, fd);
+	while (s->n)
+		cxls_ep_drop_item(s, &s->items[s->n - 1]);
+	while (s->nchild)
+		cxls_ep_child_drop(s, s->nchild - 1);
+	pthread_mutex_unlock(&s->lock);
+	cxls_ep_set_put(s); /* the table's */
+}
+
+/* The item it, not pooled, of an fd being closed: the kernel's
+ * registration becomes the application's as the application left it, and
+ * the item goes.  One the application deleted (parked) or a one-shot that
+ * fired is deleted: under a number about to close, nobody could re-arm
+ * it, and an active one would report a file that a dup keeps open (a
+ * disconnected socket's EPOLLHUP, for ever). */
+static void give_back_closing(int epfd, struct epset *s, struct ep_item *it)
+{
+	struct epoll_event app = { .events = it->events, .data = it->data };
+
+	if (it->parked || it->disabled)
+		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
+	else
+		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &app);
+	cxls_ep_drop_item(s, it);
+}
+
+/* The item of fd in set epfd, whose fd is being closed while its file
+ * stays open through another fd (c is the item's connection): the kernel
+ * keeps the registration, keyed by the file and this number, and the
+ * application can no longer name it (nor delete it) but may register
+ * something else under the number.  A pooled item is kept, gone: out of
+ * fd's place, its doorbell registration deleted while fd still names it
+ * (no later call could: a doorbell left unread would wake every sleep,
+ * and one read through the number could be another socket's bytes), and
+ * reported from the rings.  A connect in flight gets the application's
+ * registration back (the kernel reports the socket as it asked; a
+ * one-shot that fired stays silent: deleted), and a parked item goes with
+ * the registration the shim kept for it. */
+static void item_closing(int epfd, struct epset *s, struct ep_item *it)
+{
+	if (!it->parked && !it->disabled && atomic_load(&it->c->mode) == CXLS_SC_POOL) {
+		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
+		s->pos[it->fd] = 0;
+		it->fd = -1;
+		it->gone = 1;
+		it->quiet = 0;
+		s->ngone++;
+		return;
+	}
+	give_back_closing(epfd, s, it);
+}
+
+/* fd, followed as c (or NULL), is being closed; set epfd locked.  The
+ * kernel forgets a file in every set when its last fd closes: then all
+ * of c's items go (fd's, parked and gone ones).  Else fd's item is its
+ * file's under another fd number from now on (item_closing()).  An item
+ * of fd that is not c's (its socket fell back to TCP, or connect
+ * (AF_UNSPEC) left it) is the application's registration again, as the
+ * application left it, and goes like a plain fd's. */
+static void fd_closing(int epfd, struct epset *s, int fd, struct cxls_sconn *c, int last)
+{
+	struct ep_item *it = cxls_ep_find_item(s, fd);
+
+	if (it && it->c != c) {
+		give_back_closing(epfd, s, it);
+	} else if (it && !last) {
+		item_closing(epfd, s, it);
+	}
+	for (int i = 0; c && last && i < s->n; i++)
+		if (s->items[i].c == c)
+			cxls_ep_drop_item(s, &s->items[i--]);
+}
+
+void cxls_sock_epoll_closing(int fd)
+{
+	struct cxls_sconn *c;
+	int last;
+
+	cxls_epseen_closing(fd);
+	if (!atomic_load(&cxls_ep_any_set))
+		return;
+	c = cxls_fdtab_get(fd);
+	last = !c || atomic_load(&c->fds) <= 1;
+	pthread_mutex_lock(&cxls_ep_sets_lock);
+	if (cxls_ep_set_at(fd) && !unalias(fd))
+		close_set(fd);
+	for (int e = 0; e < cxls_ep_nsets; e++) {
+		struct epset *s = cxls_ep_set_at(e);
+
+		if (!s || s->kfd != e)
+			continue; /* none, or a dup's number: once per set */
+		pthread_mutex_lock(&s->lock);
+		fd_closing(e, s, fd, c, last);
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_mutex_unlock(&cxls_ep_sets_lock);
+	if (c)
+		cxls_sconn_put(c);
+}

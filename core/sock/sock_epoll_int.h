@@ -1,0 +1,161 @@
+/* sock_epoll_int.h - what the sock_epoll*.c files share, and nobody else:
+ * the sets, their items and children, and the helpers one part of epoll
+ * calls in another (sock_epoll.c says which file holds what).
+ */
+#ifndef CXLSHIM_CORE_SOCK_EPOLL_INT_H
+#define CXLSHIM_CORE_SOCK_EPOLL_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+#include "sock.h"
+#include "sock_chan.h"
+
+/* The data of the shim's own kernel registrations, TAG | fd
+ * (cxls_ep_tagged()): what sets them apart from the application's. */
+#define TAG 0xc5c5000000000000ull
+#define TAG_MASK 0xffff000000000000ull
+
+/* One fd the application registered in a set (sock_epoll_item.c). */
+struct ep_item {
+	int fd;                /* -1 once gone */
+	struct cxls_sconn *c;  /* a reference of the item's own */
+	uint32_t events;       /* the application's */
+	epoll_data_t data;
+	int disabled;          /* EPOLLONESHOT fired */
+	int quiet;             /* armed and found idle: only a doorbell (a
+				* kernel event) can change that */
+	int kpooled;           /* the kernel has the pooled registration (its
+				* doorbells), which no EPOLL_CTL_MOD changes */
+	int kedge;             /* ... edge-triggered: the peer's FIN or RST
+				* came (cxls_ep_tagged()) */
+	int parked;            /* EPOLL_CTL_DEL'd by the application: the
+				* kernel keeps the registration for the next
+				* ADD (event loops delete and add per request) */
+	int gone;              /* its fd was closed while the file stays open
+				* (a dup): the kernel keeps the application's
+				* registration until the file's last fd closes,
+				* under a number the shim can no longer name.
+				* It is reported from the rings, in no fd's
+				* place (that number may be registered anew),
+				* with no kernel registration and no sleep on
+				* its socket (fd_closing()) */
+	uint64_t look_at;      /* meeting under way: look again then (0: at
+				* once), cxls_sock_next_look() */
+	uint32_t last;         /* edge-triggered: bits reported last */
+	uint64_t seen_prod;    /* rx prod at that report */
+	uint64_t seen_cons;    /* tx cons at that report */
+};
+
+#define EP_CHILDREN 8
+
+/* An epoll fd inside this one (nested sets): its pooled members make it
+ * ready, which the kernel only sees once they are armed. */
+struct ep_child {
+	int fd;
+	struct epset *set;     /* a reference of the entry's own; removed
+				* here when that set is closed */
+	uint32_t events;
+	epoll_data_t data;
+};
+
+struct epset {
+	pthread_mutex_t lock;
+	/* The table's reference while the set is in it, one per caller
+	 * between cxls_ep_set_get() and cxls_ep_set_put() (a thread in
+	 * epoll_wait holds its one while the kernel sleeps, unlocked), one
+	 * per outer set's child entry.  The last one recycles the set
+	 * (cxls_ep_set_put()). */
+	_Atomic int refs;
+	int closed;            /* its epoll fd was closed: empty for good */
+	int kfd;               /* what epoll_wait sleeps on: the epoll fd, or
+				* once that closed under a waiter, a copy of
+				* it kept for the waiters (-1: none) */
+	int waiters;           /* threads inside cxls_sock_epoll_wait */
+	int nfds;              /* fd numbers naming the set here (dup of an
+				* epoll fd): the table holds a reference each */
+	struct epset *next_free;
+	int n, cap;
+	unsigned calls;        /* every so often look at quiet items too */
+	struct ep_item *items;
+	int ngone;             /* gone items: a sleep looks at them often */
+	int *pos;              /* fd -> 1 + its item's index, 0: none (event
+				* loops delete and add at every request) */
+	int npos;
+	int nchild;
+	struct ep_child child[EP_CHILDREN];
+};
+
+/* The set table (sock_epoll.c): epoll fd -> set.  cxls_ep_sets_lock comes
+ * first in the lock order written there; cxls_ep_nsets and the table's
+ * changes are under it, cxls_ep_any_set is read without it. */
+typedef _Atomic(struct epset *) set_slot;
+
+extern pthread_mutex_t cxls_ep_sets_lock;
+extern int cxls_ep_nsets;
+extern _Atomic int cxls_ep_any_set;
+
+set_slot *cxls_ep_set_slot_of(int fd, int create);
+struct epset *cxls_ep_set_at(int fd);
+/* A set's references: taken, and given back (the last one recycles it). */
+void cxls_ep_set_hold(struct epset *s);
+void cxls_ep_set_put(struct epset *s);
+/* epfd's set with a reference, or NULL; made when create says so. */
+struct epset *cxls_ep_set_get(int epfd, int create);
+/* The same, locked and not closed; cxls_ep_set_unlock() when done. */
+struct epset *cxls_ep_set_lock(int epfd, int create);
+void cxls_ep_set_unlock(struct epset *s);
+
+/* Items (sock_epoll_item.c); the set locked. */
+struct ep_item *cxls_ep_find_item(struct epset *s, int fd);
+struct ep_item *cxls_ep_add_item(struct epset *s, int fd, struct cxls_sconn *c,
+				 const struct epoll_event *ev);
+void cxls_ep_drop_item(struct epset *s, struct ep_item *it);
+/* The kernel registration of an item's fd, and what the item notes of it. */
+int cxls_ep_tcp_ended(struct cxls_sconn *c);
+struct epoll_event cxls_ep_tagged(int fd, struct cxls_sconn *c, uint32_t app_events);
+void cxls_ep_kernel_has(struct ep_item *it, const struct epoll_event *e, int ok);
+
+/* A nested set's entry goes (sock_epoll_ctl.c); s locked. */
+void cxls_ep_child_drop(struct epset *s, int i);
+
+/* Ready items, from the rings (sock_epoll_ready.c); s locked.  arm: 0
+ * only looks, else the token of the sleep idle items are armed for. */
+int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, uint64_t arm);
+int cxls_ep_collect_all(struct epset *s, struct epoll_event *out, int max, uint64_t arm);
+int cxls_ep_busy(struct epset *s, struct epoll_event *out, int max);
+
+/* The pooled sockets this thread sleeps on in one epoll_pwait (the set's
+ * and its children's), each with a reference of its own, so that exactly
+ * those are uncounted after it whatever other threads do to the set
+ * meanwhile (sock_chan.h). */
+struct sleeper {
+	struct cxls_sconn *c; /* held from cxls_ep_sleep_set() to cxls_ep_wake_set() */
+	int fd;
+	int rang;             /* the kernel reported its doorbell */
+	struct cxls_sleep z;  /* this thread's entry in the end's sleeper table */
+};
+
+/* On the caller's stack up to this many (an event loop sleeps at every
+ * few requests: no malloc and free for each sleep), on the heap beyond. */
+#define SLEEPERS_LOCAL 64
+
+struct sleeping {
+	struct sleeper *v; /* local, or from the heap */
+	int n, cap;
+	int gone;          /* a gone item is in the sleep (sleep_ms()) */
+	struct sleeper local[SLEEPERS_LOCAL];
+};
+
+/* The sockets of one sleep (sock_epoll_sleep.c): counted in before the
+ * kernel sleeps, given back after it returned. */
+void cxls_ep_sleeping_init(struct sleeping *z);
+void cxls_ep_sleeping_fini(struct sleeping *z);
+void cxls_ep_sleep_set(struct epset *s, struct sleeping *z);
+int cxls_ep_sleeping_slice_ms(const struct sleeping *z);
+void cxls_ep_sleeping_rang(struct sleeping *z, int fd);
+int cxls_ep_wake_set(struct sleeping *z);
+void cxls_ep_unquiet(struct epset *s);
+
+#endif

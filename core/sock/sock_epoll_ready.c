@@ -1,0 +1,144 @@
+/* sock_epoll_ready.c - what a set's pooled fds report, from their rings.
+ *
+ * The kernel cannot tell when a ring has bytes or room, so every
+ * epoll_wait looks at the rings itself, in the application's terms: level
+ * or edge triggered, one-shot, busy-polling when asked.  It runs for every
+ * item at every look, so it is kept small.
+ */
+#include "sock_epoll_int.h"
+
+#include <sched.h>
+
+#include "proc_id.h"
+#include "sock_ref.h"
+
+static short poll_bits(uint32_t ev)
+{
+	return (short)((ev & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM |
+			      EPOLLWRNORM)) & 0xffff);
+}
+
+/* Edge triggering: of the bits ev now, only what is new since the last
+ * report. */
+static uint32_t edge_only(const struct ep_item *it, uint32_t ev)
+{
+	uint64_t prod = cxls_stream_produced(&it->c->rx), cons = atomic_load(&it->c->tx.hdr->cons);
+
+	if (prod == it->seen_prod && (it->last & EPOLLIN))
+		ev &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM);
+	if (cons == it->seen_cons && (it->last & EPOLLOUT))
+		ev &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM);
+	if ((it->last & EPOLLRDHUP) && !(ev & (EPOLLIN | EPOLLOUT)))
+		ev &= ~(uint32_t)EPOLLRDHUP;
+	if ((it->last & (EPOLLHUP | EPOLLERR)) && !(ev & (EPOLLIN | EPOLLOUT)))
+		ev &= ~(uint32_t)(EPOLLHUP | EPOLLERR);
+	return ev;
+}
+
+/* The item's report now, honouring edge triggering and one-shot; armed
+ * for the sleep whose token arm is (0: only look).  Runs for every item
+ * at every look (event loops: every epoll_wait), so kept small enough to
+ * be inlined. */
+static inline uint32_t item_ready(struct ep_item *it, uint64_t arm)
+{
+	struct cxls_sconn *c = it->c;
+	uint32_t ev;
+
+	if (it->disabled || it->quiet || it->parked || atomic_load(&c->mode) != CXLS_SC_POOL)
+		return 0;
+	if (it->gone) /* no doorbell of its reaches this set: never armed */
+		arm = 0;
+	ev = (uint16_t)(arm ? cxls_chan_arm(c, poll_bits(it->events), arm)
+			    : cxls_chan_events(c, poll_bits(it->events)));
+	/* Armed and idle: its peer rings a doorbell before anything changes,
+	 * so the next scans skip it (the cache lines it would cost are the
+	 * peer's) until the kernel reports that doorbell. */
+	if (arm && !ev)
+		it->quiet = 1;
+	if (!(it->events & EPOLLET) || !ev)
+		return ev;
+	return edge_only(it, ev);
+}
+
+/* Notes a report: what edge triggering compares against next time, and
+ * a one-shot spent. */
+static void reported(struct ep_item *it, uint32_t ev)
+{
+	it->last = ev;
+	it->seen_prod = cxls_stream_produced(&it->c->rx);
+	it->seen_cons = atomic_load(&it->c->tx.hdr->cons);
+	if (it->events & EPOLLONESHOT)
+		it->disabled = 1;
+}
+
+/* Appends ready items to out (at most max - n); returns the new n.  arm:
+ * 0 only looks, else arms idle items for the sleep with that token (all
+ * the items one sleep arms share it: the peer rings once for them all). */
+int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, uint64_t arm)
+{
+	for (int i = 0; i < s->n && n < max; i++) {
+		struct ep_item *it = &s->items[i];
+		uint32_t ev = item_ready(it, arm);
+
+		if (!ev)
+			continue;
+		reported(it, ev);
+		out[n].events = ev;
+		out[n].data = it->data;
+		n++;
+	}
+	return n;
+}
+
+/* Nested sets whose pooled members are ready, reported as the inner epoll fd
+ * (EPOLLIN), arming the members when asked (arm: as in cxls_ep_collect()). */
+static int collect_children(struct epset *s, struct epoll_event *out, int n, int max,
+			    uint64_t arm)
+{
+	for (int i = 0; i < s->nchild && n < max; i++) {
+		struct ep_child *ch = &s->child[i];
+		int ready = 0;
+
+		pthread_mutex_lock(&ch->set->lock);
+		for (int j = 0; j < ch->set->n && !ready; j++)
+			ready = item_ready(&ch->set->items[j], arm) != 0;
+		if (arm) /* arm them all: any of them may ring first */
+			for (int j = 0; j < ch->set->n; j++)
+				item_ready(&ch->set->items[j], arm);
+		pthread_mutex_unlock(&ch->set->lock);
+		if (ready && (ch->events & EPOLLIN)) {
+			out[n].events = EPOLLIN;
+			out[n].data = ch->data;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Everything ready in s and its children, into out (at most max). */
+int cxls_ep_collect_all(struct epset *s, struct epoll_event *out, int max, uint64_t arm)
+{
+	return collect_children(s, out, cxls_ep_collect(s, out, 0, max, arm), max, arm);
+}
+
+/* Spins on the set's own items for the longest busy-poll window among
+ * them (policy sock.busy_poll_us); what became ready, or 0. */
+int cxls_ep_busy(struct epset *s, struct epoll_event *out, int max)
+{
+	uint32_t us = 0;
+	uint64_t end;
+	int n = 0;
+
+	for (int i = 0; i < s->n; i++)
+		if (s->items[i].c->busy_us > us)
+			us = s->items[i].c->busy_us;
+	if (!us)
+		return 0;
+	end = cxls_now_ns() + (uint64_t)us * 1000;
+	do {
+		n = cxls_ep_collect(s, out, 0, max, 0);
+		if (!n)
+			sched_yield(); /* the peer may be waiting for this core */
+	} while (!n && cxls_now_ns() < end);
+	return n;
+}
