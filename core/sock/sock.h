@@ -89,7 +89,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 int cxls_sock_unread(struct cxls_sconn *c); /* FIONREAD */
 int cxls_sock_unsent(struct cxls_sconn *c); /* TIOCOUTQ */
 
-/* Waiting (sock_poll.c, sock_epoll.c).  Return -2 when no fd of the call
+/* Waiting (sock_poll.c, sock_epoll*.c).  Return -2 when no fd of the call
  * is on the pool: the caller then makes the real call. */
 int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
 		    const sigset_t *mask);

@@ -7,7 +7,7 @@
  * epoll fds an unfollowed fd was added to; at connect it reads those
  * registrations back from the kernel (/proc/self/fdinfo of each epoll fd:
  * the events, data and one-shot state the kernel really has), and
- * sock_epoll.c takes them over.  Whatever cannot be known for sure (an
+ * sock_epoll_ctl.c takes them over.  Whatever cannot be known for sure (an
  * epoll fd closed since, a dup'd socket, no /proc) keeps the connection
  * on TCP.
  */
@@ -39,7 +39,7 @@ struct cxls_epreg {
  * cannot all be known. */
 int cxls_epseen_regs(int fd, struct cxls_epreg *out);
 
-/* sock_epoll.c: takes fd's registrations r over for c, a connect the
+/* sock_epoll_ctl.c: takes fd's registrations r over for c, a connect the
  * shim follows now; 0, or -1 with all of them left as they were. */
 struct cxls_sconn;
 int cxls_sock_epoll_adopt(int fd, struct cxls_sconn *c, const struct cxls_epreg *r, int n);

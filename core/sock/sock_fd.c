@@ -147,7 +147,7 @@ static void forget(int fd, struct cxls_sconn *c)
 }
 
 /* Follows a connect in flight (or one done, whose epoll registrations
- * must be taken over first: it meets on its first use, sock_epoll.c). */
+ * must be taken over first: it meets on its first use, sock_epoll_ctl.c). */
 static void follow_connect(int fd, int listens, const struct cxls_epreg *regs, int nregs)
 {
 	struct cxls_sconn *c = cxls_sconn_new(CXLS_SC_CONNECTING);
@@ -168,7 +168,7 @@ static int finish_connect(struct cxls_sconn *c, int fd);
 /* A connect that is done meets at once, as start() does: the server may
  * be waiting for it before it answers.  The registrations taken over
  * turn into the pooled ones on their first event, or back into the
- * application's (sock_epoll.c). */
+ * application's (sock_epoll_wait.c). */
 static void meet_now(int fd)
 {
 	struct cxls_sconn *c = cxls_fdtab_get(fd);
@@ -427,7 +427,7 @@ struct cxls_sconn *cxls_sock_use_io(int fd, int dontwait, int *again)
  * (the joiner may have rung a doorbell, which unread would make the
  * kernel reset the connection).  A dup keeps it: decided now, while fd
  * still names it, so that its epoll items become pooled or plain ones
- * (sock_epoll.c cannot look at a meeting through a closed number). */
+ * (sock_epoll_wait.c cannot look at a meeting through a closed number). */
 static void closing_meeting(int fd)
 {
 	struct cxls_sconn *c = cxls_fdtab_get(fd);

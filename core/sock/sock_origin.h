@@ -30,7 +30,7 @@ void cxls_sock_origin_new(int fd, int tcp);
  * unless lfd is known to be another kind. */
 void cxls_sock_origin_accepted(int lfd, int fd);
 /* 1 when fd is a socket that socket() or accept() returned here (so no
- * epoll fd, sock_epoll.c asks), 0 when not known. */
+ * epoll fd, sock_epoll_ctl.c asks), 0 when not known. */
 int cxls_sock_origin_socket(int fd);
 /* newfd is now oldfd (dup, dup2, dup3, F_DUPFD). */
 void cxls_sock_origin_dup(int oldfd, int newfd);
