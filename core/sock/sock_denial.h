@@ -11,10 +11,10 @@
  * every connection: 0.25x TCP's rate at one connection at a time.
  *
  * So a client remembers the server for a while and stays on TCP with it
- * at once, leaving the server a record that says so (sock_meet.c,
- * decline()).  The server is named by its address and port, so every
- * connection of this process to it stays on TCP meanwhile, also one the
- * server would have taken: the period starts at one second and
+ * at once, leaving the server a record that says so (sock_meet_decline.c,
+ * cxls_meet_decline()).  The server is named by its address and port,
+ * so every connection of this process to it stays on TCP meanwhile, also
+ * one the server would have taken: the period starts at one second and
  * doubles, up to 64 s, each time the next meeting is denied again (a
  * denial more than a period after the last one starts over at a second);
  * a meeting that goes to the pool forgets the peer.  Per process and

@@ -7,8 +7,9 @@
  * flips it to JOINED or REFUSED with one compare-and-swap.  The waiting end
  * gives up (ABANDONED) after sock.meet_timeout_ms, or at once when the peer
  * sends TCP bytes (it cannot be on the pool then).  Ends that both made a
- * record agree on the client's (cross_join, sock_meet.c).  The stream
- * itself is never touched: a peer without the shim sees plain TCP.
+ * record agree on the client's (cxls_meet_cross_join, sock_meet_join.c).
+ * The stream itself is never touched: a peer without the shim sees plain
+ * TCP.
  */
 #ifndef CXLSHIM_CORE_SOCK_MEET_H
 #define CXLSHIM_CORE_SOCK_MEET_H

@@ -11,7 +11,8 @@
  * count.  A socket received in a process that has an entry for it (sent
  * to itself, or installed twice by MSG_PEEK) follows that entry.  A
  * message never received keeps the end for CXLS_PASS_GRACE_NS after its
- * holders are gone; then a sweep frees it (sock_meet.c end_finished).
+ * holders are gone; then a sweep frees it (sock_meet_end.c
+ * cxls_meet_end_finished).
  */
 #include "sock.h"
 

@@ -1737,7 +1737,7 @@ static pid_t write_late(int fd, useconds_t us)
 
 /* SO_RCVTIMEO/SO_SNDTIMEO: the shim keeps them per connection; setting
  * them again (to another value, to none) must take effect at once.  A
- * pooled socket's own SO_RCVTIMEO is the shim's wait slice (sock_meet.c
+ * pooled socket's own SO_RCVTIMEO is the shim's wait slice (sock_meet_settle.c
  * own_rcvtimeo): the application must neither see it nor time out by it. */
 static void test_timeo(void)
 {

@@ -203,7 +203,7 @@ static int pool_status(const struct pool_opts *o)
 	return EXIT_OK;
 }
 
-/* The library's own sweeps (sock_meet.c, sock_sweep.c) over the pool's
+/* The library's own sweeps (sock_meet_sweep.c, sock_sweep.c) over the pool's
  * socket region: connection records of closed or dead connections (and
  * the buffers they held), listener records of dead processes, buffers
  * lent to no connection. */
