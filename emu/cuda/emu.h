@@ -302,7 +302,6 @@ bool emu_stream_wait_late(struct CUstream_st *s, const struct timespec *deadline
 /* Queue entries: a copy of op (holding what it references), and freeing a
  * chain of them. */
 struct emu_qop *emu_qop_new(const struct emu_op *op);
-void emu_qop_free(struct emu_qop *q);
 void emu_qops_free(struct emu_qop *q);
 
 /* ---- barrier.c: the legacy stream's implicit barrier ---- */

@@ -236,7 +236,7 @@ struct emu_qop *emu_qop_new(const struct emu_op *op)
 	return q;
 }
 
-void emu_qop_free(struct emu_qop *q)
+static void qop_free(struct emu_qop *q)
 {
 	emu_op_release(&q->op);
 	free(q);
@@ -248,7 +248,7 @@ void emu_qops_free(struct emu_qop *q)
 
 	for (; q; q = next) {
 		next = q->next;
-		emu_qop_free(q);
+		qop_free(q);
 	}
 }
 
@@ -301,7 +301,7 @@ static CUresult submit(struct CUstream_st *s, const struct emu_op *op,
 	if ((snapshot && emu_late_snapshot(q) < 0) ||
 	    (late && emu_late_register(s) < 0) ||
 	    emu_barrier_ops(s, &chain, &legacy_seq) < 0) {
-		emu_qop_free(q);
+		qop_free(q);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (s->stats)
@@ -338,7 +338,7 @@ static CUresult submit(struct CUstream_st *s, const struct emu_op *op,
 	pthread_cond_signal(&s->work);
 	pthread_mutex_unlock(&s->lock);
 	if (unused) {
-		emu_qop_free(unused);
+		qop_free(unused);
 		emu_ctx_op_end(s->ctx);
 	}
 	return CUDA_SUCCESS;
@@ -348,7 +348,7 @@ fail:
 	for (w = chain, nops = 1; w; w = w->next)
 		nops++;
 	emu_qops_free(chain);
-	emu_qop_free(q);
+	qop_free(q);
 	while (nops--)
 		emu_ctx_op_end(s->ctx);
 	return CUDA_ERROR_OUT_OF_MEMORY;
