@@ -66,11 +66,15 @@ static int reduce_fold(struct ar *a, uint32_t t)
 	struct cxls_op *op = &a->op;
 	struct cxls_comm *c = op->c;
 	uint32_t k = t / (uint32_t)(c->nranks - 1);
-	int from = cxls_op_pair(op, t, -1), me = c->rank;
+	int from = cxls_op_pair(op, t, -1), me = c->rank, last = from == (me + 1) % c->nranks;
+	size_t off = slice_off(a, me, k), n = slice_len(a, me, k) / a->es;
+	uint8_t *slot = cxls_op_slot(op, from, t);
 
-	if (cxls_op_fold(op, t, from, cxls_op_slot(op, from, t), a->recv + slice_off(a, me, k),
-			 slice_len(a, me, k) / a->es, a->type, &a->rop,
-			 from == (me + 1) % c->nranks))
+	/* the chunk's first round folds our own input in too */
+	if (t % (uint32_t)(c->nranks - 1) == 0 ?
+		    cxls_op_fold_own(op, t, from, slot, a->recv + off, a->send + off, n, a->type,
+				     &a->rop, last) :
+		    cxls_op_fold(op, t, from, slot, a->recv + off, n, a->type, &a->rop, last))
 		return -1;
 	return cxls_op_ack(op, t);
 }
@@ -211,8 +215,8 @@ static int run(struct ar *a)
 	size_t own_n = own < a->count ? (a->count - own < a->q ? a->count - own : a->q) : 0;
 
 	a->op.type = a->type;
-	if (cxls_op_fold_init(&a->op, a->recv + own * a->es, a->send + own * a->es, own_n,
-			      a->type, &a->rop, c->nranks == 1))
+	if (c->nranks == 1 && cxls_op_fold_init(&a->op, a->recv + own * a->es,
+						a->send + own * a->es, own_n, a->type, &a->rop, 1))
 		return -1;
 	for (uint32_t t = 0; t < rounds; t++) {
 		for (; put < rounds && put <= t + lead(a, put) && can_put(a, put, t1, t); put++)

@@ -36,39 +36,39 @@ static int is_int(ncclDataType_t t)
 
 /* ---- integers --------------------------------------------------------- */
 
-/* NAME_fold: d = d op s (s x mul for PreMulSum); NAME_scale: d = s x mul;
+/* NAME_fold: d = a op s (s x mul for PreMulSum); NAME_scale: d = s x mul;
  * NAME_div: d /= div (integer avg).  S is the signed view of the storage
- * type U (U itself for unsigned types); both may alias. */
+ * type U (U itself for unsigned types); d may alias a or s. */
 #define INT_LOOPS(NAME, S, U)                                                       \
-	static void NAME##_fold(void *dv, const void *sv, size_t n,                 \
+	static void NAME##_fold(void *dv, const void *av, const void *sv, size_t n, \
 				enum cxls_red_kind k, uint64_t mul)                  \
 	{                                                                           \
 		U *d = dv;                                                          \
-		const U *s = sv;                                                    \
+		const U *a = av, *s = sv;                                           \
 		S *ds = dv;                                                         \
-		const S *ss = sv;                                                   \
+		const S *as = av, *ss = sv;                                         \
 		U m = (U)mul;                                                       \
                                                                                     \
 		switch (k) {                                                        \
 		case CXLS_RED_PREMULSUM:                                            \
 			for (size_t i = 0; i < n; i++)                              \
-				d[i] = (U)(d[i] + (U)(s[i] * m));                   \
+				d[i] = (U)(a[i] + (U)(s[i] * m));                   \
 			break;                                                      \
 		case CXLS_RED_PROD:                                                 \
 			for (size_t i = 0; i < n; i++)                              \
-				d[i] = (U)(d[i] * s[i]);                            \
+				d[i] = (U)(a[i] * s[i]);                            \
 			break;                                                      \
 		case CXLS_RED_MAX:                                                  \
 			for (size_t i = 0; i < n; i++)                              \
-				ds[i] = ds[i] > ss[i] ? ds[i] : ss[i];              \
+				ds[i] = as[i] > ss[i] ? as[i] : ss[i];              \
 			break;                                                      \
 		case CXLS_RED_MIN:                                                  \
 			for (size_t i = 0; i < n; i++)                              \
-				ds[i] = ds[i] < ss[i] ? ds[i] : ss[i];              \
+				ds[i] = as[i] < ss[i] ? as[i] : ss[i];              \
 			break;                                                      \
 		default:                                                            \
 			for (size_t i = 0; i < n; i++)                              \
-				d[i] = (U)(d[i] + s[i]);                            \
+				d[i] = (U)(a[i] + s[i]);                            \
 			break;                                                      \
 		}                                                                   \
 	}                                                                           \
@@ -96,7 +96,7 @@ INT_LOOPS(i64, int64_t, uint64_t)
 INT_LOOPS(u64, uint64_t, uint64_t)
 
 struct int_loops {
-	void (*fold)(void *, const void *, size_t, enum cxls_red_kind, uint64_t);
+	void (*fold)(void *, const void *, const void *, size_t, enum cxls_red_kind, uint64_t);
 	void (*scale)(void *, const void *, size_t, uint64_t);
 	void (*div)(void *, size_t, uint32_t);
 };
@@ -113,33 +113,34 @@ static const struct int_loops INT_LOOPS_OF[] = {
 /* ---- float and double ------------------------------------------------- */
 
 /* max and min propagate a NaN from either side, as the GPU's fmax-free
- * comparisons in NCCL do: a NaN in d stays, a NaN in s wins the compare. */
+ * comparisons in NCCL do: a NaN in a stays, a NaN in s wins the compare.
+ * d = a op s; d may alias a or s. */
 #define FLOAT_LOOPS(NAME, T)                                                        \
-	static void NAME##_fold(T *d, const T *s, size_t n, enum cxls_red_kind k,   \
-				T mul)                                              \
+	static void NAME##_fold(T *d, const T *a, const T *s, size_t n,             \
+				enum cxls_red_kind k, T mul)                        \
 	{                                                                           \
 		switch (k) {                                                        \
 		case CXLS_RED_PREMULSUM:                                            \
 			for (size_t i = 0; i < n; i++) {                            \
 				T x = s[i] * mul;                                   \
-				d[i] = d[i] + x;                                    \
+				d[i] = a[i] + x;                                    \
 			}                                                           \
 			break;                                                      \
 		case CXLS_RED_PROD:                                                 \
 			for (size_t i = 0; i < n; i++)                              \
-				d[i] = d[i] * s[i];                                 \
+				d[i] = a[i] * s[i];                                 \
 			break;                                                      \
 		case CXLS_RED_MAX:                                                  \
 			for (size_t i = 0; i < n; i++)                              \
-				d[i] = d[i] > s[i] || d[i] != d[i] ? d[i] : s[i];   \
+				d[i] = a[i] > s[i] || a[i] != a[i] ? a[i] : s[i];   \
 			break;                                                      \
 		case CXLS_RED_MIN:                                                  \
 			for (size_t i = 0; i < n; i++)                              \
-				d[i] = d[i] < s[i] || d[i] != d[i] ? d[i] : s[i];   \
+				d[i] = a[i] < s[i] || a[i] != a[i] ? a[i] : s[i];   \
 			break;                                                      \
 		default:                                                            \
 			for (size_t i = 0; i < n; i++)                              \
-				d[i] = d[i] + s[i];                                 \
+				d[i] = a[i] + s[i];                                 \
 			break;                                                      \
 		}                                                                   \
 	}                                                                           \
@@ -166,22 +167,20 @@ static void mini_prescale(float *b, size_t m, ncclDataType_t t, float mul)
 	cxls_minifloat_decode(b, tmp, m, t);
 }
 
-static void mini_fold(void *dst, const void *src, size_t n, ncclDataType_t t,
+static void mini_fold(void *dst, const void *av, const void *src, size_t n, ncclDataType_t t,
 		      enum cxls_red_kind k, float mul)
 {
 	size_t sz = cxls_type_size(t);
 	float a[MINI_BLOCK], b[MINI_BLOCK];
 
 	for (size_t off = 0, m; off < n; off += m) {
-		char *d = (char *)dst + off * sz;
-
 		m = n - off < MINI_BLOCK ? n - off : MINI_BLOCK;
-		cxls_minifloat_decode(a, d, m, t);
+		cxls_minifloat_decode(a, (const char *)av + off * sz, m, t);
 		cxls_minifloat_decode(b, (const char *)src + off * sz, m, t);
 		if (k == CXLS_RED_PREMULSUM)
 			mini_prescale(b, m, t, mul);
-		f32_fold(a, b, m, k == CXLS_RED_PREMULSUM ? CXLS_RED_SUM : k, 1.0f);
-		cxls_minifloat_encode(d, a, m, t);
+		f32_fold(a, a, b, m, k == CXLS_RED_PREMULSUM ? CXLS_RED_SUM : k, 1.0f);
+		cxls_minifloat_encode((char *)dst + off * sz, a, m, t);
 	}
 }
 
@@ -237,17 +236,18 @@ static union cxls_scalar scalar_of(const struct cxls_redop *op, ncclDataType_t t
 	return v;
 }
 
-static void fold(void *dst, const void *src, size_t n, ncclDataType_t t,
+/* dst = a op src (src x scalar for PreMulSum). */
+static void fold(void *dst, const void *a, const void *src, size_t n, ncclDataType_t t,
 		 enum cxls_red_kind k, union cxls_scalar s)
 {
 	if (is_int(t))
-		INT_LOOPS_OF[t].fold(dst, src, n, k, s.u);
+		INT_LOOPS_OF[t].fold(dst, a, src, n, k, s.u);
 	else if (t == ncclFloat32)
-		f32_fold(dst, src, n, k, s.f);
+		f32_fold(dst, a, src, n, k, s.f);
 	else if (t == ncclFloat64)
-		f64_fold(dst, src, n, k, s.d);
+		f64_fold(dst, a, src, n, k, s.d);
 	else
-		mini_fold(dst, src, n, t, k, s.f);
+		mini_fold(dst, a, src, n, t, k, s.f);
 }
 
 void cxls_reduce_init(void *dst, const void *src, size_t n, ncclDataType_t t,
@@ -276,7 +276,21 @@ void cxls_reduce_step(void *dst, const void *src, size_t n, ncclDataType_t t,
 {
 	union cxls_scalar one = { 0 };
 
-	fold(dst, src, n, t, op->kind, op->kind == CXLS_RED_PREMULSUM ? scalar_of(op, t) : one);
+	fold(dst, dst, src, n, t, op->kind, op->kind == CXLS_RED_PREMULSUM ? scalar_of(op, t) : one);
+}
+
+/* Under PreMulSum own is the term to scale: src + own x scalar, the same
+ * bits as own x scalar + src (addition commutes exactly; the product is
+ * rounded to the type either way). */
+void cxls_reduce_first(void *dst, const void *own, const void *src, size_t n, ncclDataType_t t,
+		       const struct cxls_redop *op)
+{
+	union cxls_scalar one = { 0 };
+
+	if (op->kind == CXLS_RED_PREMULSUM)
+		fold(dst, src, own, n, t, CXLS_RED_PREMULSUM, scalar_of(op, t));
+	else
+		fold(dst, own, src, n, t, op->kind, one);
 }
 
 void cxls_reduce_finish(void *dst, size_t n, ncclDataType_t t, const struct cxls_redop *op)

@@ -50,6 +50,12 @@ void cxls_reduce_init(void *dst, const void *src, size_t n, ncclDataType_t t,
 /* dst = dst op src (src x scalar for PreMulSum). */
 void cxls_reduce_step(void *dst, const void *src, size_t n, ncclDataType_t t,
 		      const struct cxls_redop *op);
+/* dst = own (x scalar for PreMulSum) op src, src being a peer's input as
+ * it published it (already scaled): init and step at once, in one pass
+ * over dst; same bits as cxls_reduce_init(own) then cxls_reduce_step(src)
+ * with PreMulSum's step adding src unscaled.  dst may be own (in place). */
+void cxls_reduce_first(void *dst, const void *own, const void *src, size_t n, ncclDataType_t t,
+		       const struct cxls_redop *op);
 /* Integer avg: dst /= postdiv. */
 void cxls_reduce_finish(void *dst, size_t n, ncclDataType_t t, const struct cxls_redop *op);
 

@@ -94,8 +94,8 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len);
 int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *dst, size_t len);
 int cxls_op_ack(struct cxls_op *op, uint32_t k);
-/* Reductions (a host function on the CPU under the emulation, where
- * device memory is host memory; a GPU kernel otherwise).  fold_init: dst = src (x scalar),
+/* Reductions (fold.c: a host function on the CPU under the emulation,
+ * where device memory is host memory; a GPU kernel otherwise).  fold_init: dst = src (x scalar),
  * on the read stream; fold: wait for peer's round k, then dst = dst op
  * slot, and when `last` finish it (integer avg). */
 int cxls_op_fold_init(struct cxls_op *op, void *dst, const void *src, size_t n,
@@ -105,6 +105,14 @@ int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *
 /* The same, with peer's slot as the first contribution: dst = slot. */
 int cxls_op_fold_first(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
 		       size_t n, ncclDataType_t t, const struct cxls_redop *rop, int last);
+/* The same, with this rank's own input first: dst = own (x scalar) op slot,
+ * in one pass over dst where fold_init of the whole message and then a
+ * fold per chunk make two (own may be dst: in place). */
+int cxls_op_fold_own(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
+		     const void *own, size_t n, ncclDataType_t t, const struct cxls_redop *rop,
+		     int last);
+/* PreMulSum's put: slot = src x scalar, on the write stream. */
+int cxls_op_scale_put(struct cxls_op *op, uint8_t *slot, const char *src, size_t len);
 /* The pool reduces where the CPU can reach device memory or the GPU
  * kernels are loaded. */
 ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll);

@@ -5,7 +5,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "fold_gpu.h"
 #include "group.h"
 #include "log.h"
 #include "replay.h"
@@ -235,18 +234,13 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	return 0;
 }
 
-static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, CUdeviceptr dst_dev,
-			const void *src, CUdeviceptr src_dev, size_t n, ncclDataType_t t,
-			const struct cxls_redop *rop, int init, int last);
-
 int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len)
 {
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
 	int scaled = op->scale && op->scale->kind == CXLS_RED_PREMULSUM;
 
-	if (scaled ? enqueue_fold(op, op->ws, slot, cxls_stage_dev(s, slot), src, cxls_dptr(src),
-				  len / cxls_type_size(op->type), op->type, op->scale, 1, 0) :
+	if (scaled ? cxls_op_scale_put(op, slot, src, len) :
 		     cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), cxls_dptr(src),
 					  len, cxls_op_slot_device(c, slot)))
 		return -1;
@@ -309,104 +303,6 @@ int cxls_op_ack(struct cxls_op *op, uint32_t k)
 	struct cxls_comm *c = op->c;
 
 	return cxls_stage_ring(&c->st, op->rs, &c->view.ack[c->rank], op->g0 + k + 1);
-}
-
-/* What a host function needs to run one fold; freed by it. */
-struct fold {
-	void *dst;
-	const void *src;
-	size_t n;
-	ncclDataType_t type;
-	struct cxls_redop op;
-	int init, last;
-};
-
-static void run_fold(void *arg)
-{
-	struct fold *f = arg;
-
-	if (f->init)
-		cxls_reduce_init(f->dst, f->src, f->n, f->type, &f->op);
-	else
-		cxls_reduce_step(f->dst, f->src, f->n, f->type, &f->op);
-	if (f->last)
-		cxls_reduce_finish(f->dst, f->n, f->type, &f->op);
-	free(f);
-}
-
-/* The fold on the stream: a host function on the CPU where the CPU can
- * reach device memory (the emulation), else the GPU kernel.  dst_dev and
- * src_dev are the device addresses (a pool slot's differs from its host
- * address). */
-static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, CUdeviceptr dst_dev,
-			const void *src, CUdeviceptr src_dev, size_t n, ncclDataType_t t,
-			const struct cxls_redop *rop, int init, int last)
-{
-	const struct cxls_stage *s = &op->c->st;
-	struct fold *f;
-
-	if (!n)
-		return 0;
-	if (!cxls_cuda_emulated())
-		return cxls_fold_gpu(s->cu, st, dst_dev, src_dev, n, t, rop, init, last);
-	f = malloc(sizeof(*f));
-	if (!f)
-		return -1;
-	*f = (struct fold){ dst, src, n, t, *rop, init, last };
-	if (s->cu->LaunchHostFunc(st, run_fold, f) != CUDA_SUCCESS) {
-		free(f);
-		return -1;
-	}
-	return 0;
-}
-
-int cxls_op_fold_init(struct cxls_op *op, void *dst, const void *src, size_t n,
-		      ncclDataType_t t, const struct cxls_redop *rop, int last)
-{
-	return enqueue_fold(op, op->rs, dst, cxls_dptr(dst), src, cxls_dptr(src), n, t, rop, 1,
-			    last);
-}
-
-/* Waits for peer's round k, then folds its slot into dst. */
-static int fold_slot(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
-		     ncclDataType_t t, const struct cxls_redop *rop, int init, int last)
-{
-	struct cxls_comm *c = op->c;
-	const struct cxls_stage *s = &c->st;
-	struct cxls_redop add = *rop;
-
-	/* the peer scaled its input when it published it */
-	if (add.kind == CXLS_RED_PREMULSUM)
-		add.kind = CXLS_RED_SUM;
-	if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], op->g0 + k + 1) ||
-	    cxls_stage_flush(s, op->rs, slot, n * cxls_type_size(t)))
-		return -1;
-	cxls_comm_count_io(c, 0, n * cxls_type_size(t));
-	return enqueue_fold(op, op->rs, dst, cxls_dptr(dst), slot, cxls_stage_dev(s, slot), n, t,
-			    &add, init, last);
-}
-
-int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
-		 ncclDataType_t t, const struct cxls_redop *rop, int last)
-{
-	return fold_slot(op, k, peer, slot, dst, n, t, rop, 0, last);
-}
-
-int cxls_op_fold_first(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
-		       size_t n, ncclDataType_t t, const struct cxls_redop *rop, int last)
-{
-	return fold_slot(op, k, peer, slot, dst, n, t, rop, 1, last);
-}
-
-ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll)
-{
-	char why[192];
-
-	if (cxls_cuda_emulated() || !cxls_fold_gpu_ready(c->st.cu, why, sizeof(why)))
-		return ncclSuccess;
-	cxls_comm_set_error(c, "%s on the pool needs the GPU reduction kernels: %s; route it to "
-			       "NCCL with nccl.collectives", coll, why);
-	return ncclInvalidUsage;
 }
 
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len)

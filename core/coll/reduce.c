@@ -16,15 +16,18 @@ static int fold_all(struct cxls_op *op, const char *send, char *recv, ncclDataTy
 	struct cxls_comm *c = op->c;
 	size_t es = cxls_type_size(t);
 
-	if (cxls_op_fold_init(op, recv, send, op->bytes / es, t, rop, c->nranks == 1))
-		return -1;
+	if (c->nranks == 1)
+		return cxls_op_fold_init(op, recv, send, op->bytes / es, t, rop, 1);
 	for (uint32_t k = 0; k < op->rounds; k++) {
-		for (int i = 1; i < c->nranks; i++) {
-			int peer = (c->rank + i) % c->nranks;
+		size_t off = cxls_op_off(op, k), n = cxls_op_len(op, k) / es;
 
-			if (cxls_op_fold(op, k, peer, cxls_op_slot(op, peer, k),
-					 recv + cxls_op_off(op, k), cxls_op_len(op, k) / es, t, rop,
-					 i == c->nranks - 1))
+		for (int i = 1; i < c->nranks; i++) {
+			int peer = (c->rank + i) % c->nranks, last = i == c->nranks - 1;
+			uint8_t *slot = cxls_op_slot(op, peer, k);
+
+			if (i == 1 ? cxls_op_fold_own(op, k, peer, slot, recv + off, send + off, n,
+						      t, rop, last) :
+				     cxls_op_fold(op, k, peer, slot, recv + off, n, t, rop, last))
 				return -1;
 		}
 		if (cxls_op_ack(op, k))

@@ -376,6 +376,57 @@ static void folds(void)
 	CHECK(!bad, "%d folded elements differ from the reference", bad);
 }
 
+/* cxls_reduce_first against init then step, which fold_case holds to the
+ * reference: own is the term PreMulSum scales, src the peer's term as it
+ * published it (added as is).  Out of place and in place (dst == own). */
+static int first_case(ncclDataType_t t, enum cxls_red_kind k, size_t n, int in_place)
+{
+	size_t sz = cxls_type_size(t);
+	char *own = malloc(n * sz + 1), *src = malloc(n * sz + 1);
+	char *got = malloc(n * sz + 1), *want = malloc(n * sz + 1);
+	struct cxls_redop op = { .kind = k, .scalar = is_int(t) ? 3 : t == ncclFloat8e4m3 ? 1.5 : 3 };
+	struct cxls_redop add = op;
+	int bad = 0;
+
+	fill(own, n, t);
+	fill(src, n, t);
+	add.kind = k == CXLS_RED_PREMULSUM ? CXLS_RED_SUM : k;
+	cxls_reduce_init(want, own, n, t, &op);
+	cxls_reduce_step(want, src, n, t, &add);
+	if (in_place) {
+		cxls_reduce_first(own, own, src, n, t, &op);
+		memcpy(got, own, n * sz);
+	} else {
+		memset(got, 0x5a, n * sz);
+		cxls_reduce_first(got, own, src, n, t, &op);
+	}
+	for (size_t i = 0; i < n; i++) {
+		int nan_ok = !is_int(t) && isnan(get_f(got, i, t)) && isnan(get_f(want, i, t));
+
+		if (memcmp(got + i * sz, want + i * sz, sz) && !nan_ok && bad++ < 2)
+			printf("  type %d op %d n %zu in place %d: element %zu differs\n", t, k, n,
+			       in_place, i);
+	}
+	free(own);
+	free(src);
+	free(got);
+	free(want);
+	return bad;
+}
+
+static void firsts(void)
+{
+	static const size_t LENS[] = { 0, 1, 7, 1023, 1025, 5000 };
+	int bad = 0;
+
+	for (size_t ti = 0; ti < sizeof(TYPES) / sizeof(TYPES[0]); ti++)
+		for (int k = CXLS_RED_SUM; k <= CXLS_RED_PREMULSUM; k++)
+			for (size_t li = 0; li < sizeof(LENS) / sizeof(LENS[0]); li++)
+				bad += first_case(TYPES[ti], k, LENS[li], 0) +
+				       first_case(TYPES[ti], k, LENS[li], 1);
+	CHECK(!bad, "%d elements of own-first folds differ from init then step", bad);
+}
+
 /* A device-resident scalar is read at fold time; integer avg divides with
  * C's truncation toward zero, as the GPU does. */
 static void scalars_and_avg(void)
@@ -410,6 +461,7 @@ int main(void)
 	}
 	specials();
 	folds();
+	firsts();
 	scalars_and_avg();
 	return CHECK_SUMMARY();
 }
