@@ -12,6 +12,7 @@
  * are combined across ranks with -a (default: the maximum, i.e. until the
  * slowest rank is done; nccl-tests defaults to the mean).
  */
+#include <assert.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -517,7 +518,8 @@ static size_t ref_off(const struct rank_ctx *x, unsigned k)
 {
 	size_t per = x->cpy_bytes / PIPE_CHUNK;
 
-	return per ? (size_t)(k % per) * PIPE_CHUNK : 0; /* rows >= 1 MiB: per >= 4 */
+	assert(per > 0); /* efficiency rows are >= 1 MiB: cpy_bytes >= 2 MiB */
+	return (size_t)(k % per) * PIPE_CHUNK;
 }
 
 /* The pipe bound: the pool's data movement with nothing around it.  Every
@@ -571,6 +573,8 @@ struct eff_best {
 	double bound, pipe;    /* GB/s */
 };
 
+/* The smaller of best and v counting only positive values (0: none yet,
+ * or not measured: a rank other than 0, an op without in place). */
 static double min_pos(double best, double v)
 {
 	return v > 0 && (best <= 0 || v < best) ? v : best;

@@ -211,7 +211,7 @@ step "reduce: AllReduce in CCCL's direct scheme (1, 3, 4 ranks, 64K chunks)" sh 
 	"for n in 1 3 4; do env CXLSHIM_NCCL_ALLREDUCE_DIRECT_MAX=1G CXLSHIM_CCCL_CHUNK_SIZE=64K \
 	 LD_PRELOAD=$SHIM $BUILD/tests/reduce_check -C allreduce -D 1073741824 -n \$n \
 	 -c 0,7,70000 -t int32,half,float -o sum,avg,premulsum-dev || exit 1; done"
-step "reduce: coll_perf efficiency rows past 2 x the size (Reduce 8, AllReduce 4 ranks)" \
+step "reduce: coll_perf efficiency rows past 2 x the size (Reduce 8, AllReduce 4, AlltoAll 3 ranks)" \
 	tests/ops/bench_eff.sh
 
 echo "== CCCL techniques and pool modes (3 ranks)"

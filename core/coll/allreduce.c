@@ -71,10 +71,9 @@ static int reduce_fold(struct ar *a, uint32_t t)
 	uint8_t *slot = cxls_op_slot(op, from, t);
 
 	/* the chunk's first round folds our own input in too */
-	if (t % (uint32_t)(c->nranks - 1) == 0 ?
-		    cxls_op_fold_own(op, t, from, slot, a->recv + off, a->send + off, n, a->type,
-				     &a->rop, last) :
-		    cxls_op_fold(op, t, from, slot, a->recv + off, n, a->type, &a->rop, last))
+	if (cxls_op_fold_own(op, t, from, slot, a->recv + off,
+			     t % (uint32_t)(c->nranks - 1) == 0 ? a->send + off : NULL, n, a->type,
+			     &a->rop, last))
 		return -1;
 	return cxls_op_ack(op, t);
 }
@@ -211,12 +210,11 @@ static int run(struct ar *a)
 	struct cxls_comm *c = a->op.c;
 	uint32_t t1 = a->op.cpr * (uint32_t)(c->nranks - 1);
 	uint32_t rounds = a->op.rounds, put = 0;
-	size_t own = (size_t)c->rank * a->q;
-	size_t own_n = own < a->count ? (a->count - own < a->q ? a->count - own : a->q) : 0;
 
 	a->op.type = a->type;
-	if (c->nranks == 1 && cxls_op_fold_init(&a->op, a->recv + own * a->es,
-						a->send + own * a->es, own_n, a->type, &a->rop, 1))
+	/* alone, the result is our input (x scalar); else folds make it */
+	if (c->nranks == 1 &&
+	    cxls_op_fold_init(&a->op, a->recv, a->send, a->count, a->type, &a->rop, 1))
 		return -1;
 	for (uint32_t t = 0; t < rounds; t++) {
 		for (; put < rounds && put <= t + lead(a, put) && can_put(a, put, t1, t); put++)

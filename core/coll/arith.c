@@ -281,7 +281,8 @@ void cxls_reduce_step(void *dst, const void *src, size_t n, ncclDataType_t t,
 
 /* Under PreMulSum own is the term to scale: src + own x scalar, the same
  * bits as own x scalar + src (addition commutes exactly; the product is
- * rounded to the type either way). */
+ * rounded to the type either way), but that of two NaNs x86 keeps the
+ * first one's payload. */
 void cxls_reduce_first(void *dst, const void *own, const void *src, size_t n, ncclDataType_t t,
 		       const struct cxls_redop *op)
 {

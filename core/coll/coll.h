@@ -105,9 +105,10 @@ int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *
 /* The same, with peer's slot as the first contribution: dst = slot. */
 int cxls_op_fold_first(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
 		       size_t n, ncclDataType_t t, const struct cxls_redop *rop, int last);
-/* The same, with this rank's own input first: dst = own (x scalar) op slot,
- * in one pass over dst where fold_init of the whole message and then a
- * fold per chunk make two (own may be dst: in place). */
+/* The same with this rank's own input first, for a chunk's first fold:
+ * dst = own (x scalar) op slot, in one pass over dst where fold_init of
+ * the whole message and then a fold per chunk make two (own may be dst:
+ * in place); own NULL: a later fold, as cxls_op_fold. */
 int cxls_op_fold_own(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
 		     const void *own, size_t n, ncclDataType_t t, const struct cxls_redop *rop,
 		     int last);

@@ -133,25 +133,27 @@ int cxls_op_fold_first(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, 
 	return fold_slot(op, k, peer, slot, dst, n, t, rop, 1, last);
 }
 
-/* On the GPU two kernels over a chunk that stays in its L2; on the CPU one
- * loop: reading own, src and writing dst once is what an out-of-place
- * fold must cost (a copy of own first made it a pass more). */
+/* On the CPU one loop: reading own and the slot and writing dst once is
+ * what an out-of-place fold must cost (a copy of own first made it a pass
+ * more).  On the GPU own's copy (or scaling) goes ahead of the wait, off
+ * the path that waits for the peer, and the slot's fold follows it. */
 int cxls_op_fold_own(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
 		     const void *own, size_t n, ncclDataType_t t, const struct cxls_redop *rop,
 		     int last)
 {
 	const struct cxls_stage *s = &op->c->st;
-	struct cxls_redop add = slot_op(rop);
 
+	if (!own)
+		return fold_slot(op, k, peer, slot, dst, n, t, rop, 0, last);
+	if (!cxls_cuda_emulated()) {
+		if (cxls_op_fold_init(op, dst, own, n, t, rop, 0))
+			return -1;
+		return fold_slot(op, k, peer, slot, dst, n, t, rop, 0, last);
+	}
 	if (await_slot(op, k, peer, slot, n * cxls_type_size(t)))
 		return -1;
 	if (!n)
 		return 0;
-	if (!cxls_cuda_emulated())
-		return enqueue_fold(op, op->rs, dst, cxls_dptr(dst), own, cxls_dptr(own), n, t, rop,
-				    1, 0) ||
-		       enqueue_fold(op, op->rs, dst, cxls_dptr(dst), slot, cxls_stage_dev(s, slot),
-				    n, t, &add, 0, last);
 	return enqueue_host(s, op->rs,
 			    &(struct fold){ .dst = dst, .own = own, .src = slot, .n = n, .type = t,
 					    .op = *rop, .last = last });

@@ -25,9 +25,8 @@ static int fold_all(struct cxls_op *op, const char *send, char *recv, ncclDataTy
 			int peer = (c->rank + i) % c->nranks, last = i == c->nranks - 1;
 			uint8_t *slot = cxls_op_slot(op, peer, k);
 
-			if (i == 1 ? cxls_op_fold_own(op, k, peer, slot, recv + off, send + off, n,
-						      t, rop, last) :
-				     cxls_op_fold(op, k, peer, slot, recv + off, n, t, rop, last))
+			if (cxls_op_fold_own(op, k, peer, slot, recv + off, i == 1 ? send + off : NULL,
+					     n, t, rop, last))
 				return -1;
 		}
 		if (cxls_op_ack(op, k))

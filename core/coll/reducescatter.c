@@ -12,25 +12,19 @@
 #include "log.h"
 #include "redop.h"
 
-static int round_t(struct cxls_op *op, const char *send, char *recv, uint32_t t,
+/* Round t; own: this rank's slice of sendbuff. */
+static int round_t(struct cxls_op *op, const char *send, const char *own, char *recv, uint32_t t,
 		   ncclDataType_t type, const struct cxls_redop *rop)
 {
 	struct cxls_comm *c = op->c;
 	uint32_t k = t / (uint32_t)(c->nranks - 1);
 	int to = cxls_op_pair(op, t, 1), from = cxls_op_pair(op, t, -1);
+	int first = t % (uint32_t)(c->nranks - 1) == 0, last = from == (c->rank + 1) % c->nranks;
 	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
 
-	size_t n = len / cxls_type_size(type);
-	uint8_t *slot = cxls_op_slot(op, from, t);
-	int last = from == (c->rank + 1) % c->nranks;
-
-	if (cxls_op_pair_put(op, t, send + (size_t)to * op->bytes + off, len))
-		return -1;
-	/* the chunk's first round folds the rank's own slice in too */
-	if (t % (uint32_t)(c->nranks - 1) == 0 ?
-		    cxls_op_fold_own(op, t, from, slot, recv + off,
-				     send + (size_t)c->rank * op->bytes + off, n, type, rop, last) :
-		    cxls_op_fold(op, t, from, slot, recv + off, n, type, rop, last))
+	if (cxls_op_pair_put(op, t, send + (size_t)to * op->bytes + off, len) ||
+	    cxls_op_fold_own(op, t, from, cxls_op_slot(op, from, t), recv + off,
+			     first ? own + off : NULL, len / cxls_type_size(type), type, rop, last))
 		return -1;
 	return cxls_op_ack(op, t);
 }
@@ -64,7 +58,7 @@ ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void 
 	if (c->nranks == 1 && cxls_op_fold_init(&op, recvbuff, own, recvcount, type, &rop, 1))
 		return cxls_op_abandon(&op);
 	for (uint32_t t = 0; t < op.rounds; t++)
-		if (round_t(&op, sendbuff, recvbuff, t, type, &rop))
+		if (round_t(&op, sendbuff, own, recvbuff, t, type, &rop))
 			return cxls_op_abandon(&op);
 	CXLS_TRACE("ReduceScatter %zu bytes/rank, %u rounds from round %u", bytes, op.rounds,
 		   op.g0);

@@ -444,6 +444,10 @@ static void scalars_and_avg(void)
 	CHECK(d[0] == -3 && d[1] == 15, "device scalar re-read: %d %d", d[0], d[1]);
 	cxls_reduce_step(fd, fs, 2, ncclFloat32, &fop);
 	CHECK(fd[0] == 3 && fd[1] == 3, "device float scalar: %g %g", fd[0], fd[1]);
+	/* own-first: the device scalar scales own, the peer's term is added */
+	fd[0] = 1, fd[1] = 2, fdev = 4;
+	cxls_reduce_first(fd, fd, fs, 2, ncclFloat32, &fop);
+	CHECK(fd[0] == 4.5f && fd[1] == 8.25f, "own-first, device scalar: %g %g", fd[0], fd[1]);
 	cxls_reduce_finish(d, 4, ncclInt32, &avg);
 	CHECK(d[0] == -1 && d[1] == 7, "integer avg truncates toward zero: %d %d", d[0], d[1]);
 }
