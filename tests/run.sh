@@ -238,6 +238,9 @@ step "non-coherent pool (coherence=flush)" env "$(pool flush)" CXLSHIM_POOL_COHE
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "flush + host waits" env "$(pool flush)" CXLSHIM_WAIT_MODE=host \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+step "non-coherent pool: Reduce, AllReduce, ReduceScatter (3 ranks)" env "$(pool flush)" \
+	CXLSHIM_POOL_COHERENCE=flush LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 3 \
+	-c 7,100000 -t float,int8,half -o sum,avg,premulsum-dev
 step "device bandwidth model" env CXLSHIM_CCCL_MODEL_DEVICES=1 CXLSHIM_CCCL_DEVICE_BW=8G \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "1 device" env "$(pool d1)" CXLSHIM_POOL_DEVICES=1 LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
