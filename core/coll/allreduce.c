@@ -210,11 +210,15 @@ static int run(struct ar *a)
 	struct cxls_comm *c = a->op.c;
 	uint32_t t1 = a->op.cpr * (uint32_t)(c->nranks - 1);
 	uint32_t rounds = a->op.rounds, put = 0;
+	size_t own = (size_t)c->rank * a->q;
+	size_t own_n = own < a->count ? (a->count - own < a->q ? a->count - own : a->q) : 0;
 
 	a->op.type = a->type;
 	/* alone, the result is our input (x scalar); else folds make it */
-	if (c->nranks == 1 &&
-	    cxls_op_fold_init(&a->op, a->recv, a->send, a->count, a->type, &a->rop, 1))
+	if (c->nranks == 1 ?
+		    cxls_op_fold_init(&a->op, a->recv, a->send, a->count, a->type, &a->rop, 1) :
+		    cxls_op_own_begin(&a->op, a->recv + own * a->es, a->send + own * a->es, own_n,
+				      a->type, &a->rop))
 		return -1;
 	for (uint32_t t = 0; t < rounds; t++) {
 		for (; put < rounds && put <= t + lead(a, put) && can_put(a, put, t1, t); put++)

@@ -106,9 +106,12 @@ int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *
 int cxls_op_fold_first(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
 		       size_t n, ncclDataType_t t, const struct cxls_redop *rop, int last);
 /* The same with this rank's own input first, for a chunk's first fold:
- * dst = own (x scalar) op slot, in one pass over dst where fold_init of
- * the whole message and then a fold per chunk make two (own may be dst:
- * in place); own NULL: a later fold, as cxls_op_fold. */
+ * dst = own (x scalar) op slot (own may be dst: in place); own NULL: a
+ * later fold, as cxls_op_fold.  Under the emulation one pass over dst
+ * where a copy of own and then a fold make two; cxls_op_own_begin, over
+ * the whole of dst and own, must come first (on a GPU it makes the copy). */
+int cxls_op_own_begin(struct cxls_op *op, void *dst, const void *own, size_t n,
+		      ncclDataType_t t, const struct cxls_redop *rop);
 int cxls_op_fold_own(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
 		     const void *own, size_t n, ncclDataType_t t, const struct cxls_redop *rop,
 		     int last);

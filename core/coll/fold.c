@@ -133,23 +133,30 @@ int cxls_op_fold_first(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, 
 	return fold_slot(op, k, peer, slot, dst, n, t, rop, 1, last);
 }
 
+/* The GPU keeps the whole copy ahead of the op: one copy (or scaling
+ * kernel) on its engines, where one per chunk would be R operations, each
+ * of which may wait for its turn when processes share the GPU (out of
+ * place was 3x slower there with the one copy per chunk AllGather makes:
+ * bench/README "On a real GPU"). */
+int cxls_op_own_begin(struct cxls_op *op, void *dst, const void *own, size_t n,
+		      ncclDataType_t t, const struct cxls_redop *rop)
+{
+	if (cxls_cuda_emulated())
+		return 0; /* each chunk's first fold reads own */
+	return cxls_op_fold_init(op, dst, own, n, t, rop, 0);
+}
+
 /* On the CPU one loop: reading own and the slot and writing dst once is
  * what an out-of-place fold must cost (a copy of own first made it a pass
- * more).  On the GPU own's copy (or scaling) goes ahead of the wait, off
- * the path that waits for the peer, and the slot's fold follows it. */
+ * more).  On the GPU dst already holds own (cxls_op_own_begin). */
 int cxls_op_fold_own(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst,
 		     const void *own, size_t n, ncclDataType_t t, const struct cxls_redop *rop,
 		     int last)
 {
 	const struct cxls_stage *s = &op->c->st;
 
-	if (!own)
+	if (!own || !cxls_cuda_emulated())
 		return fold_slot(op, k, peer, slot, dst, n, t, rop, 0, last);
-	if (!cxls_cuda_emulated()) {
-		if (cxls_op_fold_init(op, dst, own, n, t, rop, 0))
-			return -1;
-		return fold_slot(op, k, peer, slot, dst, n, t, rop, 0, last);
-	}
 	if (await_slot(op, k, peer, slot, n * cxls_type_size(t)))
 		return -1;
 	if (!n)

@@ -18,6 +18,8 @@ static int fold_all(struct cxls_op *op, const char *send, char *recv, ncclDataTy
 
 	if (c->nranks == 1)
 		return cxls_op_fold_init(op, recv, send, op->bytes / es, t, rop, 1);
+	if (cxls_op_own_begin(op, recv, send, op->bytes / es, t, rop))
+		return -1;
 	for (uint32_t k = 0; k < op->rounds; k++) {
 		size_t off = cxls_op_off(op, k), n = cxls_op_len(op, k) / es;
 

@@ -55,7 +55,8 @@ ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void 
 	op.scale = &rop;
 	op.type = type;
 	own = (const char *)sendbuff + (size_t)c->rank * bytes;
-	if (c->nranks == 1 && cxls_op_fold_init(&op, recvbuff, own, recvcount, type, &rop, 1))
+	if (c->nranks == 1 ? cxls_op_fold_init(&op, recvbuff, own, recvcount, type, &rop, 1) :
+			     cxls_op_own_begin(&op, recvbuff, own, recvcount, type, &rop))
 		return cxls_op_abandon(&op);
 	for (uint32_t t = 0; t < op.rounds; t++)
 		if (round_t(&op, sendbuff, own, recvbuff, t, type, &rop))
