@@ -53,8 +53,8 @@ void cxls_reduce_step(void *dst, const void *src, size_t n, ncclDataType_t t,
 /* dst = own (x scalar for PreMulSum) op src, src being a peer's input as
  * it published it (already scaled): init and step at once, in one pass
  * over dst; same bits as cxls_reduce_init(own) then cxls_reduce_step(src)
- * with PreMulSum's step adding src unscaled (but for which NaN's payload
- * a PreMulSum of two NaNs keeps).  dst may be own (in place). */
+ * with PreMulSum's step adding src unscaled (up to which payload a
+ * PreMulSum of two NaNs keeps).  dst may be own (in place). */
 void cxls_reduce_first(void *dst, const void *own, const void *src, size_t n, ncclDataType_t t,
 		       const struct cxls_redop *op);
 /* Integer avg: dst /= postdiv. */
