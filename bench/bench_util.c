@@ -842,7 +842,12 @@ int bu_parse_size(const char *s, size_t *out)
 		end++;
 	if (*end)
 		return -1;
-	*out = (size_t)(v * mul);
+	/* a double at or past 2^64 (or NaN) has no size_t: the conversion is
+	 * undefined, and x86 makes 1e30 a size of 0 */
+	v *= mul;
+	if (!(v < 0x1p64))
+		return -1;
+	*out = (size_t)v;
 	return 0;
 }
 
@@ -889,6 +894,18 @@ static int parse_int(const char *s, int *out)
 	return 0;
 }
 
+/* A step factor: a finite number above 0, nothing after it. */
+static int parse_factor(const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !(v > 0 && v < 0x1p64))
+		return -1;
+	*out = v;
+	return 0;
+}
+
 static void parse_one(int c, const char *arg, struct bu_opts *o, const char *prog, int is_mpi)
 {
 	int bad = 0;
@@ -903,8 +920,7 @@ static void parse_one(int c, const char *arg, struct bu_opts *o, const char *pro
 		bad = bu_parse_size(arg, &o->step_bytes);
 		break;
 	case 'f':
-		o->step_factor = strtod(arg, NULL);
-		bad = o->step_factor <= 0;
+		bad = parse_factor(arg, &o->step_factor);
 		break;
 	case 'n':
 		bad = parse_int(arg, &o->iters) || o->iters < 1;
@@ -1017,11 +1033,17 @@ void bu_parse_opts(int argc, char **argv, struct bu_opts *o, const char *prog, i
 
 size_t bu_next_size(const struct bu_opts *o, size_t size)
 {
+	/* saturate at SIZE_MAX, past any max_bytes that could be allocated:
+	 * the sweep ends instead of converting an out-of-range double or
+	 * wrapping to a small size */
 	if (o->step_factor > 1.0) {
-		size_t next = (size_t)((double)size * o->step_factor);
-		return next > size ? next : size + 1;
+		double next = (double)size * o->step_factor;
+
+		if (!(next < 0x1p64))
+			return SIZE_MAX;
+		return (size_t)next > size ? (size_t)next : size + 1;
 	}
-	return size + o->step_bytes;
+	return o->step_bytes > SIZE_MAX - size ? SIZE_MAX : size + o->step_bytes;
 }
 
 void bu_sweep_init(struct bu_sweep *s, const struct bu_opts *o, int nranks)
