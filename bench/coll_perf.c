@@ -547,9 +547,16 @@ static void pipe_move(struct rank_ctx *x, size_t bytes)
 	x->pipe_seq = g0 + n;
 }
 
-static double pct(double v, double ref)
+/* "  pct" of v against the bound ref, or N/A where the placement did not
+ * run or the bound moved nothing: at 1 rank most collectives have no pool
+ * bytes, the references copy 0 bytes at "0 GB/s", and a 0.0% cell would
+ * read as a collective that reached none of its bound. */
+static void pct_cell(FILE *f, double v, double ref, int run)
 {
-	return ref > 0 ? 100 * v / ref : 0;
+	if (run && ref > 0)
+		fprintf(f, "  %6.1f", 100 * v / ref);
+	else
+		fprintf(f, "  %6s", "N/A");
 }
 
 /* Bytes the busiest rank must move through memory for one call: the
@@ -607,18 +614,20 @@ static void pool_eff_row(struct rank_ctx *x, const struct bu_case *k, size_t nby
 	double bout = must_move_bytes(coll, nbytes, x->nranks, 0);
 	double bin = must_move_bytes(coll, nbytes, x->nranks, 1);
 	double gout = bout / 1e9 / (b->out_us * 1e-6);
-	double gin = b->in_us > 0 ? bin / 1e9 / (b->in_us * 1e-6) : 0;
-	fprintf(x->eff, "# %10zu  %8s  %6d  %8.2f  %8.2f  %12.0f  %8.2f  %6.1f", nbytes,
-		bu_types[k->type].name, k->root, solo, b->bound, bout, gout, pct(gout, b->bound));
-	if (b->in_us <= 0)
-		fprintf(x->eff, "  %12s  %8s  %6s", "N/A", "N/A", "N/A");
+	int in = b->in_us > 0;
+	double gin = in ? bin / 1e9 / (b->in_us * 1e-6) : 0;
+	fprintf(x->eff, "# %10zu  %8s  %6d  %8.2f  %8.2f  %12.0f  %8.2f", nbytes,
+		bu_types[k->type].name, k->root, solo, b->bound, bout, gout);
+	pct_cell(x->eff, gout, b->bound, 1);
+	if (in)
+		fprintf(x->eff, "  %12.0f  %8.2f", bin, gin);
 	else
-		fprintf(x->eff, "  %12.0f  %8.2f  %6.1f", bin, gin, pct(gin, b->bound));
-	fprintf(x->eff, "  %8.2f  %6.1f", b->pipe, pct(gout, b->pipe));
-	if (b->in_us <= 0)
-		fprintf(x->eff, "  %6s\n", "N/A");
-	else
-		fprintf(x->eff, "  %6.1f\n", pct(gin, b->pipe));
+		fprintf(x->eff, "  %12s  %8s", "N/A", "N/A");
+	pct_cell(x->eff, gin, b->bound, in);
+	fprintf(x->eff, "  %8.2f", b->pipe);
+	pct_cell(x->eff, gout, b->pipe, 1);
+	pct_cell(x->eff, gin, b->pipe, in);
+	fputc('\n', x->eff);
 }
 
 static void run_row(struct rank_ctx *x, int type, int root, int op, size_t nbytes)
