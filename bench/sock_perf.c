@@ -137,11 +137,20 @@ static int serve_sink(int fd, size_t size, int wfd)
 
 static int worker_pingpong(size_t size, int iters)
 {
-	char *buf = calloc(1, size);
-	uint64_t *lat = calloc((size_t)iters, sizeof(*lat)), sum = 0;
+	char *buf;
+	uint64_t *lat, sum = 0;
 	int rfd, fd;
 	pid_t pid;
 
+	/* the percentiles are read out of lat[0 .. iters - 1] */
+	if (iters < 1) {
+		fprintf(stderr, "sock_perf: -w pingpong needs -n of 1 or more\n");
+		return 2;
+	}
+	buf = calloc(1, size);
+	lat = calloc((size_t)iters, sizeof(*lat));
+	if (!buf || !lat)
+		return 1;
 	pid = 0;
 	fd = remote_host ? dial() : pair(&pid, serve_echo, size, &rfd);
 	if (fd < 0)
@@ -165,7 +174,8 @@ static int worker_pingpong(size_t size, int iters)
 	qsort(lat, (size_t)iters, sizeof(*lat), cmp_u64);
 	for (int i = 0; i < iters; i++)
 		sum += lat[i];
-	printf("RESULT %.2f %.2f %.2f\n", lat[iters / 2] / 1e3, lat[iters * 99 / 100] / 1e3,
+	/* iters * 99 in size_t: in int it overflows past 21.7M iterations */
+	printf("RESULT %.2f %.2f %.2f\n", lat[iters / 2] / 1e3, lat[(size_t)iters * 99 / 100] / 1e3,
 	       (double)sum / iters / 1e3);
 	return 0;
 }
