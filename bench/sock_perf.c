@@ -225,7 +225,7 @@ static int echo_server(int port)
 			continue;
 		if (fork() == 0) {
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			if (tu_read_all(fd, &size, sizeof(size)) == 0 && size < (64u << 20))
+			if (tu_read_all(fd, &size, sizeof(size)) == 0 && size && size < (64u << 20))
 				_exit(serve_echo(fd, size, -1));
 			_exit(1);
 		}
@@ -307,6 +307,13 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (kind && !strcmp(kind, "echo-server"))
 		return echo_server(remote_port);
+	/* A message of 0 bytes never ends: serve_echo's read of 0 bytes
+	 * succeeds without reading, so it never sees the client's EOF and
+	 * spins while the client waits for it; and 0 * f stays 0. */
+	if (kind ? size < 1 : b < 1) {
+		fprintf(stderr, "sock_perf: message sizes start at 1 byte\n");
+		return 2;
+	}
 	if (kind)
 		return !strcmp(kind, "pingpong") ? worker_pingpong(size, n) : worker_stream(size, n);
 	if (access(lib, R_OK) || !realpath(lib, env[2])) {
@@ -349,7 +356,7 @@ int main(int argc, char **argv)
 			       st[3][0] > 0 ? st[1][0] / st[3][0] : 0);
 		printf("\n");
 		fflush(stdout);
-		if (f < 2)
+		if (f < 2 || s > e / f) /* s * f would pass e, or wrap */
 			break;
 	}
 	return 0;
