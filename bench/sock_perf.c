@@ -284,7 +284,7 @@ int main(int argc, char **argv)
 	const char *lib = "build/libcxlshim.so", *kind = NULL;
 	size_t b = 16, e = 1u << 20, f = 4, size = 0;
 	int ms = 300, busy = 50, n = 0, opt, ring = 0;
-	char env[4][600], sz[16];
+	char env[4][600], sz[16], *real;
 
 	while ((opt = getopt(argc, argv, "L:b:e:f:T:B:w:z:n:H:p:Rd:")) != -1) {
 		switch (opt) {
@@ -316,11 +316,12 @@ int main(int argc, char **argv)
 	}
 	if (kind)
 		return !strcmp(kind, "pingpong") ? worker_pingpong(size, n) : worker_stream(size, n);
-	if (access(lib, R_OK) || !realpath(lib, env[2])) {
+	/* realpath allocates: a resolved path may be PATH_MAX long */
+	if (access(lib, R_OK) || !(real = realpath(lib, NULL))) {
 		fprintf(stderr, "sock_perf: %s not found (-L)\n", lib);
 		return 2;
 	}
-	lib = strdup(env[2]);
+	lib = real;
 	snprintf(env[0], sizeof(env[0]), "-u LD_PRELOAD");
 	snprintf(env[1], sizeof(env[1]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=0", lib);
 	snprintf(env[2], sizeof(env[2]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=%d", lib, busy);
