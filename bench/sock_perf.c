@@ -21,7 +21,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +247,29 @@ static size_t parse_size(const char *s)
 	return v;
 }
 
+/* A worker's environment (the preload's path, up to PATH_MAX, and two or
+ * three variables) and its command line (that, and our own path). */
+#define ENV_MAX (PATH_MAX + 128)
+#define CMD_MAX (ENV_MAX + PATH_MAX + 128)
+
+/* snprintf that fails instead of cutting: a command cut short runs
+ * another measurement (ld.so ignores a preload path cut in the middle,
+ * and the pool's columns then time TCP). */
+static int __attribute__((format(printf, 3, 4))) fmt(char *buf, size_t cap, const char *f, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, f);
+	n = vsnprintf(buf, cap, f, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < cap)
+		return 0;
+	fprintf(stderr, "sock_perf: a command of %d bytes, more than %zu: %.60s...\n", n, cap - 1,
+		buf);
+	return -1;
+}
+
 struct mode {
 	const char *name;
 	const char *env; /* prefix of the command */
@@ -254,11 +279,12 @@ struct mode {
 static int run(const char *self, const char *env, const char *kind, size_t size, int arg,
 	       double *v)
 {
-	char cmd[1024], line[256];
+	char cmd[CMD_MAX], line[256];
 	FILE *p;
 	int n = 0;
 
-	snprintf(cmd, sizeof(cmd), "env %s %s -w %s -z %zu -n %d", env, self, kind, size, arg);
+	if (fmt(cmd, sizeof(cmd), "env %s %s -w %s -z %zu -n %d", env, self, kind, size, arg))
+		return -1;
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
@@ -284,7 +310,7 @@ int main(int argc, char **argv)
 	const char *lib = "build/libcxlshim.so", *kind = NULL;
 	size_t b = 16, e = 1u << 20, f = 4, size = 0;
 	int ms = 300, busy = 50, n = 0, opt, ring = 0;
-	char env[4][600], sz[16], *real;
+	char env[4][ENV_MAX], sz[16], *real;
 
 	while ((opt = getopt(argc, argv, "L:b:e:f:T:B:w:z:n:H:p:Rd:")) != -1) {
 		switch (opt) {
@@ -322,11 +348,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	lib = real;
-	snprintf(env[0], sizeof(env[0]), "-u LD_PRELOAD");
-	snprintf(env[1], sizeof(env[1]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=0", lib);
-	snprintf(env[2], sizeof(env[2]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=%d", lib, busy);
-	snprintf(env[3], sizeof(env[3]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=0 "
-		 "CXLSHIM_SOCK_REF_MIN=0", lib);
+	if (fmt(env[0], sizeof(env[0]), "-u LD_PRELOAD") ||
+	    fmt(env[1], sizeof(env[1]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=0", lib) ||
+	    fmt(env[2], sizeof(env[2]), "LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=%d", lib, busy) ||
+	    fmt(env[3], sizeof(env[3]),
+		"LD_PRELOAD=%s CXLSHIM_SOCK_BUSY_POLL_US=0 CXLSHIM_SOCK_REF_MIN=0", lib))
+		return 2;
 	printf("# sock_perf: TCP loopback vs the pool, same run (busy-poll window %d us)\n", busy);
 	printf("# ping-pong one-way latency in us (round trip / 2); stream GB/s for %d ms\n", ms);
 	printf("%7s | %8s %8s %8s %6s %6s | %8s %8s %8s | %7s %7s %6s", "size", "tcp p50",
