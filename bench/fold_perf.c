@@ -7,8 +7,10 @@
  * bytes), so "of memcpy" is the fold's traffic rate over memcpy's: 100%
  * means the fold is as memory-bound as a copy.
  *
- *   build/bench/fold_perf [-b BYTES] [-i ITERS]
+ *   build/bench/fold_perf [-b BYTES[K|M|G]] [-i ITERS]
  */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +66,29 @@ static void fill(void *p, size_t n, ncclDataType_t t)
 	}
 }
 
+/* BYTES, with an optional K, M or G as coll_perf's -b: a bare strtoull
+ * read "1M" as 1 byte and "abc" as 0. */
+static int parse_bytes(const char *s, size_t *out)
+{
+	unsigned long long v;
+	int shift = 0;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (end == s || errno || *s == '-')
+		return -1;
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	}
+	if (*end || !v || v > (SIZE_MAX >> shift))
+		return -1;
+	*out = (size_t)v << shift;
+	return 0;
+}
+
 static const char *const OPS[] = { "sum", "prod", "max", "min", "premulsum" };
 
 int main(int argc, char **argv)
@@ -74,16 +99,16 @@ int main(int argc, char **argv)
 	double t, copy_gbs;
 
 	while ((opt = getopt(argc, argv, "b:i:")) != -1) {
-		if (opt == 'b')
-			bytes = strtoull(optarg, NULL, 0);
-		else if (opt == 'i')
-			iters = atoi(optarg);
-		else
-			return fprintf(stderr, "usage: %s [-b BYTES] [-i ITERS]\n", argv[0]), 2;
+		if (opt == 'b' && parse_bytes(optarg, &bytes) == 0)
+			continue;
+		if (opt == 'i' && (iters = atoi(optarg)) >= 1)
+			continue;
+		return fprintf(stderr, "usage: %s [-b BYTES[K|M|G], not 0] [-i ITERS, 1 or more]\n",
+			       argv[0]), 2;
 	}
 	d = malloc(bytes);
 	s = malloc(bytes);
-	if (!d || !s || iters < 1)
+	if (!d || !s)
 		return 1;
 	t = now();
 	for (int i = 0; i < iters; i++)
