@@ -376,6 +376,10 @@ int main(int argc, char **argv)
 	}
 	if (iters < 1)
 		iters = 1;
+	/* adam() starts its best time at 1e30: with no step that sentinel
+	 * would be printed as the time of one */
+	if (steps < 1)
+		steps = 1;
 	write_policy();
 	bench_alloc(iters);
 	bench_adam(n, steps);
