@@ -83,8 +83,8 @@ bench: bench-build $(BUILD)/libcxlshim.so
 	BUILD=$(BUILD) bench/baselines.sh -C broadcast -N 4 $(BENCH_SIZES) -p 1
 
 # The collectives beyond the issue's two, 4 ranks (root 0 for gather,
-# scatter and reduce; alltoall has no in-place variant, its in-place columns
-# are N/A; the reductions run sum on float, -o and -d default).
+# scatter and reduce; alltoall in place is sendbuff == recvbuff, as
+# nccl-tests runs it; the reductions run sum on float, -o and -d default).
 bench-more: bench-build $(BUILD)/libcxlshim.so
 	BUILD=$(BUILD) bench/baselines.sh -C gather -N 4 $(BENCH_SIZES) -p 1
 	BUILD=$(BUILD) bench/baselines.sh -C scatter -N 4 $(BENCH_SIZES) -p 1

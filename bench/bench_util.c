@@ -380,8 +380,9 @@ static int sc_expected(void *recv, const struct bu_case *k)
 }
 
 /* alltoall: size = a rank's send (= recv) buffer, nranks x count; count =
- * elements per (sender, receiver) pair. No in-place variant: NCCL does not
- * define one, and the shim refuses overlapping buffers. */
+ * elements per (sender, receiver) pair.  In place is sendbuff == recvbuff
+ * (nccl-tests runs it; NCCL leaves it undefined, the shim runs it exactly);
+ * other overlaps the shim refuses. */
 static void aa_counts(size_t nbytes, size_t tsize, int nranks, int rank, struct bu_counts *c)
 {
 	(void)rank;
