@@ -341,6 +341,12 @@ static double ga_pool_bytes(size_t nbytes, int nranks)
 	return (double)nbytes * (nranks - 1) / nranks;
 }
 
+/* A gather's or a scatter's other ranks each move their own S/n. */
+static double slice_peer_bytes(size_t nbytes, int nranks)
+{
+	return (double)nbytes / nranks;
+}
+
 /* scatter: size = the root's send buffer, nranks x count; count = elements
  * each rank receives; in-place recvbuff = sendbuff + rank * count on every
  * rank (nccl-tests; NCCL's in-place condition at the root). */
@@ -598,6 +604,13 @@ static double rd_pool_bytes(size_t nbytes, int nranks)
 	return (double)nbytes * (nranks - 1);
 }
 
+/* A reduce's other ranks each write their S. */
+static double rd_peer_bytes(size_t nbytes, int nranks)
+{
+	(void)nranks;
+	return (double)nbytes;
+}
+
 /* all_reduce: the counts of broadcast (in-place sendbuff == recvbuff). */
 static double ar_bus_factor(int nranks)
 {
@@ -695,6 +708,7 @@ const struct bu_coll bu_colls[BU_NCOLLS] = {
 		.counts = ag_counts,
 		.bus_factor = nm1_bus_factor,
 		.pool_bytes = ga_pool_bytes,
+		.peer_bytes = slice_peer_bytes,
 		.local_bytes = slice_local_bytes,
 		.pool_note = "gather: root reads (n-1)S/n, others write S/n; out of place the root also copies its S/n",
 		.fill_input = rank_fill_input,
@@ -706,6 +720,7 @@ const struct bu_coll bu_colls[BU_NCOLLS] = {
 		.counts = sc_counts,
 		.bus_factor = nm1_bus_factor,
 		.pool_bytes = sc_pool_bytes,
+		.peer_bytes = slice_peer_bytes,
 		.local_bytes = slice_local_bytes,
 		.pool_note = "scatter: root writes (n-1)S/n, others read S/n; out of place the root also copies its S/n",
 		.fill_input = sc_fill_input,
@@ -728,6 +743,7 @@ const struct bu_coll bu_colls[BU_NCOLLS] = {
 		.counts = bc_counts,
 		.bus_factor = bc_bus_factor,
 		.pool_bytes = rd_pool_bytes,
+		.peer_bytes = rd_peer_bytes,
 		.pool_note = "reduce: root reads (n-1)S, others write S",
 		.fill_input = red_fill_input,
 		.expected = rd_expected,

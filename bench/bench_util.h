@@ -103,6 +103,10 @@ struct bu_coll {
 	 * belong.  NULL: none (the reductions fold their own input either
 	 * way). */
 	double (*local_bytes)(size_t nbytes, int nranks);
+	/* A rooted collective's other ranks move less than its root: their
+	 * pool bytes (gather, scatter: S/n; reduce: S).  NULL: every rank
+	 * moves pool_bytes.  The memcpy bound has each rank copy its own. */
+	double (*peer_bytes)(size_t nbytes, int nranks);
 	const char *pool_note;
 	/* Fills this rank's send buffer (c.sendcount elements). Returns 0 when
 	 * the library does not read this rank's input (broadcast at a non-root):

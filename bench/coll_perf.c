@@ -434,7 +434,7 @@ typedef void (*ref_move_fn)(struct rank_ctx *x, size_t bytes);
  * ranks wait for each other, so each one's clock spans the others' work.
  * Looping as the collective does keeps the start skew of the barrier (tens
  * of us) small against the loop.  GB/s, on rank 0 (0 elsewhere). */
-static double reference_rep(struct rank_ctx *x, size_t bytes, ref_move_fn move)
+static double reference_rep(struct rank_ctx *x, size_t bytes, size_t mine, ref_move_fn move)
 {
 	struct rank_slot *me = &x->bd->slot[x->rank];
 	/* the collective's loop count, but no more than REF_MAX_BYTES a
@@ -447,7 +447,7 @@ static double reference_rep(struct rank_ctx *x, size_t bytes, ref_move_fn move)
 	launch_barrier();
 	me->ref_t0 = bu_now();
 	for (int i = 0; i < iters; i++)
-		move(x, bytes);
+		move(x, mine);
 	me->ref_t1 = bu_now();
 	launch_barrier();
 	if (x->rank != 0)
@@ -458,6 +458,21 @@ static double reference_rep(struct rank_ctx *x, size_t bytes, ref_move_fn move)
 		t1 = x->bd->slot[r].ref_t1 > t1 ? x->bd->slot[r].ref_t1 : t1;
 	}
 	return t1 > t0 ? (double)bytes * iters / (t1 - t0) / 1e9 : 0;
+}
+
+/* What this rank copies in the memcpy bound: the root of a rooted
+ * collective and every rank of the others the busiest rank's pool bytes
+ * pb, the other ranks of a gather, scatter or reduce their own (peer_bytes),
+ * as in the collective: every rank copying pb made the bound read low where
+ * ranks share cores (a Reduce at 4 ranks on 2 cores copied 12 S for 6 S). */
+static size_t bound_bytes(const struct rank_ctx *x, const struct bu_case *k, size_t nbytes,
+			  size_t pb)
+{
+	const struct bu_coll *coll = x->o->coll;
+
+	if (!coll->peer_bytes || x->rank == k->root)
+		return pb;
+	return (size_t)coll->peer_bytes(nbytes, x->nranks);
 }
 
 /* The memcpy bound: on a machine whose ranks share memory bandwidth (and
@@ -587,9 +602,11 @@ static double min_pos(double best, double v)
 	return v > 0 && (best <= 0 || v < best) ? v : best;
 }
 
-static void eff_measure(struct rank_ctx *x, const struct bu_case *k, size_t pb,
+static void eff_measure(struct rank_ctx *x, const struct bu_case *k, size_t nbytes,
 			struct eff_best *b)
 {
+	size_t pb = (size_t)x->o->coll->pool_bytes(nbytes, x->nranks);
+
 	*b = (struct eff_best){0};
 	for (int rep = 0; rep < EFF_REPS; rep++) {
 		double v;
@@ -597,9 +614,9 @@ static void eff_measure(struct rank_ctx *x, const struct bu_case *k, size_t pb,
 		b->out_us = min_pos(b->out_us, op_rep_us(x, k, 0));
 		if (!x->o->coll->no_inplace)
 			b->in_us = min_pos(b->in_us, op_rep_us(x, k, 1));
-		if ((v = reference_rep(x, pb, memcpy_move)) > b->bound)
+		if ((v = reference_rep(x, pb, bound_bytes(x, k, nbytes, pb), memcpy_move)) > b->bound)
 			b->bound = v;
-		if ((v = reference_rep(x, pb & ~(size_t)1, pipe_move)) > b->pipe)
+		if ((v = reference_rep(x, pb & ~(size_t)1, pb & ~(size_t)1, pipe_move)) > b->pipe)
 			b->pipe = v;
 	}
 }
@@ -649,7 +666,7 @@ static void run_row(struct rank_ctx *x, int type, int root, int op, size_t nbyte
 	if (x->o->pool_eff && shown >= POOL_EFF_MIN_BYTES) {
 		struct eff_best b;
 
-		eff_measure(x, &k, (size_t)coll->pool_bytes(shown, x->nranks), &b);
+		eff_measure(x, &k, shown, &b);
 		/* The other ranks sleep in the barrier while rank 0 measures the
 		 * solo memcpy reference, so they neither compete for cores nor
 		 * poll. */
@@ -686,13 +703,14 @@ static void print_pool_eff(struct rank_ctx *x)
 	printf("#\n# Pool efficiency (sizes >= 1 MiB): bytes the busiest rank must move through\n"
 	       "# memory (%s)\n"
 	       "# / time of a call (best of %d timed loops, not the table's one), as %% of the memcpy\n"
-	       "# bound: every rank memcpys the in-place bytes, up to %d times, all at once, timed\n"
+	       "# bound: every rank memcpys its in-place bytes (a gather's, scatter's or reduce's\n"
+	       "# other ranks their own, less than the root's), up to %d times, all at once, timed\n"
 	       "# from the first rank's start to the last rank's end (best of %d, taking turns with\n"
 	       "# the collective's loops; `solo`: rank 0 alone copies S bytes); and as %% of the pipe\n"
-	       "# bound: every rank moves them at once, half written into its slots and half read\n"
-	       "# out of the previous rank's, in %u KiB chunks through %u slots per rank with a flag\n"
-	       "# per chunk, as the pool stages them (what crossing between cores costs; timed the\n"
-	       "# same).\n",
+	       "# bound: every rank moves the busiest rank's bytes at once, half written into its\n"
+	       "# slots and half read out of the previous rank's, in %u KiB chunks through %u slots\n"
+	       "# per rank with a flag per chunk, as the pool stages them (what crossing between\n"
+	       "# cores costs; timed the same).\n",
 	       x->o->coll->pool_note, EFF_REPS, x->o->iters > 0 ? x->o->iters : 1, EFF_REPS,
 	       PIPE_CHUNK >> 10, PIPE_SLOTS);
 	printf("# %10s  %8s  %6s  %8s  %8s  %12s  %8s  %6s  %12s  %8s  %6s  %8s  %6s  %6s\n",
