@@ -93,6 +93,9 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
  * (cxls_op_ack) acknowledges the round. */
 int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len);
 int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *dst, size_t len);
+/* Its first half, for a reader other than a copy (a fold): on the read
+ * stream, wait for peer's round k and make the slot's len bytes visible. */
+int cxls_op_await(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, size_t len);
 int cxls_op_ack(struct cxls_op *op, uint32_t k);
 /* Reductions (fold.c: a host function on the CPU under the emulation,
  * where device memory is host memory; a GPU kernel otherwise).  fold_init: dst = src (x scalar),

@@ -250,7 +250,7 @@ int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, 
 	return cxls_stage_ring(s, op->ws, &c->view.pub[c->rank], op->g0 + k + 1);
 }
 
-int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *dst, size_t len)
+int cxls_op_await(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, size_t len)
 {
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
@@ -259,8 +259,17 @@ int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *d
 	    cxls_stage_flush(s, op->rs, slot, len))
 		return -1;
 	cxls_comm_count_io(c, 0, len);
+	return 0;
+}
+
+int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *dst, size_t len)
+{
+	const struct cxls_stage *s = &op->c->st;
+
+	if (cxls_op_await(op, k, peer, slot, len))
+		return -1;
 	return cxls_stage_pool_copy(s, op->rs, s->rec_r, cxls_dptr(dst), cxls_stage_dev(s, slot), len,
-				    cxls_op_slot_device(c, slot));
+				    cxls_op_slot_device(op->c, slot));
 }
 
 int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer)

@@ -81,20 +81,6 @@ static struct cxls_redop slot_op(const struct cxls_redop *rop)
 	return add;
 }
 
-/* Waits on the read stream for peer's round k and makes its slot's n
- * elements visible to this rank. */
-static int await_slot(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, size_t bytes)
-{
-	struct cxls_comm *c = op->c;
-	const struct cxls_stage *s = &c->st;
-
-	if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], op->g0 + k + 1) ||
-	    cxls_stage_flush(s, op->rs, slot, bytes))
-		return -1;
-	cxls_comm_count_io(c, 0, bytes);
-	return 0;
-}
-
 int cxls_op_scale_put(struct cxls_op *op, uint8_t *slot, const char *src, size_t len)
 {
 	const struct cxls_stage *s = &op->c->st;
@@ -115,7 +101,7 @@ static int fold_slot(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, vo
 {
 	struct cxls_redop add = slot_op(rop);
 
-	if (await_slot(op, k, peer, slot, n * cxls_type_size(t)))
+	if (cxls_op_await(op, k, peer, slot, n * cxls_type_size(t)))
 		return -1;
 	return enqueue_fold(op, op->rs, dst, cxls_dptr(dst), slot, cxls_stage_dev(&op->c->st, slot),
 			    n, t, &add, init, last);
@@ -133,11 +119,11 @@ int cxls_op_fold_first(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, 
 	return fold_slot(op, k, peer, slot, dst, n, t, rop, 1, last);
 }
 
-/* The GPU keeps the whole copy ahead of the op: one copy (or scaling
- * kernel) on its engines, where one per chunk would be R operations, each
- * of which may wait for its turn when processes share the GPU (out of
- * place was 3x slower there with the one copy per chunk AllGather makes:
- * bench/README "On a real GPU"). */
+/* The GPU keeps the whole copy ahead of the op, as measured on the H200:
+ * one copy (or scaling kernel) on its engines, where one per chunk would
+ * be R operations, each of which may wait for its turn when processes
+ * share the GPU (our unverified reading of AllGather's 3x slower out of
+ * place there, which copies once per chunk: bench/README "On a real GPU"). */
 int cxls_op_own_begin(struct cxls_op *op, void *dst, const void *own, size_t n,
 		      ncclDataType_t t, const struct cxls_redop *rop)
 {
@@ -157,7 +143,7 @@ int cxls_op_fold_own(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, vo
 
 	if (!own || !cxls_cuda_emulated())
 		return fold_slot(op, k, peer, slot, dst, n, t, rop, 0, last);
-	if (await_slot(op, k, peer, slot, n * cxls_type_size(t)))
+	if (cxls_op_await(op, k, peer, slot, n * cxls_type_size(t)))
 		return -1;
 	if (!n)
 		return 0;
