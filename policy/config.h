@@ -76,6 +76,8 @@ struct cxls_config {
 	                            * GPU, one under the CPU emulation */
 	uint64_t cccl_chunk_size;  /* 0: from the variant */
 	uint32_t cccl_chunks;      /* staging slots per rank */
+	uint64_t cccl_window;      /* staging bytes a balanced collective
+	                            * cycles through, all ranks; 0: all */
 	int cccl_model_devices;    /* emulate per-device bandwidth sharing */
 	uint64_t cccl_device_bw;   /* bytes/s of one modelled device */
 

@@ -227,6 +227,20 @@ step "one staging slot (nothing published ahead)" env CXLSHIM_CCCL_CHUNK_SIZE=64
 step "interleave off" env CXLSHIM_CCCL_INTERLEAVE=0 LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "tiny window: 64K chunks x 2 slots" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=2 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
+# The collectives whose ranks move alike cycle through the window's slots,
+# the rooted ones through all (layout.c: window_slots); a change of depth
+# between two ops on one communicator must wait as a change of slots does:
+# with -l the last rank reads each Broadcast 50 ms late while the root
+# goes on into a Scatter of 4x the depth (without that wait its in-place
+# Broadcast reads the Scatter's data, every time).
+step "window of 2 slots for balanced ops, 8 for rooted ones, mixed (4 ranks, 64K chunks)" sh -c \
+	"export CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_WINDOW=128K LD_PRELOAD=$SHIM;
+	 $BUILD/tests/coll_check -n 4 -C broadcast,scatter -c 512K -t float -r 1 -l 50 &&
+	 $BUILD/tests/coll_check -n 4 -c 1,odd,1M -t int8,float -r 2 &&
+	 $BUILD/tests/reduce_check -n 4 -c 7,100000 -t float,uint8 -o sum,max &&
+	 $BUILD/tests/pg_check 4"
+step "no window (every op through all slots)" env CXLSHIM_CCCL_WINDOW=0 LD_PRELOAD="$SHIM" \
+	"$BUILD/tests/coll_check" "${V[@]}"
 step "host waits (wait.mode=host)" env CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 # A CUDA driver may run the host functions of a process one at a time
 # (cuLaunchHostFunc); stream memory operations, graph replays and sends

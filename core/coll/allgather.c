@@ -24,7 +24,7 @@ static int put_k(struct cxls_op *op, const char *send, char *own, uint32_t k)
 
 	if (k >= op->rounds)
 		return 0;
-	if (cxls_op_wait_consumed(op, k, c->lay.slots, -1) ||
+	if (cxls_op_wait_consumed(op, k, op->depth, -1) ||
 	    cxls_op_put(op, k, cxls_op_slot(op, c->rank, k), send + off, len))
 		return -1;
 	return cxls_op_local_copy(op, own + off, send + off, len);
@@ -34,7 +34,7 @@ static int put_k(struct cxls_op *op, const char *send, char *own, uint32_t k)
  * lets a rank write round k+1 before its peers acknowledged round k. */
 static uint32_t lead(const struct cxls_op *op)
 {
-	return op->c->lay.slots > 1 ? 1 : 0;
+	return op->depth > 1 ? 1 : 0;
 }
 
 ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *recvbuff,

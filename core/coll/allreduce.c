@@ -97,7 +97,7 @@ static int gather_put(struct ar *a, uint32_t k, uint32_t t1)
 	int me = c->rank;
 
 	if (cxls_stage_wait(&c->st, op->ws, &c->view.ack[me], op->g0 + folded_at(a, k) + 1) ||
-	    cxls_op_wait_consumed(op, t, c->lay.slots, -1))
+	    cxls_op_wait_consumed(op, t, op->depth, -1))
 		return -1;
 	return cxls_op_put(op, t, cxls_op_slot(op, me, t), a->recv + slice_off(a, me, k),
 			   slice_len(a, me, k));
@@ -126,7 +126,7 @@ static int direct_round(struct ar *a, uint32_t k)
 	struct cxls_comm *c = op->c;
 	size_t off = cxls_op_off(op, k), n = cxls_op_len(op, k) / a->es;
 	char *dst = a->recv + off;
-	uint32_t depth = c->lay.slots;
+	uint32_t depth = op->depth;
 
 	/* we read our own slot too: our fold of what it held must be done
 	 * before it is reused; and in place, our input must be in the slot
@@ -184,7 +184,7 @@ static int use_round(struct ar *a, uint32_t t, uint32_t t1)
  * before our publish of round p, or the ranks would deadlock. */
 static uint32_t lead(const struct ar *a, uint32_t p)
 {
-	uint32_t depth = a->op.c->lay.slots;
+	uint32_t depth = a->op.depth;
 
 	if (p < depth)
 		return depth - 1;

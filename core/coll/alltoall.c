@@ -64,7 +64,7 @@ static int sit_out(struct cxls_op *op, uint32_t t)
 static int round_t(struct cxls_op *op, const char *send, char *recv, uint32_t t)
 {
 	struct cxls_comm *c = op->c;
-	uint32_t k = t / rounds_per_chunk(c->nranks), depth = c->lay.slots;
+	uint32_t k = t / rounds_per_chunk(c->nranks), depth = op->depth;
 	int p = round_partner(op, t);
 	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
 	size_t at = (size_t)p * op->bytes + off;

@@ -17,7 +17,7 @@ static int root_publish(struct cxls_op *op, const char *send, char *recv)
 	for (uint32_t k = 0; k < op->rounds; k++) {
 		size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
 
-		if (cxls_op_wait_consumed(op, k, op->c->lay.bcast_slots, -1) ||
+		if (cxls_op_wait_consumed(op, k, op->depth, -1) ||
 		    cxls_op_put(op, k, cxls_op_slot_1n(op, k), send + off, len) ||
 		    cxls_op_local_copy(op, recv + off, send + off, len))
 			return -1;
@@ -33,7 +33,7 @@ static uint32_t group_size(const struct cxls_op *op)
 {
 	const struct cxls_comm *c = op->c;
 	uint32_t g = c->lay.interleave ? c->lay.ndev : 1;
-	uint32_t half = c->lay.bcast_slots / 2 ? c->lay.bcast_slots / 2 : 1;
+	uint32_t half = op->depth / 2 ? op->depth / 2 : 1;
 	uint32_t eighth = op->rounds / 8 ? op->rounds / 8 : 1;
 
 	g = g < half ? g : half;

@@ -121,6 +121,17 @@ static enum cxls_staging staging_of(enum cxls_op_kind kind)
 								      CXLS_STAGING_N2N;
 }
 
+/* Gather, Scatter and Reduce, whose root moves most of the bytes, use
+ * every slot; the others keep to the window (layout.c: window_slots). */
+static uint32_t depth_of(const struct cxls_comm *c, enum cxls_op_kind kind)
+{
+	int rooted = kind == CXLS_OP_GATHER || kind == CXLS_OP_SCATTER || kind == CXLS_OP_REDUCE;
+
+	if (staging_of(kind) == CXLS_STAGING_1N)
+		return rooted ? c->lay.bcast_slots : c->lay.win_bcast_slots;
+	return rooted ? c->lay.slots : c->lay.win_slots;
+}
+
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
 			   const struct cxls_call *call, size_t bytes, uint32_t slices)
 {
@@ -142,7 +153,9 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->rounds = op->cpr * slices;
 	op->replay = NULL;
 	op->staging = staging_of(call->kind);
-	op->same_staging = atomic_load(&c->last_staging) == op->staging;
+	op->depth = depth_of(c, call->kind);
+	op->same_staging = atomic_load(&c->last_staging) == op->staging &&
+			   atomic_load(&c->last_depth) == op->depth;
 	if (op->capturing && !(op->replay = cxls_replay_begin(c, stream, call, op->rounds)))
 		return ncclSystemError;
 	/* descriptors describe the live sequence, which captures do not
@@ -181,6 +194,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	atomic_store(&c->round, op->g0 + op->rounds);
 	atomic_store(&c->ops, ops);
 	atomic_store(&c->last_staging, op->staging);
+	atomic_store(&c->last_depth, op->depth);
 	atomic_fetch_add(&c->view.ranks[c->rank].ops_enqueued, 1);
 	cxls_trace_op_end(op);
 	return ncclSuccess;
@@ -202,16 +216,17 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	 * the slots, placed by any rank: once, at round 0, wait until every rank
 	 * acknowledged it (acknowledgements count every round a rank is done
 	 * with, cxls_op_end's final one included).  After an op in the other
-	 * staging slots, which lie over the same blocks in another order, that
-	 * is all of it.  After one in the same slots, the slot of round g held
-	 * round g - depth: an op of fewer rounds than the depth waits only for
-	 * the rounds its slots held, so its first chunks go out while the peers
-	 * still read the previous op's last ones and the ranks do not meet at
-	 * every op boundary.  One of as many rounds or more waits at each of
-	 * its first `depth` rounds for the round its slot held, for the same
-	 * reason: (the other kind of slots were all read before the previous
-	 * op of this kind published anything, by this same rule at its own
-	 * start). */
+	 * staging slots, which lie over the same blocks in another order, or
+	 * in the same ones at another depth (coll.h), that is all of it.
+	 * After one in the same slots at the same depth, the slot of round g
+	 * held round g - depth: an op of fewer rounds than the depth waits
+	 * only for the rounds its slots held, so its first chunks go out
+	 * while the peers still read the previous op's last ones and the
+	 * ranks do not meet at every op boundary.  One of as many rounds or
+	 * more waits at each of its first `depth` rounds for the round its
+	 * slot held, for the same reason: (the other kind of slots were all
+	 * read before the previous op of this kind published anything, by
+	 * this same rule at its own start). */
 	if (op->same_staging && op->rounds >= depth && k < depth) {
 		target = op->g0 + k - depth + 1;
 		consumer = -1;
@@ -275,7 +290,7 @@ int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *d
 int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer)
 {
 	for (uint32_t k = 0; k < op->rounds; k++)
-		if (cxls_op_wait_consumed(op, k, op->c->lay.slots, consumer) ||
+		if (cxls_op_wait_consumed(op, k, op->depth, consumer) ||
 		    cxls_op_put(op, k, cxls_op_slot(op, op->c->rank, k), send + cxls_op_off(op, k),
 				cxls_op_len(op, k)))
 			return -1;
@@ -284,7 +299,7 @@ int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer)
 
 int cxls_op_pair_put(struct cxls_op *op, uint32_t t, const char *src, size_t len)
 {
-	uint32_t depth = op->c->lay.slots;
+	uint32_t depth = op->depth;
 	int consumer = t >= depth ? cxls_op_pair(op, t - depth, 1) : -1;
 
 	if (cxls_op_wait_consumed(op, t, depth, consumer))

@@ -19,7 +19,7 @@ static int dest_of(const struct cxls_op *op, uint32_t t)
 static int root_publish(struct cxls_op *op, const char *send)
 {
 	struct cxls_comm *c = op->c;
-	uint32_t depth = c->lay.bcast_slots;
+	uint32_t depth = op->depth;
 
 	for (uint32_t t = 0; t < op->rounds; t++) {
 		int dest = dest_of(op, t);

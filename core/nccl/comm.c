@@ -165,7 +165,7 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	const struct cxls_runtime *rt = cxls_runtime();
 
 	if (cxls_layout_init(&c->lay, &c->pool->geo, c->view.slot, (uint32_t)c->nranks, ja->chunk,
-			     ja->slots, (int)ja->interleave)) {
+			     ja->slots, (int)ja->interleave, ja->window)) {
 		cxls_comm_set_error(c, "pool lane too small for %d ranks", c->nranks);
 		return -1;
 	}
@@ -195,9 +195,10 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	c->view.ranks[c->rank].device = (uint32_t)c->device;
 	c->wd_since_ns = cxls_now_ns();
 	preload_kernels(c);
-	CXLS_INFO("comm %p rank %d/%d ready: pool slot %u, chunk %llu x %u slots, %s, %s, %s",
+	CXLS_INFO("comm %p rank %d/%d ready: pool slot %u, chunk %llu x %u slots (%u in the window), "
+		  "%s, %s, %s",
 		  (void *)c, c->rank, c->nranks, c->view.slot, (unsigned long long)c->lay.chunk,
-		  c->lay.slots, c->lay.interleave ? "interleaved" : "sequential",
+		  c->lay.slots, c->lay.win_slots, c->lay.interleave ? "interleaved" : "sequential",
 		  c->st.overlap ? "overlapped" : "single stream",
 		  c->st.host_wait ? "host waits" : "stream memops");
 	return 0;
@@ -227,6 +228,7 @@ static int connect_comm(struct cxls_comm *c)
 		.chunk = rt->cfg.cccl_chunk_size,
 		.slots = rt->cfg.cccl_chunks,
 		.interleave = (uint32_t)rt->cfg.cccl_interleave,
+		.window = rt->cfg.cccl_window,
 	};
 	int err;
 

@@ -71,6 +71,7 @@ struct cxls_comm {
 	 * cxls_staging): the next one may start before its peers are done
 	 * with it only if it reuses the same slots in the same order */
 	_Atomic uint32_t last_staging;
+	_Atomic uint32_t last_depth;	/* and its depth (coll.h) */
 	/* bytes this rank enqueued to copy into and out of the pool (reads
 	 * include the folds' pool operands); a captured graph counts once */
 	_Atomic uint64_t pool_written, pool_read;

@@ -68,13 +68,14 @@ const char *cxls_join_strerror(int err)
  * struct's padding never enters the hash. */
 uint32_t cxls_comm_rec_sum(const struct cxls_comm_rec *rec)
 {
-	uint64_t w[7] = {
+	uint64_t w[8] = {
 		atomic_load_explicit(&rec->key_lo, memory_order_relaxed),
 		atomic_load_explicit(&rec->key_hi, memory_order_relaxed),
 		((uint64_t)rec->nranks << 32) | rec->lane,
 		rec->created_ns,
 		rec->chunk,
 		((uint64_t)rec->slots << 32) | rec->interleave,
+		rec->window,
 		CXLS_POOL_VERSION,
 	};
 
@@ -286,6 +287,7 @@ static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 			v.rec->chunk = a->chunk;
 			v.rec->slots = a->slots;
 			v.rec->interleave = a->interleave;
+			v.rec->window = a->window;
 			atomic_store(&v.rec->key_lo, a->key[0]);
 			atomic_store(&v.rec->key_hi, a->key[1]);
 			v.rec->sum = cxls_comm_rec_sum(v.rec);
@@ -396,6 +398,7 @@ int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
 		a->chunk = out->rec->chunk;
 		a->slots = out->rec->slots;
 		a->interleave = out->rec->interleave;
+		a->window = out->rec->window;
 	}
 	table_unlock(pool);
 	if (err)

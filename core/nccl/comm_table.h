@@ -45,6 +45,7 @@ struct cxls_join_args {
 	uint64_t chunk;
 	uint32_t slots;
 	uint32_t interleave;
+	uint64_t window;
 };
 
 enum cxls_join_err {

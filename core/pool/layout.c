@@ -49,8 +49,27 @@ static void p2p_init(struct cxls_layout *l, uint64_t bytes)
 	l->p2p_chunk = 0;
 }
 
+/* A loop of collectives cycles through every staging slot, nranks x
+ * slots chunks of pool, 16 MiB at 4 ranks by default: with the ranks'
+ * own buffers that leaves a 32 MiB last-level cache, and each op then
+ * reads its peers' chunks from memory.  The collectives whose ranks move
+ * alike run in step anyway, so they need only a couple of chunks ahead
+ * and keep to the window; the rooted ones whose root moves most (Gather,
+ * Scatter, Reduce) use every slot, which lets the others run ahead of it.
+ * At least 2 slots, so that one chunk can be written while the other is
+ * read. */
+static uint32_t window_slots(const struct cxls_layout *l, uint64_t window)
+{
+	uint64_t n = window / ((uint64_t)l->nranks * l->chunk);
+
+	if (!window || l->slots <= 2)
+		return l->slots;
+	return n < 2 ? 2 : n < l->slots ? (uint32_t)n : l->slots;
+}
+
 int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_t lane,
-		     uint32_t nranks, uint64_t chunk, uint32_t slots, int interleave)
+		     uint32_t nranks, uint64_t chunk, uint32_t slots, int interleave,
+		     uint64_t window)
 {
 	uint64_t coll_bytes;
 
@@ -80,6 +99,10 @@ found:
 	l->bcast_slots = nranks * l->slots;
 	if ((uint64_t)l->bcast_slots > l->lane_blocks * l->ndev)
 		l->bcast_slots = (uint32_t)(l->lane_blocks * l->ndev);
+	l->win_slots = window_slots(l, window);
+	l->win_bcast_slots = nranks * l->win_slots;
+	if (l->win_bcast_slots > l->bcast_slots)
+		l->win_bcast_slots = l->bcast_slots;
 	return 0;
 }
 

@@ -33,6 +33,10 @@ struct cxls_layout {
 	uint32_t nranks;
 	uint32_t slots;        /* N-to-N staging slots per rank */
 	uint32_t bcast_slots;  /* 1-to-N staging depth */
+	/* The same for a collective whose ranks move alike (window_slots()),
+	 * at most the window's bytes over all ranks. */
+	uint32_t win_slots;
+	uint32_t win_bcast_slots;
 	uint64_t chunk;        /* bytes per block */
 	uint64_t lane_blocks;  /* blocks per device lane */
 	uint64_t lane_base;    /* pool offset of this lane in device 0 */
@@ -45,9 +49,11 @@ struct cxls_layout {
 };
 
 /* Fits nranks x slots chunks into the lane, shrinking slots (down to 2,
- * then 1) and then the chunk (down to 64 KiB).  Returns 0 or -1. */
+ * then 1) and then the chunk (down to 64 KiB); `window` bytes (0: no
+ * limit) bound the win_ depths.  Returns 0 or -1. */
 int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_t lane,
-		     uint32_t nranks, uint64_t chunk, uint32_t slots, int interleave);
+		     uint32_t nranks, uint64_t chunk, uint32_t slots, int interleave,
+		     uint64_t window);
 
 /* Pool offset of rank's N-to-N slot, and of 1-to-N chunk slot c. */
 uint64_t cxls_layout_n2n(const struct cxls_layout *l, uint32_t rank, uint32_t slot);

@@ -21,13 +21,14 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 12u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 13u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
 				* 8: socket lines with one writer, sleepers;
 				* 9: replayed calls; 10: socket claims identified,
 				* listener generations; 11: socket wake-up
 				* requests name their sleep; 12: twelve socket and listener
-				* holders, a count beyond them, sends in flight */
+				* holders, a count beyond them, sends in flight;
+				* 13: the communicator's staging window */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -189,7 +190,8 @@ struct cxls_comm_rec {
 	uint64_t chunk;
 	uint32_t slots;
 	uint32_t interleave;
-	/* hash of key .. interleave, written before the phase leaves FREE
+	uint64_t window;        /* cccl.window (layout.h) */
+	/* hash of key .. window, written before the phase leaves FREE
 	 * (comm_table.c); state and the abort words change, it does not */
 	uint32_t sum;
 	_Alignas(CXLS_LINE) _Atomic uint32_t abort_reason;

@@ -8,10 +8,15 @@
  * never written is caught too.
  *
  *   coll_check -n NRANKS [-C COLLS] [-c BYTES,...] [-t TYPES] [-r ROOTS] [-i ITERS] [-m]
+ *              [-l MS]
  * COLLS: comma list of allgather, broadcast, gather, scatter, alltoall
  * (default: all of them).  -m: AlltoAll's in-place pass runs in place on
  * odd ranks only and its out-of-place pass on even ranks only (ranks that
- * differ must still agree on the exchange).
+ * differ must still agree on the exchange).  -l: the last rank calls each
+ * collective MS milliseconds late, so a root that need not wait for it
+ * (Broadcast, Scatter) runs ahead into the next op while it has read
+ * nothing: flow control must hold the root back before a slot it has not
+ * read is written again.
  * BYTES are bytes per rank (rounded down to whole elements; "odd" means
  * 3 elements + 1, "1" one element).  Exit status 0 iff every check passed.
  */
@@ -42,6 +47,7 @@ struct opts {
 	int max_roots;       /* roots tried: min(nranks, max_roots) */
 	int iters;
 	int mixed;           /* -m */
+	int lag_ms;          /* -l */
 };
 
 static const size_t type_size[12] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1 };
@@ -258,6 +264,14 @@ static void check_alltoall(ncclComm_t comm, cudaStream_t s, struct bufs *b, int 
 		       rank, n, type, count, -1, inplace);
 }
 
+/* -l: the last rank's host calls of the collective coll come late (a
+ * slow process). */
+static void lag(const struct opts *o, unsigned coll, int rank, int n)
+{
+	if ((o->colls & coll) && o->lag_ms && rank == n - 1)
+		usleep((useconds_t)o->lag_ms * 1000);
+}
+
 static void sweep(ncclComm_t comm, cudaStream_t s, struct bufs *b, const struct opts *o,
 		  int rank, int n, int iter)
 {
@@ -271,10 +285,12 @@ static void sweep(ncclComm_t comm, cudaStream_t s, struct bufs *b, const struct 
 			int nroots = n < o->max_roots ? n : o->max_roots;
 
 			for (int inplace = 0; inplace < 2; inplace++) {
+				lag(o, COLL_ALLTOALL, rank, n);
 				if (o->colls & COLL_ALLTOALL)
 					check_alltoall(comm, s, b, rank, n, t, count,
 						       o->mixed ? inplace ^ !(rank % 2) : inplace,
 						       seed ^ ((uint64_t)inplace << 40));
+				lag(o, COLL_ALLGATHER, rank, n);
 				if (o->colls & COLL_ALLGATHER)
 					check_allgather(comm, s, b, rank, n, t, count, inplace,
 							seed ^ (uint64_t)inplace);
@@ -282,13 +298,16 @@ static void sweep(ncclComm_t comm, cudaStream_t s, struct bufs *b, const struct 
 					uint64_t rs = seed ^ (uint64_t)(root + 7) ^
 						      ((uint64_t)inplace << 20);
 
+					lag(o, COLL_BROADCAST, rank, n);
 					if (o->colls & COLL_BROADCAST)
 						check_broadcast(comm, s, b, rank, n, t, count, root,
 								inplace, rs,
 								(root + inplace + ci) % 3 == 0);
+					lag(o, COLL_GATHER, rank, n);
 					if (o->colls & COLL_GATHER)
 						check_gather(comm, s, b, rank, n, t, count, root,
 							     inplace, rs + 1);
+					lag(o, COLL_SCATTER, rank, n);
 					if (o->colls & COLL_SCATTER)
 						check_scatter(comm, s, b, rank, n, t, count, root,
 							      inplace, rs + 2);
@@ -413,7 +432,7 @@ int main(int argc, char **argv)
 	struct opts o = { .nranks = 2, .colls = COLL_ALL, .max_roots = 64, .iters = 1 };
 	int opt, rc;
 
-	while ((opt = getopt(argc, argv, "n:C:c:t:r:i:m")) != -1) {
+	while ((opt = getopt(argc, argv, "n:C:c:t:r:i:ml:")) != -1) {
 		switch (opt) {
 		case 'n': o.nranks = atoi(optarg); break;
 		case 'C':
@@ -428,9 +447,10 @@ int main(int argc, char **argv)
 		case 'r': o.max_roots = atoi(optarg); break;
 		case 'i': o.iters = atoi(optarg); break;
 		case 'm': o.mixed = 1; break;
+		case 'l': o.lag_ms = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s -n NRANKS [-C COLL,..] "
-					"[-c BYTES,..] [-t TYPES|all] [-r MAXROOTS] [-i ITERS] [-m]\n",
+					"[-c BYTES,..] [-t TYPES|all] [-r MAXROOTS] [-i ITERS] [-m] [-l MS]\n",
 				argv[0]);
 			return 2;
 		}

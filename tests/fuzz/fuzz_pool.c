@@ -99,7 +99,7 @@ static void library_readers(void)
 	a.key[1] = atomic_load(&v.rec->key_hi);
 	if (cxls_comm_join(&pool, &a, &v) == 0) {
 		cxls_layout_init(&lay, pool.sb, v.slot, a.nranks, a.chunk, a.slots,
-				 (int)a.interleave);
+				 (int)a.interleave, a.window);
 		cxls_comm_leave(&pool, &v, a.rank);
 	}
 }

@@ -1,5 +1,6 @@
 /* test_layout.c - CCCL placement: every slot inside the communicator's
  * lanes, no two slots overlapping, and devices assigned as the paper says. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,7 +60,7 @@ static void sweep(void)
 				uint64_t *offs;
 				size_t k = 0;
 
-				if (cxls_layout_init(&l, &sb, lane, n, 512 << 10, 8, il)) {
+				if (cxls_layout_init(&l, &sb, lane, n, 512 << 10, 8, il, 0)) {
 					CHECK(0, "ND %u N %u il %d: no layout", ndevs[d], n, il);
 					continue;
 				}
@@ -87,7 +88,7 @@ static void exclusive_devices(void)
 	int owner[8];
 
 	memset(owner, -1, sizeof(owner));
-	CHECK(cxls_layout_init(&l, &sb, 0, 4, 256 << 10, 8, 1) == 0, "init");
+	CHECK(cxls_layout_init(&l, &sb, 0, 4, 256 << 10, 8, 1, 0) == 0, "init");
 	for (uint32_t r = 0; r < 4; r++)
 		for (uint32_t s = 0; s < l.slots; s++) {
 			uint32_t dev = cxls_layout_device(&l, cxls_layout_n2n(&l, r, s));
@@ -106,10 +107,10 @@ static void round_robin(void)
 	struct cxls_super sb = geometry(4, 4, 8 << 20);
 	struct cxls_layout l;
 
-	CHECK(cxls_layout_init(&l, &sb, 1, 4, 256 << 10, 8, 1) == 0, "init");
+	CHECK(cxls_layout_init(&l, &sb, 1, 4, 256 << 10, 8, 1, 0) == 0, "init");
 	for (uint32_t c = 0; c < 16; c++)
 		CHECK(cxls_layout_device(&l, cxls_layout_1n(&l, c)) == c % 4, "chunk %u", c);
-	CHECK(cxls_layout_init(&l, &sb, 1, 4, 256 << 10, 8, 0) == 0, "init naive");
+	CHECK(cxls_layout_init(&l, &sb, 1, 4, 256 << 10, 8, 0, 0) == 0, "init naive");
 	for (uint32_t c = 0; c < 16; c++)
 		CHECK(cxls_layout_device(&l, cxls_layout_1n(&l, c)) == 0, "naive chunk %u", c);
 }
@@ -120,12 +121,12 @@ static void bounded(void)
 	struct cxls_super sb = geometry(2, 16, 1 << 20);
 	struct cxls_layout l;
 
-	CHECK(cxls_layout_init(&l, &sb, 0, 16, 1 << 20, 8, 1) == 0, "fits by shrinking");
+	CHECK(cxls_layout_init(&l, &sb, 0, 16, 1 << 20, 8, 1, 0) == 0, "fits by shrinking");
 	CHECK((uint64_t)l.slots * 16 * l.chunk <= 2 * (1 << 20), "footprint %u x %llu",
 	      l.slots, (unsigned long long)l.chunk);
-	CHECK(cxls_layout_init(&l, &sb, 0, 1000, 1 << 20, 8, 1) == -1, "1000 ranks cannot fit");
-	CHECK(cxls_layout_init(&l, &sb, 16, 2, 1 << 20, 8, 1) == -1, "lane out of range");
-	CHECK(cxls_layout_init(&l, &sb, 0, 0, 1 << 20, 8, 1) == -1, "zero ranks");
+	CHECK(cxls_layout_init(&l, &sb, 0, 1000, 1 << 20, 8, 1, 0) == -1, "1000 ranks cannot fit");
+	CHECK(cxls_layout_init(&l, &sb, 16, 2, 1 << 20, 8, 1, 0) == -1, "lane out of range");
+	CHECK(cxls_layout_init(&l, &sb, 0, 0, 1 << 20, 8, 1, 0) == -1, "zero ranks");
 }
 
 /* Point-to-point channels: inside the lane's last quarter, never
@@ -137,7 +138,7 @@ static void p2p_channels(void)
 	struct cxls_layout l;
 	uint32_t n = 3;
 
-	CHECK(cxls_layout_init(&l, &sb, 2, n, 256 << 10, 8, 1) == 0, "init");
+	CHECK(cxls_layout_init(&l, &sb, 2, n, 256 << 10, 8, 1, 0) == 0, "init");
 	CHECK(l.p2p_slots >= 2 && l.p2p_chunk >= 4096, "%u slots of %llu", l.p2p_slots,
 	      (unsigned long long)l.p2p_chunk);
 	CHECK(l.lane_blocks * l.chunk <= l.p2p_off, "collective blocks end before p2p");
@@ -160,12 +161,50 @@ static void p2p_channels(void)
 		      cxls_layout_device(&l, cxls_layout_p2p(&l, 0, 1, 1)),
 	      "consecutive slots on different devices");
 	sb = geometry(2, 16, 1 << 20);
-	CHECK(cxls_layout_init(&l, &sb, 0, 16, 1 << 20, 8, 1) == 0 && l.p2p_slots == 0,
+	CHECK(cxls_layout_init(&l, &sb, 0, 16, 1 << 20, 8, 1, 0) == 0 && l.p2p_slots == 0,
 	      "no room for 16x16 channels: collectives only");
+}
+
+/* The window bounds the depth of the collectives whose ranks move alike:
+ * bytes over all ranks, at least 2 slots, at most all of them. */
+static void window(void)
+{
+	static const struct {
+		uint32_t nranks, slots;
+		uint64_t window;
+		uint32_t win_slots;
+	} cases[] = {
+		{ 2, 8, 8 << 20, 8 },  { 4, 8, 8 << 20, 4 },  { 3, 8, 8 << 20, 5 },
+		{ 8, 8, 8 << 20, 2 },  { 16, 8, 8 << 20, 2 }, { 4, 8, 0, 8 },
+		{ 4, 8, 1, 2 },        { 4, 8, ~0ull, 8 },   { 4, 1, 8 << 20, 1 },
+		{ 4, 2, 1, 2 },        { 1, 8, 1 << 20, 2 },
+	};
+	struct cxls_super sb = geometry(4, 4, 256 << 20);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cxls_layout l, full;
+
+		CHECK(cxls_layout_init(&l, &sb, 0, cases[i].nranks, 512 << 10, cases[i].slots, 1,
+				       cases[i].window) == 0 &&
+			      cxls_layout_init(&full, &sb, 0, cases[i].nranks, 512 << 10,
+					       cases[i].slots, 1, 0) == 0,
+		      "case %zu: init", i);
+		CHECK(l.slots == cases[i].slots && l.win_slots == cases[i].win_slots,
+		      "case %zu: %u slots, %u in the window, want %u", i, l.slots, l.win_slots,
+		      cases[i].win_slots);
+		CHECK(l.win_bcast_slots == cases[i].nranks * l.win_slots &&
+			      l.win_bcast_slots <= l.bcast_slots,
+		      "case %zu: 1-to-N window %u of %u", i, l.win_bcast_slots, l.bcast_slots);
+		/* the window changes depths only, never where a slot lies */
+		CHECK(!memcmp(&l, &full, offsetof(struct cxls_layout, win_slots)) &&
+			      l.chunk == full.chunk && l.bcast_slots == full.bcast_slots,
+		      "case %zu: the window moved the layout", i);
+	}
 }
 
 int main(void)
 {
+	window();
 	p2p_channels();
 	sweep();
 	exclusive_devices();

@@ -226,7 +226,7 @@ static int copy_comm(const struct cxls_pool *p, uint32_t slot, int flags, struct
 		o->bad_ranks += o->ranks[r].corrupt != NULL;
 	}
 	if (cxls_layout_init(&lay, p->sb, slot, o->nranks, hdr.chunk, hdr.slots,
-			     (int)hdr.interleave) == 0)
+			     (int)hdr.interleave, hdr.window) == 0)
 		o->p2p_chunk = lay.p2p_chunk;
 	if (copy_p2p(&v, o))
 		o->corrupt = "out of memory";
