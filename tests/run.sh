@@ -124,6 +124,10 @@ step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphcount
 step "api: CUDA graph: ranks replay different calls (group vs op): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphkind
+step "api: CUDA graph: AllReduce, ReduceScatter (PreMulSum), Reduce, 20 replays" shim \
+	"$BUILD/tests/api_check" graphreduce
+step "api: same, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graphreduce
 step "api: CUDA graph replays, host waits, no overlap" env CXLSHIM_WAIT_MODE=host CXLSHIM_CCCL_OVERLAP=0 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort

@@ -10,9 +10,12 @@
 #include <stdlib.h>
 
 #include "fold_gpu.h"
+#include "replay.h"
 #include "stage.h"
 
-/* What a host function needs to run one fold; freed by it. */
+/* What a host function needs to run one fold.  An eager op's is freed by
+ * the function; a captured op's runs again at every replay of the graph,
+ * so it lives with the op's replay record instead. */
 struct fold {
 	void *dst;
 	const void *own; /* dst = own (x scalar) op src; NULL: init or step */
@@ -21,6 +24,7 @@ struct fold {
 	ncclDataType_t type;
 	struct cxls_redop op;
 	int init, last;
+	int held;        /* owned by a replay record: not freed here */
 };
 
 static void run_fold(void *arg)
@@ -35,18 +39,23 @@ static void run_fold(void *arg)
 		cxls_reduce_step(f->dst, f->src, f->n, f->type, &f->op);
 	if (f->last)
 		cxls_reduce_finish(f->dst, f->n, f->type, &f->op);
-	free(f);
+	if (!f->held)
+		free(f);
 }
 
-static int enqueue_host(const struct cxls_stage *s, CUstream st, const struct fold *proto)
+static int enqueue_host(struct cxls_op *op, CUstream st, const struct fold *proto)
 {
-	struct fold *f = malloc(sizeof(*f));
+	const struct cxls_stage *s = &op->c->st;
+	struct fold *f = op->replay ? cxls_replay_hold(op->replay, sizeof(*f)) :
+				      malloc(sizeof(*f));
 
 	if (!f)
 		return -1;
 	*f = *proto;
+	f->held = op->replay != NULL;
 	if (s->cu->LaunchHostFunc(st, run_fold, f) != CUDA_SUCCESS) {
-		free(f);
+		if (!f->held)
+			free(f);
 		return -1;
 	}
 	return 0;
@@ -65,7 +74,7 @@ static int enqueue_fold(struct cxls_op *op, CUstream st, void *dst, CUdeviceptr 
 		return 0;
 	if (!cxls_cuda_emulated())
 		return cxls_fold_gpu(s->cu, st, dst_dev, src_dev, n, t, rop, init, last);
-	return enqueue_host(s, st,
+	return enqueue_host(op, st,
 			    &(struct fold){ .dst = dst, .src = src, .n = n, .type = t, .op = *rop,
 					    .init = init, .last = last });
 }
@@ -139,15 +148,13 @@ int cxls_op_fold_own(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, vo
 		     const void *own, size_t n, ncclDataType_t t, const struct cxls_redop *rop,
 		     int last)
 {
-	const struct cxls_stage *s = &op->c->st;
-
 	if (!own || !cxls_cuda_emulated())
 		return fold_slot(op, k, peer, slot, dst, n, t, rop, 0, last);
 	if (cxls_op_await(op, k, peer, slot, n * cxls_type_size(t)))
 		return -1;
 	if (!n)
 		return 0;
-	return enqueue_host(s, op->rs,
+	return enqueue_host(op, op->rs,
 			    &(struct fold){ .dst = dst, .own = own, .src = slot, .n = n, .type = t,
 					    .op = *rop, .last = last });
 }

@@ -1,6 +1,7 @@
 /* replay.c - doorbell rebasing around replays of captured operations. */
 #include "replay.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -16,12 +17,19 @@ struct bells {
 	uint32_t *p2p_ack;      /* [peer]: chunks we consumed from peer */
 };
 
+/* A block of cxls_replay_hold. */
+struct held {
+	struct held *next;
+	max_align_t data[];
+};
+
 struct cxls_replay {
 	struct cxls_comm *c;
 	struct cxls_call call;  /* what was captured, compared at each start */
 	uint32_t rounds;
 	struct bells base;      /* at capture */
 	struct bells saved;     /* when the current replay started */
+	struct held *held;      /* what the captured host nodes use */
 	struct cxls_replay *next;
 };
 
@@ -180,12 +188,32 @@ int cxls_replay_end(struct cxls_replay *r, CUstream st)
 	return r->c->st.cu->LaunchHostFunc(st, on_end, r) == CUDA_SUCCESS ? 0 : -1;
 }
 
+void *cxls_replay_hold(struct cxls_replay *r, size_t size)
+{
+	struct held *h = calloc(1, sizeof(*h) + size);
+
+	if (!h)
+		return NULL;
+	h->next = r->held;
+	r->held = h;
+	return h->data;
+}
+
+static void held_free(struct held *h)
+{
+	for (struct held *next; h; h = next) {
+		next = h->next;
+		free(h);
+	}
+}
+
 void cxls_replay_free_all(struct cxls_comm *c)
 {
 	struct cxls_replay *r = c->replays, *next;
 
 	for (; r; r = next) {
 		next = r->next;
+		held_free(r->held);
 		bells_free(&r->base);
 		bells_free(&r->saved);
 		free(r);

@@ -46,6 +46,10 @@ struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st,
 				      const struct cxls_call *call, uint32_t rounds);
 /* After the operation's final doorbells: enqueues the end node. */
 int cxls_replay_end(struct cxls_replay *r, CUstream st);
+/* Zeroed memory that a host node of the captured operation uses at every
+ * replay: it lives as long as the replay record (NULL when out of
+ * memory). */
+void *cxls_replay_hold(struct cxls_replay *r, size_t size);
 /* Frees a communicator's replay records (at destroy). */
 void cxls_replay_free_all(struct cxls_comm *c);
 

@@ -988,6 +988,92 @@ static int case_graph_a2a(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* Reductions captured once and replayed: under the emulation their folds
+ * are host functions, which every replay runs again with the same
+ * argument (fold.c), so that argument must outlive the first replay.
+ * AllReduce (SUM), ReduceScatter (PreMulSum: the scaling put) and Reduce
+ * (MAX, own-first folds), each replay with new inputs. */
+#define RED_REPLAYS 20
+
+static int red_results_ok(const float *ar, const float *rs, const float *rd, size_t count,
+			  int rank, int n, int it)
+{
+	float *h = malloc(count * sizeof(float));
+	float sum = 0, scaled = 0;
+	int ok = h != NULL;
+
+	for (int r = 0; r < n; r++) {
+		sum += (float)(r + it);
+		scaled += 2.0f * (float)(r + it);
+	}
+	ok = ok && cudaMemcpy(h, ar, count * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess;
+	for (size_t i = 0; ok && i < count; i++)
+		ok = h[i] == sum;
+	ok = ok && cudaMemcpy(h, rs, count / n * sizeof(float), cudaMemcpyDeviceToHost) ==
+			   cudaSuccess;
+	for (size_t i = 0; ok && i < count / n; i++)
+		ok = h[i] == scaled;
+	if (ok && rank == 0) {
+		ok = cudaMemcpy(h, rd, count * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess;
+		for (size_t i = 0; ok && i < count; i++)
+			ok = h[i] == (float)(n - 1 + it);
+	}
+	free(h);
+	return ok;
+}
+
+static int case_graph_reduce(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t count = 3 * 100000; /* several chunks per slice */
+	float *send, *ar, *rs, *rd, two = 2, *host = malloc(count * sizeof(float));
+	ncclComm_t comm;
+	ncclRedOp_t pms;
+	cudaStream_t s;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	int bad = -1;
+
+	(void)arg;
+	cudaSetDevice(test_device(rank));
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	send = (float *)dev_alloc(count * sizeof(float), 0);
+	ar = (float *)dev_alloc(count * sizeof(float), 0);
+	rs = (float *)dev_alloc(count * sizeof(float), 0);
+	rd = (float *)dev_alloc(count * sizeof(float), 0);
+	CHECK(ncclRedOpCreatePreMulSum(&pms, &two, ncclFloat32, ncclScalarHostImmediate, comm) ==
+	      ncclSuccess, "PreMulSum");
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	CHECK(ncclAllReduce(send, ar, count, ncclFloat32, ncclSum, comm, s) == ncclSuccess,
+	      "captured AllReduce");
+	CHECK(ncclReduceScatter(send, rs, count / n, ncclFloat32, pms, comm, s) == ncclSuccess,
+	      "captured ReduceScatter");
+	CHECK(ncclReduce(send, rd, count, ncclFloat32, ncclMax, 0, comm, s) == ncclSuccess,
+	      "captured Reduce");
+	CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
+	CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; it < RED_REPLAYS; it++) {
+		for (size_t i = 0; i < count; i++)
+			host[i] = (float)(rank + it);
+		cudaMemcpyAsync(send, host, count * sizeof(float), cudaMemcpyHostToDevice, s);
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		if (bad < 0 && !red_results_ok(ar, rs, rd, count, rank, n, it))
+			bad = it;
+	}
+	CHECK(bad < 0, "replay %d gave wrong results", bad);
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(graph);
+	CHECK(ncclRedOpDestroy(pms, comm) == ncclSuccess, "PreMulSum destroy");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	cudaFree(send);
+	cudaFree(ar);
+	cudaFree(rs);
+	cudaFree(rd);
+	free(host);
+	return CHECK_SUMMARY();
+}
+
 /* ---- driver ------------------------------------------------------------ */
 
 struct rank_case {
@@ -1008,6 +1094,7 @@ static const struct rank_case rank_cases[] = {
 	{ "grapha2a", 5, case_graph_a2a, NULL },
 	{ "graphcount", 2, case_graph_mismatch, "count" },
 	{ "graphkind", 3, case_graph_mismatch, "kind" },
+	{ "graphreduce", 3, case_graph_reduce, NULL },
 	{ "streams", 2, case_streams, NULL },
 	{ "split", 4, case_split, NULL },
 	{ "shrink", 3, case_shrink, NULL },
