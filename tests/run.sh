@@ -128,6 +128,8 @@ step "api: CUDA graph: AllReduce, ReduceScatter (PreMulSum), Reduce, 20 replays"
 	"$BUILD/tests/api_check" graphreduce
 step "api: same, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graphreduce
+step "api: PreMulSum on 64-bit integers, scalars a double cannot hold" shim \
+	"$BUILD/tests/api_check" premulsum64
 step "api: CUDA graph replays, host waits, no overlap" env CXLSHIM_WAIT_MODE=host CXLSHIM_CCCL_OVERLAP=0 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort

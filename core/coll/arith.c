@@ -204,7 +204,7 @@ union cxls_scalar cxls_redop_host_scalar(const struct cxls_redop *op, ncclDataTy
 	union cxls_scalar v = { 0 };
 
 	if (is_int(t))
-		v.u = (uint64_t)(int64_t)op->scalar;
+		v.u = op->int_exact ? op->scalar_int : (uint64_t)(int64_t)op->scalar;
 	else if (t == ncclFloat64)
 		v.d = op->scalar;
 	else if (t == ncclFloat32)

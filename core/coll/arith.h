@@ -27,6 +27,10 @@ struct cxls_redop {
 	const void *scalar_dev; /* device-resident PreMulSum scalar, read at run time */
 	ncclDataType_t scalar_type;
 	uint32_t postdiv;       /* 0: none */
+	/* int_exact: an integer type's host scalar as the type holds it
+	 * (64-bit two's complement), which `scalar` rounds past 2^53 */
+	int int_exact;
+	uint64_t scalar_int;
 };
 
 /* A PreMulSum scalar in the reduction's type: u for integers (64-bit two's

@@ -38,6 +38,7 @@ struct cxls_user_op {
 	int used;
 	ncclDataType_t type;
 	double value;           /* host scalar, read at creation */
+	uint64_t ivalue;        /* the same, exactly, for an integer type */
 	const void *dev;        /* device scalar, read in stream order */
 };
 

@@ -27,6 +27,19 @@ static double scalar_value(const void *p, ncclDataType_t t)
 	}
 }
 
+/* An integer scalar exactly, sign- or zero-extended to 64 bits: products
+ * wrap in the type, so only the low bits matter, and a double keeps 53. */
+static uint64_t int_value(const void *p, ncclDataType_t t)
+{
+	switch (t) {
+	case ncclInt8: return (uint64_t)(int64_t)*(const int8_t *)p;
+	case ncclUint8: return *(const uint8_t *)p;
+	case ncclInt32: return (uint64_t)(int64_t)*(const int32_t *)p;
+	case ncclUint32: return *(const uint32_t *)p;
+	default: return *(const uint64_t *)p;
+	}
+}
+
 ncclResult_t cxls_redop_resolve(struct cxls_comm *c, ncclRedOp_t op, ncclDataType_t t,
 				struct cxls_redop *out)
 {
@@ -57,6 +70,8 @@ ncclResult_t cxls_redop_resolve(struct cxls_comm *c, ncclRedOp_t op, ncclDataTyp
 		goto bad;
 	out->kind = CXLS_RED_PREMULSUM;
 	out->scalar = u->value;
+	out->int_exact = is_int(t);
+	out->scalar_int = u->ivalue;
 	out->scalar_dev = u->dev;
 	out->scalar_type = t;
 	return ncclSuccess;
@@ -84,6 +99,7 @@ ncclResult_t cxls_redop_create_premulsum(struct cxls_comm *c, ncclRedOp_t *op, v
 		/* a host scalar is read now; a device one at every use */
 		u->dev = res == ncclScalarDevice ? scalar : NULL;
 		u->value = res == ncclScalarDevice ? 0 : scalar_value(scalar, t);
+		u->ivalue = res == ncclScalarDevice || !is_int(t) ? 0 : int_value(scalar, t);
 		*op = (ncclRedOp_t)((int)ncclNumOps + i);
 		return ncclSuccess;
 	}

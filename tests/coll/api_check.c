@@ -1074,6 +1074,46 @@ static int case_graph_reduce(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* PreMulSum on 64-bit integers multiplies by the scalar exactly, wrapping
+ * like the type, as NCCL does: 2^53 + 1 and the unsigned ones from 2^63 on
+ * are not doubles. */
+static void premulsum64(ncclComm_t comm, cudaStream_t s, int n, ncclDataType_t t,
+			uint64_t scalar)
+{
+	uint64_t in[4] = { 1, 2, 3, 5 }, out[4] = { 0 }, *send, *recv;
+	ncclRedOp_t op;
+
+	send = (uint64_t *)dev_alloc(sizeof(in), 0);
+	recv = (uint64_t *)dev_alloc(sizeof(in), 0);
+	test_upload(send, in, sizeof(in));
+	CHECK(ncclRedOpCreatePreMulSum(&op, &scalar, t, ncclScalarHostImmediate, comm) ==
+	      ncclSuccess, "PreMulSum");
+	CHECK(ncclAllReduce(send, recv, 4, t, op, comm, s) == ncclSuccess, "AllReduce");
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
+	cudaMemcpy(out, recv, sizeof(out), cudaMemcpyDeviceToHost);
+	for (int i = 0; i < 4; i++)
+		CHECK(out[i] == in[i] * scalar * (uint64_t)n, "type %d, scalar %#llx: [%d] = %#llx, "
+		      "want %#llx", (int)t, (unsigned long long)scalar, i,
+		      (unsigned long long)out[i], (unsigned long long)(in[i] * scalar * (uint64_t)n));
+	ncclRedOpDestroy(op, comm);
+	cudaFree(send);
+	cudaFree(recv);
+}
+
+static int case_premulsum64(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+
+	(void)arg;
+	premulsum64(comm, s, n, ncclInt64, (1ull << 53) + 1);
+	premulsum64(comm, s, n, ncclInt64, (uint64_t)-((1ll << 60) + 7));
+	premulsum64(comm, s, n, ncclUint64, UINT64_MAX);
+	premulsum64(comm, s, n, ncclUint64, (1ull << 63) + 3);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* ---- driver ------------------------------------------------------------ */
 
 struct rank_case {
@@ -1095,6 +1135,7 @@ static const struct rank_case rank_cases[] = {
 	{ "graphcount", 2, case_graph_mismatch, "count" },
 	{ "graphkind", 3, case_graph_mismatch, "kind" },
 	{ "graphreduce", 3, case_graph_reduce, NULL },
+	{ "premulsum64", 2, case_premulsum64, NULL },
 	{ "streams", 2, case_streams, NULL },
 	{ "split", 4, case_split, NULL },
 	{ "shrink", 3, case_shrink, NULL },
