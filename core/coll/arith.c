@@ -38,8 +38,11 @@ static int is_int(ncclDataType_t t)
 
 /* NAME_fold: d = a op s (s x mul for PreMulSum); NAME_scale: d = s x mul;
  * NAME_div: d /= div (integer avg).  S is the signed view of the storage
- * type U (U itself for unsigned types); d may alias a or s. */
-#define INT_LOOPS(NAME, S, U)                                                       \
+ * type U (U itself for unsigned types); d may alias a or s.  W, a type of
+ * S's signedness that holds every divisor (the rank count, up to
+ * CXLS_MAX_RANKS): the divisor in S itself would turn 128 ranks negative
+ * for int8 and 256 into a division by zero for 8-bit types. */
+#define INT_LOOPS(NAME, S, U, W)                                                    \
 	static void NAME##_fold(void *dv, const void *av, const void *sv, size_t n, \
 				enum cxls_red_kind k, uint64_t mul)                  \
 	{                                                                           \
@@ -85,15 +88,15 @@ static int is_int(ncclDataType_t t)
 		S *d = dv;                                                          \
                                                                                     \
 		for (size_t i = 0; i < n; i++)                                      \
-			d[i] = (S)(d[i] / (S)div);                                  \
+			d[i] = (S)(d[i] / (W)div);                                  \
 	}
 
-INT_LOOPS(i8, int8_t, uint8_t)
-INT_LOOPS(u8, uint8_t, uint8_t)
-INT_LOOPS(i32, int32_t, uint32_t)
-INT_LOOPS(u32, uint32_t, uint32_t)
-INT_LOOPS(i64, int64_t, uint64_t)
-INT_LOOPS(u64, uint64_t, uint64_t)
+INT_LOOPS(i8, int8_t, uint8_t, int32_t)
+INT_LOOPS(u8, uint8_t, uint8_t, uint32_t)
+INT_LOOPS(i32, int32_t, uint32_t, int32_t)
+INT_LOOPS(u32, uint32_t, uint32_t, uint32_t)
+INT_LOOPS(i64, int64_t, uint64_t, int64_t)
+INT_LOOPS(u64, uint64_t, uint64_t, uint64_t)
 
 struct int_loops {
 	void (*fold)(void *, const void *, const void *, size_t, enum cxls_red_kind, uint64_t);

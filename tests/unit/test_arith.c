@@ -452,6 +452,30 @@ static void scalars_and_avg(void)
 	CHECK(d[0] == -1 && d[1] == 7, "integer avg truncates toward zero: %d %d", d[0], d[1]);
 }
 
+/* Integer avg over 128 ranks or more: the divisor is the rank count, which
+ * an 8-bit type cannot hold (int8: -128 at 128 ranks, 0 at 256, a division
+ * by zero).  NCCL divides the wrapped sum by the count, toward zero. */
+static void avg_many_ranks(void)
+{
+	int8_t i8[4] = { -128, 127, -100, 64 };
+	uint8_t u8[2] = { 255, 200 };
+	struct cxls_redop avg = { .kind = CXLS_RED_SUM, .postdiv = 128 };
+
+	cxls_reduce_finish(i8, 4, ncclInt8, &avg);
+	CHECK(i8[0] == -1 && i8[1] == 0 && i8[2] == 0 && i8[3] == 0,
+	      "int8 avg of 128 ranks: %d %d %d %d", i8[0], i8[1], i8[2], i8[3]);
+	i8[0] = -128, i8[1] = 127;
+	avg.postdiv = 256;
+	cxls_reduce_finish(i8, 2, ncclInt8, &avg);
+	cxls_reduce_finish(u8, 2, ncclUint8, &avg);
+	CHECK(i8[0] == 0 && i8[1] == 0 && u8[0] == 0 && u8[1] == 0,
+	      "8-bit avg of 256 ranks: %d %d %u %u", i8[0], i8[1], u8[0], u8[1]);
+	avg.postdiv = 100;
+	u8[0] = 255;
+	cxls_reduce_finish(u8, 1, ncclUint8, &avg);
+	CHECK(u8[0] == 2, "uint8 avg of 100 ranks: %u", u8[0]);
+}
+
 int main(void)
 {
 	uint32_t stride = getenv("CXLSHIM_TEST_LONG") ? 1 : 4099;
@@ -467,5 +491,6 @@ int main(void)
 	folds();
 	firsts();
 	scalars_and_avg();
+	avg_many_ranks();
 	return CHECK_SUMMARY();
 }

@@ -51,8 +51,12 @@ __device__ static void fold_int(U *d, const U *s, unsigned long long n, int op, 
 		case CXLS_RED_MIN: a = (U)(sa < sb ? sa : sb); break;
 		default: a = (U)(a + b); break;
 		}
+		/* the divisor (the rank count) in S would be negative or 0 for
+		 * 8-bit types from 128 ranks on; long long holds it, and S
+		 * converts to it keeping its value (or, unsigned 64-bit, the
+		 * divisor converts to S) */
 		if (div > 1)
-			a = (U)((S)a / (S)div);
+			a = (U)((S)a / (long long)div);
 		d[i] = a;
 	}
 }
