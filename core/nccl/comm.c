@@ -240,6 +240,7 @@ static int connect_comm(struct cxls_comm *c)
 		return -1;
 	}
 	c->joined = 1;
+	atomic_store(&c->round, cxls_comm_test_round0());
 	if (setup(c, &ja)) {
 		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, ncclSystemError);
 		comm_leave(c);

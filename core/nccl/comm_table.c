@@ -1,10 +1,12 @@
 /* comm_table.c - claim, join, leave and reclaim communicator records. */
 #include "comm_table.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "coherence.h"
+#include "doorbell.h"
 #include "log.h"
 
 #define LOCK_STEAL_SAME_HOST_NS (2ull * 1000000000ull)
@@ -268,6 +270,25 @@ static int find_key(const struct cxls_pool *pool, const uint64_t key[2])
 	return -1;
 }
 
+uint32_t cxls_comm_test_round0(void)
+{
+	const char *v = getenv("CXLSHIM_TEST_ROUND0");
+
+	return v ? (uint32_t)strtoul(v, NULL, 0) : 0;
+}
+
+/* The first rank to claim a record starts every rank's doorbells: no rank
+ * has joined yet, so none can read them before. */
+static void start_bells(const struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t nranks)
+{
+	uint32_t r0 = cxls_comm_test_round0();
+
+	for (uint32_t r = 0; r < nranks && r0; r++) {
+		cxls_bell_ring(&v->pub[r], r0, pool->flush_mode);
+		cxls_bell_ring(&v->ack[r], r0, pool->flush_mode);
+	}
+}
+
 static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 {
 	uint32_t n = pool->geo.max_comms, start = (uint32_t)(a->key[0] % n);
@@ -291,6 +312,7 @@ static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 			atomic_store(&v.rec->key_lo, a->key[0]);
 			atomic_store(&v.rec->key_hi, a->key[1]);
 			v.rec->sum = cxls_comm_rec_sum(v.rec);
+			start_bells(pool, &v, a->nranks);
 			atomic_store(&v.rec->state, CXLS_STATE(CXLS_COMM_JOINING, 0));
 			return (int)s;
 		}

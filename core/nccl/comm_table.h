@@ -70,6 +70,11 @@ static inline struct cxls_bell *cxls_p2p_ack(const struct cxls_comm_view *v, int
 	return &v->p2p_ack[(size_t)src * v->max_ranks + (size_t)dst];
 }
 
+/* Test hook (CXLSHIM_TEST_ROUND0): the round a new communicator starts
+ * its doorbells and its round count at, 0 without it, so that a test
+ * reaches their 32-bit wrap (tests/run.sh). */
+uint32_t cxls_comm_test_round0(void);
+
 uint64_t cxls_comm_stride(uint32_t max_ranks);
 void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_comm_view *v);
 int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
