@@ -211,6 +211,12 @@ step "reduce: AllReduce publishing ahead, 64K chunks x 1 and 3 slots" sh -c \
 	"for s in 1 3; do env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=\$s \
 	 LD_PRELOAD=$SHIM $BUILD/tests/reduce_check -C allreduce -n 4 -c 7,100000,300000 \
 	 -t float,uint8 -o sum,max || exit 1; done"
+# The doorbells count rounds in 32 bits and wrap; the staging slot of a
+# round must not jump there (comm.h: slot_round).  3 slots do not divide
+# 2^32: the old mapping put two consecutive rounds in one slot.
+step "reduce: rounds across the doorbells' 32-bit wrap (3 ranks, 64K chunks x 3 slots)" env \
+	CXLSHIM_TEST_ROUND0=0xfffffff6 CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=3 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 3 -c 7,300000 -t float,int8 -o sum
 step "reduce: overlap on, host waits" env CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 3 -c 7,100000 -t double,half -o sum,avg
 step "reduce: AllReduce in CCCL's direct scheme (1, 3, 4 ranks, 64K chunks)" sh -c \

@@ -46,10 +46,11 @@ struct cxls_op {
 	struct cxls_comm *c;
 	CUstream user, ws, rs;  /* ws == rs == user without overlap */
 	uint32_t g0;            /* first round of this op */
+	uint64_t s0;            /* the same, unwrapped (comm.h: slot_round) */
 	uint32_t rounds;        /* all rounds of the op */
 	enum cxls_staging staging;
-	/* staging slots it cycles through: round g uses slot g % depth
-	 * (layout.h: all of them, or those of the window) */
+	/* staging slots it cycles through: round g uses slot g % depth, g
+	 * unwrapped (layout.h: all of them, or those of the window) */
 	uint32_t depth;
 	/* the previous op staged in the same slots at the same depth: round g
 	 * reuses the slot of round g - depth, so this op need not wait for
@@ -170,14 +171,15 @@ static inline uint8_t *cxls_op_slot(const struct cxls_op *op, int rank, uint32_t
 {
 	const struct cxls_comm *c = op->c;
 
-	return c->pool->base + cxls_layout_n2n(&c->lay, (uint32_t)rank, (op->g0 + k) % op->depth);
+	return c->pool->base +
+	       cxls_layout_n2n(&c->lay, (uint32_t)rank, (uint32_t)((op->s0 + k) % op->depth));
 }
 
 static inline uint8_t *cxls_op_slot_1n(const struct cxls_op *op, uint32_t k)
 {
 	const struct cxls_comm *c = op->c;
 
-	return c->pool->base + cxls_layout_1n(&c->lay, (op->g0 + k) % op->depth);
+	return c->pool->base + cxls_layout_1n(&c->lay, (uint32_t)((op->s0 + k) % op->depth));
 }
 static inline size_t cxls_op_off(const struct cxls_op *op, uint32_t k)
 {

@@ -147,6 +147,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->ws = s->overlap || op->deferred ? s->ws : stream;
 	op->rs = s->overlap ? s->rs : op->ws;
 	op->g0 = atomic_load(&c->round);
+	op->s0 = atomic_load(&c->slot_round);
 	op->bytes = bytes;
 	op->chunk = op_chunk(c, bytes);
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
@@ -192,6 +193,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	if (op->capturing)
 		return ncclSuccess; /* replays rebase the doorbells (replay.h) */
 	atomic_store(&c->round, op->g0 + op->rounds);
+	atomic_store(&c->slot_round, op->s0 + op->rounds);
 	atomic_store(&c->ops, ops);
 	atomic_store(&c->last_staging, op->staging);
 	atomic_store(&c->last_depth, op->depth);
