@@ -147,9 +147,10 @@ done
 json "len(s['comms']) == 1 and s['comms'][0]['corrupt'] is None"
 json "[r['alive'] for r in s['comms'][0]['ranks']] == [True, True]"
 # offset of the record's `chunk` word (bytes 40..47 of the header), and of
-# rank 0's pid (4 bytes into its record, one line after the header's two)
+# rank 0's pid (4 bytes into its record, which follows the header)
 off=$(python3 -c "import json; s=json.load(open('$dir/status.json')); \
 	print(s['comm_offset'] + s['comm_stride'] * s['comms'][0]['slot'])")
+hdr=$(python3 -c "import json; print(json.load(open('$dir/status.json'))['comm_header'])")
 flip() { # OFFSET: XOR one byte of the pool file with 0x40, in place
 	python3 -c "import sys,mmap,os; f=os.open(sys.argv[1], os.O_RDWR); \
 		m=mmap.mmap(f, 0); o=int(sys.argv[2]); m[o] ^= 0x40; m.close()" \
@@ -168,7 +169,7 @@ flip $((off + 40))
 json "s['comms'][0]['corrupt'] is None"
 # then rank 0's record: its peer's watchdog no longer trusts it either and
 # fails the communicator, so only what says CORRUPT is checked
-flip $((off + 128 + 4))
+flip $((off + hdr + 4))
 $CX pool status | tee "$dir/status"
 grep -q "^    rank 0 .* CORRUPT" "$dir/status" || fail "damaged rank record"
 json "s['comms'][0]['corrupt_ranks'] == 1"

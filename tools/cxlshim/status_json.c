@@ -235,11 +235,12 @@ void status_json(FILE *out, const char *path, const struct pool_snap *s)
 		fprintf(out, "%02x%s", sb->uuid[i], i == 3 || i == 5 || i == 7 || i == 9 ? "-" : "");
 	fprintf(out, "\", \"devices\": %u, \"device_size\": %llu, \"coherence\": \"%s\", "
 		"\"comm_slots\": %u, \"comms_in_use\": %u, \"comms_free\": %u, \"max_ranks\": %u, "
-		"\"comm_offset\": %llu, \"comm_stride\": %llu, \"sock_offset\": %llu, "
-		"\"table_lock_pid\": ", sb->ndev, (unsigned long long)sb->dev_size,
-		sb->coherence ? "flush" : "coherent", sb->max_comms, s->ncomms, s->nfree,
-		sb->max_ranks, (unsigned long long)sb->comm_offset,
-		(unsigned long long)sb->comm_stride, (unsigned long long)sb->sock_offset);
+		"\"comm_offset\": %llu, \"comm_stride\": %llu, \"comm_header\": %zu, "
+		"\"sock_offset\": %llu, \"table_lock_pid\": ", sb->ndev,
+		(unsigned long long)sb->dev_size, sb->coherence ? "flush" : "coherent",
+		sb->max_comms, s->ncomms, s->nfree, sb->max_ranks,
+		(unsigned long long)sb->comm_offset, (unsigned long long)sb->comm_stride,
+		sizeof(struct cxls_comm_rec), (unsigned long long)sb->sock_offset);
 	if (s->lock_owner)
 		fprintf(out, "%u", (unsigned)s->lock_owner);
 	else
