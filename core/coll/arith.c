@@ -115,8 +115,9 @@ static const struct int_loops INT_LOOPS_OF[] = {
 
 /* ---- float and double ------------------------------------------------- */
 
-/* max and min propagate a NaN from either side, as the GPU's fmax-free
- * comparisons in NCCL do: a NaN in a stays, a NaN in s wins the compare.
+/* max and min pass over a NaN on one side, as NCCL's fmaxf/fminf (and
+ * __hmax/__hmin for half, bf16 and fp8: IEEE maxNum/minNum) do: a NaN in
+ * s keeps a, a NaN in a loses the compare to s; two NaNs give a's.
  * d = a op s; d may alias a or s. */
 #define FLOAT_LOOPS(NAME, T)                                                        \
 	static void NAME##_fold(T *d, const T *a, const T *s, size_t n,             \
@@ -135,11 +136,11 @@ static const struct int_loops INT_LOOPS_OF[] = {
 			break;                                                      \
 		case CXLS_RED_MAX:                                                  \
 			for (size_t i = 0; i < n; i++)                              \
-				d[i] = a[i] > s[i] || a[i] != a[i] ? a[i] : s[i];   \
+				d[i] = a[i] > s[i] || s[i] != s[i] ? a[i] : s[i];   \
 			break;                                                      \
 		case CXLS_RED_MIN:                                                  \
 			for (size_t i = 0; i < n; i++)                              \
-				d[i] = a[i] < s[i] || a[i] != a[i] ? a[i] : s[i];   \
+				d[i] = a[i] < s[i] || s[i] != s[i] ? a[i] : s[i];   \
 			break;                                                      \
 		default:                                                            \
 			for (size_t i = 0; i < n; i++)                              \

@@ -286,8 +286,8 @@ static double ref_float(enum cxls_red_kind k, double a, double b, ncclDataType_t
 	switch (k) {
 	case CXLS_RED_PREMULSUM: return a + round_ref(t, b * mul);
 	case CXLS_RED_PROD: return a * b;
-	case CXLS_RED_MAX: return a > b || isnan(a) ? a : b;
-	case CXLS_RED_MIN: return a < b || isnan(a) ? a : b;
+	case CXLS_RED_MAX: return a > b || isnan(b) ? a : b;
+	case CXLS_RED_MIN: return a < b || isnan(b) ? a : b;
 	default: return a + b;
 	}
 }

@@ -4,9 +4,9 @@
  *
  * Semantics are the CPU's (arith.c) element for element: integers wrap
  * (sums and products on the unsigned type, comparisons on the signed),
- * max/min keep a NaN from either side, half/bf16/fp8 are computed in float
- * and rounded to the type after each step with the very codecs the CPU
- * uses (minifloat_bits.h).  Built with --fmad=false: a PreMulSum product
+ * max/min pass over a NaN on one side (NCCL's fmaxf and __hmax),
+ * half/bf16/fp8 are computed in float and rounded to the type after each
+ * step with the very codecs the CPU uses (minifloat_bits.h).  Built with --fmad=false: a PreMulSum product
  * is rounded before it is added, as on the CPU.
  *
  * Grid-stride loops over elements: src is usually a staging slot of the
@@ -75,8 +75,8 @@ template <typename T> __device__ static T combine(int op, T a, T b, T m)
 	case CXLS_FOLD_SCALE: return b * m;
 	case CXLS_RED_PREMULSUM: return a + b * m; /* no FMA: --fmad=false */
 	case CXLS_RED_PROD: return a * b;
-	case CXLS_RED_MAX: return a > b || a != a ? a : b;
-	case CXLS_RED_MIN: return a < b || a != a ? a : b;
+	case CXLS_RED_MAX: return a > b || b != b ? a : b;
+	case CXLS_RED_MIN: return a < b || b != b ? a : b;
 	default: return a + b;
 	}
 }
