@@ -107,7 +107,8 @@ static const struct key keys[] = {
 	{ "cccl", "chunk_size", K_SIZE, OFF(cccl_chunk_size), NULL, "bytes per chunk (doorbell)" },
 	{ "cccl", "chunks", K_U32, OFF(cccl_chunks), NULL, "staging chunks per rank" },
 	{ "cccl", "window", K_SIZE, OFF(cccl_window), NULL,
-	  "pool bytes a collective whose ranks move alike cycles through (0: all chunks)" },
+	  "pool bytes a collective whose ranks move alike cycles through (0: auto, 8M under "
+	  "the CPU emulation, every chunk on a GPU; max: every chunk)" },
 	{ "cccl", "model_devices", K_BOOL, OFF(cccl_model_devices), NULL,
 	  "emulate per-device bandwidth sharing" },
 	{ "cccl", "device_bw", K_SIZE, OFF(cccl_device_bw), NULL, "bytes/s of one modelled device" },
@@ -188,7 +189,7 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	cfg->cccl_overlap = -1;
 	cfg->cccl_chunk_size = 0;
 	cfg->cccl_chunks = 8;
-	cfg->cccl_window = 8ull << 20;
+	cfg->cccl_window = 0;
 	cfg->cccl_device_bw = 20ull << 30;
 	cfg->wait_mode = CXLS_WAIT_MEMOP;
 	cfg->wait_spin_us = 20;

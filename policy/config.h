@@ -77,7 +77,8 @@ struct cxls_config {
 	uint64_t cccl_chunk_size;  /* 0: from the variant */
 	uint32_t cccl_chunks;      /* staging slots per rank */
 	uint64_t cccl_window;      /* staging bytes a balanced collective
-	                            * cycles through, all ranks; 0: all */
+	                            * cycles through, all ranks; 0: auto
+	                            * (comm.c), UINT64_MAX: every chunk */
 	int cccl_model_devices;    /* emulate per-device bandwidth sharing */
 	uint64_t cccl_device_bw;   /* bytes/s of one modelled device */
 

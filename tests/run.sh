@@ -251,7 +251,7 @@ step "window of 2 slots for balanced ops, 8 for rooted ones, mixed (4 ranks, 64K
 	 $BUILD/tests/coll_check -n 4 -c 1,odd,1M -t int8,float -r 2 &&
 	 $BUILD/tests/reduce_check -n 4 -c 7,100000 -t float,uint8 -o sum,max &&
 	 $BUILD/tests/pg_check 4"
-step "no window (every op through all slots)" env CXLSHIM_CCCL_WINDOW=0 LD_PRELOAD="$SHIM" \
+step "no window (every op through all slots)" env CXLSHIM_CCCL_WINDOW=max LD_PRELOAD="$SHIM" \
 	"$BUILD/tests/coll_check" "${V[@]}"
 step "host waits (wait.mode=host)" env CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 # A CUDA driver may run the host functions of a process one at a time

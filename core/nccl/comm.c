@@ -214,6 +214,18 @@ static void comm_leave(struct cxls_comm *c)
 	cxls_comm_leave(c->pool, &c->view, (uint32_t)c->rank);
 }
 
+/* cccl.window = auto: the window keeps a loop of collectives' staging in
+ * the last-level cache where the CPU runs the copies (the emulation: 8
+ * MiB of a 32 MiB cache, bench/README "The staging window"); a GPU's
+ * copy engines do not go through it, so there every chunk stays in use,
+ * as measured on the H200. */
+static uint64_t staging_window(uint64_t cfg)
+{
+	if (cfg)
+		return cfg;
+	return cxls_cuda_emulated() ? 8ull << 20 : UINT64_MAX;
+}
+
 /* Rendezvous + setup; returns 0, or -1 with c->last_error set. */
 static int connect_comm(struct cxls_comm *c)
 {
@@ -228,7 +240,7 @@ static int connect_comm(struct cxls_comm *c)
 		.chunk = rt->cfg.cccl_chunk_size,
 		.slots = rt->cfg.cccl_chunks,
 		.interleave = (uint32_t)rt->cfg.cccl_interleave,
-		.window = rt->cfg.cccl_window,
+		.window = staging_window(rt->cfg.cccl_window),
 	};
 	int err;
 

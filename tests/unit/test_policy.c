@@ -33,6 +33,8 @@ static void test_defaults(void)
 	/* overlap auto: decided per communicator by what runs the copies */
 	CHECK(c.cccl_interleave == 1 && c.cccl_overlap == -1, "variant all");
 	CHECK(c.cccl_chunk_size == 512 << 10, "%llu", (unsigned long long)c.cccl_chunk_size);
+	/* window auto (0): decided per communicator by what runs the copies */
+	CHECK(c.cccl_window == 0, "%llu", (unsigned long long)c.cccl_window);
 	CHECK(c.nccl_collectives == CXLS_COLL_ALL, "%x", c.nccl_collectives);
 }
 
@@ -42,7 +44,8 @@ static void test_file(void)
 	struct cxls_config_error e;
 	char *p = write_file("; comment\n[pool]\npath = /dev/shm/x.pool\nsize = 64M\n"
 			     "devices = 6\ncoherence = flush\n\n[cccl]\nvariant = naive\n"
-			     "chunks = 3\n[nccl]\ncollectives = broadcast\nmax_bytes = 1G\n"
+			     "chunks = 3\nwindow = max\n[nccl]\ncollectives = broadcast\n"
+			     "max_bytes = 1G\n"
 			     "[wait]\nmode = host\n");
 
 	CHECK(cxls_config_load(&c, p, &e) == 0, "%s:%d %s %s", e.file, e.line, e.key, e.msg);
@@ -51,7 +54,8 @@ static void test_file(void)
 	CHECK(c.pool_devices == 6 && c.pool_coherence == CXLS_FLUSH, "pool");
 	CHECK(c.cccl_variant == CXLS_VARIANT_NAIVE && c.cccl_interleave == 0 &&
 	      c.cccl_overlap == 0 && c.cccl_chunk_size == 4 << 20, "naive derives the rest");
-	CHECK(c.cccl_chunks == 3, "%u", c.cccl_chunks);
+	CHECK(c.cccl_chunks == 3 && c.cccl_window == UINT64_MAX, "%u %llu", c.cccl_chunks,
+	      (unsigned long long)c.cccl_window);
 	CHECK(c.nccl_collectives == CXLS_COLL_BROADCAST, "%x", c.nccl_collectives);
 	CHECK(c.nccl_max_bytes == 1ull << 30, "max_bytes");
 	CHECK(c.wait_mode == CXLS_WAIT_HOST, "wait mode");
