@@ -175,7 +175,8 @@ static int use_round(struct ar *a, uint32_t t, uint32_t t1)
  * a shared CPU costs hundreds of microseconds.  The first `depth` rounds
  * reuse slots of the previous op only, so they go out at once, and a rank
  * then waits only for peers that have merely started the op (the whole of
- * an op that fits the slots: 4 MiB at 4 ranks).  A later round reuses the
+ * an op that fits the slots: 2 MiB at 4 ranks in the emulation's 4-slot
+ * window, 4 MiB with all 8).  A later round reuses the
  * slot of round p - depth of this op, whose reader must have folded it:
  * one round ahead, the ranks may drift `depth` - 1 rounds apart before
  * that wait blocks; further ahead it blocks at each small drift, and

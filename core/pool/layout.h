@@ -31,8 +31,8 @@ struct cxls_super;
 struct cxls_layout {
 	uint32_t ndev;
 	uint32_t nranks;
-	uint32_t slots;        /* N-to-N staging slots per rank */
-	uint32_t bcast_slots;  /* 1-to-N staging depth */
+	uint32_t slots;        /* N-to-N staging slots per rank (all) */
+	uint32_t bcast_slots;  /* 1-to-N staging slots (all) */
 	/* The same for a collective whose ranks move alike (window_slots()),
 	 * at most the window's bytes over all ranks. */
 	uint32_t win_slots;
