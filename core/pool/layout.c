@@ -26,7 +26,7 @@ static int fits(const struct cxls_layout *l)
 	       n2n_blocks_per_dev(l->ndev, l->nranks, l->slots, l->interleave) <= l->lane_blocks;
 }
 
-#define P2P_SLOTS 4
+#define P2P_SLOTS 4 /* a power of two (p2p_init) */
 #define P2P_MAX_CHUNK (1u << 20)
 
 /* Cuts the p2p part (`bytes` per device) into P2P_SLOTS slots per ordered
@@ -36,6 +36,7 @@ static void p2p_init(struct cxls_layout *l, uint64_t bytes)
 {
 	uint64_t pairs = (uint64_t)l->nranks * l->nranks;
 
+	/* powers of two only: p2p.c takes a 32-bit sequence modulo the count */
 	for (l->p2p_slots = P2P_SLOTS; l->p2p_slots >= 1; l->p2p_slots /= 2) {
 		uint64_t per_dev = div_up(pairs * l->p2p_slots, l->ndev);
 

@@ -64,6 +64,8 @@ static void sweep(void)
 					CHECK(0, "ND %u N %u il %d: no layout", ndevs[d], n, il);
 					continue;
 				}
+				/* p2p.c takes a 32-bit sequence modulo p2p_slots */
+				CHECK(!(l.p2p_slots & (l.p2p_slots - 1)), "%u p2p slots", l.p2p_slots);
 				offs = malloc(sizeof(*offs) * (n * l.slots + l.bcast_slots));
 				for (uint32_t rk = 0; rk < n; rk++)
 					for (uint32_t s = 0; s < l.slots; s++)
