@@ -130,6 +130,9 @@ step "api: same, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graphreduce
 step "api: PreMulSum on 64-bit integers, scalars a double cannot hold" shim \
 	"$BUILD/tests/api_check" premulsum64
+step "api: a group's collectives start at its end, after what its streams hold (3 ranks)" sh -c \
+	"for e in X=0 CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host; do \
+	 env \$e LD_PRELOAD=$SHIM $BUILD/tests/api_check grouporder || exit 1; done"
 step "api: CUDA graph replays, host waits, no overlap" env CXLSHIM_WAIT_MODE=host CXLSHIM_CCCL_OVERLAP=0 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort

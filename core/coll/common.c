@@ -132,6 +132,21 @@ static uint32_t depth_of(const struct cxls_comm *c, enum cxls_op_kind kind)
 	return rooted ? c->lay.slots : c->lay.win_slots;
 }
 
+/* Inside a group the op's streams also wait for the group's end, where
+ * NCCL enqueues a group's operations: what the caller puts on its stream
+ * after this call and before ncclGroupEnd runs first (group.c opens the
+ * gate there, in the user stream's order). */
+static int wait_group_end(struct cxls_op *op)
+{
+	struct cxls_comm *c = op->c;
+	struct cxls_bell *gate = &c->view.gate[c->rank];
+	uint32_t v = atomic_load(&c->gates) + 1;
+
+	if (cxls_stage_wait(&c->st, op->ws, gate, v))
+		return -1;
+	return op->rs == op->ws ? 0 : cxls_stage_wait(&c->st, op->rs, gate, v);
+}
+
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
 			   const struct cxls_call *call, size_t bytes, uint32_t slices)
 {
@@ -163,7 +178,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	 * extend (replay.h) */
 	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds, stream)))
 		return r;
-	if (cxls_stage_fork(s, stream, op->capturing, s->overlap || op->deferred))
+	if (cxls_stage_fork(s, stream, op->capturing, s->overlap || op->deferred) ||
+	    (op->deferred && wait_group_end(op)))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, call);
 	return ncclSuccess;

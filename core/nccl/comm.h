@@ -79,6 +79,9 @@ struct cxls_comm {
 	 * with it only if it reuses the same slots in the same order */
 	_Atomic uint32_t last_staging;
 	_Atomic uint32_t last_depth;	/* and its depth (coll.h) */
+	/* groups whose end opened this rank's gate (view.gate, group.c): a
+	 * collective called inside a group waits for the next one */
+	_Atomic uint32_t gates;
 	/* bytes this rank enqueued to copy into and out of the pool (reads
 	 * include the folds' pool operands); a captured graph counts once */
 	_Atomic uint64_t pool_written, pool_read;

@@ -7,6 +7,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "stage.h"
 
 /* A user stream that waits, at the end, for a communicator's work. */
 struct join {
@@ -60,6 +61,22 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 	return 0;
 }
 
+/* Stream `to` goes on once `from` reached this point. */
+static int stream_after(const struct cxls_cuda *cu, CUstream to, CUstream from)
+{
+	CUevent ev;
+	int bad;
+
+	if (to == from)
+		return 0;
+	if (cu->EventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+		return -1;
+	bad = cu->EventRecord(ev, from) != CUDA_SUCCESS ||
+	      cu->StreamWaitEvent(to, ev, 0) != CUDA_SUCCESS;
+	cu->EventDestroy(ev);
+	return bad ? -1 : 0;
+}
+
 static void reset(void)
 {
 	free(grp.p2p);
@@ -103,6 +120,40 @@ int cxls_group_defer_join(struct cxls_comm *c, CUstream user)
 	return 0;
 }
 
+/* The collectives called in the group wait at its end for their
+ * communicator's gate (common.c): it opens on the stream of the first of
+ * them once every user stream they came from has reached the end, so
+ * whatever the caller enqueued on those streams before ncclGroupEnd runs
+ * first, as NCCL enqueues a group's operations at its end.  Before the
+ * sends and receives, which wait on the user stream for the collectives'
+ * completion. */
+static ncclResult_t open_gates(void)
+{
+	ncclResult_t ret = ncclSuccess;
+
+	for (size_t i = 0; i < grp.n_join; i++) {
+		struct cxls_comm *c = grp.joins[i].c;
+		CUstream main = grp.joins[i].user;
+		int seen = 0, bad = 0;
+
+		for (size_t j = 0; j < i; j++)
+			seen |= grp.joins[j].c == c;
+		if (seen || c->magic != CXLS_COMM_MAGIC)
+			continue; /* opened already, or destroyed inside the group */
+		for (size_t j = i + 1; j < grp.n_join && !bad; j++)
+			if (grp.joins[j].c == c)
+				bad = stream_after(c->st.cu, main, grp.joins[j].user);
+		if (bad || cxls_stage_ring(&c->st, main, &c->view.gate[c->rank],
+					   atomic_fetch_add(&c->gates, 1) + 1)) {
+			/* failing the communicator raises its gate: nothing hangs */
+			cxls_comm_set_error(c, "ncclGroupEnd: cannot start the group's collectives");
+			cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
+			ret = ncclUnhandledCudaError;
+		}
+	}
+	return ret;
+}
+
 /* Each user stream waits for the last operation of its communicators
  * (their done event moves with every operation, so the last one counts). */
 static ncclResult_t run_joins(void)
@@ -143,24 +194,12 @@ static int by_comm(const void *a, const void *b)
  * after it is done. */
 static int streams_join(struct cxls_comm *c, const struct queued_p2p *q, size_t n, int after)
 {
-	const struct cxls_cuda *cu = c->st.cu;
 	CUstream main = q[0].stream;
 
-	for (size_t i = 1; i < n; i++) {
-		CUstream from = after ? main : q[i].stream, to = after ? q[i].stream : main;
-		CUevent ev;
-		int bad;
-
-		if (q[i].stream == main)
-			continue;
-		if (cu->EventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+	for (size_t i = 1; i < n; i++)
+		if (after ? stream_after(c->st.cu, q[i].stream, main) :
+			    stream_after(c->st.cu, main, q[i].stream))
 			return -1;
-		bad = cu->EventRecord(ev, from) != CUDA_SUCCESS ||
-		      cu->StreamWaitEvent(to, ev, 0) != CUDA_SUCCESS;
-		cu->EventDestroy(ev);
-		if (bad)
-			return -1;
-	}
 	return 0;
 }
 
@@ -263,7 +302,9 @@ ncclResult_t cxls_group_end(void)
 		return ncclSuccess;
 	/* inits first: the group's operations may use those communicators */
 	r = wait_inits();
-	r2 = run_p2p();
+	r2 = open_gates();
+	if ((r3 = run_p2p()) != ncclSuccess && r2 == ncclSuccess)
+		r2 = r3;
 	r3 = run_joins();
 	reset();
 	return r != ncclSuccess ? r : r2 != ncclSuccess ? r2 : r3;
@@ -278,8 +319,10 @@ ncclResult_t cxls_group_discard(void)
 	if (--grp.depth)
 		return ncclSuccess;
 	/* sends and receives are dropped; communicators created in the group
-	 * still finish their init, and collectives already enqueued join */
+	 * still finish their init, and collectives already enqueued run (they
+	 * were enqueued when called) and join */
 	r = wait_inits();
+	open_gates();
 	run_joins();
 	reset();
 	return r;

@@ -5,7 +5,13 @@
  * called, in call order, but on their communicator's own streams: the
  * user stream waits for them only at the end, so one communicator's
  * collective never waits behind another's (ranks may call the group's
- * communicators in any order, as with NCCL).  What waits for the end is:
+ * communicators in any order, as with NCCL).  They start behind a gate,
+ * a doorbell of this rank that the end rings on a user stream once every
+ * user stream of the communicator's calls reached it: as with NCCL, which
+ * enqueues a group's operations at its end, what the caller put on those
+ * streams between a call and the end runs first.  (A simulated end opens
+ * the gates too: the collectives are enqueued already, and every rank
+ * must run them to stay in step.)  What waits for the end is:
  *   - sends and receives, run per communicator as one lockstep group
  *     (p2p.h), communicators in key order so that every rank enqueues them
  *     in the same order whatever order the calls came in;

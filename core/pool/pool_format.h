@@ -28,7 +28,8 @@
 				* listener generations; 11: socket wake-up
 				* requests name their sleep; 12: twelve socket and listener
 				* holders, a count beyond them, sends in flight;
-				* 13: the communicator's staging window */
+				* 13: the communicator's staging window, group
+				* gates */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -209,6 +210,7 @@ struct cxls_comm_rec {
 	 *                      rank's replay starts, numbered by its barrier
 	 * struct cxls_p2p_msg  p2p_smsg[max_ranks][max_ranks]; [src][dst] as sent
 	 * struct cxls_p2p_msg  p2p_rmsg[max_ranks][max_ranks]; [src][dst] as received
+	 * struct cxls_bell     gate[max_ranks];      groups ended (group.h)
 	 * Point-to-point traffic involves two ranks, not the communicator, so
 	 * it cannot share the collectives' rounds: every ordered pair has its
 	 * own sequence and its own staging slots (layout.h). */

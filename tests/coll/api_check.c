@@ -1114,6 +1114,70 @@ static int case_premulsum64(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* ---- a group's collectives start at its end ----------------------------- */
+
+static void CUDART_CB nap(void *ms)
+{
+	usleep((useconds_t)(uintptr_t)ms * 1000);
+}
+
+/* NCCL enqueues a group's operations at ncclGroupEnd: what the caller puts
+ * on their streams between a call and the end runs first.  Here each
+ * rank's input is rewritten after the calls, behind a 50 ms host function
+ * so that a collective that started early reads the old input, on two
+ * user streams (AllReduce on one, AllGather on the other; the group ends
+ * once both streams got there).  Then a simulated group, whose collective
+ * was enqueued when called (group.h) and so opens and runs at the end as
+ * well: the communicator goes on. */
+static int case_group_order(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	enum { N = 4096 };
+	float h[N], *in = (float *)dev_alloc(N * sizeof(float), 0);
+	float *sum = (float *)dev_alloc(N * sizeof(float), 0);
+	float *all = (float *)dev_alloc((size_t)N * n * sizeof(float), 0);
+	cudaStream_t s, t;
+	ncclComm_t comm = join(rank, n, id, &s);
+	ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+	int bad = 0;
+
+	(void)arg;
+	cudaStreamCreate(&t);
+	for (int i = 0; i < N; i++)
+		h[i] = 1;
+	cudaMemcpyAsync(in, h, sizeof(h), cudaMemcpyHostToDevice, s);
+	cudaStreamSynchronize(s);
+	for (int i = 0; i < N; i++)
+		h[i] = (float)(rank + 2);
+	CHECK(ncclGroupStart() == ncclSuccess, "group");
+	CHECK(ncclAllReduce(in, sum, N, ncclFloat, ncclSum, comm, s) == ncclSuccess, "AllReduce");
+	CHECK(ncclAllGather(in, all, N, ncclFloat, comm, t) == ncclSuccess, "AllGather");
+	cudaLaunchHostFunc(s, nap, (void *)(uintptr_t)50);
+	cudaMemcpyAsync(in, h, sizeof(h), cudaMemcpyHostToDevice, s);
+	cudaLaunchHostFunc(t, nap, (void *)(uintptr_t)50);
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	cudaStreamSynchronize(s);
+	cudaStreamSynchronize(t);
+	cudaMemcpy(h, sum, sizeof(h), cudaMemcpyDeviceToHost);
+	for (int i = 0; i < N; i++)
+		bad += h[i] != (float)(n * (n + 3)) / 2; /* sum of rank + 2 */
+	CHECK(!bad, "AllReduce read the input from before the group's end (%g)", h[0]);
+	for (int p = 0; p < n; p++) {
+		cudaMemcpy(h, all + (size_t)p * N, sizeof(h), cudaMemcpyDeviceToHost);
+		CHECK(h[0] == (float)(p + 2) && h[N - 1] == (float)(p + 2),
+		      "AllGather slice %d: %g, want %d", p, h[0], p + 2);
+	}
+	cudaMemset(sum, 0, N * sizeof(float));
+	cudaDeviceSynchronize();
+	CHECK(ncclGroupStart() == ncclSuccess, "group to simulate");
+	CHECK(ncclAllReduce(in, sum, N, ncclFloat, ncclSum, comm, s) == ncclSuccess, "AllReduce");
+	CHECK(ncclGroupSimulateEnd(&sim) == ncclSuccess, "simulated end");
+	cudaStreamSynchronize(s);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "a collective after the simulated group");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	cudaStreamDestroy(t);
+	return CHECK_SUMMARY();
+}
+
 /* ---- driver ------------------------------------------------------------ */
 
 struct rank_case {
@@ -1136,6 +1200,7 @@ static const struct rank_case rank_cases[] = {
 	{ "graphkind", 3, case_graph_mismatch, "kind" },
 	{ "graphreduce", 3, case_graph_reduce, NULL },
 	{ "premulsum64", 2, case_premulsum64, NULL },
+	{ "grouporder", 3, case_group_order, NULL },
 	{ "streams", 2, case_streams, NULL },
 	{ "split", 4, case_split, NULL },
 	{ "shrink", 3, case_shrink, NULL },
