@@ -215,7 +215,7 @@ step "reduce: AllReduce publishing ahead, 64K chunks x 1 and 3 slots" sh -c \
 	 LD_PRELOAD=$SHIM $BUILD/tests/reduce_check -C allreduce -n 4 -c 7,100000,300000 \
 	 -t float,uint8 -o sum,max || exit 1; done"
 # The doorbells count rounds in 32 bits and wrap; the staging slot of a
-# round must not jump there (comm.h: slot_round).  3 slots do not divide
+# round must not jump there (comm.h: round).  3 slots do not divide
 # 2^32: the old mapping put two consecutive rounds in one slot.
 step "reduce: rounds across the doorbells' 32-bit wrap (3 ranks, 64K chunks x 3 slots)" env \
 	CXLSHIM_TEST_ROUND0=0xfffffff6 CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=3 \

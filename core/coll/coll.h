@@ -45,8 +45,8 @@ enum cxls_staging {
 struct cxls_op {
 	struct cxls_comm *c;
 	CUstream user, ws, rs;  /* ws == rs == user without overlap */
-	uint32_t g0;            /* first round of this op */
-	uint64_t s0;            /* the same, unwrapped (comm.h: slot_round) */
+	uint64_t s0;            /* first round of this op (comm.h: round) */
+	uint32_t g0;            /* its low 32 bits, as doorbells count */
 	uint32_t rounds;        /* all rounds of the op */
 	enum cxls_staging staging;
 	/* staging slots it cycles through: round g uses slot g % depth, g

@@ -161,8 +161,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->deferred = !op->capturing && cxls_group_depth() > 0;
 	op->ws = s->overlap || op->deferred ? s->ws : stream;
 	op->rs = s->overlap ? s->rs : op->ws;
-	op->g0 = atomic_load(&c->round);
-	op->s0 = atomic_load(&c->slot_round);
+	op->s0 = atomic_load(&c->round);
+	op->g0 = (uint32_t)op->s0;
 	op->bytes = bytes;
 	op->chunk = op_chunk(c, bytes);
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
@@ -208,8 +208,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 		return cxls_op_abandon(op);
 	if (op->capturing)
 		return ncclSuccess; /* replays rebase the doorbells (replay.h) */
-	atomic_store(&c->round, op->g0 + op->rounds);
-	atomic_store(&c->slot_round, op->s0 + op->rounds);
+	atomic_store(&c->round, op->s0 + op->rounds);
 	atomic_store(&c->ops, ops);
 	atomic_store(&c->last_staging, op->staging);
 	atomic_store(&c->last_depth, op->depth);

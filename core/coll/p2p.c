@@ -56,7 +56,7 @@ static const struct cxls_call p2p_call = { .kind = CXLS_OP_SENDRECV, .root = -1 
 
 /* seq counts in 32 bits and wraps; p2p_slots is 4, 2 or 1 (layout.c), a
  * divisor of 2^32, so the slot sequence runs on unbroken across the wrap
- * (the collectives' depths need not divide it: comm.h slot_round). */
+ * (the collectives' depths need not divide it: comm.h round). */
 static uint8_t *slot_of(struct cxls_comm *c, int src, int dst, uint32_t seq)
 {
 	return c->pool->base + cxls_layout_p2p(&c->lay, (uint32_t)src, (uint32_t)dst,

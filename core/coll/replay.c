@@ -159,7 +159,7 @@ struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st,
 	r->rounds = rounds;
 	/* the live sequence as enqueued so far, which the capture does not
 	 * advance: the operation's doorbell values start from there */
-	r->base.pub = r->base.ack = atomic_load(&c->round);
+	r->base.pub = r->base.ack = (uint32_t)atomic_load(&c->round);
 	r->base.done = atomic_load(&c->ops);
 	r->base.p2p_done = atomic_load(&c->p2p_ops);
 	for (int p = 0; p < c->nranks; p++) {

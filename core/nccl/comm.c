@@ -428,7 +428,7 @@ static void raise_bell(struct cxls_bell *b, uint32_t v, int flush)
  * this rank has work in flight. */
 void cxls_comm_unblock(struct cxls_comm *c)
 {
-	uint32_t v = atomic_load(&c->round) + UNBLOCK_LEAD;
+	uint32_t v = (uint32_t)atomic_load(&c->round) + UNBLOCK_LEAD;
 
 	for (int r = 0; r < c->nranks; r++) {
 		raise_bell(&c->view.pub[r], v, c->pool->flush_mode);

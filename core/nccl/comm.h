@@ -66,13 +66,13 @@ struct cxls_comm {
 	struct cxls_comm_view view;
 	struct cxls_layout lay;
 	struct cxls_stage st;
-	_Atomic uint32_t round;  /* next global round (chunk step) number */
-	/* the same, unwrapped: which staging slot a round uses.  Taken modulo
-	 * a depth that does not divide 2^32 (3 slots, the window's 5 at 3
-	 * ranks, or the 1-to-N slots of 3 ranks: 24), the 32-bit round jumps
-	 * at its wrap, and the slot a round reuses is not the one the flow
-	 * control waited for */
-	_Atomic uint64_t slot_round;
+	/* next global round (chunk step), unwrapped: the doorbells carry its
+	 * low 32 bits, the staging slot a round uses is taken from all of it.
+	 * Modulo a depth that does not divide 2^32 (3 slots, the window's 5 at
+	 * 3 ranks, or the 1-to-N slots of 3 ranks: 24), the 32-bit round
+	 * jumps at its wrap, and the slot a round reuses is not the one the
+	 * flow control waited for */
+	_Atomic uint64_t round;
 	_Atomic uint32_t ops;    /* collectives enqueued */
 	/* the staging slots the last collective enqueued used (enum
 	 * cxls_staging): the next one may start before its peers are done
