@@ -37,6 +37,9 @@ struct emu_config {
 				 * burning a CPU, so spin little */
 	unsigned yield_us;	/* CUDAEMU_YIELD_US: then poll between
 				 * sched_yield()s this long before sleeping */
+	unsigned slice_ms;	/* CUDAEMU_SLICE_MS, default 50: the longest a
+				 * value wait sleeps before re-checking the
+				 * word (a writer may store without a wake) */
 	size_t mem_bytes;	/* CUDAEMU_MEM_MB per device, default 16 GiB */
 	bool check_ptrs;	/* CUDAEMU_CHECK_PTRS, default 1 */
 	bool serial_host_fns;	/* CUDAEMU_SERIAL_HOST_FNS, default 0 (op.c) */

@@ -30,6 +30,8 @@ static void init_config(void)
 						10 * 1000 * 1000);
 	emu_config.yield_us = (unsigned)env_long("CUDAEMU_YIELD_US", 0, 0,
 						 10 * 1000 * 1000);
+	emu_config.slice_ms = (unsigned)env_long("CUDAEMU_SLICE_MS", 50, 1,
+						 600 * 1000);
 	emu_config.mem_bytes = (size_t)env_long("CUDAEMU_MEM_MB", 16384, 1,
 						1L << 30) << 20;
 	emu_config.check_ptrs = env_long("CUDAEMU_CHECK_PTRS", 1, 0, 1);

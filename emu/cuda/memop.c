@@ -5,9 +5,9 @@
  * CPU stores. So waits use SHARED futexes (keyed on the physical page, not on
  * this process's mm) and never trust a wake-up to arrive: each sleep is
  * bounded and the condition re-checked, so a writer that does not issue
- * FUTEX_WAKE still lets the waiter progress within FUTEX_SLICE_NS.
+ * FUTEX_WAKE still lets the waiter progress within CUDAEMU_SLICE_MS.
  *
- * Ordering: the writer uses a seq_cst store, so everything the stream did
+ * Ordering: the writer uses a seq_cst exchange, so everything the stream did
  * before (copies, memsets on the same worker thread) is visible before the
  * flag; the waiter loads with acquire, so what the stream does after the
  * wait sees what the writer published before its store.
@@ -23,12 +23,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define FUTEX_SLICE_NS	(50 * 1000 * 1000)
-
-static long futex(void *addr, int op, uint32_t val,
-		  const struct timespec *timeout)
+static long futex_bits(void *addr, int op, uint32_t val,
+		       const struct timespec *timeout, uint32_t bits)
 {
-	return syscall(SYS_futex, addr, op, val, timeout, NULL, 0);
+	return syscall(SYS_futex, addr, op, val, timeout, NULL, bits);
 }
 
 static uint64_t load_word(void *addr, bool is64)
@@ -60,22 +58,52 @@ static bool satisfied(uint64_t cur, uint64_t value, unsigned cond, bool is64)
 	}
 }
 
+/* Waiters sleep on one bit of a FUTEX bitset: bit (value mod 32) of the
+ * value they wait for (EQ and GEQ), or every bit (AND, NOR).  A writer that
+ * moves the word forward by d < 32 wakes only the bits of the values it
+ * passed, old + 1 .. new: a 1-to-N doorbell (a root publishing round after
+ * round for its receivers in turn) then wakes the one receiver whose round
+ * came instead of all of them, each of which would cost the writer's core a
+ * wake-up and a preemption for nothing.  Any other change wakes everyone. */
+static uint32_t wait_bit(uint64_t value, unsigned cond)
+{
+	if (cond == CU_STREAM_WAIT_VALUE_AND || cond == CU_STREAM_WAIT_VALUE_NOR)
+		return FUTEX_BITSET_MATCH_ANY;
+	return 1u << (value & 31);
+}
+
+static uint32_t passed_bits(uint64_t old, uint64_t value, bool is64)
+{
+	uint64_t d = is64 ? value - old : (uint32_t)((uint32_t)value - (uint32_t)old);
+	unsigned from = (unsigned)((old + 1) & 31);
+	uint32_t run;
+
+	if (d == 0 || d >= 32)
+		return d ? FUTEX_BITSET_MATCH_ANY : 0;
+	run = (1u << d) - 1;
+	return from ? run << from | run >> (32 - from) : run;
+}
+
 void emu_memop_write(void *addr, uint64_t value, bool is64)
 {
+	uint64_t old;
+	uint32_t bits;
+
 	if (is64)
-		__atomic_store_n((uint64_t *)addr, value, __ATOMIC_SEQ_CST);
+		old = __atomic_exchange_n((uint64_t *)addr, value, __ATOMIC_SEQ_CST);
 	else
-		__atomic_store_n((uint32_t *)addr, (uint32_t)value,
-				 __ATOMIC_SEQ_CST);
-	/* A 64-bit waiter sleeps on the low word, which on little-endian
-	 * hosts is at addr too. */
-	if (futex(addr, FUTEX_WAKE, INT_MAX, NULL) > 0 && emu_stats_self)
+		old = __atomic_exchange_n((uint32_t *)addr, (uint32_t)value,
+					  __ATOMIC_SEQ_CST);
+	/* An unchanged word changed no waiter's condition.  A 64-bit waiter
+	 * sleeps on the low word, which on little-endian hosts is at addr. */
+	bits = passed_bits(old, value, is64);
+	if (bits && futex_bits(addr, FUTEX_WAKE_BITSET, INT_MAX, NULL, bits) > 0 &&
+	    emu_stats_self)
 		emu_stats_self->wakes++;
 }
 
 void emu_memop_wait(void *addr, uint64_t value, unsigned flags, bool is64)
 {
-	const struct timespec slice = { 0, FUTEX_SLICE_NS };
 	unsigned cond = flags & ~(unsigned)CU_STREAM_WAIT_VALUE_FLUSH;
 	uint64_t spin_end = emu_now_ns() + emu_config.spin_us * 1000ull;
 	uint64_t cur;
@@ -111,6 +139,10 @@ void emu_memop_wait(void *addr, uint64_t value, unsigned flags, bool is64)
 	}
 
 	for (;;) {
+		/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline */
+		struct timespec slice = emu_ns_to_ts(emu_now_ns() +
+						     emu_config.slice_ms * 1000000ull);
+
 		cur = load_word(addr, is64);
 		if (satisfied(cur, value, cond, is64))
 			break;
@@ -118,7 +150,8 @@ void emu_memop_wait(void *addr, uint64_t value, unsigned flags, bool is64)
 			st->sleeps++;
 		/* Returns at once (EAGAIN) if the low word changed since the
 		 * load: no wake-up can be lost between check and sleep. */
-		if (futex(addr, FUTEX_WAIT, (uint32_t)cur, &slice) < 0 &&
+		if (futex_bits(addr, FUTEX_WAIT_BITSET, (uint32_t)cur, &slice,
+			       wait_bit(value, cond)) < 0 &&
 		    errno != ETIMEDOUT && errno != EAGAIN && errno != EINTR)
 			emu_cpu_relax();	/* e.g. ENOSYS: poll */
 	}

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -319,6 +320,128 @@ static void test_invalid(CUstream s, uint32_t *word)
 		 CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* ---- wake-ups: each waiter is woken when its value comes ----
+ *
+ * Writers wake only the futex bits of the values they passed (memop.c).
+ * Run with a sleep slice of 60 s, a wake-up that does not reach its waiter
+ * shows as a stall of a minute instead of 50 ms; every case must end well
+ * within that (5 s allows for a loaded machine). */
+
+#define WAKE_SLICE_MS	"60000"
+#define WAKE_LATE_MS	5000
+
+/* Stream s waits on a word holding `init` for `wait` (32 or 64 bits, cond);
+ * it must still wait after another stream writes `before` (no write when
+ * equal to init), and end in time once that one writes `write`. */
+struct wake_case {
+	const char *what;
+	uint64_t init, wait, before, write;
+	unsigned cond;
+	bool is64;
+};
+
+static void wake_case_run(CUstream s, CUstream w, uint64_t *word, const struct wake_case *k)
+{
+	double t0;
+
+	*word = k->init;
+	if (k->is64)
+		cuStreamWaitValue64(s, dp(word), k->wait, k->cond);
+	else
+		cuStreamWaitValue32(s, dp(word), (cuuint32_t)k->wait, k->cond);
+	if (k->before != k->init) {
+		k->is64 ? cuStreamWriteValue64(w, dp(word), k->before, 0) :
+			  cuStreamWriteValue32(w, dp(word), (cuuint32_t)k->before, 0);
+		cuStreamSynchronize(w);
+	}
+	CHECK(blocked(s), "%s: waits until written", k->what);
+	t0 = now_ms();
+	k->is64 ? cuStreamWriteValue64(w, dp(word), k->write, 0) :
+		  cuStreamWriteValue32(w, dp(word), (cuuint32_t)k->write, 0);
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK(now_ms() - t0 < WAKE_LATE_MS, "%s: woken (%.0f ms)", k->what, now_ms() - t0);
+}
+
+static const struct wake_case wake_cases[] = {
+	{ "GEQ, passed among others", 3, 5, 4, 7, CU_STREAM_WAIT_VALUE_GEQ, false },
+	{ "GEQ, bits wrapping 31 -> 0", 29, 33, 30, 34, CU_STREAM_WAIT_VALUE_GEQ, false },
+	{ "GEQ, exactly reached", 7, 8, 7, 8, CU_STREAM_WAIT_VALUE_GEQ, false },
+	{ "GEQ, a jump of 32 or more", 0, 10, 9, 100, CU_STREAM_WAIT_VALUE_GEQ, false },
+	{ "GEQ, counter wrapping", 0xfffffffeu, 1, 0xffffffffu, 2, CU_STREAM_WAIT_VALUE_GEQ, false },
+	{ "EQ, written backwards", 10, 4, 11, 4, CU_STREAM_WAIT_VALUE_EQ, false },
+	{ "EQ, after passing it", 1, 3, 2, 3, CU_STREAM_WAIT_VALUE_EQ, false },
+	{ "AND", 0, 0x8, 0x7, 0x18, CU_STREAM_WAIT_VALUE_AND, false },
+	{ "NOR", 0xffffffffu, 0x0f, 0xfffffff1u, 0x7ffffff0u, CU_STREAM_WAIT_VALUE_NOR, false },
+	{ "GEQ64, low word wrapping", 0xfffffffeull, 0x100000001ull, 0xffffffffull,
+	  0x100000002ull, CU_STREAM_WAIT_VALUE_GEQ, true },
+	{ "GEQ64, high word only", 5, 0x100000005ull, 6, 0x100000005ull,
+	  CU_STREAM_WAIT_VALUE_GEQ, true },
+};
+
+/* Two waiters on one word for different values, as the receivers of a
+ * 1-to-N doorbell: each is woken by the write that reaches its value. */
+static void wake_two_waiters(CUstream s, CUstream s2, CUstream w, uint32_t *word)
+{
+	double t0;
+
+	*word = 3;
+	cuStreamWaitValue32(s, dp(word), 5, CU_STREAM_WAIT_VALUE_GEQ);
+	cuStreamWaitValue32(s2, dp(word), 9, CU_STREAM_WAIT_VALUE_GEQ);
+	CHECK(blocked(s) && blocked(s2), "two waiters: both wait");
+	t0 = now_ms();
+	cuStreamWriteValue32(w, dp(word), 6, 0);
+	CHECK_CU(cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK(now_ms() - t0 < WAKE_LATE_MS && blocked(s2),
+	      "two waiters: the first woken, the second still waits");
+	t0 = now_ms();
+	cuStreamWriteValue32(w, dp(word), 9, 0);
+	CHECK_CU(cuStreamSynchronize(s2), CUDA_SUCCESS);
+	CHECK(now_ms() - t0 < WAKE_LATE_MS, "two waiters: the second woken (%.0f ms)",
+	      now_ms() - t0);
+}
+
+static int wake_child(void)
+{
+	CUcontext ctx;
+	CUstream s, s2, w;
+	uint64_t *words;
+	size_t i;
+
+	check_watchdog(40);	/* under the slice: a lost wake-up fails here */
+	setenv("CUDAEMU_SLICE_MS", WAKE_SLICE_MS, 1);
+	if (cuInit(0) != CUDA_SUCCESS)
+		return 1;
+	cuDevicePrimaryCtxRetain(&ctx, 0);
+	cuCtxSetCurrent(ctx);
+	cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+	cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING);
+	cuStreamCreate(&w, CU_STREAM_NON_BLOCKING);
+	cuMemHostAlloc((void **)&words, 4096, CU_MEMHOSTALLOC_DEVICEMAP);
+	for (i = 0; i < sizeof(wake_cases) / sizeof(wake_cases[0]); i++)
+		wake_case_run(s, w, words, &wake_cases[i]);
+	wake_two_waiters(s, s2, w, (uint32_t *)(words + 8));
+	return check_failed;
+}
+
+/* In a child forked before this process initialises CUDA (which is not
+ * fork safe), so that the long slice applies to the child's waits only. */
+static void test_wakes(void)
+{
+	int status = 0;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int failed = wake_child();
+
+		printf("wake-up child: %d failed\n", failed);
+		fflush(stdout);
+		_exit(failed ? 1 : 0);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+		      WEXITSTATUS(status) == 0,
+	      "every waiter woken by the write that reached its value (child status %d)", status);
+}
+
 int main(void)
 {
 	CUcontext ctx;
@@ -327,6 +450,7 @@ int main(void)
 
 	check_watchdog(60);
 
+	test_wakes();
 	test_two_processes();
 
 	cuDevicePrimaryCtxRetain(&ctx, 0);
