@@ -121,7 +121,8 @@ struct cxls_comm {
 	 * every call on this handle (the application already holds it) */
 	_Atomic int delegated;
 	int route_warned;
-	uint32_t splits;         /* ncclCommSplit/Shrink calls so far */
+	uint32_t splits;         /* ncclCommSplit calls so far (every rank) */
+	uint32_t shrinks;        /* ncclCommShrink calls so far (survivors only) */
 	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
 	/* nonblocking init, and what finishes it (owned, freed at release) */
 	pthread_t init_thread;

@@ -6,7 +6,10 @@
  * pool under a key derived from the parent's key, the split number and
  * the color.  Shrink needs no exchange (the excluded ranks may be dead):
  * ranks keep their order, and the survivors meet under a key derived from
- * the parent's key and the split number.
+ * the parent's key and the shrink number.  Shrinks have a count of their
+ * own: the excluded ranks make none, and a split number that only the
+ * survivors advanced would part them from those ranks at the parent's
+ * next split.
  */
 #include "comm_split.h"
 
@@ -138,6 +141,7 @@ ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexcl
 		below += exclude[i] < c->rank;
 	}
 	*newcomm = NULL;
-	return make_child(c, ++c->splits, -2, c->nranks - nexclude, c->rank - below, blocking,
+	/* color -2: no split's color, so no split's key */
+	return make_child(c, ++c->shrinks, -2, c->nranks - nexclude, c->rank - below, blocking,
 			  newcomm);
 }

@@ -755,6 +755,34 @@ static int case_shrink(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* 3 ranks; 0 and 1 shrink the last one away while it stays, then all 3
+ * split the parent: a shrink is made by the survivors only, so it must
+ * not count as one of the parent's splits, which every rank numbers
+ * alike. */
+static int case_shrinksplit(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm, small = NULL, all = NULL;
+	cudaStream_t s;
+	int gone = n - 1, v = -1;
+
+	(void)arg;
+	comm = join(rank, n, id, &s);
+	if (rank != gone) {
+		CHECK(ncclCommShrink(comm, &gone, 1, &small, NULL, NCCL_SHRINK_DEFAULT) ==
+			      ncclSuccess, "shrink");
+		CHECK(small && allgather_ok(small, s, rank, n - 1, 4096), "on the shrunk one");
+		CHECK(ncclCommDestroy(small) == ncclSuccess, "destroy small");
+	}
+	launch_barrier();
+	CHECK(ncclCommSplit(comm, 0, rank, &all, NULL) == ncclSuccess, "split of the parent");
+	CHECK(all && ncclCommCount(all, &v) == ncclSuccess && v == n, "split size %d", v);
+	CHECK(all && allgather_ok(all, s, rank, n, 5000), "on the split");
+	if (all)
+		CHECK(ncclCommDestroy(all) == ncclSuccess, "destroy the split");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* ---- CUDA graphs --------------------------------------------------------- */
 
 /* Captured AllGather, Broadcast and a send/receive ring, replayed
@@ -1204,6 +1232,7 @@ static const struct rank_case rank_cases[] = {
 	{ "streams", 2, case_streams, NULL },
 	{ "split", 4, case_split, NULL },
 	{ "shrink", 3, case_shrink, NULL },
+	{ "shrinksplit", 3, case_shrinksplit, NULL },
 	{ "streams3", 3, case_streams, NULL },
 	{ "revoke", 3, case_revoke, NULL },
 	{ "argcount", 2, case_argmismatch, "count" },
