@@ -304,7 +304,11 @@ EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
 	ncclResult_t r;
 
 	DISPATCH(CommSplit, comm, comm, color, key, newcomm, config);
-	if ((r = coll_ready(c, "ncclCommSplit")) || (r = cxls_nccl_config_blocking(config, &blocking)))
+	if (!cxls_comm_splittable(c, &r)) {
+		CXLS_WARN("ncclCommSplit on communicator %p: %s", (void *)c, ncclGetErrorString(r));
+		return r;
+	}
+	if ((r = cxls_nccl_config_blocking(config, &blocking)))
 		return r;
 	return cxls_comm_split(c, color, key, newcomm, blocking);
 }

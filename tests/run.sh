@@ -139,6 +139,7 @@ step "api: CUDA graph replays, host waits, no overlap" env CXLSHIM_WAIT_MODE=hos
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
 step "api: revoke a hung communicator, then shrink it (3 ranks)" shim "$BUILD/tests/api_check" revoke
+step "api: revoke on every rank, then split" shim "$BUILD/tests/api_check" revokesplit
 echo "== send/receive and groups"
 P2P="$BUILD/tests/p2p_check"
 step "p2p: ring, receive first, 0 B .. 9 MiB (2 ranks)" shim "$P2P" ring 2

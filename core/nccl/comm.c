@@ -356,6 +356,20 @@ static int quiescent(struct cxls_comm *c)
 		       atomic_load(&c->p2p_ops);
 }
 
+/* nccl.h: once a revoked communicator reports ncclSuccess, "management
+ * operations (destroy, split, shrink) can proceed safely".  Its failure
+ * (async_err, aborted) only stops new work: the split exchange goes
+ * through the rank records, not the doorbells. */
+int cxls_comm_splittable(struct cxls_comm *c, ncclResult_t *err)
+{
+	if (c->magic != CXLS_COMM_MAGIC || !atomic_load(&c->revoked))
+		return cxls_comm_usable(c, err);
+	if (quiescent(c))
+		return 1;
+	*err = ncclInvalidUsage; /* still in progress, as an unfinished init */
+	return 0;
+}
+
 ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
 {
 	uint32_t reason;

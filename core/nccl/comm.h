@@ -98,7 +98,7 @@ struct cxls_comm {
 	_Atomic int async_err;   /* ncclResult_t; ncclInProgress during init */
 	_Atomic int aborted;     /* ncclCommAbort or failure: stop everything */
 	_Atomic int finalized;
-	_Atomic int revoked;     /* ncclCommRevoke: shrink or destroy only */
+	_Atomic int revoked;     /* ncclCommRevoke: split, shrink or destroy only */
 	/* watchdog: progress of this rank's done[] bell as last seen */
 	uint32_t wd_done, wd_p2p_done;
 	uint64_t wd_since_ns;
@@ -162,6 +162,9 @@ ncclComm_t cxls_comm_route(struct cxls_comm *c, unsigned coll_bit, size_t bytes)
 
 /* 1 when the communicator is live and usable, else 0. */
 int cxls_comm_usable(struct cxls_comm *c, ncclResult_t *err);
+/* The same for ncclCommSplit, which a revoked communicator also takes once
+ * its streams drained. */
+int cxls_comm_splittable(struct cxls_comm *c, ncclResult_t *err);
 
 /* Creates *out; returns ncclSuccess, ncclInProgress (nonblocking: poll
  * cxls_comm_async_error) or an error.  *use_real is set when the pool
@@ -172,8 +175,8 @@ ncclResult_t cxls_comm_finalize(struct cxls_comm *c);
 ncclResult_t cxls_comm_destroy(struct cxls_comm *c);
 ncclResult_t cxls_comm_abort(struct cxls_comm *c);
 /* Stops everything in flight; the communicator reports ncclInProgress until
- * its streams drained, then ncclSuccess, and accepts only shrink, destroy
- * and abort. */
+ * its streams drained, then ncclSuccess, and accepts only split, shrink,
+ * destroy and abort (nccl.h). */
 ncclResult_t cxls_comm_revoke(struct cxls_comm *c);
 ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err);
 /* Marks the communicator failed everywhere and unblocks every waiter. */

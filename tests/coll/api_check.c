@@ -584,6 +584,41 @@ static int case_revoke(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* Both ranks revoke their communicator (rank 0 with an AllGather waiting
+ * for rank 1), see it quiesce, and split it: nccl.h lets destroy, split
+ * and shrink follow a revoke. */
+static int case_revoke_split(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm, kid = NULL;
+	cudaStream_t s;
+	ncclResult_t e = ncclInProgress;
+	int v = -1;
+	char *buf;
+	double t0;
+
+	(void)arg;
+	comm = join(rank, n, id, &s);
+	buf = dev_alloc(MIB * (size_t)n, 0);
+	if (rank == 0)
+		CHECK(ncclAllGather(buf, buf, MIB, ncclInt8, comm, s) == ncclSuccess, "enqueue");
+	launch_barrier();
+	CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclSuccess, "revoke");
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the stream is released");
+	t0 = now_s();
+	do
+		ncclCommGetAsyncError(comm, &e);
+	while (e == ncclInProgress && now_s() - t0 < 10);
+	CHECK(e == ncclSuccess, "quiescent after revoke: %d", e);
+	CHECK(ncclCommSplit(comm, 0, -rank, &kid, NULL) == ncclSuccess, "split the revoked one");
+	CHECK(kid && ncclCommCount(kid, &v) == ncclSuccess && v == n, "split size %d", v);
+	CHECK(kid && allgather_ok(kid, s, n - 1 - rank, n, MIB), "the split works");
+	if (kid)
+		CHECK(ncclCommDestroy(kid) == ncclSuccess, "destroy the split");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy the revoked one");
+	cudaFree(buf);
+	return CHECK_SUMMARY();
+}
+
 /* ---- mismatched calls --------------------------------------------------- */
 
 /* Rank 1 disagrees with the others about operation 2 (AllGather count,
@@ -1235,6 +1270,7 @@ static const struct rank_case rank_cases[] = {
 	{ "shrinksplit", 3, case_shrinksplit, NULL },
 	{ "streams3", 3, case_streams, NULL },
 	{ "revoke", 3, case_revoke, NULL },
+	{ "revokesplit", 2, case_revoke_split, NULL },
 	{ "argcount", 2, case_argmismatch, "count" },
 	{ "argroot", 3, case_argmismatch, "root" },
 	{ "argcoll", 2, case_argmismatch, "collective" },
