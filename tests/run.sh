@@ -112,6 +112,8 @@ step "api: buffers across cuMemMap seams (expandable segments)" shim "$BUILD/tes
 	expandable
 step "api: nonblocking init (3 ranks)" shim "$BUILD/tests/api_check" nonblocking
 step "api: ncclCommInitAll + groups (4 devices)" shim "$BUILD/tests/api_check" initall
+step "api: one thread splits 4 ranks in a group" env CXLSHIM_TIMEOUT_INIT_MS=5000 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitgroup
 step "api: ops on different streams stay ordered" shim "$BUILD/tests/api_check" streams
 step "api: same, 3 ranks, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" \
 	"$BUILD/tests/api_check" streams3

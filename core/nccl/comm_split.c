@@ -17,18 +17,16 @@
 #include <time.h>
 
 #include "coherence.h"
+#include "group.h"
 #include "log.h"
 #include "proc_id.h"
 #include "runtime.h"
 #include "uid.h"
 
-/* Publishes our (color, key) for split number n and waits for everyone's. */
-static int exchange(struct cxls_comm *c, uint32_t n, int color, int key, int32_t *colors,
-		    int32_t *keys)
+/* Publishes our (color, key) for split number n. */
+static void publish(struct cxls_comm *c, uint32_t n, int color, int key)
 {
 	struct cxls_rank_rec *me = &c->view.ranks[c->rank];
-	uint64_t deadline = cxls_now_ns() + (uint64_t)cxls_runtime()->cfg.timeout_init_ms * 1000000ull;
-	struct timespec nap = { 0, 50000 };
 	int flush = c->pool->flush_mode;
 
 	me->split_color[n % 2] = color;
@@ -36,6 +34,15 @@ static int exchange(struct cxls_comm *c, uint32_t n, int color, int key, int32_t
 	cxls_publish(flush, me, sizeof(*me));
 	atomic_store(&me->split_seq, n);
 	cxls_publish(flush, me, sizeof(*me));
+}
+
+/* Waits until every rank published split n and reads what they did. */
+static int gather(struct cxls_comm *c, uint32_t n, int32_t *colors, int32_t *keys)
+{
+	uint64_t deadline = cxls_now_ns() + (uint64_t)cxls_runtime()->cfg.timeout_init_ms * 1000000ull;
+	struct timespec nap = { 0, 50000 };
+	int flush = c->pool->flush_mode;
+
 	for (int r = 0; r < c->nranks; r++) {
 		struct cxls_rank_rec *p = &c->view.ranks[r];
 
@@ -84,22 +91,15 @@ static ncclResult_t make_child(struct cxls_comm *c, uint32_t n, int color, int n
 	return r;
 }
 
-ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t *newcomm,
-			     int blocking)
+/* Split n after our part of it was published: the exchange, then the
+ * child. */
+static ncclResult_t finish(struct cxls_comm *c, uint32_t n, int color, int key,
+			   ncclComm_t *newcomm, int blocking)
 {
 	int32_t colors[1024], keys[1024];
 	int nranks = 0, rank = 0;
-	uint32_t n;
 
-	/* bad arguments are refused before the split counts: every rank's
-	 * split numbers must stay in step */
-	if (!newcomm || (color < 0 && color != NCCL_SPLIT_NOCOLOR)) {
-		cxls_comm_set_error(c, "ncclCommSplit: invalid arguments (color %d)", color);
-		return ncclInvalidArgument;
-	}
-	n = ++c->splits;
-	*newcomm = NULL;
-	if (exchange(c, n, color, key, colors, keys)) {
+	if (gather(c, n, colors, keys)) {
 		cxls_comm_set_error(c, "ncclCommSplit: not every rank joined split %u", n);
 		return ncclSystemError;
 	}
@@ -116,6 +116,38 @@ ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t
 	CXLS_INFO("comm %p split %u: color %d key %d -> rank %d of %d", (void *)c, n, color, key,
 		  rank, nranks);
 	return make_child(c, n, color, nranks, rank, blocking, newcomm);
+}
+
+ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t *newcomm,
+			     int blocking)
+{
+	uint32_t n;
+
+	/* bad arguments are refused before the split counts: every rank's
+	 * split numbers must stay in step */
+	if (!newcomm || (color < 0 && color != NCCL_SPLIT_NOCOLOR)) {
+		cxls_comm_set_error(c, "ncclCommSplit: invalid arguments (color %d)", color);
+		return ncclInvalidArgument;
+	}
+	n = ++c->splits;
+	*newcomm = NULL;
+	publish(c, n, color, key);
+	/* inside a group the rest waits for its end, as with NCCL: one thread
+	 * may split several ranks of the parent, whose parts it has not
+	 * published yet */
+	if (cxls_group_depth() > 0)
+		return cxls_group_add_split(c, n, color, key, newcomm);
+	return finish(c, n, color, key, newcomm, blocking);
+}
+
+ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int key,
+				 ncclComm_t *newcomm)
+{
+	ncclResult_t r = finish(c, n, color, key, newcomm, 0);
+
+	if (r != ncclInProgress)
+		return r;
+	return cxls_group_add_init((struct cxls_comm *)*newcomm);
 }
 
 ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexclude,

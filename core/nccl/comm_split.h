@@ -4,9 +4,15 @@
 
 #include "comm.h"
 
-/* Collective over the parent; NCCL_SPLIT_NOCOLOR ranks get *newcomm NULL. */
+/* Collective over the parent; NCCL_SPLIT_NOCOLOR ranks get *newcomm NULL.
+ * Inside a group only this rank's part is published, and the group's end
+ * finishes the split (*newcomm is set then). */
 ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t *newcomm,
 			     int blocking);
+/* The group's end: split n of c, whose part was published, is exchanged
+ * and its child's init joins the group's inits (cxls_group_add_init). */
+ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int key,
+				 ncclComm_t *newcomm);
 /* Called by the surviving ranks only; `exclude` lists the others. */
 ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexclude,
 			      ncclComm_t *newcomm, int blocking);

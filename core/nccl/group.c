@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "comm.h"
+#include "comm_split.h"
 #include "log.h"
 #include "stage.h"
 
@@ -22,6 +23,13 @@ struct queued_p2p {
 	size_t order;           /* call order, for a stable sort */
 };
 
+struct split {
+	struct cxls_comm *c;
+	uint32_t n;
+	int color, key;
+	ncclComm_t *newcomm;
+};
+
 /* One per thread, as in NCCL: a group belongs to the thread that opened
  * it. */
 struct group {
@@ -30,6 +38,8 @@ struct group {
 	size_t n_p2p, cap_p2p;
 	struct cxls_comm **inits;
 	size_t n_init, cap_init;
+	struct split *splits;
+	size_t n_split, cap_split;
 	struct join *joins;
 	size_t n_join, cap_join;
 };
@@ -81,6 +91,7 @@ static void reset(void)
 {
 	free(grp.p2p);
 	free(grp.inits);
+	free(grp.splits);
 	free(grp.joins);
 	memset(&grp, 0, sizeof(grp));
 }
@@ -106,6 +117,17 @@ ncclResult_t cxls_group_add_init(struct cxls_comm *c)
 	if (grow((void **)&grp.inits, &grp.cap_init, grp.n_init, sizeof(*grp.inits)))
 		return ncclSystemError;
 	grp.inits[grp.n_init++] = c;
+	return ncclSuccess;
+}
+
+ncclResult_t cxls_group_add_split(struct cxls_comm *c, uint32_t n, int color, int key,
+				  ncclComm_t *newcomm)
+{
+	if (grow((void **)&grp.splits, &grp.cap_split, grp.n_split, sizeof(*grp.splits))) {
+		cxls_comm_set_error(c, "ncclCommSplit: out of memory: split %u abandoned", n);
+		return ncclSystemError;
+	}
+	grp.splits[grp.n_split++] = (struct split){ c, n, color, key, newcomm };
 	return ncclSuccess;
 }
 
@@ -271,6 +293,25 @@ static ncclResult_t run_p2p(void)
 	return ret;
 }
 
+/* Every rank this thread splits published its part when called, so no
+ * exchange waits for a part still to come from here. */
+static ncclResult_t run_splits(void)
+{
+	ncclResult_t ret = ncclSuccess;
+
+	for (size_t i = 0; i < grp.n_split; i++) {
+		struct split *sp = &grp.splits[i];
+		ncclResult_t r;
+
+		if (sp->c->magic != CXLS_COMM_MAGIC)
+			continue; /* destroyed inside the group */
+		r = cxls_comm_split_end(sp->c, sp->n, sp->color, sp->key, sp->newcomm);
+		if (r != ncclSuccess && ret == ncclSuccess)
+			ret = r;
+	}
+	return ret;
+}
+
 /* Inits made blocking by the application finish before the group ends. */
 static ncclResult_t wait_inits(void)
 {
@@ -300,8 +341,11 @@ ncclResult_t cxls_group_end(void)
 	}
 	if (--grp.depth)
 		return ncclSuccess;
-	/* inits first: the group's operations may use those communicators */
-	r = wait_inits();
+	/* splits, then inits (theirs too): the group's operations may use
+	 * those communicators */
+	r = run_splits();
+	if ((r3 = wait_inits()) != ncclSuccess && r == ncclSuccess)
+		r = r3;
 	r2 = open_gates();
 	if ((r3 = run_p2p()) != ncclSuccess && r2 == ncclSuccess)
 		r2 = r3;
@@ -312,16 +356,19 @@ ncclResult_t cxls_group_end(void)
 
 ncclResult_t cxls_group_discard(void)
 {
-	ncclResult_t r = ncclSuccess;
+	ncclResult_t r = ncclSuccess, r2;
 
 	if (!grp.depth)
 		return ncclInvalidUsage;
 	if (--grp.depth)
 		return ncclSuccess;
-	/* sends and receives are dropped; communicators created in the group
-	 * still finish their init, and collectives already enqueued run (they
-	 * were enqueued when called) and join */
-	r = wait_inits();
+	/* sends and receives are dropped; communicators created or split in
+	 * the group still finish (the peers' parts are under way), and
+	 * collectives already enqueued run (they were enqueued when called)
+	 * and join */
+	r = run_splits();
+	if ((r2 = wait_inits()) != ncclSuccess && r == ncclSuccess)
+		r = r2;
 	open_gates();
 	run_joins();
 	reset();

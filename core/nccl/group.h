@@ -17,7 +17,10 @@
  *     in the same order whatever order the calls came in;
  *   - blocking communicator inits made inside the group (several ranks of
  *     one thread, as ncclCommInitAll and PyTorch do): they rendezvous in
- *     the background and the end waits for all of them.
+ *     the background and the end waits for all of them;
+ *   - splits (comm_split.h), for the same reason: each published its part
+ *     when called, the end exchanges them and inits the children as
+ *     above.
  */
 #ifndef CXLSHIM_CORE_GROUP_H
 #define CXLSHIM_CORE_GROUP_H
@@ -38,6 +41,10 @@ ncclResult_t cxls_group_p2p(struct cxls_comm *c, const struct cxls_p2p *p, CUstr
 /* A blocking init made inside a group, now running nonblocking: the
  * outermost end waits for it and makes it blocking again. */
 ncclResult_t cxls_group_add_init(struct cxls_comm *c);
+/* A split whose part is published: the outermost end finishes it
+ * (cxls_comm_split_end). */
+ncclResult_t cxls_group_add_split(struct cxls_comm *c, uint32_t n, int color, int key,
+				  ncclComm_t *newcomm);
 /* A collective enqueued inside a group on c's streams: at the end, `user`
  * waits for c's last operation.  0, or -1 when out of memory. */
 int cxls_group_defer_join(struct cxls_comm *c, CUstream user);

@@ -419,6 +419,67 @@ static int case_initall(void)
 	return CHECK_SUMMARY();
 }
 
+/* One thread splits every rank of a communicator inside a group, as NCCL
+ * allows (a grouped split completes at ncclGroupEnd): by parity, rank 3
+ * out (NCCL_SPLIT_NOCOLOR); then a grouped AllGather on the children. */
+static int case_splitgroup(void)
+{
+	enum { N = 4 };
+	ncclComm_t comms[N], kids[N];
+	cudaStream_t s[N];
+	char *send[N], *recv[N], host[2 * 4096];
+	int ok = 1;
+
+	CHECK(ncclCommInitAll(comms, N, NULL) == ncclSuccess, "InitAll");
+	CHECK(ncclGroupStart() == ncclSuccess, "group start");
+	for (int i = 0; i < N; i++)
+		CHECK(ncclCommSplit(comms[i], i == 3 ? NCCL_SPLIT_NOCOLOR : i % 2, i, &kids[i],
+				    NULL) == ncclSuccess, "split %d", i);
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	for (int i = 0; i < N; i++) {
+		int want = i == 3 ? -1 : i == 1 ? 1 : 2, v = -1, r = -1;
+
+		if (want < 0) {
+			CHECK(kids[i] == NULL, "NOCOLOR rank %d gets no communicator", i);
+			continue;
+		}
+		CHECK(kids[i] && ncclCommCount(kids[i], &v) == ncclSuccess && v == want,
+		      "child of rank %d: %d ranks", i, v);
+		CHECK(kids[i] && ncclCommUserRank(kids[i], &r) == ncclSuccess && r == i / 2,
+		      "child of rank %d: rank %d", i, r);
+	}
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(i);
+		cudaStreamCreate(&s[i]);
+		send[i] = dev_alloc(4096, 'A' + i);
+		recv[i] = dev_alloc(2 * 4096, 0);
+	}
+	CHECK(ncclGroupStart() == ncclSuccess, "group start 2");
+	for (int i = 0; i < N; i++)
+		if (kids[i])
+			CHECK(ncclAllGather(send[i], recv[i], 4096, ncclInt8, kids[i], s[i]) ==
+				      ncclSuccess, "AllGather %d", i);
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end 2");
+	for (int i = 0; i < N; i++) {
+		int n = i == 1 ? 1 : 2;
+
+		if (!kids[i])
+			continue;
+		cudaSetDevice(i);
+		cudaStreamSynchronize(s[i]);
+		cudaMemcpy(host, recv[i], (size_t)n * 4096, cudaMemcpyDeviceToHost);
+		for (int b = 0; b < n * 4096; b++)
+			ok &= host[b] == 'A' + (i % 2) + 2 * (b / 4096);
+	}
+	CHECK(ok, "AllGather on the children");
+	for (int i = 0; i < N; i++) {
+		if (kids[i])
+			CHECK(ncclCommDestroy(kids[i]) == ncclSuccess, "destroy child %d", i);
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+	}
+	return CHECK_SUMMARY();
+}
+
 /* ---- failures --------------------------------------------------------- */
 
 /* Polls until the communicator reports an error; returns seconds taken
@@ -1279,7 +1340,7 @@ static const struct rank_case rank_cases[] = {
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s noargs|initall|badpool", argv[0]);
+		fprintf(stderr, "usage: %s noargs|initall|splitgroup|badpool", argv[0]);
 		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
 			fprintf(stderr, "|%s", rank_cases[i].name);
 		fprintf(stderr, "\n");
@@ -1289,6 +1350,8 @@ int main(int argc, char **argv)
 		return case_noargs();
 	if (!strcmp(argv[1], "initall"))
 		return case_initall();
+	if (!strcmp(argv[1], "splitgroup"))
+		return case_splitgroup();
 	if (!strcmp(argv[1], "badpool"))
 		return case_badpool();
 	for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
