@@ -516,6 +516,8 @@ static ssize_t sendfile_pool(struct cxls_sconn *c, int out, int in, off_t *off, 
 	while (done < count) {
 		size_t want = count - done < BOUNCE ? count - done : BOUNCE;
 		struct iovec iov;
+		ssize_t sent;
+		int err;
 
 		r = off ? pread(in, buf, want, *off) : REAL(read)(in, buf, want);
 		if (r <= 0)
@@ -523,14 +525,17 @@ static ssize_t sendfile_pool(struct cxls_sconn *c, int out, int in, off_t *off, 
 		iov.iov_base = buf;
 		iov.iov_len = (size_t)r;
 		r = cxls_sock_sendv(c, out, &iov, 1, 0);
-		if (r <= 0)
-			break;
+		/* what the socket did not take stays in the file (EAGAIN
+		 * included): the next call sends it */
+		sent = r > 0 ? r : 0;
+		err = errno;
 		if (off)
-			*off += r;
-		else if (r < (ssize_t)iov.iov_len)
-			lseek(in, r - (ssize_t)iov.iov_len, SEEK_CUR);
-		done += (size_t)r;
-		if (r < (ssize_t)iov.iov_len)
+			*off += sent;
+		else if (sent < (ssize_t)iov.iov_len)
+			lseek(in, sent - (ssize_t)iov.iov_len, SEEK_CUR);
+		errno = err;
+		done += (size_t)sent;
+		if (sent < (ssize_t)iov.iov_len)
 			break;
 	}
 	pthread_setcancelstate(cs, NULL);

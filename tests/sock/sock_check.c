@@ -1932,6 +1932,18 @@ static void test_sendfile_splice(void)
 	CHECK(r == 500 && tu_read_all(b, in, 500) == 0 && !memcmp(in, data, 500),
 	      "splice pipe->socket");
 	check_pooled(a, "sendfile pair");
+	/* a nonblocking socket that takes nothing: sendfile says EAGAIN and
+	 * leaves the file where it was, or its next call skips bytes */
+	fcntl(a, F_SETFL, fcntl(a, F_GETFL) | O_NONBLOCK);
+	while (write(a, data, 65536) > 0)
+		;
+	lseek(f, 0, SEEK_SET);
+	errno = 0;
+	r = sendfile(a, f, NULL, 100000);
+	CHECK(r == -1 && errno == EAGAIN && lseek(f, 0, SEEK_CUR) == 0,
+	      "sendfile into a full socket: %zd, errno %d, file at %lld", r, errno,
+	      (long long)lseek(f, 0, SEEK_CUR));
+	fcntl(a, F_SETFL, fcntl(a, F_GETFL) & ~O_NONBLOCK);
 	close(p[0]);
 	close(p[1]);
 	close(f);
