@@ -567,7 +567,21 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	return r;
 }
 
-/* pipe <-> pooled socket: peek, write what the pipe takes, consume that.
+/* What a send into c of want bytes takes without waiting, or want when it
+ * waits: on a nonblocking socket the room of its ring (references take
+ * more, never less).  A pipe's bytes, once read, cannot go back. */
+static size_t splice_room(struct cxls_sconn *c, int nb, size_t want)
+{
+	int64_t room;
+
+	if (!nb && !atomic_load(&c->nonblock))
+		return want;
+	room = cxls_ring_free(&c->tx);
+	return room >= 0 && (uint64_t)room < want ? (size_t)room : want;
+}
+
+/* pipe <-> pooled socket: peek, write what the pipe takes, consume that;
+ * or read from the pipe what the socket takes, and send it.
  * splice(2) needs a pipe on one end (EINVAL otherwise), and a socket takes
  * no offset (EINVAL; a pipe's is ESPIPE): without these checks the bytes
  * would go through the other socket's kernel side, where a pooled peer
@@ -587,10 +601,22 @@ static ssize_t splice_pool(int in, struct cxls_sconn *cin, int out, struct cxls_
 	}
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs); /* as sendfile_pool */
 	if (cout) {
-		r = REAL(read)(in, buf, want);
-		if (r > 0) {
-			iov.iov_len = (size_t)r;
+		size_t room = splice_room(cout, nb, want);
+
+		if (want && !room) {
+			/* nothing fits: the socket's error, else EAGAIN */
+			iov.iov_len = 0;
 			r = cxls_sock_sendv(cout, out, &iov, 1, nb);
+			if (r == 0) {
+				errno = EAGAIN;
+				r = -1;
+			}
+		} else {
+			r = REAL(read)(in, buf, room);
+			if (r > 0) {
+				iov.iov_len = (size_t)r;
+				r = cxls_sock_sendv(cout, out, &iov, 1, nb);
+			}
 		}
 	} else {
 		r = cxls_sock_recvv(cin, in, &iov, 1, MSG_PEEK | nb);

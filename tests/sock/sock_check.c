@@ -1943,6 +1943,18 @@ static void test_sendfile_splice(void)
 	CHECK(r == -1 && errno == EAGAIN && lseek(f, 0, SEEK_CUR) == 0,
 	      "sendfile into a full socket: %zd, errno %d, file at %lld", r, errno,
 	      (long long)lseek(f, 0, SEEK_CUR));
+	/* nor does splice take from the pipe what the socket did not */
+	CHECK(write(p[1], data, 5000) == 5000, "pipe");
+	errno = 0;
+	r = splice(p[0], NULL, a, NULL, 5000, SPLICE_F_NONBLOCK);
+	{
+		int left = -1;
+
+		ioctl(p[0], FIONREAD, &left);
+		CHECK((r > 0 || errno == EAGAIN) && left == 5000 - (r > 0 ? r : 0),
+		      "splice into a full socket: %zd, errno %d, %d left in the pipe", r, errno,
+		      left);
+	}
 	fcntl(a, F_SETFL, fcntl(a, F_GETFL) & ~O_NONBLOCK);
 	close(p[0]);
 	close(p[1]);
