@@ -87,10 +87,28 @@ static void register_atfork(void)
 	pthread_atfork(cxls_sock_fork_prepare, cxls_sock_fork_parent, cxls_sock_fork_child);
 }
 
+/* The options the shim keeps for a pooled socket (cxls_sock_option) as
+ * the kernel's socket has them: set before the shim followed fd (before
+ * connect(), on the listener it was accepted from, before exec), they
+ * are the socket's all the same. */
+static void kernel_options(int fd, struct cxls_sconn *c)
+{
+	struct linger lg = { 0, 0 };
+	socklen_t l = sizeof(lg);
+	int v = 0;
+
+	if (!sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l))
+		atomic_store(&c->linger0, lg.l_onoff && !lg.l_linger);
+	l = sizeof(v);
+	if (!sys_getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l))
+		atomic_store(&c->rcvlowat, v > 0 ? (uint32_t)v : 1);
+}
+
 static int follow(int fd, struct cxls_sconn *c)
 {
 	pthread_once(&atfork_once, register_atfork);
 	atomic_store(&c->nonblock, nonblocking(fd));
+	kernel_options(fd, c);
 	if (!cxls_fdtab_set(fd, c)) {
 		cxls_sock_std_pooled(fd);
 		return 0;

@@ -219,6 +219,23 @@ static void check_pooled(int fd, const char *what)
 	CHECK(on == expect_pool, "%s: on the pool %d, expected %d", what, on, expect_pool);
 }
 
+/* A pair whose client socket had a SOL_SOCKET option set before connect():
+ * the socket keeps it, pooled or not. */
+static void opt_pair(int *a, int *b, int name, const void *val, socklen_t len)
+{
+	uint16_t port;
+	int lfd = tu_listen(&port, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+
+	*a = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(setsockopt(*a, SOL_SOCKET, name, val, len) == 0, "option %d before connect", name);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(port);
+	CHECK(connect(*a, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
+	*b = accept(lfd, NULL, NULL);
+	close(lfd);
+}
+
 /* ---- flags and the ways of reading and writing -------------------------- */
 
 static void test_flags(void)
@@ -300,6 +317,22 @@ static void test_flags(void)
 		CHECK(poll(&p, 1, 1000) == 1 && (p.revents & POLLIN), "poll at SO_RCVLOWAT");
 	}
 	CHECK(read(b, buf, 64) == 4, "read lowat");
+	/* SO_RCVLOWAT set before connect() */
+	{
+		int c2, s2;
+		struct pollfd p;
+
+		v = 4;
+		opt_pair(&c2, &s2, SO_RCVLOWAT, &v, sizeof(v));
+		CHECK(write(s2, "ab", 2) == 2, "write");
+		p = (struct pollfd){ c2, POLLIN, 0 };
+		CHECK(poll(&p, 1, 50) == 0, "poll below SO_RCVLOWAT set before connect");
+		CHECK(write(s2, "cd", 2) == 2, "write");
+		CHECK(read(c2, buf, 64) == 4, "read lowat set before connect");
+		check_pooled(c2, "pair with SO_RCVLOWAT before connect");
+		close(c2);
+		close(s2);
+	}
 	/* a ring sized from the application's SO_SNDBUF */
 	{
 		uint16_t port;
@@ -374,6 +407,16 @@ static void test_reset(void)
 	errno = 0;
 	CHECK(read(a, buf, 16) == -1 && errno == ECONNRESET, "ECONNRESET (errno %d)", errno);
 	close(a);
+	/* SO_LINGER 0 set before connect() */
+	opt_pair(&a, &b, SO_LINGER, &lg, sizeof(lg));
+	CHECK(write(b, "x", 1) == 1 && read(a, buf, 1) == 1, "exchange");
+	check_pooled(a, "pair with SO_LINGER 0 before connect");
+	close(a);
+	usleep(10000);
+	errno = 0;
+	CHECK(read(b, buf, 16) == -1 && errno == ECONNRESET,
+	      "ECONNRESET after a close with SO_LINGER 0 set before connect (errno %d)", errno);
+	close(b);
 }
 
 static volatile sig_atomic_t sigpipes;
