@@ -401,7 +401,7 @@ SOCKSPAWN=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_spawn_check"
 for t in close-range closefrom vfork-dup2 vfork-closed vfork-io fork-after-vfork children-hold \
 	many-holders \
 	spawn-dup2 spawn-cloexec exec-scrubbed pass-fd pass-self pass-peek pass-orphan fork-during-vfork \
-	pass-pending spawn-pending system-popen dprintf; do
+	pass-pending pass-badcap spawn-pending system-popen dprintf; do
 	step "sock: spawned and closed by number: $t" shim "${SOCKSPAWN[@]}" $t
 done
 step "sock: flush pool: spawned: vfork-dup2, spawn-dup2, pass-fd" env $(pool flush) \

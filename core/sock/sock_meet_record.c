@@ -83,10 +83,15 @@ struct cxls_sconn *cxls_sock_rejoin(const struct cxls_sock_region *r, uint32_t s
 				    uint32_t gen, int role)
 {
 	struct cxls_sconn *c = cxls_sconn_new(CXLS_SC_POOL);
+	/* the creator's word, read once: checked as a join checks it */
+	uint32_t cap = cxls_sock_rec(r, slot)->cap;
+	int bad = cap < CXLS_SOCK_RING_MIN || cap > r->ring_size || (cap & (cap - 1));
 
 	if (!c)
 		return NULL;
-	cxls_sock_attach(c, r, slot, gen, role, cxls_sock_rec(r, slot)->cap);
+	cxls_sock_attach(c, r, slot, gen, role, bad ? (uint32_t)r->ring_size : cap);
+	if (bad)
+		cxls_sconn_break(c, "record with a bad ring size (corrupt pool?)");
 	c->tuple = c->rec->tuple;
 	/* a process is recorded once: exec keeps the pid */
 	cxls_sock_hold(c, NULL);

@@ -573,6 +573,55 @@ static void test_pass_fd(void)
 	close(a);
 }
 
+/* The record's ring size is the creator's, in the pool: a hostile peer
+ * may rewrite it after the join.  A worker that receives the socket takes
+ * the connection over from the record, where a ring size no join accepts
+ * resets it (ECONNRESET), rather than reading and writing past the ring. */
+static void test_pass_badcap(void)
+{
+	struct cxls_sock_rec *r;
+	int a, b, sp[2];
+	uint32_t cap;
+	char c;
+	pid_t pid;
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0, "socketpair");
+	pid = fork();
+	if (pid == 0) {
+		int fd;
+		ssize_t n;
+
+		close(sp[0]);
+		fd = recv_fd(sp[1]);
+		if (fd < 0)
+			_exit(30);
+		errno = 0;
+		n = send(fd, "x", 1, MSG_DONTWAIT);
+		_exit(n == -1 && errno == ECONNRESET ? 0 : 31);
+	}
+	close(sp[1]);
+	tcp_pair(&a, &b);
+	CHECK(write(a, "x", 1) == 1 && read(b, &c, 1) == 1, "exchange");
+	r = pool_rec(local_port(a), 0);
+	if (!r) {
+		CHECK(!expect_pool, "record");
+		kill(pid, SIGKILL);
+		tu_wait(pid);
+		close(sp[0]);
+		close(a);
+		close(b);
+		return;
+	}
+	cap = r->cap;
+	r->cap = 1u << 30;
+	CHECK(send_fd(sp[0], b) == 0, "sendmsg with SCM_RIGHTS");
+	close(b);
+	CHECK(tu_wait(pid) == 0, "the worker's write on a ring of 1 GiB: ECONNRESET");
+	r->cap = cap;
+	close(sp[0]);
+	close(a);
+}
+
 /* Sent to ourselves: the received number is one more fd of the entry. */
 static void test_pass_self(void)
 {
@@ -842,6 +891,7 @@ static const struct tu_case cases[] = {
 	{ "pass-orphan", test_pass_orphan },
 	{ "fork-during-vfork", test_fork_during_vfork },
 	{ "pass-pending", test_pass_pending },
+	{ "pass-badcap", test_pass_badcap },
 	{ "spawn-pending", test_spawn_pending },
 	{ "system-popen", test_system_popen },
 	{ "dprintf", test_dprintf },
