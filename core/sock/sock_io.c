@@ -81,16 +81,30 @@ static void cancel_point(struct cxls_sconn *c)
 	pthread_cleanup_pop(0);
 }
 
+/* Whether a blocking MSG_PEEK for lowat bytes waits: fewer are there and
+ * more can come (tcp_recvmsg waits for them as a read does, and a peek
+ * copies from the start each time). */
+static int peek_waits(struct cxls_sconn *c, size_t lowat)
+{
+	int64_t used;
+
+	if (lowat <= 1 || atomic_load(&c->shut_rd) || cxls_chan_read_state(c) != CXLS_RD_OPEN)
+		return 0;
+	used = cxls_stream_used(&c->rx);
+	return used >= 0 && (uint64_t)used < lowat;
+}
+
 /* Sleeps until want may have changed; 0, or -1 with errno (EINTR, EAGAIN
- * at the socket's timeout, EBADF when every fd of it was closed). */
-static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
+ * at the socket's timeout, EBADF when every fd of it was closed).  need:
+ * a peek's lowat, which bytes below it do not meet (0: any). */
+static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline, size_t need)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
 	int ms = CXLS_CHAN_SLICE_MS, r, err;
 	struct cxls_sleep z;
 
 	cancel_point(c);
-	if (cxls_chan_busy_poll(c, want))
+	if (!need && cxls_chan_busy_poll(c, want))
 		return 0;
 	if (atomic_load(&c->fds) == 0) {
 		errno = EBADF;
@@ -113,7 +127,7 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline)
 	if (z.slice_ms < ms)
 		ms = z.slice_ms;
 	/* one connection: nothing to share a doorbell with (token 0) */
-	if (cxls_chan_arm(c, want, 0)) {
+	if (cxls_chan_arm(c, want, 0) && !(need && peek_waits(c, need))) {
 		cxls_chan_woke(c, fd, 0, &z);
 		return 0;
 	}
@@ -175,7 +189,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		return done(0, EINVAL);
 	if (want == 0)
 		return 0;
-	lowat = (flags & MSG_WAITALL) && !peek ? want : atomic_load(&c->rcvlowat);
+	lowat = (flags & MSG_WAITALL) ? want : atomic_load(&c->rcvlowat);
 	if (lowat < 1)
 		lowat = 1;
 	if (lowat > want)
@@ -190,7 +204,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 		if (atomic_load(&c->broken))
 			return read_reset(c, fd, got); /* said why when it broke */
 		k = 0;
-		if (!cxls_stream_empty(&c->rx)) {
+		if (!cxls_stream_empty(&c->rx) && !(peek && !nb && peek_waits(c, lowat))) {
 			if (cxls_ring_lock(&c->rx.hdr->cons_lock))
 				return got ? (ssize_t)got : broken(c, WHY_LOCK);
 			k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, want - got, peek);
@@ -230,8 +244,11 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			deadline = timeout_of(c, fd, 1);
 			timed = 1;
 		}
-		if (wait_for(c, fd, POLLIN, deadline))
-			return done(got, errno);
+		if (wait_for(c, fd, POLLIN, deadline, peek ? lowat : 0)) {
+			if (!peek || cxls_stream_empty(&c->rx))
+				return done(got, errno);
+			nb = 1; /* TCP's peek would have copied what is there */
+		}
 	}
 }
 
@@ -322,7 +339,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			deadline = timeout_of(c, fd, 0);
 			timed = 1;
 		}
-		if (wait_for(c, fd, POLLOUT, deadline))
+		if (wait_for(c, fd, POLLOUT, deadline, 0))
 			return done(sent, errno);
 		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
 			return sent ? (ssize_t)sent : broken(c, WHY_LOCK);

@@ -282,6 +282,19 @@ static void test_flags(void)
 	CHECK(recv(b, buf, 10, MSG_WAITALL) == 10 && !memcmp(buf, "1234567890", 10),
 	      "MSG_WAITALL over two writes");
 	wait(NULL);
+	/* MSG_PEEK | MSG_WAITALL waits for them all too, and takes none */
+	CHECK(send(a, "abcde", 5, 0) == 5, "send");
+	if (fork() == 0) {
+		usleep(50000);
+		send(a, "fghij", 5, 0);
+		_exit(0);
+	}
+	n = (int)recv(b, buf, 10, MSG_PEEK | MSG_WAITALL);
+	CHECK(n == 10 && !memcmp(buf, "abcdefghij", 10), "MSG_PEEK | MSG_WAITALL over two writes (%d)",
+	      n);
+	wait(NULL);
+	CHECK(recv(b, buf, 10, MSG_WAITALL) == 10 && !memcmp(buf, "abcdefghij", 10),
+	      "read after MSG_PEEK | MSG_WAITALL");
 	/* sendmmsg + recvmmsg */
 	memset(mm, 0, sizeof(mm));
 	iov[0] = (struct iovec){ "xy", 2 };
