@@ -46,6 +46,7 @@ struct ep_item {
 	uint32_t last;         /* edge-triggered: bits reported last */
 	uint64_t seen_prod;    /* rx prod at that report */
 	uint64_t seen_cons;    /* tx cons at that report */
+	int seen_end;          /* reading was over then (end_of()) */
 };
 
 #define EP_CHILDREN 8

@@ -18,13 +18,21 @@ static short poll_bits(uint32_t ev)
 			      EPOLLWRNORM)) & 0xffff);
 }
 
+/* Whether reading is over (the peer's FIN or RST, our SHUT_RD): its
+ * coming is an edge of EPOLLIN with no new byte, as the kernel's wake-up
+ * at a FIN reports EPOLLIN. */
+static int end_of(struct cxls_sconn *c)
+{
+	return atomic_load(&c->shut_rd) || cxls_chan_read_state(c) != CXLS_RD_OPEN;
+}
+
 /* Edge triggering: of the bits ev now, only what is new since the last
  * report. */
 static uint32_t edge_only(const struct ep_item *it, uint32_t ev)
 {
 	uint64_t prod = cxls_stream_produced(&it->c->rx), cons = atomic_load(&it->c->tx.hdr->cons);
 
-	if (prod == it->seen_prod && (it->last & EPOLLIN))
+	if (prod == it->seen_prod && (it->last & EPOLLIN) && end_of(it->c) == it->seen_end)
 		ev &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM);
 	if (cons == it->seen_cons && (it->last & EPOLLOUT))
 		ev &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM);
@@ -67,6 +75,8 @@ static void reported(struct ep_item *it, uint32_t ev)
 	it->last = ev;
 	it->seen_prod = cxls_stream_produced(&it->c->rx);
 	it->seen_cons = atomic_load(&it->c->tx.hdr->cons);
+	if (it->events & EPOLLET)
+		it->seen_end = end_of(it->c);
 	if (it->events & EPOLLONESHOT)
 		it->disabled = 1;
 }

@@ -776,6 +776,30 @@ static void test_epoll(void)
 	write(a, "e", 1);
 	CHECK(epoll_wait(ep, out, 4, 1000) == 1, "ET: new bytes, new edge");
 	read(b, buf, 16);
+	/* the peer's FIN is an edge too, with no new byte: a loop that read
+	 * everything learns of the end of file */
+	{
+		int a2, b2;
+
+		tcp_pair(&a2, &b2);
+		ev.events = EPOLLIN | EPOLLET;
+		ev.data.u64 = 0x5678;
+		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b2, &ev) == 0, "add ET");
+		write(a2, "abcd", 4);
+		CHECK(epoll_wait(ep, out, 4, 1000) == 1 && out[0].data.u64 == 0x5678, "ET: bytes");
+		CHECK(read(b2, buf, 16) == 4, "read them all");
+		CHECK(epoll_wait(ep, out, 4, 0) == 0, "ET: nothing new");
+		shutdown(a2, SHUT_WR);
+		n = epoll_wait(ep, out, 4, 1000);
+		CHECK(n == 1 && out[0].data.u64 == 0x5678 && (out[0].events & EPOLLIN),
+		      "ET: the FIN is an EPOLLIN edge (%d, %#x)", n, n > 0 ? out[0].events : 0);
+		CHECK(read(b2, buf, 16) == 0, "end of file");
+		CHECK(epoll_wait(ep, out, 4, 0) == 0, "ET: the FIN once");
+		epoll_ctl(ep, EPOLL_CTL_DEL, b2, NULL);
+		close(a2);
+		close(b2);
+		ev.data.u64 = 0x1234;
+	}
 	/* one-shot */
 	ev.events = EPOLLIN | EPOLLONESHOT;
 	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev) == 0, "mod to one-shot");
