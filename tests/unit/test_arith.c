@@ -189,6 +189,61 @@ static void specials(void)
 	CHECK(cxls_minifloat(ncclFloat16) && !cxls_minifloat(ncclFloat32), "minifloat predicate");
 }
 
+/* The block forms, whose loops are vector code (F16C for half where the
+ * CPU has it) and differ from the one-element calls above, on every value
+ * of the type and on the float sweep. */
+static void decode_all_blocks(const struct ref_fmt *f)
+{
+	uint32_t n = 1u << (1 + f->ebits + f->mbits), bad = 0;
+	size_t sz = cxls_type_size(f->type);
+	uint8_t *raw = malloc(n * sz);
+	float *dec = malloc(n * sizeof(float));
+
+	CHECK(raw && dec, "%s: buffers", f->name);
+	if (!raw || !dec)
+		goto out;
+	for (uint32_t v = 0; v < n; v++)
+		memcpy(raw + v * sz, &v, sz); /* little-endian: the low bytes */
+	cxls_minifloat_decode(dec, raw, n, f->type);
+	for (uint32_t v = 0; v < n; v++)
+		if (!same_float(dec[v], ref_decode(f, v)) && bad++ < 3)
+			CHECK(0, "%s block decode %#x: %g, want %g", f->name, v, dec[v],
+			      ref_decode(f, v));
+	CHECK(!bad, "%s: %u values decode wrongly in blocks", f->name, bad);
+out:
+	free(raw);
+	free(dec);
+}
+
+static void encode_sweep_blocks(const struct ref_fmt *f, uint32_t stride)
+{
+	enum { B = 4096 };
+	float x[B];
+	uint8_t out[2 * B];
+	size_t sz = cxls_type_size(f->type), m = 0;
+	uint32_t bad = 0;
+
+	for (uint64_t u = 0; bad < 5; u += stride) {
+		if (u <= 0xffffffffu)
+			x[m++] = as_float((uint32_t)u);
+		if (m < B && u + stride <= 0xffffffffu)
+			continue;
+		cxls_minifloat_encode(out, x, m, f->type);
+		for (size_t i = 0; i < m; i++) {
+			uint32_t got = sz == 1 ? out[i] : (uint32_t)out[2 * i] | out[2 * i + 1] << 8;
+			uint32_t want = ref_encode_float(f, x[i]);
+
+			if (got != want && bad++ < 5)
+				printf("  %s block encode %a (%#x): %#x, want %#x\n", f->name, x[i],
+				       bits_of(x[i]), got, want);
+		}
+		if (u > 0xffffffffu)
+			break;
+		m = 0;
+	}
+	CHECK(!bad, "%s: block encoding wrong on the float sweep (stride %u)", f->name, stride);
+}
+
 /* Blocks at odd lengths and offsets agree with one-at-a-time. */
 static void blocks(const struct ref_fmt *f)
 {
@@ -485,6 +540,8 @@ int main(void)
 		decode_all(&FMTS[i]);
 		encode_boundaries(&FMTS[i]);
 		encode_sweep(&FMTS[i], stride);
+		decode_all_blocks(&FMTS[i]);
+		encode_sweep_blocks(&FMTS[i], stride == 1 ? 1 : 257);
 		blocks(&FMTS[i]);
 	}
 	specials();
