@@ -297,6 +297,17 @@ EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 }
 PALIAS(CommRevoke);
 
+/* NCCL copies the parent's configuration into a child made with config
+ * NULL: a nonblocking parent's split or shrink is a nonblocking init. */
+static ncclResult_t child_blocking(const struct cxls_comm *c, const ncclConfig_t *config,
+				   int *blocking)
+{
+	if (config)
+		return cxls_nccl_config_blocking(config, blocking);
+	*blocking = c->blocking;
+	return ncclSuccess;
+}
+
 EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
 				  ncclConfig_t *config)
 {
@@ -308,7 +319,7 @@ EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
 		CXLS_WARN("ncclCommSplit on communicator %p: %s", (void *)c, ncclGetErrorString(r));
 		return r;
 	}
-	if ((r = cxls_nccl_config_blocking(config, &blocking)))
+	if ((r = child_blocking(c, config, &blocking)))
 		return r;
 	return cxls_comm_split(c, color, key, newcomm, blocking);
 }
@@ -324,7 +335,7 @@ EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 	DISPATCH(CommShrink, comm, comm, excludeRanksList, excludeRanksCount, newcomm, config,
 		 shrinkFlags);
 	/* a failed parent is the usual reason to shrink: no health check */
-	if ((r = cxls_nccl_config_blocking(config, &blocking)))
+	if ((r = child_blocking(c, config, &blocking)))
 		return r;
 	if (shrinkFlags & NCCL_SHRINK_ABORT)
 		cxls_comm_fail(c, CXLS_ABORT_USER, ncclRemoteError);

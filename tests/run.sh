@@ -121,6 +121,8 @@ step "api: ncclCommSplit (parity, NOCOLOR, nested)" shim "$BUILD/tests/api_check
 step "api: ncclCommShrink after a rank died" shim "$BUILD/tests/api_check" shrink
 step "api: ncclCommSplit of the parent after a shrink without the last rank" shim \
 	"$BUILD/tests/api_check" shrinksplit
+step "api: split and shrink of a nonblocking parent, config NULL: nonblocking (3 ranks)" shim \
+	"$BUILD/tests/api_check" splitnb
 step "api: CUDA graph: 100 replays, eager ops between" shim "$BUILD/tests/api_check" graph
 step "api: CUDA graph: AlltoAll in place, 5 ranks, 30 replays, two work streams" env \
 	CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" grapha2a

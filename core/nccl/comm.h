@@ -127,7 +127,7 @@ struct cxls_comm {
 	/* nonblocking init, and what finishes it (owned, freed at release) */
 	pthread_t init_thread;
 	int init_thread_live;
-	int blocking;
+	int blocking;            /* config.blocking, which children inherit */
 	cxls_settle_fn settle;
 	struct cxls_init_later *later;
 	char last_error[256];

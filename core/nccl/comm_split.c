@@ -136,16 +136,18 @@ ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t
 	 * may split several ranks of the parent, whose parts it has not
 	 * published yet */
 	if (cxls_group_depth() > 0)
-		return cxls_group_add_split(c, n, color, key, newcomm);
+		return cxls_group_add_split(c, n, color, key, newcomm, blocking);
 	return finish(c, n, color, key, newcomm, blocking);
 }
 
+/* A blocking child joins the group's inits, which the end waits for; a
+ * nonblocking one is left in progress, as a nonblocking group's end. */
 ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int key,
-				 ncclComm_t *newcomm)
+				 ncclComm_t *newcomm, int blocking)
 {
 	ncclResult_t r = finish(c, n, color, key, newcomm, 0);
 
-	if (r != ncclInProgress)
+	if (r != ncclInProgress || !blocking)
 		return r;
 	return cxls_group_add_init((struct cxls_comm *)*newcomm);
 }

@@ -10,9 +10,10 @@
 ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t *newcomm,
 			     int blocking);
 /* The group's end: split n of c, whose part was published, is exchanged
- * and its child's init joins the group's inits (cxls_group_add_init). */
+ * and, for a blocking child, its init joins the group's inits
+ * (cxls_group_add_init); a nonblocking one returns ncclInProgress. */
 ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int key,
-				 ncclComm_t *newcomm);
+				 ncclComm_t *newcomm, int blocking);
 /* Called by the surviving ranks only; `exclude` lists the others. */
 ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexclude,
 			      ncclComm_t *newcomm, int blocking);

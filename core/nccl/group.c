@@ -28,6 +28,7 @@ struct split {
 	uint32_t n;
 	int color, key;
 	ncclComm_t *newcomm;
+	int blocking;           /* the child's */
 };
 
 /* One per thread, as in NCCL: a group belongs to the thread that opened
@@ -121,13 +122,13 @@ ncclResult_t cxls_group_add_init(struct cxls_comm *c)
 }
 
 ncclResult_t cxls_group_add_split(struct cxls_comm *c, uint32_t n, int color, int key,
-				  ncclComm_t *newcomm)
+				  ncclComm_t *newcomm, int blocking)
 {
 	if (grow((void **)&grp.splits, &grp.cap_split, grp.n_split, sizeof(*grp.splits))) {
 		cxls_comm_set_error(c, "ncclCommSplit: out of memory: split %u abandoned", n);
 		return ncclSystemError;
 	}
-	grp.splits[grp.n_split++] = (struct split){ c, n, color, key, newcomm };
+	grp.splits[grp.n_split++] = (struct split){ c, n, color, key, newcomm, blocking };
 	return ncclSuccess;
 }
 
@@ -293,6 +294,15 @@ static ncclResult_t run_p2p(void)
 	return ret;
 }
 
+/* The group's result so far and one more part's: the first error, else
+ * ncclInProgress when a nonblocking child is still under way. */
+static ncclResult_t merge(ncclResult_t ret, ncclResult_t r)
+{
+	if (ret != ncclSuccess && ret != ncclInProgress)
+		return ret;
+	return r == ncclSuccess ? ret : r;
+}
+
 /* Every rank this thread splits published its part when called, so no
  * exchange waits for a part still to come from here. */
 static ncclResult_t run_splits(void)
@@ -305,9 +315,9 @@ static ncclResult_t run_splits(void)
 
 		if (sp->c->magic != CXLS_COMM_MAGIC)
 			continue; /* destroyed inside the group */
-		r = cxls_comm_split_end(sp->c, sp->n, sp->color, sp->key, sp->newcomm);
-		if (r != ncclSuccess && ret == ncclSuccess)
-			ret = r;
+		r = cxls_comm_split_end(sp->c, sp->n, sp->color, sp->key, sp->newcomm,
+					sp->blocking);
+		ret = merge(ret, r);
 	}
 	return ret;
 }
@@ -344,19 +354,17 @@ ncclResult_t cxls_group_end(void)
 	/* splits, then inits (theirs too): the group's operations may use
 	 * those communicators */
 	r = run_splits();
-	if ((r3 = wait_inits()) != ncclSuccess && r == ncclSuccess)
-		r = r3;
+	r = merge(r, wait_inits());
 	r2 = open_gates();
-	if ((r3 = run_p2p()) != ncclSuccess && r2 == ncclSuccess)
-		r2 = r3;
+	r2 = merge(r2, run_p2p());
 	r3 = run_joins();
 	reset();
-	return r != ncclSuccess ? r : r2 != ncclSuccess ? r2 : r3;
+	return merge(merge(r, r2), r3);
 }
 
 ncclResult_t cxls_group_discard(void)
 {
-	ncclResult_t r = ncclSuccess, r2;
+	ncclResult_t r;
 
 	if (!grp.depth)
 		return ncclInvalidUsage;
@@ -367,8 +375,7 @@ ncclResult_t cxls_group_discard(void)
 	 * collectives already enqueued run (they were enqueued when called)
 	 * and join */
 	r = run_splits();
-	if ((r2 = wait_inits()) != ncclSuccess && r == ncclSuccess)
-		r = r2;
+	r = merge(r, wait_inits());
 	open_gates();
 	run_joins();
 	reset();

@@ -44,7 +44,7 @@ ncclResult_t cxls_group_add_init(struct cxls_comm *c);
 /* A split whose part is published: the outermost end finishes it
  * (cxls_comm_split_end). */
 ncclResult_t cxls_group_add_split(struct cxls_comm *c, uint32_t n, int color, int key,
-				  ncclComm_t *newcomm);
+				  ncclComm_t *newcomm, int blocking);
 /* A collective enqueued inside a group on c's streams: at the end, `user`
  * waits for c's last operation.  0, or -1 when out of memory. */
 int cxls_group_defer_join(struct cxls_comm *c, CUstream user);

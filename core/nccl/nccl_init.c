@@ -358,9 +358,13 @@ ncclResult_t cxls_nccl_init_all(ncclComm_t *comms, int ndev, const int *devlist,
 		if (r != ncclInProgress && r != ncclSuccess)
 			break;
 	}
-	if (i == ndev && wait_all(comms, ndev) == 0)
+	if (i == ndev && wait_all(comms, ndev) == 0) {
+		/* made nonblocking to run side by side; the application's are
+		 * blocking, and so are the children it splits with config NULL */
+		for (int j = 0; j < ndev; j++)
+			((struct cxls_comm *)comms[j])->blocking = 1;
 		r = ncclSuccess;
-	else {
+	} else {
 		for (int j = 0; j < i; j++)
 			cxls_comm_abort((struct cxls_comm *)comms[j]);
 		if (r == ncclSuccess || r == ncclInProgress)

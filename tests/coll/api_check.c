@@ -879,6 +879,71 @@ static int case_shrinksplit(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* Polls a nonblocking init until it ends; returns its result. */
+static ncclResult_t wait_ready(ncclComm_t comm)
+{
+	ncclResult_t e = ncclInProgress;
+	double t0 = now_s();
+
+	while (e == ncclInProgress && now_s() - t0 < 20) {
+		if (ncclCommGetAsyncError(comm, &e) != ncclSuccess)
+			return ncclInternalError;
+		usleep(1000);
+	}
+	return e;
+}
+
+/* NCCL gives a child made with config NULL its parent's configuration: a
+ * nonblocking parent's split and shrink are nonblocking inits.  Rank 0
+ * splits while the last rank holds its part in a group, and shrinks while
+ * rank 1 has not started its shrink, so its child cannot be ready when
+ * the call returns: ncclInProgress, then ready by polling. */
+static int case_split_nonblocking(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclComm_t comm = NULL, kid = NULL, small = NULL;
+	cudaStream_t s;
+	ncclResult_t r, r2;
+	int last = n - 1;
+
+	(void)arg;
+	cudaSetDevice(test_device(rank));
+	cudaStreamCreate(&s);
+	cfg.blocking = 0;
+	r = ncclCommInitRankConfig(&comm, n, *id, rank, &cfg);
+	CHECK((r == ncclInProgress || r == ncclSuccess) && wait_ready(comm) == ncclSuccess,
+	      "nonblocking init: %d", r);
+	launch_barrier();
+	if (rank == last) {
+		ncclGroupStart();
+		r = ncclCommSplit(comm, 0, rank, &kid, NULL);
+		usleep(500000);
+		r2 = ncclGroupEnd();
+		CHECK(r == ncclSuccess && (r2 == ncclInProgress || r2 == ncclSuccess),
+		      "split in a group: %d, group end %d", r, r2);
+	} else {
+		r = ncclCommSplit(comm, 0, rank, &kid, NULL);
+		CHECK(r == ncclInProgress || (r == ncclSuccess && rank), "split returned %d", r);
+	}
+	CHECK(kid && wait_ready(kid) == ncclSuccess, "the split's child gets ready");
+	CHECK(kid && allgather_ok(kid, s, rank, n, 4096), "on the split");
+	launch_barrier();
+	if (rank != last) {
+		if (rank == 1)
+			usleep(500000);
+		r = ncclCommShrink(comm, &last, 1, &small, NULL, NCCL_SHRINK_DEFAULT);
+		CHECK(r == ncclInProgress || (r == ncclSuccess && rank), "shrink returned %d", r);
+		CHECK(small && wait_ready(small) == ncclSuccess, "the shrunk child gets ready");
+		CHECK(small && allgather_ok(small, s, rank, n - 1, 4096), "on the shrunk one");
+		if (small)
+			CHECK(ncclCommDestroy(small) == ncclSuccess, "destroy the shrunk one");
+	}
+	if (kid)
+		CHECK(ncclCommDestroy(kid) == ncclSuccess, "destroy the split");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* ---- CUDA graphs --------------------------------------------------------- */
 
 /* Captured AllGather, Broadcast and a send/receive ring, replayed
@@ -1329,6 +1394,7 @@ static const struct rank_case rank_cases[] = {
 	{ "split", 4, case_split, NULL },
 	{ "shrink", 3, case_shrink, NULL },
 	{ "shrinksplit", 3, case_shrinksplit, NULL },
+	{ "splitnb", 3, case_split_nonblocking, NULL },
 	{ "streams3", 3, case_streams, NULL },
 	{ "revoke", 3, case_revoke, NULL },
 	{ "revokesplit", 2, case_revoke_split, NULL },
