@@ -157,7 +157,9 @@ ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexcl
 {
 	int below = 0;
 
-	if (!newcomm || nexclude < 0 || nexclude >= c->nranks || (nexclude && !exclude)) {
+	/* NCCL 2.28 refuses a NULL list and a count below 1 alike: a shrink
+	 * that excludes nobody is no shrink */
+	if (!newcomm || !exclude || nexclude < 1 || nexclude >= c->nranks) {
 		cxls_comm_set_error(c, "ncclCommShrink: invalid arguments");
 		return ncclInvalidArgument;
 	}

@@ -14,7 +14,8 @@ ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t
  * (cxls_group_add_init); a nonblocking one returns ncclInProgress. */
 ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int key,
 				 ncclComm_t *newcomm, int blocking);
-/* Called by the surviving ranks only; `exclude` lists the others. */
+/* Called by the surviving ranks only; `exclude` lists the others, at
+ * least one (ncclInvalidArgument otherwise, as NCCL 2.28). */
 ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexclude,
 			      ncclComm_t *newcomm, int blocking);
 

@@ -784,6 +784,30 @@ static int case_streams(int rank, int n, const ncclUniqueId *id, void *arg)
 
 /* ---- split and shrink ---------------------------------------------------- */
 
+/* What NCCL 2.28 refuses before a shrink starts (ncclInvalidArgument,
+ * nothing created): a shrink must exclude someone (count 0 is refused
+ * even with a list), and never the caller.  Every rank calls: a shrink
+ * let through would not wait for an absent rank. */
+static void shrink_badargs(ncclComm_t comm, int rank, int n)
+{
+	ncclComm_t none = NULL;
+	int other = (rank + 1) % n, list[2] = { other, rank };
+
+	CHECK(ncclCommShrink(comm, NULL, 0, &none, NULL, NCCL_SHRINK_DEFAULT) ==
+		      ncclInvalidArgument, "shrink excluding nobody, NULL list");
+	CHECK(ncclCommShrink(comm, &other, 0, &none, NULL, NCCL_SHRINK_DEFAULT) ==
+		      ncclInvalidArgument, "shrink excluding nobody, with a list");
+	CHECK(ncclCommShrink(comm, NULL, 1, &none, NULL, NCCL_SHRINK_DEFAULT) ==
+		      ncclInvalidArgument, "NULL list");
+	CHECK(ncclCommShrink(comm, &other, -1, &none, NULL, NCCL_SHRINK_DEFAULT) ==
+		      ncclInvalidArgument, "negative count");
+	CHECK(ncclCommShrink(comm, list, 2, &none, NULL, NCCL_SHRINK_DEFAULT) ==
+		      ncclInvalidArgument, "the caller in the list");
+	CHECK(ncclCommShrink(comm, &other, 1, NULL, NULL, NCCL_SHRINK_DEFAULT) ==
+		      ncclInvalidArgument, "NULL newcomm");
+	CHECK(none == NULL, "no communicator made");
+}
+
 /* 4 ranks: split by parity with reversed keys, split again with one rank
  * out (NCCL_SPLIT_NOCOLOR), split a child, run collectives on each. */
 static int case_split(int rank, int n, const ncclUniqueId *id, void *arg)
@@ -819,6 +843,7 @@ static int case_split(int rank, int n, const ncclUniqueId *id, void *arg)
 		CHECK(ncclCommDestroy(trio) == ncclSuccess, "destroy trio");
 	}
 	CHECK(ncclCommSplit(comm, -5, 0, &trio, NULL) == ncclInvalidArgument, "negative color");
+	shrink_badargs(comm, rank, n);
 	CHECK(ncclCommDestroy(half) == ncclSuccess, "destroy half");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	return CHECK_SUMMARY();
