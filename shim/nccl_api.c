@@ -90,7 +90,9 @@ static struct cxls_comm *ours(const void *comm, int *mine, ncclResult_t *err, co
 		FORWARD(fn, __VA_ARGS__);                                          \
 	}
 
-/* Entry checks every collective on our communicators shares. */
+/* Entry checks every collective on our communicators shares.  Their
+ * errors, as the pool's argument checks', fail an open group too
+ * (cxls_group_check). */
 static ncclResult_t coll_ready(struct cxls_comm *c, const char *fn)
 {
 	ncclResult_t err;
@@ -98,7 +100,7 @@ static ncclResult_t coll_ready(struct cxls_comm *c, const char *fn)
 	if (cxls_comm_usable(c, &err))
 		return ncclSuccess;
 	CXLS_WARN("%s on communicator %p: %s", fn, (void *)c, ncclGetErrorString(err));
-	return err;
+	return cxls_group_check(err);
 }
 
 /* Collectives the pool does not run yet: the communicator's real NCCL
@@ -315,13 +317,11 @@ EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
 	ncclResult_t r;
 
 	DISPATCH(CommSplit, comm, comm, color, key, newcomm, config);
-	if (!cxls_comm_splittable(c, &r)) {
+	if (!cxls_comm_splittable(c, &r))
 		CXLS_WARN("ncclCommSplit on communicator %p: %s", (void *)c, ncclGetErrorString(r));
-		return r;
-	}
-	if ((r = child_blocking(c, config, &blocking)))
-		return r;
-	return cxls_comm_split(c, color, key, newcomm, blocking);
+	else if (!(r = child_blocking(c, config, &blocking)))
+		r = cxls_comm_split(c, color, key, newcomm, blocking);
+	return cxls_group_check(r);
 }
 PALIAS(CommSplit);
 
@@ -336,10 +336,11 @@ EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 		 shrinkFlags);
 	/* a failed parent is the usual reason to shrink: no health check */
 	if ((r = child_blocking(c, config, &blocking)))
-		return r;
+		return cxls_group_check(r);
 	if (shrinkFlags & NCCL_SHRINK_ABORT)
 		cxls_comm_fail(c, CXLS_ABORT_USER, ncclRemoteError);
-	return cxls_comm_shrink(c, excludeRanksList, excludeRanksCount, newcomm, blocking);
+	return cxls_group_check(cxls_comm_shrink(c, excludeRanksList, excludeRanksCount, newcomm,
+						 blocking));
 }
 PALIAS(CommShrink);
 
@@ -463,7 +464,7 @@ EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t s
 			       sendcount * cxls_type_size(datatype) * (size_t)c->nranks);
 	if (real)
 		return REAL(AllGather)(sendbuff, recvbuff, sendcount, datatype, real, stream);
-	return cxls_allgather(c, sendbuff, recvbuff, sendcount, datatype, (CUstream)stream);
+	return cxls_group_check(cxls_allgather(c, sendbuff, recvbuff, sendcount, datatype, (CUstream)stream));
 }
 PALIAS(AllGather);
 
@@ -481,7 +482,7 @@ EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t c
 	real = cxls_comm_route(c, CXLS_COLL_BROADCAST, count * cxls_type_size(datatype));
 	if (real)
 		return REAL(Broadcast)(sendbuff, recvbuff, count, datatype, root, real, stream);
-	return cxls_broadcast(c, sendbuff, recvbuff, count, datatype, root, (CUstream)stream);
+	return cxls_group_check(cxls_broadcast(c, sendbuff, recvbuff, count, datatype, root, (CUstream)stream));
 }
 PALIAS(Broadcast);
 
@@ -498,7 +499,7 @@ EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype,
 	real = cxls_comm_route(c, CXLS_COLL_BROADCAST, count * cxls_type_size(datatype));
 	if (real)
 		return REAL(Bcast)(buff, count, datatype, root, real, stream);
-	return cxls_broadcast(c, buff, buff, count, datatype, root, (CUstream)stream);
+	return cxls_group_check(cxls_broadcast(c, buff, buff, count, datatype, root, (CUstream)stream));
 }
 PALIAS(Bcast);
 
@@ -516,7 +517,7 @@ EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t coun
 			       count * cxls_type_size(datatype));
 	if (real)
 		return REAL(Reduce)(sendbuff, recvbuff, count, datatype, op, root, real, stream);
-	return cxls_reduce(c, sendbuff, recvbuff, count, datatype, op, root, (CUstream)stream);
+	return cxls_group_check(cxls_reduce(c, sendbuff, recvbuff, count, datatype, op, root, (CUstream)stream));
 }
 PALIAS(Reduce);
 
@@ -534,7 +535,7 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
 			       count * cxls_type_size(datatype));
 	if (real)
 		return REAL(AllReduce)(sendbuff, recvbuff, count, datatype, op, real, stream);
-	return cxls_allreduce(c, sendbuff, recvbuff, count, datatype, op, (CUstream)stream);
+	return cxls_group_check(cxls_allreduce(c, sendbuff, recvbuff, count, datatype, op, (CUstream)stream));
 }
 PALIAS(AllReduce);
 
@@ -552,7 +553,7 @@ EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size
 			       recvcount * cxls_type_size(datatype) * (size_t)c->nranks);
 	if (real)
 		return REAL(ReduceScatter)(sendbuff, recvbuff, recvcount, datatype, op, real, stream);
-	return cxls_reducescatter(c, sendbuff, recvbuff, recvcount, datatype, op, (CUstream)stream);
+	return cxls_group_check(cxls_reducescatter(c, sendbuff, recvbuff, recvcount, datatype, op, (CUstream)stream));
 }
 PALIAS(ReduceScatter);
 
@@ -569,7 +570,7 @@ EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t co
 			       count * cxls_type_size(datatype) * (size_t)c->nranks);
 	if (real)
 		return REAL(AlltoAll)(sendbuff, recvbuff, count, datatype, real, stream);
-	return cxls_alltoall(c, sendbuff, recvbuff, count, datatype, (CUstream)stream);
+	return cxls_group_check(cxls_alltoall(c, sendbuff, recvbuff, count, datatype, (CUstream)stream));
 }
 PALIAS(AlltoAll);
 
@@ -587,7 +588,7 @@ EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t coun
 			       count * cxls_type_size(datatype) * (size_t)c->nranks);
 	if (real)
 		return REAL(Gather)(sendbuff, recvbuff, count, datatype, root, real, stream);
-	return cxls_gather(c, sendbuff, recvbuff, count, datatype, root, (CUstream)stream);
+	return cxls_group_check(cxls_gather(c, sendbuff, recvbuff, count, datatype, root, (CUstream)stream));
 }
 PALIAS(Gather);
 
@@ -605,7 +606,7 @@ EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t cou
 			       count * cxls_type_size(datatype) * (size_t)c->nranks);
 	if (real)
 		return REAL(Scatter)(sendbuff, recvbuff, count, datatype, root, real, stream);
-	return cxls_scatter(c, sendbuff, recvbuff, count, datatype, root, (CUstream)stream);
+	return cxls_group_check(cxls_scatter(c, sendbuff, recvbuff, count, datatype, root, (CUstream)stream));
 }
 PALIAS(Scatter);
 
@@ -617,10 +618,11 @@ static ncclResult_t p2p(struct cxls_comm *c, int send, const void *buf, size_t c
 	struct cxls_p2p p;
 	ncclResult_t r;
 
-	if ((r = coll_ready(c, send ? "ncclSend" : "ncclRecv")) ||
-	    (r = cxls_p2p_check(c, send, buf, count, type, peer, &p)))
+	if ((r = coll_ready(c, send ? "ncclSend" : "ncclRecv")))
 		return r;
-	return cxls_group_p2p(c, &p, (CUstream)stream);
+	if ((r = cxls_p2p_check(c, send, buf, count, type, peer, &p)))
+		return cxls_group_check(r);
+	return cxls_group_check(cxls_group_p2p(c, &p, (CUstream)stream));
 }
 
 EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
@@ -663,14 +665,16 @@ PALIAS(GroupEnd);
  * not modelled, so only the real library's (or 0) is reported. */
 EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
-	ncclResult_t r;
+	ncclResult_t r, rr = ncclSuccess;
 
 	if (!simInfo)
 		return ncclInvalidArgument;
 	r = cxls_group_discard();
 	if (REAL(GroupSimulateEnd))
-		return REAL(GroupSimulateEnd)(simInfo);
-	simInfo->estimatedTime = 0.0f;
-	return r;
+		rr = REAL(GroupSimulateEnd)(simInfo);
+	else
+		simInfo->estimatedTime = 0.0f;
+	/* a call that failed in the group fails its end, simulated too */
+	return r != ncclSuccess ? r : rr;
 }
 PALIAS(GroupSimulateEnd);

@@ -144,6 +144,10 @@ step "api: CUDA graph replays, host waits, no overlap" env CXLSHIM_WAIT_MODE=hos
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
 step "api: revoke a hung communicator, then shrink it (3 ranks)" shim "$BUILD/tests/api_check" revoke
 step "api: revoke on every rank, then split" shim "$BUILD/tests/api_check" revokesplit
+step "api: a call fails inside a group: its end fails, sends/receives dropped" shim \
+	"$BUILD/tests/api_check" grouperr
+step "api: same on one rank only: the other's receive times out, no hang" env \
+	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" grouperr1
 echo "== send/receive and groups"
 P2P="$BUILD/tests/p2p_check"
 step "p2p: ring, receive first, 0 B .. 9 MiB (2 ranks)" shim "$P2P" ring 2

@@ -43,6 +43,7 @@ struct group {
 	size_t n_split, cap_split;
 	struct join *joins;
 	size_t n_join, cap_join;
+	ncclResult_t err;       /* the last call that failed in the group */
 };
 
 static _Thread_local struct group grp;
@@ -55,6 +56,13 @@ int cxls_group_depth(void)
 void cxls_group_start(void)
 {
 	grp.depth++;
+}
+
+ncclResult_t cxls_group_check(ncclResult_t r)
+{
+	if (grp.depth && r != ncclSuccess && r != ncclInProgress)
+		grp.err = r;
+	return r;
 }
 
 static int grow(void **arr, size_t *cap, size_t n, size_t elem)
@@ -341,9 +349,17 @@ static ncclResult_t wait_inits(void)
 	return ret;
 }
 
+/* A call of the group failed (cxls_group_check): NCCL drops the whole
+ * group and returns the error at its end.  The sends and receives wait
+ * here, so they are dropped; on every rank that made the failing call,
+ * so no message pairs with another that came later.  A rank that did not
+ * waits for them until its watchdog's operation timeout.  What was
+ * started when called cannot be dropped without leaving the peers
+ * waiting: the collectives (enqueued behind the gate) and the splits and
+ * inits (published) still run. */
 ncclResult_t cxls_group_end(void)
 {
-	ncclResult_t r, r2, r3;
+	ncclResult_t err = grp.err, r, r2, r3;
 
 	if (!grp.depth) {
 		CXLS_WARN("ncclGroupEnd without ncclGroupStart");
@@ -356,15 +372,16 @@ ncclResult_t cxls_group_end(void)
 	r = run_splits();
 	r = merge(r, wait_inits());
 	r2 = open_gates();
-	r2 = merge(r2, run_p2p());
+	if (err == ncclSuccess)
+		r2 = merge(r2, run_p2p());
 	r3 = run_joins();
 	reset();
-	return merge(merge(r, r2), r3);
+	return merge(err, merge(merge(r, r2), r3));
 }
 
 ncclResult_t cxls_group_discard(void)
 {
-	ncclResult_t r;
+	ncclResult_t err = grp.err, r;
 
 	if (!grp.depth)
 		return ncclInvalidUsage;
@@ -379,5 +396,5 @@ ncclResult_t cxls_group_discard(void)
 	open_gates();
 	run_joins();
 	reset();
-	return r;
+	return merge(err, r);
 }

@@ -35,6 +35,10 @@ ncclResult_t cxls_group_end(void);
 /* Ends the group without running what it holds (ncclGroupSimulateEnd). */
 ncclResult_t cxls_group_discard(void);
 int cxls_group_depth(void);
+/* Returns r; inside a group an error also fails the group, as NCCL's
+ * ncclGroupError: the outermost end drops the sends and receives and
+ * returns the last such error (see cxls_group_end). */
+ncclResult_t cxls_group_check(ncclResult_t r);
 
 /* Inside a group: queue; outside: a group of one, run now. */
 ncclResult_t cxls_group_p2p(struct cxls_comm *c, const struct cxls_p2p *p, CUstream stream);

@@ -1392,6 +1392,83 @@ static int case_group_order(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* ---- a failed call inside a group ---------------------------------------- */
+
+/* 1 when the n bytes at dev are all `fill`. */
+static int all_bytes(const char *dev, size_t n, int fill)
+{
+	char *host = malloc(n);
+	int ok = cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess;
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = host[i] == fill;
+	free(host);
+	return ok;
+}
+
+/* A send to and a receive from the other rank and an AllGather in a
+ * group; `bad`: one more call, which fails its argument check.  Returns
+ * what ncclGroupEnd returned. */
+static ncclResult_t group_with(ncclComm_t comm, cudaStream_t s, int rank, int bad, char *send,
+			       char *recv, char *all)
+{
+	int peer = 1 - rank;
+
+	ncclGroupStart();
+	CHECK(ncclAllGather(send, all, 4096, ncclInt8, comm, s) == ncclSuccess, "AllGather");
+	CHECK(ncclSend(send, 4096, ncclInt8, peer, comm, s) == ncclSuccess, "send");
+	CHECK(ncclRecv(recv, 4096, ncclInt8, peer, comm, s) == ncclSuccess, "receive");
+	if (bad)
+		CHECK(ncclAllGather(send, all, 4096, (ncclDataType_t)99, comm, s) ==
+			      ncclInvalidArgument, "bad datatype refused");
+	return ncclGroupEnd();
+}
+
+/* NCCL (group.cc) records the error of a call that fails inside a group
+ * and, at the outermost ncclGroupEnd, drops the group's operations and
+ * returns that error; the communicator stays usable.  2 ranks; "all":
+ * both make the bad call, so both drop the send/receive pair and go on;
+ * "one": only rank 1 does, and rank 0, whose receive never comes, is
+ * released by the operation timeout instead of hanging. */
+static int case_group_error(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	int every = !strcmp(arg, "all"), peer = 1 - rank;
+	char *send = dev_alloc(4096, 'a' + rank), *recv = dev_alloc(4096, 0);
+	char *all = dev_alloc(4096 * (size_t)n, 0);
+	ncclResult_t r, e = ncclSuccess;
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+
+	r = group_with(comm, s, rank, every || rank == 1, send, recv, all);
+	CHECK(r == (every || rank == 1 ? ncclInvalidArgument : ncclSuccess),
+	      "rank %d: group end returned %d", rank, r);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the stream completes");
+	if (!every) {
+		/* rank 0 waits for a receive that was dropped */
+		CHECK(wait_error(comm, &e, 30) >= 0, "rank %d: the communicator fails: %d", rank, e);
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+		return CHECK_SUMMARY();
+	}
+	CHECK(all_bytes(recv, 4096, 0), "the failed group's receive was dropped");
+	/* errors of an inner group come out at the outermost end, once */
+	ncclGroupStart();
+	ncclGroupStart();
+	CHECK(ncclSend(send, 4096, ncclInt8, n, comm, s) == ncclInvalidArgument, "bad peer");
+	CHECK(ncclGroupEnd() == ncclSuccess, "inner group end");
+	CHECK(ncclGroupEnd() == ncclInvalidArgument, "outer group end");
+	CHECK(group_with(comm, s, rank, 0, send, recv, all) == ncclSuccess, "a good group after");
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess && all_bytes(recv, 4096, 'a' + peer),
+	      "its receive delivered");
+	CHECK(ncclCommGetAsyncError(comm, &e) == ncclSuccess && e == ncclSuccess,
+	      "the communicator is healthy: %d", e);
+	CHECK(allgather_ok(comm, s, rank, n, MIB), "and works");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	cudaFree(send);
+	cudaFree(recv);
+	cudaFree(all);
+	return CHECK_SUMMARY();
+}
+
 /* ---- driver ------------------------------------------------------------ */
 
 struct rank_case {
@@ -1426,6 +1503,8 @@ static const struct rank_case rank_cases[] = {
 	{ "argcount", 2, case_argmismatch, "count" },
 	{ "argroot", 3, case_argmismatch, "root" },
 	{ "argcoll", 2, case_argmismatch, "collective" },
+	{ "grouperr", 2, case_group_error, "all" },
+	{ "grouperr1", 2, case_group_error, "one" },
 };
 
 int main(int argc, char **argv)
