@@ -521,11 +521,14 @@ ncclResult_t cxls_comm_finalize(struct cxls_comm *c)
 
 /* Destroy and abort: exactly once, whichever thread comes first.  Abort
  * keeps the streams (another thread may still be enqueueing on them; they
- * are a few hundred bytes) and waits only briefly. */
-static ncclResult_t release(struct cxls_comm *c, int aborting)
+ * are a few hundred bytes) and waits only briefly.  *real is the real
+ * communicator that thread releases after us (NULL for the others): taken
+ * under the lock, or an abort racing a destroy would release it twice. */
+static ncclResult_t release(struct cxls_comm *c, int aborting, ncclComm_t *real)
 {
 	ncclResult_t ret = ncclSuccess;
 
+	*real = NULL;
 	if (aborting)
 		atomic_store(&c->aborted, 1); /* cancels a pending rendezvous */
 	pthread_mutex_lock(&c->life);
@@ -556,17 +559,19 @@ static ncclResult_t release(struct cxls_comm *c, int aborting)
 		cxls_replay_free_all(c);
 	}
 	c->magic = CXLS_COMM_DEAD;
+	*real = c->real;
+	c->real = NULL;
 	pthread_mutex_unlock(&c->life);
 	return ret;
 }
 
-/* The real communicator goes with ours; called with no lock held. */
-static ncclResult_t release_real(struct cxls_comm *c, int aborting, ncclResult_t ret)
+/* The real communicator release() handed us goes with ours; called with
+ * no lock held (the real library may wait for its own work). */
+static ncclResult_t release_real(struct cxls_comm *c, ncclComm_t real, int aborting,
+				 ncclResult_t ret)
 {
-	ncclComm_t real = c->real;
 	ncclResult_t (*fn)(ncclComm_t) = aborting ? c->real_abort : c->real_destroy;
 
-	c->real = NULL;
 	if (real && fn && fn(real) != ncclSuccess && ret == ncclSuccess)
 		return aborting ? ncclSuccess : ncclInternalError;
 	return ret;
@@ -574,12 +579,18 @@ static ncclResult_t release_real(struct cxls_comm *c, int aborting, ncclResult_t
 
 ncclResult_t cxls_comm_destroy(struct cxls_comm *c)
 {
-	return release_real(c, 0, release(c, 0));
+	ncclComm_t real;
+	ncclResult_t ret = release(c, 0, &real);
+
+	return release_real(c, real, 0, ret);
 }
 
 ncclResult_t cxls_comm_abort(struct cxls_comm *c)
 {
-	return release_real(c, 1, release(c, 1));
+	ncclComm_t real;
+	ncclResult_t ret = release(c, 1, &real);
+
+	return release_real(c, real, 1, ret);
 }
 
 ncclComm_t cxls_comm_route(struct cxls_comm *c, unsigned coll_bit, size_t bytes)

@@ -8,12 +8,16 @@
  *                               up on the real NCCL, within the timeout
  *   route_check foreign         a communicator of the real library's own
  *                               id passes through untouched
+ *   route_check release         as route, then ncclCommAbort and
+ *                               ncclCommDestroy race on the handle: the
+ *                               real side is released exactly once
  * MODE is how rank 0 creates its communicator: blocking, nonblocking
  * (config.blocking = 0, polled) or group (blocking, inside a group, so it
  * completes at ncclGroupEnd).  Prints "N passed, M failed".
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +29,10 @@
 #include "../common/device.h"
 #include "../common/launch.h"
 
-/* fake_nccl.c: collectives the stand-in ran in this process */
+/* fake_nccl.c: collectives the stand-in ran in this process, and its
+ * destroy and abort calls */
 int fakenccl_served(void);
+int fakenccl_released(void);
 
 #define COUNT 4099
 
@@ -156,6 +162,64 @@ static int case_route(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+struct racer {
+	ncclComm_t comm;
+	int abort;
+	pthread_barrier_t *go;
+	ncclResult_t r;
+};
+
+static void *race(void *arg)
+{
+	struct racer *t = arg;
+
+	pthread_barrier_wait(t->go);
+	t->r = t->abort ? ncclCommAbort(t->comm) : ncclCommDestroy(t->comm);
+	return NULL;
+}
+
+/* An abort and a destroy of one handle from two threads at once (the
+ * application's error handler and its normal exit): our side is released
+ * once, by whichever comes first, and the real side with it, once.
+ * (The two may also meet where no test can time them: this checks the
+ * outcome, not that interleaving.) */
+static int case_release(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	struct racer t[2];
+	pthread_barrier_t go;
+	pthread_t th[2];
+	cudaStream_t s;
+	ncclComm_t comm = NULL;
+	ncclResult_t r;
+	int before;
+
+	(void)arg;
+	cudaSetDevice(test_device(rank));
+	cudaStreamCreate(&s);
+	r = init(&comm, n, *id, rank, BLOCKING);
+	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
+	if (r != ncclSuccess)
+		return CHECK_SUMMARY();
+	CHECK(allgather(comm, s, rank, n) == 1, "the handle has a real side");
+	before = fakenccl_released();
+	pthread_barrier_init(&go, NULL, 2);
+	for (int i = 0; i < 2; i++) {
+		t[i] = (struct racer){ .comm = comm, .abort = i, .go = &go };
+		pthread_create(&th[i], NULL, race, &t[i]);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&go);
+	/* the later one may find the handle dead already: ncclInvalidArgument */
+	CHECK((t[0].r == ncclSuccess || t[1].r == ncclSuccess) &&
+		      (t[0].r == ncclSuccess || t[0].r == ncclInvalidArgument) &&
+		      (t[1].r == ncclSuccess || t[1].r == ncclInvalidArgument),
+	      "destroy %d, abort %d", t[0].r, t[1].r);
+	CHECK(fakenccl_released() - before == 1, "the real side released %d times",
+	      fakenccl_released() - before);
+	return CHECK_SUMMARY();
+}
+
 /* Rank 1 refuses the pool at once; the others find out by the init
  * timeout; all of them meet on the real library. */
 static int case_fallback(int rank, int n, const ncclUniqueId *id, void *arg)
@@ -234,9 +298,11 @@ int main(int argc, char **argv)
 		fn = case_fallback;
 	else if (!strcmp(j.name, "foreign"))
 		fn = case_foreign;
-	if (!fn || !known || (fn == case_foreign) != (argc == 2)) {
-		fprintf(stderr, "usage: %s route|fallback blocking|nonblocking|group | foreign\n",
-			argv[0]);
+	else if (!strcmp(j.name, "release"))
+		fn = case_release;
+	if (!fn || !known || (fn == case_foreign || fn == case_release) != (argc == 2)) {
+		fprintf(stderr, "usage: %s route|fallback blocking|nonblocking|group | foreign | "
+				"release\n", argv[0]);
 		return 2;
 	}
 	return launch_ranks(fn == case_route ? 3 : 2, fn, &j, 60);

@@ -13,7 +13,9 @@
  *
  * Init never waits for the other ranks (the first collective does), and a
  * nonblocking init reports ncclInProgress once, so callers' waiting paths
- * run.  Not a model of NCCL beyond that.
+ * run.  Destroy and abort leave the handle's memory as a tombstone, so
+ * that fakenccl_released() can count releases, a second one included.
+ * Not a model of NCCL beyond that.
  */
 #include <cuda_runtime.h>
 #include <fcntl.h>
@@ -52,11 +54,17 @@ struct ncclComm {
 };
 
 static _Thread_local int group_depth;
-static _Atomic int served;
+static _Atomic int served, released;
 
 EXPORT int fakenccl_served(void)
 {
 	return atomic_load(&served);
+}
+
+/* Destroy and abort calls so far, on live and released handles alike. */
+EXPORT int fakenccl_released(void)
+{
+	return atomic_load(&released);
 }
 
 static int is_fake(ncclComm_t comm)
@@ -165,11 +173,12 @@ PALIAS(CommGetAsyncError);
 
 static ncclResult_t release(ncclComm_t comm)
 {
+	if (comm)
+		atomic_fetch_add(&released, 1);
 	if (!is_fake(comm))
 		return ncclInvalidArgument;
 	munmap(comm->sh, 4096 + (size_t)FAKE_MAX_RANKS * FAKE_SLOT);
-	memset(comm->magic, 0, 8);
-	free(comm);
+	memset(comm->magic, 0, 8); /* the tombstone: not freed */
 	return ncclSuccess;
 }
 
