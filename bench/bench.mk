@@ -113,7 +113,7 @@ bench-build: $(BENCH_DIR)/mem_perf
 # The CPU reduction alone (core/coll/arith.c), per type and operator, against
 # memcpy in the same run.
 $(BENCH_DIR)/fold_perf: bench/fold_perf.c $(BUILD)/obj/core/coll/arith.o \
-		$(BUILD)/obj/core/coll/minifloat.o $(BUILD)/obj/core/coll/minifloat_f16c.o
+		$(BUILD)/obj/core/coll/minifloat.o $(BUILD)/obj/core/coll/minifloat_x86.o
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) -I$(CUDA_INC) -Icore/coll -o $@ $(filter %.c %.o,$^)
 

@@ -10,6 +10,7 @@
  */
 #include "arith.h"
 #include "minifloat.h"
+#include "minifloat_x86.h"
 
 #include <string.h>
 
@@ -177,6 +178,8 @@ static void mini_fold(void *dst, const void *av, const void *src, size_t n, nccl
 	size_t sz = cxls_type_size(t);
 	float a[MINI_BLOCK], b[MINI_BLOCK];
 
+	if (cxls_mini_fold_x86(dst, av, src, n, t, k))
+		return;
 	for (size_t off = 0, m; off < n; off += m) {
 		m = n - off < MINI_BLOCK ? n - off : MINI_BLOCK;
 		cxls_minifloat_decode(a, (const char *)av + off * sz, m, t);

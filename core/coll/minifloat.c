@@ -3,7 +3,7 @@
  * without branches so these loops vectorise. */
 #include "minifloat.h"
 #include "minifloat_bits.h"
-#include "minifloat_f16c.h"
+#include "minifloat_x86.h"
 
 /* The block loops again for AVX2, picked at load time (an ifunc) where the
  * CPU has it: twice the lanes of the x86-64 baseline, and the 32-to-16 and

@@ -1,0 +1,24 @@
+/* minifloat_x86.h - x86 vector paths for the small floats, bit for bit what
+ * the portable code gives (minifloat_x86.c). */
+#ifndef CXLSHIM_CORE_MINIFLOAT_X86_H
+#define CXLSHIM_CORE_MINIFLOAT_X86_H
+
+#include <nccl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "red_kind.h"
+
+/* Whether this CPU has AVX and F16C; the two calls below may be made only
+ * when it does. */
+int cxls_f16c(void);
+void cxls_half_decode_f16c(float *out, const uint16_t *in, size_t n);
+void cxls_half_encode_f16c(uint16_t *out, const float *in, size_t n);
+
+/* dst = a op s for n elements of half or bfloat16, op a sum or a product,
+ * in one pass (decode, operate and round in registers).  Returns 0, having
+ * done nothing, where the type, op or CPU has no such path. */
+int cxls_mini_fold_x86(void *dst, const void *a, const void *s, size_t n, ncclDataType_t t,
+		       enum cxls_red_kind k);
+
+#endif
