@@ -383,12 +383,40 @@ static int mmsg_result(struct cxls_sconn *c, unsigned int i, unsigned int n)
 	return i || !n ? (int)i : -1;
 }
 
+/* sendmmsg and recvmmsg on a socket still meeting (use_io()): message by
+ * message, its error, else EAGAIN for the first that moves bytes (a send
+ * of none goes through, as writev's does); the count of those before it,
+ * as mmsg_result() says. */
+static int again_mmsg(struct mmsghdr *v, unsigned int n, int flags, int sending)
+{
+	unsigned int i;
+	int err = mmsg_error(v, &n);
+
+	for (i = 0; !err && i < n; i++) {
+		struct msghdr *m = &v[i].msg_hdr;
+
+		if ((err = msg_error(m, sending ? 0 : flags)))
+			break;
+		if (!sending || cxls_iov_total(m->msg_iov, (int)m->msg_iovlen)) {
+			err = EAGAIN;
+			break;
+		}
+		v[i].msg_len = 0;
+	}
+	if (i || !n)
+		return (int)i;
+	errno = err;
+	return -1;
+}
+
 EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
-	struct cxls_sconn *c = cxls_sock_use(fd);
+	int again, err;
+	struct cxls_sconn *c = use_io(fd, flags, &again);
 	unsigned int i;
-	int err;
 
+	if (again)
+		return again_mmsg(v, n, flags, 1);
 	if (!c)
 		return plain_sendmmsg(fd, v, n, flags);
 	if ((err = mmsg_error(v, &n)))
@@ -452,11 +480,14 @@ static int mmsg_expired(struct timespec *t, const struct timespec *end)
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		    struct timespec *timeout)
 {
-	struct cxls_sconn *c = flags & MSG_ERRQUEUE ? NULL : cxls_sock_use(fd);
+	int again, err;
+	struct cxls_sconn *c = use_io(fd, flags, &again);
 	struct timespec end;
 	unsigned int i;
-	int err;
 
+	if (again) /* the timeout is checked before the socket */
+		return (err = mmsg_deadline(timeout, &end)) ? (int)again_answer(err, 0, 0)
+							    : again_mmsg(v, n, flags, 0);
 	if (!c)
 		return plain_recvmmsg(fd, v, n, flags, timeout);
 	if ((err = mmsg_error(v, &n)) || (err = mmsg_deadline(timeout, &end)))

@@ -1057,6 +1057,84 @@ static void test_lateuse_poll(void)
 	lateuse_with("lateuse-poll", 1);
 }
 
+/* sendmmsg and recvmmsg while the client has not come yet: answered at
+ * once, as read and write are (EAGAIN on a nonblocking socket or with
+ * MSG_DONTWAIT: nothing can move before the meeting is decided), not
+ * after the meeting's window.  The client is told how many bytes the
+ * server's sendmmsg got through (TCP takes them, the pool says EAGAIN),
+ * then writes one and reads to the end. */
+static int late_mmsg_user(void *arg)
+{
+	const struct late *l = arg;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	char c, buf[8];
+	ssize_t n, got = 0;
+
+	sa.sin_port = htons(l->port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) && errno != EINPROGRESS)
+		return 1;
+	if (read(l->go, &c, 1) != 1) /* the loop comes to it only now */
+		return 6;
+	if (fcntl(fd, F_SETFL, 0))
+		return 5;
+	if (write(fd, "c", 1) != 1)
+		return 2;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		got += n;
+	return n < 0 ? 3 : got != c - '0' ? 4 : 0;
+}
+
+static void test_lateuse_mmsg(void)
+{
+	char b[4];
+	struct iovec iov = { b, sizeof(b) };
+	struct mmsghdr mm = { .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1 } };
+	struct sockaddr_in sa;
+	socklen_t l_sa = sizeof(sa);
+	struct late l;
+	int lfd = tu_listen(&l.port, 0), fd, go[2], r;
+	pid_t cli;
+	uint64_t t0, us;
+
+	CHECK(pipe(go) == 0, "lateuse-mmsg: pipe");
+	l.go = go[0];
+	cli = tu_spawn(late_mmsg_user, &l);
+	fd = accept(lfd, NULL, NULL);
+	CHECK(fd >= 0, "lateuse-mmsg: accept");
+	t0 = tu_now_us();
+	errno = 0;
+	r = recvmmsg(fd, &mm, 1, MSG_DONTWAIT, NULL);
+	CHECK(r == -1 && errno == EAGAIN, "lateuse-mmsg: recvmmsg, MSG_DONTWAIT: %d, errno %d", r,
+	      errno);
+	CHECK(fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "lateuse-mmsg: O_NONBLOCK");
+	errno = 0;
+	r = recvmmsg(fd, &mm, 1, 0, NULL);
+	CHECK(r == -1 && errno == EAGAIN, "lateuse-mmsg: recvmmsg, nonblocking: %d, errno %d", r,
+	      errno);
+	iov = (struct iovec){ "s", 1 };
+	errno = 0;
+	r = sendmmsg(fd, &mm, 1, 0);
+	CHECK((r == 1 && mm.msg_len == 1) || (r == -1 && errno == EAGAIN),
+	      "lateuse-mmsg: sendmmsg, nonblocking: %d, errno %d", r, errno);
+	us = tu_now_us() - t0;
+	CHECK(us < 100000, "lateuse-mmsg: the calls waited %llu ms for the client's first use",
+	      (unsigned long long)us / 1000);
+	CHECK(write(go[1], r == 1 ? "1" : "0", 1) == 1, "lateuse-mmsg: the client told to begin");
+	CHECK(fcntl(fd, F_SETFL, 0) == 0, "lateuse-mmsg: blocking again");
+	CHECK(read(fd, b, 1) == 1 && b[0] == 'c', "lateuse-mmsg: the client's byte");
+	CHECK(getpeername(fd, (struct sockaddr *)&sa, &l_sa) == 0 &&
+	      (pool_rec(ntohs(sa.sin_port), 0) != NULL) == expect_pool,
+	      "lateuse-mmsg: through the pool: %d expected", expect_pool);
+	shutdown(fd, SHUT_WR);
+	CHECK(tu_wait(cli) == 0, "lateuse-mmsg: the late client");
+	close(fd);
+	close(lfd);
+	close(go[0]);
+	close(go[1]);
+}
+
 /* A server that speaks first to a client without the shim (bash's
  * /dev/tcp): nothing rings for the meeting, which only its window ends;
  * the loop then gets the EPOLLOUT it waits for, and the greeting and the
@@ -1555,7 +1633,7 @@ static const struct tu_case cases[] = {
 	{ "many", test_many },     { "fired", test_fired }, { "dupclosed", test_dupclosed },
 	{ "closewait", test_closewait }, { "reused", test_reused }, { "finspin", test_finspin },
 	{ "lateaccept", test_lateaccept }, { "lateuse", test_lateuse },
-	{ "lateuse-poll", test_lateuse_poll },
+	{ "lateuse-poll", test_lateuse_poll }, { "lateuse-mmsg", test_lateuse_mmsg },
 	{ "greeting", test_greeting }, { "settling", test_settling },
 	{ "reconnect", test_reconnect }, { "refused", test_refused },
 	{ "refused-poll", test_refused_poll }, { "eintr", test_eintr },
