@@ -598,21 +598,41 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	return r;
 }
 
-/* What a send into c of want bytes takes without waiting, or want when it
- * waits: on a nonblocking socket the room of its ring (references take
- * more, never less).  A pipe's bytes, once read, cannot go back. */
-static size_t splice_room(struct cxls_sconn *c, int nb, size_t want)
+/* pipe -> pooled socket: the pipe's bytes are copied (tee) into a
+ * scratch pipe and from there into iov's buffer, sent, and only what the
+ * socket took is then taken from the pipe.  A send cut short (a signal,
+ * SO_SNDTIMEO, a reset, a nonblocking socket that is full) leaves the rest
+ * in the pipe, as the kernel's splice does: a pipe's bytes, once read,
+ * cannot go back.  tee waits for the pipe as splice does (EAGAIN with
+ * SPLICE_F_NONBLOCK or on an O_NONBLOCK pipe). */
+static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec *iov,
+			    unsigned int flags)
 {
-	int64_t room;
+	int s[2], err;
+	ssize_t r;
 
-	if (!nb && !atomic_load(&c->nonblock))
-		return want;
-	room = cxls_ring_free(&c->tx);
-	return room >= 0 && (uint64_t)room < want ? (size_t)room : want;
+	if (pipe2(s, O_CLOEXEC))
+		return -1;
+	r = tee(in, s[1], iov->iov_len, flags & SPLICE_F_NONBLOCK);
+	if (r > 0)
+		r = REAL(read)(s[0], iov->iov_base, (size_t)r);
+	if (r > 0) {
+		iov->iov_len = (size_t)r;
+		r = cxls_sock_sendv(c, out, iov, 1,
+				    (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0);
+	}
+	err = errno;
+	if (r > 0) /* the bytes sent, still at the head of the pipe */
+		REAL(read)(in, iov->iov_base, (size_t)r);
+	REAL(close)(s[0]);
+	REAL(close)(s[1]);
+	errno = err;
+	return r;
 }
 
 /* pipe <-> pooled socket: peek, write what the pipe takes, consume that;
- * or read from the pipe what the socket takes, and send it.
+ * or send a copy of the pipe's bytes, and consume what the socket took
+ * (pipe_to_pool()).
  * splice(2) needs a pipe on one end (EINVAL otherwise), and a socket takes
  * no offset (EINVAL; a pipe's is ESPIPE): without these checks the bytes
  * would go through the other socket's kernel side, where a pooled peer
@@ -632,23 +652,7 @@ static ssize_t splice_pool(int in, struct cxls_sconn *cin, int out, struct cxls_
 	}
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs); /* as sendfile_pool */
 	if (cout) {
-		size_t room = splice_room(cout, nb, want);
-
-		if (want && !room) {
-			/* nothing fits: the socket's error, else EAGAIN */
-			iov.iov_len = 0;
-			r = cxls_sock_sendv(cout, out, &iov, 1, nb);
-			if (r == 0) {
-				errno = EAGAIN;
-				r = -1;
-			}
-		} else {
-			r = REAL(read)(in, buf, room);
-			if (r > 0) {
-				iov.iov_len = (size_t)r;
-				r = cxls_sock_sendv(cout, out, &iov, 1, nb);
-			}
-		}
+		r = pipe_to_pool(in, out, cout, &iov, flags);
 	} else {
 		r = cxls_sock_recvv(cin, in, &iov, 1, MSG_PEEK | nb);
 		if (r > 0)

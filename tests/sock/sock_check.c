@@ -2036,6 +2036,23 @@ static void test_sendfile_splice(void)
 		      left);
 	}
 	fcntl(a, F_SETFL, fcntl(a, F_GETFL) & ~O_NONBLOCK);
+	/* a blocking splice cut short (SO_SNDTIMEO here; a signal or a reset
+	 * alike) takes from the pipe only what the socket took: the rest
+	 * stays there for the next call, as the kernel leaves it */
+	CHECK(write(p[1], data, 5000) == 5000, "pipe");
+	{
+		struct timeval tv = { 0, 200000 };
+		int before = -1, left = -1;
+
+		CHECK(setsockopt(a, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0, "SO_SNDTIMEO");
+		ioctl(p[0], FIONREAD, &before);
+		errno = 0;
+		r = splice(p[0], NULL, a, NULL, (size_t)before, 0);
+		ioctl(p[0], FIONREAD, &left);
+		CHECK((r > 0 || errno == EAGAIN) && before > 0 && left == before - (r > 0 ? r : 0),
+		      "blocking splice into a full socket, timed out: %zd, errno %d, %d of %d bytes "
+		      "left in the pipe", r, errno, left, before);
+	}
 	close(p[0]);
 	close(p[1]);
 	close(f);
