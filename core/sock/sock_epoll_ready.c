@@ -26,21 +26,22 @@ static int end_of(struct cxls_sconn *c)
 	return atomic_load(&c->shut_rd) || cxls_chan_read_state(c) != CXLS_RD_OPEN;
 }
 
-/* Edge triggering: of the bits ev now, only what is new since the last
- * report. */
+/* Edge triggering: ev when something changed since the last report (new
+ * bytes, the end of reading, room freed, an event not reported then),
+ * else 0.  An edge reports every event ready now, as the kernel polls the
+ * item whole at an edge (new bytes on a writable socket: EPOLLIN |
+ * EPOLLOUT), not only the one whose cause changed. */
 static uint32_t edge_only(const struct ep_item *it, uint32_t ev)
 {
 	uint64_t prod = cxls_stream_produced(&it->c->rx), cons = atomic_load(&it->c->tx.hdr->cons);
 
-	if (prod == it->seen_prod && (it->last & EPOLLIN) && end_of(it->c) == it->seen_end)
-		ev &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM);
-	if (cons == it->seen_cons && (it->last & EPOLLOUT))
-		ev &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM);
-	if ((it->last & EPOLLRDHUP) && !(ev & (EPOLLIN | EPOLLOUT)))
-		ev &= ~(uint32_t)EPOLLRDHUP;
-	if ((it->last & (EPOLLHUP | EPOLLERR)) && !(ev & (EPOLLIN | EPOLLOUT)))
-		ev &= ~(uint32_t)(EPOLLHUP | EPOLLERR);
-	return ev;
+	if (ev & ~it->last)
+		return ev;
+	if ((ev & EPOLLIN) && (prod != it->seen_prod || end_of(it->c) != it->seen_end))
+		return ev;
+	if ((ev & EPOLLOUT) && cons != it->seen_cons)
+		return ev;
+	return 0;
 }
 
 /* The item's report now, honouring edge triggering and one-shot; armed

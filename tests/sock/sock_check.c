@@ -800,6 +800,38 @@ static void test_epoll(void)
 		close(b2);
 		ev.data.u64 = 0x1234;
 	}
+	/* an edge reports every event ready then, not only the one that
+	 * changed (the kernel polls the item whole): bytes that come to a
+	 * writable socket are EPOLLIN | EPOLLOUT */
+	{
+		int a2, b2;
+
+		tcp_pair(&a2, &b2);
+		ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+		ev.data.u64 = 0x9abc;
+		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b2, &ev) == 0, "add ET, in and out");
+		n = epoll_wait(ep, out, 4, 1000);
+		CHECK(n == 1 && out[0].data.u64 == 0x9abc && out[0].events == EPOLLOUT,
+		      "ET: writable (%d, %#x)", n, n > 0 ? out[0].events : 0);
+		CHECK(epoll_wait(ep, out, 4, 0) == 0, "ET: writable once");
+		write(a2, "abcd", 4);
+		n = epoll_wait(ep, out, 4, 1000);
+		CHECK(n == 1 && out[0].data.u64 == 0x9abc &&
+		      out[0].events == (EPOLLIN | EPOLLOUT),
+		      "ET: bytes come to a writable socket: EPOLLIN | EPOLLOUT (%d, %#x)", n,
+		      n > 0 ? out[0].events : 0);
+		CHECK(epoll_wait(ep, out, 4, 0) == 0, "ET: that edge once");
+		CHECK(read(b2, buf, 16) == 4, "read them all");
+		write(a2, "e", 1);
+		n = epoll_wait(ep, out, 4, 1000);
+		CHECK(n == 1 && out[0].events == (EPOLLIN | EPOLLOUT),
+		      "ET: new bytes again: EPOLLIN | EPOLLOUT (%d, %#x)", n,
+		      n > 0 ? out[0].events : 0);
+		epoll_ctl(ep, EPOLL_CTL_DEL, b2, NULL);
+		close(a2);
+		close(b2);
+		ev.data.u64 = 0x1234;
+	}
 	/* one-shot */
 	ev.events = EPOLLIN | EPOLLONESHOT;
 	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev) == 0, "mod to one-shot");
