@@ -328,9 +328,8 @@ static struct cxls_sock_rec *record_ok(const struct cxls_sock_region *r, const s
 	if (!r || e->slot >= r->nslots || (e->role != CXLS_CLIENT && e->role != CXLS_SERVER))
 		return NULL;
 	rec = cxls_sock_rec(r, e->slot);
-	cap = rec->cap;
-	if (atomic_load(&rec->sg) != CXLS_SG(e->gen, CXLS_SK_JOINED) ||
-	    cap < CXLS_SOCK_RING_MIN || cap > r->ring_size || (cap & (cap - 1)))
+	cap = CXLS_MEET_ONCE(rec->cap);
+	if (atomic_load(&rec->sg) != CXLS_SG(e->gen, CXLS_SK_JOINED) || !cxls_sock_cap_ok(r, cap))
 		return NULL;
 	return rec;
 }

@@ -92,6 +92,15 @@ int cxls_sock_sweep(const struct cxls_sock_region *r);
  * Sweeps, at most once a second per process. */
 void cxls_sock_sweep_starved(const struct cxls_sock_region *r);
 
+/* A field of a record that another end wrote, read from the pool once:
+ * that end (corruption, or a hostile peer) may rewrite it between two
+ * reads, and the compiler may read a plain field again where the source
+ * reads it once, so a value checked is kept in a local and only that is
+ * used. */
+#define CXLS_MEET_ONCE(field) (*(const volatile __typeof__(field) *)&(field))
+/* Whether cap, read from a record, is a ring size of this pool. */
+int cxls_sock_cap_ok(const struct cxls_sock_region *r, uint32_t cap);
+
 /* The local view of slot's record (rings and ends by role). */
 void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
 		      uint32_t gen, int role, uint32_t cap);

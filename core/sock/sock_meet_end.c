@@ -34,7 +34,7 @@ void cxls_meet_init_end(struct cxls_sock_end *e, const struct cxls_proc_id *self
  * it over; after that a message never received no longer does. */
 int cxls_meet_end_finished(const struct cxls_sock_region *r, const struct cxls_sock_end *e)
 {
-	uint64_t passed;
+	uint64_t passed, boot;
 	uint32_t flags;
 	int recorded, alive;
 
@@ -44,14 +44,16 @@ int cxls_meet_end_finished(const struct cxls_sock_region *r, const struct cxls_s
 		return 1;
 	if (atomic_load(&e->extra))
 		return 0;
-	alive = cxls_holder_alive(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash, &recorded);
+	/* the host its holders are looked up on is the one compared below */
+	boot = CXLS_MEET_ONCE(e->boot_hash);
+	alive = cxls_holder_alive(e->holder, CXLS_SOCK_HOLDERS, boot, &recorded);
 	passed = atomic_load(&e->passed_ns);
 	if (atomic_load(&e->forking) && passed) {
 		struct cxls_proc_id self;
 
 		/* its clock is this host's only when the end is */
 		cxls_proc_self(&self);
-		return alive == 0 && e->boot_hash == self.boot_hash &&
+		return alive == 0 && boot == self.boot_hash &&
 		       cxls_now_ns() - passed >= CXLS_PASS_GRACE_NS;
 	}
 	return recorded > 0 && alive == 0;

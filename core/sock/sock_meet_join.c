@@ -12,19 +12,19 @@
 #include "sock_chan.h"
 #include "sock_denial.h"
 
-/* The creator wrote the record: its ring size and uid are checked like
- * anything else read from the pool.  The state the record gets: JOINED;
- * DENIED for another uid (a reason that lasts: sock_denial.h); REFUSED
- * for a bad ring size (corruption, or a hostile peer: nothing to learn). */
-static uint32_t creator_verdict(const struct cxls_sock_region *r, const struct cxls_sock_rec *rec)
+/* The creator wrote the record: its ring size cap and its uid (of end
+ * creator) are checked like anything else read from the pool, each read
+ * once (CXLS_MEET_ONCE).  The state the record gets: JOINED; DENIED for
+ * another uid (a reason that lasts: sock_denial.h); REFUSED for a bad
+ * ring size (corruption, or a hostile peer: nothing to learn). */
+static uint32_t creator_verdict(const struct cxls_sock_region *r, const struct cxls_sock_rec *rec,
+				uint32_t cap, uint32_t creator)
 {
-	uint32_t cap = rec->cap;
-
-	if (cap < CXLS_SOCK_RING_MIN || cap > r->ring_size || (cap & (cap - 1))) {
+	if (!cxls_sock_cap_ok(r, cap)) {
 		CXLS_WARN("socket record with a bad ring size %u: staying on TCP", cap);
 		return CXLS_SK_REFUSED;
 	}
-	if (rec->end[rec->creator & 1].uid != (uint32_t)getuid())
+	if (CXLS_MEET_ONCE(rec->end[creator].uid) != (uint32_t)getuid())
 		return CXLS_SK_DENIED;
 	return CXLS_SK_JOINED;
 }
@@ -36,9 +36,9 @@ static uint32_t creator_verdict(const struct cxls_sock_region *r, const struct c
  * the flag, then looks at the record; the joiner, having moved the
  * record, looks at the flag: one of them sees the other. */
 static void ring_creator(const struct cxls_sock_region *r, const struct cxls_sock_rec *rec,
-			 int fd)
+			 uint32_t creator, int fd)
 {
-	const struct cxls_sock_end *e = &rec->end[rec->creator & 1];
+	const struct cxls_sock_end *e = &rec->end[creator];
 
 	atomic_thread_fence(memory_order_seq_cst);
 	cxls_refresh(r->pool->flush_mode, &e->flags, sizeof(e->flags));
@@ -50,12 +50,13 @@ int cxls_meet_join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint3
 		   uint64_t sg, int role, int fd)
 {
 	struct cxls_sock_rec *rec = cxls_sock_rec(r, slot);
-	uint32_t gen = CXLS_SG_GEN(sg), cap, verdict;
+	uint32_t gen = CXLS_SG_GEN(sg), cap, creator, verdict;
 	struct cxls_proc_id self;
 
 	cxls_refresh(r->pool->flush_mode, rec, sizeof(*rec));
-	cap = rec->cap;
-	verdict = creator_verdict(r, rec);
+	cap = CXLS_MEET_ONCE(rec->cap);
+	creator = CXLS_MEET_ONCE(rec->creator) & 1;
+	verdict = creator_verdict(r, rec, cap, creator);
 	if (!atomic_compare_exchange_strong(&rec->sg, &sg, CXLS_SG(gen, verdict)))
 		return JOIN_LOST;
 	cxls_publish(r->pool->flush_mode, &rec->sg, CXLS_LINE);
@@ -73,7 +74,7 @@ int cxls_meet_join(struct cxls_sconn *c, const struct cxls_sock_region *r, uint3
 	atomic_store(&c->mode, CXLS_SC_POOL); /* before the channel's settings: to_pool() */
 	atomic_thread_fence(memory_order_seq_cst);
 	cxls_sock_control_channel(c, fd);
-	ring_creator(r, rec, fd);
+	ring_creator(r, rec, creator, fd);
 	CXLS_INFO("socket slot %u: joined, bytes go through the pool", slot);
 	return CXLS_SC_POOL;
 }

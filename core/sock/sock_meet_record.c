@@ -53,6 +53,11 @@ static int claim_slot(const struct cxls_sock_region *r, uint64_t key, uint32_t *
 	return -1;
 }
 
+int cxls_sock_cap_ok(const struct cxls_sock_region *r, uint32_t cap)
+{
+	return cap >= CXLS_SOCK_RING_MIN && cap <= r->ring_size && !(cap & (cap - 1));
+}
+
 /* The local view of a record on the pool: rings and ends by role. */
 void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, uint32_t slot,
 		      uint32_t gen, int role, uint32_t cap)
@@ -84,8 +89,8 @@ struct cxls_sconn *cxls_sock_rejoin(const struct cxls_sock_region *r, uint32_t s
 {
 	struct cxls_sconn *c = cxls_sconn_new(CXLS_SC_POOL);
 	/* the creator's word, read once: checked as a join checks it */
-	uint32_t cap = cxls_sock_rec(r, slot)->cap;
-	int bad = cap < CXLS_SOCK_RING_MIN || cap > r->ring_size || (cap & (cap - 1));
+	uint32_t cap = CXLS_MEET_ONCE(cxls_sock_rec(r, slot)->cap);
+	int bad = !cxls_sock_cap_ok(r, cap);
 
 	if (!c)
 		return NULL;
