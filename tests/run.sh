@@ -142,6 +142,10 @@ step "api: a group's collectives start at its end, after what its streams hold (
 step "api: CUDA graph replays, host waits, no overlap" env CXLSHIM_WAIT_MODE=host CXLSHIM_CCCL_OVERLAP=0 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graph
 step "api: abort from another thread" shim "$BUILD/tests/api_check" abort
+# one communicator slot: the next communicator reuses the aborted one's record
+step "api: abort while another thread is inside a collective's / a send-receive group's enqueue" \
+	sh -c "for c in abortenq abortenqp2p; do env $(pool abortenq) CXLSHIM_POOL_MAX_COMMS=1 \
+	 LD_PRELOAD=$SHIM $BUILD/tests/api_check \$c || exit 1; done"
 step "api: revoke a hung communicator, then shrink it (3 ranks)" shim "$BUILD/tests/api_check" revoke
 step "api: revoke on every rank, then split" shim "$BUILD/tests/api_check" revokesplit
 step "api: a call fails inside a group: its end fails, sends/receives dropped" shim \

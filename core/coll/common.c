@@ -153,6 +153,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	const struct cxls_stage *s = &c->st;
 	ncclResult_t r;
 
+	cxls_comm_test_pause(c);
 	op->c = c;
 	op->scale = NULL;
 	op->trace = 0;

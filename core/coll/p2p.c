@@ -249,6 +249,7 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 	/* nothing of the group reaches a peer unless all of it can */
 	if (self_check(c, ops, n))
 		return ncclInvalidUsage;
+	cxls_comm_test_pause(c);
 	b->cur = calloc((size_t)2 * (size_t)c->nranks, sizeof(*b->cur));
 	if (!b->cur)
 		return ncclSystemError;

@@ -295,7 +295,25 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
 	pthread_mutex_init(&c->life, NULL);
 	atomic_store(&c->async_err, ncclInProgress);
+	if (getenv("CXLSHIM_TEST_ENQUEUE_PAUSE_MS"))
+		c->test_pause_ms = (uint32_t)strtoul(getenv("CXLSHIM_TEST_ENQUEUE_PAUSE_MS"), NULL, 0);
 	return c;
+}
+
+void cxls_comm_test_pause(struct cxls_comm *c)
+{
+	uint64_t until = cxls_now_ns() + 10000000000ull;
+	struct timespec nap = { 0, 1000000 };
+
+	if (!c->test_pause_ms)
+		return;
+	CXLS_WARN("comm %p: test pause: enqueue held until the communicator is aborted",
+		  (void *)c);
+	while (!atomic_load(&c->aborted) && cxls_now_ns() < until)
+		nanosleep(&nap, NULL);
+	nap.tv_sec = c->test_pause_ms / 1000;
+	nap.tv_nsec = (long)(c->test_pause_ms % 1000) * 1000000L;
+	nanosleep(&nap, NULL);
 }
 
 /* The handle was never given out: forget it but keep the tombstone. */

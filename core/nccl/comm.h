@@ -130,6 +130,7 @@ struct cxls_comm {
 	int blocking;            /* config.blocking, which children inherit */
 	cxls_settle_fn settle;
 	struct cxls_init_later *later;
+	uint32_t test_pause_ms;  /* CXLSHIM_TEST_ENQUEUE_PAUSE_MS (cxls_comm_test_pause) */
 	char last_error[256];
 };
 
@@ -183,6 +184,11 @@ ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err);
 void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err);
 /* Raises every doorbell to the highest value this rank may wait for. */
 void cxls_comm_unblock(struct cxls_comm *c);
+/* Test hook (CXLSHIM_TEST_ENQUEUE_PAUSE_MS=N, read at init): an enqueue
+ * on the communicator stops where it starts until the communicator is
+ * aborted (10 s at most), then N ms more, so that a test can abort from
+ * another thread while an enqueue is under way (tests/run.sh). */
+void cxls_comm_test_pause(struct cxls_comm *c);
 void cxls_comm_set_error(struct cxls_comm *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

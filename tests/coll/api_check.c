@@ -601,6 +601,101 @@ static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* The enqueue that rank 0's main thread makes while its other thread
+ * aborts: a collective, or a send/receive group. */
+static ncclResult_t enqueue_one(ncclComm_t comm, cudaStream_t s, int rank, const char *what,
+				char *send, char *recv)
+{
+	ncclResult_t r, r2;
+
+	if (!strcmp(what, "coll"))
+		return ncclAllGather(send, recv, MIB, ncclInt8, comm, s);
+	ncclGroupStart();
+	r = ncclSend(send, MIB, ncclInt8, 1 - rank, comm, s);
+	r2 = ncclRecv(recv, MIB, ncclInt8, 1 - rank, comm, s);
+	if (r == ncclSuccess)
+		r = r2;
+	r2 = ncclGroupEnd();
+	return r != ncclSuccess ? r : r2;
+}
+
+struct enq_aborter {
+	ncclComm_t comm;
+	double took;            /* how long ncclCommAbort took */
+	ncclResult_t r;
+};
+
+static void *abort_during_enqueue(void *arg)
+{
+	struct enq_aborter *a = arg;
+
+	double t0;
+
+	usleep(200 * 1000); /* the main thread is held in its enqueue by now */
+	t0 = now_s();
+	a->r = ncclCommAbort(a->comm);
+	a->took = now_s() - t0;
+	return NULL;
+}
+
+/* ncclCommAbort from another thread while the main thread is inside an
+ * enqueue on the same communicator (PyTorch's watchdog does this).  On
+ * rank 0 CXLSHIM_TEST_ENQUEUE_PAUSE_MS holds the enqueue at its start
+ * until the abort began, then 300 ms more: the abort must not give the
+ * pool record back before the enqueue left (it would queue work against
+ * a record the next communicator may own), so it takes those 300 ms, and
+ * the enqueue must see the abort and fail instead of enqueueing.  The pool has one communicator
+ * slot (tests/run.sh): the next communicator gets the same record, so
+ * it must have been given back, and only once. */
+static int case_abort_enqueue(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	const char *what = arg;
+	struct enq_aborter a = { 0 };
+	ncclComm_t comm, next;
+	cudaStream_t s;
+	pthread_t t;
+	ncclResult_t r, e = ncclSuccess;
+	char *send, *recv;
+	double t0;
+
+	if (rank == 0)
+		setenv("CXLSHIM_TEST_ENQUEUE_PAUSE_MS", "300", 1);
+	comm = join(rank, n, id, &s);
+	unsetenv("CXLSHIM_TEST_ENQUEUE_PAUSE_MS");
+	send = dev_alloc(MIB, 'a' + rank);
+	recv = dev_alloc(MIB * (size_t)n, 0);
+	if (rank == 0) {
+		a.comm = comm;
+		t0 = now_s();
+		pthread_create(&t, NULL, abort_during_enqueue, &a);
+		r = enqueue_one(comm, s, rank, what, send, recv);
+		pthread_join(t, NULL);
+		CHECK(r == ncclRemoteError, "the enqueue saw the abort and failed: %d", r);
+		CHECK(a.r == ncclSuccess, "abort: %d", a.r);
+		CHECK(a.took >= 0.29, "the abort returned after %.3fs, before the held enqueue left",
+		      a.took);
+		CHECK(now_s() - t0 < 5, "the abort released the held enqueue (%.2fs)", now_s() - t0);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the stream drains");
+	} else {
+		r = enqueue_one(comm, s, rank, what, send, recv);
+		CHECK(r == ncclSuccess || r == ncclRemoteError, "peer's enqueue: %d", r);
+		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d", e);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the peer's stream drains");
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
+	}
+	/* both gave the record back: the same id makes a new communicator in
+	 * the pool's only slot */
+	launch_barrier();
+	CHECK(ncclCommInitRank(&next, n, *id, rank) == ncclSuccess,
+	      "the next communicator gets the record");
+	CHECK(ncclCommDestroy(comm) == ncclInvalidArgument, "the aborted handle stays dead");
+	CHECK(allgather_ok(next, s, rank, n, MIB), "the next communicator works");
+	CHECK(ncclCommDestroy(next) == ncclSuccess, "destroy the next one");
+	cudaFree(send);
+	cudaFree(recv);
+	return CHECK_SUMMARY();
+}
+
 /* ---- revoke ------------------------------------------------------------- */
 
 /* Rank 2 stops taking part; ranks 0 and 1 revoke their communicator while
@@ -1484,6 +1579,8 @@ static const struct rank_case rank_cases[] = {
 	{ "nonblocking", 3, case_nonblocking, NULL },
 	{ "kill", 3, case_kill, NULL },
 	{ "abort", 2, case_abort, NULL },
+	{ "abortenq", 2, case_abort_enqueue, "coll" },
+	{ "abortenqp2p", 2, case_abort_enqueue, "p2p" },
 	{ "mismatch", 2, case_mismatch, NULL },
 	{ "graph", 3, case_graph, NULL },
 	{ "grapha2a", 5, case_graph_a2a, NULL },
