@@ -153,7 +153,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	const struct cxls_stage *s = &c->st;
 	ncclResult_t r;
 
-	cxls_comm_test_pause(c);
+	if ((r = cxls_comm_enq_enter(c)))
+		return r;
 	op->c = c;
 	op->scale = NULL;
 	op->trace = 0;
@@ -173,17 +174,22 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->depth = depth_of(c, call->kind);
 	op->same_staging = atomic_load(&c->last_staging) == op->staging &&
 			   atomic_load(&c->last_depth) == op->depth;
-	if (op->capturing && !(op->replay = cxls_replay_begin(c, stream, call, op->rounds)))
-		return ncclSystemError;
+	if (op->capturing && !(op->replay = cxls_replay_begin(c, stream, call, op->rounds))) {
+		r = ncclSystemError;
+		goto fail;
+	}
 	/* descriptors describe the live sequence, which captures do not
 	 * extend (replay.h) */
 	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds, stream)))
-		return r;
+		goto fail;
 	if (cxls_stage_fork(s, stream, op->capturing, s->overlap || op->deferred) ||
 	    (op->deferred && wait_group_end(op)))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, call);
 	return ncclSuccess;
+fail:
+	cxls_comm_enq_leave(c);
+	return r;
 }
 
 /* Join back; then, in stream order: this rank is done reading and writing
@@ -207,14 +213,16 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	    (op->replay && cxls_replay_end(op->replay, op->user)) ||
 	    (op->deferred && cxls_group_defer_join(c, op->user)))
 		return cxls_op_abandon(op);
-	if (op->capturing)
-		return ncclSuccess; /* replays rebase the doorbells (replay.h) */
-	atomic_store(&c->round, op->s0 + op->rounds);
-	atomic_store(&c->ops, ops);
-	atomic_store(&c->last_staging, op->staging);
-	atomic_store(&c->last_depth, op->depth);
-	atomic_fetch_add(&c->view.ranks[c->rank].ops_enqueued, 1);
-	cxls_trace_op_end(op);
+	if (!op->capturing) { /* replays rebase the doorbells (replay.h) */
+		atomic_store(&c->round, op->s0 + op->rounds);
+		atomic_store(&c->ops, ops);
+		atomic_store(&c->last_staging, op->staging);
+		atomic_store(&c->last_depth, op->depth);
+		atomic_fetch_add(&c->view.ranks[c->rank].ops_enqueued, 1);
+		cxls_trace_op_end(op);
+	}
+	/* counted: a release's drain waits for it from now on */
+	cxls_comm_enq_leave(c);
 	return ncclSuccess;
 }
 
@@ -222,6 +230,7 @@ ncclResult_t cxls_op_abandon(struct cxls_op *op)
 {
 	cxls_comm_set_error(op->c, "enqueueing a collective failed half way: aborting");
 	cxls_comm_fail(op->c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
+	cxls_comm_enq_leave(op->c);
 	return ncclUnhandledCudaError;
 }
 

@@ -237,6 +237,7 @@ static ncclResult_t abandon(struct cxls_p2p_batch *b)
 	b->cur = NULL;
 	cxls_comm_set_error(c, "enqueueing a send/receive group failed half way: aborting");
 	cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
+	cxls_comm_enq_leave(c);
 	return ncclUnhandledCudaError;
 }
 
@@ -244,32 +245,39 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 			    const struct cxls_p2p *ops, int n, CUstream stream)
 {
 	const struct cxls_stage *s = &c->st;
+	ncclResult_t r;
 
 	*b = (struct cxls_p2p_batch){ .c = c, .ops = ops, .n = n, .stream = stream };
 	/* nothing of the group reaches a peer unless all of it can */
 	if (self_check(c, ops, n))
 		return ncclInvalidUsage;
-	cxls_comm_test_pause(c);
+	if ((r = cxls_comm_enq_enter(c)))
+		return r;
 	b->cur = calloc((size_t)2 * (size_t)c->nranks, sizeof(*b->cur));
-	if (!b->cur)
-		return ncclSystemError;
+	if (!b->cur) {
+		r = ncclSystemError;
+		goto fail;
+	}
 	b->capturing = cxls_stage_capturing(s, stream);
 	if (!b->capturing && cxls_p2p_match_post(c, ops, n)) {
-		free(b->cur);
-		b->cur = NULL;
-		return ncclInvalidUsage;
+		r = ncclInvalidUsage;
+		goto fail;
 	}
 	b->m = make_cursors(c, ops, n, b->cur, &b->rounds);
 	/* a group's sizes differ per pair (p2p_match.h): every rank must only
 	 * replay a send/receive group where the others do */
 	if (b->capturing && !(b->replay = cxls_replay_begin(c, stream, &p2p_call, 0))) {
-		free(b->cur);
-		b->cur = NULL;
-		return ncclSystemError;
+		r = ncclSystemError;
+		goto fail;
 	}
 	if (cxls_stage_fork(s, stream, b->capturing, 1))
 		return abandon(b);
 	return ncclSuccess;
+fail:
+	free(b->cur);
+	b->cur = NULL;
+	cxls_comm_enq_leave(c);
+	return r;
 }
 
 ncclResult_t cxls_p2p_enqueue(struct cxls_p2p_batch *b)
@@ -299,6 +307,8 @@ ncclResult_t cxls_p2p_end(struct cxls_p2p_batch *b)
 	CXLS_TRACE("p2p group of %d ops, %d channels, %u rounds", b->n, b->m, b->rounds);
 	free(b->cur);
 	b->cur = NULL;
+	/* counted: a release's drain waits for it from now on */
+	cxls_comm_enq_leave(c);
 	return ncclSuccess;
 }
 

@@ -300,7 +300,11 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	return c;
 }
 
-void cxls_comm_test_pause(struct cxls_comm *c)
+/* Test hook (CXLSHIM_TEST_ENQUEUE_PAUSE_MS=N, read at init): an enqueue
+ * on the communicator stops where it starts until the communicator is
+ * aborted (10 s at most), then N ms more, so that a test can abort from
+ * another thread while an enqueue is under way (tests/run.sh). */
+static void test_pause(struct cxls_comm *c)
 {
 	uint64_t until = cxls_now_ns() + 10000000000ull;
 	struct timespec nap = { 0, 1000000 };
@@ -314,6 +318,41 @@ void cxls_comm_test_pause(struct cxls_comm *c)
 	nap.tv_sec = c->test_pause_ms / 1000;
 	nap.tv_nsec = (long)(c->test_pause_ms % 1000) * 1000000L;
 	nanosleep(&nap, NULL);
+}
+
+ncclResult_t cxls_comm_enq_enter(struct cxls_comm *c)
+{
+	uint32_t was = atomic_fetch_add(&c->enq, 1);
+
+	if (!(was & CXLS_ENQ_CLOSED)) {
+		test_pause(c);
+		/* an abort that began meanwhile waits for us: nothing has
+		 * reached the record or a stream yet, so leave now */
+		if (!atomic_load(&c->aborted))
+			return ncclSuccess;
+	}
+	cxls_comm_enq_leave(c);
+	cxls_comm_set_error(c, "comm %p: %s while an operation was being enqueued: not enqueued",
+			    (void *)c, atomic_load(&c->aborted) ? "aborted or failed" : "destroyed");
+	return atomic_load(&c->aborted) ? ncclRemoteError : ncclInvalidUsage;
+}
+
+void cxls_comm_enq_leave(struct cxls_comm *c)
+{
+	atomic_fetch_sub(&c->enq, 1);
+}
+
+/* Refuses new enqueues and waits for those under way.  None waits on the
+ * host for a peer (their waits are stream work, which the abort's
+ * unblocking passes), so this is short; the test hook holds one until
+ * the communicator is aborted, which a release that aborts did already. */
+static void close_enqueues(struct cxls_comm *c)
+{
+	struct timespec nap = { 0, 200000 };
+
+	atomic_fetch_or(&c->enq, CXLS_ENQ_CLOSED);
+	while (atomic_load(&c->enq) != CXLS_ENQ_CLOSED)
+		nanosleep(&nap, NULL);
 }
 
 /* The handle was never given out: forget it but keep the tombstone. */
@@ -538,17 +577,24 @@ ncclResult_t cxls_comm_finalize(struct cxls_comm *c)
 }
 
 /* Destroy and abort: exactly once, whichever thread comes first.  Abort
- * keeps the streams (another thread may still be enqueueing on them; they
- * are a few hundred bytes) and waits only briefly.  *real is the real
- * communicator that thread releases after us (NULL for the others): taken
- * under the lock, or an abort racing a destroy would release it twice. */
+ * keeps the streams (another thread may still be ending a group on them;
+ * they are a few hundred bytes) and waits only briefly.  Enqueues under
+ * way on another thread (PyTorch's watchdog aborts while the main thread
+ * enqueues) end first: the drain cannot see an operation before its
+ * enqueue counted it, and the record given back meanwhile could be the
+ * next communicator's when that stream work reaches it.  *real is the
+ * real communicator that thread releases after us (NULL for the others):
+ * taken under the lock, or an abort racing a destroy would release it
+ * twice. */
 static ncclResult_t release(struct cxls_comm *c, int aborting, ncclComm_t *real)
 {
 	ncclResult_t ret = ncclSuccess;
 
 	*real = NULL;
 	if (aborting)
-		atomic_store(&c->aborted, 1); /* cancels a pending rendezvous */
+		atomic_store(&c->aborted, 1); /* cancels a pending rendezvous and enqueues */
+	/* before the lock: a captured operation takes it to keep its replay */
+	close_enqueues(c);
 	pthread_mutex_lock(&c->life);
 	if (c->released) {
 		pthread_mutex_unlock(&c->life);

@@ -107,6 +107,12 @@ struct cxls_comm {
 	 * barriers this rank has passed */
 	struct cxls_replay *replays;
 	_Atomic uint32_t graph_barriers;
+	/* enqueues under way (cxls_comm_enq_enter), plus CXLS_ENQ_CLOSED once
+	 * a destroy or abort began: c->ops and p2p_ops count an operation
+	 * only once its enqueue ends, so until then only this tells that the
+	 * record is about to be used (a lock would not do: a captured op
+	 * takes `life`, which the release holds) */
+	_Atomic uint32_t enq;
 	/* life cycle: `life` serialises finalize/destroy/abort */
 	pthread_mutex_t life;
 	int joined;              /* holds a rank in the pool record */
@@ -130,7 +136,7 @@ struct cxls_comm {
 	int blocking;            /* config.blocking, which children inherit */
 	cxls_settle_fn settle;
 	struct cxls_init_later *later;
-	uint32_t test_pause_ms;  /* CXLSHIM_TEST_ENQUEUE_PAUSE_MS (cxls_comm_test_pause) */
+	uint32_t test_pause_ms;  /* CXLSHIM_TEST_ENQUEUE_PAUSE_MS (comm.c: test_pause) */
 	char last_error[256];
 };
 
@@ -184,11 +190,16 @@ ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err);
 void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err);
 /* Raises every doorbell to the highest value this rank may wait for. */
 void cxls_comm_unblock(struct cxls_comm *c);
-/* Test hook (CXLSHIM_TEST_ENQUEUE_PAUSE_MS=N, read at init): an enqueue
- * on the communicator stops where it starts until the communicator is
- * aborted (10 s at most), then N ms more, so that a test can abort from
- * another thread while an enqueue is under way (tests/run.sh). */
-void cxls_comm_test_pause(struct cxls_comm *c);
+#define CXLS_ENQ_CLOSED 0x80000000u
+
+/* An operation's enqueue starts (a collective, a send/receive group, a
+ * group's gate): until cxls_comm_enq_leave, a destroy or abort waits
+ * before it gives the pool record back.  Returns ncclSuccess, or an error
+ * (nothing to leave) when the communicator is released or failed, also
+ * when it failed while this enqueue was held up. */
+ncclResult_t cxls_comm_enq_enter(struct cxls_comm *c);
+/* After its last stream work is enqueued and counted (c->ops, p2p_ops). */
+void cxls_comm_enq_leave(struct cxls_comm *c);
 void cxls_comm_set_error(struct cxls_comm *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -171,6 +171,10 @@ static ncclResult_t open_gates(void)
 			seen |= grp.joins[j].c == c;
 		if (seen || c->magic != CXLS_COMM_MAGIC)
 			continue; /* opened already, or destroyed inside the group */
+		/* the ring goes to the record; an aborted communicator's gate
+		 * is raised already (cxls_comm_unblock) */
+		if (cxls_comm_enq_enter(c))
+			continue;
 		for (size_t j = i + 1; j < grp.n_join && !bad; j++)
 			if (grp.joins[j].c == c)
 				bad = stream_after(c->st.cu, main, grp.joins[j].user);
@@ -181,6 +185,7 @@ static ncclResult_t open_gates(void)
 			cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
 			ret = ncclUnhandledCudaError;
 		}
+		cxls_comm_enq_leave(c);
 	}
 	return ret;
 }
