@@ -307,6 +307,9 @@ step "pass-through: a real NCCL id's communicator (stand-in NCCL)" shim \
 	"$BUILD/tests/route_check" foreign
 step "routing: abort and destroy race on a handle with a real side (stand-in NCCL)" \
 	env CXLSHIM_NCCL_COLLECTIVES=broadcast LD_PRELOAD="$SHIM" "$BUILD/tests/route_check" release
+step "routing: ranks whose policies route AllGather differently follow the communicator's creator (stand-in NCCL)" \
+	env CXLSHIM_NCCL_COLLECTIVES=broadcast CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" \
+	"$BUILD/tests/route_check" mixed
 step "two jobs on one pool at once" bash -c "
 	LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' -n 2 -c 1,2M -i 3 & a=\$!
 	LD_PRELOAD='$SHIM' '$BUILD/tests/coll_check' -n 3 -c 1,2M -i 3 & b=\$!

@@ -11,6 +11,10 @@
  *   route_check release         as route, then ncclCommAbort and
  *                               ncclCommDestroy race on the handle: the
  *                               real side is released exactly once
+ *   route_check mixed           rank 1's policy routes every collective
+ *                               to the pool, rank 0's (the environment's)
+ *                               does not: both ranks route each call as
+ *                               the communicator's creator says
  * MODE is how rank 0 creates its communicator: blocking, nonblocking
  * (config.blocking = 0, polled) or group (blocking, inside a group, so it
  * completes at ncclGroupEnd).  Prints "N passed, M failed".
@@ -220,6 +224,44 @@ static int case_release(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* The ranks' policies route AllGather differently (the environment sends
+ * it to NCCL, rank 1 sets every collective on the pool): each rank
+ * following its own would run it on the real side on one rank and on the
+ * pool on the other, and both would wait for the other until their
+ * timeouts.  The rank that creates the communicator's record decides for
+ * every rank, as for the staging window: rank 1 comes late, so rank 0
+ * (nearly always) creates it and AllGather goes to NCCL on both; either
+ * way the calls complete and agree. */
+static int case_mixed(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	double t0;
+	cudaStream_t s;
+	ncclComm_t comm = NULL;
+	ncclResult_t r, e = ncclInternalError;
+	int ag;
+
+	(void)arg;
+	if (rank == 1) {
+		setenv("CXLSHIM_NCCL_COLLECTIVES", "all", 1);
+		usleep(200 * 1000);
+	}
+	cudaSetDevice(test_device(rank));
+	cudaStreamCreate(&s);
+	r = init(&comm, n, *id, rank, BLOCKING);
+	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
+	if (r != ncclSuccess)
+		return CHECK_SUMMARY();
+	t0 = now_s();
+	ag = allgather(comm, s, rank, n);
+	CHECK(ag == 0 || ag == 1, "rank %d: AllGather ran %d times on the real side", rank, ag);
+	CHECK(broadcast(comm, s, rank, 0) == 0, "rank %d: Broadcast ran on the pool", rank);
+	CHECK(ncclCommGetAsyncError(comm, &e) == ncclSuccess && e == ncclSuccess,
+	      "rank %d: the communicator is healthy: %d", rank, e);
+	CHECK(now_s() - t0 < 2, "rank %d: the collectives took %.1fs", rank, now_s() - t0);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* Rank 1 refuses the pool at once; the others find out by the init
  * timeout; all of them meet on the real library. */
 static int case_fallback(int rank, int n, const ncclUniqueId *id, void *arg)
@@ -300,9 +342,11 @@ int main(int argc, char **argv)
 		fn = case_foreign;
 	else if (!strcmp(j.name, "release"))
 		fn = case_release;
-	if (!fn || !known || (fn == case_foreign || fn == case_release) != (argc == 2)) {
+	else if (!strcmp(j.name, "mixed"))
+		fn = case_mixed;
+	if (!fn || !known || (fn == case_route || fn == case_fallback) == (argc == 2)) {
 		fprintf(stderr, "usage: %s route|fallback blocking|nonblocking|group | foreign | "
-				"release\n", argv[0]);
+				"release | mixed\n", argv[0]);
 		return 2;
 	}
 	return launch_ranks(fn == case_route ? 3 : 2, fn, &j, 60);
