@@ -169,7 +169,20 @@ void cxls_config_finalize(struct cxls_config *cfg);
 /* Writes the effective configuration as an INI file. */
 void cxls_config_print(const struct cxls_config *cfg, FILE *out);
 
-/* Routing: should this collective run on the pool?  (policy/route.c) */
+/* What routing decides from (policy/route.c): the collectives on the pool
+ * (CXLS_COLL_* bits; none when nccl.enable is off) and the message and
+ * communicator sizes they keep to.  A communicator adopts its creator's
+ * (comm.h: route), so that ranks with different policies still agree. */
+struct cxls_route {
+	uint32_t colls;
+	uint32_t min_ranks, max_ranks;
+	uint64_t min_bytes, max_bytes;
+};
+
+void cxls_route_rules(const struct cxls_config *cfg, struct cxls_route *out);
+/* Should this collective run on the pool under these rules? */
+int cxls_route_pool(const struct cxls_route *r, unsigned coll_bit, uint64_t bytes, int nranks);
+/* The same under the policy's own rules. */
 int cxls_route_to_pool(const struct cxls_config *cfg, unsigned coll_bit,
 		       uint64_t bytes, int nranks);
 /* 1 when some collective or size goes to the real NCCL on a communicator

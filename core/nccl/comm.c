@@ -226,6 +226,26 @@ static uint64_t staging_window(uint64_t cfg)
 	return cxls_cuda_emulated() ? 8ull << 20 : UINT64_MAX;
 }
 
+/* The routing rules the record holds, its creator's: a collective that
+ * one rank runs on the pool and another on NCCL would hang both. */
+static void adopt_route(struct cxls_comm *c, const struct cxls_join_args *ja)
+{
+	struct cxls_route mine = c->route;
+
+	c->route = (struct cxls_route){
+		.colls = ja->route_colls,
+		.min_ranks = ja->route_min_ranks,
+		.max_ranks = ja->route_max_ranks,
+		.min_bytes = ja->route_min_bytes,
+		.max_bytes = ja->route_max_bytes,
+	};
+	if (mine.colls != c->route.colls || mine.min_ranks != c->route.min_ranks ||
+	    mine.max_ranks != c->route.max_ranks || mine.min_bytes != c->route.min_bytes ||
+	    mine.max_bytes != c->route.max_bytes)
+		CXLS_WARN("comm %p: this rank's policy routes collectives otherwise than the "
+			  "rank that created the communicator: following that rank's", (void *)c);
+}
+
 /* Rendezvous + setup; returns 0, or -1 with c->last_error set. */
 static int connect_comm(struct cxls_comm *c)
 {
@@ -241,6 +261,11 @@ static int connect_comm(struct cxls_comm *c)
 		.slots = rt->cfg.cccl_chunks,
 		.interleave = (uint32_t)rt->cfg.cccl_interleave,
 		.window = staging_window(rt->cfg.cccl_window),
+		.route_colls = c->route.colls,
+		.route_min_ranks = c->route.min_ranks,
+		.route_max_ranks = c->route.max_ranks,
+		.route_min_bytes = c->route.min_bytes,
+		.route_max_bytes = c->route.max_bytes,
 	};
 	int err;
 
@@ -252,6 +277,7 @@ static int connect_comm(struct cxls_comm *c)
 		return -1;
 	}
 	c->joined = 1;
+	adopt_route(c, &ja);
 	atomic_store(&c->round, cxls_comm_test_round0());
 	if (setup(c, &ja)) {
 		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, ncclSystemError);
@@ -293,6 +319,10 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	c->pool = cxls_runtime_pool();
 	c->st.cu = cxls_cuda();
 	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
+	if (a->route)
+		c->route = *a->route;
+	else
+		cxls_route_rules(&cxls_runtime()->cfg, &c->route);
 	pthread_mutex_init(&c->life, NULL);
 	atomic_store(&c->async_err, ncclInProgress);
 	if (getenv("CXLSHIM_TEST_ENQUEUE_PAUSE_MS"))
@@ -659,9 +689,7 @@ ncclResult_t cxls_comm_abort(struct cxls_comm *c)
 
 ncclComm_t cxls_comm_route(struct cxls_comm *c, unsigned coll_bit, size_t bytes)
 {
-	const struct cxls_runtime *rt = cxls_runtime();
-
-	if (cxls_route_to_pool(&rt->cfg, coll_bit, bytes, c->nranks))
+	if (cxls_route_pool(&c->route, coll_bit, bytes, c->nranks))
 		return NULL;
 	if (c->real)
 		return c->real;

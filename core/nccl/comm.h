@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "comm_table.h"
+#include "config.h"
 #include "cuda_drv.h"
 #include "doorbell.h"
 #include "layout.h"
@@ -127,6 +128,10 @@ struct cxls_comm {
 	 * every call on this handle (the application already holds it) */
 	_Atomic int delegated;
 	int route_warned;
+	/* which collectives run on the pool: the rules of the rank that
+	 * created the pool record (a split's child: the parent's), as the
+	 * staging geometry, so that every rank routes a call alike */
+	struct cxls_route route;
 	uint32_t splits;         /* ncclCommSplit calls so far (every rank) */
 	uint32_t shrinks;        /* ncclCommShrink calls so far (survivors only) */
 	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
@@ -145,6 +150,8 @@ struct cxls_init_args {
 	int rank;
 	int blocking;
 	const struct cxls_uid *uid;
+	/* routing rules to propose; NULL: this process's policy */
+	const struct cxls_route *route;
 	/* nonblocking only, may be NULL: run by the init thread; `later` is
 	 * handed to the communicator, which frees it */
 	cxls_settle_fn settle;

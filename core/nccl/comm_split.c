@@ -74,8 +74,10 @@ static ncclResult_t make_child(struct cxls_comm *c, uint32_t n, int color, int n
 			       int rank, int blocking, ncclComm_t *newcomm)
 {
 	struct cxls_uid u;
+	/* the parent's routing rules, which every member follows already */
 	struct cxls_init_args a = {
-		.nranks = nranks, .rank = rank, .blocking = blocking, .uid = &u
+		.nranks = nranks, .rank = rank, .blocking = blocking, .uid = &u,
+		.route = &c->route,
 	};
 	struct cxls_comm *child = NULL;
 	ncclResult_t r;

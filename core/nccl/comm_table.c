@@ -71,7 +71,7 @@ const char *cxls_join_strerror(int err)
  * struct's padding never enters the hash. */
 uint32_t cxls_comm_rec_sum(const struct cxls_comm_rec *rec)
 {
-	uint64_t w[8] = {
+	uint64_t w[12] = {
 		atomic_load_explicit(&rec->key_lo, memory_order_relaxed),
 		atomic_load_explicit(&rec->key_hi, memory_order_relaxed),
 		((uint64_t)rec->nranks << 32) | rec->lane,
@@ -79,6 +79,10 @@ uint32_t cxls_comm_rec_sum(const struct cxls_comm_rec *rec)
 		rec->chunk,
 		((uint64_t)rec->slots << 32) | rec->interleave,
 		rec->window,
+		((uint64_t)rec->route_min_ranks << 32) | rec->route_colls,
+		rec->route_max_ranks,
+		rec->route_min_bytes,
+		rec->route_max_bytes,
 		CXLS_POOL_VERSION,
 	};
 
@@ -310,6 +314,11 @@ static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 			v.rec->slots = a->slots;
 			v.rec->interleave = a->interleave;
 			v.rec->window = a->window;
+			v.rec->route_colls = a->route_colls;
+			v.rec->route_min_ranks = a->route_min_ranks;
+			v.rec->route_max_ranks = a->route_max_ranks;
+			v.rec->route_min_bytes = a->route_min_bytes;
+			v.rec->route_max_bytes = a->route_max_bytes;
 			atomic_store(&v.rec->key_lo, a->key[0]);
 			atomic_store(&v.rec->key_hi, a->key[1]);
 			v.rec->sum = cxls_comm_rec_sum(v.rec);
@@ -422,6 +431,11 @@ int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
 		a->slots = out->rec->slots;
 		a->interleave = out->rec->interleave;
 		a->window = out->rec->window;
+		a->route_colls = out->rec->route_colls;
+		a->route_min_ranks = out->rec->route_min_ranks;
+		a->route_max_ranks = out->rec->route_max_ranks;
+		a->route_min_bytes = out->rec->route_min_bytes;
+		a->route_max_bytes = out->rec->route_max_bytes;
 	}
 	table_unlock(pool);
 	if (err)

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 13u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 14u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
 				* 8: socket lines with one writer, sleepers;
 				* 9: replayed calls; 10: socket claims identified,
@@ -29,7 +29,7 @@
 				* requests name their sleep; 12: twelve socket and listener
 				* holders, a count beyond them, sends in flight;
 				* 13: the communicator's staging window, group
-				* gates */
+				* gates; 14: the communicator's routing rules */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -192,7 +192,13 @@ struct cxls_comm_rec {
 	uint32_t slots;
 	uint32_t interleave;
 	uint64_t window;        /* cccl.window (layout.h) */
-	/* hash of key .. window, written before the phase leaves FREE
+	/* which collectives run on the pool (policy/route.c: struct
+	 * cxls_route), adopted as the geometry is: a collective that one
+	 * rank runs on the pool and another on NCCL hangs both */
+	uint32_t route_colls;
+	uint32_t route_min_ranks, route_max_ranks;
+	uint64_t route_min_bytes, route_max_bytes;
+	/* hash of key .. route_max_bytes, written before the phase leaves FREE
 	 * (comm_table.c); state and the abort words change, it does not */
 	uint32_t sum;
 	_Alignas(CXLS_LINE) _Atomic uint32_t abort_reason;
