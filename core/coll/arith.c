@@ -178,9 +178,7 @@ static void mini_fold(void *dst, const void *av, const void *src, size_t n, nccl
 	size_t sz = cxls_type_size(t);
 	float a[MINI_BLOCK], b[MINI_BLOCK];
 
-	if (cxls_mini_fold_x86(dst, av, src, n, t, k))
-		return;
-	for (size_t off = 0, m; off < n; off += m) {
+	for (size_t off = cxls_mini_fold_x86(dst, av, src, n, t, k, mul), m; off < n; off += m) {
 		m = n - off < MINI_BLOCK ? n - off : MINI_BLOCK;
 		cxls_minifloat_decode(a, (const char *)av + off * sz, m, t);
 		cxls_minifloat_decode(b, (const char *)src + off * sz, m, t);

@@ -11,12 +11,11 @@
  * sweep of floats through both).  The few elements past the last group of
  * eight go through the codec.
  *
- * Sums and products of half (F16C) and bfloat16 (AVX2) in one pass: the
- * block path decodes both operands into float arrays, folds them and
- * encodes, three passes over L1; here each group of eight is decoded,
- * operated on and rounded in registers, by the same operations, so the
- * bits are the block path's (test_arith folds every type and op against
- * its reference).
+ * Folds of half (F16C) and bfloat16 (AVX2) in one pass: the block path
+ * decodes both operands into float arrays, folds them and encodes, three
+ * passes over L1; here each group of eight is decoded, operated on and
+ * rounded in registers, by the same operations, so the bits are the block
+ * path's (test_arith folds every type and op against its reference).
  */
 #include "minifloat_x86.h"
 #include "minifloat.h"
@@ -110,35 +109,62 @@ static int cxls_avx2(void)
 	return h;
 }
 
+/* a op s on eight lanes, as arith.c's float loops (max and min pass over
+ * a NaN in s); PreMulSum's s comes scaled and rounded to the type. */
+__attribute__((target("avx"))) static __m256 op8(enum cxls_red_kind k, __m256 x, __m256 y)
+{
+	__m256 keep;
+
+	switch (k) {
+	case CXLS_RED_PROD:
+		return _mm256_mul_ps(x, y);
+	case CXLS_RED_MAX:
+		keep = _mm256_cmp_ps(x, y, _CMP_GT_OQ);
+		break;
+	case CXLS_RED_MIN:
+		keep = _mm256_cmp_ps(x, y, _CMP_LT_OQ);
+		break;
+	default:
+		return _mm256_add_ps(x, y);
+	}
+	keep = _mm256_or_ps(keep, _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+	return _mm256_or_ps(_mm256_and_ps(keep, x), _mm256_andnot_ps(keep, y));
+}
+
 F16C static __m256 half_load(const uint16_t *p)
 {
 	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-F16C static void half_fold(uint16_t *d, const uint16_t *a, const uint16_t *s, size_t n, int prod)
+F16C static __m128i half_round(__m256 x)
 {
+	return _mm256_cvtps_ph(canonical_nan(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+F16C static size_t half_fold(uint16_t *d, const uint16_t *a, const uint16_t *s, size_t n,
+			     enum cxls_red_kind k, float mul)
+{
+	__m256 m = _mm256_set1_ps(mul);
 	size_t i = 0;
 
 	for (; i + 8 <= n; i += 8) {
 		__m256 x = half_load(a + i), y = half_load(s + i);
-		__m256 r = prod ? _mm256_mul_ps(x, y) : _mm256_add_ps(x, y);
 
-		_mm_storeu_si128((__m128i *)(d + i),
-				 _mm256_cvtps_ph(canonical_nan(r),
-						 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		if (k == CXLS_RED_PREMULSUM)
+			y = _mm256_cvtph_ps(half_round(_mm256_mul_ps(y, m)));
+		_mm_storeu_si128((__m128i *)(d + i), half_round(op8(k, x, y)));
 	}
-	for (; i < n; i++) {
-		float x = cxls_half_to_float(a[i]), y = cxls_half_to_float(s[i]);
+	return i;
+}
 
-		d[i] = cxls_float_to_half(prod ? x * y : x + y);
-	}
+AVX2 static __m256 bf16_widen(__m128i w)
+{
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16));
 }
 
 AVX2 static __m256 bf16_load(const uint16_t *p)
 {
-	__m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-
-	return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+	return bf16_widen(_mm_loadu_si128((const __m128i *)p));
 }
 
 /* bf16_encode of minifloat_bits.h on eight lanes: round to nearest even
@@ -160,35 +186,30 @@ AVX2 static __m128i bf16_round(__m256 x)
 	return _mm256_castsi256_si128(r);
 }
 
-AVX2 static void bf16_fold(uint16_t *d, const uint16_t *a, const uint16_t *s, size_t n, int prod)
+AVX2 static size_t bf16_fold(uint16_t *d, const uint16_t *a, const uint16_t *s, size_t n,
+			     enum cxls_red_kind k, float mul)
 {
+	__m256 m = _mm256_set1_ps(mul);
 	size_t i = 0;
 
 	for (; i + 8 <= n; i += 8) {
 		__m256 x = bf16_load(a + i), y = bf16_load(s + i);
 
-		_mm_storeu_si128((__m128i *)(d + i),
-				 bf16_round(prod ? _mm256_mul_ps(x, y) : _mm256_add_ps(x, y)));
+		if (k == CXLS_RED_PREMULSUM)
+			y = bf16_widen(bf16_round(_mm256_mul_ps(y, m)));
+		_mm_storeu_si128((__m128i *)(d + i), bf16_round(op8(k, x, y)));
 	}
-	for (; i < n; i++) {
-		float x = cxls_bf16_to_float(a[i]), y = cxls_bf16_to_float(s[i]);
-
-		d[i] = cxls_float_to_bf16(prod ? x * y : x + y);
-	}
+	return i;
 }
 
-int cxls_mini_fold_x86(void *dst, const void *a, const void *s, size_t n, ncclDataType_t t,
-		       enum cxls_red_kind k)
+size_t cxls_mini_fold_x86(void *dst, const void *a, const void *s, size_t n, ncclDataType_t t,
+			  enum cxls_red_kind k, float mul)
 {
-	if (k != CXLS_RED_SUM && k != CXLS_RED_PROD)
-		return 0;
 	if (t == ncclFloat16 && cxls_f16c())
-		half_fold(dst, a, s, n, k == CXLS_RED_PROD);
-	else if (t == ncclBfloat16 && cxls_avx2())
-		bf16_fold(dst, a, s, n, k == CXLS_RED_PROD);
-	else
-		return 0;
-	return 1;
+		return half_fold(dst, a, s, n, k, mul);
+	if (t == ncclBfloat16 && cxls_avx2())
+		return bf16_fold(dst, a, s, n, k, mul);
+	return 0;
 }
 
 #else
@@ -210,10 +231,10 @@ void cxls_half_encode_f16c(uint16_t *out, const float *in, size_t n)
 		out[i] = cxls_float_to_half(in[i]);
 }
 
-int cxls_mini_fold_x86(void *dst, const void *a, const void *s, size_t n, ncclDataType_t t,
-		       enum cxls_red_kind k)
+size_t cxls_mini_fold_x86(void *dst, const void *a, const void *s, size_t n, ncclDataType_t t,
+			  enum cxls_red_kind k, float mul)
 {
-	(void)dst, (void)a, (void)s, (void)n, (void)t, (void)k;
+	(void)dst, (void)a, (void)s, (void)n, (void)t, (void)k, (void)mul;
 	return 0;
 }
 

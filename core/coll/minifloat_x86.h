@@ -15,10 +15,11 @@ int cxls_f16c(void);
 void cxls_half_decode_f16c(float *out, const uint16_t *in, size_t n);
 void cxls_half_encode_f16c(uint16_t *out, const float *in, size_t n);
 
-/* dst = a op s for n elements of half or bfloat16, op a sum or a product,
- * in one pass (decode, operate and round in registers).  Returns 0, having
- * done nothing, where the type, op or CPU has no such path. */
-int cxls_mini_fold_x86(void *dst, const void *a, const void *s, size_t n, ncclDataType_t t,
-		       enum cxls_red_kind k);
+/* dst = a op s (s x mul, rounded to the type, for PreMulSum) for the
+ * first elements of n of half or bfloat16, in one pass (decode, operate
+ * and round in registers): returns how many it did, a multiple of 8 (0
+ * where the type or CPU has no such path); the caller folds the rest. */
+size_t cxls_mini_fold_x86(void *dst, const void *a, const void *s, size_t n, ncclDataType_t t,
+			  enum cxls_red_kind k, float mul);
 
 #endif
