@@ -1900,6 +1900,47 @@ static void test_timeo(void)
 	close(b);
 }
 
+/* SO_RCVLOWAT above what the ring holds (the kernel takes up to half its
+ * largest receive buffer and grows the buffer to hold that much): once the
+ * ring is full no more bytes can come, so poll must report them and a
+ * blocking MSG_PEEK return them instead of waiting for bytes that never
+ * come. */
+static void test_lowat_ring(void)
+{
+	static char buf[2 << 20];
+	struct timeval tv = { 3, 0 };
+	struct pollfd p;
+	size_t sent = 0, got = 0;
+	int a, b, v = 1 << 20, n;
+	uint64_t t0;
+	ssize_t r;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	CHECK(setsockopt(b, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0, "SO_RCVLOWAT 1 MiB");
+	CHECK(setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "SO_RCVTIMEO 3 s");
+	memset(buf, 'x', 4096);
+	/* pieces below sock.ref_min: through the ring alone, until it is full */
+	while (sent < (4u << 20) && (r = send(a, buf, 4096, MSG_DONTWAIT)) > 0)
+		sent += (size_t)r;
+	p = (struct pollfd){ b, POLLIN, 0 };
+	n = poll(&p, 1, 1000);
+	CHECK(!expect_pool || (n == 1 && (p.revents & POLLIN)),
+	      "poll with a full ring below SO_RCVLOWAT: %d (%zu bytes sent)", n, sent);
+	t0 = tu_now_us();
+	r = recv(b, buf, sizeof(buf), MSG_PEEK);
+	CHECK(r > 0 && (!expect_pool || tu_now_us() - t0 < 1000000),
+	      "MSG_PEEK with a full ring below SO_RCVLOWAT: %zd after %llu us", r,
+	      (unsigned long long)(tu_now_us() - t0));
+	v = 1;
+	setsockopt(b, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v));
+	while (got < sent && (r = read(b, buf, sizeof(buf))) > 0)
+		got += (size_t)r;
+	CHECK(got == sent, "every byte read: %zu of %zu", got, sent);
+	close(a);
+	close(b);
+}
+
 /* The calls that move bytes, given what the kernel refuses before it
  * touches the socket: the errors a plain TCP socket gives, and the bytes
  * waiting on the socket survive all of them. */
@@ -2398,6 +2439,7 @@ static const struct tu_case cases[] = {
 	{ "nbconnect", test_nbconnect },
 	{ "corrupt", test_corrupt },
 	{ "timeo", test_timeo },
+	{ "lowat-ring", test_lowat_ring },
 	{ "badargs", test_badargs },
 	{ "mmsg", test_mmsg },
 	{ "sendfile", test_sendfile_splice },
