@@ -123,6 +123,8 @@ step "api: ncclCommSplit of the parent after a shrink without the last rank" shi
 	"$BUILD/tests/api_check" shrinksplit
 step "api: split and shrink of a nonblocking parent, config NULL: nonblocking (3 ranks)" shim \
 	"$BUILD/tests/api_check" splitnb
+step "api: two splits of one communicator in a group, a third after it, one rank late" \
+	env CXLSHIM_TIMEOUT_INIT_MS=5000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitgroup2
 step "api: CUDA graph: 100 replays, eager ops between" shim "$BUILD/tests/api_check" graph
 step "api: CUDA graph: AlltoAll in place, 5 ranks, 30 replays, two work streams" env \
 	CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" grapha2a

@@ -133,13 +133,18 @@ ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t
 	}
 	n = ++c->splits;
 	*newcomm = NULL;
-	publish(c, n, color, key);
-	/* inside a group the rest waits for its end, as with NCCL: one thread
+	/* inside a group the split waits for its end, as with NCCL: one thread
 	 * may split several ranks of the parent, whose parts it has not
 	 * published yet */
 	if (cxls_group_depth() > 0)
 		return cxls_group_add_split(c, n, color, key, newcomm, blocking);
+	publish(c, n, color, key);
 	return finish(c, n, color, key, newcomm, blocking);
+}
+
+void cxls_comm_split_publish(struct cxls_comm *c, uint32_t n, int color, int key)
+{
+	publish(c, n, color, key);
 }
 
 /* A blocking child joins the group's inits, which the end waits for; a

@@ -5,13 +5,14 @@
 #include "comm.h"
 
 /* Collective over the parent; NCCL_SPLIT_NOCOLOR ranks get *newcomm NULL.
- * Inside a group only this rank's part is published, and the group's end
- * finishes the split (*newcomm is set then). */
+ * Inside a group the split is queued, and the group's end publishes this
+ * rank's part and finishes it (*newcomm is set then). */
 ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t *newcomm,
 			     int blocking);
-/* The group's end: split n of c, whose part was published, is exchanged
+/* The group's end: this rank's part of split n of c, then the exchange
  * and, for a blocking child, its init joins the group's inits
  * (cxls_group_add_init); a nonblocking one returns ncclInProgress. */
+void cxls_comm_split_publish(struct cxls_comm *c, uint32_t n, int color, int key);
 ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int key,
 				 ncclComm_t *newcomm, int blocking);
 /* Called by the surviving ranks only; `exclude` lists the others, at

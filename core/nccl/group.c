@@ -23,12 +23,15 @@ struct queued_p2p {
 	size_t order;           /* call order, for a stable sort */
 };
 
+enum split_state { SPLIT_QUEUED, SPLIT_PUBLISHED, SPLIT_DONE };
+
 struct split {
 	struct cxls_comm *c;
 	uint32_t n;
 	int color, key;
 	ncclComm_t *newcomm;
 	int blocking;           /* the child's */
+	enum split_state state;
 };
 
 /* One per thread, as in NCCL: a group belongs to the thread that opened
@@ -136,7 +139,8 @@ ncclResult_t cxls_group_add_split(struct cxls_comm *c, uint32_t n, int color, in
 		cxls_comm_set_error(c, "ncclCommSplit: out of memory: split %u abandoned", n);
 		return ncclSystemError;
 	}
-	grp.splits[grp.n_split++] = (struct split){ c, n, color, key, newcomm, blocking };
+	grp.splits[grp.n_split++] =
+		(struct split){ c, n, color, key, newcomm, blocking, SPLIT_QUEUED };
 	return ncclSuccess;
 }
 
@@ -316,22 +320,60 @@ static ncclResult_t merge(ncclResult_t ret, ncclResult_t r)
 	return r == ncclSuccess ? ret : r;
 }
 
-/* Every rank this thread splits published its part when called, so no
- * exchange waits for a part still to come from here. */
+/* Whether an earlier split of the group on the same communicator is still
+ * to be exchanged. */
+static int split_behind(size_t i)
+{
+	for (size_t j = 0; j < i; j++)
+		if (grp.splits[j].c == grp.splits[i].c && grp.splits[j].state != SPLIT_DONE)
+			return 1;
+	return 0;
+}
+
+/* One split per communicator: publishes this rank's part of each
+ * communicator's first pending split, so that no exchange then waits for
+ * a part this thread has still to publish (one thread may split several
+ * ranks of a parent), then exchanges them.  Returns 0 when none was left. */
+static int split_round(ncclResult_t *ret)
+{
+	int any = 0;
+
+	for (size_t i = 0; i < grp.n_split; i++) {
+		struct split *sp = &grp.splits[i];
+
+		if (sp->state != SPLIT_QUEUED || split_behind(i))
+			continue;
+		sp->state = SPLIT_PUBLISHED;
+		if (sp->c->magic == CXLS_COMM_MAGIC) /* else destroyed inside the group */
+			cxls_comm_split_publish(sp->c, sp->n, sp->color, sp->key);
+		any = 1;
+	}
+	for (size_t i = 0; i < grp.n_split; i++) {
+		struct split *sp = &grp.splits[i];
+
+		if (sp->state != SPLIT_PUBLISHED)
+			continue;
+		sp->state = SPLIT_DONE;
+		if (sp->c->magic == CXLS_COMM_MAGIC)
+			*ret = merge(*ret, cxls_comm_split_end(sp->c, sp->n, sp->color, sp->key,
+							       sp->newcomm, sp->blocking));
+	}
+	return any;
+}
+
+/* In rounds, a communicator's splits one after the other: its record holds
+ * two splits' parts (split n in slot n mod 2), so a rank may publish split
+ * n + 2 only once every rank read split n, which its exchange of split
+ * n + 1 ensures (each rank publishes n + 1 only after it read n), as for
+ * splits outside a group.  Publishing them all at the call let a rank done
+ * with its group publish a later split over one a slow rank had yet to
+ * read (api_check splitgroup2). */
 static ncclResult_t run_splits(void)
 {
 	ncclResult_t ret = ncclSuccess;
 
-	for (size_t i = 0; i < grp.n_split; i++) {
-		struct split *sp = &grp.splits[i];
-		ncclResult_t r;
-
-		if (sp->c->magic != CXLS_COMM_MAGIC)
-			continue; /* destroyed inside the group */
-		r = cxls_comm_split_end(sp->c, sp->n, sp->color, sp->key, sp->newcomm,
-					sp->blocking);
-		ret = merge(ret, r);
-	}
+	while (split_round(&ret))
+		;
 	return ret;
 }
 

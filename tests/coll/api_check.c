@@ -999,6 +999,42 @@ static int case_shrinksplit(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* Two splits of one communicator in a group, then a third outside it, the
+ * last rank slow to end its group.  A record holds two splits' parts (split
+ * n in slot n mod 2).  The group's splits give every rank a child of its
+ * own, so rank 0 ends its group without waiting for the slow rank and
+ * makes the third split, whose color is the slow rank's in the first: had
+ * it published into the first one's slot before the slow rank read it, the
+ * slow rank would count rank 0 in its first child and wait for it. */
+static int case_splitgroup2(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	ncclComm_t comm, one = NULL, two = NULL, all = NULL;
+	cudaStream_t s;
+	int v = -1;
+
+	(void)arg;
+	comm = join(rank, n, id, &s);
+	CHECK(ncclGroupStart() == ncclSuccess, "group start");
+	CHECK(ncclCommSplit(comm, rank, 0, &one, NULL) == ncclSuccess, "first split");
+	CHECK(ncclCommSplit(comm, rank, 0, &two, NULL) == ncclSuccess, "second split");
+	if (rank == n - 1)
+		usleep(500 * 1000);
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	CHECK(one && ncclCommCount(one, &v) == ncclSuccess && v == 1, "first split size %d", v);
+	CHECK(two && ncclCommCount(two, &v) == ncclSuccess && v == 1, "second split size %d", v);
+	CHECK(ncclCommSplit(comm, n - 1, rank, &all, NULL) == ncclSuccess, "third split");
+	CHECK(all && ncclCommCount(all, &v) == ncclSuccess && v == n, "third split size %d", v);
+	CHECK(all && allgather_ok(all, s, rank, n, 4096), "on the third split");
+	if (one)
+		ncclCommDestroy(one);
+	if (two)
+		ncclCommDestroy(two);
+	if (all)
+		ncclCommDestroy(all);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* Polls a nonblocking init until it ends; returns its result. */
 static ncclResult_t wait_ready(ncclComm_t comm)
 {
@@ -1593,6 +1629,7 @@ static const struct rank_case rank_cases[] = {
 	{ "split", 4, case_split, NULL },
 	{ "shrink", 3, case_shrink, NULL },
 	{ "shrinksplit", 3, case_shrinksplit, NULL },
+	{ "splitgroup2", 2, case_splitgroup2, NULL },
 	{ "splitnb", 3, case_split_nonblocking, NULL },
 	{ "streams3", 3, case_streams, NULL },
 	{ "revoke", 3, case_revoke, NULL },
