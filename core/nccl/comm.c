@@ -375,14 +375,21 @@ void cxls_comm_enq_leave(struct cxls_comm *c)
 /* Refuses new enqueues and waits for those under way.  None waits on the
  * host for a peer (their waits are stream work, which the abort's
  * unblocking passes), so this is short; the test hook holds one until
- * the communicator is aborted, which a release that aborts did already. */
-static void close_enqueues(struct cxls_comm *c)
+ * the communicator is aborted, which a release that aborts did already.
+ * An abort unblocks the doorbells while it waits: on a GPU an enqueue can
+ * block in the driver, its stream's queue full behind a doorbell wait
+ * that only the unblocking lets through.  (While one is under way no
+ * release got past here, so the record is still ours.) */
+static void close_enqueues(struct cxls_comm *c, int aborting)
 {
 	struct timespec nap = { 0, 200000 };
 
 	atomic_fetch_or(&c->enq, CXLS_ENQ_CLOSED);
-	while (atomic_load(&c->enq) != CXLS_ENQ_CLOSED)
+	while (atomic_load(&c->enq) != CXLS_ENQ_CLOSED) {
+		if (aborting && c->joined)
+			cxls_comm_fail(c, CXLS_ABORT_USER, ncclRemoteError);
 		nanosleep(&nap, NULL);
+	}
 }
 
 /* The handle was never given out: forget it but keep the tombstone. */
@@ -624,7 +631,7 @@ static ncclResult_t release(struct cxls_comm *c, int aborting, ncclComm_t *real)
 	if (aborting)
 		atomic_store(&c->aborted, 1); /* cancels a pending rendezvous and enqueues */
 	/* before the lock: a captured operation takes it to keep its replay */
-	close_enqueues(c);
+	close_enqueues(c, aborting);
 	pthread_mutex_lock(&c->life);
 	if (c->released) {
 		pthread_mutex_unlock(&c->life);
