@@ -80,7 +80,7 @@ uint32_t cxls_comm_rec_sum(const struct cxls_comm_rec *rec)
 		((uint64_t)rec->slots << 32) | rec->interleave,
 		rec->window,
 		((uint64_t)rec->route_min_ranks << 32) | rec->route_colls,
-		rec->route_max_ranks,
+		((uint64_t)rec->zero << 32) | rec->route_max_ranks,
 		rec->route_min_bytes,
 		rec->route_max_bytes,
 		CXLS_POOL_VERSION,
@@ -319,6 +319,7 @@ static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 			v.rec->route_max_ranks = a->route_max_ranks;
 			v.rec->route_min_bytes = a->route_min_bytes;
 			v.rec->route_max_bytes = a->route_max_bytes;
+			v.rec->zero = 0;
 			atomic_store(&v.rec->key_lo, a->key[0]);
 			atomic_store(&v.rec->key_hi, a->key[1]);
 			v.rec->sum = cxls_comm_rec_sum(v.rec);

@@ -18,6 +18,7 @@
 #define CXLSHIM_CORE_POOL_FORMAT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
@@ -197,6 +198,8 @@ struct cxls_comm_rec {
 	 * rank runs on the pool and another on NCCL hangs both */
 	uint32_t route_colls;
 	uint32_t route_min_ranks, route_max_ranks;
+	uint32_t zero;          /* 0, hashed: no padding up to sum, every
+				 * byte of the header is checked */
 	uint64_t route_min_bytes, route_max_bytes;
 	/* hash of key .. route_max_bytes, written before the phase leaves FREE
 	 * (comm_table.c); state and the abort words change, it does not */
@@ -221,6 +224,14 @@ struct cxls_comm_rec {
 	 * it cannot share the collectives' rounds: every ordered pair has its
 	 * own sequence and its own staging slots (layout.h). */
 };
+
+/* the header's checked words are contiguous (tests/ops/bitflip.c flips
+ * every byte from nranks to sum and expects each flip reported) */
+_Static_assert(offsetof(struct cxls_comm_rec, sum) ==
+		       offsetof(struct cxls_comm_rec, route_max_bytes) + 8 &&
+	       offsetof(struct cxls_comm_rec, route_min_bytes) ==
+		       offsetof(struct cxls_comm_rec, zero) + 4,
+	       "no padding in the communicator header");
 
 #define CXLS_PHASE(st) ((unsigned)((st) >> 56))
 #define CXLS_JOINED(st) ((uint32_t)((st) & 0xffffffu))
