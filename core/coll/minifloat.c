@@ -5,15 +5,18 @@
 #include "minifloat_bits.h"
 #include "minifloat_x86.h"
 
-/* The block loops again for AVX2, picked at load time (an ifunc) where the
- * CPU has it: twice the lanes of the x86-64 baseline, and the 32-to-16 and
- * 32-to-8-bit narrowing of the encoders, which SSE2 lacks (bfloat16 folds
- * 1.7x, fp8 2.4x, bench/fold_perf).  GCC only: clang names the clones so
- * that other files do not link to them. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CLONES __attribute__((target_clones("avx2", "default")))
+/* The block loops are compiled twice: for the x86-64 baseline and for
+ * AVX2, which the blocks take where the CPU has it (twice the lanes, and
+ * the 32-to-16 and 32-to-8-bit narrowing of the encoders, which SSE2
+ * lacks: bfloat16 folds 1.7x, fp8 2.4x, bench/fold_perf).  Chosen at each
+ * call, not by an ifunc: a resolver runs before the sanitizers' runtimes
+ * start, and TSan's instrumented one crashed every program at load. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_AVX2_BLOCKS 1
+#define BODY static inline __attribute__((always_inline))
 #else
-#define CLONES
+#define HAVE_AVX2_BLOCKS 0
+#define BODY static inline
 #endif
 
 float cxls_half_to_float(uint16_t h) { return mini_decode(CXLS_MINI_HALF, h); }
@@ -32,7 +35,7 @@ int cxls_minifloat(ncclDataType_t t)
 	       t == ncclFloat8e5m2;
 }
 
-CLONES void cxls_minifloat_decode(float *out, const void *in, size_t n, ncclDataType_t t)
+BODY void decode_blocks(float *out, const void *in, size_t n, ncclDataType_t t)
 {
 	const uint16_t *w = in;
 	const uint8_t *b = in;
@@ -61,7 +64,7 @@ CLONES void cxls_minifloat_decode(float *out, const void *in, size_t n, ncclData
 	}
 }
 
-CLONES void cxls_minifloat_encode(void *out, const float *in, size_t n, ncclDataType_t t)
+BODY void encode_blocks(void *out, const float *in, size_t n, ncclDataType_t t)
 {
 	uint16_t *w = out;
 	uint8_t *b = out;
@@ -88,6 +91,42 @@ CLONES void cxls_minifloat_encode(void *out, const float *in, size_t n, ncclData
 			b[i] = (uint8_t)mini_encode(CXLS_MINI_E5M2, in[i]);
 		break;
 	}
+}
+
+#if HAVE_AVX2_BLOCKS
+__attribute__((target("avx2"))) static void decode_avx2(float *out, const void *in, size_t n,
+							  ncclDataType_t t)
+{
+	decode_blocks(out, in, n, t);
+}
+
+__attribute__((target("avx2"))) static void encode_avx2(void *out, const float *in, size_t n,
+							  ncclDataType_t t)
+{
+	encode_blocks(out, in, n, t);
+}
+#endif
+
+void cxls_minifloat_decode(float *out, const void *in, size_t n, ncclDataType_t t)
+{
+#if HAVE_AVX2_BLOCKS
+	if (cxls_avx2()) {
+		decode_avx2(out, in, n, t);
+		return;
+	}
+#endif
+	decode_blocks(out, in, n, t);
+}
+
+void cxls_minifloat_encode(void *out, const float *in, size_t n, ncclDataType_t t)
+{
+#if HAVE_AVX2_BLOCKS
+	if (cxls_avx2()) {
+		encode_avx2(out, in, n, t);
+		return;
+	}
+#endif
+	encode_blocks(out, in, n, t);
 }
 
 float cxls_minifloat_round(float x, ncclDataType_t t)

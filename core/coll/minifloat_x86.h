@@ -9,6 +9,8 @@
 
 #include "red_kind.h"
 
+/* Whether this CPU has AVX2 (asked once). */
+int cxls_avx2(void);
 /* Whether this CPU has AVX and F16C; the two calls below may be made only
  * when it does. */
 int cxls_f16c(void);
