@@ -48,11 +48,13 @@ endif
 
 $(BENCH_DIR)/coll_perf: $(COLL_PERF_SRCS) $(COLL_PERF_HDRS) $(EMU_LIBS)
 	@mkdir -p $(@D)
-	$(CC) $(BENCH_CFLAGS) -I$(CUDA_INC) -Ibench -Itests/common -o $@ $(COLL_PERF_SRCS) \
+	$(CC) $(BENCH_CFLAGS) $(SANITIZE) -I$(CUDA_INC) -Ibench -Itests/common -o $@ $(COLL_PERF_SRCS) \
 	    -L$(BENCH_EMU_DIR) -Wl,-rpath-link,$(BENCH_EMU_DIR) -lcudart \
 	    -L$(CUDA_LIB) -lnccl -Wl,--enable-new-dtags -Wl,-rpath,$(CUDA_LIB)
 
-# tests/ops/trace.sh traces a run of it
+# tests/ops/trace.sh traces a run of it; $(SANITIZE): under make
+# test-sanitize it must carry the sanitizer's runtime itself (TSan's
+# pthread_create must be the one libnccl's threads are made by)
 test-build: $(BENCH_DIR)/coll_perf
 
 $(BENCH_DIR)/mpi_perf_openmpi: $(MPI_PERF_SRCS) bench/bench_util.h
