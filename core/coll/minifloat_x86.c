@@ -32,7 +32,7 @@
  * __builtin_cpu_supports does not name everywhere, from CPUID itself.
  * Asked once: CPUID traps to the hypervisor in a VM (microseconds, as
  * long as converting a thousand halves). */
-static int detect(void)
+static int detect_f16c(void)
 {
 	unsigned a, b, c, d;
 
@@ -40,16 +40,36 @@ static int detect(void)
 	return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 
-int cxls_f16c(void)
+static int detect_avx2(void)
 {
-	static _Atomic int have = -1; /* a race only computes it twice */
-	int h = atomic_load_explicit(&have, memory_order_relaxed);
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2");
+}
+
+/* *have: -1 until asked; a race only asks twice. */
+static int asked_once(_Atomic int *have, int (*ask)(void))
+{
+	int h = atomic_load_explicit(have, memory_order_relaxed);
 
 	if (h < 0) {
-		h = detect();
-		atomic_store_explicit(&have, h, memory_order_relaxed);
+		h = ask();
+		atomic_store_explicit(have, h, memory_order_relaxed);
 	}
 	return h;
+}
+
+int cxls_f16c(void)
+{
+	static _Atomic int have = -1;
+
+	return asked_once(&have, detect_f16c);
+}
+
+int cxls_avx2(void)
+{
+	static _Atomic int have = -1;
+
+	return asked_once(&have, detect_avx2);
 }
 
 /* NaN lanes of x as the quiet NaN of their sign with no payload. */
@@ -64,15 +84,22 @@ F16C static __m256 canonical_nan(__m256 x)
 	return _mm256_or_ps(_mm256_andnot_ps(nan, x), _mm256_and_ps(nan, qnan));
 }
 
+F16C static __m256 half_load(const uint16_t *p)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+F16C static __m128i half_round(__m256 x)
+{
+	return _mm256_cvtps_ph(canonical_nan(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
 F16C void cxls_half_decode_f16c(float *out, const uint16_t *in, size_t n)
 {
 	size_t i = 0;
 
-	for (; i + 8 <= n; i += 8) {
-		__m128i h = _mm_loadu_si128((const __m128i *)(in + i));
-
-		_mm256_storeu_ps(out + i, canonical_nan(_mm256_cvtph_ps(h)));
-	}
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, canonical_nan(half_load(in + i)));
 	for (; i < n; i++)
 		out[i] = cxls_half_to_float(in[i]);
 }
@@ -81,32 +108,10 @@ F16C void cxls_half_encode_f16c(uint16_t *out, const float *in, size_t n)
 {
 	size_t i = 0;
 
-	for (; i + 8 <= n; i += 8) {
-		__m256 x = canonical_nan(_mm256_loadu_ps(in + i));
-
-		_mm_storeu_si128((__m128i *)(out + i),
-				 _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-	}
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(out + i), half_round(_mm256_loadu_ps(in + i)));
 	for (; i < n; i++)
 		out[i] = cxls_float_to_half(in[i]);
-}
-
-static int detect_avx2(void)
-{
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2");
-}
-
-int cxls_avx2(void)
-{
-	static _Atomic int have = -1; /* a race only computes it twice */
-	int h = atomic_load_explicit(&have, memory_order_relaxed);
-
-	if (h < 0) {
-		h = detect_avx2();
-		atomic_store_explicit(&have, h, memory_order_relaxed);
-	}
-	return h;
 }
 
 /* a op s on eight lanes, as arith.c's float loops (max and min pass over
@@ -129,16 +134,6 @@ __attribute__((target("avx"))) static __m256 op8(enum cxls_red_kind k, __m256 x,
 	}
 	keep = _mm256_or_ps(keep, _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
 	return _mm256_or_ps(_mm256_and_ps(keep, x), _mm256_andnot_ps(keep, y));
-}
-
-F16C static __m256 half_load(const uint16_t *p)
-{
-	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
-
-F16C static __m128i half_round(__m256 x)
-{
-	return _mm256_cvtps_ph(canonical_nan(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
 F16C static size_t half_fold(uint16_t *d, const uint16_t *a, const uint16_t *s, size_t n,
