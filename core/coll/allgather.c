@@ -14,20 +14,16 @@
 
 #include "log.h"
 
-/* Publishes chunk k; out of place, our own copy of it follows on the same
- * stream, while the chunk is still in this core's cache (in place the
- * chunk is already where it belongs and the copy is skipped). */
-static int put_k(struct cxls_op *op, const char *send, char *own, uint32_t k)
+/* Publishes chunk k of our slice. */
+static int put_k(struct cxls_op *op, const char *send, uint32_t k)
 {
-	struct cxls_comm *c = op->c;
-	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
+	size_t off = cxls_op_off(op, k);
 
 	if (k >= op->rounds)
 		return 0;
-	if (cxls_op_wait_consumed(op, k, op->depth, -1) ||
-	    cxls_op_put(op, k, cxls_op_slot(op, c->rank, k), send + off, len))
-		return -1;
-	return cxls_op_local_copy(op, own + off, send + off, len);
+	return cxls_op_wait_consumed(op, k, op->depth, -1) ||
+	       cxls_op_put(op, k, cxls_op_slot(op, op->c->rank, k), send + off,
+			   cxls_op_len(op, k));
 }
 
 /* Chunks published ahead of the one fetched: one, where the staging depth
@@ -41,7 +37,6 @@ ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *rec
 			    size_t sendcount, ncclDataType_t type, CUstream stream)
 {
 	size_t bytes;
-	char *own;
 	struct cxls_op op;
 	ncclResult_t r;
 
@@ -55,12 +50,13 @@ ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *rec
 				 &(struct cxls_call){ CXLS_OP_ALLGATHER, sendcount, type, 0, -1 }, bytes, 1)))
 		return r;
 	/* out of place, our own slice goes straight to its place */
-	own = (char *)recvbuff + (size_t)c->rank * bytes;
+	if (cxls_op_local_copy(&op, (char *)recvbuff + (size_t)c->rank * bytes, sendbuff, bytes))
+		return cxls_op_abandon(&op);
 	for (uint32_t k = 0; k < lead(&op); k++)
-		if (put_k(&op, sendbuff, own, k))
+		if (put_k(&op, sendbuff, k))
 			return cxls_op_abandon(&op);
 	for (uint32_t k = 0; k < op.rounds; k++)
-		if (put_k(&op, sendbuff, own, k + lead(&op)) || cxls_op_get_all(&op, k, recvbuff))
+		if (put_k(&op, sendbuff, k + lead(&op)) || cxls_op_get_all(&op, k, recvbuff))
 			return cxls_op_abandon(&op);
 	CXLS_TRACE("AllGather %zu bytes/rank, %u rounds from round %u", bytes, op.rounds, op.g0);
 	return cxls_op_end(&op);

@@ -119,12 +119,12 @@ ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recv
 				 &(struct cxls_call){ CXLS_OP_ALLTOALL, count, type, 0, -1 }, bytes,
 				 rounds_per_chunk(c->nranks))))
 		return r;
-	for (uint32_t t = 0; t < op.rounds; t++)
-		if (round_t(&op, sendbuff, recvbuff, t))
-			return cxls_op_abandon(&op);
 	if (cxls_op_local_copy(&op, (char *)recvbuff + (size_t)c->rank * bytes,
 			       (const char *)sendbuff + (size_t)c->rank * bytes, bytes))
 		return cxls_op_abandon(&op);
+	for (uint32_t t = 0; t < op.rounds; t++)
+		if (round_t(&op, sendbuff, recvbuff, t))
+			return cxls_op_abandon(&op);
 	CXLS_TRACE("AlltoAll %zu bytes/pair, %u rounds from round %u", bytes, op.rounds, op.g0);
 	return cxls_op_end(&op);
 }

@@ -9,19 +9,16 @@
 
 #include "log.h"
 
-/* Out of place, the root's own copy of chunk k follows its publication on
- * the same stream, while the chunk is still in this core's cache (in place
- * there is nothing to copy). */
+/* Out of place, the root's own copy comes first (cxls_op_local_copy). */
 static int root_publish(struct cxls_op *op, const char *send, char *recv)
 {
-	for (uint32_t k = 0; k < op->rounds; k++) {
-		size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
-
+	if (cxls_op_local_copy(op, recv, send, op->bytes))
+		return -1;
+	for (uint32_t k = 0; k < op->rounds; k++)
 		if (cxls_op_wait_consumed(op, k, op->depth, -1) ||
-		    cxls_op_put(op, k, cxls_op_slot_1n(op, k), send + off, len) ||
-		    cxls_op_local_copy(op, recv + off, send + off, len))
+		    cxls_op_put(op, k, cxls_op_slot_1n(op, k), send + cxls_op_off(op, k),
+				cxls_op_len(op, k)))
 			return -1;
-	}
 	return 0;
 }
 

@@ -358,5 +358,5 @@ int cxls_op_ack(struct cxls_op *op, uint32_t k)
 
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len)
 {
-	return cxls_stage_copy(&op->c->st, op->ws, cxls_dptr(dst), cxls_dptr(src), len);
+	return cxls_stage_copy(&op->c->st, op->rs, cxls_dptr(dst), cxls_dptr(src), len);
 }

@@ -37,9 +37,9 @@ ncclResult_t cxls_gather(struct cxls_comm *c, const void *sendbuff, void *recvbu
 				 &(struct cxls_call){ CXLS_OP_GATHER, count, type, 0, root }, bytes, 1)))
 		return r;
 	if (c->rank == root)
-		rc = collect(&op, recvbuff) ||
-		     cxls_op_local_copy(&op, (char *)recvbuff + (size_t)root * bytes, sendbuff,
-					bytes);
+		rc = cxls_op_local_copy(&op, (char *)recvbuff + (size_t)root * bytes, sendbuff,
+					bytes) ||
+		     collect(&op, recvbuff);
 	else
 		rc = cxls_op_publish_all(&op, sendbuff, root);
 	if (rc)

@@ -82,9 +82,9 @@ ncclResult_t cxls_scatter(struct cxls_comm *c, const void *sendbuff, void *recvb
 				 (uint32_t)c->nranks)))
 		return r;
 	if (c->rank == root)
-		rc = root_publish(&op, sendbuff) ||
-		     cxls_op_local_copy(&op, recvbuff,
-					(const char *)sendbuff + (size_t)root * bytes, bytes);
+		rc = cxls_op_local_copy(&op, recvbuff,
+					(const char *)sendbuff + (size_t)root * bytes, bytes) ||
+		     root_publish(&op, sendbuff);
 	else
 		rc = receive(&op, recvbuff, root);
 	if (rc)

@@ -6,8 +6,9 @@
 #   pool   the pooled collective, reduction, API, send/receive and
 #          ProcessGroupNCCL tests on the real driver, several processes
 #          on GPU 0 (issues 2, 3)
-#   nccl-tests  every *_perf binary under the preload, MPI ranks (or
-#          threads) on GPU 0 with NCCL_TESTS_DEVICE=0, checked (-c 1),
+#   nccl-tests  every *_perf binary under the preload, MPI ranks on
+#          GPU 0 with NCCL_TESTS_DEVICE=0 (without an MPI: threads, one
+#          GPU each, where there are enough GPUs), checked (-c 1),
 #          eager and CUDA-graph (-G) mode, 0 wrong (issues 2, 3)
 #   pinned cudaMemcpyAsync bandwidth of a shim-placed pinned buffer
 #          against cudaHostAlloc's own, same node (issue 4); also the
@@ -341,17 +342,31 @@ nt_prepare() {
 		record nccl-tests FAIL "build failed: logs/nccl-tests-build.log"
 		return 1
 	fi
+	# threads: nccl-tests gives thread i device NCCL_TESTS_DEVICE + i, so
+	# thread ranks cannot share one GPU as MPI ranks do
+	local gpus
+	gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+	if [ $mpi = 0 ] && [ "$gpus" -lt "$(nt_ranks)" ]; then
+		record nccl-tests SKIP "no MPI, and ranks as threads need one GPU each ($(nt_ranks) ranks, $gpus GPU(s))"
+		return 1
+	fi
 	NT_DIR=$bdir
 	NT_MPI=$mpi
 	record nccl-tests INFO "$([ $mpi = 1 ] && echo "MPI ranks ($(mpirun --version 2>&1 | head -n 1))" || echo threads) from $bdir"
 }
 
+# nt_ranks: ranks per nccl-tests run
+nt_ranks() {
+	local n=2
+	[ $QUICK = 1 ] || n=4
+	echo "${NCCL_TESTS_RANKS:-$n}"
+}
+
 # nccl_tests BINS: each *_perf of BINS, eager and in CUDA-graph mode
 nccl_tests() {
-	local n=2 b args
+	local n b args
 	[ -n "$NT_DIR" ] || return 0
-	[ $QUICK = 1 ] || n=4
-	n=${NCCL_TESTS_RANKS:-$n}
+	n=$(nt_ranks)
 	read -r -a args <<<"${NCCL_TESTS_ARGS:--b 8 -e 64M -f 8 -w 2 -n 5 -c 1}"
 	for b in $1; do
 		if [ ! -x "$NT_DIR/${b}_perf" ]; then

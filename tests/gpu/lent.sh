@@ -110,7 +110,7 @@ run() {
 		nt="nt-mpi"
 		export PATH=/tmp/lent/ompi/bin:$PATH NCCL_TESTS_MPI_HOME=/tmp/lent/ompi
 	else
-		echo "lent.sh: the carried Open MPI did not start two ranks; nccl-tests run as threads:"
+		echo "lent.sh: the carried Open MPI did not start two ranks; nccl-tests run as threads (one GPU each):"
 		tail -n 5 /tmp/lent/mpi_hello.log
 	fi
 	export PATH=/tmp/lent/$nt:$PATH
