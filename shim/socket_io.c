@@ -522,20 +522,23 @@ static mode_t fd_kind(int fd)
 	return fstat(fd, &st) ? 0 : st.st_mode & S_IFMT;
 }
 
-/* file -> pooled socket through a bounce buffer.  A socket cannot be
- * sendfile's source (EINVAL from the kernel): reading one here would take
- * a pooled socket's doorbells for data.  sendfile and splice are no
- * cancellation points, and the bounce buffer must not leak: a cancel
- * waits while they run. */
+/* file -> pooled socket through a bounce buffer.  Sockets and pipes
+ * cannot be sendfile's source, as the kernel says: ESPIPE with an offset
+ * (they have none), EINVAL without.  Reading one here would take a pooled
+ * socket's doorbells for data, or lose what a full socket did not take
+ * (a pipe cannot seek back).  sendfile and splice are no cancellation
+ * points, and the bounce buffer must not leak: a cancel waits while they
+ * run. */
 static ssize_t sendfile_pool(struct cxls_sconn *c, int out, int in, off_t *off, size_t count)
 {
+	mode_t kind = fd_kind(in);
 	char *buf;
 	size_t done = 0;
 	ssize_t r = 0;
 	int cs;
 
-	if (fd_kind(in) == S_IFSOCK) {
-		errno = EINVAL;
+	if (kind == S_IFSOCK || kind == S_IFIFO) {
+		errno = off ? ESPIPE : EINVAL;
 		return -1;
 	}
 	buf = malloc(BOUNCE);

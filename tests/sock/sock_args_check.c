@@ -169,7 +169,7 @@ static void odd_calls(int a, int b)
 static void file_calls(int a, int b)
 {
 	int p[2], f = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	off_t off = -1;
+	off_t off = -1, zero = 0;
 	loff_t loff = 0;
 
 	if (pipe2(p, O_CLOEXEC) || f < 0) {
@@ -179,6 +179,13 @@ static void file_calls(int a, int b)
 	SAY(sendfile(a, -1, NULL, 10));
 	SAY(sendfile(a, b, NULL, 10));
 	SAY(sendfile(a, f, &off, 10));
+	/* a pipe is no source, empty or not, with an offset or without */
+	SAY(sendfile(a, p[0], NULL, 10));
+	SAY(write(p[1], "pipe", 4));
+	SAY(sendfile(a, p[0], NULL, 10));
+	SAY(sendfile(a, p[0], &zero, 10));
+	SAY(sendfile(a, b, &zero, 10));
+	SAY(read(p[0], (char[4]){ 0 }, 4));
 	SAY(splice(b, NULL, a, NULL, 10, 0));
 	SAY(splice(b, &loff, p[1], NULL, 10, 0));
 	SAY(splice(p[0], &loff, a, NULL, 10, 0));
