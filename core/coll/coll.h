@@ -131,10 +131,10 @@ ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll);
 
 /* The rank's own part of an out-of-place op, copied device to device
  * (none when dst == src, in place).  Callers issue it right after
- * cxls_op_begin, first on the read stream: there it runs at once, before
- * any doorbell wait.  On a GPU shared by several processes a copy queued
- * behind doorbell waits ran a GPU time slice (~2 ms) late every time:
- * issued per chunk behind them, it made out-of-place AllGather 3 to 9
+ * cxls_op_begin, first on the read stream: there it runs before any
+ * doorbell wait but the gate of an op inside a group.  On a GPU shared by several processes a copy queued
+ * behind doorbell waits came about 2 ms (a time slice?) late every time:
+ * issued per chunk behind them, it made out-of-place AllGather 3 to 12
  * times slower than in place on an H100 (bench/README "Own slices first"). */
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len);
 
