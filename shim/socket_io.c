@@ -522,23 +522,38 @@ static mode_t fd_kind(int fd)
 	return fstat(fd, &st) ? 0 : st.st_mode & S_IFMT;
 }
 
+/* The kernel's answer to sendfile from `in` where it cannot be read as a
+ * file, in its order: EBADF for a descriptor not open for reading, ESPIPE
+ * for an offset on a socket or pipe (they have none), EINVAL for those
+ * and directories; 0 where it can. */
+static int sendfile_source_error(int in, const off_t *off)
+{
+	int fl = fcntl(in, F_GETFL);
+	mode_t kind = fd_kind(in);
+
+	if (fl < 0 || (fl & O_PATH) || (fl & O_ACCMODE) == O_WRONLY)
+		return EBADF;
+	if (kind == S_IFSOCK || kind == S_IFIFO)
+		return off ? ESPIPE : EINVAL;
+	return kind == S_IFDIR ? EINVAL : 0;
+}
+
 /* file -> pooled socket through a bounce buffer.  Sockets and pipes
- * cannot be sendfile's source, as the kernel says: ESPIPE with an offset
- * (they have none), EINVAL without.  Reading one here would take a pooled
+ * cannot be sendfile's source: reading one here would take a pooled
  * socket's doorbells for data, or lose what a full socket did not take
  * (a pipe cannot seek back).  sendfile and splice are no cancellation
  * points, and the bounce buffer must not leak: a cancel waits while they
  * run. */
 static ssize_t sendfile_pool(struct cxls_sconn *c, int out, int in, off_t *off, size_t count)
 {
-	mode_t kind = fd_kind(in);
+	int err = sendfile_source_error(in, off);
 	char *buf;
 	size_t done = 0;
 	ssize_t r = 0;
 	int cs;
 
-	if (kind == S_IFSOCK || kind == S_IFIFO) {
-		errno = off ? ESPIPE : EINVAL;
+	if (err) {
+		errno = err;
 		return -1;
 	}
 	buf = malloc(BOUNCE);

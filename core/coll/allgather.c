@@ -42,7 +42,9 @@ ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *rec
 
 	if ((r = cxls_op_check_count(c, "AllGather", type, sendcount, c->nranks, &bytes)) ||
 	    (r = cxls_op_check_buf(c, sendbuff, bytes, "AllGather sendbuff")) ||
-	    (r = cxls_op_check_buf(c, recvbuff, bytes * (size_t)c->nranks, "AllGather recvbuff")))
+	    (r = cxls_op_check_buf(c, recvbuff, bytes * (size_t)c->nranks, "AllGather recvbuff")) ||
+	    (r = cxls_op_check_alias(c, "AllGather", sendbuff, bytes, 0, recvbuff,
+				     bytes * (size_t)c->nranks, (size_t)c->rank * bytes)))
 		return r;
 	if (!bytes)
 		return ncclSuccess;

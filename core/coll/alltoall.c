@@ -87,15 +87,6 @@ static int round_t(struct cxls_op *op, const char *send, char *recv, uint32_t t)
 	return cxls_op_ack(op, t);
 }
 
-/* Buffers that overlap other than exactly (in place) would have blocks
- * overwritten before they are sent whatever the order. */
-static int overlap(const void *a, const void *b, size_t len)
-{
-	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-
-	return a != b && x < y + len && y < x + len;
-}
-
 ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			   size_t count, ncclDataType_t type, CUstream stream)
 {
@@ -107,14 +98,11 @@ ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recv
 		return r;
 	total = bytes * (size_t)c->nranks;
 	if ((r = cxls_op_check_buf(c, sendbuff, total, "AlltoAll sendbuff")) ||
-	    (r = cxls_op_check_buf(c, recvbuff, total, "AlltoAll recvbuff")))
+	    (r = cxls_op_check_buf(c, recvbuff, total, "AlltoAll recvbuff")) ||
+	    (r = cxls_op_check_alias(c, "AlltoAll", sendbuff, total, 0, recvbuff, total, 0)))
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if (overlap(sendbuff, recvbuff, total)) {
-		cxls_comm_set_error(c, "AlltoAll: sendbuff and recvbuff overlap (other than in place)");
-		return ncclInvalidArgument;
-	}
 	if ((r = cxls_op_begin(&op, c, stream,
 				 &(struct cxls_call){ CXLS_OP_ALLTOALL, count, type, 0, -1 }, bytes,
 				 rounds_per_chunk(c->nranks))))

@@ -69,7 +69,9 @@ ncclResult_t cxls_broadcast(struct cxls_comm *c, const void *sendbuff, void *rec
 	if ((r = cxls_op_check_count(c, "Broadcast", type, count, 1, &bytes)) ||
 	    (r = cxls_op_check_root(c, "Broadcast", root)) ||
 	    (c->rank == root && (r = cxls_op_check_buf(c, sendbuff, bytes, "Broadcast sendbuff"))) ||
-	    (r = cxls_op_check_buf(c, recvbuff, bytes, "Broadcast recvbuff")))
+	    (r = cxls_op_check_buf(c, recvbuff, bytes, "Broadcast recvbuff")) ||
+	    (c->rank == root &&
+	     (r = cxls_op_check_alias(c, "Broadcast", sendbuff, bytes, 0, recvbuff, bytes, 0))))
 		return r;
 	if (!bytes)
 		return ncclSuccess;

@@ -80,6 +80,13 @@ ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
 ncclResult_t cxls_op_check_count(struct cxls_comm *c, const char *coll, ncclDataType_t type,
 				 size_t count, int slices, size_t *bytes);
 ncclResult_t cxls_op_check_root(struct cxls_comm *c, const char *coll, int root);
+/* send (sbytes) and recv (rbytes) either do not overlap or are in place:
+ * send + s_off == recv + r_off, NCCL's one aliasing.  Any other overlap
+ * would have bytes overwritten before they are read, in some order of the
+ * streams: ncclInvalidArgument. */
+ncclResult_t cxls_op_check_alias(struct cxls_comm *c, const char *coll, const void *send,
+				 size_t sbytes, size_t s_off, const void *recv, size_t rbytes,
+				 size_t r_off);
 /* `bytes` per slice; the op runs `slices` x ceil(bytes / chunk) rounds.
  * Posts the call's descriptor first: ncclInvalidUsage when a peer called
  * something else as this operation. */

@@ -113,6 +113,18 @@ ncclResult_t cxls_op_check_root(struct cxls_comm *c, const char *coll, int root)
 	return ncclInvalidArgument;
 }
 
+ncclResult_t cxls_op_check_alias(struct cxls_comm *c, const char *coll, const void *send,
+				 size_t sbytes, size_t s_off, const void *recv, size_t rbytes,
+				 size_t r_off)
+{
+	uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
+
+	if (s + s_off == r + r_off || s >= r + rbytes || r >= s + sbytes)
+		return ncclSuccess;
+	cxls_comm_set_error(c, "%s: sendbuff and recvbuff overlap (other than in place)", coll);
+	return ncclInvalidArgument;
+}
+
 /* Broadcast and Scatter stage in the 1-to-N slots, the others in each
  * rank's own. */
 static enum cxls_staging staging_of(enum cxls_op_kind kind)

@@ -29,7 +29,9 @@ ncclResult_t cxls_gather(struct cxls_comm *c, const void *sendbuff, void *recvbu
 	    (r = cxls_op_check_root(c, "Gather", root)) ||
 	    (r = cxls_op_check_buf(c, sendbuff, bytes, "Gather sendbuff")) ||
 	    (c->rank == root &&
-	     (r = cxls_op_check_buf(c, recvbuff, bytes * (size_t)c->nranks, "Gather recvbuff"))))
+	     ((r = cxls_op_check_buf(c, recvbuff, bytes * (size_t)c->nranks, "Gather recvbuff")) ||
+	      (r = cxls_op_check_alias(c, "Gather", sendbuff, bytes, 0, recvbuff,
+				       bytes * (size_t)c->nranks, (size_t)root * bytes)))))
 		return r;
 	if (!bytes)
 		return ncclSuccess;

@@ -73,7 +73,10 @@ ncclResult_t cxls_scatter(struct cxls_comm *c, const void *sendbuff, void *recvb
 	    (r = cxls_op_check_root(c, "Scatter", root)) ||
 	    (c->rank == root &&
 	     (r = cxls_op_check_buf(c, sendbuff, bytes * (size_t)c->nranks, "Scatter sendbuff"))) ||
-	    (r = cxls_op_check_buf(c, recvbuff, bytes, "Scatter recvbuff")))
+	    (r = cxls_op_check_buf(c, recvbuff, bytes, "Scatter recvbuff")) ||
+	    (c->rank == root &&
+	     (r = cxls_op_check_alias(c, "Scatter", sendbuff, bytes * (size_t)c->nranks,
+				      (size_t)root * bytes, recvbuff, bytes, 0))))
 		return r;
 	if (!bytes)
 		return ncclSuccess;

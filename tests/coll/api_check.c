@@ -92,7 +92,7 @@ static void bad_collectives(ncclComm_t comm, cudaStream_t s, int n)
 {
 	char *buf = dev_alloc(MIB, 0), host[64];
 	void *foreign = calloc(1, 8 * MIB); /* zeroed: real NCCL rejects it */
-	int count;
+	int count, me = -1;
 	ncclResult_t e;
 
 	CHECK(ncclAllGather(NULL, buf, 16, ncclInt8, comm, s) == ncclInvalidArgument, "NULL send");
@@ -119,6 +119,17 @@ static void bad_collectives(ncclComm_t comm, cudaStream_t s, int n)
 	      "Scatter beyond the allocation");
 	CHECK(ncclAlltoAll(buf, buf + 16, 16, ncclInt8, comm, s) == ncclInvalidArgument,
 	      "AlltoAll with overlapping buffers, not in place");
+	/* overlaps other than in place; each rank the root of its own call,
+	 * so that every rank fails before anything is enqueued */
+	CHECK(ncclCommUserRank(comm, &me) == ncclSuccess, "user rank");
+	CHECK(ncclAllGather(buf + 8, buf, 16, ncclInt8, comm, s) == ncclInvalidArgument,
+	      "AllGather with overlapping buffers, not in place");
+	CHECK(ncclBroadcast(buf, buf + 8, 16, ncclInt8, me, comm, s) == ncclInvalidArgument,
+	      "Broadcast with overlapping buffers");
+	CHECK(ncclGather(buf + 8, buf, 16, ncclInt8, me, comm, s) == ncclInvalidArgument,
+	      "Gather with overlapping buffers, not in place");
+	CHECK(ncclScatter(buf, buf + 8, 16, ncclInt8, me, comm, s) == ncclInvalidArgument,
+	      "Scatter with overlapping buffers, not in place");
 	CHECK(ncclAlltoAll(buf, buf + 16, 16, (ncclDataType_t)12, comm, s) == ncclInvalidArgument,
 	      "AlltoAll datatype");
 	CHECK(ncclAlltoAll(buf, buf + MIB / 2, SIZE_MAX / 4, ncclInt8, comm, s) ==

@@ -169,10 +169,12 @@ static void odd_calls(int a, int b)
 static void file_calls(int a, int b)
 {
 	int p[2], f = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	int d = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int w = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	off_t off = -1, zero = 0;
 	loff_t loff = 0;
 
-	if (pipe2(p, O_CLOEXEC) || f < 0) {
+	if (pipe2(p, O_CLOEXEC) || f < 0 || d < 0 || w < 0) {
 		printf("FAIL pipe or open: %s\n", strerror(errno));
 		return;
 	}
@@ -186,12 +188,19 @@ static void file_calls(int a, int b)
 	SAY(sendfile(a, p[0], &zero, 10));
 	SAY(sendfile(a, b, &zero, 10));
 	SAY(read(p[0], (char[4]){ 0 }, 4));
+	SAY(sendfile(a, p[1], NULL, 10)); /* the write end: not readable */
+	SAY(sendfile(a, p[1], &zero, 10));
+	SAY(sendfile(a, d, NULL, 10));
+	SAY(sendfile(a, d, &zero, 10));
+	SAY(sendfile(a, w, NULL, 10));
 	SAY(splice(b, NULL, a, NULL, 10, 0));
 	SAY(splice(b, &loff, p[1], NULL, 10, 0));
 	SAY(splice(p[0], &loff, a, NULL, 10, 0));
 	close(p[0]);
 	close(p[1]);
 	close(f);
+	close(d);
+	close(w);
 }
 
 /* Waits up to a second for the peer's FIN, then says what poll reports
