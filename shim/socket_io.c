@@ -528,7 +528,7 @@ static mode_t fd_kind(int fd)
  * and directories; 0 where it can. */
 static int sendfile_source_error(int in, const off_t *off)
 {
-	int fl = fcntl(in, F_GETFL);
+	int fl = REAL(fcntl)(in, F_GETFL);
 	mode_t kind = fd_kind(in);
 
 	if (fl < 0 || (fl & O_PATH) || (fl & O_ACCMODE) == O_WRONLY)
