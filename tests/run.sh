@@ -227,10 +227,14 @@ step "reduce: 64K chunks x 2 slots" env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL
 	-o sum,max,premulsum-dev
 # AllReduce publishes rounds ahead of those it folds, at most depth - 1
 # (allreduce.c): a bound off by one deadlocks here, at 1 and 3 slots.
-step "reduce: AllReduce publishing ahead, 64K chunks x 1 and 3 slots" sh -c \
-	"for s in 1 3; do env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=\$s \
-	 LD_PRELOAD=$SHIM $BUILD/tests/reduce_check -C allreduce -n 4 -c 7,100000,300000 \
-	 -t float,uint8 -o sum,max || exit 1; done"
+step "reduce: AllReduce and ReduceScatter publishing ahead, 64K chunks x 1, 2 and 3 slots" sh -c \
+	"for s in 1 2 3; do env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=\$s \
+	 LD_PRELOAD=$SHIM $BUILD/tests/reduce_check -C allreduce,reducescatter -n 4 \
+	 -c 7,100000,300000 -t float,uint8 -o sum,max || exit 1; done"
+step "coll: AlltoAll publishing ahead, 64K chunks x 1, 2 and 3 slots, 3 and 4 ranks" sh -c \
+	"for s in 1 2 3; do for n in 3 4; do env CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_CCCL_CHUNKS=\$s \
+	 LD_PRELOAD=$SHIM $BUILD/tests/coll_check -C alltoall -n \$n -c 7,100000,300000 \
+	 -t float,uint8 || exit 1; done; done"
 # The doorbells count rounds in 32 bits and wrap; the staging slot of a
 # round must not jump there (comm.h: round).  3 slots do not divide
 # 2^32: the old mapping put two consecutive rounds in one slot.

@@ -167,31 +167,6 @@ static int use_round(struct ar *a, uint32_t t, uint32_t t1)
 	return t < t1 ? reduce_fold(a, t) : gather_get(a, t - t1, t1);
 }
 
-/* How far round p may be published ahead of the round being consumed.
- * Each consumed round waits for one peer's (phase 1) or every peer's
- * (phase 2) publish; when each rank publishes only after its previous
- * fold, as a round-by-round loop does, every wait is a hand-off to a peer
- * that, with more ranks than cores, is often not running, and a wake-up on
- * a shared CPU costs hundreds of microseconds.  The first `depth` rounds
- * reuse slots of the previous op only, so they go out at once, and a rank
- * then waits only for peers that have merely started the op (the whole of
- * an op that fits the slots: 2 MiB at 4 ranks in the emulation's 4-slot
- * window, 4 MiB with all 8).  A later round reuses the
- * slot of round p - depth of this op, whose reader must have folded it:
- * one round ahead, the ranks may drift `depth` - 1 rounds apart before
- * that wait blocks; further ahead it blocks at each small drift, and
- * measured slower on large messages (bench/README.md, branch coll8).  At
- * most depth - 1: the reader's fold of round p - depth must be enqueued
- * before our publish of round p, or the ranks would deadlock. */
-static uint32_t lead(const struct ar *a, uint32_t p)
-{
-	uint32_t depth = a->op.depth;
-
-	if (p < depth)
-		return depth - 1;
-	return depth > 1 ? 1 : 0;
-}
-
 /* Round p may be published once what it publishes is enqueued: phase-1
  * inputs always; a reduced chunk once the round that finishes its fold
  * (before `used`, the first round not yet consumed). */
@@ -222,7 +197,9 @@ static int run(struct ar *a)
 				      a->type, &a->rop))
 		return -1;
 	for (uint32_t t = 0; t < rounds; t++) {
-		for (; put < rounds && put <= t + lead(a, put) && can_put(a, put, t1, t); put++)
+		for (; put < rounds && put <= t + cxls_op_lead(&a->op, put) &&
+		       can_put(a, put, t1, t);
+		     put++)
 			if (put_round(a, put, t1))
 				return -1;
 		if (use_round(a, t, t1))

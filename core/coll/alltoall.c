@@ -49,25 +49,28 @@ static int round_partner(const struct cxls_op *op, uint32_t t)
 	return partner(op->c->rank, n, t % rounds_per_chunk(n));
 }
 
-/* A round sat out still rings both doorbells for it, so that peers waiting
- * for "every rank acknowledged round g" (cxls_op_wait_consumed) are not
- * left waiting on a round nobody reads.  (Its slot is left as it is; the
- * wait for its last reader, made before this, stands for the next writer.) */
-static int sit_out(struct cxls_op *op, uint32_t t)
+/* Where round t's block for (and from) its partner p lies in a buffer. */
+static size_t block_at(const struct cxls_op *op, int p, uint32_t t)
 {
-	struct cxls_comm *c = op->c;
-
-	return cxls_stage_ring(&c->st, op->ws, &c->view.pub[c->rank], op->g0 + t + 1) ||
-	       cxls_op_ack(op, t);
+	return (size_t)p * op->bytes + cxls_op_off(op, t / rounds_per_chunk(op->c->nranks));
 }
 
-static int round_t(struct cxls_op *op, const char *send, char *recv, uint32_t t)
+static size_t block_len(const struct cxls_op *op, uint32_t t)
+{
+	return cxls_op_len(op, t / rounds_per_chunk(op->c->nranks));
+}
+
+/* Round t, publishing: our block for the partner.  A round sat out still
+ * rings both doorbells for it (here and in get_t), so that peers waiting
+ * for "every rank acknowledged round g" (cxls_op_wait_consumed) are not
+ * left waiting on a round nobody reads.  (Its slot is left as it is; the
+ * wait for its last reader, made before this, stands for the next
+ * writer.) */
+static int put_t(struct cxls_op *op, const char *send, uint32_t t)
 {
 	struct cxls_comm *c = op->c;
-	uint32_t k = t / rounds_per_chunk(c->nranks), depth = op->depth;
+	uint32_t depth = op->depth;
 	int p = round_partner(op, t);
-	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
-	size_t at = (size_t)p * op->bytes + off;
 
 	/* our slot of round t held round t - depth, read by that round's
 	 * partner (no one when we sat it out: then the wait made at that
@@ -75,16 +78,43 @@ static int round_t(struct cxls_op *op, const char *send, char *recv, uint32_t t)
 	if (cxls_op_wait_consumed(op, t, depth, t >= depth ? round_partner(op, t - depth) : -1))
 		return -1;
 	if (p == c->rank)
-		return sit_out(op, t);
-	if (cxls_op_put(op, t, cxls_op_slot(op, c->rank, t), send + at, len))
-		return -1;
-	/* in place the fetch overwrites what the put reads: after it left */
+		return cxls_stage_ring(&c->st, op->ws, &c->view.pub[c->rank], op->g0 + t + 1);
+	return cxls_op_put(op, t, cxls_op_slot(op, c->rank, t), send + block_at(op, p, t),
+			   block_len(op, t));
+}
+
+/* Round t, fetching: the partner's block for us. */
+static int get_t(struct cxls_op *op, const char *send, char *recv, uint32_t t)
+{
+	struct cxls_comm *c = op->c;
+	int p = round_partner(op, t);
+
+	if (p == c->rank)
+		return cxls_op_ack(op, t);
+	/* in place the fetch overwrites what round t's put reads: after it
+	 * left (on one stream it is behind us already) */
 	if (send == recv && op->rs != op->ws &&
 	    cxls_stage_wait(&c->st, op->rs, &c->view.pub[c->rank], op->g0 + t + 1))
 		return -1;
-	if (cxls_op_get(op, t, p, cxls_op_slot(op, p, t), recv + at, len))
+	if (cxls_op_get(op, t, p, cxls_op_slot(op, p, t), recv + block_at(op, p, t),
+			block_len(op, t)))
 		return -1;
 	return cxls_op_ack(op, t);
+}
+
+/* Rounds in order, each published as far ahead as cxls_op_lead allows. */
+static int run(struct cxls_op *op, const char *send, char *recv)
+{
+	uint32_t put = 0;
+
+	for (uint32_t t = 0; t < op->rounds; t++) {
+		for (; put < op->rounds && put <= t + cxls_op_lead(op, put); put++)
+			if (put_t(op, send, put))
+				return -1;
+		if (get_t(op, send, recv, t))
+			return -1;
+	}
+	return 0;
 }
 
 ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
@@ -110,9 +140,8 @@ ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recv
 	if (cxls_op_local_copy(&op, (char *)recvbuff + (size_t)c->rank * bytes,
 			       (const char *)sendbuff + (size_t)c->rank * bytes, bytes))
 		return cxls_op_abandon(&op);
-	for (uint32_t t = 0; t < op.rounds; t++)
-		if (round_t(&op, sendbuff, recvbuff, t))
-			return cxls_op_abandon(&op);
+	if (run(&op, sendbuff, recvbuff))
+		return cxls_op_abandon(&op);
 	CXLS_TRACE("AlltoAll %zu bytes/pair, %u rounds from round %u", bytes, op.rounds, op.g0);
 	return cxls_op_end(&op);
 }

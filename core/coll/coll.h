@@ -145,6 +145,23 @@ ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll);
  * times slower than in place on an H100 (bench/README "Own slices first"). */
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len);
 
+/* How far round p may be published ahead of the round being consumed
+ * (AllReduce, ReduceScatter, AlltoAll).  Each consumed round waits for a
+ * peer's publish; when each rank publishes only after its previous use, as
+ * a round-by-round loop does, every wait is a hand-off to a peer that,
+ * with more ranks than cores, is often not running, and a wake-up on a
+ * shared CPU costs hundreds of microseconds.  The first `depth` rounds
+ * reuse slots of the previous op only, so they go out at once, and a rank
+ * then waits only for peers that have merely started the op (the whole of
+ * an op that fits the slots).  A later round reuses the slot of round
+ * p - depth of this op, whose reader must have used it: one round ahead,
+ * the ranks may drift depth - 1 rounds apart before that wait blocks;
+ * further ahead it blocks at each small drift, and measured slower on
+ * large messages (bench/README.md, branch coll8).  At most depth - 1: the
+ * reader's use of round p - depth must be enqueued before our publish of
+ * round p, or the ranks would deadlock. */
+uint32_t cxls_op_lead(const struct cxls_op *op, uint32_t p);
+
 /* Pairwise rounds (ReduceScatter, AllReduce): round t pairs each
  * rank with the one at distance 1 + t % (N-1), ahead (sign 1, the rank we
  * write for) or behind (sign -1, the rank we read from). */

@@ -368,6 +368,13 @@ int cxls_op_ack(struct cxls_op *op, uint32_t k)
 	return cxls_stage_ring(&c->st, op->rs, &c->view.ack[c->rank], op->g0 + k + 1);
 }
 
+uint32_t cxls_op_lead(const struct cxls_op *op, uint32_t p)
+{
+	if (p < op->depth)
+		return op->depth - 1;
+	return op->depth > 1 ? 1 : 0;
+}
+
 int cxls_op_local_copy(struct cxls_op *op, char *dst, const char *src, size_t len)
 {
 	return cxls_stage_copy(&op->c->st, op->rs, cxls_dptr(dst), cxls_dptr(src), len);

@@ -12,21 +12,47 @@
 #include "log.h"
 #include "redop.h"
 
-/* Round t; own: this rank's slice of sendbuff. */
-static int round_t(struct cxls_op *op, const char *send, const char *own, char *recv, uint32_t t,
-		   ncclDataType_t type, const struct cxls_redop *rop)
+/* Round t, publishing: chunk k of the slice of the rank ahead. */
+static int put_t(struct cxls_op *op, const char *send, uint32_t t)
+{
+	uint32_t k = t / (uint32_t)(op->c->nranks - 1);
+
+	return cxls_op_pair_put(op, t, send + (size_t)cxls_op_pair(op, t, 1) * op->bytes +
+					       cxls_op_off(op, k),
+				cxls_op_len(op, k));
+}
+
+/* Round t, folding: the same chunk of our slice, from the rank behind;
+ * own: our slice of sendbuff, folded in at the chunk's first round. */
+static int fold_t(struct cxls_op *op, const char *own, char *recv, uint32_t t,
+		  ncclDataType_t type, const struct cxls_redop *rop)
 {
 	struct cxls_comm *c = op->c;
 	uint32_t k = t / (uint32_t)(c->nranks - 1);
-	int to = cxls_op_pair(op, t, 1), from = cxls_op_pair(op, t, -1);
+	int from = cxls_op_pair(op, t, -1);
 	int first = t % (uint32_t)(c->nranks - 1) == 0, last = from == (c->rank + 1) % c->nranks;
 	size_t off = cxls_op_off(op, k), len = cxls_op_len(op, k);
 
-	if (cxls_op_pair_put(op, t, send + (size_t)to * op->bytes + off, len) ||
-	    cxls_op_fold_own(op, t, from, cxls_op_slot(op, from, t), recv + off,
+	if (cxls_op_fold_own(op, t, from, cxls_op_slot(op, from, t), recv + off,
 			     first ? own + off : NULL, len / cxls_type_size(type), type, rop, last))
 		return -1;
 	return cxls_op_ack(op, t);
+}
+
+/* Rounds in order, each published as far ahead as cxls_op_lead allows. */
+static int run(struct cxls_op *op, const char *send, const char *own, char *recv,
+	       ncclDataType_t type, const struct cxls_redop *rop)
+{
+	uint32_t put = 0;
+
+	for (uint32_t t = 0; t < op->rounds; t++) {
+		for (; put < op->rounds && put <= t + cxls_op_lead(op, put); put++)
+			if (put_t(op, send, put))
+				return -1;
+		if (fold_t(op, own, recv, t, type, rop))
+			return -1;
+	}
+	return 0;
 }
 
 ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
@@ -58,9 +84,8 @@ ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void 
 	if (c->nranks == 1 ? cxls_op_fold_init(&op, recvbuff, own, recvcount, type, &rop, 1) :
 			     cxls_op_own_begin(&op, recvbuff, own, recvcount, type, &rop))
 		return cxls_op_abandon(&op);
-	for (uint32_t t = 0; t < op.rounds; t++)
-		if (round_t(&op, sendbuff, own, recvbuff, t, type, &rop))
-			return cxls_op_abandon(&op);
+	if (run(&op, sendbuff, own, recvbuff, type, &rop))
+		return cxls_op_abandon(&op);
 	CXLS_TRACE("ReduceScatter %zu bytes/rank, %u rounds from round %u", bytes, op.rounds,
 		   op.g0);
 	return cxls_op_end(&op);
