@@ -396,7 +396,9 @@ static void hang_and_abort(struct watchdog *w, cudaStream_t s, int rank, int n)
 	launch_barrier();
 	atomic_store(&w->busy_since, now_s());
 	t0 = now_s();
-	CHECK(ncclAllGather(x, x, SHARD, ncclFloat, w->comm, s) == ncclSuccess, "enqueued");
+	CHECK(ncclAllGather(x + (size_t)rank * SHARD, x, SHARD, ncclFloat, w->comm, s) ==
+		      ncclSuccess,
+	      "enqueued");
 	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the hung stream is released");
 	/* by this rank's watchdog, or by a peer's abort reaching us first */
 	if (!atomic_load(&w->aborted)) {
