@@ -14,8 +14,11 @@ TSAN_CFLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread -Wno-tsan
 # ASan links the normal build's emulator; TSan gets an instrumented one of
 # its own (build-tsan/emu), so that it sees how the emulated streams order
 # host functions and copies against the threads that enqueued them.
-# coll_perf: the ops steps run a benchmark job (tools.sh, the trace schema)
-SAN_TARGETS = $(LIB) $(CXLSHIM_CMD) $(UNIT_TESTS) $(NCCL_TESTS) $(OPS_TESTS) $(SOCK_TESTS) \
+# coll_perf: the ops steps run a benchmark job (tools.sh, the trace schema).
+# The command by its path: tools.mk, which names it CXLSHIM_CMD, is read
+# after this file, and a prerequisite list is expanded where it is read
+# (valgrind's steps found no build/cxlshim in a fresh clone).
+SAN_TARGETS = $(LIB) $(BUILD)/cxlshim $(UNIT_TESTS) $(NCCL_TESTS) $(OPS_TESTS) $(SOCK_TESTS) \
 	      $(BUILD)/bench/coll_perf
 
 sanitize-build: $(EMU_LIBS) $(SAN_TARGETS)
