@@ -320,7 +320,7 @@ NT_MPI=0
 # nt_prepare: find or build the nccl-tests binaries (NT_DIR, NT_MPI);
 # false, with the reason recorded, when there are none
 nt_prepare() {
-	local bdir=$OUT/nccl-tests-build mpi=0 mpi_home=${NCCL_TESTS_MPI_HOME:-}
+	local bdir=$OUT/nccl-tests-build mpi=0 mpi_home=${NCCL_TESTS_MPI_HOME:-} gpus built=0
 	if [ $EMULATE = 1 ]; then
 		record nccl-tests SKIP "needs a GPU (NCCL's own kernels check the results)"
 		return 1
@@ -333,21 +333,23 @@ nt_prepare() {
 		# binaries already installed on the machine: use them as they are
 		bdir=$(dirname "$(command -v all_gather_perf)")
 		ldd "$bdir/all_gather_perf" 2>/dev/null | grep -q libmpi || mpi=0
+		built=1
 	elif [ -z "$NCCL_TESTS_SRC" ]; then
 		record nccl-tests SKIP "no source: pass --nccl-tests SRC (a NVIDIA/nccl-tests checkout), or put built *_perf binaries on PATH"
 		return 1
-	elif ! make -C "$NCCL_TESTS_SRC" -j"$(nproc)" MPI=$mpi ${mpi_home:+MPI_HOME="$mpi_home"} \
-		CUDA_HOME="$CUDA_HOME" NCCL_HOME="$NCCL_LINK" BUILDDIR="$bdir" \
-		NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >"$OUT/logs/nccl-tests-build.log" 2>&1; then
-		record nccl-tests FAIL "build failed: logs/nccl-tests-build.log"
-		return 1
 	fi
 	# threads: nccl-tests gives thread i device NCCL_TESTS_DEVICE + i, so
-	# thread ranks cannot share one GPU as MPI ranks do
-	local gpus
+	# thread ranks cannot share one GPU as MPI ranks do (nvidia-smi counts
+	# every GPU, CUDA_VISIBLE_DEVICES or not: at worst runs that fail)
 	gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 	if [ $mpi = 0 ] && [ "$gpus" -lt "$(nt_ranks)" ]; then
 		record nccl-tests SKIP "no MPI, and ranks as threads need one GPU each ($(nt_ranks) ranks, $gpus GPU(s))"
+		return 1
+	fi
+	if [ $built = 0 ] && ! make -C "$NCCL_TESTS_SRC" -j"$(nproc)" MPI=$mpi ${mpi_home:+MPI_HOME="$mpi_home"} \
+		CUDA_HOME="$CUDA_HOME" NCCL_HOME="$NCCL_LINK" BUILDDIR="$bdir" \
+		NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >"$OUT/logs/nccl-tests-build.log" 2>&1; then
+		record nccl-tests FAIL "build failed: logs/nccl-tests-build.log"
 		return 1
 	fi
 	NT_DIR=$bdir
