@@ -83,6 +83,20 @@ static ncclResult_t init(ncclComm_t *comm, int n, ncclUniqueId id, int rank, enu
 	}
 }
 
+/* How every case starts: this rank's device, a stream, the communicator
+ * (init in mode m), its init checked. */
+static ncclResult_t join(ncclComm_t *comm, cudaStream_t *s, int n, const ncclUniqueId *id,
+			 int rank, enum mode m)
+{
+	ncclResult_t r;
+
+	cudaSetDevice(test_device(rank));
+	cudaStreamCreate(s);
+	r = init(comm, n, *id, rank, m);
+	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
+	return r;
+}
+
 static void *dev(size_t bytes)
 {
 	void *p = NULL;
@@ -152,10 +166,7 @@ static int case_route(int rank, int n, const ncclUniqueId *id, void *arg)
 	ncclComm_t comm = NULL;
 	ncclResult_t r;
 
-	cudaSetDevice(test_device(rank));
-	cudaStreamCreate(&s);
-	r = init(&comm, n, *id, rank, rank == 0 ? j->mode : BLOCKING);
-	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
+	r = join(&comm, &s, n, id, rank, rank == 0 ? j->mode : BLOCKING);
 	if (r != ncclSuccess)
 		return CHECK_SUMMARY();
 	queries(comm, rank, n);
@@ -198,10 +209,7 @@ static int case_release(int rank, int n, const ncclUniqueId *id, void *arg)
 	int before;
 
 	(void)arg;
-	cudaSetDevice(test_device(rank));
-	cudaStreamCreate(&s);
-	r = init(&comm, n, *id, rank, BLOCKING);
-	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
+	r = join(&comm, &s, n, id, rank, BLOCKING);
 	if (r != ncclSuccess)
 		return CHECK_SUMMARY();
 	CHECK(allgather(comm, s, rank, n) == 1, "the handle has a real side");
@@ -245,10 +253,7 @@ static int case_mixed(int rank, int n, const ncclUniqueId *id, void *arg)
 		setenv("CXLSHIM_NCCL_COLLECTIVES", "all", 1);
 		usleep(200 * 1000);
 	}
-	cudaSetDevice(test_device(rank));
-	cudaStreamCreate(&s);
-	r = init(&comm, n, *id, rank, BLOCKING);
-	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
+	r = join(&comm, &s, n, id, rank, BLOCKING);
 	if (r != ncclSuccess)
 		return CHECK_SUMMARY();
 	t0 = now_s();
@@ -277,10 +282,7 @@ static int case_fallback(int rank, int n, const ncclUniqueId *id, void *arg)
 			 "/dev/shm/cxlshim-test-route-%d.pool", (int)getpid());
 		setenv("CXLSHIM_POOL_PATH", j->other_pool, 1);
 	}
-	cudaSetDevice(test_device(rank));
-	cudaStreamCreate(&s);
-	r = init(&comm, n, *id, rank, rank == 0 ? j->mode : BLOCKING);
-	CHECK(r == ncclSuccess, "rank %d: init %d", rank, r);
+	r = join(&comm, &s, n, id, rank, rank == 0 ? j->mode : BLOCKING);
 	CHECK(now_s() - t0 < 10, "rank %d: init took %.1fs", rank, now_s() - t0);
 	if (r == ncclSuccess) {
 		queries(comm, rank, n);
