@@ -232,13 +232,7 @@ static void adopt_route(struct cxls_comm *c, const struct cxls_join_args *ja)
 {
 	struct cxls_route mine = c->route;
 
-	c->route = (struct cxls_route){
-		.colls = ja->route_colls,
-		.min_ranks = ja->route_min_ranks,
-		.max_ranks = ja->route_max_ranks,
-		.min_bytes = ja->route_min_bytes,
-		.max_bytes = ja->route_max_bytes,
-	};
+	c->route = ja->route;
 	if (mine.colls != c->route.colls || mine.min_ranks != c->route.min_ranks ||
 	    mine.max_ranks != c->route.max_ranks || mine.min_bytes != c->route.min_bytes ||
 	    mine.max_bytes != c->route.max_bytes)
@@ -261,11 +255,7 @@ static int connect_comm(struct cxls_comm *c)
 		.slots = rt->cfg.cccl_chunks,
 		.interleave = (uint32_t)rt->cfg.cccl_interleave,
 		.window = staging_window(rt->cfg.cccl_window),
-		.route_colls = c->route.colls,
-		.route_min_ranks = c->route.min_ranks,
-		.route_max_ranks = c->route.max_ranks,
-		.route_min_bytes = c->route.min_bytes,
-		.route_max_bytes = c->route.max_bytes,
+		.route = c->route,
 	};
 	int err;
 

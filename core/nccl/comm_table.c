@@ -314,11 +314,11 @@ static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 			v.rec->slots = a->slots;
 			v.rec->interleave = a->interleave;
 			v.rec->window = a->window;
-			v.rec->route_colls = a->route_colls;
-			v.rec->route_min_ranks = a->route_min_ranks;
-			v.rec->route_max_ranks = a->route_max_ranks;
-			v.rec->route_min_bytes = a->route_min_bytes;
-			v.rec->route_max_bytes = a->route_max_bytes;
+			v.rec->route_colls = a->route.colls;
+			v.rec->route_min_ranks = a->route.min_ranks;
+			v.rec->route_max_ranks = a->route.max_ranks;
+			v.rec->route_min_bytes = a->route.min_bytes;
+			v.rec->route_max_bytes = a->route.max_bytes;
 			v.rec->zero = 0;
 			atomic_store(&v.rec->key_lo, a->key[0]);
 			atomic_store(&v.rec->key_hi, a->key[1]);
@@ -432,11 +432,13 @@ int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
 		a->slots = out->rec->slots;
 		a->interleave = out->rec->interleave;
 		a->window = out->rec->window;
-		a->route_colls = out->rec->route_colls;
-		a->route_min_ranks = out->rec->route_min_ranks;
-		a->route_max_ranks = out->rec->route_max_ranks;
-		a->route_min_bytes = out->rec->route_min_bytes;
-		a->route_max_bytes = out->rec->route_max_bytes;
+		a->route = (struct cxls_route){
+			.colls = out->rec->route_colls,
+			.min_ranks = out->rec->route_min_ranks,
+			.max_ranks = out->rec->route_max_ranks,
+			.min_bytes = out->rec->route_min_bytes,
+			.max_bytes = out->rec->route_max_bytes,
+		};
 	}
 	table_unlock(pool);
 	if (err)

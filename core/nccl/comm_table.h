@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "config.h"
 #include "pool.h"
 #include "proc_id.h"
 
@@ -48,9 +49,7 @@ struct cxls_join_args {
 	uint32_t interleave;
 	uint64_t window;
 	/* routing rules (policy/route.c), in and out as the geometry */
-	uint32_t route_colls;
-	uint32_t route_min_ranks, route_max_ranks;
-	uint64_t route_min_bytes, route_max_bytes;
+	struct cxls_route route;
 };
 
 enum cxls_join_err {
