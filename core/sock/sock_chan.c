@@ -565,11 +565,7 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 		ev = POLLIN | POLLRDNORM | POLLRDHUP | POLLOUT | POLLWRNORM | POLLHUP;
 		return (ev & events) | POLLHUP | (atomic_load(&c->reset_told) ? 0 : POLLERR);
 	}
-	/* SO_RCVLOWAT beyond the ring: the kernel grows its receive buffer
-	 * to hold that much, a ring holds no more than its size, after which
-	 * the writer waits for the reader */
-	if (lowat > c->rx.cap)
-		lowat = (uint32_t)c->rx.cap;
+	lowat = (uint32_t)cxls_chan_reachable(c, lowat);
 	if (used > 0 && (uint64_t)used >= (lowat ? lowat : 1))
 		ev |= POLLIN | POLLRDNORM;
 	if (rd != CXLS_RD_OPEN || atomic_load(&c->shut_rd))

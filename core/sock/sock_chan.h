@@ -101,6 +101,14 @@ void cxls_chan_take_sk_err(int fd);
 
 /* poll(2) bits of c for the requested events (POLLERR and POLLHUP always). */
 short cxls_chan_events(struct cxls_sconn *c, short events);
+/* The bytes a reader asking for `want` (SO_RCVLOWAT, a MSG_WAITALL peek)
+ * can find: the kernel grows its receive buffer to hold that much, a ring
+ * holds no more than its size, after which the writer waits for the
+ * reader. */
+static inline uint64_t cxls_chan_reachable(const struct cxls_sconn *c, uint64_t want)
+{
+	return want > c->rx.cap ? c->rx.cap : want;
+}
 /* Says the waiter may sleep on the TCP socket for these events, then
  * reports whether they are already there (the store-then-check half of the
  * doorbell handshake).  tok names the sleep: a thread that sleeps on

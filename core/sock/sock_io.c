@@ -83,14 +83,12 @@ static void cancel_point(struct cxls_sconn *c)
 
 /* Whether a blocking MSG_PEEK for lowat bytes waits: fewer are there and
  * more can come (tcp_recvmsg waits for them as a read does, and a peek
- * copies from the start each time).  A full ring is all that can come,
- * as cxls_chan_events() counts it. */
+ * copies from the start each time), up to what a ring can hold. */
 static int peek_waits(struct cxls_sconn *c, size_t lowat)
 {
 	int64_t used;
 
-	if (lowat > c->rx.cap)
-		lowat = (size_t)c->rx.cap;
+	lowat = (size_t)cxls_chan_reachable(c, lowat);
 	if (lowat <= 1 || atomic_load(&c->shut_rd) || cxls_chan_read_state(c) != CXLS_RD_OPEN)
 		return 0;
 	used = cxls_stream_used(&c->rx);
