@@ -309,6 +309,16 @@ for m in blocking nonblocking group; do
 		env CXLSHIM_TIMEOUT_INIT_MS=1500 LD_PRELOAD="$SHIM" \
 		"$BUILD/tests/route_check" fallback $m
 done
+# the default 30 s init timeout: the case fails unless rank 0 learns of the
+# decline from the pool, and the record must be freed afterwards
+for m in blocking nonblocking group first; do
+	c=declined; [ $m = first ] && c=declined-first m=
+	step "fallback: a rank whose policy declines the pool tells the others at once (${m:-blocking, decliner first})" \
+		bash -c "
+		env $(pool declined) LD_PRELOAD='$SHIM' '$BUILD/tests/route_check' $c $m || exit 1
+		env $(pool declined) '$BUILD/cxlshim' pool status | grep -q ' (0 in use,' ||
+			{ echo 'a communicator record was left in the pool'; exit 1; }"
+done
 step "pass-through: a real NCCL id's communicator (stand-in NCCL)" shim \
 	"$BUILD/tests/route_check" foreign
 step "routing: abort and destroy race on a handle with a real side (stand-in NCCL)" \

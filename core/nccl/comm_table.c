@@ -60,7 +60,7 @@ const char *cxls_join_strerror(int err)
 	case CXLS_JOIN_EINVAL: return "rank count mismatch or rank already taken";
 	case CXLS_JOIN_EFULL: return "no free communicator slot in the pool";
 	case CXLS_JOIN_ETIMEDOUT: return "not every rank joined before the timeout";
-	case CXLS_JOIN_EFAILED: return "another rank gave up on this communicator";
+	case CXLS_JOIN_EFAILED: return "another rank gave up on this communicator or declined the pool";
 	case CXLS_JOIN_ECANCELED: return "aborted";
 	case CXLS_JOIN_ECORRUPT: return "the communicator's record in the pool is damaged";
 	}
@@ -333,16 +333,56 @@ static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 	return -1;
 }
 
+/* Once every rank has arrived and none that joined is alive, nobody can
+ * still find the record: the last rank to go frees it.  Before, a FAILED
+ * record stays, so that latecomers find it and fail instead of starting a
+ * fresh rendezvous. */
+static void free_if_done_locked(const struct cxls_pool *pool, struct cxls_comm_view *v)
+{
+	uint32_t n = v->rec->nranks;
+
+	for (uint32_t r = 0; r < n && r < pool->geo.max_ranks; r++)
+		if (cxls_comm_rank_alive(v, r) != 0)
+			return;
+	if (CXLS_JOINED(atomic_load(&v->rec->state)) >= n)
+		record_free(pool, v->slot);
+}
+
+/* A rank that arrives at a failed record, or declines the communicator,
+ * marks its place left and counts itself in, so that the record is freed
+ * once all have come by.  The state word is a CAS: a waiting rank may flip
+ * it to FAILED without the lock (its timeout). */
+static void pass_failed_locked(const struct cxls_pool *pool, struct cxls_comm_view *v,
+			       uint32_t rank)
+{
+	struct cxls_rank_rec *r = &v->ranks[rank];
+	uint64_t st = atomic_load(&v->rec->state);
+	/* a place already taken (a duplicate rank) is not ours to count */
+	uint32_t mine = rank < v->rec->nranks && atomic_load(&r->state) == CXLS_RANK_EMPTY;
+
+	do {
+		if (CXLS_PHASE(st) == CXLS_COMM_READY)
+			return; /* every place taken: not this rank's communicator */
+	} while (!atomic_compare_exchange_strong(&v->rec->state, &st,
+						 CXLS_STATE(CXLS_COMM_FAILED, CXLS_JOINED(st) + mine)));
+	if (mine)
+		atomic_store(&r->state, CXLS_RANK_LEFT);
+	free_if_done_locked(pool, v);
+}
+
 /* Puts this process in the rank's record and counts it in. */
-static int enter_locked(struct cxls_comm_view *v, const struct cxls_join_args *a)
+static int enter_locked(const struct cxls_pool *pool, struct cxls_comm_view *v,
+			const struct cxls_join_args *a)
 {
 	struct cxls_rank_rec *r = &v->ranks[a->rank];
 	struct cxls_proc_id me;
 	uint64_t st = atomic_load(&v->rec->state);
 	uint32_t joined = CXLS_JOINED(st);
 
-	if (CXLS_PHASE(st) == CXLS_COMM_FAILED)
+	if (CXLS_PHASE(st) == CXLS_COMM_FAILED) {
+		pass_failed_locked(pool, v, a->rank);
 		return CXLS_JOIN_EFAILED;
+	}
 	if (CXLS_PHASE(st) != CXLS_COMM_JOINING || v->rec->nranks != a->nranks ||
 	    atomic_load(&r->state) != CXLS_RANK_EMPTY) {
 		atomic_store(&v->rec->state, CXLS_STATE(CXLS_COMM_FAILED, joined));
@@ -378,7 +418,7 @@ static int join_locked(struct cxls_pool *pool, const struct cxls_join_args *a,
 	if (slot < 0)
 		return CXLS_JOIN_EFULL;
 	cxls_comm_view_of(pool, (uint32_t)slot, v);
-	return enter_locked(v, a);
+	return enter_locked(pool, v, a);
 }
 
 /* Waits for READY; on timeout tries to flip the record to FAILED so that
@@ -451,19 +491,28 @@ int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
 
 void cxls_comm_leave(struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t rank)
 {
-	uint32_t n;
-	int last = 1;
-
 	table_lock(pool);
-	n = v->rec->nranks;
-	if (rank < n)
+	if (rank < v->rec->nranks)
 		atomic_store(&v->ranks[rank].state, CXLS_RANK_LEFT);
-	for (uint32_t r = 0; r < n && r < pool->geo.max_ranks; r++)
-		if (cxls_comm_rank_alive(v, r) != 0)
-			last = 0;
-	/* a FAILED record stays until every joined rank left, so latecomers
-	 * still find it and fail instead of starting a fresh rendezvous */
-	if (last && CXLS_JOINED(atomic_load(&v->rec->state)) >= n)
-		record_free(pool, v->slot);
+	free_if_done_locked(pool, v);
 	table_unlock(pool);
+}
+
+int cxls_comm_decline(struct cxls_pool *pool, const struct cxls_join_args *a)
+{
+	struct cxls_comm_view v;
+	int slot;
+
+	if (a->nranks < 1 || a->nranks > pool->geo.max_ranks || a->rank >= a->nranks)
+		return CXLS_JOIN_EINVAL;
+	table_lock(pool);
+	slot = find_key(pool, a->key);
+	if (slot == -1)
+		slot = claim_locked(pool, a);
+	if (slot >= 0) {
+		cxls_comm_view_of(pool, (uint32_t)slot, &v);
+		pass_failed_locked(pool, &v, a->rank);
+	}
+	table_unlock(pool);
+	return slot >= 0 ? CXLS_JOIN_OK : slot == -1 ? CXLS_JOIN_EFULL : slot;
 }

@@ -3,7 +3,8 @@
  * Ranks meet in the pool, keyed by the 128-bit job key from the unique id:
  * the first rank to arrive claims a free record, the others join it, the
  * last one flips it to READY.  A rank that times out flips it to FAILED
- * instead, so that every rank, early or late, reaches the same decision.
+ * instead, and so does one whose own policy keeps it off the pool, so
+ * that every rank, early or late, reaches the same decision.
  * Records left by killed jobs are reclaimed when nobody alive holds them.
  */
 #ifndef CXLSHIM_CORE_COMM_TABLE_H
@@ -83,6 +84,11 @@ uint64_t cxls_comm_stride(uint32_t max_ranks);
 void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_comm_view *v);
 int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
 		   struct cxls_comm_view *out);
+/* This rank will not join (its own policy or CUDA refuses the pool): the
+ * record of a->key (claimed if nobody came yet) turns FAILED, so that the
+ * ranks waiting in it, and those still to come, fall back at once instead
+ * of at their timeout.  Only key, nranks and rank of a are read. */
+int cxls_comm_decline(struct cxls_pool *pool, const struct cxls_join_args *a);
 /* This rank is done with the record; the last one frees it. */
 void cxls_comm_leave(struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t rank);
 /* Reclaims records whose holders are all dead; returns how many. */

@@ -223,23 +223,45 @@ static ncclResult_t settle(struct cxls_comm *c, int connected)
 	return delegate(c, l);
 }
 
-/* Why the pool cannot take this communicator, or NULL if it can. */
-static const char *pool_refuses(const struct cxls_uid *u, int nranks)
+/* Why the pool cannot take this communicator, or NULL if it can.  *own:
+ * the reason is this rank's alone (its policy, its CUDA) while it sees the
+ * job's pool, where the other ranks may be waiting for it. */
+static const char *pool_refuses(const struct cxls_uid *u, int nranks, int *own)
 {
 	const struct cxls_runtime *rt = cxls_runtime();
 
+	*own = 0;
 	if (!rt->pool)
 		return "the pool is not usable in this process";
 	if (memcmp(u->pool_uuid, rt->pool->geo.uuid, sizeof(u->pool_uuid)))
 		return "this rank sees another pool than rank 0";
 	if ((uint32_t)nranks > rt->pool->geo.max_ranks)
 		return "more ranks than the pool's max_ranks";
+	*own = 1;
 	if (!rt->cfg.nccl_collectives || (uint32_t)nranks < rt->cfg.nccl_min_ranks ||
 	    (uint32_t)nranks > rt->cfg.nccl_max_ranks)
 		return "the policy routes communicators of this size to NCCL";
 	if (!cxls_cuda())
 		return "no CUDA driver";
+	*own = 0;
 	return NULL;
+}
+
+/* This rank goes to NCCL for a reason the others may not share: it fails
+ * the communicator's record in the pool, so that they follow now instead
+ * of at their init timeout (nccl.fallback), rather than waiting for it. */
+static void decline(const struct cxls_uid *u, int nranks, int rank)
+{
+	struct cxls_join_args a = {
+		.key = { u->key[0], u->key[1] },
+		.nranks = (uint32_t)nranks,
+		.rank = (uint32_t)rank,
+	};
+	int err = cxls_comm_decline(cxls_runtime()->pool, &a);
+
+	if (err)
+		CXLS_WARN("rank %d could not tell the other ranks it declines the pool (%s): "
+			  "they fall back at their init timeout", rank, cxls_join_strerror(err));
 }
 
 ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *id,
@@ -251,7 +273,7 @@ ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueI
 	struct cxls_uid u;
 	const char *why;
 	ncclResult_t r;
-	int use_real, in_group;
+	int use_real, in_group, own;
 
 	if (!comm || nranks < 1 || rank < 0 || rank >= nranks) {
 		CXLS_WARN("ncclCommInitRank: invalid arguments (comm %p, nranks %d, rank %d)",
@@ -263,8 +285,11 @@ ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueI
 	cxls_log_set_rank(rank);
 	if (cxls_uid_parse(id, &u))
 		return go_real(comm, nranks, id, rank, config, real, "not a cxlshim id");
-	if ((why = pool_refuses(&u, nranks)))
+	if ((why = pool_refuses(&u, nranks, &own))) {
+		if (own)
+			decline(&u, nranks, rank);
 		return go_real(comm, nranks, id, rank, config, real, why);
+	}
 	a.uid = &u;
 	/* inside a group, a blocking init completes at the group's end, so
 	 * that one thread can init several ranks (group.h) */

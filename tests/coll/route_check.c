@@ -6,6 +6,12 @@
  *                               uses both paths on the handle it returns
  *   route_check fallback MODE   rank 1 sees another pool: every rank ends
  *                               up on the real NCCL, within the timeout
+ *   route_check declined MODE   rank 1's policy keeps 2-rank communicators
+ *                               off the pool: rank 0 learns it from the
+ *                               pool at once, not at its 30 s init timeout,
+ *                               and both meet on the real NCCL
+ *   route_check declined-first  the same, rank 1 declining before rank 0
+ *                               arrives
  *   route_check foreign         a communicator of the real library's own
  *                               id passes through untouched
  *   route_check release         as route, then ncclCommAbort and
@@ -45,6 +51,7 @@ enum mode { BLOCKING, NONBLOCKING, GROUP };
 struct job {
 	const char *name;
 	enum mode mode;
+	int decliner_first; /* declined: rank 1 before rank 0 */
 	char other_pool[96];
 };
 
@@ -299,6 +306,34 @@ static int case_fallback(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* Rank 1's policy refuses 2-rank communicators, rank 0's takes them: the
+ * record rank 1 fails in the pool sends rank 0 to the real library well
+ * before the default 30 s init timeout, whichever comes first, and the
+ * record is gone afterwards (a communicator on the same pool works). */
+static int case_declined(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	struct job *j = arg;
+	double t0;
+	cudaStream_t s;
+	ncclComm_t comm = NULL;
+	ncclResult_t r;
+
+	if (rank == 1)
+		setenv("CXLSHIM_NCCL_MIN_RANKS", "3", 1);
+	if (rank == (j->decliner_first ? 0 : 1))
+		usleep(300 * 1000);
+	t0 = now_s();
+	r = join(&comm, &s, n, id, rank, rank == 0 ? j->mode : BLOCKING);
+	CHECK(now_s() - t0 < 10, "rank %d: init took %.1fs", rank, now_s() - t0);
+	if (r != ncclSuccess)
+		return CHECK_SUMMARY();
+	queries(comm, rank, n);
+	CHECK(allgather(comm, s, rank, n) == 1, "rank %d: AllGather on the real NCCL", rank);
+	CHECK(broadcast(comm, s, rank, 0) == 1, "rank %d: Broadcast on the real NCCL", rank);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* The head of our id is the real library's own id: a communicator made
  * from it alone is the real library's, and everything passes through. */
 static int case_foreign(int rank, int n, const ncclUniqueId *id, void *arg)
@@ -346,9 +381,14 @@ int main(int argc, char **argv)
 		fn = case_release;
 	else if (!strcmp(j.name, "mixed"))
 		fn = case_mixed;
-	if (!fn || !known || (fn == case_route || fn == case_fallback) == (argc == 2)) {
-		fprintf(stderr, "usage: %s route|fallback blocking|nonblocking|group | foreign | "
-				"release | mixed\n", argv[0]);
+	else if (!strcmp(j.name, "declined") || !strcmp(j.name, "declined-first"))
+		fn = case_declined;
+	j.decliner_first = !strcmp(j.name, "declined-first");
+	if (!fn || !known ||
+	    (fn == case_route || fn == case_fallback || (fn == case_declined && !j.decliner_first)) ==
+		    (argc == 2)) {
+		fprintf(stderr, "usage: %s route|fallback|declined blocking|nonblocking|group | "
+				"declined-first | foreign | release | mixed\n", argv[0]);
 		return 2;
 	}
 	return launch_ranks(fn == case_route ? 3 : 2, fn, &j, 60);
