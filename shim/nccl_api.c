@@ -662,13 +662,15 @@ EXPORT ncclResult_t ncclGroupEnd(void)
 PALIAS(GroupEnd);
 
 /* Ends the group without running it, as NCCL does; the pool's estimate is
- * not modelled, so only the real library's (or 0) is reported. */
+ * not modelled, so only the real library's (or 0) is reported.  Without a
+ * simInfo NCCL simulates nothing: the group ends and runs, as at
+ * ncclGroupEnd (and outside a group it is the same misuse). */
 EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
 	ncclResult_t r, rr = ncclSuccess;
 
 	if (!simInfo)
-		return ncclInvalidArgument;
+		return ncclGroupEnd();
 	r = cxls_group_discard();
 	if (REAL(GroupSimulateEnd))
 		rr = REAL(GroupSimulateEnd)(simInfo);

@@ -319,6 +319,8 @@ for m in blocking nonblocking group first; do
 		env $(pool declined) '$BUILD/cxlshim' pool status | grep -q ' (0 in use,' ||
 			{ echo 'a communicator record was left in the pool'; exit 1; }"
 done
+step "fallback: ncclCommInitAll of a size the policy keeps off the pool goes to NCCL (stand-in NCCL)" \
+	env $(pool initall) CXLSHIM_NCCL_MIN_RANKS=3 LD_PRELOAD="$SHIM" "$BUILD/tests/route_check" initall
 step "pass-through: a real NCCL id's communicator (stand-in NCCL)" shim \
 	"$BUILD/tests/route_check" foreign
 step "routing: abort and destroy race on a handle with a real side (stand-in NCCL)" \

@@ -348,6 +348,20 @@ static void free_if_done_locked(const struct cxls_pool *pool, struct cxls_comm_v
 		record_free(pool, v->slot);
 }
 
+/* This process as the holder of the rank's record, with its checksum. */
+static void stamp_rank(struct cxls_comm_view *v, uint32_t rank, uint32_t device)
+{
+	struct cxls_rank_rec *r = &v->ranks[rank];
+	struct cxls_proc_id me;
+
+	cxls_proc_self(&me);
+	r->pid = me.pid;
+	r->boot_hash = me.boot_hash;
+	r->start_time = me.start_time;
+	r->device = device;
+	r->sum = cxls_rank_rec_sum(v->rec, r, rank);
+}
+
 /* A rank that arrives at a failed record, or declines the communicator,
  * marks its place left and counts itself in, so that the record is freed
  * once all have come by.  The state word is a CAS: a waiting rank may flip
@@ -365,8 +379,10 @@ static void pass_failed_locked(const struct cxls_pool *pool, struct cxls_comm_vi
 			return; /* every place taken: not this rank's communicator */
 	} while (!atomic_compare_exchange_strong(&v->rec->state, &st,
 						 CXLS_STATE(CXLS_COMM_FAILED, CXLS_JOINED(st) + mine)));
-	if (mine)
+	if (mine) {
+		stamp_rank(v, rank, 0);
 		atomic_store(&r->state, CXLS_RANK_LEFT);
+	}
 	free_if_done_locked(pool, v);
 }
 
@@ -375,7 +391,6 @@ static int enter_locked(const struct cxls_pool *pool, struct cxls_comm_view *v,
 			const struct cxls_join_args *a)
 {
 	struct cxls_rank_rec *r = &v->ranks[a->rank];
-	struct cxls_proc_id me;
 	uint64_t st = atomic_load(&v->rec->state);
 	uint32_t joined = CXLS_JOINED(st);
 
@@ -388,12 +403,7 @@ static int enter_locked(const struct cxls_pool *pool, struct cxls_comm_view *v,
 		atomic_store(&v->rec->state, CXLS_STATE(CXLS_COMM_FAILED, joined));
 		return CXLS_JOIN_EINVAL;
 	}
-	cxls_proc_self(&me);
-	r->pid = me.pid;
-	r->boot_hash = me.boot_hash;
-	r->start_time = me.start_time;
-	r->device = a->device;
-	r->sum = cxls_rank_rec_sum(v->rec, r, a->rank);
+	stamp_rank(v, a->rank, a->device);
 	atomic_store(&r->state, CXLS_RANK_JOINED);
 	/* A waiting rank may flip the record to FAILED without the lock (its
 	 * timeout): a CAS, so that we never turn a FAILED record READY. */

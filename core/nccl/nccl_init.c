@@ -223,12 +223,27 @@ static ncclResult_t settle(struct cxls_comm *c, int connected)
 	return delegate(c, l);
 }
 
+/* The policy keeps communicators of nranks off the pool (nccl.collectives
+ * empty, nccl.min_ranks / max_ranks), or the pool has no room for them. */
+static const char *size_refused(int nranks)
+{
+	const struct cxls_runtime *rt = cxls_runtime();
+
+	if ((uint32_t)nranks > rt->pool->geo.max_ranks)
+		return "more ranks than the pool's max_ranks";
+	if (!rt->cfg.nccl_collectives || (uint32_t)nranks < rt->cfg.nccl_min_ranks ||
+	    (uint32_t)nranks > rt->cfg.nccl_max_ranks)
+		return "the policy routes communicators of this size to NCCL";
+	return NULL;
+}
+
 /* Why the pool cannot take this communicator, or NULL if it can.  *own:
  * the reason is this rank's alone (its policy, its CUDA) while it sees the
  * job's pool, where the other ranks may be waiting for it. */
 static const char *pool_refuses(const struct cxls_uid *u, int nranks, int *own)
 {
 	const struct cxls_runtime *rt = cxls_runtime();
+	const char *why;
 
 	*own = 0;
 	if (!rt->pool)
@@ -236,11 +251,10 @@ static const char *pool_refuses(const struct cxls_uid *u, int nranks, int *own)
 	if (memcmp(u->pool_uuid, rt->pool->geo.uuid, sizeof(u->pool_uuid)))
 		return "this rank sees another pool than rank 0";
 	if ((uint32_t)nranks > rt->pool->geo.max_ranks)
-		return "more ranks than the pool's max_ranks";
+		return "more ranks than the pool's max_ranks"; /* every rank sees it */
 	*own = 1;
-	if (!rt->cfg.nccl_collectives || (uint32_t)nranks < rt->cfg.nccl_min_ranks ||
-	    (uint32_t)nranks > rt->cfg.nccl_max_ranks)
-		return "the policy routes communicators of this size to NCCL";
+	if ((why = size_refused(nranks)))
+		return why;
 	if (!cxls_cuda())
 		return "no CUDA driver";
 	*own = 0;
@@ -368,7 +382,9 @@ ncclResult_t cxls_nccl_init_all(ncclComm_t *comms, int ndev, const int *devlist,
 
 	if (!comms || ndev < 1)
 		return ncclInvalidArgument;
-	if (!cxls_runtime()->pool || !cu)
+	/* one process holds every rank: nobody waits in the pool for a rank
+	 * that declines, the real library takes them all */
+	if (!cxls_runtime()->pool || !cu || size_refused(ndev))
 		return real && real->init_all ? real->init_all(comms, ndev, devlist) : ncclSystemError;
 	if ((r = cxls_nccl_unique_id(&id, NULL)))
 		return r;

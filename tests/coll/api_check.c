@@ -239,7 +239,11 @@ static int case_noargs(void)
 	CHECK(ncclGetUniqueId(NULL) == ncclInvalidArgument, "NULL id");
 	CHECK(ncclGetErrorString((ncclResult_t)999) != NULL, "unknown error string");
 	CHECK(ncclCommInitAll(NULL, 2, NULL) == ncclInvalidArgument, "InitAll NULL");
-	CHECK(ncclGroupSimulateEnd(NULL) == ncclInvalidArgument, "SimulateEnd NULL");
+	/* NCCL: without a simInfo, a plain group end */
+	CHECK(ncclGroupSimulateEnd(NULL) == ncclInvalidUsage, "SimulateEnd NULL, no group");
+	CHECK(ncclGroupStart() == ncclSuccess, "group start");
+	CHECK(ncclGroupSimulateEnd(NULL) == ncclSuccess, "SimulateEnd NULL ends the group");
+	CHECK(ncclGroupEnd() == ncclInvalidUsage, "the group was ended");
 	return CHECK_SUMMARY();
 }
 

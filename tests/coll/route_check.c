@@ -12,6 +12,9 @@
  *                               and both meet on the real NCCL
  *   route_check declined-first  the same, rank 1 declining before rank 0
  *                               arrives
+ *   route_check initall         one process, ncclCommInitAll of 2 ranks
+ *                               while the policy keeps 2-rank communicators
+ *                               off the pool: the real library makes them
  *   route_check foreign         a communicator of the real library's own
  *                               id passes through untouched
  *   route_check release         as route, then ncclCommAbort and
@@ -334,6 +337,37 @@ static int case_declined(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* The policy sends 2-rank communicators to NCCL (the step's environment):
+ * ncclCommInitAll hands the whole job to the real library, whose
+ * communicators then serve the collectives. */
+static int case_initall(void)
+{
+	ncclComm_t comms[2] = { NULL, NULL };
+	cudaStream_t s;
+	ncclResult_t r = ncclCommInitAll(comms, 2, NULL);
+	int served;
+
+	CHECK(r == ncclSuccess, "ncclCommInitAll: %d", r);
+	if (r != ncclSuccess)
+		return CHECK_SUMMARY();
+	cudaStreamCreate(&s);
+	served = fakenccl_served();
+	/* the stand-in's collectives wait for every rank: a 1-rank view of
+	 * each is all one thread can drive, so ask only what it holds */
+	for (int i = 0; i < 2; i++) {
+		int n = 0, rank = -1;
+
+		CHECK(ncclCommCount(comms[i], &n) == ncclSuccess && n == 2, "comm %d: count %d", i, n);
+		CHECK(ncclCommUserRank(comms[i], &rank) == ncclSuccess && rank == i,
+		      "comm %d: rank %d", i, rank);
+	}
+	CHECK(fakenccl_served() == served, "nothing ran yet");
+	for (int i = 0; i < 2; i++)
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+	CHECK(fakenccl_released() == 2, "the real library released both: %d", fakenccl_released());
+	return CHECK_SUMMARY();
+}
+
 /* The head of our id is the real library's own id: a communicator made
  * from it alone is the real library's, and everything passes through. */
 static int case_foreign(int rank, int n, const ncclUniqueId *id, void *arg)
@@ -371,6 +405,8 @@ int main(int argc, char **argv)
 			j.mode = (enum mode)m;
 			known = 1;
 		}
+	if (!strcmp(j.name, "initall") && argc == 2)
+		return case_initall() ? 1 : 0;
 	if (!strcmp(j.name, "route"))
 		fn = case_route;
 	else if (!strcmp(j.name, "fallback"))
@@ -388,7 +424,7 @@ int main(int argc, char **argv)
 	    (fn == case_route || fn == case_fallback || (fn == case_declined && !j.decliner_first)) ==
 		    (argc == 2)) {
 		fprintf(stderr, "usage: %s route|fallback|declined blocking|nonblocking|group | "
-				"declined-first | foreign | release | mixed\n", argv[0]);
+				"declined-first | initall | foreign | release | mixed\n", argv[0]);
 		return 2;
 	}
 	return launch_ranks(fn == case_route ? 3 : 2, fn, &j, 60);

@@ -82,7 +82,7 @@ EXPORT ncclResult_t ncclGetVersion(int *version)
 PALIAS(GetVersion);
 
 /* Magic and 16 random bytes: short, like the real id's used part. */
-EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+static ncclResult_t make_id(ncclUniqueId *id)
 {
 	int fd = open("/dev/urandom", O_RDONLY);
 	int ok;
@@ -94,6 +94,11 @@ EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 	ok = read(fd, id->internal + 8, 16) == 16;
 	close(fd);
 	return ok ? ncclSuccess : ncclSystemError;
+}
+
+EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+	return make_id(id);
 }
 PALIAS(GetUniqueId);
 
@@ -133,8 +138,8 @@ static int map_shared(ncclComm_t c, const ncclUniqueId *id)
 	return 0;
 }
 
-EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id,
-					   int rank, ncclConfig_t *config)
+static ncclResult_t init_rank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
+			      ncclConfig_t *config)
 {
 	ncclComm_t c;
 
@@ -153,6 +158,12 @@ EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUni
 	*comm = c;
 	return c->pending ? ncclInProgress : ncclSuccess;
 }
+
+EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id,
+					   int rank, ncclConfig_t *config)
+{
+	return init_rank(comm, nranks, id, rank, config);
+}
 PALIAS(CommInitRankConfig);
 
 EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
@@ -160,6 +171,25 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
 	return ncclCommInitRankConfig(comm, nranks, id, rank, NULL);
 }
 PALIAS(CommInitRank);
+
+/* Every rank in this process, on one id (a single-process job); inside
+ * the library, as the real one does it, not through the interposed calls. */
+EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
+{
+	ncclUniqueId id;
+	ncclResult_t r;
+
+	(void)devlist;
+	if (!comms || ndev < 1)
+		return ncclInvalidArgument;
+	if ((r = make_id(&id)))
+		return r;
+	for (int i = 0; i < ndev; i++)
+		if ((r = init_rank(&comms[i], ndev, id, i, NULL)))
+			return r;
+	return ncclSuccess;
+}
+PALIAS(CommInitAll);
 
 EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err)
 {
