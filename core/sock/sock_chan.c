@@ -424,6 +424,26 @@ static uint32_t peer_flags(struct cxls_sconn *c)
 	return atomic_load_explicit(&c->peer->flags, memory_order_acquire);
 }
 
+/* Like a network's delay for the FIN: small beside a slice, large beside
+ * a wait, so that event loops pay a clock read and not a system call. */
+#define LOOK_NS (10ull * 1000000ull)
+
+void cxls_chan_look(struct cxls_sconn *c, int fd)
+{
+	uint64_t now;
+
+	if (fd < 0 || atomic_load_explicit(&c->tcp_eof, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->tcp_rst, memory_order_relaxed))
+		return;
+	now = tick_ns();
+	if (now - atomic_load_explicit(&c->looked_ns, memory_order_relaxed) < LOOK_NS)
+		return;
+	atomic_store_explicit(&c->looked_ns, now, memory_order_relaxed);
+	if (peer_flags(c) & (CXLS_END_SHUT_WR | CXLS_END_CLOSED | CXLS_END_RESET))
+		return; /* it said goodbye in the pool: the rings tell it all */
+	cxls_chan_drain(c, fd);
+}
+
 /* An RST after the peer's FIN (it shut down writing, then closed with
  * bytes unread or SO_LINGER 0): tcp_reset in CLOSE_WAIT leaves EPIPE, not
  * ECONNRESET, and reads stay at end of file (SOCK_DONE comes first). */
@@ -462,10 +482,12 @@ int cxls_chan_write_error(struct cxls_sconn *c)
 		return ECONNRESET;
 	if (atomic_load(&c->shut_wr) || atomic_load(&c->rst_drawn) || fin_then_rst(pf))
 		return EPIPE;
-	/* a peer closed in the pool takes the next write, which draws the
-	 * RST (cxls_chan_refused) */
-	if (atomic_load(&c->tcp_eof) && !(pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED)))
-		return EPIPE; /* the peer's socket is gone */
+	/* A peer gone without a word in the pool (exit, SIGKILL): its kernel
+	 * reset the connection if it left our bytes unread; else, as a peer
+	 * closed in the pool, it takes the next write, which draws the RST
+	 * (cxls_chan_refused). */
+	if (peer_vanished(c, pf) && cxls_stream_used(&c->tx) > 0)
+		return ECONNRESET;
 	return 0;
 }
 
@@ -484,7 +506,7 @@ int cxls_chan_refused(struct cxls_sconn *c, int fd)
 	uint32_t pf = peer_flags(c);
 	uint32_t rdwr = CXLS_END_SHUT_WR | CXLS_END_SHUT_RD;
 
-	if (!(pf & CXLS_END_CLOSED) && (pf & rdwr) != rdwr)
+	if (!(pf & CXLS_END_CLOSED) && (pf & rdwr) != rdwr && !peer_vanished(c, pf))
 		return 0;
 	/* the peer sent its FIN first: this end was in CLOSE_WAIT, where an
 	 * RST leaves EPIPE (tcp_reset); a peer still there is reset */

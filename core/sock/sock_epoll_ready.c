@@ -57,6 +57,8 @@ static inline uint32_t item_ready(struct ep_item *it, uint64_t arm)
 		return 0;
 	if (it->gone) /* no doorbell of its reaches this set: never armed */
 		arm = 0;
+	else
+		cxls_chan_look(c, it->fd);
 	ev = (uint16_t)(arm ? cxls_chan_arm(c, poll_bits(it->events), arm)
 			    : cxls_chan_events(c, poll_bits(it->events)));
 	/* Armed and idle: its peer rings a doorbell before anything changes,

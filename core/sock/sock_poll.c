@@ -43,6 +43,7 @@ static int ready_pooled(struct pset *s)
 	for (nfds_t i = 0; i < s->n; i++) {
 		if (!s->conns[i])
 			continue;
+		cxls_chan_look(s->conns[i], s->fds[i].fd);
 		s->fds[i].revents = cxls_chan_events(s->conns[i], s->fds[i].events);
 		ready += s->fds[i].revents != 0;
 	}

@@ -6,7 +6,8 @@
  * pair), and compare (tests/sock/args_diff.sh): every line must match,
  * and the bytes written before the calls must come out after them.  The
  * first line says whether the pair went through the pool, so the two runs
- * differ there only.
+ * differ there only.  The last calls are made after the peer's process
+ * ended without closing its socket.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -296,6 +297,68 @@ static void unspec_calls(void)
 	close(b);
 }
 
+/* The events of one poll, or one epoll_wait of a level-triggered set. */
+static void say_events(const char *what, int fd, short ev)
+{
+	struct pollfd p = { fd, ev, 0 };
+	struct epoll_event e = { .events = (uint32_t)ev }, out;
+	int ep = epoll_create1(0), n;
+
+	n = poll(&p, 1, 0);
+	printf("%-40s poll %d %#x\n", what, n, n > 0 ? p.revents : 0);
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+	for (int i = 0; i < 2; i++) {
+		n = epoll_wait(ep, &out, 1, 0);
+		printf("%-40s epoll %d %#x\n", what, n, n > 0 ? out.events : 0);
+	}
+	close(ep);
+}
+
+/* The peer's process ends without closing its socket (exit, SIGKILL),
+ * with our bytes unread or not: its kernel sends a FIN, or an RST for
+ * unread bytes, which a wait must report even when the socket is ready
+ * to write at once, and writes fail as TCP's do (one accepted after a
+ * FIN, none after an RST). */
+static void gone_calls(int killed, int unread)
+{
+	static char block[4096];
+	char what[40];
+	int a, b, n = 0, err = 0;
+	pid_t pid;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	snprintf(what, sizeof(what), "gone%s%s:", killed ? " killed" : " exited",
+		 unread ? ", unread" : "");
+	pid = fork();
+	if (pid == 0) {
+		close(a);
+		if (!killed)
+			_exit(0);
+		for (;;)
+			pause();
+	}
+	close(b);
+	if (unread)
+		SAY(write(a, "unread", 6));
+	usleep(30 * 1000);
+	if (killed)
+		kill(pid, SIGKILL);
+	tu_wait(pid);
+	usleep(50 * 1000); /* the FIN or RST crosses loopback */
+	say_events(what, a, POLLIN | POLLOUT | POLLRDHUP);
+	say_events(what, a, POLLIN);
+	for (; n < 100; n++)
+		if (write(a, block, sizeof(block)) < 0) {
+			err = errno;
+			break;
+		}
+	printf("%-40s %d writes, then %s\n", what, n, strerrorname_np(err));
+	close(a);
+}
+
 int main(void)
 {
 	char buf[16] = { 0 };
@@ -322,5 +385,8 @@ int main(void)
 	closing_calls(a, b);
 	reset_calls();
 	unspec_calls();
+	for (int killed = 0; killed < 2; killed++)
+		for (int unread = 0; unread < 2; unread++)
+			gone_calls(killed, unread);
 	return 0;
 }
