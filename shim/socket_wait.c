@@ -5,9 +5,11 @@
  * error and the core only ever sees arguments it can read. */
 #include <limits.h>
 #include <poll.h>
+#include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sock.h"
@@ -83,19 +85,49 @@ EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
 	return poll(fds, n, timeout);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Linux's select(2) leaves in tv the time not slept (0 after a timeout),
+ * which loops that retry after EINTR count on; pselect and ppoll keep
+ * theirs (glibc passes the kernel a copy). */
+static void time_left(struct timeval *tv, uint64_t deadline)
+{
+	uint64_t now = mono_ns(), left = now < deadline ? deadline - now : 0;
+
+	tv->tv_sec = (time_t)(left / 1000000000ull);
+	tv->tv_usec = (suseconds_t)(left % 1000000000ull / 1000);
+}
+
 EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
 	struct timespec ts;
-	int r;
+	uint64_t deadline = 0;
+	int r, err;
 
 	if (bad_timeval(tv))
 		return REAL(select)(nfds, rd, wr, ex, tv);
 	if (tv) {
 		ts.tv_sec = tv->tv_sec + tv->tv_usec / 1000000;
 		ts.tv_nsec = tv->tv_usec % 1000000 * 1000;
+		/* past a year, as good as forever: tv stays as it was */
+		if (ts.tv_sec < 365 * 86400)
+			deadline = mono_ns() + (uint64_t)ts.tv_sec * 1000000000ull +
+				   (uint64_t)ts.tv_nsec;
 	}
 	r = cxls_sock_pselect(nfds, rd, wr, ex, tv ? &ts : NULL, NULL);
-	return r != -2 ? r : REAL(select)(nfds, rd, wr, ex, tv);
+	if (r == -2)
+		return REAL(select)(nfds, rd, wr, ex, tv);
+	err = errno;
+	if (deadline)
+		time_left(tv, deadline);
+	errno = err;
+	return r;
 }
 
 EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,

@@ -167,6 +167,13 @@ static void set_item(struct ep_item *it, const struct epoll_event *ev)
 	it->last = 0;
 }
 
+/* The kernel's rules for EPOLLEXCLUSIVE (ep_ctl()), which a pooled
+ * item's kernel registration, not the application's, would not meet: it
+ * goes with EPOLL_CTL_ADD only and with no bits but these; an item added
+ * with it takes no EPOLL_CTL_MOD. */
+#define EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | \
+		      EPOLLEXCLUSIVE)
+
 /* EPOLL_CTL_ADD of c (the caller's reference; a new item takes its own).
  * it: fd's item in s, or NULL; s locked.  Re-adding a parked item costs
  * no system call: the kernel kept its registration. */
@@ -177,6 +184,8 @@ static int ctl_add(int epfd, struct epset *s, struct ep_item *it, int fd, struct
 
 	if (!ev)
 		return fail(EFAULT);
+	if ((ev->events & EPOLLEXCLUSIVE) && (ev->events & ~EXCLUSIVE_OK))
+		return fail(EINVAL);
 	if (it && !it->parked)
 		return fail(EEXIST);
 	if (it && it->c == c) {
@@ -210,8 +219,12 @@ static int ctl_mod(int epfd, struct ep_item *it, int fd, struct cxls_sconn *c,
 
 	if (!ev)
 		return fail(EFAULT);
+	if (ev->events & EPOLLEXCLUSIVE)
+		return fail(EINVAL);
 	if (!it || it->parked)
 		return fail(ENOENT);
+	if (it->events & EPOLLEXCLUSIVE)
+		return fail(EINVAL);
 	if (!it->kpooled) {
 		e = cxls_ep_tagged(fd, c, ev->events);
 		if (sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e))

@@ -107,6 +107,35 @@ static void wait_calls(int a, int b)
 	close(ep);
 }
 
+/* What the kernel checks beyond the arguments: select's time left, and
+ * EPOLLEXCLUSIVE's rules (a pooled item's kernel registration is not the
+ * application's).  a has nothing to read. */
+static void wait_rules(int a)
+{
+	struct timeval tv = { 0, 100000 };
+	struct epoll_event ev = { EPOLLIN | EPOLLEXCLUSIVE | EPOLLONESHOT, { 0 } };
+	fd_set rs;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	FD_ZERO(&rs);
+	FD_SET(a, &rs);
+	SAY(select(a + 1, &rs, NULL, NULL, &tv));
+	SAY(tv.tv_sec * 1000000 + tv.tv_usec); /* the time not slept: none */
+	SAY(epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev));
+	ev.events = EPOLLIN | EPOLLRDHUP | EPOLLEXCLUSIVE;
+	SAY(epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev));
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+	SAY(epoll_ctl(ep, EPOLL_CTL_MOD, a, &ev));
+	SAY(epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev));
+	ev.events = EPOLLIN;
+	SAY(epoll_ctl(ep, EPOLL_CTL_MOD, a, &ev));
+	SAY(epoll_ctl(ep, EPOLL_CTL_DEL, a, NULL));
+	SAY(epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev));
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+	SAY(epoll_ctl(ep, EPOLL_CTL_MOD, a, &ev));
+	close(ep);
+}
+
 static void option_calls(int a, int b)
 {
 	int v = 0;
@@ -377,6 +406,7 @@ int main(void)
 	}
 	io_calls(a, b);
 	wait_calls(a, b);
+	wait_rules(a);
 	option_calls(a, b);
 	odd_calls(a, b);
 	file_calls(a, b);
