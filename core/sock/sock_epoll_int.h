@@ -79,6 +79,13 @@ struct epset {
 	struct epset *next_free;
 	int n, cap;
 	unsigned calls;        /* every so often look at quiet items too */
+	/* A wait that fills the caller's array stops there, as the kernel
+	 * does, which puts what it reported at the back of its ready list:
+	 * so the next one starts with the item after the last reported, and
+	 * the kernel's own fds, not asked when pooled items took every slot,
+	 * are asked first (kernel_owed).  Fairness, for small maxevents. */
+	int next;
+	int kernel_owed;
 	struct ep_item *items;
 	int ngone;             /* gone items: a sleep looks at them often */
 	int *pos;              /* fd -> 1 + its item's index, 0: none (event
@@ -124,7 +131,7 @@ void cxls_ep_child_drop(struct epset *s, int i);
 /* Ready items, from the rings (sock_epoll_ready.c); s locked.  arm: 0
  * only looks, else the token of the sleep idle items are armed for. */
 int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, uint64_t arm);
-int cxls_ep_collect_all(struct epset *s, struct epoll_event *out, int max, uint64_t arm);
+int cxls_ep_collect_all(struct epset *s, struct epoll_event *out, int n, int max, uint64_t arm);
 int cxls_ep_busy(struct epset *s, struct epoll_event *out, int max);
 
 /* The pooled sockets this thread sleeps on in one epoll_pwait (the set's

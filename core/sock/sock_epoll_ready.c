@@ -89,8 +89,11 @@ static void reported(struct ep_item *it, uint32_t ev)
  * the items one sleep arms share it: the peer rings once for them all). */
 int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, uint64_t arm)
 {
+	int start = s->n ? s->next % s->n : 0;
+
 	for (int i = 0; i < s->n && n < max; i++) {
-		struct ep_item *it = &s->items[i];
+		int k = (start + i) % s->n;
+		struct ep_item *it = &s->items[k];
 		uint32_t ev = item_ready(it, arm);
 
 		if (!ev)
@@ -98,7 +101,8 @@ int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, ui
 		reported(it, ev);
 		out[n].events = ev;
 		out[n].data = it->data;
-		n++;
+		if (++n == max)
+			s->next = k + 1;
 	}
 	return n;
 }
@@ -128,10 +132,11 @@ static int collect_children(struct epset *s, struct epoll_event *out, int n, int
 	return n;
 }
 
-/* Everything ready in s and its children, into out (at most max). */
-int cxls_ep_collect_all(struct epset *s, struct epoll_event *out, int max, uint64_t arm)
+/* Everything ready in s and its children, into out after its first n
+ * (at most max in all). */
+int cxls_ep_collect_all(struct epset *s, struct epoll_event *out, int n, int max, uint64_t arm)
 {
-	return collect_children(s, out, cxls_ep_collect(s, out, 0, max, arm), max, arm);
+	return collect_children(s, out, cxls_ep_collect(s, out, n, max, arm), max, arm);
 }
 
 /* Spins on the set's own items for the longest busy-poll window among

@@ -257,7 +257,7 @@ static int arm(struct ep_wait *w)
 	uint64_t tok = cxls_chan_token(); /* fresh for every sleep */
 
 	cxls_ep_sleep_set(w->s, w->z);
-	return cxls_ep_collect_all(w->s, w->ev, w->max, tok);
+	return cxls_ep_collect_all(w->s, w->ev, 0, w->max, tok);
 }
 
 /* A gone item wakes no sleep (fd_closing()): a sleep with one looks at
@@ -301,8 +301,12 @@ static int kernel_wait(struct ep_wait *w, int n, int ms)
 {
 	int m, err, kfd = w->s->kfd;
 
+	if (n >= w->max) {
+		w->s->kernel_owed = 1;
+		return 0;
+	}
 	pthread_mutex_unlock(&w->s->lock);
-	m = n < w->max ? sys_epoll_pwait(kfd, w->ev + n, w->max - n, ms, w->mask) : 0;
+	m = sys_epoll_pwait(kfd, w->ev + n, w->max - n, ms, w->mask);
 	err = errno;
 	pthread_mutex_lock(&w->s->lock);
 	/* closed between our look at kfd and the kernel: nothing yet, the
@@ -334,22 +338,40 @@ static int collect_woken(struct ep_wait *w, int n, int m, int armed)
 	return n;
 }
 
-/* One round: look; on the first round spin if busy-poll says so; arm;
- * then the kernel (asleep only when nothing was found); then what woke
+/* The last wait gave every slot to pooled items: this one asks the
+ * kernel first, without waiting (sort_kernel() reads the doorbells among
+ * its events).  What it reported for the application; *asked set. */
+static int kernel_first(struct ep_wait *w, int *asked)
+{
+	int m;
+
+	if (!w->s->kernel_owed)
+		return 0;
+	w->s->kernel_owed = 0;
+	*asked = 1;
+	m = kernel_wait(w, 0, 0);
+	return m > 0 ? sort_kernel(w->epfd, w->s, w->ev, m, NULL) : 0;
+}
+
+/* One round: look (the kernel first when it is owed a turn); on the first
+ * round spin if busy-poll says so; arm; then the kernel (asleep only when
+ * nothing was found, not again when it was just asked); then what woke
  * it.  Events (> 0), none yet (0), or -1 with errno. */
 static int wait_round(struct ep_wait *w, int round)
 {
-	int n, m, armed = 0;
+	int n = 0, m, armed = 0, asked = 0;
 
 	w->meet_due = meetings_due(w->epfd, w->s);
-	n = cxls_ep_collect_all(w->s, w->ev, w->max, 0);
+	if (round == 0)
+		n = kernel_first(w, &asked);
+	n = cxls_ep_collect_all(w->s, w->ev, n, w->max, 0);
 	if (!n && round == 0)
 		n = cxls_ep_busy(w->s, w->ev, w->max);
 	if (!n) {
 		n = arm(w);
 		armed = 1;
 	}
-	m = kernel_wait(w, n, n ? 0 : sleep_ms(w));
+	m = asked && n ? 0 : kernel_wait(w, n, n ? 0 : sleep_ms(w));
 	if (m < 0) {
 		int err = errno;
 

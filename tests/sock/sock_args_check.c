@@ -326,6 +326,67 @@ static void unspec_calls(void)
 	close(b);
 }
 
+/* epoll_wait(1 slot) `waits` times over fds, all ready and never read
+ * (level-triggered): how often each came and the longest run of one fd.
+ * The kernel's ready list takes them in turn. */
+static void say_turns(const char *what, int ep, const int *fd, int nfd, int waits)
+{
+	int seen[4] = { 0 }, run = 0, longest = 0, last = -1;
+
+	for (int k = 0; k < waits; k++) {
+		struct epoll_event o;
+		int i = 0;
+
+		if (epoll_wait(ep, &o, 1, 100) != 1)
+			continue;
+		while (i < nfd && o.data.fd != fd[i])
+			i++;
+		if (i == nfd)
+			continue;
+		seen[i]++;
+		run = i == last ? run + 1 : 1;
+		longest = run > longest ? run : longest;
+		last = i;
+	}
+	printf("%-40s turns %d %d %d %d, longest run %d\n", what, seen[0], seen[1], seen[2],
+	       seen[3], longest);
+}
+
+/* Fewer slots than ready fds: pooled sockets take turns with each other
+ * and with a plain fd (a pipe here, a listener in a server). */
+static void turn_calls(void)
+{
+	int a[3], b[3], p[2], ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { EPOLLIN, { 0 } };
+
+	for (int i = 0; i < 3; i++) {
+		if (tu_pair(&a[i], &b[i])) {
+			printf("FAIL no connection: %s\n", strerror(errno));
+			return;
+		}
+		ev.data.fd = b[i];
+		epoll_ctl(ep, EPOLL_CTL_ADD, b[i], &ev);
+		if (write(a[i], "turn", 4) != 4)
+			printf("FAIL write\n");
+	}
+	usleep(20 * 1000);
+	say_turns("3 sockets, 1 slot:", ep, b, 3, 9);
+	if (pipe(p) || write(p[1], "p", 1) != 1)
+		printf("FAIL pipe\n");
+	ev.data.fd = p[0];
+	epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev);
+	for (int i = 1; i < 3; i++)
+		epoll_ctl(ep, EPOLL_CTL_DEL, b[i], NULL);
+	say_turns("a socket and a pipe, 1 slot:", ep, (int[]){ b[0], p[0] }, 2, 6);
+	close(ep);
+	close(p[0]);
+	close(p[1]);
+	for (int i = 0; i < 3; i++) {
+		close(a[i]);
+		close(b[i]);
+	}
+}
+
 /* The events of one poll, or one epoll_wait of a level-triggered set. */
 static void say_events(const char *what, int fd, short ev)
 {
@@ -415,6 +476,7 @@ int main(void)
 	closing_calls(a, b);
 	reset_calls();
 	unspec_calls();
+	turn_calls();
 	for (int killed = 0; killed < 2; killed++)
 		for (int unread = 0; unread < 2; unread++)
 			gone_calls(killed, unread);
