@@ -77,7 +77,8 @@ static int ctl_nested(int epfd, int op, int fd, struct epoll_event *ev, struct e
 	if (!r && op == EPOLL_CTL_DEL && i < s->nchild)
 		cxls_ep_child_drop(s, i);
 	else if (!r && op != EPOLL_CTL_DEL && ev && (i < s->nchild || s->nchild < EP_CHILDREN))
-		child_note(s, i, (struct ep_child){ fd, inner, ev->events, ev->data });
+		child_note(s, i, (struct ep_child){ .fd = fd, .set = inner, .events = ev->events,
+						   .data = ev->data });
 	cxls_ep_set_unlock(s);
 	return r;
 }
@@ -388,8 +389,9 @@ static int adopt_nested(int inner)
 		if (j == s->nchild && s->nchild == EP_CHILDREN)
 			rc = -1;
 		else if (j == s->nchild)
-			child_note(s, j, (struct ep_child){
-				inner, in, outer[i].events, { .u64 = outer[i].data } });
+			child_note(s, j, (struct ep_child){ .fd = inner, .set = in,
+							   .events = outer[i].events,
+							   .data.u64 = outer[i].data });
 		cxls_ep_set_unlock(s);
 	}
 	cxls_ep_set_put(in);

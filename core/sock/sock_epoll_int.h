@@ -59,6 +59,11 @@ struct ep_child {
 				* here when that set is closed */
 	uint32_t events;
 	epoll_data_t data;
+	/* the outer registration's EPOLLONESHOT fired (EPOLL_CTL_MOD re-arms:
+	 * the entry is noted anew); EPOLLET: what the members' rings said at
+	 * the last report (cxls_ep_child_mark) */
+	int disabled;
+	uint64_t mark;
 };
 
 struct epset {

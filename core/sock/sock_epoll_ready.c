@@ -107,6 +107,35 @@ int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, ui
 	return n;
 }
 
+/* What an inner set's pooled members have seen so far: bytes in, room
+ * made, reading over.  The kernel wakes an outer edge-triggered set at
+ * each of these, ready members or not; a mark that moved is such an edge. */
+static uint64_t child_mark(const struct epset *in)
+{
+	uint64_t m = 0;
+
+	for (int j = 0; j < in->n; j++) {
+		struct cxls_sconn *c = in->items[j].c;
+
+		m += cxls_stream_produced(&c->rx) + atomic_load(&c->tx.hdr->cons) +
+		     ((uint64_t)end_of(c) << 40);
+	}
+	return m;
+}
+
+/* Whether the outer registration lets a ready inner set be reported now:
+ * not after its one shot, and edge-triggered only on an edge. */
+static int child_reports(struct ep_child *ch, uint64_t mark)
+{
+	if (!(ch->events & EPOLLIN) || ch->disabled)
+		return 0;
+	if ((ch->events & EPOLLET) && mark == ch->mark)
+		return 0;
+	ch->mark = mark;
+	ch->disabled = (ch->events & EPOLLONESHOT) != 0;
+	return 1;
+}
+
 /* Nested sets whose pooled members are ready, reported as the inner epoll fd
  * (EPOLLIN), arming the members when asked (arm: as in cxls_ep_collect()). */
 static int collect_children(struct epset *s, struct epoll_event *out, int n, int max,
@@ -114,6 +143,7 @@ static int collect_children(struct epset *s, struct epoll_event *out, int n, int
 {
 	for (int i = 0; i < s->nchild && n < max; i++) {
 		struct ep_child *ch = &s->child[i];
+		uint64_t mark;
 		int ready = 0;
 
 		pthread_mutex_lock(&ch->set->lock);
@@ -122,8 +152,9 @@ static int collect_children(struct epset *s, struct epoll_event *out, int n, int
 		if (arm) /* arm them all: any of them may ring first */
 			for (int j = 0; j < ch->set->n; j++)
 				item_ready(&ch->set->items[j], arm);
+		mark = ready && (ch->events & EPOLLET) ? child_mark(ch->set) : 0;
 		pthread_mutex_unlock(&ch->set->lock);
-		if (ready && (ch->events & EPOLLIN)) {
+		if (ready && child_reports(ch, mark)) {
 			out[n].events = EPOLLIN;
 			out[n].data = ch->data;
 			n++;

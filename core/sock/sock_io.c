@@ -55,7 +55,7 @@ static int recv_slept(struct cxls_sconn *c, int fd, int err)
 {
 	if (err == EINTR) {
 		errno = err;
-		return cxls_chan_restartable() ? 0 : -1;
+		return -1;
 	}
 	/* the slice, or another holder of the file set O_NONBLOCK: look */
 	if (err == EAGAIN && (syscall(SYS_fcntl, fd, F_GETFL) & O_NONBLOCK))
@@ -93,6 +93,22 @@ static int peek_waits(struct cxls_sconn *c, size_t lowat)
 		return 0;
 	used = cxls_stream_used(&c->rx);
 	return used >= 0 && (uint64_t)used < lowat;
+}
+
+/* A wait a signal cut short: the call goes on only where the kernel
+ * restarts it: nothing moved yet (what moved is returned: tcp_recvmsg,
+ * sk_stream_wait_memory), no SO_RCVTIMEO / SO_SNDTIMEO (a socket with a
+ * timeout says EINTR even under SA_RESTART: sock_intr_errno()), and the
+ * handlers ask for it. */
+static int restarts(size_t moved, uint64_t deadline)
+{
+	int r;
+
+	if (errno != EINTR || moved || deadline)
+		return 0;
+	r = cxls_chan_restartable(); /* its sigaction calls may set errno */
+	errno = EINTR;
+	return r;
 }
 
 /* Sleeps until want may have changed; 0, or -1 with errno (EINTR, EAGAIN
@@ -141,7 +157,7 @@ static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline,
 		sched_yield(); /* the doorbell is another sleeper's to read */
 	if (r < 0) {
 		errno = err;
-		return err == EINTR && cxls_chan_restartable() ? 0 : -1;
+		return -1;
 	}
 	return 0;
 }
@@ -245,7 +261,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			deadline = timeout_of(c, fd, 1);
 			timed = 1;
 		}
-		if (wait_for(c, fd, POLLIN, deadline, peek ? lowat : 0)) {
+		if (wait_for(c, fd, POLLIN, deadline, peek ? lowat : 0) && !restarts(got, deadline)) {
 			if (!peek || cxls_stream_empty(&c->rx))
 				return done(got, errno);
 			nb = 1; /* TCP's peek would have copied what is there */
@@ -341,7 +357,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			deadline = timeout_of(c, fd, 0);
 			timed = 1;
 		}
-		if (wait_for(c, fd, POLLOUT, deadline, 0))
+		if (wait_for(c, fd, POLLOUT, deadline, 0) && !restarts(sent, deadline))
 			return done(sent, errno);
 		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
 			return sent ? (ssize_t)sent : broken(c, WHY_LOCK);

@@ -13,8 +13,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -387,6 +389,111 @@ static void turn_calls(void)
 	}
 }
 
+/* A socket in an inner set, the inner set in an outer one registered
+ * with `how`: what the outer set reports at each wait, before and after
+ * the socket's next bytes (edge: once each; one-shot: once; level: each
+ * time). */
+static void nested_calls(uint32_t how, const char *what)
+{
+	struct epoll_event ev = { EPOLLIN, { 0 } }, out[2];
+	int a, b, in = epoll_create1(EPOLL_CLOEXEC), outer = epoll_create1(EPOLL_CLOEXEC);
+	int n[4];
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	epoll_ctl(in, EPOLL_CTL_ADD, b, &ev);
+	ev.events = how;
+	epoll_ctl(outer, EPOLL_CTL_ADD, in, &ev);
+	if (write(a, "x", 1) != 1)
+		printf("FAIL write\n");
+	n[0] = epoll_wait(outer, out, 2, 200);
+	n[1] = epoll_wait(outer, out, 2, 100);
+	n[2] = epoll_wait(outer, out, 2, 100);
+	if (write(a, "y", 1) != 1)
+		printf("FAIL write\n");
+	n[3] = epoll_wait(outer, out, 2, 200);
+	printf("%-40s %d %d %d, after new bytes %d\n", what, n[0], n[1], n[2], n[3]);
+	close(outer);
+	close(in);
+	close(a);
+	close(b);
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+struct sig_later {
+	pthread_t target;
+	pthread_t thread;
+};
+
+static void *send_usr1(void *arg)
+{
+	struct sig_later *l = arg;
+
+	usleep(200 * 1000);
+	pthread_kill(l->target, SIGUSR1);
+	return NULL;
+}
+
+/* The calling thread gets SIGUSR1 (SA_RESTART) in 200 ms. */
+static void usr1_later(struct sig_later *l)
+{
+	l->target = pthread_self();
+	pthread_create(&l->thread, NULL, send_usr1, l);
+}
+
+/* What a blocked call does when an SA_RESTART handler runs: it restarts
+ * only with nothing moved and no timeout on the socket; bytes already
+ * moved are returned; a socket with SO_RCVTIMEO / SO_SNDTIMEO says EINTR. */
+static void signal_calls(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
+	struct timeval two = { 2, 0 };
+	size_t big = 64u << 20;
+	char *buf = calloc(1, big);
+	struct sig_later l;
+	long r;
+	int a, b;
+
+	sigaction(SIGUSR1, &sa, NULL);
+	if (!buf || tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		free(buf);
+		return;
+	}
+	SAY(write(a, "hello", 5));
+	usr1_later(&l);
+	SAY(recv(b, buf, 100, MSG_WAITALL)); /* 5 */
+	pthread_join(l.thread, NULL);
+	usr1_later(&l);
+	r = write(a, buf, big);
+	printf("%-64s %d\n", "a 64 MiB write cut short: partial", r > 0 && (size_t)r < big);
+	pthread_join(l.thread, NULL);
+	/* full for good: the kernel's buffers grow while a reader is behind */
+	while (send(a, buf, 65536, MSG_DONTWAIT) > 0)
+		;
+	SAY(setsockopt(a, SOL_SOCKET, SO_SNDTIMEO, &two, sizeof(two)));
+	usr1_later(&l);
+	SAY(write(a, buf, 65536)); /* the socket is full: EINTR */
+	pthread_join(l.thread, NULL);
+	SAY(setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &two, sizeof(two)));
+	SAY(recv(b, buf, 16, MSG_DONTWAIT) > 0);
+	while (recv(b, buf, big, MSG_DONTWAIT) > 0)
+		;
+	usr1_later(&l);
+	SAY(recv(b, buf, 16, 0)); /* nothing to read: EINTR */
+	pthread_join(l.thread, NULL);
+	close(a);
+	close(b);
+	free(buf);
+	signal(SIGUSR1, SIG_DFL);
+}
+
 /* The events of one poll, or one epoll_wait of a level-triggered set. */
 static void say_events(const char *what, int fd, short ev)
 {
@@ -477,6 +584,10 @@ int main(void)
 	reset_calls();
 	unspec_calls();
 	turn_calls();
+	nested_calls(EPOLLIN, "nested, level-triggered:");
+	nested_calls(EPOLLIN | EPOLLET, "nested, edge-triggered:");
+	nested_calls(EPOLLIN | EPOLLONESHOT, "nested, one-shot:");
+	signal_calls();
 	for (int killed = 0; killed < 2; killed++)
 		for (int unread = 0; unread < 2; unread++)
 			gone_calls(killed, unread);
