@@ -432,18 +432,57 @@ EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 }
 PALIAS(CommWindowDeregister);
 
+/* A user operator of c, or NULL (a built-in one, or not ours). */
+static struct cxls_user_op *user_op(struct cxls_comm *c, ncclRedOp_t op)
+{
+	int i = (int)op - (int)ncclNumOps;
+
+	return i >= 0 && i < CXLS_MAX_USER_OPS && c->uops[i].used ? &c->uops[i] : NULL;
+}
+
+/* The operator as the real side knows it: a PreMulSum made on both sides
+ * has a number of each (the real library's never the pool's). */
+static ncclRedOp_t real_op(struct cxls_comm *c, ncclRedOp_t op)
+{
+	struct cxls_user_op *u = user_op(c, op);
+
+	return u && u->real_live ? u->real_op : op;
+}
+
+/* A communicator with a real side makes its PreMulSum there too, so that
+ * the reductions the policy routes to NCCL can use it. */
 EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
 					     ncclDataType_t datatype,
 					     ncclScalarResidence_t residence, ncclComm_t comm)
 {
+	struct cxls_user_op *u;
+	ncclResult_t r;
+
 	DISPATCH(RedOpCreatePreMulSum, comm, op, scalar, datatype, residence, comm);
-	return cxls_redop_create_premulsum(c, op, scalar, datatype, residence);
+	r = cxls_redop_create_premulsum(c, op, scalar, datatype, residence);
+	if (r != ncclSuccess || !c->real || !REAL(RedOpCreatePreMulSum))
+		return r;
+	u = user_op(c, *op);
+	r = REAL(RedOpCreatePreMulSum)(&u->real_op, scalar, datatype, residence, c->real);
+	if (r != ncclSuccess) {
+		cxls_redop_destroy(c, *op);
+		return r;
+	}
+	u->real_live = 1;
+	return ncclSuccess;
 }
 PALIAS(RedOpCreatePreMulSum);
 
 EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 {
+	struct cxls_user_op *u;
+
 	DISPATCH(RedOpDestroy, comm, op, comm);
+	u = user_op(c, op);
+	if (u && u->real_live && REAL(RedOpDestroy)) {
+		REAL(RedOpDestroy)(u->real_op, c->real);
+		u->real_live = 0;
+	}
 	return cxls_redop_destroy(c, op);
 }
 PALIAS(RedOpDestroy);
@@ -516,7 +555,8 @@ EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t coun
 	real = reduction_route(c, CXLS_COLL_REDUCE,
 			       count * cxls_type_size(datatype));
 	if (real)
-		return REAL(Reduce)(sendbuff, recvbuff, count, datatype, op, root, real, stream);
+		return REAL(Reduce)(sendbuff, recvbuff, count, datatype, real_op(c, op), root,
+				    real, stream);
 	return cxls_group_check(cxls_reduce(c, sendbuff, recvbuff, count, datatype, op, root, (CUstream)stream));
 }
 PALIAS(Reduce);
@@ -534,7 +574,8 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
 	real = reduction_route(c, CXLS_COLL_ALLREDUCE,
 			       count * cxls_type_size(datatype));
 	if (real)
-		return REAL(AllReduce)(sendbuff, recvbuff, count, datatype, op, real, stream);
+		return REAL(AllReduce)(sendbuff, recvbuff, count, datatype, real_op(c, op), real,
+				       stream);
 	return cxls_group_check(cxls_allreduce(c, sendbuff, recvbuff, count, datatype, op, (CUstream)stream));
 }
 PALIAS(AllReduce);
@@ -552,7 +593,8 @@ EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size
 	real = reduction_route(c, CXLS_COLL_REDUCESCATTER,
 			       recvcount * cxls_type_size(datatype) * (size_t)c->nranks);
 	if (real)
-		return REAL(ReduceScatter)(sendbuff, recvbuff, recvcount, datatype, op, real, stream);
+		return REAL(ReduceScatter)(sendbuff, recvbuff, recvcount, datatype,
+					   real_op(c, op), real, stream);
 	return cxls_group_check(cxls_reducescatter(c, sendbuff, recvbuff, recvcount, datatype, op, (CUstream)stream));
 }
 PALIAS(ReduceScatter);

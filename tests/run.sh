@@ -321,6 +321,8 @@ for m in blocking nonblocking group first; do
 done
 step "fallback: ncclCommInitAll of a size the policy keeps off the pool goes to NCCL (stand-in NCCL)" \
 	env $(pool initall) CXLSHIM_NCCL_MIN_RANKS=3 LD_PRELOAD="$SHIM" "$BUILD/tests/route_check" initall
+step "routing: a PreMulSum made on the handle works on the real side (stand-in NCCL)" \
+	env CXLSHIM_NCCL_COLLECTIVES=broadcast LD_PRELOAD="$SHIM" "$BUILD/tests/route_check" premulsum
 step "pass-through: a real NCCL id's communicator (stand-in NCCL)" shim \
 	"$BUILD/tests/route_check" foreign
 step "routing: abort and destroy race on a handle with a real side (stand-in NCCL)" \

@@ -41,6 +41,10 @@ struct cxls_user_op {
 	double value;           /* host scalar, read at creation */
 	uint64_t ivalue;        /* the same, exactly, for an integer type */
 	const void *dev;        /* device scalar, read in stream order */
+	/* the same operator made on the communicator's real side, for the
+	 * reductions the policy routes there */
+	int real_live;
+	ncclRedOp_t real_op;
 };
 
 /* How a communicator enqueues its pool work (fixed at init). */

@@ -15,6 +15,8 @@
  *   route_check initall         one process, ncclCommInitAll of 2 ranks
  *                               while the policy keeps 2-rank communicators
  *                               off the pool: the real library makes them
+ *   route_check premulsum       policy sends AllReduce to NCCL: a PreMulSum
+ *                               made on the handle works there
  *   route_check foreign         a communicator of the real library's own
  *                               id passes through untouched
  *   route_check release         as route, then ncclCommAbort and
@@ -152,6 +154,29 @@ static int broadcast(ncclComm_t comm, cudaStream_t s, int rank, int root)
 	for (int i = 0; i < COUNT; i++)
 		bad += host[i] != 0.5f * (float)i;
 	CHECK(bad == 0, "rank %d: %d wrong Broadcast elements", rank, bad);
+	cudaFree(buf);
+	free(host);
+	return fakenccl_served() - before;
+}
+
+/* In-place AllReduce of floats with op (rank r gives (r + 1) x i): each
+ * element must come out as scale x the sum. */
+static int allreduce(ncclComm_t comm, cudaStream_t s, int rank, int n, ncclRedOp_t op,
+		     float scale)
+{
+	float *buf = dev(COUNT * 4), *host = malloc(COUNT * 4);
+	int before = fakenccl_served(), bad = 0;
+
+	for (int i = 0; i < COUNT; i++)
+		host[i] = (float)((rank + 1) * (i % 1000));
+	test_upload(buf, host, COUNT * 4);
+	CHECK(ncclAllReduce(buf, buf, COUNT, ncclFloat32, op, comm, s) == ncclSuccess,
+	      "allreduce");
+	cudaStreamSynchronize(s);
+	cudaMemcpy(host, buf, COUNT * 4, cudaMemcpyDeviceToHost);
+	for (int i = 0; i < COUNT; i++)
+		bad += host[i] != scale * (float)(n * (n + 1) / 2 * (i % 1000));
+	CHECK(bad == 0, "rank %d: %d wrong AllReduce elements", rank, bad);
 	cudaFree(buf);
 	free(host);
 	return fakenccl_served() - before;
@@ -337,6 +362,31 @@ static int case_declined(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* The policy sends AllReduce to NCCL (the step's environment): a PreMulSum
+ * made on the handle is made on the real side too, and the routed
+ * AllReduce names it by the real library's number; destroyed on both. */
+static int case_premulsum(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	float half = 0.5f;
+	cudaStream_t s;
+	ncclComm_t comm = NULL;
+	ncclRedOp_t op;
+
+	(void)arg;
+	if (join(&comm, &s, n, id, rank, BLOCKING) != ncclSuccess)
+		return CHECK_SUMMARY();
+	CHECK(ncclRedOpCreatePreMulSum(&op, &half, ncclFloat32, ncclScalarHostImmediate, comm) ==
+		      ncclSuccess,
+	      "rank %d: PreMulSum made", rank);
+	CHECK(allreduce(comm, s, rank, n, op, 0.5f) == 1, "rank %d: AllReduce on the real side",
+	      rank);
+	CHECK(allreduce(comm, s, rank, n, ncclSum, 1.0f) == 1, "rank %d: a built-in op too", rank);
+	CHECK(ncclRedOpDestroy(op, comm) == ncclSuccess, "rank %d: destroyed", rank);
+	CHECK(ncclRedOpDestroy(op, comm) == ncclInvalidArgument, "rank %d: destroyed twice", rank);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* The policy sends 2-rank communicators to NCCL (the step's environment):
  * ncclCommInitAll hands the whole job to the real library, whose
  * communicators then serve the collectives. */
@@ -417,6 +467,8 @@ int main(int argc, char **argv)
 		fn = case_release;
 	else if (!strcmp(j.name, "mixed"))
 		fn = case_mixed;
+	else if (!strcmp(j.name, "premulsum"))
+		fn = case_premulsum;
 	else if (!strcmp(j.name, "declined") || !strcmp(j.name, "declined-first"))
 		fn = case_declined;
 	j.decliner_first = !strcmp(j.name, "declined-first");
@@ -424,7 +476,7 @@ int main(int argc, char **argv)
 	    (fn == case_route || fn == case_fallback || (fn == case_declined && !j.decliner_first)) ==
 		    (argc == 2)) {
 		fprintf(stderr, "usage: %s route|fallback|declined blocking|nonblocking|group | "
-				"declined-first | initall | foreign | release | mixed\n", argv[0]);
+				"declined-first | initall | premulsum | foreign | release | mixed\n", argv[0]);
 		return 2;
 	}
 	return launch_ranks(fn == case_route ? 3 : 2, fn, &j, 60);

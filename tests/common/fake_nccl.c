@@ -37,6 +37,8 @@
 #define FAKE_MAX_RANKS 16
 #define FAKE_SLOT (4u << 20)
 #define FAKE_TIMEOUT_S 30
+#define FAKE_OPS 4
+#define FAKE_OP0 ((int)ncclNumOps + 11)
 
 struct shared {
 	_Atomic uint32_t arrive[FAKE_MAX_RANKS];
@@ -51,6 +53,10 @@ struct ncclComm {
 	char path[64];          /* the shared file, until everyone mapped it */
 	struct shared *sh;
 	char *slots;
+	/* PreMulSum float scalars, numbered from FAKE_OP0 (never the shim's
+	 * numbers: an operator it forgot to translate is refused) */
+	int premul_live[FAKE_OPS];
+	float premul[FAKE_OPS];
 };
 
 static _Thread_local int group_depth;
@@ -334,9 +340,15 @@ static void from_root(ncclComm_t c, void *recv, size_t bytes, const void *arg)
 	memcpy(recv, c->slots + (size_t)*(const int *)arg * FAKE_SLOT, bytes);
 }
 
+struct sum_of {
+	ncclDataType_t t;
+	float scale; /* floats: every input times this */
+};
+
 static void sum(ncclComm_t c, void *recv, size_t bytes, const void *arg)
 {
-	ncclDataType_t t = *(const ncclDataType_t *)arg;
+	const struct sum_of *how = arg;
+	ncclDataType_t t = how->t;
 
 	for (size_t i = 0; i < bytes / 4; i++) {
 		int32_t si = 0;
@@ -350,7 +362,7 @@ static void sum(ncclComm_t c, void *recv, size_t bytes, const void *arg)
 			memcpy(&vi, p, 4);
 			memcpy(&vf, p, 4);
 			si += vi;
-			sf += vf;
+			sf += vf * how->scale;
 		}
 		if (t == ncclFloat32)
 			memcpy((char *)recv + i * 4, &sf, 4);
@@ -384,12 +396,56 @@ EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t c
 }
 PALIAS(Broadcast);
 
+/* A float PreMulSum with a host scalar: the operators this stand-in has. */
+EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
+					     ncclDataType_t datatype,
+					     ncclScalarResidence_t residence, ncclComm_t comm)
+{
+	if (!is_fake(comm) || !op || !scalar || datatype != ncclFloat32 ||
+	    residence != ncclScalarHostImmediate)
+		return ncclInvalidArgument;
+	for (int k = 0; k < FAKE_OPS; k++)
+		if (!comm->premul_live[k]) {
+			comm->premul_live[k] = 1;
+			comm->premul[k] = *(const float *)scalar;
+			*op = (ncclRedOp_t)(FAKE_OP0 + k);
+			return ncclSuccess;
+		}
+	return ncclInvalidUsage;
+}
+PALIAS(RedOpCreatePreMulSum);
+
+static int premul_of(ncclComm_t comm, ncclRedOp_t op)
+{
+	int k = (int)op - FAKE_OP0;
+
+	return k >= 0 && k < FAKE_OPS && comm->premul_live[k] ? k : -1;
+}
+
+EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+	int k = is_fake(comm) ? premul_of(comm, op) : -1;
+
+	if (k < 0)
+		return ncclInvalidArgument;
+	comm->premul_live[k] = 0;
+	return ncclSuccess;
+}
+PALIAS(RedOpDestroy);
+
 EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 				  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
 				  cudaStream_t stream)
 {
-	if (!is_fake(comm) || op != ncclSum || (datatype != ncclInt32 && datatype != ncclFloat32))
+	struct sum_of how = { datatype, 1.0f };
+	int k = is_fake(comm) ? premul_of(comm, op) : -1;
+
+	if (!is_fake(comm) || (op != ncclSum && k < 0) ||
+	    (datatype != ncclInt32 && datatype != ncclFloat32) ||
+	    (k >= 0 && datatype != ncclFloat32))
 		return ncclInvalidArgument;
-	return run(comm, sendbuff, count * 4, recvbuff, stream, sum, &datatype);
+	if (k >= 0)
+		how.scale = comm->premul[k];
+	return run(comm, sendbuff, count * 4, recvbuff, stream, sum, &how);
 }
 PALIAS(AllReduce);
