@@ -9,6 +9,7 @@
 
 static struct cxls_real_nccl table;
 static const struct cxls_real_nccl *real;
+static void *handle; /* where table came from, once real is set */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* A handle whose pncclGetVersion is not ours. */
@@ -61,6 +62,7 @@ static void load(void)
 		CXLS_WARN("the NCCL library found is cxlshim itself: pool-only mode");
 		return;
 	}
+	handle = h;
 	real = &table;
 }
 
@@ -68,4 +70,9 @@ const struct cxls_real_nccl *cxls_real_nccl(void)
 {
 	pthread_once(&once, load);
 	return real;
+}
+
+void *cxls_real_nccl_sym(const char *name)
+{
+	return cxls_real_nccl() ? dlsym(handle, name) : NULL;
 }

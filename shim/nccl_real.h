@@ -19,5 +19,7 @@ struct cxls_real_nccl {
 /* NULL when no real library can be found (logged once). Individual
  * entries may be NULL when an older library lacks them. */
 const struct cxls_real_nccl *cxls_real_nccl(void);
+/* Another symbol of that library (calls nccl.h does not declare), or NULL. */
+void *cxls_real_nccl_sym(const char *name);
 
 #endif

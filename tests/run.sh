@@ -138,6 +138,8 @@ step "api: same, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graphreduce
 step "api: PreMulSum on 64-bit integers, scalars a double cannot hold" shim \
 	"$BUILD/tests/api_check" premulsum64
+step "api: NCCL 2.28 device API: teams answered, device communicator refused (3 ranks)" shim \
+	"$BUILD/tests/api_check" devapi
 step "api: a group's collectives start at its end, after what its streams hold (3 ranks)" sh -c \
 	"for e in X=0 CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host; do \
 	 env \$e LD_PRELOAD=$SHIM $BUILD/tests/api_check grouporder || exit 1; done"
