@@ -114,6 +114,8 @@ step "api: nonblocking init (3 ranks)" shim "$BUILD/tests/api_check" nonblocking
 step "api: ncclCommInitAll + groups (4 devices)" shim "$BUILD/tests/api_check" initall
 step "api: one thread splits 4 ranks in a group" env CXLSHIM_TIMEOUT_INIT_MS=5000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitgroup
+step "api: one thread shrinks 2 of 3 ranks in a group" env CXLSHIM_TIMEOUT_INIT_MS=5000 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" shrinkgroup
 step "api: ops on different streams stay ordered" shim "$BUILD/tests/api_check" streams
 step "api: same, 3 ranks, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" \
 	"$BUILD/tests/api_check" streams3
@@ -140,6 +142,8 @@ step "api: PreMulSum on 64-bit integers, scalars a double cannot hold" shim \
 	"$BUILD/tests/api_check" premulsum64
 step "api: NCCL 2.28 device API: teams answered, device communicator refused (3 ranks)" shim \
 	"$BUILD/tests/api_check" devapi
+step "api: ncclCommAbort from another thread ends a split waiting for a hung peer" shim \
+	"$BUILD/tests/api_check" splitabort
 step "api: a group's collectives start at its end, after what its streams hold (3 ranks)" sh -c \
 	"for e in X=0 CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host; do \
 	 env \$e LD_PRELOAD=$SHIM $BUILD/tests/api_check grouporder || exit 1; done"

@@ -251,6 +251,7 @@ static int connect_comm(struct cxls_comm *c)
 		.device = (uint32_t)c->device,
 		.timeout_ms = rt->cfg.timeout_init_ms,
 		.cancel = &c->aborted,
+		.cancel_also = c->parent_releasing,
 		.chunk = rt->cfg.cccl_chunk_size,
 		.slots = rt->cfg.cccl_chunks,
 		.interleave = (uint32_t)rt->cfg.cccl_interleave,
@@ -306,6 +307,7 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	c->key[1] = a->uid->key[1];
 	c->settle = a->settle;
 	c->later = a->later;
+	c->parent_releasing = a->parent_releasing;
 	c->pool = cxls_runtime_pool();
 	c->st.cu = cxls_cuda();
 	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
@@ -380,6 +382,16 @@ static void close_enqueues(struct cxls_comm *c, int aborting)
 			cxls_comm_fail(c, CXLS_ABORT_USER, ncclRemoteError);
 		nanosleep(&nap, NULL);
 	}
+}
+
+/* Splits and shrinks of c under way on other threads, which `releasing`
+ * makes give up within a nap of their polls. */
+static void wait_splits(struct cxls_comm *c)
+{
+	struct timespec nap = { 0, 200000 };
+
+	while (atomic_load(&c->splitting))
+		nanosleep(&nap, NULL);
 }
 
 /* The handle was never given out: forget it but keep the tombstone. */
@@ -618,10 +630,12 @@ static ncclResult_t release(struct cxls_comm *c, int aborting, ncclComm_t *real)
 	ncclResult_t ret = ncclSuccess;
 
 	*real = NULL;
+	atomic_store(&c->releasing, 1); /* a split under way gives up */
 	if (aborting)
 		atomic_store(&c->aborted, 1); /* cancels a pending rendezvous and enqueues */
 	/* before the lock: a captured operation takes it to keep its replay */
 	close_enqueues(c, aborting);
+	wait_splits(c);
 	pthread_mutex_lock(&c->life);
 	if (c->released) {
 		pthread_mutex_unlock(&c->life);

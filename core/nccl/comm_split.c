@@ -50,7 +50,8 @@ static int gather(struct cxls_comm *c, uint32_t n, int32_t *colors, int32_t *key
 			cxls_refresh(flush, p, sizeof(*p));
 			if ((int32_t)(atomic_load(&p->split_seq) - n) >= 0)
 				break;
-			if (cxls_now_ns() > deadline || cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
+			if (cxls_now_ns() > deadline || atomic_load(&c->releasing) ||
+			    cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
 				return -1;
 			nanosleep(&nap, NULL);
 		}
@@ -77,7 +78,7 @@ static ncclResult_t make_child(struct cxls_comm *c, uint32_t n, int color, int n
 	/* the parent's routing rules, which every member follows already */
 	struct cxls_init_args a = {
 		.nranks = nranks, .rank = rank, .blocking = blocking, .uid = &u,
-		.route = &c->route,
+		.route = &c->route, .parent_releasing = &c->releasing,
 	};
 	struct cxls_comm *child = NULL;
 	ncclResult_t r;
@@ -93,16 +94,37 @@ static ncclResult_t make_child(struct cxls_comm *c, uint32_t n, int color, int n
 	return r;
 }
 
+/* A split or shrink counts itself in c->splitting while it reads the
+ * record, unless a destroy or abort began (comm.h: releasing). */
+static int split_enter(struct cxls_comm *c)
+{
+	atomic_fetch_add(&c->splitting, 1);
+	if (!atomic_load(&c->releasing))
+		return 0;
+	atomic_fetch_sub(&c->splitting, 1);
+	cxls_comm_set_error(c, "split or shrink of a communicator being destroyed or aborted");
+	return -1;
+}
+
+static void split_leave(struct cxls_comm *c)
+{
+	atomic_fetch_sub(&c->splitting, 1);
+}
+
 /* Split n after our part of it was published: the exchange, then the
  * child. */
-static ncclResult_t finish(struct cxls_comm *c, uint32_t n, int color, int key,
-			   ncclComm_t *newcomm, int blocking)
+static ncclResult_t exchange(struct cxls_comm *c, uint32_t n, int color, int key,
+			     ncclComm_t *newcomm, int blocking)
 {
 	int32_t colors[1024], keys[1024];
 	int nranks = 0, rank = 0;
 
 	if (gather(c, n, colors, keys)) {
-		cxls_comm_set_error(c, "ncclCommSplit: not every rank joined split %u", n);
+		cxls_comm_set_error(c, "ncclCommSplit: %s split %u",
+				    atomic_load(&c->releasing) ? "the communicator was aborted or "
+								 "destroyed during" :
+								 "not every rank joined",
+				    n);
 		return ncclSystemError;
 	}
 	if (color == NCCL_SPLIT_NOCOLOR)
@@ -118,6 +140,18 @@ static ncclResult_t finish(struct cxls_comm *c, uint32_t n, int color, int key,
 	CXLS_INFO("comm %p split %u: color %d key %d -> rank %d of %d", (void *)c, n, color, key,
 		  rank, nranks);
 	return make_child(c, n, color, nranks, rank, blocking, newcomm);
+}
+
+static ncclResult_t finish(struct cxls_comm *c, uint32_t n, int color, int key,
+			   ncclComm_t *newcomm, int blocking)
+{
+	ncclResult_t r;
+
+	if (split_enter(c))
+		return ncclInvalidUsage;
+	r = exchange(c, n, color, key, newcomm, blocking);
+	split_leave(c);
+	return r;
 }
 
 ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t *newcomm,
@@ -162,7 +196,8 @@ ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int
 ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexclude,
 			      ncclComm_t *newcomm, int blocking)
 {
-	int below = 0;
+	ncclResult_t r;
+	int below = 0, in_group;
 
 	/* NCCL 2.28 refuses a NULL list and a count below 1 alike: a shrink
 	 * that excludes nobody is no shrink */
@@ -184,7 +219,17 @@ ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexcl
 		below += exclude[i] < c->rank;
 	}
 	*newcomm = NULL;
+	if (split_enter(c))
+		return ncclInvalidUsage;
+	/* inside a group the child's rendezvous runs in the background and a
+	 * blocking one completes at the group's end, as with NCCL: one thread
+	 * may shrink several ranks of the parent */
+	in_group = cxls_group_depth() > 0;
 	/* color -2: no split's color, so no split's key */
-	return make_child(c, ++c->shrinks, -2, c->nranks - nexclude, c->rank - below, blocking,
-			  newcomm);
+	r = make_child(c, ++c->shrinks, -2, c->nranks - nexclude, c->rank - below,
+		       blocking && !in_group, newcomm);
+	if (in_group && blocking && r == ncclInProgress)
+		r = cxls_group_add_init((struct cxls_comm *)*newcomm);
+	split_leave(c);
+	return r;
 }

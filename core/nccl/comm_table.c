@@ -448,7 +448,8 @@ static int wait_ready(struct cxls_pool *pool, struct cxls_comm_view *v,
 			return CXLS_JOIN_OK;
 		if (CXLS_PHASE(st) != CXLS_COMM_JOINING)
 			return CXLS_JOIN_EFAILED;
-		if (a->cancel && atomic_load(a->cancel)) {
+		if ((a->cancel && atomic_load(a->cancel)) ||
+		    (a->cancel_also && atomic_load(a->cancel_also))) {
 			if (atomic_compare_exchange_strong(&v->rec->state, &st,
 				CXLS_STATE(CXLS_COMM_FAILED, CXLS_JOINED(st))))
 				return CXLS_JOIN_ECANCELED;

@@ -42,8 +42,10 @@ struct cxls_join_args {
 	uint32_t rank;
 	uint32_t device;
 	uint32_t timeout_ms;
-	/* polled while waiting; non-zero aborts the join (ncclCommAbort) */
+	/* polled while waiting; non-zero aborts the join (ncclCommAbort;
+	 * cancel_also, may be NULL: a split parent's release) */
 	const _Atomic int *cancel;
+	const _Atomic int *cancel_also;
 	/* in: this rank's proposal; out: what the record holds */
 	uint64_t chunk;
 	uint32_t slots;

@@ -495,6 +495,40 @@ static int case_splitgroup(void)
 	return CHECK_SUMMARY();
 }
 
+/* One thread shrinks two of three ranks inside a group (rank 2 out), as
+ * NCCL allows: each shrink returns at once and the children are ready at
+ * ncclGroupEnd, with 2 ranks, their ranks kept in order. */
+static int case_shrinkgroup(void)
+{
+	enum { N = 3 };
+	ncclComm_t comms[N], kids[2] = { NULL, NULL };
+	int out = 2;
+	double t0;
+
+	CHECK(ncclCommInitAll(comms, N, NULL) == ncclSuccess, "InitAll");
+	CHECK(ncclGroupStart() == ncclSuccess, "group start");
+	t0 = now_s();
+	for (int i = 0; i < 2; i++)
+		CHECK(ncclCommShrink(comms[i], &out, 1, &kids[i], NULL, NCCL_SHRINK_DEFAULT) ==
+			      ncclSuccess,
+		      "shrink %d", i);
+	CHECK(now_s() - t0 < 1.0, "the shrinks returned at once: %.2f s", now_s() - t0);
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	for (int i = 0; i < 2; i++) {
+		int v = -1, r = -1;
+
+		CHECK(kids[i] && ncclCommCount(kids[i], &v) == ncclSuccess && v == 2,
+		      "child %d: %d ranks", i, v);
+		CHECK(kids[i] && ncclCommUserRank(kids[i], &r) == ncclSuccess && r == i,
+		      "child %d: rank %d", i, r);
+		if (kids[i])
+			CHECK(ncclCommDestroy(kids[i]) == ncclSuccess, "destroy child %d", i);
+	}
+	for (int i = 0; i < N; i++)
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+	return CHECK_SUMMARY();
+}
+
 /* ---- failures --------------------------------------------------------- */
 
 /* Polls until the communicator reports an error; returns seconds taken
@@ -1474,6 +1508,36 @@ static int case_premulsum64(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* ---- ncclCommAbort from another thread during a split -------------------- */
+
+/* Rank 1 never splits (a hung peer); rank 0's watchdog thread aborts the
+ * parent while rank 0's split waits for it: the split returns an error
+ * at once, not at the 30 s init timeout, and the abort does not wait for
+ * it longer either. */
+static int case_split_abort(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s), kid = NULL;
+	struct aborter a = { comm, 500 };
+	double t0 = now_s();
+	pthread_t t;
+	ncclResult_t r;
+
+	(void)arg;
+	if (rank != 0) {
+		sleep(4);
+		ncclCommDestroy(comm);
+		return CHECK_SUMMARY();
+	}
+	pthread_create(&t, NULL, abort_later, &a);
+	r = ncclCommSplit(comm, 0, 0, &kid, NULL);
+	CHECK(r != ncclSuccess && kid == NULL, "split failed: %d", r);
+	CHECK(now_s() - t0 < 2.0, "the split returned %.2f s after it began, 0.5 s after it the "
+				  "abort", now_s() - t0);
+	pthread_join(t, NULL);
+	return CHECK_SUMMARY();
+}
+
 /* ---- NCCL 2.28's device API on a pool communicator ---------------------- */
 
 /* nccl_device/core.h is CUDA C++: its host calls, restated (ncclTeam_t's
@@ -1687,6 +1751,7 @@ static const struct rank_case rank_cases[] = {
 	{ "graphreduce", 3, case_graph_reduce, NULL },
 	{ "premulsum64", 2, case_premulsum64, NULL },
 	{ "devapi", 3, case_devapi, NULL },
+	{ "splitabort", 2, case_split_abort, NULL },
 	{ "grouporder", 3, case_group_order, NULL },
 	{ "streams", 2, case_streams, NULL },
 	{ "split", 4, case_split, NULL },
@@ -1707,7 +1772,7 @@ static const struct rank_case rank_cases[] = {
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s noargs|initall|splitgroup|badpool", argv[0]);
+		fprintf(stderr, "usage: %s noargs|initall|splitgroup|shrinkgroup|badpool", argv[0]);
 		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
 			fprintf(stderr, "|%s", rank_cases[i].name);
 		fprintf(stderr, "\n");
@@ -1719,6 +1784,8 @@ int main(int argc, char **argv)
 		return case_initall();
 	if (!strcmp(argv[1], "splitgroup"))
 		return case_splitgroup();
+	if (!strcmp(argv[1], "shrinkgroup"))
+		return case_shrinkgroup();
 	if (!strcmp(argv[1], "badpool"))
 		return case_badpool();
 	for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
