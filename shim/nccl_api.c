@@ -69,26 +69,34 @@ static struct cxls_comm *ours(const void *comm, int *mine, ncclResult_t *err, co
 	}
 }
 
-/* Body prologue for calls taking a communicator: ours -> c, dead -> error,
- * foreign -> real library.  DISPATCH_OWN keeps delegated ones (comm.h) for
- * the calls that must release our handle too. */
-#define DISPATCH_OWN(fn, comm, ...)                                                \
+/* Body prologue for calls taking a communicator: ours -> c, dead -> error
+ * (passed through on_bad), foreign -> real library.  DISPATCH_OWN keeps
+ * delegated ones (comm.h) for the calls that must release our handle too. */
+#define DISPATCH_OWN_(on_bad, fn, comm, ...)                                       \
 	int mine_;                                                                 \
 	ncclResult_t err_ = ncclSuccess;                                           \
 	struct cxls_comm *c = ours((comm), &mine_, &err_, "nccl" #fn);             \
 	if (!mine_)                                                                \
 		FORWARD(fn, __VA_ARGS__);                                          \
 	if (!c)                                                                    \
-		return err_
+		return on_bad(err_)
+
+#define AS_IS(err) (err)
+#define DISPATCH_OWN(fn, comm, ...) DISPATCH_OWN_(AS_IS, fn, comm, __VA_ARGS__)
 
 /* A delegated handle forwards with its real communicator: the block's
  * `comm` shadows the parameter, so the arguments name the real one. */
-#define DISPATCH(fn, comm, ...)                                                    \
-	DISPATCH_OWN(fn, comm, __VA_ARGS__);                                       \
+#define DISPATCH_(on_bad, fn, comm, ...)                                           \
+	DISPATCH_OWN_(on_bad, fn, comm, __VA_ARGS__);                              \
 	if (cxls_comm_delegated(c)) {                                              \
 		ncclComm_t comm = c->real;                                         \
 		FORWARD(fn, __VA_ARGS__);                                          \
 	}
+
+#define DISPATCH(fn, comm, ...) DISPATCH_(AS_IS, fn, comm, __VA_ARGS__)
+/* The calls a group takes (collectives, send, receive): a NULL or
+ * destroyed handle fails an open group too, as NCCL's ncclGroupErrCheck. */
+#define DISPATCH_COLL(fn, comm, ...) DISPATCH_(cxls_group_check, fn, comm, __VA_ARGS__)
 
 /* Entry checks every collective on our communicators shares.  Their
  * errors, as the pool's argument checks', fail an open group too
@@ -496,7 +504,7 @@ EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t s
 
 	ncclComm_t real;
 
-	DISPATCH(AllGather, comm, sendbuff, recvbuff, sendcount, datatype, comm, stream);
+	DISPATCH_COLL(AllGather, comm, sendbuff, recvbuff, sendcount, datatype, comm, stream);
 	if ((r = coll_ready(c, "ncclAllGather")))
 		return r;
 	real = cxls_comm_route(c, CXLS_COLL_ALLGATHER,
@@ -515,7 +523,7 @@ EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t c
 
 	ncclComm_t real;
 
-	DISPATCH(Broadcast, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
+	DISPATCH_COLL(Broadcast, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
 	if ((r = coll_ready(c, "ncclBroadcast")))
 		return r;
 	real = cxls_comm_route(c, CXLS_COLL_BROADCAST, count * cxls_type_size(datatype));
@@ -532,7 +540,7 @@ EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype,
 
 	ncclComm_t real;
 
-	DISPATCH(Bcast, comm, buff, count, datatype, root, comm, stream);
+	DISPATCH_COLL(Bcast, comm, buff, count, datatype, root, comm, stream);
 	if ((r = coll_ready(c, "ncclBcast")))
 		return r;
 	real = cxls_comm_route(c, CXLS_COLL_BROADCAST, count * cxls_type_size(datatype));
@@ -549,7 +557,7 @@ EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t coun
 	ncclComm_t real;
 	ncclResult_t r;
 
-	DISPATCH(Reduce, comm, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+	DISPATCH_COLL(Reduce, comm, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 	if ((r = coll_ready(c, "ncclReduce")))
 		return r;
 	real = reduction_route(c, CXLS_COLL_REDUCE,
@@ -568,7 +576,7 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
 	ncclComm_t real;
 	ncclResult_t r;
 
-	DISPATCH(AllReduce, comm, sendbuff, recvbuff, count, datatype, op, comm, stream);
+	DISPATCH_COLL(AllReduce, comm, sendbuff, recvbuff, count, datatype, op, comm, stream);
 	if ((r = coll_ready(c, "ncclAllReduce")))
 		return r;
 	real = reduction_route(c, CXLS_COLL_ALLREDUCE,
@@ -587,7 +595,7 @@ EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size
 	ncclComm_t real;
 	ncclResult_t r;
 
-	DISPATCH(ReduceScatter, comm, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+	DISPATCH_COLL(ReduceScatter, comm, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 	if ((r = coll_ready(c, "ncclReduceScatter")))
 		return r;
 	real = reduction_route(c, CXLS_COLL_REDUCESCATTER,
@@ -605,7 +613,7 @@ EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t co
 	ncclComm_t real;
 	ncclResult_t r;
 
-	DISPATCH(AlltoAll, comm, sendbuff, recvbuff, count, datatype, comm, stream);
+	DISPATCH_COLL(AlltoAll, comm, sendbuff, recvbuff, count, datatype, comm, stream);
 	if ((r = coll_ready(c, "ncclAlltoAll")))
 		return r;
 	real = cxls_comm_route(c, CXLS_COLL_ALLTOALL,
@@ -623,7 +631,7 @@ EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t coun
 	ncclComm_t real;
 	ncclResult_t r;
 
-	DISPATCH(Gather, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
+	DISPATCH_COLL(Gather, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
 	if ((r = coll_ready(c, "ncclGather")))
 		return r;
 	real = cxls_comm_route(c, CXLS_COLL_GATHER,
@@ -641,7 +649,7 @@ EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t cou
 	ncclComm_t real;
 	ncclResult_t r;
 
-	DISPATCH(Scatter, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
+	DISPATCH_COLL(Scatter, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
 	if ((r = coll_ready(c, "ncclScatter")))
 		return r;
 	real = cxls_comm_route(c, CXLS_COLL_SCATTER,
@@ -670,7 +678,7 @@ static ncclResult_t p2p(struct cxls_comm *c, int send, const void *buf, size_t c
 EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
 			     int peer, ncclComm_t comm, cudaStream_t stream)
 {
-	DISPATCH(Send, comm, sendbuff, count, datatype, peer, comm, stream);
+	DISPATCH_COLL(Send, comm, sendbuff, count, datatype, peer, comm, stream);
 	return p2p(c, 1, sendbuff, count, datatype, peer, stream);
 }
 PALIAS(Send);
@@ -678,7 +686,7 @@ PALIAS(Send);
 EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
 			     ncclComm_t comm, cudaStream_t stream)
 {
-	DISPATCH(Recv, comm, recvbuff, count, datatype, peer, comm, stream);
+	DISPATCH_COLL(Recv, comm, recvbuff, count, datatype, peer, comm, stream);
 	return p2p(c, 0, recvbuff, count, datatype, peer, stream);
 }
 PALIAS(Recv);

@@ -1713,6 +1713,11 @@ static int case_group_error(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ncclSend(send, 4096, ncclInt8, n, comm, s) == ncclInvalidArgument, "bad peer");
 	CHECK(ncclGroupEnd() == ncclSuccess, "inner group end");
 	CHECK(ncclGroupEnd() == ncclInvalidArgument, "outer group end");
+	/* a NULL communicator inside a group fails its end as well */
+	ncclGroupStart();
+	CHECK(ncclAllGather(send, all, 4096, ncclInt8, NULL, s) == ncclInvalidArgument,
+	      "NULL communicator");
+	CHECK(ncclGroupEnd() == ncclInvalidArgument, "its group's end");
 	CHECK(group_with(comm, s, rank, 0, send, recv, all) == ncclSuccess, "a good group after");
 	CHECK(cudaStreamSynchronize(s) == cudaSuccess && all_bytes(recv, 4096, 'a' + peer),
 	      "its receive delivered");
