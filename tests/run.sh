@@ -408,6 +408,16 @@ for t in greeting settling; do
 	step "sock: epoll set before connect(): $t" shim \
 		env CXLSHIM_SOCK_MEET_TIMEOUT_MS=300 "$BUILD/tests/sock_loop_check" $t
 done
+# a parent that closes its copy right after fork, while the child records
+# itself: the close held in the window (test delay) finds either the fork
+# or the child (counting holders before forks freed the listener under a
+# child, once in CI under valgrind)
+step "sock: a listener the parent closes right after fork stays the child's (close held 200 ms)" \
+	shim env CXLSHIM_TEST_CLAIM_DELAY_AT=listener-close CXLSHIM_TEST_CLAIM_DELAY_US=200000 \
+	CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_loop_check" lt
+step "sock: a connection the parent closes right after fork stays the child's (close held 30 ms)" \
+	shim env CXLSHIM_TEST_CLAIM_DELAY_AT=end-close CXLSHIM_TEST_CLAIM_DELAY_US=30000 \
+	"$BUILD/tests/sock_check" fork
 step "sock: epoll fd closed under a waiter, memcheck" shim env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 \
 	$(command -v valgrind >/dev/null && echo valgrind -q --error-exitcode=9) \
 	"$BUILD/tests/sock_loop_check" closewait

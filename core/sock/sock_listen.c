@@ -200,19 +200,23 @@ void cxls_listener_del(int idx)
 {
 	struct cxls_sock_listener *l = listener_at(idx);
 	uint64_t sg;
+	uint32_t forks;
 	int left;
 
 	if (!l)
 		return;
 	sg = atomic_load(&l->sg);
+	/* forks before holders: a child records itself, then counts its fork
+	 * down (cxls_listener_fork); counted the other way round, a child
+	 * doing both in between was seen in neither and its listener freed */
+	forks = atomic_load(&l->forking);
 	left = cxls_holder_remove(l->holder, CXLS_LISTENER_HOLDERS);
 	if (left)
 		left = cxls_holder_left(l->holder, CXLS_LISTENER_HOLDERS, l->boot_hash);
-	CXLS_TRACE("listener %d: closed here, %d holders and %u forks left", idx, left,
-		   atomic_load(&l->forking));
+	cxls_claim_test_delay("listener-close"); /* a child's fork ends here */
+	CXLS_TRACE("listener %d: closed here, %d holders and %u forks left", idx, left, forks);
 	/* under the generation we saw: never a record claimed since */
-	if (!left && !l->untracked && !atomic_load(&l->forking) &&
-	    CXLS_SG_STATE(sg) == CXLS_LST_LIVE)
+	if (!left && !l->untracked && !forks && CXLS_SG_STATE(sg) == CXLS_LST_LIVE)
 		atomic_compare_exchange_strong(&l->sg, &sg,
 					       CXLS_SG(CXLS_SG_GEN(sg), CXLS_LST_FREE));
 	wb(cxls_sock_region(), l);

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "pool.h"
 #include "sock_chan.h"
+#include "sock_claim.h"
 #include "sock_holder.h"
 #include "sock_ref.h"
 
@@ -194,6 +195,7 @@ void cxls_sock_release(struct cxls_sconn *c)
 {
 	struct cxls_sock_end *e = c->me;
 	int mode = atomic_load(&c->mode), left;
+	uint32_t forks;
 	uint64_t sg;
 
 	if (!c->rec || (mode != CXLS_SC_POOL && mode != CXLS_SC_PENDING))
@@ -215,15 +217,20 @@ void cxls_sock_release(struct cxls_sconn *c)
 		if (CXLS_SG_STATE(sg) != CXLS_SK_JOINED && CXLS_SG_STATE(sg) != CXLS_SK_WAITING)
 			return;
 	}
+	/* forks before holders: a child records itself, then counts its fork
+	 * down (cxls_sock_fork); counted the other way round, a child doing
+	 * both in between was seen in neither and the end closed under it */
+	forks = atomic_load(&e->forking);
 	left = cxls_holder_remove(e->holder, CXLS_SOCK_HOLDERS);
 	if (c->held_extra)
 		cxls_count_down(&e->extra);
 	cxls_publish(c->tx.flush, e, offsetof(struct cxls_sock_end, sleeper));
 	if (left)
 		left = cxls_holder_left(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash);
-	if (left || atomic_load(&e->forking) || atomic_load(&e->extra)) {
+	cxls_claim_test_delay("end-close"); /* a child's fork ends here */
+	if (left || forks || atomic_load(&e->extra)) {
 		CXLS_TRACE("socket slot %u: still held here (%d holders, %u forks)", c->slot, left,
-			   atomic_load(&e->forking));
+			   forks);
 		return;
 	}
 	atomic_fetch_or(&e->flags, CXLS_END_CLOSED | (close_resets(c, mode) ? CXLS_END_RESET : 0));
