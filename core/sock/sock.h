@@ -103,6 +103,14 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeout_ms,
 			   const sigset_t *mask, int n);
 void cxls_sock_epoll_closing(int fd);
+/* An epoll fd in a poll or select: the set the shim keeps for it when it
+ * holds pooled sockets, with a reference (NULL otherwise); whether one of
+ * them is ready, all of them armed for the sleep of token arm (0: only
+ * look); the reference given back. */
+struct epset;
+struct epset *cxls_sock_epoll_polled(int fd);
+int cxls_sock_epoll_polled_ready(struct epset *s, uint64_t arm);
+void cxls_sock_epoll_polled_done(struct epset *s);
 /* newfd is a dup of oldfd: an epoll fd's set has one more number. */
 void cxls_sock_epoll_duped(int oldfd, int newfd);
 /* In the child of fork: the sets as its one thread finds them. */

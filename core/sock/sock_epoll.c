@@ -221,6 +221,32 @@ struct epset *cxls_ep_set_get(int epfd, int create)
 	return s;
 }
 
+struct epset *cxls_sock_epoll_polled(int fd)
+{
+	struct epset *s = cxls_ep_set_get(fd, 0);
+	int members;
+
+	if (!s)
+		return NULL;
+	pthread_mutex_lock(&s->lock);
+	members = !s->closed && s->n > 0;
+	pthread_mutex_unlock(&s->lock);
+	if (members)
+		return s;
+	cxls_ep_set_put(s);
+	return NULL;
+}
+
+int cxls_sock_epoll_polled_ready(struct epset *s, uint64_t arm)
+{
+	return cxls_ep_set_ready(s, arm);
+}
+
+void cxls_sock_epoll_polled_done(struct epset *s)
+{
+	cxls_ep_set_put(s);
+}
+
 /* cxls_ep_set_get(), locked, and not closed (an fd closed meanwhile may be a
  * new epoll fd already, with a set of its own); cxls_ep_set_unlock() when
  * done. */

@@ -136,6 +136,31 @@ static int child_reports(struct ep_child *ch, uint64_t mark)
 	return 1;
 }
 
+/* Whether a pooled member of set `in` (locked) is ready, arming them all
+ * for the sleep of token arm (0: only look): any of them may ring first.
+ * Nothing is reported: that is the set's own epoll_wait's to do. */
+static int members_ready(struct epset *in, uint64_t arm)
+{
+	int ready = 0;
+
+	for (int j = 0; j < in->n && !ready; j++)
+		ready = item_ready(&in->items[j], arm) != 0;
+	if (arm)
+		for (int j = 0; j < in->n; j++)
+			item_ready(&in->items[j], arm);
+	return ready;
+}
+
+int cxls_ep_set_ready(struct epset *in, uint64_t arm)
+{
+	int ready;
+
+	pthread_mutex_lock(&in->lock);
+	ready = members_ready(in, arm);
+	pthread_mutex_unlock(&in->lock);
+	return ready;
+}
+
 /* Nested sets whose pooled members are ready, reported as the inner epoll fd
  * (EPOLLIN), arming the members when asked (arm: as in cxls_ep_collect()). */
 static int collect_children(struct epset *s, struct epoll_event *out, int n, int max,
@@ -144,14 +169,10 @@ static int collect_children(struct epset *s, struct epoll_event *out, int n, int
 	for (int i = 0; i < s->nchild && n < max; i++) {
 		struct ep_child *ch = &s->child[i];
 		uint64_t mark;
-		int ready = 0;
+		int ready;
 
 		pthread_mutex_lock(&ch->set->lock);
-		for (int j = 0; j < ch->set->n && !ready; j++)
-			ready = item_ready(&ch->set->items[j], arm) != 0;
-		if (arm) /* arm them all: any of them may ring first */
-			for (int j = 0; j < ch->set->n; j++)
-				item_ready(&ch->set->items[j], arm);
+		ready = members_ready(ch->set, arm);
 		mark = ready && (ch->events & EPOLLET) ? child_mark(ch->set) : 0;
 		pthread_mutex_unlock(&ch->set->lock);
 		if (ready && child_reports(ch, mark)) {

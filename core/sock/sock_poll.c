@@ -10,7 +10,10 @@
  * before): the kernel watches its TCP socket for POLLIN, where the peer's
  * doorbell comes when it joins (or its bytes, when it stays on TCP), and
  * the sleep ends by the meeting's window at the latest; a poll never waits
- * for one meeting while its other fds may be ready.
+ * for one meeting while its other fds may be ready.  An epoll fd whose set
+ * holds pooled sockets (an event loop embedded in another one's poll) is
+ * readable when the kernel says so or one of those is ready; asleep, they
+ * are armed, so that their doorbells make the epoll fd readable.
  */
 #include "sock.h"
 
@@ -33,14 +36,28 @@ struct pset {
 	uint64_t *look_at;         /* ... looked at again then */
 	struct pollfd *real;
 	struct cxls_sleep *z;  /* this thread's sleeper entry of each pooled fd */
+	struct epset **sets;   /* epoll fds whose sets hold pooled fds */
 	int npooled;
 };
+
+/* An epoll fd's bits from its pooled members (arm: as in
+ * cxls_sock_epoll_polled_ready()), to add to the kernel's. */
+static short set_revents(struct pset *s, nfds_t i, uint64_t arm)
+{
+	short in = s->fds[i].events & (POLLIN | POLLRDNORM);
+
+	return in && cxls_sock_epoll_polled_ready(s->sets[i], arm) ? in : 0;
+}
 
 static int ready_pooled(struct pset *s)
 {
 	int ready = 0;
 
 	for (nfds_t i = 0; i < s->n; i++) {
+		if (s->sets[i]) {
+			s->fds[i].revents = set_revents(s, i, 0);
+			ready += s->fds[i].revents != 0;
+		}
 		if (!s->conns[i])
 			continue;
 		cxls_chan_look(s->conns[i], s->fds[i].fd);
@@ -58,6 +75,10 @@ static int arm_pooled(struct pset *s)
 	int ready = 0;
 
 	for (nfds_t i = 0; i < s->n; i++) {
+		if (s->sets[i]) {
+			s->fds[i].revents = set_revents(s, i, tok);
+			ready += s->fds[i].revents != 0;
+		}
 		if (!s->conns[i])
 			continue;
 		s->fds[i].revents = cxls_chan_arm(s->conns[i], s->fds[i].events, tok);
@@ -163,7 +184,9 @@ static int real_round(struct pset *s, const struct timespec *ts, const sigset_t 
 		}
 		if (!c) {
 			s->fds[i].revents = s->real[i].revents;
-			ready += s->real[i].revents != 0;
+			if (s->sets[i])
+				s->fds[i].revents |= set_revents(s, i, 0);
+			ready += s->fds[i].revents != 0;
 			continue;
 		}
 		if (counted)
@@ -255,6 +278,10 @@ static void pset_free(void *arg)
 	for (nfds_t i = 0; s->meet && i < s->n; i++)
 		if (s->meet[i])
 			cxls_sconn_put(s->meet[i]);
+	for (nfds_t i = 0; s->sets && i < s->n; i++)
+		if (s->sets[i])
+			cxls_sock_epoll_polled_done(s->sets[i]);
+	free(s->sets);
 	free(s->conns);
 	free(s->meet);
 	free(s->look_at);
@@ -277,8 +304,8 @@ static int run_cancellable(struct pset *s, const struct timespec *timeout, const
 int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
 		    const sigset_t *mask)
 {
-	struct pset s = { fds, n, NULL, NULL, NULL, NULL, NULL, 0 };
-	int r = -2, nmeet = 0;
+	struct pset s = { fds, n, NULL, NULL, NULL, NULL, NULL, NULL, 0 };
+	int r = -2, nmeet = 0, nsets = 0;
 
 	if (cxls_fdtab_empty() || n == 0)
 		return -2;
@@ -287,7 +314,8 @@ int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
 	s.look_at = calloc(n, sizeof(*s.look_at));
 	s.real = calloc(n, sizeof(*s.real));
 	s.z = calloc(n, sizeof(*s.z));
-	if (s.conns && s.meet && s.look_at && s.real && s.z) {
+	s.sets = calloc(n, sizeof(*s.sets));
+	if (s.conns && s.meet && s.look_at && s.real && s.z && s.sets) {
 		for (nfds_t i = 0; i < n; i++) {
 			int again = 0;
 
@@ -297,10 +325,13 @@ int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
 				s.meet[i] = cxls_fdtab_get(fds[i].fd);
 			if (s.meet[i])
 				s.look_at[i] = cxls_sock_next_look(s.meet[i], cxls_now_ns());
+			else if (!s.conns[i] && fds[i].fd >= 0)
+				s.sets[i] = cxls_sock_epoll_polled(fds[i].fd);
 			s.npooled += s.conns[i] != NULL;
 			nmeet += s.meet[i] != NULL;
+			nsets += s.sets[i] != NULL;
 		}
-		if (s.npooled || nmeet)
+		if (s.npooled || nmeet || nsets)
 			r = run_cancellable(&s, timeout, mask);
 	}
 	pset_free(&s);
@@ -320,8 +351,12 @@ int cxls_sock_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 	for (int fd = 0; fd < nfds && !pooled; fd++)
 		if ((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr))) {
 			struct cxls_sconn *c = cxls_fdtab_get(fd);
+			struct epset *set = c ? NULL : cxls_sock_epoll_polled(fd);
+
 			if (c)
 				pooled = 1, cxls_sconn_put(c);
+			if (set)
+				pooled = 1, cxls_sock_epoll_polled_done(set);
 		}
 	if (!pooled)
 		return -2;

@@ -421,6 +421,46 @@ static void nested_calls(uint32_t how, const char *what)
 	close(b);
 }
 
+/* An event loop embedded in another one's poll or select: the outer loop
+ * waits on the inner one's epoll fd, readable once bytes come to a socket
+ * of its set (here 100 ms after the wait began, from a child). */
+static void epfd_calls(int use_select)
+{
+	struct epoll_event ev = { EPOLLIN, { 0 } };
+	int a, b, ep = epoll_create1(EPOLL_CLOEXEC), r;
+	uint64_t t0;
+	pid_t pid;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev);
+	pid = fork();
+	if (pid == 0) {
+		usleep(100 * 1000);
+		_exit(write(a, "x", 1) == 1 ? 0 : 1);
+	}
+	t0 = tu_now_us();
+	if (use_select) {
+		struct timeval tv = { 3, 0 };
+		fd_set rs;
+
+		FD_ZERO(&rs);
+		FD_SET(ep, &rs);
+		r = select(ep + 1, &rs, NULL, NULL, &tv);
+	} else {
+		r = poll(&(struct pollfd){ ep, POLLIN, 0 }, 1, 3000);
+	}
+	printf("%-40s %d, %s\n", use_select ? "select on an epoll fd:" : "poll on an epoll fd:", r,
+	       tu_now_us() - t0 < 1500000 ? "in time" : "late");
+	SAY(epoll_wait(ep, &ev, 1, 0));
+	tu_wait(pid);
+	close(ep);
+	close(a);
+	close(b);
+}
+
 static void on_usr1(int sig)
 {
 	(void)sig;
@@ -584,6 +624,8 @@ int main(void)
 	reset_calls();
 	unspec_calls();
 	turn_calls();
+	epfd_calls(0);
+	epfd_calls(1);
 	nested_calls(EPOLLIN, "nested, level-triggered:");
 	nested_calls(EPOLLIN | EPOLLET, "nested, edge-triggered:");
 	nested_calls(EPOLLIN | EPOLLONESHOT, "nested, one-shot:");
