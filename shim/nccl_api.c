@@ -345,10 +345,8 @@ EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 	/* a failed parent is the usual reason to shrink: no health check */
 	if ((r = child_blocking(c, config, &blocking)))
 		return cxls_group_check(r);
-	if (shrinkFlags & NCCL_SHRINK_ABORT)
-		cxls_comm_fail(c, CXLS_ABORT_USER, ncclRemoteError);
 	return cxls_group_check(cxls_comm_shrink(c, excludeRanksList, excludeRanksCount, newcomm,
-						 blocking));
+						 blocking, (shrinkFlags & NCCL_SHRINK_ABORT) != 0));
 }
 PALIAS(CommShrink);
 

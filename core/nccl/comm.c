@@ -251,7 +251,7 @@ static int connect_comm(struct cxls_comm *c)
 		.device = (uint32_t)c->device,
 		.timeout_ms = rt->cfg.timeout_init_ms,
 		.cancel = &c->aborted,
-		.cancel_also = c->parent_releasing,
+		.cancel_also = c->parent_aborted,
 		.chunk = rt->cfg.cccl_chunk_size,
 		.slots = rt->cfg.cccl_chunks,
 		.interleave = (uint32_t)rt->cfg.cccl_interleave,
@@ -307,7 +307,7 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	c->key[1] = a->uid->key[1];
 	c->settle = a->settle;
 	c->later = a->later;
-	c->parent_releasing = a->parent_releasing;
+	c->parent_aborted = a->parent_aborted;
 	c->pool = cxls_runtime_pool();
 	c->st.cu = cxls_cuda();
 	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
@@ -631,8 +631,10 @@ static ncclResult_t release(struct cxls_comm *c, int aborting, ncclComm_t *real)
 
 	*real = NULL;
 	atomic_store(&c->releasing, 1); /* a split under way gives up */
-	if (aborting)
+	if (aborting) {
+		atomic_store(&c->user_aborted, 1); /* and children being made */
 		atomic_store(&c->aborted, 1); /* cancels a pending rendezvous and enqueues */
+	}
 	/* before the lock: a captured operation takes it to keep its replay */
 	close_enqueues(c, aborting);
 	wait_splits(c);

@@ -119,15 +119,17 @@ struct cxls_comm {
 	 * takes `life`, which the release holds) */
 	_Atomic uint32_t enq;
 	/* a destroy or abort began (set first): a split or shrink of this
-	 * communicator on another thread gives up its exchange and its
-	 * child's rendezvous, and the release waits until the `splitting`
-	 * under way have (comm_split.c), so that none reads the record after
-	 * it was given back */
+	 * communicator on another thread gives up its exchange (an abort, its
+	 * child's rendezvous too), and the release waits until the
+	 * `splitting` under way have (comm_split.c), so that none reads the
+	 * record after it was given back */
 	_Atomic int releasing;
 	_Atomic int splitting;
-	/* a split child's: the parent's `releasing`, which cancels the
-	 * child's rendezvous as its own abort does (NULL otherwise) */
-	const _Atomic int *parent_releasing;
+	/* ncclCommAbort was called (not a failure, not a destroy): as in
+	 * NCCL, it cancels the rendezvous of children still being made */
+	_Atomic int user_aborted;
+	/* a split child's: the parent's user_aborted (NULL otherwise) */
+	const _Atomic int *parent_aborted;
 	/* life cycle: `life` serialises finalize/destroy/abort */
 	pthread_mutex_t life;
 	int joined;              /* holds a rank in the pool record */
@@ -170,8 +172,8 @@ struct cxls_init_args {
 	 * handed to the communicator, which frees it */
 	cxls_settle_fn settle;
 	struct cxls_init_later *later;
-	/* a split's child: its parent's release cancels its rendezvous */
-	const _Atomic int *parent_releasing;
+	/* a split's child: its parent's ncclCommAbort cancels its rendezvous */
+	const _Atomic int *parent_aborted;
 };
 
 static inline void cxls_comm_count_io(struct cxls_comm *c, size_t written, size_t read)

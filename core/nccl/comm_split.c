@@ -78,7 +78,7 @@ static ncclResult_t make_child(struct cxls_comm *c, uint32_t n, int color, int n
 	/* the parent's routing rules, which every member follows already */
 	struct cxls_init_args a = {
 		.nranks = nranks, .rank = rank, .blocking = blocking, .uid = &u,
-		.route = &c->route, .parent_releasing = &c->releasing,
+		.route = &c->route, .parent_aborted = &c->user_aborted,
 	};
 	struct cxls_comm *child = NULL;
 	ncclResult_t r;
@@ -157,6 +157,7 @@ static ncclResult_t finish(struct cxls_comm *c, uint32_t n, int color, int key,
 ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t *newcomm,
 			     int blocking)
 {
+	ncclResult_t r;
 	uint32_t n;
 
 	/* bad arguments are refused before the split counts: every rank's
@@ -172,13 +173,20 @@ ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t
 	 * published yet */
 	if (cxls_group_depth() > 0)
 		return cxls_group_add_split(c, n, color, key, newcomm, blocking);
+	if (split_enter(c))
+		return ncclInvalidUsage;
 	publish(c, n, color, key);
-	return finish(c, n, color, key, newcomm, blocking);
+	r = exchange(c, n, color, key, newcomm, blocking);
+	split_leave(c);
+	return r;
 }
 
 void cxls_comm_split_publish(struct cxls_comm *c, uint32_t n, int color, int key)
 {
+	if (split_enter(c))
+		return; /* being released: its exchange fails the same way */
 	publish(c, n, color, key);
+	split_leave(c);
 }
 
 /* A blocking child joins the group's inits, which the end waits for; a
@@ -194,7 +202,7 @@ ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int
 }
 
 ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexclude,
-			      ncclComm_t *newcomm, int blocking)
+			      ncclComm_t *newcomm, int blocking, int abort_parent)
 {
 	ncclResult_t r;
 	int below = 0, in_group;
@@ -221,6 +229,8 @@ ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexcl
 	*newcomm = NULL;
 	if (split_enter(c))
 		return ncclInvalidUsage;
+	if (abort_parent) /* NCCL_SHRINK_ABORT: the parent's work ends first */
+		cxls_comm_fail(c, CXLS_ABORT_USER, ncclRemoteError);
 	/* inside a group the child's rendezvous runs in the background and a
 	 * blocking one completes at the group's end, as with NCCL: one thread
 	 * may shrink several ranks of the parent */

@@ -18,6 +18,6 @@ ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int
 /* Called by the surviving ranks only; `exclude` lists the others, at
  * least one (ncclInvalidArgument otherwise, as NCCL 2.28). */
 ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexclude,
-			      ncclComm_t *newcomm, int blocking);
+			      ncclComm_t *newcomm, int blocking, int abort_parent);
 
 #endif

@@ -273,9 +273,10 @@ static void decline(const struct cxls_uid *u, int nranks, int rank)
 	};
 	int err = cxls_comm_decline(cxls_runtime()->pool, &a);
 
-	if (err)
-		CXLS_WARN("rank %d could not tell the other ranks it declines the pool (%s): "
-			  "they fall back at their init timeout", rank, cxls_join_strerror(err));
+	if (err) /* INFO: when every rank declines, nobody waits to be told */
+		CXLS_INFO("rank %d could not tell the other ranks it declines the pool (%s): "
+			  "any that wait fall back at their init timeout", rank,
+			  cxls_join_strerror(err));
 }
 
 ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *id,

@@ -105,11 +105,12 @@ int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeou
 void cxls_sock_epoll_closing(int fd);
 /* An epoll fd in a poll or select: the set the shim keeps for it when it
  * holds pooled sockets, with a reference (NULL otherwise); whether one of
- * them is ready, all of them armed for the sleep of token arm (0: only
- * look); the reference given back. */
+ * them is ready; the reference given back.  The members are not armed:
+ * the poller looks again every CXLS_SOCK_POLLED_SET_MS while it sleeps. */
+#define CXLS_SOCK_POLLED_SET_MS 5
 struct epset;
 struct epset *cxls_sock_epoll_polled(int fd);
-int cxls_sock_epoll_polled_ready(struct epset *s, uint64_t arm);
+int cxls_sock_epoll_polled_ready(struct epset *s);
 void cxls_sock_epoll_polled_done(struct epset *s);
 /* newfd is a dup of oldfd: an epoll fd's set has one more number. */
 void cxls_sock_epoll_duped(int oldfd, int newfd);

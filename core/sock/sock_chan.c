@@ -425,23 +425,40 @@ static uint32_t peer_flags(struct cxls_sconn *c)
 }
 
 /* Like a network's delay for the FIN: small beside a slice, large beside
- * a wait, so that event loops pay a clock read and not a system call. */
+ * a round trip of a busy connection. */
 #define LOOK_NS (10ull * 1000000ull)
 
-void cxls_chan_look(struct cxls_sconn *c, int fd)
+static int tcp_ended(struct cxls_sconn *c)
+{
+	return atomic_load_explicit(&c->tcp_eof, memory_order_relaxed) ||
+	       atomic_load_explicit(&c->tcp_rst, memory_order_relaxed);
+}
+
+int cxls_chan_look(struct cxls_sconn *c, int fd)
 {
 	uint64_t now;
 
-	if (fd < 0 || atomic_load_explicit(&c->tcp_eof, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->tcp_rst, memory_order_relaxed))
-		return;
+	if (fd < 0 || tcp_ended(c))
+		return 0;
 	now = tick_ns();
 	if (now - atomic_load_explicit(&c->looked_ns, memory_order_relaxed) < LOOK_NS)
-		return;
+		return 0;
 	atomic_store_explicit(&c->looked_ns, now, memory_order_relaxed);
 	if (peer_flags(c) & (CXLS_END_SHUT_WR | CXLS_END_CLOSED | CXLS_END_RESET))
-		return; /* it said goodbye in the pool: the rings tell it all */
+		return 0; /* it said goodbye in the pool: the rings tell it all */
 	cxls_chan_drain(c, fd);
+	return tcp_ended(c);
+}
+
+int cxls_chan_look_writer(struct cxls_sconn *c, int fd)
+{
+	uint64_t cons = atomic_load_explicit(&c->tx.hdr->cons, memory_order_relaxed);
+
+	if (cons != atomic_load_explicit(&c->looked_cons, memory_order_relaxed)) {
+		atomic_store_explicit(&c->looked_cons, cons, memory_order_relaxed);
+		return 0; /* it read since: alive then */
+	}
+	return cxls_chan_look(c, fd);
 }
 
 /* An RST after the peer's FIN (it shut down writing, then closed with

@@ -24,13 +24,18 @@ void cxls_chan_notify_writer(struct cxls_sconn *c, int fd);
  * sleeps on the socket the doorbells stay for it: only FIN and RST are
  * looked for (a peek). */
 void cxls_chan_drain(struct cxls_sconn *c, int fd);
-/* A wait's look at a pooled fd before it reports what the rings say: a
- * peer that exited without closing in the pool (exit, a crash, SIGKILL)
- * says so only on the control socket, as a FIN or an RST, which a sleep
- * or a read drains; a wait that finds the ring ready at once (room to
- * write) would report the connection open for ever.  At most every
- * 10 ms per connection, the control socket is drained. */
-void cxls_chan_look(struct cxls_sconn *c, int fd);
+/* A look at a pooled fd before its readiness is reported: a peer that
+ * exited without closing in the pool (exit, a crash, SIGKILL) says so
+ * only on the control socket, as a FIN or an RST, which a sleep or a read
+ * drains; a wait that finds the ring ready at once (room to write) would
+ * report the connection open for ever.  At most every 10 ms per
+ * connection, the control socket is drained.  1 when that found the
+ * peer's FIN or RST just now (its readiness changed).  Called for the fds
+ * a poll or an epoll_wait is about to report, and by writes: there only
+ * while the peer has read nothing since the last look (a peer that reads
+ * is there), so that a busy connection costs no system call. */
+int cxls_chan_look(struct cxls_sconn *c, int fd);
+int cxls_chan_look_writer(struct cxls_sconn *c, int fd);
 
 /* Several threads, of one process or of several after fork, may sleep on
  * one socket (two readers, a reader and a writer, a read and a poll): one

@@ -58,6 +58,7 @@ struct cxls_sconn {
 	_Atomic int tcp_eof;      /* FIN seen on the control socket */
 	_Atomic int tcp_rst;      /* RST seen on it */
 	_Atomic uint64_t looked_ns; /* the last cxls_chan_look() that read it */
+	_Atomic uint64_t looked_cons; /* tx consumer cursor a write last saw */
 	_Atomic int broken;       /* the pool side is corrupt: reset */
 	_Atomic int tx_returned;  /* the peer is gone: our buffers given back */
 	_Atomic int linger0;      /* SO_LINGER {1, 0}: close resets */

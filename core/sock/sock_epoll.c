@@ -237,9 +237,9 @@ struct epset *cxls_sock_epoll_polled(int fd)
 	return NULL;
 }
 
-int cxls_sock_epoll_polled_ready(struct epset *s, uint64_t arm)
+int cxls_sock_epoll_polled_ready(struct epset *s)
 {
-	return cxls_ep_set_ready(s, arm);
+	return cxls_ep_set_ready(s);
 }
 
 void cxls_sock_epoll_polled_done(struct epset *s)

@@ -57,8 +57,6 @@ static inline uint32_t item_ready(struct ep_item *it, uint64_t arm)
 		return 0;
 	if (it->gone) /* no doorbell of its reaches this set: never armed */
 		arm = 0;
-	else
-		cxls_chan_look(c, it->fd);
 	ev = (uint16_t)(arm ? cxls_chan_arm(c, poll_bits(it->events), arm)
 			    : cxls_chan_events(c, poll_bits(it->events)));
 	/* Armed and idle: its peer rings a doorbell before anything changes,
@@ -96,6 +94,9 @@ int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, ui
 		struct ep_item *it = &s->items[k];
 		uint32_t ev = item_ready(it, arm);
 
+		/* about to be reported: the peer may be gone (cxls_chan_look) */
+		if (ev && !it->gone && cxls_chan_look(it->c, it->fd))
+			ev = item_ready(it, arm);
 		if (!ev)
 			continue;
 		reported(it, ev);
@@ -151,12 +152,16 @@ static int members_ready(struct epset *in, uint64_t arm)
 	return ready;
 }
 
-int cxls_ep_set_ready(struct epset *in, uint64_t arm)
+int cxls_ep_set_ready(struct epset *in)
 {
 	int ready;
 
 	pthread_mutex_lock(&in->lock);
-	ready = members_ready(in, arm);
+	/* the poller sleeps on no member's doorbell: every member is looked
+	 * at, quiet or not (a doorbell another thread read leaves it quiet) */
+	for (int j = 0; j < in->n; j++)
+		in->items[j].quiet = 0;
+	ready = members_ready(in, 0);
 	pthread_mutex_unlock(&in->lock);
 	return ready;
 }

@@ -208,8 +208,9 @@ static int child_report(const struct epset *s, const struct epoll_event *ev)
 	return 0;
 }
 
-/* A nested set reported by the shim (ev[0..n)) and by the kernel
- * (ev[n..n+m)): keep one.  How many of the kernel's stay. */
+/* A nested set reported in ev[0..n) and again in ev[n..n+m) (by the
+ * shim, then the kernel; or, when the kernel went first, the other way
+ * round): keep the first.  How many of the second part stay. */
 static int drop_reported_children(struct epset *s, struct epoll_event *ev, int n, int m)
 {
 	int keep = n;
@@ -359,12 +360,13 @@ static int kernel_first(struct ep_wait *w, int *asked)
  * it.  Events (> 0), none yet (0), or -1 with errno. */
 static int wait_round(struct ep_wait *w, int round)
 {
-	int n = 0, m, armed = 0, asked = 0;
+	int n, k, m, armed = 0, asked = 0;
 
 	w->meet_due = meetings_due(w->epfd, w->s);
-	if (round == 0)
-		n = kernel_first(w, &asked);
-	n = cxls_ep_collect_all(w->s, w->ev, n, w->max, 0);
+	k = round == 0 ? kernel_first(w, &asked) : 0;
+	n = cxls_ep_collect_all(w->s, w->ev, k, w->max, 0);
+	/* a nested set the kernel reported first goes once */
+	n = k + drop_reported_children(w->s, w->ev, k, n - k);
 	if (!n && round == 0)
 		n = cxls_ep_busy(w->s, w->ev, w->max);
 	if (!n) {

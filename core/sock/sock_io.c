@@ -322,7 +322,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 
 	if (flags & MSG_OOB)
 		return done(0, EOPNOTSUPP);
-	cxls_chan_look(c, fd); /* a peer gone without a word takes one write */
+	cxls_chan_look_writer(c, fd); /* a peer gone without a word takes one write */
 	err = cxls_chan_write_error(c);
 	if (err)
 		return write_error(c, fd, 0, err, flags);

@@ -210,10 +210,10 @@ void cxls_listener_del(int idx)
 	 * down (cxls_listener_fork); counted the other way round, a child
 	 * doing both in between was seen in neither and its listener freed */
 	forks = atomic_load(&l->forking);
+	cxls_claim_test_delay("listener-close"); /* between the reads: a child's fork ends */
 	left = cxls_holder_remove(l->holder, CXLS_LISTENER_HOLDERS);
 	if (left)
 		left = cxls_holder_left(l->holder, CXLS_LISTENER_HOLDERS, l->boot_hash);
-	cxls_claim_test_delay("listener-close"); /* a child's fork ends here */
 	CXLS_TRACE("listener %d: closed here, %d holders and %u forks left", idx, left, forks);
 	/* under the generation we saw: never a record claimed since */
 	if (!left && !l->untracked && !forks && CXLS_SG_STATE(sg) == CXLS_LST_LIVE)

@@ -221,13 +221,13 @@ void cxls_sock_release(struct cxls_sconn *c)
 	 * down (cxls_sock_fork); counted the other way round, a child doing
 	 * both in between was seen in neither and the end closed under it */
 	forks = atomic_load(&e->forking);
+	cxls_claim_test_delay("end-close"); /* between the reads: a child's fork ends */
 	left = cxls_holder_remove(e->holder, CXLS_SOCK_HOLDERS);
 	if (c->held_extra)
 		cxls_count_down(&e->extra);
 	cxls_publish(c->tx.flush, e, offsetof(struct cxls_sock_end, sleeper));
 	if (left)
 		left = cxls_holder_left(e->holder, CXLS_SOCK_HOLDERS, e->boot_hash);
-	cxls_claim_test_delay("end-close"); /* a child's fork ends here */
 	if (left || forks || atomic_load(&e->extra)) {
 		CXLS_TRACE("socket slot %u: still held here (%d holders, %u forks)", c->slot, left,
 			   forks);

@@ -12,8 +12,9 @@
  * the sleep ends by the meeting's window at the latest; a poll never waits
  * for one meeting while its other fds may be ready.  An epoll fd whose set
  * holds pooled sockets (an event loop embedded in another one's poll) is
- * readable when the kernel says so or one of those is ready; asleep, they
- * are armed, so that their doorbells make the epoll fd readable.
+ * readable when the kernel says so or one of those is ready; they are not
+ * armed (their doorbells are the set's epoll_wait's to read), so a sleep
+ * looks at them again every CXLS_SOCK_POLLED_SET_MS.
  */
 #include "sock.h"
 
@@ -40,13 +41,12 @@ struct pset {
 	int npooled;
 };
 
-/* An epoll fd's bits from its pooled members (arm: as in
- * cxls_sock_epoll_polled_ready()), to add to the kernel's. */
-static short set_revents(struct pset *s, nfds_t i, uint64_t arm)
+/* An epoll fd's bits from its pooled members, to add to the kernel's. */
+static short set_revents(struct pset *s, nfds_t i)
 {
 	short in = s->fds[i].events & (POLLIN | POLLRDNORM);
 
-	return in && cxls_sock_epoll_polled_ready(s->sets[i], arm) ? in : 0;
+	return in && cxls_sock_epoll_polled_ready(s->sets[i]) ? in : 0;
 }
 
 static int ready_pooled(struct pset *s)
@@ -55,7 +55,7 @@ static int ready_pooled(struct pset *s)
 
 	for (nfds_t i = 0; i < s->n; i++) {
 		if (s->sets[i]) {
-			s->fds[i].revents = set_revents(s, i, 0);
+			s->fds[i].revents = set_revents(s, i);
 			ready += s->fds[i].revents != 0;
 		}
 		if (!s->conns[i])
@@ -76,7 +76,7 @@ static int arm_pooled(struct pset *s)
 
 	for (nfds_t i = 0; i < s->n; i++) {
 		if (s->sets[i]) {
-			s->fds[i].revents = set_revents(s, i, tok);
+			s->fds[i].revents = set_revents(s, i);
 			ready += s->fds[i].revents != 0;
 		}
 		if (!s->conns[i])
@@ -185,7 +185,7 @@ static int real_round(struct pset *s, const struct timespec *ts, const sigset_t 
 		if (!c) {
 			s->fds[i].revents = s->real[i].revents;
 			if (s->sets[i])
-				s->fds[i].revents |= set_revents(s, i, 0);
+				s->fds[i].revents |= set_revents(s, i);
 			ready += s->fds[i].revents != 0;
 			continue;
 		}
@@ -225,6 +225,8 @@ static const struct timespec *slice(const struct pset *s, struct timespec *left,
 	for (nfds_t i = 0; i < s->n; i++) {
 		if (s->conns[i] && s->z[i].slice_ms < ms)
 			ms = s->z[i].slice_ms;
+		if (s->sets[i] && CXLS_SOCK_POLLED_SET_MS < ms)
+			ms = CXLS_SOCK_POLLED_SET_MS;
 		if (s->meet[i]) { /* its next look: nothing rings for that */
 			uint64_t d = s->look_at[i];
 			int due = d <= now ? 0 : (int)((d - now + 999999) / 1000000);

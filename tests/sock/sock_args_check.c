@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -461,6 +462,50 @@ static void epfd_calls(int use_select)
 	close(b);
 }
 
+/* An outer set holding a socket and an inner set (a socket and a ready
+ * pipe): a wait of one slot, then one of four, which reports each fd
+ * once (the kernel's turn comes first after a full wait); then a poll on
+ * the inner set after the outer loop read its events and wrote. */
+static void nested_mixed_calls(void)
+{
+	struct epoll_event ev = { EPOLLIN, { 0 } }, out[4];
+	int a, b, a2, b2, p[2], in = epoll_create1(EPOLL_CLOEXEC), outer = epoll_create1(EPOLL_CLOEXEC);
+	int n1, n2, twice = 0;
+
+	if (tu_pair(&a, &b) || tu_pair(&a2, &b2) || pipe(p)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	ev.data.fd = b2;
+	epoll_ctl(in, EPOLL_CTL_ADD, b2, &ev);
+	ev.data.fd = p[0];
+	epoll_ctl(in, EPOLL_CTL_ADD, p[0], &ev);
+	ev.data.fd = b;
+	epoll_ctl(outer, EPOLL_CTL_ADD, b, &ev);
+	ev.data.fd = in;
+	epoll_ctl(outer, EPOLL_CTL_ADD, in, &ev);
+	if (write(p[1], "p", 1) != 1 || write(a2, "q", 1) != 1 || write(a, "r", 1) != 1)
+		printf("FAIL write\n");
+	usleep(20 * 1000);
+	n1 = epoll_wait(outer, out, 1, 0);
+	n2 = epoll_wait(outer, out, 4, 0);
+	for (int i = 0; i < n2; i++)
+		for (int j = 0; j < i; j++)
+			twice += out[i].data.fd == out[j].data.fd;
+	printf("%-40s %d, then %d, %d twice\n", "nested with a plain member:", n1, n2, twice);
+	if (write(a2, "s", 1) != 1 || write(b2, "t", 1) != 1)
+		printf("FAIL write\n");
+	SAY(poll(&(struct pollfd){ in, POLLIN, 0 }, 1, 2000));
+	close(outer);
+	close(in);
+	close(p[0]);
+	close(p[1]);
+	close(a);
+	close(b);
+	close(a2);
+	close(b2);
+}
+
 static void on_usr1(int sig)
 {
 	(void)sig;
@@ -469,22 +514,35 @@ static void on_usr1(int sig)
 struct sig_later {
 	pthread_t target;
 	pthread_t thread;
+	_Atomic int done;
 };
 
+/* SIGUSR1 at 200 ms, and again every 100 ms until the call returned: the
+ * shim's blocking calls sleep in slices, and a signal that lands between
+ * two of them runs its handler without interrupting the call (README). */
 static void *send_usr1(void *arg)
 {
 	struct sig_later *l = arg;
 
 	usleep(200 * 1000);
-	pthread_kill(l->target, SIGUSR1);
+	while (!atomic_load(&l->done)) {
+		pthread_kill(l->target, SIGUSR1);
+		usleep(100 * 1000);
+	}
 	return NULL;
 }
 
-/* The calling thread gets SIGUSR1 (SA_RESTART) in 200 ms. */
 static void usr1_later(struct sig_later *l)
 {
 	l->target = pthread_self();
+	atomic_store(&l->done, 0);
 	pthread_create(&l->thread, NULL, send_usr1, l);
+}
+
+static void usr1_stop(struct sig_later *l)
+{
+	atomic_store(&l->done, 1);
+	pthread_join(l->thread, NULL);
 }
 
 /* What a blocked call does when an SA_RESTART handler runs: it restarts
@@ -509,25 +567,30 @@ static void signal_calls(void)
 	SAY(write(a, "hello", 5));
 	usr1_later(&l);
 	SAY(recv(b, buf, 100, MSG_WAITALL)); /* 5 */
-	pthread_join(l.thread, NULL);
+	usr1_stop(&l);
 	usr1_later(&l);
 	r = write(a, buf, big);
 	printf("%-64s %d\n", "a 64 MiB write cut short: partial", r > 0 && (size_t)r < big);
-	pthread_join(l.thread, NULL);
+	usr1_stop(&l);
 	/* full for good: the kernel's buffers grow while a reader is behind */
 	while (send(a, buf, 65536, MSG_DONTWAIT) > 0)
 		;
 	SAY(setsockopt(a, SOL_SOCKET, SO_SNDTIMEO, &two, sizeof(two)));
 	usr1_later(&l);
 	SAY(write(a, buf, 65536)); /* the socket is full: EINTR */
-	pthread_join(l.thread, NULL);
+	usr1_stop(&l);
+	close(a);
+	close(b);
+	/* a fresh pair, nothing in flight that could still arrive */
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		free(buf);
+		return;
+	}
 	SAY(setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &two, sizeof(two)));
-	SAY(recv(b, buf, 16, MSG_DONTWAIT) > 0);
-	while (recv(b, buf, big, MSG_DONTWAIT) > 0)
-		;
 	usr1_later(&l);
 	SAY(recv(b, buf, 16, 0)); /* nothing to read: EINTR */
-	pthread_join(l.thread, NULL);
+	usr1_stop(&l);
 	close(a);
 	close(b);
 	free(buf);
@@ -587,7 +650,8 @@ static void gone_calls(int killed, int unread)
 	usleep(50 * 1000); /* the FIN or RST crosses loopback */
 	say_events(what, a, POLLIN | POLLOUT | POLLRDHUP);
 	say_events(what, a, POLLIN);
-	for (; n < 100; n++)
+	/* after each write accepted, time for the peer's RST to come back */
+	for (; n < 100; n++, usleep(20 * 1000))
 		if (write(a, block, sizeof(block)) < 0) {
 			err = errno;
 			break;
@@ -626,6 +690,7 @@ int main(void)
 	turn_calls();
 	epfd_calls(0);
 	epfd_calls(1);
+	nested_mixed_calls();
 	nested_calls(EPOLLIN, "nested, level-triggered:");
 	nested_calls(EPOLLIN | EPOLLET, "nested, edge-triggered:");
 	nested_calls(EPOLLIN | EPOLLONESHOT, "nested, one-shot:");
