@@ -214,6 +214,9 @@ static ncclResult_t release(ncclComm_t comm)
 	if (!is_fake(comm))
 		return ncclInvalidArgument;
 	munmap(comm->sh, 4096 + (size_t)FAKE_MAX_RANKS * FAKE_SLOT);
+	/* a communicator that ran no collective still names its file: no
+	 * rank can use it with this one gone */
+	unlink(comm->path);
 	memset(comm->magic, 0, 8); /* the tombstone: not freed */
 	return ncclSuccess;
 }
