@@ -104,9 +104,10 @@ EXPORT ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, struct team
 }
 PALIAS(GinBarrierCreateRequirement);
 
-/* A team of ours, or from the real side; a bad handle gets the empty
- * team (these calls return no error). */
-static struct team team_of(ncclComm_t comm, const char *name, struct team mine)
+/* A team of ours (the world, or with lsa the load/store team: the rank
+ * alone, no peer's memory is mapped), or from the real side; a bad handle
+ * gets the empty team (these calls return no error). */
+static struct team team_of(ncclComm_t comm, const char *name, int lsa)
 {
 	ncclComm_t real;
 	void *fn;
@@ -114,34 +115,27 @@ static struct team team_of(ncclComm_t comm, const char *name, struct team mine)
 
 	if (real)
 		return fn ? ((team_fn)fn)(real) : (struct team){ 0, 0, 0 };
-	return c ? mine : (struct team){ 0, 0, 0 };
-}
-
-static struct team world(ncclComm_t comm)
-{
-	return cxls_registry_kind(comm) == CXLS_HANDLE_LIVE ?
-		       (struct team){ ((struct cxls_comm *)comm)->nranks,
-				      ((struct cxls_comm *)comm)->rank, 1 } :
-		       (struct team){ 0, 0, 0 };
+	if (!c)
+		return (struct team){ 0, 0, 0 };
+	return lsa ? (struct team){ 1, 0, 1 } : (struct team){ c->nranks, c->rank, 1 };
 }
 
 EXPORT struct team ncclTeamWorld(ncclComm_t comm)
 {
-	return team_of(comm, "pncclTeamWorld", comm ? world(comm) : (struct team){ 0, 0, 0 });
+	return team_of(comm, "pncclTeamWorld", 0);
 }
 PALIAS(TeamWorld);
 
-/* The load/store team: the rank alone (no peer's memory is mapped). */
 EXPORT struct team ncclTeamLsa(ncclComm_t comm)
 {
-	return team_of(comm, "pncclTeamLsa", (struct team){ 1, 0, 1 });
+	return team_of(comm, "pncclTeamLsa", 1);
 }
 PALIAS(TeamLsa);
 
 /* Rails: the load/store team's outer factor, here the world. */
 EXPORT struct team ncclTeamRail(ncclComm_t comm)
 {
-	return team_of(comm, "pncclTeamRail", comm ? world(comm) : (struct team){ 0, 0, 0 });
+	return team_of(comm, "pncclTeamRail", 0);
 }
 PALIAS(TeamRail);
 
