@@ -237,11 +237,6 @@ struct epset *cxls_sock_epoll_polled(int fd)
 	return NULL;
 }
 
-int cxls_sock_epoll_polled_ready(struct epset *s)
-{
-	return cxls_ep_set_ready(s);
-}
-
 void cxls_sock_epoll_polled_done(struct epset *s)
 {
 	cxls_ep_set_put(s);

@@ -137,9 +137,6 @@ void cxls_ep_child_drop(struct epset *s, int i);
  * only looks, else the token of the sleep idle items are armed for. */
 int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, uint64_t arm);
 int cxls_ep_collect_all(struct epset *s, struct epoll_event *out, int n, int max, uint64_t arm);
-/* Whether a pooled member of s is ready, nothing reported, none armed
- * (s unlocked). */
-int cxls_ep_set_ready(struct epset *s);
 int cxls_ep_busy(struct epset *s, struct epoll_event *out, int max);
 
 /* The pooled sockets this thread sleeps on in one epoll_pwait (the set's

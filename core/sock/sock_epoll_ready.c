@@ -152,7 +152,7 @@ static int members_ready(struct epset *in, uint64_t arm)
 	return ready;
 }
 
-int cxls_ep_set_ready(struct epset *in)
+int cxls_sock_epoll_polled_ready(struct epset *in)
 {
 	int ready;
 
