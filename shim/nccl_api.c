@@ -42,6 +42,16 @@
 		return f_(__VA_ARGS__);                                            \
 	} while (0)
 
+/* Log lines name the communicator's rank; a nonblocking split's child
+ * knows it only once its init is done (comm.h: rank_later). */
+static void log_rank(struct cxls_comm *c)
+{
+	if (c->rank_later && atomic_load(&c->async_err) == ncclInProgress)
+		cxls_log_set_rank(-1);
+	else
+		cxls_log_set_rank(c->rank);
+}
+
 /* Our communicator for `comm`, or NULL when it belongs to the real library.
  * A destroyed one of ours sets *err and returns NULL with *ours = 1. */
 static struct cxls_comm *ours(const void *comm, int *mine, ncclResult_t *err, const char *fn)
@@ -55,7 +65,7 @@ static struct cxls_comm *ours(const void *comm, int *mine, ncclResult_t *err, co
 	switch (cxls_registry_kind(comm)) {
 	case CXLS_HANDLE_LIVE:
 		*mine = 1;
-		cxls_log_set_rank(((struct cxls_comm *)comm)->rank);
+		log_rank((struct cxls_comm *)comm);
 		return (struct cxls_comm *)comm;
 	case CXLS_HANDLE_DEAD:
 		*mine = 1;
@@ -307,6 +317,17 @@ EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 }
 PALIAS(CommRevoke);
 
+/* NCCL answers the attribute calls only once an init, or a nonblocking
+ * split's exchange, is done (ncclCommEnsureReady): a split child's rank
+ * and size are not known before. */
+static ncclResult_t attrs_ready(struct cxls_comm *c, const char *call)
+{
+	if (atomic_load(&c->async_err) != ncclInProgress)
+		return ncclSuccess;
+	cxls_comm_set_error(c, "%s: the communicator's init is still in progress", call);
+	return ncclInvalidArgument;
+}
+
 /* NCCL copies the parent's configuration into a child made with config
  * NULL: a nonblocking parent's split or shrink is a nonblocking init. */
 static ncclResult_t child_blocking(const struct cxls_comm *c, const ncclConfig_t *config,
@@ -342,7 +363,10 @@ EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 
 	DISPATCH(CommShrink, comm, comm, excludeRanksList, excludeRanksCount, newcomm, config,
 		 shrinkFlags);
-	/* a failed parent is the usual reason to shrink: no health check */
+	/* a failed parent is the usual reason to shrink: no health check,
+	 * but its init must be done (its size may not be known before) */
+	if (attrs_ready(c, "ncclCommShrink"))
+		return cxls_group_check(ncclInvalidArgument);
 	if ((r = child_blocking(c, config, &blocking)))
 		return cxls_group_check(r);
 	return cxls_group_check(cxls_comm_shrink(c, excludeRanksList, excludeRanksCount, newcomm,
@@ -364,6 +388,8 @@ EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 	if (!count)
 		return ncclInvalidArgument;
 	DISPATCH(CommCount, comm, comm, count);
+	if (attrs_ready(c, "ncclCommCount"))
+		return ncclInvalidArgument;
 	*count = c->nranks;
 	return ncclSuccess;
 }
@@ -374,6 +400,8 @@ EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
 	if (!device)
 		return ncclInvalidArgument;
 	DISPATCH(CommCuDevice, comm, comm, device);
+	if (attrs_ready(c, "ncclCommCuDevice"))
+		return ncclInvalidArgument;
 	*device = c->device;
 	return ncclSuccess;
 }
@@ -384,6 +412,8 @@ EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 	if (!rank)
 		return ncclInvalidArgument;
 	DISPATCH(CommUserRank, comm, comm, rank);
+	if (attrs_ready(c, "ncclCommUserRank"))
+		return ncclInvalidArgument;
 	*rank = c->rank;
 	return ncclSuccess;
 }

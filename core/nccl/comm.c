@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm_split.h"
 #include "devmodel.h"
 #include "fold_gpu.h"
 #include "log.h"
@@ -281,7 +282,10 @@ static int connect_comm(struct cxls_comm *c)
 static void *connect_thread(void *arg)
 {
 	struct cxls_comm *c = arg;
-	int ok = c->st.cu->CtxSetCurrent(c->ctx) == CUDA_SUCCESS && connect_comm(c) == 0;
+	/* a split's exchange runs whatever happens next: the parent's later
+	 * splits wait for it (comm_split.c: await_turn) */
+	int ok = (!c->split || cxls_comm_split_place(c) == 0) &&
+		 c->st.cu->CtxSetCurrent(c->ctx) == CUDA_SUCCESS && connect_comm(c) == 0;
 	ncclResult_t r = ok ? ncclSuccess : ncclSystemError;
 
 	/* the real side (attach or fall back) before the init reports done */
@@ -290,6 +294,9 @@ static void *connect_thread(void *arg)
 	if (ok)
 		cxls_watchdog_start();
 	atomic_store(&c->async_err, r);
+	/* the parent reports the split done only once the child is */
+	if (c->split)
+		cxls_comm_split_job_end(c);
 	return NULL;
 }
 
@@ -308,6 +315,8 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	c->settle = a->settle;
 	c->later = a->later;
 	c->parent_aborted = a->parent_aborted;
+	c->split = a->split;
+	c->rank_later = a->split != NULL;
 	c->pool = cxls_runtime_pool();
 	c->st.cu = cxls_cuda();
 	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
@@ -493,6 +502,8 @@ ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
 	if (reason != CXLS_ABORT_NONE) {
 		*err = reason == CXLS_ABORT_MISMATCH ? ncclInvalidUsage : ncclRemoteError;
 		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, *err);
+	} else if (atomic_load(&c->splits_pending)) {
+		*err = ncclInProgress;
 	}
 	return ncclSuccess;
 }

@@ -26,6 +26,7 @@
 struct cxls_uid; /* uid.h */
 struct cxls_replay; /* replay.h */
 struct cxls_init_later; /* nccl_init.c */
+struct cxls_split_job; /* comm_split.c */
 struct cxls_comm;
 
 /* Finishes a deferred init in its init thread once the pool rendezvous
@@ -149,6 +150,13 @@ struct cxls_comm {
 	 * staging geometry, so that every rank routes a call alike */
 	struct cxls_route route;
 	uint32_t splits;         /* ncclCommSplit calls so far (every rank) */
+	/* nonblocking splits run in threads of their own, in turn: launched
+	 * so far, and how many of them read the exchange (comm_split.c:
+	 * await_turn); and those not ended, for which the communicator
+	 * reports ncclInProgress, as NCCL's parent does */
+	uint32_t async_splits;
+	_Atomic uint32_t async_splits_read;
+	_Atomic int splits_pending;
 	uint32_t shrinks;        /* ncclCommShrink calls so far (survivors only) */
 	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
 	/* nonblocking init, and what finishes it (owned, freed at release) */
@@ -157,6 +165,12 @@ struct cxls_comm {
 	int blocking;            /* config.blocking, which children inherit */
 	cxls_settle_fn settle;
 	struct cxls_init_later *later;
+	/* a nonblocking split's child: the exchange its init thread runs
+	 * first, which sets rank and nranks (owned, freed by the thread);
+	 * rank_later says so for good (other threads read rank and nranks
+	 * only once async_err left ncclInProgress) */
+	struct cxls_split_job *split;
+	int rank_later;
 	uint32_t test_pause_ms;  /* CXLSHIM_TEST_ENQUEUE_PAUSE_MS (comm.c: test_pause) */
 	char last_error[256];
 };
@@ -174,6 +188,9 @@ struct cxls_init_args {
 	struct cxls_init_later *later;
 	/* a split's child: its parent's ncclCommAbort cancels its rendezvous */
 	const _Atomic int *parent_aborted;
+	/* nonblocking only, may be NULL: the split exchange to run first
+	 * (rank and nranks are unknown until then) */
+	struct cxls_split_job *split;
 };
 
 static inline void cxls_comm_count_io(struct cxls_comm *c, size_t written, size_t read)

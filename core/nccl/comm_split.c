@@ -10,9 +10,17 @@
  * own: the excluded ranks make none, and a split number that only the
  * survivors advanced would part them from those ranks at the parent's
  * next split.
+ *
+ * A nonblocking split outside a group returns at once, as NCCL's does:
+ * the exchange runs in the background (in the child's init thread, before
+ * its rendezvous; a NOCOLOR rank, which gets no child, in a thread of its
+ * own), and the parent reports ncclInProgress until it ended.  So one
+ * thread may split several ranks of a parent one after the other.
  */
 #include "comm_split.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -23,7 +31,35 @@
 #include "runtime.h"
 #include "uid.h"
 
-/* Publishes our (color, key) for split number n. */
+/* A nonblocking split in the background: split n of parent, its turn
+ * among the parent's nonblocking splits (await_turn). */
+struct cxls_split_job {
+	struct cxls_comm *parent;
+	uint32_t n, ticket;
+	int color, key;
+};
+
+/* Split n takes the record slot of split n - 2, which every rank must
+ * have read: each rank publishes a split only after it read the one
+ * before, so a rank that read n - 1 knows that all read n - 2.  Blocking
+ * splits and group ends read before they return; nonblocking ones run in
+ * threads of their own, which wait here for those launched before them
+ * (ticket: the number of nonblocking splits launched before), and every
+ * other split waits for all of them.  Each ends in a bounded time (its
+ * exchange has a deadline), so only the parent's release stops a wait. */
+static int await_turn(struct cxls_comm *c, uint32_t ticket)
+{
+	struct timespec nap = { 0, 50000 };
+
+	while ((int32_t)(atomic_load(&c->async_splits_read) - ticket) < 0) {
+		if (atomic_load(&c->releasing))
+			return -1;
+		nanosleep(&nap, NULL);
+	}
+	return 0;
+}
+
+/* Publishes our (color, key) for split n. */
 static void publish(struct cxls_comm *c, uint32_t n, int color, int key)
 {
 	struct cxls_rank_rec *me = &c->view.ranks[c->rank];
@@ -36,8 +72,10 @@ static void publish(struct cxls_comm *c, uint32_t n, int color, int key)
 	cxls_publish(flush, me, sizeof(*me));
 }
 
-/* Waits until every rank published split n and reads what they did. */
-static int gather(struct cxls_comm *c, uint32_t n, int32_t *colors, int32_t *keys)
+/* Waits until every rank published split n and reads what they did;
+ * cancel (may be NULL) gives up as the parent's release does. */
+static int gather(struct cxls_comm *c, uint32_t n, const _Atomic int *cancel, int32_t *colors,
+		  int32_t *keys)
 {
 	uint64_t deadline = cxls_now_ns() + (uint64_t)cxls_runtime()->cfg.timeout_init_ms * 1000000ull;
 	struct timespec nap = { 0, 50000 };
@@ -51,6 +89,7 @@ static int gather(struct cxls_comm *c, uint32_t n, int32_t *colors, int32_t *key
 			if ((int32_t)(atomic_load(&p->split_seq) - n) >= 0)
 				break;
 			if (cxls_now_ns() > deadline || atomic_load(&c->releasing) ||
+			    (cancel && atomic_load(cancel)) ||
 			    cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
 				return -1;
 			nanosleep(&nap, NULL);
@@ -71,14 +110,17 @@ static void child_key(const struct cxls_comm *c, uint32_t n, int color, uint64_t
 	out[1] = cxls_hash64(in, sizeof(in));
 }
 
+/* The child's rank and size are known here, or (job) once its init
+ * thread ran the exchange. */
 static ncclResult_t make_child(struct cxls_comm *c, uint32_t n, int color, int nranks,
-			       int rank, int blocking, ncclComm_t *newcomm)
+			       int rank, int blocking, struct cxls_split_job *job,
+			       ncclComm_t *newcomm)
 {
 	struct cxls_uid u;
 	/* the parent's routing rules, which every member follows already */
 	struct cxls_init_args a = {
 		.nranks = nranks, .rank = rank, .blocking = blocking, .uid = &u,
-		.route = &c->route, .parent_aborted = &c->user_aborted,
+		.route = &c->route, .parent_aborted = &c->user_aborted, .split = job,
 	};
 	struct cxls_comm *child = NULL;
 	ncclResult_t r;
@@ -111,47 +153,163 @@ static void split_leave(struct cxls_comm *c)
 	atomic_fetch_sub(&c->splitting, 1);
 }
 
-/* Split n after our part of it was published: the exchange, then the
- * child. */
+/* Split n after our part of it was published: the exchange, and our rank
+ * and size among our color. */
+static int place(struct cxls_comm *c, uint32_t n, int color, int key, const _Atomic int *cancel,
+		 int *nranks, int *rank)
+{
+	int32_t colors[CXLS_MAX_RANKS], keys[CXLS_MAX_RANKS];
+
+	if (gather(c, n, cancel, colors, keys)) {
+		cxls_comm_set_error(c, "ncclCommSplit: %s split %u",
+				    atomic_load(&c->releasing) || (cancel && atomic_load(cancel)) ?
+					    "the communicator was aborted or destroyed during" :
+					    "not every rank joined",
+				    n);
+		return -1;
+	}
+	/* new rank: order by key, then by parent rank, among our color */
+	*nranks = *rank = 0;
+	for (int r = 0; color != NCCL_SPLIT_NOCOLOR && r < c->nranks; r++) {
+		if (colors[r] != color)
+			continue;
+		++*nranks;
+		if (keys[r] < key || (keys[r] == key && r < c->rank))
+			++*rank;
+	}
+	CXLS_INFO("comm %p split %u: color %d key %d -> rank %d of %d", (void *)c, n, color, key,
+		  *rank, *nranks);
+	return 0;
+}
+
 static ncclResult_t exchange(struct cxls_comm *c, uint32_t n, int color, int key,
 			     ncclComm_t *newcomm, int blocking)
 {
-	int32_t colors[1024], keys[1024];
-	int nranks = 0, rank = 0;
+	int nranks, rank;
 
-	if (gather(c, n, colors, keys)) {
-		cxls_comm_set_error(c, "ncclCommSplit: %s split %u",
-				    atomic_load(&c->releasing) ? "the communicator was aborted or "
-								 "destroyed during" :
-								 "not every rank joined",
-				    n);
+	if (place(c, n, color, key, NULL, &nranks, &rank))
 		return ncclSystemError;
-	}
 	if (color == NCCL_SPLIT_NOCOLOR)
 		return ncclSuccess;
-	/* new rank: order by key, then by parent rank, among our color */
-	for (int r = 0; r < c->nranks; r++) {
-		if (colors[r] != color)
-			continue;
-		nranks++;
-		if (keys[r] < key || (keys[r] == key && r < c->rank))
-			rank++;
-	}
-	CXLS_INFO("comm %p split %u: color %d key %d -> rank %d of %d", (void *)c, n, color, key,
-		  rank, nranks);
-	return make_child(c, n, color, nranks, rank, blocking, newcomm);
+	return make_child(c, n, color, nranks, rank, blocking, NULL, newcomm);
 }
 
-static ncclResult_t finish(struct cxls_comm *c, uint32_t n, int color, int key,
-			   ncclComm_t *newcomm, int blocking)
+/* Split n (counted in c->splitting, which this ends) on the calling
+ * thread: once every nonblocking split before it read its exchange. */
+static ncclResult_t split_here(struct cxls_comm *c, uint32_t n, int color, int key,
+			       ncclComm_t *newcomm, int blocking)
 {
-	ncclResult_t r;
+	ncclResult_t r = ncclInvalidUsage;
 
-	if (split_enter(c))
-		return ncclInvalidUsage;
-	r = exchange(c, n, color, key, newcomm, blocking);
+	if (await_turn(c, c->async_splits) == 0) {
+		publish(c, n, color, key);
+		r = exchange(c, n, color, key, newcomm, blocking);
+	} else {
+		cxls_comm_set_error(c, "ncclCommSplit: the communicator is being destroyed");
+	}
 	split_leave(c);
 	return r;
+}
+
+/* ---- nonblocking, in the background --------------------------------------- */
+
+/* The job's exchange, on a thread of its own; cancel: the child's
+ * release.  A failed exchange fails the parent, as NCCL's job does. */
+static int job_place(struct cxls_split_job *j, const _Atomic int *cancel, int *nranks,
+		     int *rank)
+{
+	struct cxls_comm *c = j->parent;
+	int rc = -1, ok = ncclSuccess;
+
+	if (await_turn(c, j->ticket) == 0) {
+		publish(c, j->n, j->color, j->key);
+		rc = place(c, j->n, j->color, j->key, cancel, nranks, rank);
+	}
+	atomic_fetch_add(&c->async_splits_read, 1); /* the next one's turn */
+	if (rc && !(cancel && atomic_load(cancel)))
+		atomic_compare_exchange_strong(&c->async_err, &ok, ncclSystemError);
+	split_leave(c);
+	return rc;
+}
+
+static void job_end(struct cxls_split_job *j)
+{
+	atomic_fetch_sub(&j->parent->splits_pending, 1);
+	free(j);
+}
+
+int cxls_comm_split_place(struct cxls_comm *child)
+{
+	int nranks, rank;
+
+	if (job_place(child->split, &child->releasing, &nranks, &rank))
+		return -1;
+	child->nranks = nranks;
+	child->rank = rank;
+	return 0;
+}
+
+void cxls_comm_split_job_end(struct cxls_comm *child)
+{
+	job_end(child->split);
+	child->split = NULL;
+}
+
+static void *nocolor_thread(void *arg)
+{
+	struct cxls_split_job *j = arg;
+	int nranks, rank;
+
+	job_place(j, NULL, &nranks, &rank);
+	job_end(j);
+	return NULL;
+}
+
+/* Starts the job's thread: the child's init thread, which runs the
+ * exchange before the rendezvous (rank and size are the exchange's to
+ * tell), or for a NOCOLOR rank a thread of its own.  ncclInProgress
+ * when it runs (and owns the job). */
+static ncclResult_t launch(struct cxls_comm *c, struct cxls_split_job *j, ncclComm_t *newcomm)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	if (j->color != NCCL_SPLIT_NOCOLOR)
+		return make_child(c, j->n, j->color, 0, 0, 0, j, newcomm);
+	if (pthread_attr_init(&attr))
+		return ncclSystemError;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &attr, nocolor_thread, j);
+	pthread_attr_destroy(&attr);
+	return rc ? ncclSystemError : ncclInProgress;
+}
+
+/* Split n, nonblocking, outside a group: ncclInProgress.  Where no
+ * thread could start, the exchange runs here (blocking the caller, but
+ * every rank's split numbers stay in step). */
+static ncclResult_t split_async(struct cxls_comm *c, uint32_t n, int color, int key,
+				ncclComm_t *newcomm)
+{
+	struct cxls_split_job *j = malloc(sizeof(*j));
+	ncclResult_t r = ncclSystemError;
+
+	if (j) {
+		*j = (struct cxls_split_job){ c, n, c->async_splits, color, key };
+		/* counted before the thread may end */
+		c->async_splits++;
+		atomic_fetch_add(&c->splits_pending, 1);
+		r = launch(c, j, newcomm);
+		if (r == ncclInProgress)
+			return r;
+		/* no thread took the ticket, and no later one was given out */
+		c->async_splits--;
+		atomic_fetch_sub(&c->splits_pending, 1);
+		free(j);
+	}
+	CXLS_WARN("ncclCommSplit: split %u could not start in the background (error %d): "
+		  "exchanging on the calling thread", n, (int)r);
+	return split_here(c, n, color, key, newcomm, 0);
 }
 
 ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t *newcomm,
@@ -175,9 +333,8 @@ ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t
 		return cxls_group_add_split(c, n, color, key, newcomm, blocking);
 	if (split_enter(c))
 		return ncclInvalidUsage;
-	publish(c, n, color, key);
-	r = exchange(c, n, color, key, newcomm, blocking);
-	split_leave(c);
+	r = blocking ? split_here(c, n, color, key, newcomm, 1) :
+		       split_async(c, n, color, key, newcomm);
 	return r;
 }
 
@@ -185,7 +342,8 @@ void cxls_comm_split_publish(struct cxls_comm *c, uint32_t n, int color, int key
 {
 	if (split_enter(c))
 		return; /* being released: its exchange fails the same way */
-	publish(c, n, color, key);
+	if (await_turn(c, c->async_splits) == 0)
+		publish(c, n, color, key);
 	split_leave(c);
 }
 
@@ -194,8 +352,12 @@ void cxls_comm_split_publish(struct cxls_comm *c, uint32_t n, int color, int key
 ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int key,
 				 ncclComm_t *newcomm, int blocking)
 {
-	ncclResult_t r = finish(c, n, color, key, newcomm, 0);
+	ncclResult_t r;
 
+	if (split_enter(c))
+		return ncclInvalidUsage;
+	r = exchange(c, n, color, key, newcomm, 0);
+	split_leave(c);
 	if (r != ncclInProgress || !blocking)
 		return r;
 	return cxls_group_add_init((struct cxls_comm *)*newcomm);
@@ -237,7 +399,7 @@ ncclResult_t cxls_comm_shrink(struct cxls_comm *c, const int *exclude, int nexcl
 	in_group = cxls_group_depth() > 0;
 	/* color -2: no split's color, so no split's key */
 	r = make_child(c, ++c->shrinks, -2, c->nranks - nexclude, c->rank - below,
-		       blocking && !in_group, newcomm);
+		       blocking && !in_group, NULL, newcomm);
 	if (in_group && blocking && r == ncclInProgress)
 		r = cxls_group_add_init((struct cxls_comm *)*newcomm);
 	split_leave(c);

@@ -1149,6 +1149,151 @@ static int case_split_nonblocking(int rank, int n, const ncclUniqueId *id, void 
 	return CHECK_SUMMARY();
 }
 
+/* Makes N nonblocking communicators of one id from this thread. */
+static int init_nonblocking_all(ncclComm_t *comms, int n)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclUniqueId id;
+	int ok = ncclGetUniqueId(&id) == ncclSuccess;
+
+	cfg.blocking = 0;
+	for (int i = 0; i < n; i++) {
+		ncclResult_t r;
+
+		cudaSetDevice(i);
+		comms[i] = NULL;
+		r = ncclCommInitRankConfig(&comms[i], n, id, i, &cfg);
+		ok &= r == ncclSuccess || r == ncclInProgress;
+	}
+	for (int i = 0; i < n; i++)
+		ok &= comms[i] && wait_ready(comms[i]) == ncclSuccess;
+	return ok;
+}
+
+/* Three splits of every rank's parent from this thread, nonblocking,
+ * rank by rank: a rank's second and third split are called before any
+ * other rank joined its first.  Split k by colors[k][], keys[k][]; 1 when
+ * each call returned ncclInProgress at once. */
+static int split3_nonblocking(ncclComm_t *parents, int n, const int (*colors)[4],
+			      const int (*keys)[4], ncclComm_t (*kids)[4])
+{
+	double t0 = now_s();
+	int ok = 1;
+
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < 3; k++) {
+			ncclResult_t r = ncclCommSplit(parents[i], colors[k][i], keys[k][i],
+						       &kids[k][i], NULL);
+
+			CHECK(r == ncclInProgress, "split %d of rank %d returned %d", k, i, r);
+			ok &= r == ncclInProgress;
+		}
+	CHECK(now_s() - t0 < 2.0, "the splits returned at once: %.2f s", now_s() - t0);
+	return ok;
+}
+
+/* A grouped AllGather of 4 KiB on the two ranks a and b of a 2-rank
+ * communicator, driven from this thread (a on device 0, b on 2). */
+static int allgather_pair_ok(ncclComm_t a, ncclComm_t b, cudaStream_t sa, cudaStream_t sb)
+{
+	ncclComm_t c[2] = { a, b };
+	cudaStream_t s[2] = { sa, sb };
+	char *send[2], *recv[2], host[2 * 4096];
+	int ok = ncclGroupStart() == ncclSuccess;
+
+	for (int i = 0; i < 2; i++) {
+		cudaSetDevice(2 * i);
+		send[i] = dev_alloc(4096, 'a' + i);
+		recv[i] = dev_alloc(2 * 4096, 0);
+		ok &= ncclAllGather(send[i], recv[i], 4096, ncclInt8, c[i], s[i]) == ncclSuccess;
+	}
+	ok &= ncclGroupEnd() == ncclSuccess;
+	for (int i = 0; ok && i < 2; i++) {
+		cudaSetDevice(2 * i);
+		cudaStreamSynchronize(s[i]);
+		cudaMemcpy(host, recv[i], sizeof(host), cudaMemcpyDeviceToHost);
+		for (int b = 0; b < 2 * 4096; b++)
+			ok &= host[b] == 'a' + b / 4096;
+	}
+	return ok;
+}
+
+/* 1 when kid is ready with `size` ranks and rank `rank`. */
+static int child_is(ncclComm_t kid, int size, int rank)
+{
+	int v = -1, r = -1;
+
+	return kid && wait_ready(kid) == ncclSuccess && ncclCommCount(kid, &v) == ncclSuccess &&
+	       v == size && ncclCommUserRank(kid, &r) == ncclSuccess && r == rank;
+}
+
+/* NCCL runs a nonblocking split in the background: one thread may split
+ * every rank of a parent outside a group, one call after the other (a
+ * split that exchanged colours before returning waited forever for the
+ * ranks after it).  Until the exchange ended the parent reports
+ * ncclInProgress and the child's rank and size are not there to ask.
+ * Then three splits back to back on every rank, rank by rank: the third
+ * takes the record slot of the first, so it waits until every rank read
+ * that one.  Last, a split no other rank joins, whose child is destroyed
+ * at once. */
+static int case_split_nonblocking_one_thread(void)
+{
+	enum { N = 4 };
+	ncclComm_t comms[N], kids[N], three[3][N], lone = NULL;
+	int parity[N] = { 0, 1, 0, NCCL_SPLIT_NOCOLOR }, keys[N] = { 0, 1, 2, 3 };
+	/* all, last rank first; in pairs by halves; by parity */
+	const int colors3[3][N] = { { 0, 0, 0, 0 }, { 0, 0, 1, 1 }, { 0, 1, 0, 1 } };
+	const int keys3[3][N] = { { 0, -1, -2, -3 }, { 0, 1, 2, 3 }, { 0, 1, 2, 3 } };
+	cudaStream_t s[N];
+	ncclResult_t e = ncclSuccess;
+	int v = 0;
+	double t0;
+
+	CHECK(init_nonblocking_all(comms, N), "nonblocking inits from one thread");
+	CHECK(ncclCommSplit(comms[0], 0, 0, &kids[0], NULL) == ncclInProgress, "first split");
+	CHECK(ncclCommGetAsyncError(comms[0], &e) == ncclSuccess && e == ncclInProgress,
+	      "the parent is in progress while its split is: %d", e);
+	CHECK(kids[0] && ncclCommCount(kids[0], &v) == ncclInvalidArgument,
+	      "a child's size is not known before its exchange");
+	for (int i = 1; i < N; i++)
+		CHECK(ncclCommSplit(comms[i], parity[i], keys[i], &kids[i], NULL) == ncclInProgress,
+		      "split %d", i);
+	for (int i = 0; i < N; i++)
+		CHECK(wait_ready(comms[i]) == ncclSuccess, "parent %d ready after the split", i);
+	CHECK(kids[3] == NULL, "the NOCOLOR rank gets no communicator");
+	for (int i = 0; i < 3; i++)
+		CHECK(child_is(kids[i], i == 1 ? 1 : 2, i / 2), "child of rank %d", i);
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(i);
+		cudaStreamCreate(&s[i]);
+	}
+	CHECK(kids[0] && kids[2] && allgather_pair_ok(kids[0], kids[2], s[0], s[2]),
+	      "AllGather on the even ranks' child");
+
+	split3_nonblocking(comms, N, colors3, keys3, three);
+	for (int i = 0; i < N; i++) {
+		CHECK(child_is(three[0][i], N, N - 1 - i), "reversed child of rank %d", i);
+		CHECK(child_is(three[1][i], 2, i % 2), "pair child of rank %d", i);
+		CHECK(child_is(three[2][i], 2, i / 2), "odd-even child of rank %d", i);
+	}
+
+	CHECK(ncclCommSplit(comms[0], 0, 0, &lone, NULL) == ncclInProgress, "a lone split");
+	t0 = now_s();
+	CHECK(lone && ncclCommDestroy(lone) == ncclSuccess, "destroy its child at once");
+	CHECK(now_s() - t0 < 2.0, "the destroy cancelled the exchange: %.2f s", now_s() - t0);
+	CHECK(ncclCommGetAsyncError(comms[0], &e) == ncclSuccess && e == ncclSuccess,
+	      "a cancelled split leaves the parent sound: %d", e);
+	for (int i = 0; i < N; i++) {
+		if (kids[i])
+			CHECK(ncclCommDestroy(kids[i]) == ncclSuccess, "destroy child %d", i);
+		for (int k = 0; k < 3; k++)
+			CHECK(three[k][i] && ncclCommDestroy(three[k][i]) == ncclSuccess,
+			      "destroy child %d of rank %d", k, i);
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+	}
+	return CHECK_SUMMARY();
+}
+
 /* ---- CUDA graphs --------------------------------------------------------- */
 
 /* Captured AllGather, Broadcast and a send/receive ring, replayed
@@ -1777,7 +1922,7 @@ static const struct rank_case rank_cases[] = {
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s noargs|initall|splitgroup|shrinkgroup|badpool", argv[0]);
+		fprintf(stderr, "usage: %s noargs|initall|splitgroup|shrinkgroup|splitnb1|badpool", argv[0]);
 		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
 			fprintf(stderr, "|%s", rank_cases[i].name);
 		fprintf(stderr, "\n");
@@ -1791,6 +1936,8 @@ int main(int argc, char **argv)
 		return case_splitgroup();
 	if (!strcmp(argv[1], "shrinkgroup"))
 		return case_shrinkgroup();
+	if (!strcmp(argv[1], "splitnb1"))
+		return case_split_nonblocking_one_thread();
 	if (!strcmp(argv[1], "badpool"))
 		return case_badpool();
 	for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
