@@ -1160,7 +1160,7 @@ static int init_nonblocking_all(ncclComm_t *comms, int n)
 	for (int i = 0; i < n; i++) {
 		ncclResult_t r;
 
-		cudaSetDevice(i);
+		cudaSetDevice(test_device(i));
 		comms[i] = NULL;
 		r = ncclCommInitRankConfig(&comms[i], n, id, i, &cfg);
 		ok &= r == ncclSuccess || r == ncclInProgress;
@@ -1193,7 +1193,7 @@ static int split3_nonblocking(ncclComm_t *parents, int n, const int (*colors)[4]
 }
 
 /* A grouped AllGather of 4 KiB on the two ranks a and b of a 2-rank
- * communicator, driven from this thread (a on device 0, b on 2). */
+ * communicator, driven from this thread (a is rank 0's, b rank 2's). */
 static int allgather_pair_ok(ncclComm_t a, ncclComm_t b, cudaStream_t sa, cudaStream_t sb)
 {
 	ncclComm_t c[2] = { a, b };
@@ -1202,14 +1202,14 @@ static int allgather_pair_ok(ncclComm_t a, ncclComm_t b, cudaStream_t sa, cudaSt
 	int ok = ncclGroupStart() == ncclSuccess;
 
 	for (int i = 0; i < 2; i++) {
-		cudaSetDevice(2 * i);
+		cudaSetDevice(test_device(2 * i));
 		send[i] = dev_alloc(4096, 'a' + i);
 		recv[i] = dev_alloc(2 * 4096, 0);
 		ok &= ncclAllGather(send[i], recv[i], 4096, ncclInt8, c[i], s[i]) == ncclSuccess;
 	}
 	ok &= ncclGroupEnd() == ncclSuccess;
 	for (int i = 0; ok && i < 2; i++) {
-		cudaSetDevice(2 * i);
+		cudaSetDevice(test_device(2 * i));
 		cudaStreamSynchronize(s[i]);
 		cudaMemcpy(host, recv[i], sizeof(host), cudaMemcpyDeviceToHost);
 		for (int b = 0; b < 2 * 4096; b++)
@@ -1264,7 +1264,7 @@ static int case_split_nonblocking_one_thread(void)
 	for (int i = 0; i < 3; i++)
 		CHECK(child_is(kids[i], i == 1 ? 1 : 2, i / 2), "child of rank %d", i);
 	for (int i = 0; i < N; i++) {
-		cudaSetDevice(i);
+		cudaSetDevice(test_device(i));
 		cudaStreamCreate(&s[i]);
 	}
 	CHECK(kids[0] && kids[2] && allgather_pair_ok(kids[0], kids[2], s[0], s[2]),

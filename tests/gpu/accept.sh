@@ -270,6 +270,14 @@ pool_tests() {
 	step pool "nonblocking init" 60 "$T/api_check" nonblocking
 	step pool "ops on several streams" 60 "$T/api_check" streams
 	step pool "CUDA graph replays" 120 "$T/api_check" graph
+	# communicator calls: splits (nonblocking, one thread driving four
+	# ranks too), shrink, revoke, abort during a split, the device API
+	# teams, group ordering and failures, 64-bit PreMulSum ($0 is the
+	# program, for the inner shell to expand)
+	# shellcheck disable=SC2016
+	step pool "communicators: split, shrink, revoke, abort, groups" 120 bash -c \
+		'for c in split splitnb splitnb1 shrink revoke revokesplit splitabort devapi \
+			grouporder grouperr premulsum64; do "$0" $c || exit 1; done' "$T/api_check"
 	step pool "send/receive alltoallv, 4 ranks" 120 "$T/p2p_check" alltoallv 4
 	step pool "ProcessGroupNCCL usage, 4 ranks" 120 "$T/pg_check" 4
 }
@@ -440,14 +448,18 @@ from torch.distributed.fsdp import fully_shard' 2>&1 | tail -n 1)
 		record "torch: reference" FAIL "logs/torch-ref.log"
 		return
 	fi
-	for mode in ddp fsdp; do
+	for mode in ddp fsdp split; do
 		log=$OUT/logs/torch-$mode.log
+		# split: PyTorch's nonblocking communicators, new_group() by ncclCommSplit
+		local nb=0
+		[ $mode = split ] && nb=1
 		secs=$(limit 180)
 		if [ "$secs" = 0 ]; then
 			record "torch: $mode, 2 ranks on cuda:0" SKIP "out of time (--budget $BUDGET)"
 			continue
 		fi
-		env "${run_env[@]}" LD_PRELOAD="$SHIM" CXLSHIM_DEBUG=INFO timeout -k 5 "$secs" \
+		env "${run_env[@]}" LD_PRELOAD="$SHIM" CXLSHIM_DEBUG=INFO \
+			TORCH_NCCL_USE_COMM_NONBLOCKING=$nb timeout -k 5 "$secs" \
 			python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
 			--redirects 3 --tee 3 "$py" "$mode" "$OUT/loss-$mode.json" >"$log" 2>&1
 		local rc=$?
@@ -457,6 +469,10 @@ from torch.distributed.fsdp import fully_shard' 2>&1 | tail -n 1)
 		fi
 		if ! grep -q 'ready: pool slot' "$log"; then
 			record "torch: $mode, 2 ranks on cuda:0" FAIL "no pool communicator in the log"
+			continue
+		fi
+		if [ $mode = split ] && ! grep -q 'split [0-9]*: color' "$log"; then
+			record "torch: $mode, 2 ranks on cuda:0" FAIL "no ncclCommSplit in the log"
 			continue
 		fi
 		if python3 - "$OUT/loss-ref.json" "$OUT/loss-$mode.json" >>"$log" 2>&1 <<'EOF'; then
