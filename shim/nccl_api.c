@@ -42,16 +42,6 @@
 		return f_(__VA_ARGS__);                                            \
 	} while (0)
 
-/* Log lines name the communicator's rank; a nonblocking split's child
- * knows it only once its init is done (comm.h: rank_later). */
-static void log_rank(struct cxls_comm *c)
-{
-	if (c->rank_later && atomic_load(&c->async_err) == ncclInProgress)
-		cxls_log_set_rank(-1);
-	else
-		cxls_log_set_rank(c->rank);
-}
-
 /* Our communicator for `comm`, or NULL when it belongs to the real library.
  * A destroyed one of ours sets *err and returns NULL with *ours = 1. */
 static struct cxls_comm *ours(const void *comm, int *mine, ncclResult_t *err, const char *fn)
@@ -65,7 +55,7 @@ static struct cxls_comm *ours(const void *comm, int *mine, ncclResult_t *err, co
 	switch (cxls_registry_kind(comm)) {
 	case CXLS_HANDLE_LIVE:
 		*mine = 1;
-		log_rank((struct cxls_comm *)comm);
+		cxls_log_set_rank(cxls_comm_known_rank((struct cxls_comm *)comm));
 		return (struct cxls_comm *)comm;
 	case CXLS_HANDLE_DEAD:
 		*mine = 1;
@@ -317,15 +307,20 @@ EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 }
 PALIAS(CommRevoke);
 
-/* NCCL answers the attribute calls only once an init, or a nonblocking
- * split's exchange, is done (ncclCommEnsureReady): a split child's rank
- * and size are not known before. */
-static ncclResult_t attrs_ready(struct cxls_comm *c, const char *call)
+/* NCCL's ncclCommEnsureReady before the attribute calls, split and
+ * shrink: a communicator whose init, or whose own nonblocking split, is
+ * under way is refused (a split child's rank and size are not known
+ * before); a failed one gives its error. */
+static ncclResult_t ensure_ready(struct cxls_comm *c, const char *call)
 {
-	if (atomic_load(&c->async_err) != ncclInProgress)
-		return ncclSuccess;
-	cxls_comm_set_error(c, "%s: the communicator's init is still in progress", call);
-	return ncclInvalidArgument;
+	ncclResult_t e = (ncclResult_t)atomic_load(&c->async_err);
+
+	if (e == ncclInProgress || (e == ncclSuccess && cxls_comm_split_busy(c))) {
+		cxls_comm_set_error(c, "%s: the communicator's %s is still in progress", call,
+				    e == ncclInProgress ? "init" : "nonblocking split");
+		return ncclInvalidArgument;
+	}
+	return e;
 }
 
 /* NCCL copies the parent's configuration into a child made with config
@@ -364,9 +359,11 @@ EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 	DISPATCH(CommShrink, comm, comm, excludeRanksList, excludeRanksCount, newcomm, config,
 		 shrinkFlags);
 	/* a failed parent is the usual reason to shrink: no health check,
-	 * but its init must be done (its size may not be known before) */
-	if (attrs_ready(c, "ncclCommShrink"))
-		return cxls_group_check(ncclInvalidArgument);
+	 * but its init or nonblocking split must be done (its size may not
+	 * be known before) */
+	r = ensure_ready(c, "ncclCommShrink");
+	if (r == ncclInvalidArgument)
+		return cxls_group_check(r);
 	if ((r = child_blocking(c, config, &blocking)))
 		return cxls_group_check(r);
 	return cxls_group_check(cxls_comm_shrink(c, excludeRanksList, excludeRanksCount, newcomm,
@@ -385,11 +382,13 @@ PALIAS(CommGetAsyncError);
 
 EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 {
+	ncclResult_t r;
+
 	if (!count)
 		return ncclInvalidArgument;
 	DISPATCH(CommCount, comm, comm, count);
-	if (attrs_ready(c, "ncclCommCount"))
-		return ncclInvalidArgument;
+	if ((r = ensure_ready(c, "ncclCommCount")))
+		return r;
 	*count = c->nranks;
 	return ncclSuccess;
 }
@@ -397,11 +396,13 @@ PALIAS(CommCount);
 
 EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
 {
+	ncclResult_t r;
+
 	if (!device)
 		return ncclInvalidArgument;
 	DISPATCH(CommCuDevice, comm, comm, device);
-	if (attrs_ready(c, "ncclCommCuDevice"))
-		return ncclInvalidArgument;
+	if ((r = ensure_ready(c, "ncclCommCuDevice")))
+		return r;
 	*device = c->device;
 	return ncclSuccess;
 }
@@ -409,11 +410,13 @@ PALIAS(CommCuDevice);
 
 EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 {
+	ncclResult_t r;
+
 	if (!rank)
 		return ncclInvalidArgument;
 	DISPATCH(CommUserRank, comm, comm, rank);
-	if (attrs_ready(c, "ncclCommUserRank"))
-		return ncclInvalidArgument;
+	if ((r = ensure_ready(c, "ncclCommUserRank")))
+		return r;
 	*rank = c->rank;
 	return ncclSuccess;
 }

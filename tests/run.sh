@@ -116,7 +116,7 @@ step "api: one thread splits 4 ranks in a group" env CXLSHIM_TIMEOUT_INIT_MS=500
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitgroup
 step "api: one thread shrinks 2 of 3 ranks in a group" env CXLSHIM_TIMEOUT_INIT_MS=5000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" shrinkgroup
-step "api: one thread splits 4 nonblocking ranks, no group (ncclInProgress at once)" env \
+step "api: one thread splits 4 nonblocking ranks, alone and in groups: ncclInProgress at once" env \
 	CXLSHIM_TIMEOUT_INIT_MS=5000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitnb1
 step "api: ops on different streams stay ordered" shim "$BUILD/tests/api_check" streams
 step "api: same, 3 ranks, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" \

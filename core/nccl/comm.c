@@ -25,7 +25,7 @@ void cxls_comm_set_error(struct cxls_comm *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
 	va_end(ap);
-	cxls_log_set_rank(c->rank);
+	cxls_log_set_rank(cxls_comm_known_rank(c));
 	CXLS_WARN("%s", c->last_error);
 }
 
@@ -279,12 +279,22 @@ static int connect_comm(struct cxls_comm *c)
 	return 0;
 }
 
+/* A split's child runs the split's exchange first, to its end whatever
+ * happens meanwhile (the parent's later splits wait for it: comm_split.c,
+ * await_turn); a release that came meanwhile did not wait for it, and
+ * the rendezvous is not tried then. */
+static int place_split(struct cxls_comm *c)
+{
+	int ok = cxls_comm_split_place(c) == 0;
+
+	atomic_store(&c->placing, 0);
+	return ok && !atomic_load(&c->releasing);
+}
+
 static void *connect_thread(void *arg)
 {
 	struct cxls_comm *c = arg;
-	/* a split's exchange runs whatever happens next: the parent's later
-	 * splits wait for it (comm_split.c: await_turn) */
-	int ok = (!c->split || cxls_comm_split_place(c) == 0) &&
+	int ok = (!c->split || place_split(c)) &&
 		 c->st.cu->CtxSetCurrent(c->ctx) == CUDA_SUCCESS && connect_comm(c) == 0;
 	ncclResult_t r = ok ? ncclSuccess : ncclSystemError;
 
@@ -296,7 +306,7 @@ static void *connect_thread(void *arg)
 	atomic_store(&c->async_err, r);
 	/* the parent reports the split done only once the child is */
 	if (c->split)
-		cxls_comm_split_job_end(c);
+		cxls_comm_split_job_end(c, r);
 	return NULL;
 }
 
@@ -317,6 +327,7 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	c->parent_aborted = a->parent_aborted;
 	c->split = a->split;
 	c->rank_later = a->split != NULL;
+	atomic_store(&c->placing, a->split != NULL);
 	c->pool = cxls_runtime_pool();
 	c->st.cu = cxls_cuda();
 	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
@@ -486,7 +497,8 @@ ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
 	if (atomic_load(&c->revoked)) {
 		if (!quiescent(c))
 			cxls_comm_unblock(c);
-		*err = quiescent(c) ? ncclSuccess : ncclInProgress;
+		*err = quiescent(c) && !atomic_load(&c->splits_pending) ? ncclSuccess :
+									  ncclInProgress;
 		return ncclSuccess;
 	}
 	*err = (ncclResult_t)atomic_load(&c->async_err);
@@ -606,6 +618,20 @@ static void join_init_thread(struct cxls_comm *c)
 	}
 }
 
+/* A release (releasing set) waits for the init thread, but not for a
+ * split's exchange, which may wait a timeout for the splits before it:
+ * that thread goes on alone, touching only the tombstone and the parent
+ * (never freed), and skips the rendezvous (place_split). */
+static void end_init_thread(struct cxls_comm *c)
+{
+	if (c->init_thread_live && atomic_load(&c->placing)) {
+		pthread_detach(c->init_thread);
+		c->init_thread_live = 0;
+		return;
+	}
+	join_init_thread(c);
+}
+
 ncclResult_t cxls_comm_finalize(struct cxls_comm *c)
 {
 	ncclResult_t ret = ncclSuccess;
@@ -655,7 +681,7 @@ static ncclResult_t release(struct cxls_comm *c, int aborting, ncclComm_t *real)
 		return ncclSuccess;
 	}
 	c->released = 1;
-	join_init_thread(c);
+	end_init_thread(c);
 	free(c->later);
 	c->later = NULL;
 	cxls_registry_kill(c);

@@ -150,10 +150,10 @@ struct cxls_comm {
 	 * staging geometry, so that every rank routes a call alike */
 	struct cxls_route route;
 	uint32_t splits;         /* ncclCommSplit calls so far (every rank) */
-	/* nonblocking splits run in threads of their own, in turn: launched
-	 * so far, and how many of them read the exchange (comm_split.c:
-	 * await_turn); and those not ended, for which the communicator
-	 * reports ncclInProgress, as NCCL's parent does */
+	/* a nonblocking parent's splits run in the background, in turn:
+	 * launched so far, and how many of them read the exchange
+	 * (comm_split.c: await_turn); and those not ended, for which the
+	 * communicator reports ncclInProgress, as NCCL's parent does */
 	uint32_t async_splits;
 	_Atomic uint32_t async_splits_read;
 	_Atomic int splits_pending;
@@ -171,6 +171,9 @@ struct cxls_comm {
 	 * only once async_err left ncclInProgress) */
 	struct cxls_split_job *split;
 	int rank_later;
+	/* its init thread is in that exchange: a release does not wait for
+	 * it (comm.c: end_init_thread) */
+	_Atomic int placing;
 	uint32_t test_pause_ms;  /* CXLSHIM_TEST_ENQUEUE_PAUSE_MS (comm.c: test_pause) */
 	char last_error[256];
 };
@@ -197,6 +200,15 @@ static inline void cxls_comm_count_io(struct cxls_comm *c, size_t written, size_
 {
 	atomic_fetch_add_explicit(&c->pool_written, written, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->pool_read, read, memory_order_relaxed);
+}
+
+/* The rank, or -1 while a background split's child does not know it yet
+ * (rank_later): what a log line may name. */
+static inline int cxls_comm_known_rank(struct cxls_comm *c)
+{
+	if (c->rank_later && atomic_load(&c->async_err) == ncclInProgress)
+		return -1;
+	return c->rank;
 }
 
 /* 1 when every call on the handle goes to the real NCCL (see delegated). */

@@ -11,10 +11,13 @@
  * survivors advanced would part them from those ranks at the parent's
  * next split.
  *
- * A nonblocking split outside a group returns at once, as NCCL's does:
- * the exchange runs in the background (in the child's init thread, before
- * its rendezvous; a NOCOLOR rank, which gets no child, in a thread of its
- * own), and the parent reports ncclInProgress until it ended.  So one
+ * A nonblocking parent's split runs in the background, as NCCL's does
+ * (which decides by the parent's config): the call, or the end of the
+ * group it was made in, returns ncclInProgress at once; the exchange runs
+ * in the child's init thread before its rendezvous (a NOCOLOR rank, which
+ * gets no child, in a thread of its own), and the parent reports
+ * ncclInProgress until the child is ready, refusing further splits and
+ * attribute queries meanwhile, as NCCL's ncclCommEnsureReady.  So one
  * thread may split several ranks of a parent one after the other.
  */
 #include "comm_split.h"
@@ -31,22 +34,22 @@
 #include "runtime.h"
 #include "uid.h"
 
-/* A nonblocking split in the background: split n of parent, its turn
- * among the parent's nonblocking splits (await_turn). */
+/* A split in the background: split n of parent, its turn among the
+ * parent's background splits (await_turn), what the child's config says. */
 struct cxls_split_job {
 	struct cxls_comm *parent;
 	uint32_t n, ticket;
-	int color, key;
+	int color, key, blocking;
 };
 
 /* Split n takes the record slot of split n - 2, which every rank must
  * have read: each rank publishes a split only after it read the one
- * before, so a rank that read n - 1 knows that all read n - 2.  Blocking
- * splits and group ends read before they return; nonblocking ones run in
- * threads of their own, which wait here for those launched before them
- * (ticket: the number of nonblocking splits launched before), and every
- * other split waits for all of them.  Each ends in a bounded time (its
- * exchange has a deadline), so only the parent's release stops a wait. */
+ * before, so a rank that read n - 1 knows that all read n - 2.  Splits
+ * on the calling thread read before they return; background ones (a
+ * group may hold several of one parent) wait here for those launched
+ * before them (ticket: how many were launched before), and every other
+ * split waits for all of them.  Each ends in a bounded time (its exchange
+ * has a deadline), so only the parent's release stops a wait. */
 static int await_turn(struct cxls_comm *c, uint32_t ticket)
 {
 	struct timespec nap = { 0, 50000 };
@@ -72,10 +75,8 @@ static void publish(struct cxls_comm *c, uint32_t n, int color, int key)
 	cxls_publish(flush, me, sizeof(*me));
 }
 
-/* Waits until every rank published split n and reads what they did;
- * cancel (may be NULL) gives up as the parent's release does. */
-static int gather(struct cxls_comm *c, uint32_t n, const _Atomic int *cancel, int32_t *colors,
-		  int32_t *keys)
+/* Waits until every rank published split n and reads what they did. */
+static int gather(struct cxls_comm *c, uint32_t n, int32_t *colors, int32_t *keys)
 {
 	uint64_t deadline = cxls_now_ns() + (uint64_t)cxls_runtime()->cfg.timeout_init_ms * 1000000ull;
 	struct timespec nap = { 0, 50000 };
@@ -89,7 +90,6 @@ static int gather(struct cxls_comm *c, uint32_t n, const _Atomic int *cancel, in
 			if ((int32_t)(atomic_load(&p->split_seq) - n) >= 0)
 				break;
 			if (cxls_now_ns() > deadline || atomic_load(&c->releasing) ||
-			    (cancel && atomic_load(cancel)) ||
 			    cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
 				return -1;
 			nanosleep(&nap, NULL);
@@ -154,23 +154,26 @@ static void split_leave(struct cxls_comm *c)
 }
 
 /* Split n after our part of it was published: the exchange, and our rank
- * and size among our color. */
-static int place(struct cxls_comm *c, uint32_t n, int color, int key, const _Atomic int *cancel,
-		 int *nranks, int *rank)
+ * and size among our color.  Only logs (it may run in the background,
+ * where the application's thread may be writing last_error). */
+static int place(struct cxls_comm *c, uint32_t n, int color, int key, int *nranks, int *rank)
 {
 	int32_t colors[CXLS_MAX_RANKS], keys[CXLS_MAX_RANKS];
 
-	if (gather(c, n, cancel, colors, keys)) {
-		cxls_comm_set_error(c, "ncclCommSplit: %s split %u",
-				    atomic_load(&c->releasing) || (cancel && atomic_load(cancel)) ?
-					    "the communicator was aborted or destroyed during" :
-					    "not every rank joined",
-				    n);
+	if (gather(c, n, colors, keys)) {
+		CXLS_WARN("ncclCommSplit: %s split %u of comm %p",
+			  atomic_load(&c->releasing) ? "the communicator was aborted or destroyed during" :
+						       "not every rank joined",
+			  n, (void *)c);
 		return -1;
 	}
-	/* new rank: order by key, then by parent rank, among our color */
 	*nranks = *rank = 0;
-	for (int r = 0; color != NCCL_SPLIT_NOCOLOR && r < c->nranks; r++) {
+	if (color == NCCL_SPLIT_NOCOLOR) {
+		CXLS_INFO("comm %p split %u: color NOCOLOR: no communicator", (void *)c, n);
+		return 0;
+	}
+	/* new rank: order by key, then by parent rank, among our color */
+	for (int r = 0; r < c->nranks; r++) {
 		if (colors[r] != color)
 			continue;
 		++*nranks;
@@ -182,20 +185,32 @@ static int place(struct cxls_comm *c, uint32_t n, int color, int key, const _Ato
 	return 0;
 }
 
+/* A child made blocking to be ready when the call returns keeps the mode
+ * its config asked for (its own children inherit it). */
+static void set_mode(ncclComm_t child, int blocking)
+{
+	if (child)
+		((struct cxls_comm *)child)->blocking = blocking;
+}
+
 static ncclResult_t exchange(struct cxls_comm *c, uint32_t n, int color, int key,
 			     ncclComm_t *newcomm, int blocking)
 {
 	int nranks, rank;
 
-	if (place(c, n, color, key, NULL, &nranks, &rank))
+	if (place(c, n, color, key, &nranks, &rank)) {
+		cxls_comm_set_error(c, "ncclCommSplit: split %u failed", n);
 		return ncclSystemError;
+	}
 	if (color == NCCL_SPLIT_NOCOLOR)
 		return ncclSuccess;
 	return make_child(c, n, color, nranks, rank, blocking, NULL, newcomm);
 }
 
 /* Split n (counted in c->splitting, which this ends) on the calling
- * thread: once every nonblocking split before it read its exchange. */
+ * thread, once every background split before it read its exchange.  The
+ * child is ready when it returns (a blocking parent's split, as NCCL's),
+ * whatever mode its config gives it. */
 static ncclResult_t split_here(struct cxls_comm *c, uint32_t n, int color, int key,
 			       ncclComm_t *newcomm, int blocking)
 {
@@ -203,7 +218,8 @@ static ncclResult_t split_here(struct cxls_comm *c, uint32_t n, int color, int k
 
 	if (await_turn(c, c->async_splits) == 0) {
 		publish(c, n, color, key);
-		r = exchange(c, n, color, key, newcomm, blocking);
+		r = exchange(c, n, color, key, newcomm, 1);
+		set_mode(*newcomm, blocking);
 	} else {
 		cxls_comm_set_error(c, "ncclCommSplit: the communicator is being destroyed");
 	}
@@ -211,29 +227,35 @@ static ncclResult_t split_here(struct cxls_comm *c, uint32_t n, int color, int k
 	return r;
 }
 
-/* ---- nonblocking, in the background --------------------------------------- */
+/* ---- in the background ------------------------------------------------------- */
 
-/* The job's exchange, on a thread of its own; cancel: the child's
- * release.  A failed exchange fails the parent, as NCCL's job does. */
-static int job_place(struct cxls_split_job *j, const _Atomic int *cancel, int *nranks,
-		     int *rank)
+/* The job's turn, part and exchange; the exchange runs to its end even
+ * when the child is released meanwhile, so that the next split may take
+ * this one's slot (await_turn).  Then the next one's turn. */
+static int job_place(struct cxls_split_job *j, int *nranks, int *rank)
 {
 	struct cxls_comm *c = j->parent;
-	int rc = -1, ok = ncclSuccess;
+	int rc = -1;
 
-	if (await_turn(c, j->ticket) == 0) {
+	/* a failed parent (an earlier split's exchange, say) splits no more */
+	if (await_turn(c, j->ticket) == 0 && atomic_load(&c->async_err) == ncclSuccess) {
 		publish(c, j->n, j->color, j->key);
-		rc = place(c, j->n, j->color, j->key, cancel, nranks, rank);
+		rc = place(c, j->n, j->color, j->key, nranks, rank);
 	}
-	atomic_fetch_add(&c->async_splits_read, 1); /* the next one's turn */
-	if (rc && !(cancel && atomic_load(cancel)))
-		atomic_compare_exchange_strong(&c->async_err, &ok, ncclSystemError);
+	atomic_fetch_add(&c->async_splits_read, 1);
 	split_leave(c);
 	return rc;
 }
 
-static void job_end(struct cxls_split_job *j)
+/* The job ended with r: the parent is in progress no more, and fails with
+ * it, as NCCL's parent takes its job's result (unless the child was
+ * released by the application meanwhile). */
+static void job_end(struct cxls_split_job *j, ncclResult_t r, int released)
 {
+	int ok = ncclSuccess;
+
+	if (r != ncclSuccess && !released)
+		atomic_compare_exchange_strong(&j->parent->async_err, &ok, r);
 	atomic_fetch_sub(&j->parent->splits_pending, 1);
 	free(j);
 }
@@ -242,16 +264,16 @@ int cxls_comm_split_place(struct cxls_comm *child)
 {
 	int nranks, rank;
 
-	if (job_place(child->split, &child->releasing, &nranks, &rank))
+	if (job_place(child->split, &nranks, &rank))
 		return -1;
 	child->nranks = nranks;
 	child->rank = rank;
 	return 0;
 }
 
-void cxls_comm_split_job_end(struct cxls_comm *child)
+void cxls_comm_split_job_end(struct cxls_comm *child, ncclResult_t r)
 {
-	job_end(child->split);
+	job_end(child->split, r, atomic_load(&child->releasing));
 	child->split = NULL;
 }
 
@@ -260,8 +282,7 @@ static void *nocolor_thread(void *arg)
 	struct cxls_split_job *j = arg;
 	int nranks, rank;
 
-	job_place(j, NULL, &nranks, &rank);
-	job_end(j);
+	job_end(j, job_place(j, &nranks, &rank) ? ncclSystemError : ncclSuccess, 0);
 	return NULL;
 }
 
@@ -273,10 +294,17 @@ static ncclResult_t launch(struct cxls_comm *c, struct cxls_split_job *j, ncclCo
 {
 	pthread_attr_t attr;
 	pthread_t t;
+	ncclResult_t r;
 	int rc;
 
-	if (j->color != NCCL_SPLIT_NOCOLOR)
-		return make_child(c, j->n, j->color, 0, 0, 0, j, newcomm);
+	if (j->color != NCCL_SPLIT_NOCOLOR) {
+		int blocking = j->blocking; /* the job is the thread's once it runs */
+
+		r = make_child(c, j->n, j->color, 0, 0, 0, j, newcomm);
+		if (r == ncclInProgress)
+			set_mode(*newcomm, blocking);
+		return r;
+	}
 	if (pthread_attr_init(&attr))
 		return ncclSystemError;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -285,17 +313,17 @@ static ncclResult_t launch(struct cxls_comm *c, struct cxls_split_job *j, ncclCo
 	return rc ? ncclSystemError : ncclInProgress;
 }
 
-/* Split n, nonblocking, outside a group: ncclInProgress.  Where no
- * thread could start, the exchange runs here (blocking the caller, but
- * every rank's split numbers stay in step). */
-static ncclResult_t split_async(struct cxls_comm *c, uint32_t n, int color, int key,
-				ncclComm_t *newcomm)
+ncclResult_t cxls_comm_split_async(struct cxls_comm *c, uint32_t n, int color, int key,
+				   ncclComm_t *newcomm, int blocking)
 {
-	struct cxls_split_job *j = malloc(sizeof(*j));
+	struct cxls_split_job *j;
 	ncclResult_t r = ncclSystemError;
 
+	if (split_enter(c))
+		return ncclInvalidUsage;
+	j = malloc(sizeof(*j));
 	if (j) {
-		*j = (struct cxls_split_job){ c, n, c->async_splits, color, key };
+		*j = (struct cxls_split_job){ c, n, c->async_splits, color, key, blocking };
 		/* counted before the thread may end */
 		c->async_splits++;
 		atomic_fetch_add(&c->splits_pending, 1);
@@ -307,21 +335,33 @@ static ncclResult_t split_async(struct cxls_comm *c, uint32_t n, int color, int 
 		atomic_fetch_sub(&c->splits_pending, 1);
 		free(j);
 	}
+	/* every rank's split numbers must stay in step: exchange here */
 	CXLS_WARN("ncclCommSplit: split %u could not start in the background (error %d): "
 		  "exchanging on the calling thread", n, (int)r);
-	return split_here(c, n, color, key, newcomm, 0);
+	return split_here(c, n, color, key, newcomm, blocking);
+}
+
+/* ---- entry points ------------------------------------------------------------ */
+
+int cxls_comm_split_busy(struct cxls_comm *c)
+{
+	return atomic_load(&c->splits_pending) != 0;
 }
 
 ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t *newcomm,
 			     int blocking)
 {
-	ncclResult_t r;
 	uint32_t n;
 
 	/* bad arguments are refused before the split counts: every rank's
 	 * split numbers must stay in step */
 	if (!newcomm || (color < 0 && color != NCCL_SPLIT_NOCOLOR)) {
 		cxls_comm_set_error(c, "ncclCommSplit: invalid arguments (color %d)", color);
+		return ncclInvalidArgument;
+	}
+	if (cxls_comm_split_busy(c)) {
+		cxls_comm_set_error(c, "ncclCommSplit: the communicator's previous split is still "
+				       "in progress");
 		return ncclInvalidArgument;
 	}
 	n = ++c->splits;
@@ -331,11 +371,11 @@ ncclResult_t cxls_comm_split(struct cxls_comm *c, int color, int key, ncclComm_t
 	 * published yet */
 	if (cxls_group_depth() > 0)
 		return cxls_group_add_split(c, n, color, key, newcomm, blocking);
+	if (!c->blocking)
+		return cxls_comm_split_async(c, n, color, key, newcomm, blocking);
 	if (split_enter(c))
 		return ncclInvalidUsage;
-	r = blocking ? split_here(c, n, color, key, newcomm, 1) :
-		       split_async(c, n, color, key, newcomm);
-	return r;
+	return split_here(c, n, color, key, newcomm, blocking);
 }
 
 void cxls_comm_split_publish(struct cxls_comm *c, uint32_t n, int color, int key)
@@ -347,8 +387,9 @@ void cxls_comm_split_publish(struct cxls_comm *c, uint32_t n, int color, int key
 	split_leave(c);
 }
 
-/* A blocking child joins the group's inits, which the end waits for; a
- * nonblocking one is left in progress, as a nonblocking group's end. */
+/* A blocking parent's split at its group's end: a blocking child joins
+ * the group's inits, which the end waits for; a nonblocking one is left
+ * in progress. */
 ncclResult_t cxls_comm_split_end(struct cxls_comm *c, uint32_t n, int color, int key,
 				 ncclComm_t *newcomm, int blocking)
 {

@@ -361,6 +361,25 @@ static int split_round(ncclResult_t *ret)
 	return any;
 }
 
+/* A nonblocking parent's splits run in the background, in call order
+ * (each in its turn, comm_split.c), and the end returns ncclInProgress,
+ * as NCCL's nonblocking group does. */
+static ncclResult_t launch_splits(void)
+{
+	ncclResult_t ret = ncclSuccess;
+
+	for (size_t i = 0; i < grp.n_split; i++) {
+		struct split *sp = &grp.splits[i];
+
+		if (sp->c->magic != CXLS_COMM_MAGIC || sp->c->blocking)
+			continue; /* a rounds' split, or destroyed in the group */
+		sp->state = SPLIT_DONE;
+		ret = merge(ret, cxls_comm_split_async(sp->c, sp->n, sp->color, sp->key,
+						       sp->newcomm, sp->blocking));
+	}
+	return ret;
+}
+
 /* In rounds, a communicator's splits one after the other: its record holds
  * two splits' parts (split n in slot n mod 2), so a rank may publish split
  * n + 2 only once every rank read split n, which its exchange of split
@@ -370,7 +389,7 @@ static int split_round(ncclResult_t *ret)
  * read (api_check splitgroup2). */
 static ncclResult_t run_splits(void)
 {
-	ncclResult_t ret = ncclSuccess;
+	ncclResult_t ret = launch_splits();
 
 	while (split_round(&ret))
 		;

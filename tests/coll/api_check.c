@@ -1170,26 +1170,27 @@ static int init_nonblocking_all(ncclComm_t *comms, int n)
 	return ok;
 }
 
-/* Three splits of every rank's parent from this thread, nonblocking,
- * rank by rank: a rank's second and third split are called before any
- * other rank joined its first.  Split k by colors[k][], keys[k][]; 1 when
- * each call returned ncclInProgress at once. */
-static int split3_nonblocking(ncclComm_t *parents, int n, const int (*colors)[4],
-			      const int (*keys)[4], ncclComm_t (*kids)[4])
+/* Three splits of every rank's parent from this thread, a group per
+ * rank: the group's end runs them in the background and returns
+ * ncclInProgress at once, before any other rank joined its first split.
+ * Split k by colors[k][], keys[k][]. */
+static void split3_in_groups(ncclComm_t *parents, int n, const int (*colors)[4],
+			     const int (*keys)[4], ncclComm_t (*kids)[4])
 {
 	double t0 = now_s();
-	int ok = 1;
 
-	for (int i = 0; i < n; i++)
-		for (int k = 0; k < 3; k++) {
-			ncclResult_t r = ncclCommSplit(parents[i], colors[k][i], keys[k][i],
-						       &kids[k][i], NULL);
+	for (int i = 0; i < n; i++) {
+		ncclResult_t r;
 
-			CHECK(r == ncclInProgress, "split %d of rank %d returned %d", k, i, r);
-			ok &= r == ncclInProgress;
-		}
-	CHECK(now_s() - t0 < 2.0, "the splits returned at once: %.2f s", now_s() - t0);
-	return ok;
+		CHECK(ncclGroupStart() == ncclSuccess, "group of rank %d", i);
+		for (int k = 0; k < 3; k++)
+			CHECK(ncclCommSplit(parents[i], colors[k][i], keys[k][i], &kids[k][i],
+					    NULL) == ncclSuccess,
+			      "split %d of rank %d in the group", k, i);
+		r = ncclGroupEnd();
+		CHECK(r == ncclInProgress, "the group of rank %d ended with %d", i, r);
+	}
+	CHECK(now_s() - t0 < 2.0, "the groups ended at once: %.2f s", now_s() - t0);
 }
 
 /* A grouped AllGather of 4 KiB on the two ranks a and b of a 2-rank
@@ -1227,19 +1228,29 @@ static int child_is(ncclComm_t kid, int size, int rank)
 	       v == size && ncclCommUserRank(kid, &r) == ncclSuccess && r == rank;
 }
 
-/* NCCL runs a nonblocking split in the background: one thread may split
- * every rank of a parent outside a group, one call after the other (a
- * split that exchanged colours before returning waited forever for the
- * ranks after it).  Until the exchange ended the parent reports
- * ncclInProgress and the child's rank and size are not there to ask.
- * Then three splits back to back on every rank, rank by rank: the third
- * takes the record slot of the first, so it waits until every rank read
- * that one.  Last, a split no other rank joins, whose child is destroyed
- * at once. */
+/* 1 when comm's release returned ncclSuccess within a second. */
+static int released_at_once(ncclComm_t comm, int abort)
+{
+	double t0 = now_s();
+	ncclResult_t r = abort ? ncclCommAbort(comm) : ncclCommDestroy(comm);
+
+	return r == ncclSuccess && now_s() - t0 < 1.0;
+}
+
+/* NCCL runs a nonblocking parent's split in the background: one thread
+ * may split every rank of a parent outside a group, one call after the
+ * other (a split that exchanged colours before returning waited forever
+ * for the ranks after it).  Until the child is ready the parent reports
+ * ncclInProgress and refuses another split and the attribute queries, and
+ * the child's rank and size are not there to ask.  Then three splits of
+ * every rank's parent in one group per rank, whose end returns at once:
+ * the third takes the record slot of the first, so it waits until every
+ * rank read that one.  Last, splits no other rank joins: their children
+ * and the parent are released at once. */
 static int case_split_nonblocking_one_thread(void)
 {
 	enum { N = 4 };
-	ncclComm_t comms[N], kids[N], three[3][N], lone = NULL;
+	ncclComm_t comms[N], kids[N], three[3][N], more = NULL, lone[2] = { NULL, NULL };
 	int parity[N] = { 0, 1, 0, NCCL_SPLIT_NOCOLOR }, keys[N] = { 0, 1, 2, 3 };
 	/* all, last rank first; in pairs by halves; by parity */
 	const int colors3[3][N] = { { 0, 0, 0, 0 }, { 0, 0, 1, 1 }, { 0, 1, 0, 1 } };
@@ -1247,12 +1258,14 @@ static int case_split_nonblocking_one_thread(void)
 	cudaStream_t s[N];
 	ncclResult_t e = ncclSuccess;
 	int v = 0;
-	double t0;
 
 	CHECK(init_nonblocking_all(comms, N), "nonblocking inits from one thread");
 	CHECK(ncclCommSplit(comms[0], 0, 0, &kids[0], NULL) == ncclInProgress, "first split");
 	CHECK(ncclCommGetAsyncError(comms[0], &e) == ncclSuccess && e == ncclInProgress,
 	      "the parent is in progress while its split is: %d", e);
+	CHECK(ncclCommSplit(comms[0], 0, 0, &more, NULL) == ncclInvalidArgument && !more,
+	      "a second split of a parent in progress is refused");
+	CHECK(ncclCommCount(comms[0], &v) == ncclInvalidArgument, "so is the parent's size");
 	CHECK(kids[0] && ncclCommCount(kids[0], &v) == ncclInvalidArgument,
 	      "a child's size is not known before its exchange");
 	for (int i = 1; i < N; i++)
@@ -1270,26 +1283,31 @@ static int case_split_nonblocking_one_thread(void)
 	CHECK(kids[0] && kids[2] && allgather_pair_ok(kids[0], kids[2], s[0], s[2]),
 	      "AllGather on the even ranks' child");
 
-	split3_nonblocking(comms, N, colors3, keys3, three);
+	split3_in_groups(comms, N, colors3, keys3, three);
 	for (int i = 0; i < N; i++) {
 		CHECK(child_is(three[0][i], N, N - 1 - i), "reversed child of rank %d", i);
 		CHECK(child_is(three[1][i], 2, i % 2), "pair child of rank %d", i);
 		CHECK(child_is(three[2][i], 2, i / 2), "odd-even child of rank %d", i);
+		CHECK(wait_ready(comms[i]) == ncclSuccess, "parent %d ready after the groups", i);
 	}
 
-	CHECK(ncclCommSplit(comms[0], 0, 0, &lone, NULL) == ncclInProgress, "a lone split");
-	t0 = now_s();
-	CHECK(lone && ncclCommDestroy(lone) == ncclSuccess, "destroy its child at once");
-	CHECK(now_s() - t0 < 2.0, "the destroy cancelled the exchange: %.2f s", now_s() - t0);
-	CHECK(ncclCommGetAsyncError(comms[0], &e) == ncclSuccess && e == ncclSuccess,
-	      "a cancelled split leaves the parent sound: %d", e);
+	/* two splits only rank 0 makes: the second waits its turn behind the
+	 * first, which waits for ranks that never come */
+	CHECK(ncclGroupStart() == ncclSuccess, "group of lone splits");
+	for (int k = 0; k < 2; k++)
+		CHECK(ncclCommSplit(comms[0], 0, 0, &lone[k], NULL) == ncclSuccess, "lone split %d", k);
+	CHECK(ncclGroupEnd() == ncclInProgress, "their group ended at once");
+	CHECK(lone[1] && released_at_once(lone[1], 1), "abort of the queued child at once");
+	CHECK(lone[0] && released_at_once(lone[0], 0), "destroy of the waiting child at once");
+	CHECK(released_at_once(comms[0], 0), "destroy of their parent at once");
 	for (int i = 0; i < N; i++) {
 		if (kids[i])
 			CHECK(ncclCommDestroy(kids[i]) == ncclSuccess, "destroy child %d", i);
 		for (int k = 0; k < 3; k++)
 			CHECK(three[k][i] && ncclCommDestroy(three[k][i]) == ncclSuccess,
 			      "destroy child %d of rank %d", k, i);
-		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+		if (i)
+			CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
 	}
 	return CHECK_SUMMARY();
 }
