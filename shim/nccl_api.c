@@ -13,6 +13,7 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "comm_reg.h"
 #include "comm_split.h"
 #include "fold_gpu.h"
 #include "group.h"
@@ -208,13 +209,34 @@ PALIAS(MemAlloc);
 
 EXPORT ncclResult_t ncclMemFree(void *ptr)
 {
+	ncclResult_t r;
+
 	if (!ptr)
 		return ncclSuccess;
-	if (cxls_mem_free(ptr) != ncclInvalidArgument)
-		return ncclSuccess;
+	/* ncclInvalidArgument: not made by ncclMemAlloc here */
+	if ((r = cxls_mem_free(ptr)) != ncclInvalidArgument)
+		return r;
 	FORWARD(MemFree, ptr);
 }
 PALIAS(MemFree);
+
+/* NCCL's ncclCommEnsureReady before the attribute calls, split, shrink,
+ * finalize, PreMulSum, registrations and windows: a communicator whose
+ * init, nonblocking split or revoke is under way is refused (a split
+ * child's rank and size are not known before); a failed one gives its
+ * error. */
+static ncclResult_t ensure_ready(struct cxls_comm *c, const char *call)
+{
+	ncclResult_t e;
+
+	cxls_comm_async_error(c, &e); /* what ncclCommGetAsyncError says */
+	if (e == ncclInProgress) {
+		cxls_comm_set_error(c, "%s: the communicator's init, nonblocking split or "
+				       "revoke is still in progress", call);
+		return ncclInvalidArgument;
+	}
+	return e;
+}
 
 /* ---- communicators ------------------------------------------------------ */
 
@@ -249,7 +271,7 @@ EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, in
 {
 	struct cxls_real_init ri;
 
-	if (!commIds || nId < 1)
+	if (!commIds || nId < 1 || nId > nranks)
 		return ncclInvalidArgument;
 	/* our ids carry the whole rendezvous: the first one is enough */
 	if (cxls_nccl_is_our_id(&commIds[0]))
@@ -269,9 +291,13 @@ PALIAS(CommInitAll);
 
 EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
+	ncclResult_t r;
+
 	if (!comm)
 		return ncclSuccess; /* as NCCL: nothing to finalize */
 	DISPATCH(CommFinalize, comm, comm);
+	if ((r = ensure_ready(c, "ncclCommFinalize")))
+		return r;
 	return cxls_comm_finalize(c);
 }
 PALIAS(CommFinalize);
@@ -306,22 +332,6 @@ EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 	return cxls_comm_revoke(c);
 }
 PALIAS(CommRevoke);
-
-/* NCCL's ncclCommEnsureReady before the attribute calls, split and
- * shrink: a communicator whose init, or whose own nonblocking split, is
- * under way is refused (a split child's rank and size are not known
- * before); a failed one gives its error. */
-static ncclResult_t ensure_ready(struct cxls_comm *c, const char *call)
-{
-	ncclResult_t e = (ncclResult_t)atomic_load(&c->async_err);
-
-	if (e == ncclInProgress || (e == ncclSuccess && cxls_comm_split_busy(c))) {
-		cxls_comm_set_error(c, "%s: the communicator's %s is still in progress", call,
-				    e == ncclInProgress ? "init" : "nonblocking split");
-		return ncclInvalidArgument;
-	}
-	return e;
-}
 
 /* NCCL copies the parent's configuration into a child made with config
  * NULL: a nonblocking parent's split or shrink is a nonblocking init. */
@@ -423,13 +433,20 @@ EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 PALIAS(CommUserRank);
 
 /* Registration is an optimisation hint: pool communicators copy through
- * the pool anyway, so they accept it and hand back the buffer as handle. */
+ * the pool anyway, so they accept it and hand back the buffer as handle
+ * (comm_reg.h). */
 EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
 				     void **handle)
 {
+	ncclResult_t r;
+
 	DISPATCH(CommRegister, comm, comm, buff, size, handle);
 	if (!handle)
 		return ncclInvalidArgument;
+	if ((r = ensure_ready(c, "ncclCommRegister")))
+		return r;
+	if (cxls_reg_add(c, buff))
+		return ncclSystemError;
 	*handle = buff;
 	return ncclSuccess;
 }
@@ -438,7 +455,12 @@ PALIAS(CommRegister);
 EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 {
 	DISPATCH(CommDeregister, comm, comm, handle);
-	return ncclSuccess;
+	if (handle && cxls_reg_remove(c, handle)) {
+		cxls_comm_set_error(c, "ncclCommDeregister: %p is not a registration of this "
+				       "communicator", handle);
+		return ncclInvalidUsage;
+	}
+	return ncclSuccess; /* NULL: nothing registered, as NCCL */
 }
 PALIAS(CommDeregister);
 
@@ -450,6 +472,8 @@ EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t s
 	DISPATCH(CommWindowRegister, comm, comm, buff, size, win, winFlags);
 	if (!win)
 		return ncclInvalidArgument;
+	if ((r = ensure_ready(c, "ncclCommWindowRegister")))
+		return r;
 	/* the real side's window, for operations routed there */
 	if (c->real && REAL(CommWindowRegister))
 		return REAL(CommWindowRegister)(c->real, buff, size, win, winFlags);
@@ -467,23 +491,15 @@ EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 	DISPATCH(CommWindowDeregister, comm, comm, win);
 	if (c->real && REAL(CommWindowDeregister))
 		return REAL(CommWindowDeregister)(c->real, win);
-	return win ? ncclSuccess : ncclInvalidArgument;
+	return ncclSuccess; /* NULL included, as NCCL */
 }
 PALIAS(CommWindowDeregister);
-
-/* A user operator of c, or NULL (a built-in one, or not ours). */
-static struct cxls_user_op *user_op(struct cxls_comm *c, ncclRedOp_t op)
-{
-	int i = (int)op - (int)ncclNumOps;
-
-	return i >= 0 && i < CXLS_MAX_USER_OPS && c->uops[i].used ? &c->uops[i] : NULL;
-}
 
 /* The operator as the real side knows it: a PreMulSum made on both sides
  * has a number of each (the real library's never the pool's). */
 static ncclRedOp_t real_op(struct cxls_comm *c, ncclRedOp_t op)
 {
-	struct cxls_user_op *u = user_op(c, op);
+	struct cxls_user_op *u = cxls_redop_user(c, op);
 
 	return u && u->real_live ? u->real_op : op;
 }
@@ -498,10 +514,13 @@ EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
 	ncclResult_t r;
 
 	DISPATCH(RedOpCreatePreMulSum, comm, op, scalar, datatype, residence, comm);
+	/* the real side, if any, is there only once the init is done */
+	if ((r = ensure_ready(c, "ncclRedOpCreatePreMulSum")))
+		return r;
 	r = cxls_redop_create_premulsum(c, op, scalar, datatype, residence);
 	if (r != ncclSuccess || !c->real || !REAL(RedOpCreatePreMulSum))
 		return r;
-	u = user_op(c, *op);
+	u = cxls_redop_user(c, *op);
 	r = REAL(RedOpCreatePreMulSum)(&u->real_op, scalar, datatype, residence, c->real);
 	if (r != ncclSuccess) {
 		cxls_redop_destroy(c, *op);
@@ -517,7 +536,7 @@ EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 	struct cxls_user_op *u;
 
 	DISPATCH(RedOpDestroy, comm, op, comm);
-	u = user_op(c, op);
+	u = cxls_redop_user(c, op);
 	if (u && u->real_live && REAL(RedOpDestroy)) {
 		REAL(RedOpDestroy)(u->real_op, c->real);
 		u->real_live = 0;

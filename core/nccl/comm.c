@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm_reg.h"
 #include "comm_split.h"
 #include "devmodel.h"
 #include "fold_gpu.h"
@@ -38,7 +39,8 @@ int cxls_comm_usable(struct cxls_comm *c, ncclResult_t *err)
 		return 0;
 	}
 	if (e != ncclSuccess) {
-		*err = e == ncclInProgress ? ncclInvalidUsage : e;
+		/* NCCL's ncclCommEnsureReady: an init under way is a bad argument */
+		*err = e == ncclInProgress ? ncclInvalidArgument : e;
 		return 0;
 	}
 	if (atomic_load(&c->aborted)) {
@@ -641,6 +643,11 @@ ncclResult_t cxls_comm_finalize(struct cxls_comm *c)
 		return ncclInvalidUsage;
 	}
 	pthread_mutex_lock(&c->life);
+	if (atomic_load(&c->finalized)) {
+		pthread_mutex_unlock(&c->life);
+		cxls_comm_set_error(c, "ncclCommFinalize called twice");
+		return ncclInvalidArgument;
+	}
 	join_init_thread(c);
 	atomic_store(&c->finalized, 1);
 	/* nothing to flush on a communicator that never connected or failed */
@@ -697,6 +704,7 @@ static ncclResult_t release(struct cxls_comm *c, int aborting, ncclComm_t *real)
 			ret = aborting ? ncclSuccess : ncclSystemError;
 		}
 	}
+	cxls_reg_clear(c);
 	if (!aborting) {
 		destroy_streams(c);
 		/* graphs that replay our operations die with the communicator */

@@ -159,6 +159,9 @@ struct cxls_comm {
 	_Atomic int splits_pending;
 	uint32_t shrinks;        /* ncclCommShrink calls so far (survivors only) */
 	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
+	/* ncclCommRegister's handles (comm_reg.h) */
+	void **regs;
+	size_t n_regs, cap_regs;
 	/* nonblocking init, and what finishes it (owned, freed at release) */
 	pthread_t init_thread;
 	int init_thread_live;

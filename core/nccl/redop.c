@@ -40,6 +40,27 @@ static uint64_t int_value(const void *p, ncclDataType_t t)
 	}
 }
 
+/* Operator handles are ncclNumOps + slot + CXLS_MAX_USER_OPS x tag, the
+ * tag the communicator's own (from its key): as with NCCL's mangled
+ * handles, an operator of one communicator is refused by another. */
+#define OP_TAGS (1 << 20)
+
+static int op_tag(const struct cxls_comm *c)
+{
+	return 1 + (int)(c->key[0] % (OP_TAGS - 1));
+}
+
+struct cxls_user_op *cxls_redop_user(struct cxls_comm *c, ncclRedOp_t op)
+{
+	int v = (int)op - (int)ncclNumOps;
+	struct cxls_user_op *u;
+
+	if (v < 0 || v / CXLS_MAX_USER_OPS != op_tag(c))
+		return NULL;
+	u = &c->uops[v % CXLS_MAX_USER_OPS];
+	return u->used ? u : NULL;
+}
+
 ncclResult_t cxls_redop_resolve(struct cxls_comm *c, ncclRedOp_t op, ncclDataType_t t,
 				struct cxls_redop *out)
 {
@@ -63,10 +84,8 @@ ncclResult_t cxls_redop_resolve(struct cxls_comm *c, ncclRedOp_t op, ncclDataTyp
 	default:
 		break;
 	}
-	if ((int)op < (int)ncclNumOps || (int)op >= (int)ncclNumOps + CXLS_MAX_USER_OPS)
-		goto bad;
-	u = &c->uops[(int)op - (int)ncclNumOps];
-	if (!u->used || u->type != t)
+	u = cxls_redop_user(c, op);
+	if (!u || u->type != t)
 		goto bad;
 	out->kind = CXLS_RED_PREMULSUM;
 	out->scalar = u->value;
@@ -100,7 +119,7 @@ ncclResult_t cxls_redop_create_premulsum(struct cxls_comm *c, ncclRedOp_t *op, v
 		u->dev = res == ncclScalarDevice ? scalar : NULL;
 		u->value = res == ncclScalarDevice ? 0 : scalar_value(scalar, t);
 		u->ivalue = res == ncclScalarDevice || !is_int(t) ? 0 : int_value(scalar, t);
-		*op = (ncclRedOp_t)((int)ncclNumOps + i);
+		*op = (ncclRedOp_t)((int)ncclNumOps + i + CXLS_MAX_USER_OPS * op_tag(c));
 		return ncclSuccess;
 	}
 	cxls_comm_set_error(c, "ncclRedOpCreatePreMulSum: more than %d live operators",
@@ -110,12 +129,13 @@ ncclResult_t cxls_redop_create_premulsum(struct cxls_comm *c, ncclRedOp_t *op, v
 
 ncclResult_t cxls_redop_destroy(struct cxls_comm *c, ncclRedOp_t op)
 {
-	int i = (int)op - (int)ncclNumOps;
+	struct cxls_user_op *u = cxls_redop_user(c, op);
 
-	if (i < 0 || i >= CXLS_MAX_USER_OPS || !c->uops[i].used) {
-		cxls_comm_set_error(c, "ncclRedOpDestroy: %d is not a live operator", (int)op);
+	if (!u) {
+		cxls_comm_set_error(c, "ncclRedOpDestroy: %d is not a live operator of this "
+				       "communicator", (int)op);
 		return ncclInvalidArgument;
 	}
-	c->uops[i].used = 0;
+	u->used = 0;
 	return ncclSuccess;
 }

@@ -4,8 +4,9 @@
  * pre-multiplied by 1/nranks for floating types, a sum divided by nranks
  * for integers, as NCCL does).  ncclRedOpCreatePreMulSum hands out
  * operator values from ncclNumOps up, valid on the communicator that made
- * them and for their datatype, until ncclRedOpDestroy; collectives already
- * enqueued keep the scalar they were given.
+ * them (another refuses them) and for their datatype, until
+ * ncclRedOpDestroy; collectives already enqueued keep the scalar they were
+ * given.
  */
 #ifndef CXLSHIM_CORE_REDOP_H
 #define CXLSHIM_CORE_REDOP_H
@@ -18,5 +19,7 @@ ncclResult_t cxls_redop_resolve(struct cxls_comm *c, ncclRedOp_t op, ncclDataTyp
 ncclResult_t cxls_redop_create_premulsum(struct cxls_comm *c, ncclRedOp_t *op, void *scalar,
 					 ncclDataType_t t, ncclScalarResidence_t res);
 ncclResult_t cxls_redop_destroy(struct cxls_comm *c, ncclRedOp_t op);
+/* c's live user operator `op`, or NULL (built-in, another's, destroyed). */
+struct cxls_user_op *cxls_redop_user(struct cxls_comm *c, ncclRedOp_t op);
 
 #endif

@@ -178,8 +178,15 @@ static void memory_calls(ncclComm_t comm, cudaStream_t s, int rank, int n)
 	for (size_t i = 0; i < MIB * (size_t)n; i++)
 		ok &= check[i] == 'm' + (int)(i / MIB);
 	CHECK(ok, "its result");
+	CHECK(ncclCommRegister(comm, buf, MIB, &handle) == ncclSuccess, "register it again");
 	CHECK(ncclCommDeregister(comm, handle) == ncclSuccess, "deregister");
+	CHECK(ncclCommDeregister(comm, handle) == ncclSuccess, "deregister the second");
+	CHECK(ncclCommDeregister(comm, handle) == ncclInvalidUsage,
+	      "a third deregister: no such registration (NCCL's 'Could not find handle')");
+	CHECK(ncclCommDeregister(comm, host) == ncclInvalidUsage, "deregister what was never given");
+	CHECK(ncclCommDeregister(comm, NULL) == ncclSuccess, "deregister NULL: nothing, as NCCL");
 	CHECK(ncclCommWindowDeregister(comm, win) == ncclSuccess, "window deregister");
+	CHECK(ncclCommWindowDeregister(comm, NULL) == ncclSuccess, "window NULL: nothing, as NCCL");
 	CHECK(ncclMemFree(buf) == ncclSuccess, "MemFree");
 	free(check);
 }
@@ -217,7 +224,10 @@ static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 	waitpid(pid, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child refused the parent's comm");
 	CHECK(allgather_ok(comm, s, rank, n, 3 * MIB + 5), "data correct after bad calls");
+	CHECK(ncclCommInitRankScalable(&junk, n, rank, n + 1, (ncclUniqueId *)id, NULL) ==
+		      ncclInvalidArgument, "InitRankScalable: more ids than ranks");
 	CHECK(ncclCommFinalize(comm) == ncclSuccess, "finalize");
+	CHECK(ncclCommFinalize(comm) == ncclInvalidArgument, "finalize twice");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	CHECK(ncclAllGather(NULL, NULL, 0, ncclInt8, comm, s) == ncclInvalidArgument,
 	      "destroyed comm refused");
@@ -358,6 +368,26 @@ static int case_expandable(int rank, int n, const ncclUniqueId *id, void *arg)
 
 /* ---- init modes ------------------------------------------------------- */
 
+/* NCCL's ncclCommEnsureReady: calls on a communicator whose nonblocking
+ * init is under way are refused with ncclInvalidArgument (a PreMulSum made
+ * then would miss the real side the init may still attach). */
+static void during_init(ncclComm_t comm, cudaStream_t s)
+{
+	ncclResult_t e = ncclSuccess;
+	ncclRedOp_t op;
+	float two = 2;
+	int v;
+
+	CHECK(ncclCommGetAsyncError(comm, &e) == ncclSuccess && e == ncclInProgress,
+	      "in progress: %d", e);
+	CHECK(ncclRedOpCreatePreMulSum(&op, &two, ncclFloat32, ncclScalarHostImmediate, comm) ==
+		      ncclInvalidArgument, "PreMulSum during init");
+	CHECK(ncclCommFinalize(comm) == ncclInvalidArgument, "finalize during init");
+	CHECK(ncclCommCount(comm, &v) == ncclInvalidArgument, "count during init");
+	CHECK(ncclSend(&two, 1, ncclFloat32, 0, comm, s) == ncclInvalidArgument,
+	      "send during init");
+}
+
 static int case_nonblocking(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -374,6 +404,8 @@ static int case_nonblocking(int rank, int n, const ncclUniqueId *id, void *arg)
 	r = ncclCommInitRankConfig(&comm, n, *id, rank, &cfg);
 	CHECK(r == ncclInProgress || r == ncclSuccess, "init returns %d", r);
 	CHECK(comm != NULL, "*newcomm valid as soon as init returns");
+	if (rank == 0) /* the others arrive later: still in progress */
+		during_init(comm, s);
 	while (e == ncclInProgress && now_s() - t0 < 20) {
 		CHECK(ncclCommGetAsyncError(comm, &e) == ncclSuccess, "poll");
 		usleep(1000);
@@ -1657,6 +1689,33 @@ static void premulsum64(ncclComm_t comm, cudaStream_t s, int n, ncclDataType_t t
 	cudaFree(recv);
 }
 
+/* An operator belongs to the communicator that made it: another one
+ * refuses it in a reduction and in ncclRedOpDestroy (NCCL's handles are
+ * mangled per communicator), and its own operator stays usable. */
+static void foreign_op(ncclComm_t comm, cudaStream_t s, int rank)
+{
+	float two = 2, three = 3, *x = (float *)dev_alloc(sizeof(float), 0);
+	ncclComm_t other = NULL;
+	ncclRedOp_t opa, opb;
+
+	CHECK(ncclCommSplit(comm, 0, rank, &other, NULL) == ncclSuccess && other, "split");
+	CHECK(ncclRedOpCreatePreMulSum(&opa, &two, ncclFloat32, ncclScalarHostImmediate, comm) ==
+		      ncclSuccess, "operator of the parent");
+	CHECK(ncclRedOpCreatePreMulSum(&opb, &three, ncclFloat32, ncclScalarHostImmediate,
+				       other) == ncclSuccess, "operator of the child");
+	CHECK(ncclAllReduce(x, x, 1, ncclFloat32, opa, other, s) == ncclInvalidArgument,
+	      "the parent's operator refused by the child");
+	CHECK(ncclRedOpDestroy(opa, other) == ncclInvalidArgument,
+	      "nor destroyed there");
+	CHECK(ncclAllReduce(x, x, 1, ncclFloat32, opb, other, s) == ncclSuccess &&
+		      cudaStreamSynchronize(s) == cudaSuccess, "the child's own operator works");
+	CHECK(ncclRedOpDestroy(opb, other) == ncclSuccess, "destroy the child's");
+	CHECK(ncclRedOpDestroy(opa, comm) == ncclSuccess, "destroy the parent's");
+	CHECK(ncclRedOpDestroy(opa, comm) == ncclInvalidArgument, "not twice");
+	CHECK(ncclCommDestroy(other) == ncclSuccess, "destroy the child");
+	cudaFree(x);
+}
+
 static int case_premulsum64(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	cudaStream_t s;
@@ -1667,6 +1726,7 @@ static int case_premulsum64(int rank, int n, const ncclUniqueId *id, void *arg)
 	premulsum64(comm, s, n, ncclInt64, (uint64_t)-((1ll << 60) + 7));
 	premulsum64(comm, s, n, ncclUint64, UINT64_MAX);
 	premulsum64(comm, s, n, ncclUint64, (1ull << 63) + 3);
+	foreign_op(comm, s, rank);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	return CHECK_SUMMARY();
 }

@@ -1,0 +1,36 @@
+/* comm_reg.c - buffer registrations of a pool communicator (comm_reg.h). */
+#include "comm_reg.h"
+
+#include <stdlib.h>
+
+int cxls_reg_add(struct cxls_comm *c, void *buff)
+{
+	if (c->n_regs == c->cap_regs) {
+		size_t cap = c->cap_regs ? 2 * c->cap_regs : 8;
+		void **regs = realloc(c->regs, cap * sizeof(*regs));
+
+		if (!regs)
+			return -1;
+		c->regs = regs;
+		c->cap_regs = cap;
+	}
+	c->regs[c->n_regs++] = buff;
+	return 0;
+}
+
+int cxls_reg_remove(struct cxls_comm *c, void *handle)
+{
+	for (size_t i = c->n_regs; i-- > 0;)
+		if (c->regs[i] == handle) {
+			c->regs[i] = c->regs[--c->n_regs];
+			return 0;
+		}
+	return -1;
+}
+
+void cxls_reg_clear(struct cxls_comm *c)
+{
+	free(c->regs);
+	c->regs = NULL;
+	c->n_regs = c->cap_regs = 0;
+}
