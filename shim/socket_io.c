@@ -476,7 +476,8 @@ static int mmsg_expired(struct timespec *t, const struct timespec *end)
 
 /* A stream has no message boundaries: each message takes what one recvmsg
  * would.  At end of file each one is 0 bytes long and counts, as with
- * TCP. */
+ * TCP.  A pending reset comes before any data, and an error after some
+ * messages is the next call's (cxls_sock_take_error). */
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		    struct timespec *timeout)
 {
@@ -490,7 +491,8 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 							    : again_mmsg(v, n, flags, 0);
 	if (!c)
 		return plain_recvmmsg(fd, v, n, flags, timeout);
-	if ((err = mmsg_error(v, &n)) || (err = mmsg_deadline(timeout, &end)))
+	if ((err = mmsg_error(v, &n)) || (err = mmsg_deadline(timeout, &end)) ||
+	    (err = cxls_sock_take_error(c, fd)))
 		return (int)pool_refuse(c, err);
 	for (i = 0; i < n; i++) {
 		struct msghdr *m = &v[i].msg_hdr;
@@ -501,8 +503,11 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 			break;
 		}
 		r = msg_recv(c, fd, m, flags & ~MSG_WAITFORONE);
-		if (r < 0)
+		if (r < 0) {
+			if (i)
+				cxls_sock_keep_error(c, errno);
 			break;
+		}
 		v[i].msg_len = (unsigned int)r;
 		if (flags & MSG_WAITFORONE)
 			flags |= MSG_DONTWAIT;

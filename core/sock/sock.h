@@ -86,6 +86,11 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			int flags);
 ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
 			int flags);
+/* recvmmsg's error handling (__sys_recvmmsg): a reset not reported yet is
+ * reported before any data (its errno, or 0); an error that ends the call
+ * after some messages is kept for the next call. */
+int cxls_sock_take_error(struct cxls_sconn *c, int fd);
+void cxls_sock_keep_error(struct cxls_sconn *c, int err);
 int cxls_sock_unread(struct cxls_sconn *c); /* FIONREAD */
 int cxls_sock_unsent(struct cxls_sconn *c); /* TIOCOUTQ */
 

@@ -378,9 +378,14 @@ static void test_flags(void)
 	l = sizeof(v);
 	v = 0;
 	CHECK(getsockopt(a, IPPROTO_TCP, TCP_NODELAY, &v, &l) == 0 && v == 1, "TCP_NODELAY read");
-	n = 0;
-	CHECK(ioctl(a, TIOCOUTQ, &n) == 0, "TIOCOUTQ");
+	/* bytes the peer has not read are in its receive queue (the ring), as
+	 * acknowledged TCP bytes: none outstanding */
+	memset(buf, 'q', sizeof(buf));
+	CHECK(write(a, buf, 64) == 64, "write 64 bytes the peer leaves unread");
+	n = -1;
+	CHECK(ioctl(a, TIOCOUTQ, &n) == 0 && n == 0, "TIOCOUTQ: %d outstanding", n);
 	close(a);
+	CHECK(read(b, buf, 64) == 64, "the 64 bytes");
 	CHECK(read(b, buf, 64) == 0, "EOF after close");
 	close(b);
 }
@@ -2015,6 +2020,40 @@ static void test_badargs(void)
  * timeout is looked at after each message and what is left of it written
  * back, and at end of file every message is 0 bytes long and counts (what
  * the kernel does for TCP). */
+/* A reset the peer's close left pending comes before the bytes still
+ * there (__sys_recvmmsg checks sock_error() first); they are read after
+ * it, then end of file.  A reset that ends a call after a message is the
+ * next call's error. */
+static void mmsg_reset(struct mmsghdr *mm)
+{
+	char buf[8];
+	int a, b, r, err;
+
+	tcp_pair(&a, &b);
+	CHECK(write(a, "xyz", 3) == 3 && write(b, "unread", 6) == 6, "writes");
+	usleep(20000);
+	close(a); /* "unread" left unread: a reset */
+	usleep(50000);
+	r = recvmmsg(b, mm, 3, MSG_DONTWAIT, NULL);
+	err = errno;
+	CHECK(r == -1 && err == ECONNRESET, "the pending reset first: %d (%s)", r, strerror(err));
+	CHECK(read(b, buf, sizeof(buf)) == 3 && !memcmp(buf, "xyz", 3), "then the bytes");
+	CHECK(read(b, buf, sizeof(buf)) == 0, "then end of file");
+	close(b);
+
+	tcp_pair(&a, &b);
+	CHECK(write(a, "xyz", 3) == 3, "write");
+	r = recvmmsg(b, mm, 1, 0, NULL);
+	CHECK(r == 1 && mm[0].msg_len == 3, "a message: %d", r);
+	CHECK(write(b, "unread", 6) == 6 && write(a, "uv", 2) == 2, "writes");
+	usleep(20000);
+	close(a);
+	usleep(50000);
+	r = recvmmsg(b, mm, 3, MSG_DONTWAIT, NULL);
+	CHECK(r == -1 && errno == ECONNRESET, "the reset before the 2 bytes: %d", r);
+	close(b);
+}
+
 static void test_mmsg(void)
 {
 	char b1[8], b2[8], b3[8];
@@ -2052,6 +2091,7 @@ static void test_mmsg(void)
 	r = recvmmsg(b, mm, 3, 0, NULL);
 	CHECK(r == 3 && !mm[0].msg_len, "end of file again: %d", r);
 	close(b);
+	mmsg_reset(mm);
 }
 
 /* ---- sendfile, splice ---------------------------------------------------- */

@@ -29,7 +29,8 @@
  *
  * Left out, because the answers legitimately differ:
  *  - TIOCOUTQ/SIOCOUTQNSD: TCP counts bytes not yet acknowledged (delayed
- *    ACKs make it timing-dependent), the shim the ring's unread bytes;
+ *    ACKs make it timing-dependent), the shim none (the ring is the peer's
+ *    receive queue; sock_check checks 0);
  *  - MSG_MORE left pending: TCP holds a corked partial segment until the
  *    next write without MSG_MORE, the shim's ring delivers it at once (the
  *    hint costs nothing there).  A MSG_MORE write is always followed by a
