@@ -23,6 +23,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "proc_id.h"
 #include "sock_chan.h"
@@ -342,35 +343,76 @@ int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
 	return r;
 }
 
+/* fd_set bits by hand: the kernel's select takes sets of nfds bits, as
+ * many as the process may have fds (an application allocates sets past
+ * FD_SETSIZE for them), where glibc's FD_ISSET stops at FD_SETSIZE. */
+#define SET_BITS (8 * sizeof(unsigned long))
+
+static int bit_isset(const fd_set *set, int fd)
+{
+	const unsigned long *w = (const unsigned long *)(const void *)set;
+
+	return set && (w[fd / SET_BITS] >> (fd % SET_BITS)) & 1;
+}
+
+static void bit_clr(fd_set *set, int fd)
+{
+	unsigned long *w = (unsigned long *)(void *)set;
+
+	w[fd / SET_BITS] &= ~(1ul << (fd % SET_BITS));
+}
+
+/* Whether any fd the sets name is a pooled socket or an epoll set that
+ * holds some. */
+static int sets_pooled(int nfds, const fd_set *rd, const fd_set *wr)
+{
+	for (int fd = 0; fd < nfds; fd++)
+		if (bit_isset(rd, fd) || bit_isset(wr, fd)) {
+			struct cxls_sconn *c = cxls_fdtab_get(fd);
+			struct epset *set = c ? NULL : cxls_sock_epoll_polled(fd);
+
+			if (c) {
+				cxls_sconn_put(c);
+				return 1;
+			}
+			if (set) {
+				cxls_sock_epoll_polled_done(set);
+				return 1;
+			}
+		}
+	return 0;
+}
+
+/* A set's bit for fd stays only if revents has one of `keep`. */
+static int keep_bit(fd_set *set, int fd, short re, short keep)
+{
+	if (!bit_isset(set, fd))
+		return 0;
+	if (re & keep)
+		return 1;
+	bit_clr(set, fd);
+	return 0;
+}
+
 /* select over poll: the bits mean what the kernel's select means. */
 int cxls_sock_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		      const struct timespec *timeout, const sigset_t *mask)
 {
+	struct rlimit lim;
 	struct pollfd *p;
 	nfds_t n = 0;
-	int r, count = 0, pooled = 0;
+	int r, count = 0;
 
-	if (cxls_fdtab_empty() || nfds <= 0 || nfds > FD_SETSIZE)
-		return -2;
-	for (int fd = 0; fd < nfds && !pooled; fd++)
-		if ((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr))) {
-			struct cxls_sconn *c = cxls_fdtab_get(fd);
-			struct epset *set = c ? NULL : cxls_sock_epoll_polled(fd);
-
-			if (c)
-				pooled = 1, cxls_sconn_put(c);
-			if (set)
-				pooled = 1, cxls_sock_epoll_polled_done(set);
-		}
-	if (!pooled)
+	/* past the fd limit the kernel's answer (EINVAL) */
+	if (cxls_fdtab_empty() || nfds <= 0 || getrlimit(RLIMIT_NOFILE, &lim) ||
+	    (rlim_t)nfds > lim.rlim_cur || !sets_pooled(nfds, rd, wr))
 		return -2;
 	p = calloc((size_t)nfds, sizeof(*p));
 	if (!p)
 		return -2;
 	for (int fd = 0; fd < nfds; fd++) {
-		short ev = (rd && FD_ISSET(fd, rd) ? POLLIN : 0) |
-			   (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
-			   (ex && FD_ISSET(fd, ex) ? POLLPRI : 0);
+		short ev = (bit_isset(rd, fd) ? POLLIN : 0) | (bit_isset(wr, fd) ? POLLOUT : 0) |
+			   (bit_isset(ex, fd) ? POLLPRI : 0);
 		if (ev)
 			p[n++] = (struct pollfd){ fd, ev, 0 };
 	}
@@ -392,18 +434,9 @@ int cxls_sock_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 			errno = EBADF;
 			return -1;
 		}
-		if (rd && FD_ISSET(fd, rd) && !(re & (POLLIN | POLLHUP | POLLERR)))
-			FD_CLR(fd, rd);
-		else if (rd && FD_ISSET(fd, rd))
-			count++;
-		if (wr && FD_ISSET(fd, wr) && !(re & (POLLOUT | POLLERR)))
-			FD_CLR(fd, wr);
-		else if (wr && FD_ISSET(fd, wr))
-			count++;
-		if (ex && FD_ISSET(fd, ex) && !(re & POLLPRI))
-			FD_CLR(fd, ex);
-		else if (ex && FD_ISSET(fd, ex))
-			count++;
+		count += keep_bit(rd, fd, re, POLLIN | POLLHUP | POLLERR);
+		count += keep_bit(wr, fd, re, POLLOUT | POLLERR);
+		count += keep_bit(ex, fd, re, POLLPRI);
 	}
 	free(p);
 	return count;

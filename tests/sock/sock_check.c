@@ -23,6 +23,7 @@
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -668,6 +669,36 @@ static void test_exec(void)
 
 /* ---- waiting ----------------------------------------------------------- */
 
+/* select with sets past FD_SETSIZE, as a process with many fds allocates
+ * them: a pooled socket at fd 2000 (and one below 1024 in the same call)
+ * is seen (the kernel's select saw only their doorbell sockets). */
+static void select_big_sets(int a, int b)
+{
+	struct rlimit lim = { 4096, 4096 }, was;
+	unsigned long *rd = calloc(4096 / 8, 1);
+	enum { HI = 2000 };
+	struct timeval tv = { 1, 0 };
+	const size_t bits = 8 * sizeof(unsigned long);
+	int r;
+
+	getrlimit(RLIMIT_NOFILE, &was);
+	if (setrlimit(RLIMIT_NOFILE, &lim) || dup2(b, HI) != HI) {
+		printf("(select past FD_SETSIZE not tried: no fd %d here)\n", HI);
+		free(rd);
+		return;
+	}
+	CHECK(write(a, "x", 1) == 1, "write");
+	rd[HI / bits] |= 1ul << (HI % bits);
+	rd[b / bits] |= 1ul << (b % bits);
+	r = select(HI + 1, (fd_set *)(void *)rd, NULL, NULL, &tv);
+	CHECK(r == 2 && (rd[HI / bits] >> (HI % bits) & 1) && (rd[b / bits] >> (b % bits) & 1),
+	      "select past FD_SETSIZE: %d ready", r);
+	CHECK(read(HI, &r, 1) == 1, "read it");
+	close(HI);
+	setrlimit(RLIMIT_NOFILE, &was);
+	free(rd);
+}
+
 static void test_poll_select(void)
 {
 	int a, b;
@@ -708,6 +739,10 @@ static void test_poll_select(void)
 		CHECK(ppoll(p, 1, &ts, NULL) == 1, "ppoll");
 	}
 	check_pooled(a, "polled pair");
+	close(a);
+	close(b);
+	tcp_pair(&a, &b);
+	select_big_sets(a, b);
 	close(a);
 	close(b);
 }
