@@ -342,9 +342,14 @@ void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 
 /* Whether the shim owns the socket's SO_RCVTIMEO (it is one slice) and no
  * FIN or RST came: a read may then sleep in recv. */
+/* A recv on a nonblocking socket returns at once: a blocking call that
+ * began before the file became O_NONBLOCK (this process's fcntl, or
+ * another holder's, which a recv's EAGAIN told) sleeps in poll instead
+ * of spinning. */
 static int recv_sleep_may(struct cxls_sconn *c)
 {
 	return !atomic_load(&c->tcp_eof) && !atomic_load(&c->tcp_rst) &&
+	       !atomic_load(&c->nonblock) &&
 	       (atomic_load_explicit(&c->me->flags, memory_order_relaxed) & CXLS_END_RCVTIMEO);
 }
 

@@ -1009,8 +1009,47 @@ static void test_eintr(void)
 	close(b);
 }
 
+/* CPU seconds this process used so far. */
+static double cpu_s(void)
+{
+	struct rusage u;
+
+	getrusage(RUSAGE_SELF, &u);
+	return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+	       (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+/* O_NONBLOCK set while a thread is blocked in read: as over TCP the read
+ * goes on waiting (the mode is the call's from its start) and returns the
+ * bytes, and it sleeps meanwhile (it spun on a recv that had turned
+ * nonblocking: 300 ms of CPU per 900 ms waited). */
+static void nonblock_while_blocked(void)
+{
+	struct blocked bl = { 0 };
+	pthread_t t;
+	double cpu;
+	int a, b;
+
+	tcp_pair(&a, &b);
+	bl.fd = b;
+	pthread_create(&t, NULL, blocked_read, &bl);
+	usleep(50000);
+	cpu = cpu_s();
+	CHECK(fcntl(b, F_SETFL, fcntl(b, F_GETFL) | O_NONBLOCK) == 0, "O_NONBLOCK");
+	usleep(600000);
+	cpu = cpu_s() - cpu;
+	CHECK(write(a, "n", 1) == 1, "write");
+	pthread_join(t, NULL);
+	CHECK(bl.r == 1 && bl.buf[0] == 'n', "the blocked read returned the byte (%zd %d)", bl.r,
+	      bl.err);
+	CHECK(cpu < 0.15, "and slept meanwhile: %.3f s of CPU in 0.6 s", cpu);
+	close(a);
+	close(b);
+}
+
 static void test_close_while_blocked(void)
 {
+	nonblock_while_blocked();
 	struct blocked bl = { 0 };
 	pthread_t t;
 	int a, b;
