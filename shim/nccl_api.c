@@ -224,12 +224,20 @@ PALIAS(MemFree);
  * finalize, PreMulSum, registrations and windows: a communicator whose
  * init, nonblocking split or revoke is under way is refused (a split
  * child's rank and size are not known before); a failed one gives its
- * error. */
-static ncclResult_t ensure_ready(struct cxls_comm *c, const char *call)
+ * error.  (Collectives and sends on a parent whose split is under way
+ * go on: only its init must be done, cxls_comm_usable.) */
+static ncclResult_t state_of(struct cxls_comm *c)
 {
 	ncclResult_t e;
 
 	cxls_comm_async_error(c, &e); /* what ncclCommGetAsyncError says */
+	return e;
+}
+
+static ncclResult_t ensure_ready(struct cxls_comm *c, const char *call)
+{
+	ncclResult_t e = state_of(c);
+
 	if (e == ncclInProgress) {
 		cxls_comm_set_error(c, "%s: the communicator's init, nonblocking split or "
 				       "revoke is still in progress", call);
@@ -371,9 +379,8 @@ EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 	/* a failed parent is the usual reason to shrink: no health check,
 	 * but its init or nonblocking split must be done (its size may not
 	 * be known before) */
-	r = ensure_ready(c, "ncclCommShrink");
-	if (r == ncclInvalidArgument)
-		return cxls_group_check(r);
+	if (state_of(c) == ncclInProgress)
+		return cxls_group_check(ensure_ready(c, "ncclCommShrink"));
 	if ((r = child_blocking(c, config, &blocking)))
 		return cxls_group_check(r);
 	return cxls_group_check(cxls_comm_shrink(c, excludeRanksList, excludeRanksCount, newcomm,

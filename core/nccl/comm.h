@@ -151,12 +151,14 @@ struct cxls_comm {
 	struct cxls_route route;
 	uint32_t splits;         /* ncclCommSplit calls so far (every rank) */
 	/* a nonblocking parent's splits run in the background, in turn:
-	 * launched so far, and how many of them read the exchange
-	 * (comm_split.c: await_turn); and those not ended, for which the
-	 * communicator reports ncclInProgress, as NCCL's parent does */
+	 * launched so far (the application's thread only), and how many of
+	 * them read the exchange (comm_split.c: await_turn); those not ended,
+	 * for which the communicator reports ncclInProgress, as NCCL's parent
+	 * does; and whether one's exchange failed (no more splits then) */
 	uint32_t async_splits;
 	_Atomic uint32_t async_splits_read;
 	_Atomic int splits_pending;
+	_Atomic int splits_broken;
 	uint32_t shrinks;        /* ncclCommShrink calls so far (survivors only) */
 	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
 	/* ncclCommRegister's handles (comm_reg.h) */

@@ -237,10 +237,13 @@ static int job_place(struct cxls_split_job *j, int *nranks, int *rank)
 	struct cxls_comm *c = j->parent;
 	int rc = -1;
 
-	/* a failed parent (an earlier split's exchange, say) splits no more */
-	if (await_turn(c, j->ticket) == 0 && atomic_load(&c->async_err) == ncclSuccess) {
+	/* after a failed exchange some rank may not have read its split:
+	 * its slot is not free, so no later split publishes */
+	if (await_turn(c, j->ticket) == 0 && !atomic_load(&c->splits_broken)) {
 		publish(c, j->n, j->color, j->key);
 		rc = place(c, j->n, j->color, j->key, nranks, rank);
+		if (rc)
+			atomic_store(&c->splits_broken, 1);
 	}
 	atomic_fetch_add(&c->async_splits_read, 1);
 	split_leave(c);
@@ -323,7 +326,8 @@ ncclResult_t cxls_comm_split_async(struct cxls_comm *c, uint32_t n, int color, i
 		return ncclInvalidUsage;
 	j = malloc(sizeof(*j));
 	if (j) {
-		*j = (struct cxls_split_job){ c, n, c->async_splits, color, key, blocking };
+		*j = (struct cxls_split_job){ .parent = c, .n = n, .ticket = c->async_splits,
+					      .color = color, .key = key, .blocking = blocking };
 		/* counted before the thread may end */
 		c->async_splits++;
 		atomic_fetch_add(&c->splits_pending, 1);

@@ -2,6 +2,7 @@
 #include "redop.h"
 #include "minifloat.h"
 
+#include <limits.h>
 #include <string.h>
 
 static int is_int(ncclDataType_t t)
@@ -44,6 +45,8 @@ static uint64_t int_value(const void *p, ncclDataType_t t)
  * tag the communicator's own (from its key): as with NCCL's mangled
  * handles, an operator of one communicator is refused by another. */
 #define OP_TAGS (1 << 20)
+_Static_assert((long long)ncclNumOps + (long long)CXLS_MAX_USER_OPS * OP_TAGS <= INT_MAX,
+	       "operator handles fit an int");
 
 static int op_tag(const struct cxls_comm *c)
 {

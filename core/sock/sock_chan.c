@@ -340,12 +340,11 @@ void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 	sleep_as(c, z, 0);
 }
 
-/* Whether the shim owns the socket's SO_RCVTIMEO (it is one slice) and no
- * FIN or RST came: a read may then sleep in recv. */
-/* A recv on a nonblocking socket returns at once: a blocking call that
- * began before the file became O_NONBLOCK (this process's fcntl, or
- * another holder's, which a recv's EAGAIN told) sleeps in poll instead
- * of spinning. */
+/* Whether a read may sleep in recv: the shim owns the socket's
+ * SO_RCVTIMEO (it is one slice), no FIN or RST came, and the file is not
+ * O_NONBLOCK (a recv would return at once: a blocking call that began
+ * before this process's fcntl, or another holder's that a recv's EAGAIN
+ * told, sleeps in poll instead of spinning). */
 static int recv_sleep_may(struct cxls_sconn *c)
 {
 	return !atomic_load(&c->tcp_eof) && !atomic_load(&c->tcp_rst) &&

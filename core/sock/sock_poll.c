@@ -21,9 +21,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "proc_id.h"
 #include "sock_chan.h"
@@ -394,18 +394,43 @@ static int keep_bit(fd_set *set, int fd, short re, short keep)
 	return 0;
 }
 
+/* The size of this process's fd table (FDSize), 0 when unknown: the
+ * kernel's select reads no bit past it, whatever nfds says (a program may
+ * pass getdtablesize() with sets of FD_SETSIZE bits). */
+static int fd_table_size(void)
+{
+	char line[128];
+	int n = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "FDSize: %d", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
 /* select over poll: the bits mean what the kernel's select means. */
 int cxls_sock_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		      const struct timespec *timeout, const sigset_t *mask)
 {
-	struct rlimit lim;
 	struct pollfd *p;
 	nfds_t n = 0;
-	int r, count = 0;
+	int r, count = 0, max;
 
-	/* past the fd limit the kernel's answer (EINVAL) */
-	if (cxls_fdtab_empty() || nfds <= 0 || getrlimit(RLIMIT_NOFILE, &lim) ||
-	    (rlim_t)nfds > lim.rlim_cur || !sets_pooled(nfds, rd, wr))
+	if (cxls_fdtab_empty() || nfds <= 0)
+		return -2;
+	/* past FD_SETSIZE (sets allocated larger), as far as the kernel reads;
+	 * not knowing how far, the kernel's select (which sees no pooled fd) */
+	if (nfds > FD_SETSIZE) {
+		if ((max = fd_table_size()) <= 0)
+			return -2;
+		if (nfds > max)
+			nfds = max;
+	}
+	if (!sets_pooled(nfds, rd, wr))
 		return -2;
 	p = calloc((size_t)nfds, sizeof(*p));
 	if (!p)
