@@ -157,7 +157,8 @@ step "api: abort while another thread is inside a collective's / a send-receive 
 	sh -c "for c in abortenq abortenqp2p; do env $(pool abortenq) CXLSHIM_POOL_MAX_COMMS=1 \
 	 LD_PRELOAD=$SHIM $BUILD/tests/api_check \$c || exit 1; done"
 step "api: revoke a hung communicator, then shrink it (3 ranks)" shim "$BUILD/tests/api_check" revoke
-step "api: revoke on every rank, then split" shim "$BUILD/tests/api_check" revokesplit
+step "api: revoke on every rank, then split (blocking, and nonblocking in the background)" sh -c \
+	"for c in revokesplit revokesplitnb; do env LD_PRELOAD=$SHIM $BUILD/tests/api_check \$c || exit 1; done"
 step "api: a call fails inside a group: its end fails, sends/receives dropped" shim \
 	"$BUILD/tests/api_check" grouperr
 step "api: same on one rank only: the other's receive times out, no hang" env \

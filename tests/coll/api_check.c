@@ -824,29 +824,46 @@ static int case_revoke(int rank, int n, const ncclUniqueId *id, void *arg)
 /* Both ranks revoke their communicator (rank 0 with an AllGather waiting
  * for rank 1), see it quiesce, and split it: nccl.h lets destroy, split
  * and shrink follow a revoke. */
+/* Polls comm until it leaves ncclInProgress (10 s at most). */
+static ncclResult_t settle(ncclComm_t comm)
+{
+	ncclResult_t e = ncclInProgress;
+	double t0 = now_s();
+
+	do
+		ncclCommGetAsyncError(comm, &e);
+	while (e == ncclInProgress && now_s() - t0 < 10);
+	return e;
+}
+
+/* arg "nb": a nonblocking communicator, whose split runs in the
+ * background. */
 static int case_revoke_split(int rank, int n, const ncclUniqueId *id, void *arg)
 {
-	ncclComm_t comm, kid = NULL;
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	int nb = arg && !strcmp(arg, "nb");
+	ncclComm_t comm = NULL, kid = NULL;
 	cudaStream_t s;
-	ncclResult_t e = ncclInProgress;
+	ncclResult_t r;
 	int v = -1;
 	char *buf;
-	double t0;
 
-	(void)arg;
-	comm = join(rank, n, id, &s);
+	cudaSetDevice(test_device(rank));
+	cudaStreamCreate(&s);
+	cfg.blocking = !nb;
+	r = ncclCommInitRankConfig(&comm, n, *id, rank, &cfg);
+	CHECK((r == ncclSuccess || (nb && r == ncclInProgress)) && settle(comm) == ncclSuccess,
+	      "init: %d", r);
 	buf = dev_alloc(MIB * (size_t)n, 0);
 	if (rank == 0)
 		CHECK(ncclAllGather(buf, buf, MIB, ncclInt8, comm, s) == ncclSuccess, "enqueue");
 	launch_barrier();
 	CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclSuccess, "revoke");
 	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the stream is released");
-	t0 = now_s();
-	do
-		ncclCommGetAsyncError(comm, &e);
-	while (e == ncclInProgress && now_s() - t0 < 10);
-	CHECK(e == ncclSuccess, "quiescent after revoke: %d", e);
-	CHECK(ncclCommSplit(comm, 0, -rank, &kid, NULL) == ncclSuccess, "split the revoked one");
+	CHECK(settle(comm) == ncclSuccess, "quiescent after revoke");
+	r = ncclCommSplit(comm, 0, -rank, &kid, NULL);
+	CHECK(r == (nb ? ncclInProgress : ncclSuccess), "split the revoked one: %d", r);
+	CHECK(kid && settle(kid) == ncclSuccess && settle(comm) == ncclSuccess, "split done");
 	CHECK(kid && ncclCommCount(kid, &v) == ncclSuccess && v == n, "split size %d", v);
 	CHECK(kid && allgather_ok(kid, s, n - 1 - rank, n, MIB), "the split works");
 	if (kid)
@@ -1990,6 +2007,7 @@ static const struct rank_case rank_cases[] = {
 	{ "streams3", 3, case_streams, NULL },
 	{ "revoke", 3, case_revoke, NULL },
 	{ "revokesplit", 2, case_revoke_split, NULL },
+	{ "revokesplitnb", 2, case_revoke_split, "nb" },
 	{ "argcount", 2, case_argmismatch, "count" },
 	{ "argroot", 3, case_argmismatch, "root" },
 	{ "argcoll", 2, case_argmismatch, "collective" },
