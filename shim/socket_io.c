@@ -76,7 +76,7 @@ static ssize_t stream_recvv(struct cxls_sconn *c, int fd, const struct iovec *io
 {
 	char one;
 	struct iovec peek = { &one, 1 };
-	int nb = (flags & MSG_DONTWAIT) || atomic_load(&c->nonblock), err = errno;
+	int nb = (flags & MSG_DONTWAIT) || cxls_sock_nonblocking(c), err = errno;
 	ssize_t r;
 
 	if (cxls_iov_total(iov, cnt))

@@ -48,6 +48,10 @@ void cxls_sock_closing(int fd);
 /* After a real dup/dup2/dup3/F_DUPFD: newfd is oldfd. */
 void cxls_sock_duped(int oldfd, int newfd);
 void cxls_sock_set_nonblock(int fd, int on);
+/* O_NONBLOCK of c's file as every holder of it last set it (sock_fd.c). */
+int cxls_sock_nonblocking(struct cxls_sconn *c);
+/* Records it: the application's fcntl/ioctl, or a recv that found it. */
+void cxls_sock_note_nonblock(struct cxls_sconn *c, int on);
 /* Records a shutdown; 1 when TCP's socket was CLOSED already (ENOTCONN). */
 int cxls_sock_shutdown(int fd, int how);
 /* TCP_NODELAY and TCP_CORK of a pooled socket are the application's view

@@ -348,7 +348,7 @@ void cxls_chan_sleep(struct cxls_sconn *c, struct cxls_sleep *z)
 static int recv_sleep_may(struct cxls_sconn *c)
 {
 	return !atomic_load(&c->tcp_eof) && !atomic_load(&c->tcp_rst) &&
-	       !atomic_load(&c->nonblock) &&
+	       !cxls_sock_nonblocking(c) &&
 	       (atomic_load_explicit(&c->me->flags, memory_order_relaxed) & CXLS_END_RCVTIMEO);
 }
 

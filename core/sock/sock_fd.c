@@ -501,12 +501,37 @@ void cxls_sock_duped(int oldfd, int newfd)
 		cxls_sconn_put(c);
 }
 
+/* O_NONBLOCK belongs to the file description, which a forked parent or
+ * child, an exec'd image or a process it was passed to holds as well: a
+ * pooled end keeps it in its flags, where one holder's fcntl is the
+ * others' too (each process's own copy went stale).  Before the meeting
+ * ends the process's copy serves; cxls_sock_control_channel() writes the
+ * flag from the kernel's when the connection goes to the pool. */
+int cxls_sock_nonblocking(struct cxls_sconn *c)
+{
+	if (atomic_load_explicit(&c->mode, memory_order_acquire) != CXLS_SC_POOL)
+		return atomic_load(&c->nonblock);
+	return (atomic_load_explicit(&c->me->flags, memory_order_relaxed) &
+		CXLS_END_NONBLOCK) != 0;
+}
+
+void cxls_sock_note_nonblock(struct cxls_sconn *c, int on)
+{
+	atomic_store(&c->nonblock, on);
+	if (atomic_load(&c->mode) != CXLS_SC_POOL)
+		return;
+	if (on)
+		atomic_fetch_or(&c->me->flags, CXLS_END_NONBLOCK);
+	else
+		atomic_fetch_and(&c->me->flags, ~(uint32_t)CXLS_END_NONBLOCK);
+}
+
 void cxls_sock_set_nonblock(int fd, int on)
 {
 	struct cxls_sconn *c = cxls_fdtab_get(fd);
 
 	if (c) {
-		atomic_store(&c->nonblock, on);
+		cxls_sock_note_nonblock(c, on);
 		cxls_sconn_put(c);
 	}
 }

@@ -113,6 +113,8 @@ enum cxls_end_flag {
 	CXLS_END_RING_JOIN = 1u << 6, /* the creator of a record waits for its
 				       * peer in an event loop, not in a settle:
 				       * the joiner rings one doorbell */
+	CXLS_END_NONBLOCK = 1u << 7, /* O_NONBLOCK of the file, which every
+				      * holder of the end shares (sock_fd.c) */
 };
 
 /* Threads that may sleep on one end's control socket (all its processes). */

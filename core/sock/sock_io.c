@@ -57,9 +57,10 @@ static int recv_slept(struct cxls_sconn *c, int fd, int err)
 		errno = err;
 		return -1;
 	}
-	/* the slice, or another holder of the file set O_NONBLOCK: look */
+	/* the slice, or a holder of the file set O_NONBLOCK behind the
+	 * shim's back: look */
 	if (err == EAGAIN && (syscall(SYS_fcntl, fd, F_GETFL) & O_NONBLOCK))
-		atomic_store(&c->nonblock, 1);
+		cxls_sock_note_nonblock(c, 1);
 	return 0;
 }
 
@@ -210,7 +211,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			int flags)
 {
 	size_t want = cxls_iov_total(iov, iovcnt), got = 0, lowat;
-	int peek = flags & MSG_PEEK, nb = (flags & MSG_DONTWAIT) || atomic_load(&c->nonblock);
+	int peek = flags & MSG_PEEK, nb = (flags & MSG_DONTWAIT) || cxls_sock_nonblocking(c);
 	uint64_t deadline = 0;
 	struct cxls_iovc cur;
 	int timed = 0;
@@ -328,7 +329,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			int flags)
 {
 	size_t want = cxls_iov_total(iov, iovcnt), sent = 0;
-	int nb = (flags & MSG_DONTWAIT) || atomic_load(&c->nonblock);
+	int nb = (flags & MSG_DONTWAIT) || cxls_sock_nonblocking(c);
 	uint64_t deadline = 0;
 	struct cxls_iovc cur;
 	int timed = 0, err;

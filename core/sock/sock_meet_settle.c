@@ -4,6 +4,7 @@
  */
 #include "sock_meet_int.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
@@ -12,6 +13,7 @@
 
 #include "coherence.h"
 #include "log.h"
+#include "sock.h"
 #include "sock_chan.h"
 #include "sock_denial.h"
 #include "sock_sys.h"
@@ -106,6 +108,9 @@ void cxls_sock_control_channel(struct cxls_sconn *c, int fd)
 		syscall(SYS_setsockopt, fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
 	}
 	own_rcvtimeo(c, fd);
+	/* the file's mode, for every holder from now on (after POOL was
+	 * stored: an fcntl meanwhile either saw POOL or came before this) */
+	cxls_sock_note_nonblock(c, (syscall(SYS_fcntl, fd, F_GETFL) & O_NONBLOCK) != 0);
 }
 
 /* One look at c's meeting (PENDING; c locked): its mode now, PENDING

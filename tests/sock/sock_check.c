@@ -1072,6 +1072,56 @@ static void test_nonblock_while_blocked(void)
 	close(b);
 }
 
+/* The child's read in the mode the parent set after the fork (one file,
+ * one O_NONBLOCK): 0 when it went as TCP's goes. */
+static int child_reads(int b, int go, int nonblocking)
+{
+	char x;
+	ssize_t r;
+
+	if (read(go, &x, 1) != 1)
+		return 1;
+	r = read(b, &x, 1);
+	if (nonblocking)
+		return r == -1 && errno == EAGAIN ? 0 : 2;
+	return r == 1 && x == 'm' ? 0 : 3;
+}
+
+/* O_NONBLOCK set, then cleared, by the parent after a fork: the child's
+ * next read is nonblocking (EAGAIN at once), then blocking (it waits for
+ * the byte), as the file's flag says (each process kept its own copy: the
+ * first read waited, the second said EAGAIN). */
+static void test_nonblock_across_fork(void)
+{
+	int a, b, go[2];
+
+	for (int nonblocking = 1; nonblocking >= 0; nonblocking--) {
+		pid_t pid;
+
+		tcp_pair(&a, &b);
+		check_pooled(a, "pair");
+		CHECK(pipe(go) == 0, "pipe");
+		if (!nonblocking)
+			fcntl(b, F_SETFL, fcntl(b, F_GETFL) | O_NONBLOCK);
+		pid = fork();
+		if (pid == 0) {
+			alarm(10);
+			_exit(child_reads(b, go[0], nonblocking));
+		}
+		fcntl(b, F_SETFL, nonblocking ? fcntl(b, F_GETFL) | O_NONBLOCK :
+						fcntl(b, F_GETFL) & ~O_NONBLOCK);
+		CHECK(write(go[1], "g", 1) == 1, "go");
+		usleep(200000);
+		CHECK(write(a, "m", 1) == 1, "write");
+		CHECK(tu_wait(pid) == 0, "the child's read after the parent %s O_NONBLOCK",
+		      nonblocking ? "set" : "cleared");
+		close(go[0]);
+		close(go[1]);
+		close(a);
+		close(b);
+	}
+}
+
 static void test_close_while_blocked(void)
 {
 	struct blocked bl = { 0 };
@@ -2583,6 +2633,7 @@ static const struct tu_case cases[] = {
 	{ "eintr", test_eintr },
 	{ "close-blocked", test_close_while_blocked },
 	{ "nonblock-blocked", test_nonblock_while_blocked },
+	{ "nonblock-fork", test_nonblock_across_fork },
 	{ "cancel", test_cancel },
 	{ "fork-epoll", test_fork_epoll },
 	{ "epoll-dup", test_epoll_dup },
