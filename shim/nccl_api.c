@@ -220,20 +220,21 @@ EXPORT ncclResult_t ncclMemFree(void *ptr)
 }
 PALIAS(MemFree);
 
-/* NCCL's ncclCommEnsureReady before the attribute calls, split, shrink,
+/* What ncclCommGetAsyncError says of c. */
+static ncclResult_t state_of(struct cxls_comm *c)
+{
+	ncclResult_t e;
+
+	cxls_comm_async_error(c, &e);
+	return e;
+}
+
+/* NCCL's ncclCommEnsureReady before the attribute calls, shrink,
  * finalize, PreMulSum, registrations and windows: a communicator whose
  * init, nonblocking split or revoke is under way is refused (a split
  * child's rank and size are not known before); a failed one gives its
  * error.  (Collectives and sends on a parent whose split is under way
  * go on: only its init must be done, cxls_comm_usable.) */
-static ncclResult_t state_of(struct cxls_comm *c)
-{
-	ncclResult_t e;
-
-	cxls_comm_async_error(c, &e); /* what ncclCommGetAsyncError says */
-	return e;
-}
-
 static ncclResult_t ensure_ready(struct cxls_comm *c, const char *call)
 {
 	ncclResult_t e = state_of(c);

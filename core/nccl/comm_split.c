@@ -47,9 +47,11 @@ struct cxls_split_job {
  * before, so a rank that read n - 1 knows that all read n - 2.  Splits
  * on the calling thread read before they return; background ones (a
  * group may hold several of one parent) wait here for those launched
- * before them (ticket: how many were launched before), and every other
- * split waits for all of them.  Each ends in a bounded time (its exchange
- * has a deadline), so only the parent's release stops a wait. */
+ * before them (ticket: how many were launched before), and a split made
+ * on the calling thread of a nonblocking parent (a launch that failed)
+ * waits for all of them.  Each ends in a bounded time (its exchange has
+ * a deadline), so only the parent's release stops a wait.  (A blocking
+ * parent's splits never run in the background: nothing to wait for.) */
 static int await_turn(struct cxls_comm *c, uint32_t ticket)
 {
 	struct timespec nap = { 0, 50000 };
@@ -386,8 +388,7 @@ void cxls_comm_split_publish(struct cxls_comm *c, uint32_t n, int color, int key
 {
 	if (split_enter(c))
 		return; /* being released: its exchange fails the same way */
-	if (await_turn(c, c->async_splits) == 0)
-		publish(c, n, color, key);
+	publish(c, n, color, key);
 	split_leave(c);
 }
 

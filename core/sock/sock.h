@@ -91,8 +91,9 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
 			int flags);
 /* recvmmsg's error handling (__sys_recvmmsg): a reset not reported yet is
- * reported before any data (its errno, or 0); an error that ends the call
- * after some messages is kept for the next call. */
+ * reported before any data (its errno, or 0); a reset that ends the call
+ * after some messages is kept for the next call (the kernel keeps any
+ * error but EAGAIN there; only a reset is kept here). */
 int cxls_sock_take_error(struct cxls_sconn *c, int fd);
 void cxls_sock_keep_error(struct cxls_sconn *c, int err);
 int cxls_sock_unread(struct cxls_sconn *c); /* FIONREAD */
