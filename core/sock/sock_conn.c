@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "sock_kept.h"
 #include "sock_meet.h"
 
 struct cxls_sconn *cxls_sconn_new(int mode)
@@ -14,6 +15,7 @@ struct cxls_sconn *cxls_sconn_new(int mode)
 		return NULL;
 	atomic_init(&c->refs, 1);
 	atomic_init(&c->mode, mode);
+	atomic_init(&c->kept_fd, -1);
 	c->listener = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	return c;
@@ -30,7 +32,9 @@ void cxls_sconn_put(struct cxls_sconn *c)
 		return;
 	if (c->listener >= 0)
 		cxls_listener_del(c->listener);
+	cxls_kept_drain(c);
 	cxls_sock_release(c);
+	cxls_kept_close(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

@@ -76,6 +76,9 @@ struct cxls_sconn {
 	uint32_t busy_us;
 	int held_extra;           /* this process counts in me->extra, not
 				   * in me->holder[] (the array was full) */
+	_Atomic int kept_fd;      /* closed under a call in flight: the
+				   * socket kept for it (sock_kept.h), or -1 */
+	struct cxls_sconn *kept_next;
 };
 
 struct cxls_sconn *cxls_sconn_new(int mode);

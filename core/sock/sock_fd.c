@@ -16,6 +16,7 @@
 #include "sock_chan.h"
 #include "sock_denial.h"
 #include "sock_epseen.h"
+#include "sock_kept.h"
 #include "sock_meet.h"
 #include "sock_origin.h"
 #include "sock_region.h"
@@ -461,6 +462,23 @@ static void closing_meeting(int fd)
 	cxls_sconn_put(c);
 }
 
+/* fd, about to close, is its pooled connection's last fd, and a call
+ * holds the connection besides the table and us (a read or write blocked
+ * in another thread): the socket is kept for it (sock_kept.h).  Decided
+ * while fd still names the connection, so that the call finds the copy
+ * as soon as it finds no fd. */
+static void keep_for_calls(int fd)
+{
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
+
+	if (!c)
+		return;
+	if (atomic_load(&c->mode) == CXLS_SC_POOL && atomic_load(&c->fds) == 1 &&
+	    atomic_load(&c->refs) > 2)
+		cxls_kept_take(c, fd);
+	cxls_sconn_put(c);
+}
+
 void cxls_sock_closing(int fd)
 {
 	struct cxls_sconn *c;
@@ -469,11 +487,14 @@ void cxls_sock_closing(int fd)
 	closing_meeting(fd);
 	cxls_sock_origin_close(fd);
 	cxls_sock_epoll_closing(fd);
+	keep_for_calls(fd);
 	c = cxls_fdtab_take(fd);
 	if (!c)
 		return;
-	/* unread doorbells would make the kernel reset instead of FIN */
-	if (atomic_load(&c->fds) == 0 && atomic_load(&c->mode) == CXLS_SC_POOL)
+	/* unread doorbells would make the kernel reset instead of FIN (a
+	 * kept socket's are read when it closes) */
+	if (atomic_load(&c->fds) == 0 && atomic_load(&c->mode) == CXLS_SC_POOL &&
+	    atomic_load(&c->kept_fd) < 0)
 		cxls_chan_drain(c, fd);
 	cxls_sconn_put(c);
 }
@@ -762,6 +783,7 @@ void cxls_sock_fork_prepare(void)
 	 * (sock_origin.h). */
 	cxls_sock_meet_connected();
 	cxls_sock_origin_fork();
+	cxls_kept_fork_prepare();
 	cxls_fdtab_lock();
 	cxls_fdtab_each(fork_phase, &phase);
 }
@@ -769,6 +791,7 @@ void cxls_sock_fork_prepare(void)
 void cxls_sock_fork_parent(void)
 {
 	cxls_fdtab_unlock();
+	cxls_kept_fork_parent();
 }
 
 void cxls_sock_fork_child(void)
@@ -776,6 +799,7 @@ void cxls_sock_fork_child(void)
 	int phase = 1;
 
 	cxls_fdtab_reinit();
+	cxls_kept_fork_child();
 	cxls_fdtab_each(fork_phase, &phase);
 	cxls_sock_epoll_forked();
 	cxls_sock_denial_forked();

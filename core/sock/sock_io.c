@@ -16,6 +16,7 @@
 #include "log.h"
 #include "proc_id.h"
 #include "sock_chan.h"
+#include "sock_kept.h"
 #include "sock_meet.h"
 #include "sock_ref.h"
 #include "sock_sys.h"
@@ -113,21 +114,25 @@ static int restarts(size_t moved, uint64_t deadline)
 }
 
 /* Sleeps until want may have changed; 0, or -1 with errno (EINTR, EAGAIN
- * at the socket's timeout, EBADF when every fd of it was closed).  need:
- * a peek's lowat, which bytes below it do not meet (0: any). */
-static int wait_for(struct cxls_sconn *c, int fd, short want, uint64_t deadline, size_t need)
+ * at the socket's timeout, EBADF when every fd of it was closed and none
+ * kept).  *fdp: the call's fd, the kept copy once the application closed
+ * it (sock_kept.h).  need: a peek's lowat, which bytes below it do not
+ * meet (0: any). */
+static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadline, size_t need)
 {
-	struct pollfd p = { fd, POLLIN, 0 };
-	int ms = CXLS_CHAN_SLICE_MS, r, err;
+	int ms = CXLS_CHAN_SLICE_MS, r, err, fd;
+	struct pollfd p;
 	struct cxls_sleep z;
 
 	cancel_point(c);
 	if (!need && cxls_chan_busy_poll(c, want))
 		return 0;
-	if (atomic_load(&c->fds) == 0) {
+	fd = *fdp = cxls_kept_fd_of(c, *fdp);
+	if (fd < 0) {
 		errno = EBADF;
 		return -1;
 	}
+	p = (struct pollfd){ fd, POLLIN, 0 };
 	if (deadline) {
 		uint64_t now = cxls_now_ns();
 
@@ -275,7 +280,7 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			deadline = timeout_of(c, fd, 1);
 			timed = 1;
 		}
-		if (wait_for(c, fd, POLLIN, deadline, peek ? lowat : 0) && !restarts(got, deadline)) {
+		if (wait_for(c, &fd, POLLIN, deadline, peek ? lowat : 0) && !restarts(got, deadline)) {
 			if (!peek || cxls_stream_empty(&c->rx))
 				return done(got, errno);
 			nb = 1; /* TCP's peek would have copied what is there */
@@ -371,7 +376,7 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			deadline = timeout_of(c, fd, 0);
 			timed = 1;
 		}
-		if (wait_for(c, fd, POLLOUT, deadline, 0) && !restarts(sent, deadline))
+		if (wait_for(c, &fd, POLLOUT, deadline, 0) && !restarts(sent, deadline))
 			return done(sent, errno);
 		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
 			return sent ? (ssize_t)sent : broken(c, WHY_LOCK);

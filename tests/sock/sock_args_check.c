@@ -597,6 +597,133 @@ static void signal_calls(void)
 	signal(SIGUSR1, SIG_DFL);
 }
 
+/* ---- a socket closed under a blocked call --------------------------------- */
+
+struct blocked_io {
+	int fd, writes;
+	char *buf;
+	size_t len;
+	atomic_int done;
+	long r;
+	int err;
+};
+
+static void *blocked_io(void *arg)
+{
+	struct blocked_io *b = arg;
+
+	b->r = b->writes ? write(b->fd, b->buf, b->len) : read(b->fd, b->buf, b->len);
+	b->err = errno;
+	atomic_store(&b->done, 1);
+	return NULL;
+}
+
+/* fd's number is closed (close, or dup2 of a pipe over it) while another
+ * thread is blocked on it: the kernel keeps the socket for that call. */
+static void close_number(int fd, int dup2_over)
+{
+	int p[2];
+
+	if (!dup2_over) {
+		close(fd);
+		return;
+	}
+	if (pipe(p) == 0) {
+		dup2(p[0], fd);
+		close(p[0]);
+		close(p[1]);
+	}
+	close(fd);
+}
+
+/* Whether fd saw the peer's FIN (POLLRDHUP) within ms. */
+static int fin_within(int fd, int ms)
+{
+	struct pollfd p = { fd, POLLRDHUP, 0 };
+
+	return poll(&p, 1, ms) == 1 && (p.revents & POLLRDHUP);
+}
+
+/* A read blocked when another thread closes its fd goes on: the peer sees
+ * no FIN, its next bytes reach the read, and the FIN comes after it; a
+ * child forked meanwhile (fork_after) holds nothing of the socket, so the
+ * FIN does not wait for it to exit. */
+static void closed_under_read(int dup2_over, int fork_after)
+{
+	char buf[8] = { 0 };
+	struct blocked_io io = { .buf = buf, .len = sizeof(buf) };
+	pid_t pid = -1;
+	pthread_t t;
+	int a, b;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	io.fd = b;
+	pthread_create(&t, NULL, blocked_io, &io);
+	usleep(100 * 1000);
+	close_number(b, dup2_over);
+	if (fork_after && (pid = fork()) == 0) {
+		usleep(3000 * 1000);
+		_exit(0);
+	}
+	usleep(100 * 1000);
+	printf("%-40s %d, peer saw a FIN %d\n",
+	       dup2_over    ? "dup2 over a blocked read: returned"
+	       : fork_after ? "close, fork, blocked read: returned"
+			    : "close under a blocked read: returned",
+	       atomic_load(&io.done), fin_within(a, 0));
+	SAY(write(a, "z", 1));
+	pthread_join(t, NULL);
+	printf("%-40s %ld %s %s\n", "the blocked read:", io.r, io.r < 0 ? strerrorname_np(io.err) : "-",
+	       buf);
+	printf("%-40s %d\n", "then the peer saw a FIN:", fin_within(a, 2000));
+	SAY(read(a, buf, sizeof(buf)));
+	close(a);
+	if (pid > 0)
+		tu_wait(pid);
+}
+
+/* A write blocked on a full socket when another thread closes its fd goes
+ * on: the peer reads all of it, then end of file. */
+static void closed_under_write(void)
+{
+	size_t len = 256 << 10, filled = 0, got = 0, want;
+	char *buf = calloc(1, len), *in = calloc(1, len);
+	struct blocked_io io = { .buf = buf, .len = len, .writes = 1 };
+	pthread_t t;
+	long r;
+	int a, b;
+
+	if (!buf || !in || tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		goto out;
+	}
+	while ((r = send(a, buf, 65536, MSG_DONTWAIT)) > 0)
+		filled += (size_t)r;
+	io.fd = a;
+	pthread_create(&t, NULL, blocked_io, &io);
+	usleep(100 * 1000);
+	close(a);
+	usleep(100 * 1000);
+	printf("%-40s %d, peer saw a FIN %d\n", "close under a blocked write: returned",
+	       atomic_load(&io.done), fin_within(b, 0));
+	want = filled + len;
+	while (got < want && poll(&(struct pollfd){ b, POLLIN, 0 }, 1, 2000) == 1 &&
+	       (r = read(b, in, len)) > 0)
+		got += (size_t)r;
+	pthread_join(t, NULL);
+	printf("%-40s %d\n", "the blocked write wrote all of it:", io.r == (long)len);
+	printf("%-40s %d\n", "the peer read all of it:", got == want);
+	printf("%-40s %d\n", "then the peer saw a FIN:", fin_within(b, 2000));
+	SAY(read(b, in, len));
+	close(b);
+out:
+	free(buf);
+	free(in);
+}
+
 /* The events of one poll, or one epoll_wait of a level-triggered set. */
 static void say_events(const char *what, int fd, short ev)
 {
@@ -695,6 +822,10 @@ int main(void)
 	nested_calls(EPOLLIN | EPOLLET, "nested, edge-triggered:");
 	nested_calls(EPOLLIN | EPOLLONESHOT, "nested, one-shot:");
 	signal_calls();
+	closed_under_read(0, 0);
+	closed_under_read(1, 0);
+	closed_under_read(0, 1);
+	closed_under_write();
 	for (int killed = 0; killed < 2; killed++)
 		for (int unread = 0; unread < 2; unread++)
 			gone_calls(killed, unread);
