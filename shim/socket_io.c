@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
@@ -621,13 +622,79 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	return r;
 }
 
+/* Waits until c's ring has room, as the socket's mode says: 0, or -1
+ * with errno (EAGAIN on a nonblocking socket, EPIPE/ECONNRESET when the
+ * peer is gone, EINTR). */
+static int wait_room(int out, struct cxls_sconn *c)
+{
+	while (cxls_sock_room(c) == 0) {
+		struct pollfd p = { out, POLLOUT, 0 };
+		struct iovec none = { NULL, 0 };
+
+		if (cxls_sock_nonblocking(c)) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (poll(&p, 1, -1) < 0)
+			return -1;
+		/* a peer gone leaves the ring full: the write's error says so */
+		if ((p.revents & (POLLERR | POLLHUP)) && cxls_sock_sendv(c, out, &none, 1, 0) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Sends all n bytes of buf, which were taken from a pipe and cannot go
+ * back: past a signal, and waiting for room whatever the socket's mode.
+ * Only a connection's end stops it (what went is returned, or -1). */
+static ssize_t send_taken(int out, struct cxls_sconn *c, char *buf, size_t n)
+{
+	size_t sent = 0;
+
+	while (sent < n) {
+		struct iovec rest = { buf + sent, n - sent };
+		ssize_t k = cxls_sock_sendv(c, out, &rest, 1, 0);
+
+		if (k > 0)
+			sent += (size_t)k;
+		else if (k < 0 && errno == EAGAIN)
+			poll(&(struct pollfd){ out, POLLOUT, 0 }, 1, -1);
+		else if (k < 0 && errno != EINTR)
+			return sent ? (ssize_t)sent : -1;
+	}
+	return (ssize_t)sent;
+}
+
+/* pipe -> pooled socket with no fd for a scratch pipe (the process's or
+ * the system's limit, where the kernel's splice needs none): once the
+ * ring has room, only as many bytes are read from the pipe as it has, so
+ * the socket takes every byte read at once (unless another thread's write
+ * took the room in between: then they wait for it). */
+static ssize_t pipe_to_pool_room(int in, int out, struct cxls_sconn *c, struct iovec *iov,
+				 unsigned int flags)
+{
+	size_t room;
+	ssize_t r;
+
+	if ((flags & SPLICE_F_NONBLOCK) && poll(&(struct pollfd){ in, POLLIN, 0 }, 1, 0) == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (wait_room(out, c))
+		return -1;
+	room = cxls_sock_room(c);
+	r = REAL(read)(in, iov->iov_base, iov->iov_len < room ? iov->iov_len : room);
+	return r > 0 ? send_taken(out, c, iov->iov_base, (size_t)r) : r;
+}
+
 /* pipe -> pooled socket: the pipe's bytes are copied (tee) into a
  * scratch pipe and from there into iov's buffer, sent, and only what the
  * socket took is then taken from the pipe.  A send cut short (a signal,
  * SO_SNDTIMEO, a reset, a nonblocking socket that is full) leaves the rest
  * in the pipe, as the kernel's splice does: a pipe's bytes, once read,
  * cannot go back.  tee waits for the pipe as splice does (EAGAIN with
- * SPLICE_F_NONBLOCK or on an O_NONBLOCK pipe). */
+ * SPLICE_F_NONBLOCK or on an O_NONBLOCK pipe); SPLICE_F_NONBLOCK is the
+ * pipe's side only, the socket waits as its own O_NONBLOCK says. */
 static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec *iov,
 			    unsigned int flags)
 {
@@ -635,14 +702,14 @@ static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec 
 	ssize_t r;
 
 	if (pipe2(s, O_CLOEXEC))
-		return -1;
+		return errno == EMFILE || errno == ENFILE ? pipe_to_pool_room(in, out, c, iov, flags)
+							  : -1;
 	r = tee(in, s[1], iov->iov_len, flags & SPLICE_F_NONBLOCK);
 	if (r > 0)
 		r = REAL(read)(s[0], iov->iov_base, (size_t)r);
 	if (r > 0) {
 		iov->iov_len = (size_t)r;
-		r = cxls_sock_sendv(c, out, iov, 1,
-				    (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0);
+		r = cxls_sock_sendv(c, out, iov, 1, 0);
 	}
 	err = errno;
 	if (r > 0) /* the bytes sent, still at the head of the pipe */
@@ -653,9 +720,35 @@ static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec 
 	return r;
 }
 
-/* pipe <-> pooled socket: peek, write what the pipe takes, consume that;
- * or send a copy of the pipe's bytes, and consume what the socket took
- * (pipe_to_pool()).
+/* pooled socket -> pipe: peek, write what the pipe takes, consume that.
+ * SPLICE_F_NONBLOCK is the pipe's side only, as the kernel's: the socket
+ * waits as its own O_NONBLOCK says; a pipe with no room says EAGAIN, and
+ * where poll found room a write of a page at most (PIPE_BUF) never waits
+ * for the pipe's reader (a write to an O_NONBLOCK pipe does not anyway). */
+static ssize_t pool_to_pipe(int in, int out, struct cxls_sconn *c, struct iovec *iov,
+			    unsigned int flags)
+{
+	ssize_t r = cxls_sock_recvv(c, in, iov, 1, MSG_PEEK);
+
+	if (r > 0 && (flags & SPLICE_F_NONBLOCK) && !(REAL(fcntl)(out, F_GETFL) & O_NONBLOCK)) {
+		if (poll(&(struct pollfd){ out, POLLOUT, 0 }, 1, 0) != 1) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (r > PIPE_BUF)
+			r = PIPE_BUF;
+	}
+	if (r > 0)
+		r = REAL(write)(out, iov->iov_base, (size_t)r);
+	if (r > 0) {
+		iov->iov_len = (size_t)r;
+		r = cxls_sock_recvv(c, in, iov, 1, MSG_DONTWAIT);
+	}
+	return r;
+}
+
+/* pipe <-> pooled socket through a bounce buffer (pipe_to_pool(),
+ * pool_to_pipe()).
  * splice(2) needs a pipe on one end (EINVAL otherwise), and a socket takes
  * no offset (EINVAL; a pipe's is ESPIPE): without these checks the bytes
  * would go through the other socket's kernel side, where a pooled peer
@@ -666,25 +759,15 @@ static ssize_t splice_pool(int in, struct cxls_sconn *cin, int out, struct cxls_
 	size_t want = len < BOUNCE ? len : BOUNCE;
 	char *buf = malloc(want ? want : 1);
 	struct iovec iov = { buf, want };
-	int nb = (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0, cs;
 	ssize_t r;
+	int cs;
 
 	if (!buf) {
 		errno = ENOMEM;
 		return -1;
 	}
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs); /* as sendfile_pool */
-	if (cout) {
-		r = pipe_to_pool(in, out, cout, &iov, flags);
-	} else {
-		r = cxls_sock_recvv(cin, in, &iov, 1, MSG_PEEK | nb);
-		if (r > 0)
-			r = REAL(write)(out, buf, (size_t)r);
-		if (r > 0) {
-			iov.iov_len = (size_t)r;
-			r = cxls_sock_recvv(cin, in, &iov, 1, MSG_DONTWAIT);
-		}
-	}
+	r = cout ? pipe_to_pool(in, out, cout, &iov, flags) : pool_to_pipe(in, out, cin, &iov, flags);
 	pthread_setcancelstate(cs, NULL);
 	free(buf);
 	return r;

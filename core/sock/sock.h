@@ -98,6 +98,8 @@ int cxls_sock_take_error(struct cxls_sconn *c, int fd);
 void cxls_sock_keep_error(struct cxls_sconn *c, int err);
 int cxls_sock_unread(struct cxls_sconn *c); /* FIONREAD */
 int cxls_sock_unsent(struct cxls_sconn *c); /* TIOCOUTQ */
+/* Bytes a write could put in c's ring now without waiting (0: full). */
+size_t cxls_sock_room(struct cxls_sconn *c);
 
 /* Waiting (sock_poll.c, sock_epoll*.c).  Return -2 when no fd of the call
  * is on the pool: the caller then makes the real call. */

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -724,6 +725,107 @@ out:
 	free(in);
 }
 
+/* splice from a pipe into the socket with no fd left to open: the kernel
+ * needs none (the shim's copy took a scratch pipe and failed with
+ * EMFILE); the bytes arrive once, the rest stays in the pipe. */
+static void splice_at_fd_limit(int a, int b)
+{
+	struct rlimit old, lim;
+	int p[2], fill[256], n = 0, fd;
+	char buf[16] = { 0 };
+
+	if (pipe(p) || getrlimit(RLIMIT_NOFILE, &old)) {
+		printf("FAIL no pipe: %s\n", strerror(errno));
+		return;
+	}
+	SAY(write(p[1], "splice+rest", 11));
+	lim = old;
+	lim.rlim_cur = (rlim_t)(p[1] > p[0] ? p[1] : p[0]) + 1;
+	if (lim.rlim_cur < (rlim_t)a + 1 || lim.rlim_cur < (rlim_t)b + 1)
+		lim.rlim_cur = (rlim_t)(a > b ? a : b) + 1;
+	setrlimit(RLIMIT_NOFILE, &lim);
+	while (n < 256 && (fd = open("/dev/null", O_RDONLY)) >= 0)
+		fill[n++] = fd;
+	printf("%-64s %d\n", "no fd left to open:", n < 256 && errno == EMFILE);
+	SAY(splice(p[0], NULL, a, NULL, 6, 0));
+	while (n)
+		close(fill[--n]);
+	setrlimit(RLIMIT_NOFILE, &old);
+	poll(&(struct pollfd){ b, POLLIN, 0 }, 1, 2000);
+	SAY(recv(b, buf, sizeof(buf) - 1, MSG_DONTWAIT));
+	printf("%-64s %s\n", "spliced:", buf);
+	memset(buf, 0, sizeof(buf));
+	SAY(read(p[0], buf, sizeof(buf) - 1));
+	printf("%-64s %s\n", "left in the pipe:", buf);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* Milliseconds since *t0, and *t0 set to now. */
+static long ms_since(struct timespec *t0)
+{
+	struct timespec t;
+	long ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	ms = (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+	*t0 = t;
+	return ms;
+}
+
+/* SPLICE_F_NONBLOCK is the pipe's side of a splice only: an empty or full
+ * socket waits as its own mode says (here up to its 200 ms timeout), a
+ * pipe with no room or no bytes says EAGAIN at once, and nothing is lost
+ * on either side. */
+static void splice_nonblock_calls(void)
+{
+	struct timeval fifth = { 0, 200 * 1000 };
+	struct timespec t0;
+	char buf[65536] = { 0 };
+	int a, b, p[2];
+	long r, waited, n = 0;
+
+	if (tu_pair(&a, &b) || pipe(p)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &fifth, sizeof(fifth));
+	setsockopt(a, SOL_SOCKET, SO_SNDTIMEO, &fifth, sizeof(fifth));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	SAY(splice(b, NULL, p[1], NULL, 16, SPLICE_F_NONBLOCK)); /* empty socket */
+	printf("%-64s %d\n", "waited for the socket:", ms_since(&t0) >= 150);
+	SAY(splice(p[0], NULL, a, NULL, 16, SPLICE_F_NONBLOCK)); /* empty pipe */
+	printf("%-64s %d\n", "at once:", ms_since(&t0) < 150);
+	/* a full pipe, bytes in the socket */
+	SAY(write(a, "socket", 6));
+	poll(&(struct pollfd){ b, POLLIN, 0 }, 1, 2000);
+	fcntl(p[1], F_SETFL, O_NONBLOCK);
+	while ((r = write(p[1], buf, sizeof(buf))) > 0)
+		n += r;
+	fcntl(p[1], F_SETFL, 0);
+	ms_since(&t0);
+	SAY(splice(b, NULL, p[1], NULL, 16, SPLICE_F_NONBLOCK));
+	printf("%-64s %d\n", "at once:", ms_since(&t0) < 150);
+	while (n > 0 && (r = read(p[0], buf, sizeof(buf))) > 0)
+		n -= r;
+	SAY(recv(b, buf, sizeof(buf), MSG_DONTWAIT)); /* 6: kept */
+	/* a full socket, bytes in the pipe */
+	while (send(a, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
+	SAY(write(p[1], "pipe", 4));
+	ms_since(&t0);
+	r = splice(p[0], NULL, a, NULL, 16, SPLICE_F_NONBLOCK);
+	waited = ms_since(&t0);
+	printf("%-64s %ld %s, waited %d\n", "splice into a full socket, SPLICE_F_NONBLOCK:", r,
+	       r < 0 ? strerrorname_np(errno) : "-", waited >= 150);
+	memset(buf, 0, 8);
+	SAY(read(p[0], buf, sizeof(buf))); /* 4: kept */
+	close(p[0]);
+	close(p[1]);
+	close(a);
+	close(b);
+}
+
 /* The events of one poll, or one epoll_wait of a level-triggered set. */
 static void say_events(const char *what, int fd, short ev)
 {
@@ -811,6 +913,7 @@ int main(void)
 	file_calls(a, b);
 	SAY(recv(b, buf, sizeof(buf), MSG_DONTWAIT));
 	printf("kept: %s\n", buf);
+	splice_at_fd_limit(a, b);
 	closing_calls(a, b);
 	reset_calls();
 	unspec_calls();
@@ -826,6 +929,7 @@ int main(void)
 	closed_under_read(1, 0);
 	closed_under_read(0, 1);
 	closed_under_write();
+	splice_nonblock_calls();
 	for (int killed = 0; killed < 2; killed++)
 		for (int unread = 0; unread < 2; unread++)
 			gone_calls(killed, unread);
