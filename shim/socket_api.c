@@ -282,7 +282,10 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 	err = errno;
 
 	if (r == 0 && val) {
-		cxls_sock_option(fd, level, name, val, len);
+		if (level == SOL_SOCKET && name == SO_PEEK_OFF) /* an int: the kernel took it */
+			cxls_sock_peek_off_set(fd, *(const int *)val);
+		else
+			cxls_sock_option(fd, level, name, val, len);
 		errno = err;
 	}
 	return r;
@@ -308,6 +311,10 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	}
 	r = REAL(getsockopt)(fd, level, name, val, len);
 	err = errno;
+	if (r == 0 && level == SOL_SOCKET && name == SO_PEEK_OFF && val && len) {
+		cxls_sock_peek_off_get(fd, val, *len);
+		errno = err;
+	}
 	/* a poll loop asks right after its connect is done: a meeting
 	 * under way is not waited for (the kernel's 0 is the answer) */
 	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && len &&

@@ -71,7 +71,8 @@ static ssize_t pool_refuse(struct cxls_sconn *c, int err)
  * read that wants one byte and takes none.  With none there it reports a
  * reset, or EAGAIN when nonblocking; a blocking one waits once for a byte,
  * the end of file, a signal or SO_RCVTIMEO, and returns 0 whichever came
- * (its loop runs while bytes are wanted). */
+ * (its loop runs while bytes are wanted).  A peek looks for that byte at
+ * SO_PEEK_OFF's offset, which stays: it copied none. */
 static ssize_t stream_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int cnt,
 			    int flags)
 {
@@ -82,7 +83,8 @@ static ssize_t stream_recvv(struct cxls_sconn *c, int fd, const struct iovec *io
 
 	if (cxls_iov_total(iov, cnt))
 		return cxls_sock_recvv(c, fd, iov, cnt, flags);
-	r = cxls_sock_recvv(c, fd, &peek, 1, (flags & ~MSG_WAITALL) | MSG_PEEK | MSG_TRUNC);
+	r = cxls_sock_recvv_off(c, fd, &peek, 1, (flags & ~MSG_WAITALL) | MSG_PEEK | MSG_TRUNC,
+				(flags & MSG_PEEK) ? CXLS_PEEK_OFF_STILL : CXLS_PEEK_OFF_NONE);
 	if (r >= 0 || (!nb && (errno == EAGAIN || errno == EINTR))) {
 		errno = err;
 		return 0;
@@ -724,11 +726,13 @@ static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec 
  * SPLICE_F_NONBLOCK is the pipe's side only, as the kernel's: the socket
  * waits as its own O_NONBLOCK says; a pipe with no room says EAGAIN, and
  * where poll found room a write of a page at most (PIPE_BUF) never waits
- * for the pipe's reader (a write to an O_NONBLOCK pipe does not anyway). */
+ * for the pipe's reader (a write to an O_NONBLOCK pipe does not anyway).
+ * The peek and the read ignore SO_PEEK_OFF, whose offset stays where it
+ * was, as tcp_splice_read leaves it. */
 static ssize_t pool_to_pipe(int in, int out, struct cxls_sconn *c, struct iovec *iov,
 			    unsigned int flags)
 {
-	ssize_t r = cxls_sock_recvv(c, in, iov, 1, MSG_PEEK);
+	ssize_t r = cxls_sock_recvv_off(c, in, iov, 1, MSG_PEEK, CXLS_PEEK_OFF_NONE);
 
 	if (r > 0 && (flags & SPLICE_F_NONBLOCK) && !(REAL(fcntl)(out, F_GETFL) & O_NONBLOCK)) {
 		if (poll(&(struct pollfd){ out, POLLOUT, 0 }, 1, 0) != 1) {
@@ -742,7 +746,7 @@ static ssize_t pool_to_pipe(int in, int out, struct cxls_sconn *c, struct iovec 
 		r = REAL(write)(out, iov->iov_base, (size_t)r);
 	if (r > 0) {
 		iov->iov_len = (size_t)r;
-		r = cxls_sock_recvv(c, in, iov, 1, MSG_DONTWAIT);
+		r = cxls_sock_recvv_off(c, in, iov, 1, MSG_DONTWAIT, CXLS_PEEK_OFF_NONE);
 	}
 	return r;
 }

@@ -490,7 +490,7 @@ step "sock: a chain of event loops, without the preload" "$BUILD/tests/sock_chai
 # a peer descheduled for the default 500 ms meeting window (a loaded
 # machine) leaves a pair on TCP: these cases need the pool
 SOCKREF=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_ref_check")
-for t in refs ready fork close kill kill-free corrupt; do
+for t in refs peek-off ready fork close kill kill-free corrupt; do
 	step "sock: large writes by reference: $t" shim "${SOCKREF[@]}" $t
 done
 step "sock: by reference: one buffer, the rest through the ring" env $(pool bufs1) \
@@ -508,7 +508,7 @@ for t in echo flags halfclose reset kill-writer kill-reader fork poll epoll clos
 	sleepers fork-wake longjmp stress; do
 	step "sock: flush pool: $t" "${FLUSH[@]}" "${SOCK[@]}" $t
 done
-for t in refs kill kill-free corrupt; do
+for t in refs peek-off kill kill-free corrupt; do
 	step "sock: flush pool: by reference: $t" "${FLUSH[@]}" "${SOCKREF[@]}" $t
 done
 for t in bells-epoll bells-poll drain-late; do

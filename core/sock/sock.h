@@ -64,6 +64,11 @@ int cxls_sock_tcp_option(int fd, int name, void *val, unsigned *len, int set);
 int cxls_sock_rcvtimeo_hidden(int fd, int name, void *val, unsigned *len);
 /* setsockopt seen by the shim (after the real one succeeded). */
 void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len);
+/* SO_PEEK_OFF (sock_peek.c), after the real call succeeded: the kernel
+ * took val (set), or wrote len bytes of its value to val (get), where a
+ * pooled socket's own value goes instead. */
+void cxls_sock_peek_off_set(int fd, int val);
+void cxls_sock_peek_off_get(int fd, void *val, unsigned len);
 
 /* The pooled connection of fd with a reference, or NULL: use the real
  * call.  Finishes a connect in flight and waits for a pending peer. */
@@ -85,9 +90,19 @@ static inline void cxls_sock_done(struct cxls_sconn *c)
 }
 
 /* Data path (sock_io.c): like recvmsg/sendmsg on a blocking or
- * nonblocking socket; -1 with errno. */
-ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
-			int flags);
+ * nonblocking socket; -1 with errno.  A read follows SO_PEEK_OFF as use
+ * says: MOVE, as the application's own call (a peek starts at the offset
+ * and moves it on, a read moves it back: tcp_recvmsg); STILL, a peek
+ * starts there and moves nothing (the shim's peek of one byte for the
+ * application's peek of none); NONE, neither (splice: tcp_read_sock). */
+enum cxls_peek_off_use { CXLS_PEEK_OFF_MOVE, CXLS_PEEK_OFF_STILL, CXLS_PEEK_OFF_NONE };
+ssize_t cxls_sock_recvv_off(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
+			    int flags, enum cxls_peek_off_use use);
+static inline ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov,
+				      int iovcnt, int flags)
+{
+	return cxls_sock_recvv_off(c, fd, iov, iovcnt, flags, CXLS_PEEK_OFF_MOVE);
+}
 ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
 			int flags);
 /* recvmmsg's error handling (__sys_recvmmsg): a reset not reported yet is

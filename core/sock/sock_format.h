@@ -115,6 +115,8 @@ enum cxls_end_flag {
 				       * the joiner rings one doorbell */
 	CXLS_END_NONBLOCK = 1u << 7, /* O_NONBLOCK of the file, which every
 				      * holder of the end shares (sock_fd.c) */
+	CXLS_END_PEEK_OFF = 1u << 8, /* peek_off holds the file's SO_PEEK_OFF
+				      * (without it: -1, none; sock_peek.c) */
 };
 
 /* Threads that may sleep on one end's control socket (all its processes). */
@@ -143,6 +145,9 @@ struct cxls_sock_end {
 	 * all entries were taken): counted, not named; each takes itself off
 	 * at its close (one that dies without closing keeps the end) */
 	_Atomic uint32_t extra;
+	/* SO_PEEK_OFF, the file's as O_NONBLOCK is: valid once
+	 * CXLS_END_PEEK_OFF is set (a claim clears the flag, not this) */
+	_Atomic int32_t peek_off;
 	_Alignas(CXLS_LINE) _Atomic uint64_t sleeper[CXLS_SOCK_SLEEPERS];
 	_Alignas(CXLS_LINE) _Atomic uint64_t draining;
 };

@@ -1,7 +1,7 @@
 /* sock_io.c - reading and writing a pooled connection, TCP semantics:
  * partial reads, MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT, O_NONBLOCK,
- * SO_RCVLOWAT, SO_RCVTIMEO/SO_SNDTIMEO, EOF after the peer's last byte,
- * EPIPE/ECONNRESET when it is gone, EINTR as the kernel would. */
+ * SO_RCVLOWAT, SO_PEEK_OFF, SO_RCVTIMEO/SO_SNDTIMEO, EOF after the peer's
+ * last byte, EPIPE/ECONNRESET when it is gone, EINTR as the kernel would. */
 #include "sock.h"
 
 #include <errno.h>
@@ -18,6 +18,7 @@
 #include "sock_chan.h"
 #include "sock_kept.h"
 #include "sock_meet.h"
+#include "sock_peek.h"
 #include "sock_ref.h"
 #include "sock_sys.h"
 
@@ -83,18 +84,33 @@ static void cancel_point(struct cxls_sconn *c)
 	pthread_cleanup_pop(0);
 }
 
-/* Whether a blocking MSG_PEEK for lowat bytes waits: fewer are there and
- * more can come (tcp_recvmsg waits for them as a read does, and a peek
- * copies from the start each time), up to what a ring can hold. */
-static int peek_waits(struct cxls_sconn *c, size_t lowat)
+/* The bytes a blocking MSG_PEEK needs in the stream: lowat past its
+ * offset (skip: SO_PEEK_OFF), up to what a ring can hold, and always one
+ * past the offset, where a peek finds nothing to copy. */
+static size_t peek_need(struct cxls_sconn *c, uint64_t skip, size_t lowat)
+{
+	uint64_t n = cxls_chan_reachable(c, skip + lowat);
+
+	return (size_t)(n > skip ? n : skip + 1);
+}
+
+/* Whether a blocking MSG_PEEK waits: fewer bytes than it needs
+ * (peek_need()) are there and more can come (tcp_recvmsg waits for them as
+ * a read does, and a peek copies from its offset each time). */
+static int peek_waits(struct cxls_sconn *c, size_t need)
 {
 	int64_t used;
 
-	lowat = (size_t)cxls_chan_reachable(c, lowat);
-	if (lowat <= 1 || atomic_load(&c->shut_rd) || cxls_chan_read_state(c) != CXLS_RD_OPEN)
+	if (need <= 1 || atomic_load(&c->shut_rd) || cxls_chan_read_state(c) != CXLS_RD_OPEN)
 		return 0;
 	used = cxls_stream_used(&c->rx);
-	return used >= 0 && (uint64_t)used < lowat;
+	return used >= 0 && (uint64_t)used < need;
+}
+
+/* Bytes past a peek's offset now (a snapshot). */
+static int past(struct cxls_sconn *c, uint64_t skip)
+{
+	return skip ? cxls_stream_used(&c->rx) > (int64_t)skip : !cxls_stream_empty(&c->rx);
 }
 
 /* A wait a signal cut short: the call goes on only where the kernel
@@ -116,8 +132,8 @@ static int restarts(size_t moved, uint64_t deadline)
 /* Sleeps until want may have changed; 0, or -1 with errno (EINTR, EAGAIN
  * at the socket's timeout, EBADF when every fd of it was closed and none
  * kept).  *fdp: the call's fd, the kept copy once the application closed
- * it (sock_kept.h).  need: a peek's lowat, which bytes below it do not
- * meet (0: any). */
+ * it (sock_kept.h).  need: the bytes a peek needs in the stream
+ * (peek_need(); 0: any). */
 static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadline, size_t need)
 {
 	int ms = CXLS_CHAN_SLICE_MS, r, err, fd;
@@ -212,11 +228,28 @@ void cxls_sock_keep_error(struct cxls_sconn *c, int err)
 		atomic_store(&c->reset_told, 0); /* cxls_chan_tell_reset says it again */
 }
 
-ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
-			int flags)
+/* One copy out of the stream, the consumer lock held: a peek from the
+ * offset (start), which it then moves on, a read moving it back (moves),
+ * as tcp_recvmsg does under the socket lock. */
+static int64_t get(struct cxls_sconn *c, struct cxls_iovc *cur, size_t n, int peek, int start,
+		   int moves)
+{
+	uint64_t skip = start ? cxls_peek_off_start(c) : 0;
+	int64_t k = cxls_stream_get(&c->rx, c->bufs, c->owner, cur, n, peek, skip);
+
+	if (k > 0 && moves)
+		cxls_peek_off_move(c, peek ? k : -k);
+	return k;
+}
+
+ssize_t cxls_sock_recvv_off(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
+			    int flags, enum cxls_peek_off_use use)
 {
 	size_t want = cxls_iov_total(iov, iovcnt), got = 0, lowat;
 	int peek = flags & MSG_PEEK, nb = (flags & MSG_DONTWAIT) || cxls_sock_nonblocking(c);
+	/* SO_PEEK_OFF: one bit of the flags where none was ever set */
+	int follow = use != CXLS_PEEK_OFF_NONE && cxls_peek_off_set(c);
+	int start = peek && follow, moves = follow && use == CXLS_PEEK_OFF_MOVE;
 	uint64_t deadline = 0;
 	struct cxls_iovc cur;
 	int timed = 0;
@@ -234,16 +267,19 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 	/* TCP's MSG_TRUNC takes the bytes (or peeks) without copying them */
 	cur.discard = (flags & MSG_TRUNC) != 0;
 	for (;;) {
+		/* a peek's offset as it is now; get() reads it again locked */
+		uint64_t skip = start ? cxls_peek_off_start(c) : 0;
 		int64_t k;
 		int rd;
 
 		if (atomic_load(&c->broken))
 			return read_reset(c, fd, got); /* said why when it broke */
 		k = 0;
-		if (!cxls_stream_empty(&c->rx) && !(peek && !nb && peek_waits(c, lowat))) {
+		if (!cxls_stream_empty(&c->rx) &&
+		    !(peek && !nb && peek_waits(c, peek_need(c, skip, lowat)))) {
 			if (cxls_ring_lock(&c->rx.hdr->cons_lock))
 				return got ? (ssize_t)got : broken(c, WHY_LOCK);
-			k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, want - got, peek);
+			k = get(c, &cur, want - got, peek, start, moves);
 			cxls_ring_unlock(&c->rx.hdr->cons_lock);
 		}
 		if (k < 0)
@@ -268,8 +304,9 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			rd = cxls_chan_read_state(c);
 		}
 		if (rd != CXLS_RD_OPEN) {
-			/* bytes written before the FIN are in the ring by now */
-			if (cxls_stream_used(&c->rx) > 0)
+			/* bytes written before the FIN are in the ring by now
+			 * (a peek past them finds the end, as TCP's) */
+			if (cxls_stream_used(&c->rx) > (int64_t)skip)
 				continue;
 			cxls_sock_peer_gone(c);
 			return rd == CXLS_RD_EOF ? (ssize_t)got : read_reset(c, fd, got);
@@ -280,8 +317,9 @@ ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			deadline = timeout_of(c, fd, 1);
 			timed = 1;
 		}
-		if (wait_for(c, &fd, POLLIN, deadline, peek ? lowat : 0) && !restarts(got, deadline)) {
-			if (!peek || cxls_stream_empty(&c->rx))
+		if (wait_for(c, &fd, POLLIN, deadline, peek ? peek_need(c, skip, lowat) : 0) &&
+		    !restarts(got, deadline)) {
+			if (!peek || !past(c, skip))
 				return done(got, errno);
 			nb = 1; /* TCP's peek would have copied what is there */
 		}

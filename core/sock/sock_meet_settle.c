@@ -16,6 +16,7 @@
 #include "sock.h"
 #include "sock_chan.h"
 #include "sock_denial.h"
+#include "sock_peek.h"
 #include "sock_sys.h"
 
 /* POOL is stored before the control channel's settings are read and
@@ -111,6 +112,7 @@ void cxls_sock_control_channel(struct cxls_sconn *c, int fd)
 	/* the file's mode, for every holder from now on (after POOL was
 	 * stored: an fcntl meanwhile either saw POOL or came before this) */
 	cxls_sock_note_nonblock(c, (syscall(SYS_fcntl, fd, F_GETFL) & O_NONBLOCK) != 0);
+	cxls_sock_peek_off_take(c, fd); /* the file's too, as O_NONBLOCK */
 }
 
 /* One look at c's meeting (PENDING; c locked): its mode now, PENDING

@@ -51,9 +51,10 @@ struct rd_pos {
 };
 
 /* Copies from the buffer of the reference at the head (which comes at
- * p->cons); bytes, or -1 when the pool's view of it is wrong. */
+ * p->cons), or passes over its bytes (dst NULL: checked all the same);
+ * bytes, or -1 when the pool's view of it is wrong. */
 static int64_t take_ref(const struct cxls_sock_ref *ref, const struct cxls_sock_bufs *b,
-			uint64_t owner, struct rd_pos *p, struct cxls_iovc *dst, size_t want,
+			uint64_t owner, struct rd_pos *p, struct cxls_iovc *dst, uint64_t want,
 			int peek)
 {
 	const uint8_t *data = cxls_buf_check(b, owner, ref);
@@ -64,8 +65,10 @@ static int64_t take_ref(const struct cxls_sock_ref *ref, const struct cxls_sock_
 	k = ref->len - p->off;
 	if (k > want)
 		k = want;
-	cxls_refresh(b->flush, data + p->off, (size_t)k);
-	cxls_iovc_copy(dst, (uint8_t *)data + p->off, (size_t)k, 1);
+	if (dst) {
+		cxls_refresh(b->flush, data + p->off, (size_t)k);
+		cxls_iovc_copy(dst, (uint8_t *)data + p->off, (size_t)k, 1);
+	}
 	p->off += k;
 	if (p->off == ref->len) {
 		if (!peek)
@@ -76,8 +79,18 @@ static int64_t take_ref(const struct cxls_sock_ref *ref, const struct cxls_sock_
 	return (int64_t)k;
 }
 
+/* k bytes of the stream went by: passed over while skip lasts, else
+ * copied. */
+static void went_by(uint64_t *skip, size_t *got, uint64_t k)
+{
+	if (*skip)
+		*skip -= k;
+	else
+		*got += (size_t)k;
+}
+
 int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *b, uint64_t owner,
-			struct cxls_iovc *dst, size_t want, int peek)
+			struct cxls_iovc *dst, size_t want, int peek, uint64_t skip)
 {
 	struct cxls_sock_ring_hdr *h = r->hdr;
 	struct rd_pos p = {
@@ -88,7 +101,8 @@ int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *
 	size_t got = 0;
 
 	while (got < want) {
-		uint64_t prod, rp, end, n;
+		/* a piece is passed over or copied, never both */
+		uint64_t prod, rp, end, n, most = skip ? skip : want - got;
 
 		/* prod first: a reference queued before these bytes is
 		 * visible in ref_prod then */
@@ -112,10 +126,10 @@ int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *
 			if (ref.pos - p.cons > prod - p.cons || prod - p.cons > r->cap)
 				return -1;
 			if (ref.pos == p.cons) {
-				k = take_ref(&ref, b, owner, &p, dst, want - got, peek);
+				k = take_ref(&ref, b, owner, &p, skip ? NULL : dst, most, peek);
 				if (k < 0)
 					return -1;
-				got += (size_t)k;
+				went_by(&skip, &got, (uint64_t)k);
 				continue;
 			}
 			end = ref.pos;
@@ -123,14 +137,16 @@ int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *
 			return -1; /* a partial read of no reference */
 		}
 		n = end - p.cons;
-		if (n > want - got)
-			n = want - got;
+		if (n > most)
+			n = most;
 		if (!n)
 			break;
-		cxls_ring_data_lines(r, p.cons, (size_t)n);
-		cxls_ring_copy(r, dst, p.cons, (size_t)n, 1);
+		if (!skip) {
+			cxls_ring_data_lines(r, p.cons, (size_t)n);
+			cxls_ring_copy(r, dst, p.cons, (size_t)n, 1);
+		}
 		p.cons += n;
-		got += (size_t)n;
+		went_by(&skip, &got, n);
 	}
 	if (!peek && got) {
 		atomic_store_explicit(&h->ref_off, p.off, memory_order_relaxed);

@@ -30,9 +30,10 @@ int64_t cxls_ref_put(const struct cxls_ring *r, const struct cxls_sock_bufs *b, 
 
 /* Reader, holding the consumer lock: copies up to want bytes of the
  * stream into dst, giving back buffers it finished (peek: takes and gives
- * back nothing).  Bytes, or -1 corrupt. */
+ * back nothing, and copies from skip bytes in: SO_PEEK_OFF; a read
+ * passes 0).  Bytes, 0 when none are past skip, or -1 corrupt. */
 int64_t cxls_stream_get(const struct cxls_ring *r, const struct cxls_sock_bufs *b, uint64_t owner,
-			struct cxls_iovc *dst, size_t want, int peek);
+			struct cxls_iovc *dst, size_t want, int peek, uint64_t skip);
 
 /* Nothing to read at one instant: no ring byte, no reference, no partial
  * one.  Takes no lock and moves nothing, so a reader about to sleep asks

@@ -330,6 +330,166 @@ static void unspec_calls(void)
 	close(b);
 }
 
+/* getsockopt(SO_PEEK_OFF): the offset, or the call's error. */
+static void say_peek_off(int fd)
+{
+	int v = -99;
+	socklen_t l = sizeof(v);
+	int r = getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &v, &l);
+
+	printf("%-64s %d %s\n", "  SO_PEEK_OFF now", r ? r : v, r ? strerrorname_np(errno) : "-");
+}
+
+static int set_peek_off(int fd, int v)
+{
+	return setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &v, sizeof(v));
+}
+
+/* A read or a peek, then the bytes it copied into buf (an array). */
+#define SAY_BYTES(call, buf)                                                   \
+	do {                                                                   \
+		memset(buf, 0, sizeof(buf));                                   \
+		SAY(call);                                                     \
+		printf("%-64s %s\n", "  bytes", buf);                          \
+	} while (0)
+
+/* 8 bytes a peeks, 2 more come 50 ms apart (a blocking peek past the
+ * bytes there waits for them). */
+static pid_t write_later(int a)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		usleep(50 * 1000);
+		if (write(a, "a", 1) != 1)
+			_exit(1);
+		usleep(50 * 1000);
+		_exit(write(a, "b", 1) == 1 ? 0 : 1);
+	}
+	return pid;
+}
+
+/* SO_PEEK_OFF (TCP's since Linux 6.9): a peek starts at the offset and
+ * moves it on, a read moves it back, splice leaves it, -1 turns it off
+ * and other negative values peek from the start and stay; the file's
+ * offset, which a dup and a forked child share.  A kernel before 6.9
+ * refuses it on TCP (EOPNOTSUPP): both runs then peek from the start. */
+static void peek_off_calls(void)
+{
+	char buf[16], one[2][2];
+	struct iovec two[2] = { { buf, 1 }, { buf + 1, 1 } };
+	struct iovec o[2] = { { one[0], 1 }, { one[1], 1 } };
+	struct msghdr m = { .msg_iov = two, .msg_iovlen = 2 };
+	struct mmsghdr mm[2] = { { { .msg_iov = &o[0], .msg_iovlen = 1 }, 0 },
+				 { { .msg_iov = &o[1], .msg_iovlen = 1 }, 0 } };
+	int a, b, d, p[2], v = 0;
+	socklen_t l = 2;
+	pid_t pid;
+
+	if (tu_pair(&a, &b) || pipe2(p, O_CLOEXEC)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	say_peek_off(b);
+	SAY(set_peek_off(b, 0));
+	say_peek_off(b);
+	SAY(write(a, "0123456789", 10));
+	SAY(poll(&(struct pollfd){ b, POLLIN, 0 }, 1, 5000));
+	SAY_BYTES(recv(b, buf, 3, MSG_PEEK), buf);
+	SAY_BYTES(recv(b, buf, 3, MSG_PEEK | MSG_DONTWAIT), buf);
+	SAY_BYTES(recvmsg(b, &m, MSG_PEEK), buf);
+	say_peek_off(b);
+	SAY_BYTES(read(b, buf, 4), buf);
+	say_peek_off(b);
+	SAY_BYTES(recv(b, buf, 2, MSG_PEEK), buf);
+	SAY(recv(b, buf, 4, MSG_PEEK | MSG_DONTWAIT)); /* past the bytes there */
+	SAY(recv(b, buf, 0, MSG_PEEK | MSG_DONTWAIT));
+	SAY(recv(b, buf, 0, MSG_DONTWAIT));
+	say_peek_off(b);
+	SAY(set_peek_off(b, 1));
+	SAY(recv(b, nul, 8, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT));
+	say_peek_off(b);
+	two[0].iov_len = 2;
+	two[1].iov_base = buf + 2;
+	SAY_BYTES(readv(b, two, 2), buf);
+	say_peek_off(b);
+	pid = write_later(a);
+	SAY_BYTES(recv(b, buf, 2, MSG_PEEK | MSG_WAITALL), buf);
+	SAY(tu_wait(pid));
+	say_peek_off(b);
+	d = dup(b);
+	SAY(set_peek_off(d, 2));
+	say_peek_off(b);
+	SAY_BYTES(recv(d, buf, 2, MSG_PEEK), buf);
+	say_peek_off(b);
+	close(d);
+	pid = fork();
+	if (pid == 0)
+		_exit(recv(b, buf, 1, MSG_PEEK) == 1 ? 0 : 1);
+	SAY(tu_wait(pid));
+	say_peek_off(b);
+	SAY(splice(b, NULL, p[1], NULL, 1, 0));
+	SAY_BYTES(read(p[0], buf, sizeof(buf)), buf);
+	say_peek_off(b);
+	SAY(set_peek_off(b, 0));
+	memset(one, 0, sizeof(one));
+	SAY(recvmmsg(b, mm, 2, MSG_PEEK | MSG_DONTWAIT, NULL));
+	printf("%-64s %s %s\n", "  bytes", one[0], one[1]);
+	say_peek_off(b);
+	SAY(set_peek_off(b, -5));
+	say_peek_off(b);
+	SAY_BYTES(recv(b, buf, 2, MSG_PEEK | MSG_DONTWAIT), buf);
+	SAY_BYTES(read(b, buf, 1), buf);
+	say_peek_off(b);
+	SAY(set_peek_off(b, -1));
+	say_peek_off(b);
+	SAY_BYTES(recv(b, buf, 2, MSG_PEEK), buf);
+	say_peek_off(b);
+	SAY(setsockopt(b, SOL_SOCKET, SO_PEEK_OFF, &(short){ 3 }, 2));
+	SAY(set_peek_off(b, 0x10009));
+	SAY(getsockopt(b, SOL_SOCKET, SO_PEEK_OFF, &v, &l)); /* 2 bytes of it */
+	printf("%-64s %#x, %u bytes\n", "  value", v, l);
+	SAY(set_peek_off(b, 5));
+	SAY(shutdown(a, SHUT_WR));
+	SAY(rdhup(b));
+	SAY(recv(b, buf, 4, MSG_PEEK | MSG_DONTWAIT)); /* past the bytes: the end */
+	SAY(recv(b, buf, 4, MSG_PEEK));
+	say_peek_off(b);
+	SAY_BYTES(read(b, buf, sizeof(buf)), buf);
+	say_peek_off(b);
+	close(p[0]);
+	close(p[1]);
+	close(a);
+	close(b);
+}
+
+/* An accepted socket has its listener's SO_PEEK_OFF. */
+static void peek_off_accepted(void)
+{
+	char buf[16];
+	uint16_t port;
+	int l = tu_listen(&port, 0), c, s;
+
+	if (l < 0) {
+		printf("FAIL no listener: %s\n", strerror(errno));
+		return;
+	}
+	SAY(set_peek_off(l, 4));
+	c = tu_connect(port, 0);
+	s = accept(l, NULL, NULL);
+	if (c < 0 || s < 0) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	say_peek_off(s);
+	SAY(write(c, "0123456", 7));
+	SAY_BYTES(recv(s, buf, 2, MSG_PEEK), buf);
+	say_peek_off(s);
+	close(c);
+	close(s);
+	close(l);
+}
+
 /* epoll_wait(1 slot) `waits` times over fds, all ready and never read
  * (level-triggered): how often each came and the longest run of one fd.
  * The kernel's ready list takes them in turn. */
@@ -917,6 +1077,8 @@ int main(void)
 	closing_calls(a, b);
 	reset_calls();
 	unspec_calls();
+	peek_off_calls();
+	peek_off_accepted();
 	turn_calls();
 	epfd_calls(0);
 	epfd_calls(1);

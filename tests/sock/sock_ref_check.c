@@ -182,6 +182,83 @@ static void test_refs(void)
 	free(buf);
 }
 
+/* SO_PEEK_OFF, set to at: a nonblocking peek of up to want bytes must
+ * copy those at done + at of s and move the offset past them.  0 when it
+ * copied none because TCP (the run without the preload) has not taken
+ * them into its receive window yet. */
+static int peek_at(int fd, const unsigned char *s, size_t done, int at, size_t want,
+		   unsigned char *buf)
+{
+	int v = -2;
+	socklen_t l = sizeof(v);
+	ssize_t n;
+
+	setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &at, sizeof(at));
+	n = recv(fd, buf, want, MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && errno == EAGAIN && !expect_pool)
+		return 0;
+	getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &v, &l);
+	CHECK(n > 0 && !memcmp(buf, s + done + at, (size_t)n) && v == at + n,
+	      "peek at %zu+%d: %zd bytes, offset %d", done, at, n, v);
+	return n > 0;
+}
+
+/* SO_PEEK_OFF across ring bytes and references: a peek passes over the
+ * bytes before its offset (ring bytes, whole references, the rest of one
+ * partly read) and gives no buffer back; reads move the offset back. */
+static void test_peek_off(void)
+{
+	/* in ring bytes, at a reference, inside one, at its end, past the
+	 * ring bytes between two, inside the next, at the stream's end */
+	static const int at[] = { 1, 3, 1003, 3 + P1 - 7, 3 + P1 + 3, 6 + P1 + P2 - 5, STREAM - 9 };
+	unsigned char *s = stream_bytes(), *buf = malloc(STREAM);
+	struct cxls_sock_rec *rec;
+	uint64_t owner, r = 7;
+	size_t done = 0;
+	int a, b, v = 0;
+
+	tcp_pair(&a, &b);
+	if (setsockopt(b, SOL_SOCKET, SO_PEEK_OFF, &v, sizeof(v))) {
+		CHECK(errno == EOPNOTSUPP, "only a kernel without it refuses SO_PEEK_OFF");
+		printf("TCP without SO_PEEK_OFF (Linux before 6.9): nothing to check\n");
+		goto out;
+	}
+	CHECK(write_stream(a, s) == 0, "stream written");
+	rec = rec_of(a);
+	owner = owner_of(rec);
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+		peek_at(b, s, 0, at[i], 20, buf);
+	if (rec)
+		CHECK(lent_to(owner) == REFS, "peeks gave no buffer back (%d)", lent_to(owner));
+	CHECK(read(b, buf, 1003) == 1003 && !memcmp(buf, s, 1003), "part of a reference");
+	done = 1003;
+	peek_at(b, s, done, P1, 100, buf); /* from the rest of one into the next */
+	/* odd reads, each after a peek at an odd offset: the offset moves back
+	 * by what was read, never below 0 */
+	while (done < STREAM) {
+		size_t want = 1 + (size_t)((r = r * 6364136223846793005ull + 1) >> 33) % 100000;
+		int off = (int)((r >> 20) % 150000);
+		ssize_t got;
+
+		if (done + (size_t)off < STREAM)
+			peek_at(b, s, done, off, 1000, buf);
+		got = read(b, buf, want);
+		if (got <= 0 || memcmp(buf, s + done, (size_t)got)) {
+			CHECK(0, "bytes at %zu (%zd)", done, got);
+			break;
+		}
+		done += (size_t)got;
+	}
+	CHECK(done == STREAM, "whole stream in order");
+	if (rec)
+		CHECK(lent_to(owner) == 0, "every buffer given back (%d)", lent_to(owner));
+out:
+	close(a);
+	close(b);
+	free(s);
+	free(buf);
+}
+
 /* Readiness of bytes that are only referenced: poll, SO_RCVLOWAT,
  * edge-triggered epoll (a reference is a new edge). */
 static void test_ready(void)
@@ -661,6 +738,7 @@ struct test_case {
 
 static const struct test_case cases[] = {
 	{ "refs", test_refs },
+	{ "peek-off", test_peek_off },
 	{ "ready", test_ready },
 	{ "fork", test_fork },
 	{ "close", test_close },
