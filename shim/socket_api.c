@@ -19,6 +19,7 @@
 #include "log.h"
 #include "sock.h"
 #include "sock_fdlist.h"
+#include "sock_private_fd.h"
 #include "sock_vfork.h"
 #include "socket_real.h"
 
@@ -129,21 +130,45 @@ static void closing_range(unsigned lo, unsigned hi)
 		cxls_sock_closing((int)fd);
 }
 
+#define PRIVATE_MAX 64
+
+/* close_range over [first, last] but the shim's private fds, which calls
+ * in flight still use (sock_private_fd.h): in pieces around them.  Those
+ * are close-on-exec already. */
+static int close_around(unsigned first, unsigned last, int flags)
+{
+	int priv[PRIVATE_MAX], n = cxls_private_in(first, last, priv, PRIVATE_MAX);
+	unsigned lo = first;
+
+	for (int i = 0; i < n; i++) {
+		if ((unsigned)priv[i] > lo && REAL(close_range)(lo, (unsigned)priv[i] - 1, flags))
+			return -1;
+		lo = (unsigned)priv[i] + 1;
+	}
+	return lo > last ? 0 : REAL(close_range)(lo, last, flags);
+}
+
 /* The kernel's checks first (unknown flags, first > last: EINVAL, nothing
  * closed); CLOSE_RANGE_CLOEXEC closes nothing now, and exec looks at
  * FD_CLOEXEC itself. */
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-	if (!(flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) && first <= last &&
-	    !(flags & CLOSE_RANGE_CLOEXEC))
+	if ((flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) || first > last)
+		return REAL(close_range)(first, last, flags);
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
 		closing_range(first, last);
-	return REAL(close_range)(first, last, flags);
+	return close_around(first, last, flags);
 }
 
 EXPORT void closefrom(int lo)
 {
-	closing_range(lo < 0 ? 0 : (unsigned)lo, ~0u);
-	REAL(closefrom)(lo);
+	unsigned first = lo < 0 ? 0 : (unsigned)lo;
+	int priv;
+
+	closing_range(first, ~0u);
+	/* glibc's own way (it has fallbacks) unless a private fd is there */
+	if (!cxls_private_in(first, ~0u, &priv, 1) || close_around(first, ~0u, 0))
+		REAL(closefrom)(lo);
 }
 
 /* A pooled connection TCP would have closed (reset, or both FINs sent):

@@ -668,21 +668,29 @@ static ssize_t send_taken(int out, struct cxls_sconn *c, char *buf, size_t n)
 }
 
 /* pipe -> pooled socket with no fd for a scratch pipe (the process's or
- * the system's limit, where the kernel's splice needs none): once the
- * ring has room, only as many bytes are read from the pipe as it has, so
- * the socket takes every byte read at once (unless another thread's write
- * took the room in between: then they wait for it). */
+ * the system's limit, where the kernel's splice needs none): as the
+ * kernel, the pipe first (EAGAIN with SPLICE_F_NONBLOCK when empty, 0 at
+ * its end), a socket that takes no more fails with nothing taken; then,
+ * once the ring has room, only as many bytes are read from the pipe as it
+ * has, so the socket takes every byte read at once.  Only another writer
+ * of the same socket (a thread, or a process holding it) could take that
+ * room between the look and the read: the bytes out of the pipe then wait
+ * for room, even on a nonblocking socket. */
 static ssize_t pipe_to_pool_room(int in, int out, struct cxls_sconn *c, struct iovec *iov,
 				 unsigned int flags)
 {
+	struct pollfd p = { in, POLLIN, 0 };
+	struct iovec none = { NULL, 0 };
 	size_t room;
 	ssize_t r;
 
-	if ((flags & SPLICE_F_NONBLOCK) && poll(&(struct pollfd){ in, POLLIN, 0 }, 1, 0) == 0) {
+	if (poll(&p, 1, 0) == 0 && (flags & SPLICE_F_NONBLOCK)) {
 		errno = EAGAIN;
 		return -1;
 	}
-	if (wait_room(out, c))
+	if ((p.revents & (POLLHUP | POLLIN)) == POLLHUP)
+		return 0; /* no writer and nothing left */
+	if (cxls_sock_sendv(c, out, &none, 1, 0) < 0 || wait_room(out, c))
 		return -1;
 	room = cxls_sock_room(c);
 	r = REAL(read)(in, iov->iov_base, iov->iov_len < room ? iov->iov_len : room);

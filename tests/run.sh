@@ -395,6 +395,9 @@ for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll 
 	stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t
 done
+step "sock: a signal between two wait slices interrupts the call" shim \
+	env CXLSHIM_TEST_CLAIM_DELAY_US=100000 CXLSHIM_TEST_CLAIM_DELAY_AT=slice-gap \
+	"${SOCK[@]}" eintr-gap
 step "sock: bad arguments answered as the kernel answers them" \
 	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/args_diff.sh
 DIFF_SEEDS=$([ "$LONG" = 1 ] && echo "160 random" || echo "8 fixed")

@@ -1,6 +1,7 @@
 /* sock_conn.c - life of a followed socket's local state. */
 #include "sock_conn.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include "log.h"
@@ -28,8 +29,12 @@ void cxls_sconn_hold(struct cxls_sconn *c)
 
 void cxls_sconn_put(struct cxls_sconn *c)
 {
+	int err;
+
 	if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	/* often the end of a call, whose errno this must not change */
+	err = errno;
 	if (c->listener >= 0)
 		cxls_listener_del(c->listener);
 	cxls_kept_drain(c);
@@ -37,6 +42,7 @@ void cxls_sconn_put(struct cxls_sconn *c)
 	cxls_kept_close(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+	errno = err;
 }
 
 void cxls_sconn_break(struct cxls_sconn *c, const char *why)

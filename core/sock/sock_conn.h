@@ -76,6 +76,7 @@ struct cxls_sconn {
 	uint32_t busy_us;
 	int held_extra;           /* this process counts in me->extra, not
 				   * in me->holder[] (the array was full) */
+	_Atomic int calls;        /* reads, writes, polls in flight here */
 	_Atomic int kept_fd;      /* closed under a call in flight: the
 				   * socket kept for it (sock_kept.h), or -1 */
 	struct cxls_sconn *kept_next;

@@ -38,6 +38,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "sock_private_fd.h"
 #include "sock_sys.h"
 
 /* epoll fd -> set; process-wide like the fd numbers it is indexed by.  Two
@@ -100,7 +101,7 @@ void cxls_ep_set_put(struct epset *s)
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
 	if (s->kfd >= 0)
-		syscall(SYS_close, s->kfd); /* the waiters' copy of the epoll fd */
+		cxls_private_close(s->kfd); /* the waiters' copy of the epoll fd */
 	for (int i = 0; i < s->nchild; i++)
 		cxls_ep_set_put(s->child[i].set);
 	free(s->items);

@@ -7,9 +7,8 @@
  */
 #include "sock_epoll_int.h"
 
-#include <fcntl.h>
-
 #include "sock_epseen.h"
+#include "sock_private_fd.h"
 #include "sock_sys.h"
 
 /* Threads inside epoll_wait on s, whose fd is being closed, keep the
@@ -24,7 +23,7 @@ static void keep_for_waiters(struct epset *s, int fd)
 	for (int i = 0; i < s->n; i++)
 		if (!s->items[i].gone)
 			sys_epoll_ctl(fd, EPOLL_CTL_DEL, s->items[i].fd, NULL);
-	s->kfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
+	s->kfd = cxls_private_dup(fd);
 }
 
 /* Another number of the set of epoll fd fd, or -1; cxls_ep_sets_lock held. */

@@ -14,6 +14,7 @@
 
 #include "proc_id.h"
 #include "sock_meet.h"
+#include "sock_sigwin.h"
 #include "sock_sys.h"
 
 /* A connect in flight or a meeting under way reported kev (its connect
@@ -238,6 +239,7 @@ struct ep_wait {
 	uint64_t meet_due; /* the nearest look at a meeting to come, or 0 */
 	const sigset_t *mask;
 	struct sleeping *z; /* the sockets this round sleeps on */
+	struct cxls_sigwin sig; /* signals between the sleeps (sock_sigwin.h) */
 };
 
 /* A doorbell swallowed by another process holding the same socket would
@@ -298,7 +300,7 @@ static int sleep_ms(const struct ep_wait *w)
  * after the n events found so far.  Never holds the set while asleep:
  * other threads may change it, or close its fd (then the set's copy of
  * it is slept on, kfd).  The kernel's count, or -1 with errno. */
-static int kernel_wait(struct ep_wait *w, int n, int ms)
+static int kernel_wait(struct ep_wait *w, int n, int ms, const sigset_t *mask)
 {
 	int m, err, kfd = w->s->kfd;
 
@@ -307,7 +309,7 @@ static int kernel_wait(struct ep_wait *w, int n, int ms)
 		return 0;
 	}
 	pthread_mutex_unlock(&w->s->lock);
-	m = sys_epoll_pwait(kfd, w->ev + n, w->max - n, ms, w->mask);
+	m = sys_epoll_pwait(kfd, w->ev + n, w->max - n, ms, mask);
 	err = errno;
 	pthread_mutex_lock(&w->s->lock);
 	/* closed between our look at kfd and the kernel: nothing yet, the
@@ -350,7 +352,7 @@ static int kernel_first(struct ep_wait *w, int *asked)
 		return 0;
 	w->s->kernel_owed = 0;
 	*asked = 1;
-	m = kernel_wait(w, 0, 0);
+	m = kernel_wait(w, 0, 0, w->mask);
 	return m > 0 ? sort_kernel(w->epfd, w->s, w->ev, m, NULL) : 0;
 }
 
@@ -370,10 +372,16 @@ static int wait_round(struct ep_wait *w, int round)
 	if (!n && round == 0)
 		n = cxls_ep_busy(w->s, w->ev, w->max);
 	if (!n) {
+		cxls_sigwin_sleep(&w->sig);
 		n = arm(w);
 		armed = 1;
 	}
-	m = asked && n ? 0 : kernel_wait(w, n, n ? 0 : sleep_ms(w));
+	if (asked && n)
+		m = 0;
+	else if (n) /* a look: signals come in as the call's mask says */
+		m = kernel_wait(w, n, 0, w->mask);
+	else
+		m = kernel_wait(w, 0, sleep_ms(w), cxls_sigwin_mask(&w->sig, w->mask));
 	if (m < 0) {
 		int err = errno;
 
@@ -415,7 +423,7 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 			 const sigset_t *mask)
 {
 	struct sleeping z; /* not zeroed: its array is written before it is read */
-	struct ep_wait w = { epfd, NULL, ev, max, timeout_ms, 0, 0, mask, &z };
+	struct ep_wait w = { epfd, NULL, ev, max, timeout_ms, 0, 0, mask, &z, CXLS_SIGWIN_INIT };
 	volatile int n; /* for setjmp's sake: a cancelled thread never reads it */
 	int err;
 
@@ -438,6 +446,7 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 	pthread_cleanup_pop(0);
 	err = errno;
 	wait_end(&w);
+	cxls_sigwin_end(&w.sig);
 	errno = err;
 	return n;
 }

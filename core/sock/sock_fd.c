@@ -462,9 +462,9 @@ static void closing_meeting(int fd)
 	cxls_sconn_put(c);
 }
 
-/* fd, about to close, is its pooled connection's last fd, and a call
- * holds the connection besides the table and us (a read or write blocked
- * in another thread): the socket is kept for it (sock_kept.h).  Decided
+/* fd, about to close, is its pooled connection's last fd, and a call is
+ * in flight on it (a read, write or poll blocked in another thread): the
+ * socket is kept for it (sock_kept.h).  Decided
  * while fd still names the connection, so that the call finds the copy
  * as soon as it finds no fd. */
 static void keep_for_calls(int fd)
@@ -474,7 +474,7 @@ static void keep_for_calls(int fd)
 	if (!c)
 		return;
 	if (atomic_load(&c->mode) == CXLS_SC_POOL && atomic_load(&c->fds) == 1 &&
-	    atomic_load(&c->refs) > 2)
+	    atomic_load(&c->calls) > 0)
 		cxls_kept_take(c, fd);
 	cxls_sconn_put(c);
 }
@@ -742,8 +742,10 @@ void cxls_sock_settle_all(void)
 static void fork_phase(int fd, struct cxls_sconn *c, void *arg)
 {
 	(void)fd;
-	if (*(int *)arg)
+	if (*(int *)arg) {
 		pthread_mutex_init(&c->lock, NULL);
+		atomic_store(&c->calls, 0); /* the parent's threads' */
+	}
 	cxls_sock_fork(c, *(int *)arg);
 }
 

@@ -20,6 +20,7 @@
 #include "sock_meet.h"
 #include "sock_peek.h"
 #include "sock_ref.h"
+#include "sock_sigwin.h"
 #include "sock_sys.h"
 
 static uint64_t timeo_ns(int fd, int opt)
@@ -129,20 +130,35 @@ static int restarts(size_t moved, uint64_t deadline)
 	return r;
 }
 
+/* One sleep of a blocking call: the kernel's, with the mask w gives it
+ * (sock_sigwin.h); after the peer's FIN the socket stays readable, so it
+ * dozes instead. */
+static int sleep_in_kernel(struct cxls_sconn *c, struct pollfd *p, int ms,
+			   const struct cxls_sigwin *w)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 }, doze = { 0, 1000000 };
+
+	if (atomic_load(&c->tcp_eof))
+		return sys_ppoll(NULL, 0, &doze, cxls_sigwin_mask(w, NULL));
+	return sys_ppoll(p, 1, &ts, cxls_sigwin_mask(w, NULL));
+}
+
 /* Sleeps until want may have changed; 0, or -1 with errno (EINTR, EAGAIN
  * at the socket's timeout, EBADF when every fd of it was closed and none
  * kept).  *fdp: the call's fd, the kept copy once the application closed
  * it (sock_kept.h).  need: the bytes a peek needs in the stream
- * (peek_need(); 0: any). */
-static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadline, size_t need)
+ * (peek_need(); 0: any).  w: the call's signal window. */
+static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadline, size_t need,
+		    struct cxls_sigwin *w)
 {
-	int ms = CXLS_CHAN_SLICE_MS, r, err, fd;
+	int ms = CXLS_CHAN_SLICE_MS, r, err, fd, blocked;
 	struct pollfd p;
 	struct cxls_sleep z;
 
 	cancel_point(c);
 	if (!need && cxls_chan_busy_poll(c, want))
 		return 0;
+	blocked = cxls_sigwin_sleep(w);
 	fd = *fdp = cxls_kept_fd_of(c, *fdp);
 	if (fd < 0) {
 		errno = EBADF;
@@ -159,7 +175,8 @@ static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadlin
 		if ((deadline - now) / 1000000 < (uint64_t)ms)
 			ms = (int)((deadline - now) / 1000000) + 1;
 	}
-	if (want == POLLIN && !deadline)
+	/* a recv takes no mask: only while signals come in anyway */
+	if (want == POLLIN && !deadline && !blocked)
 		cxls_chan_sleep_reader(c, &z); /* may sleep in recv */
 	else
 		cxls_chan_sleep(c, &z);
@@ -172,8 +189,7 @@ static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadlin
 	}
 	if (cxls_chan_recv_sleep(c, fd, &z, &err))
 		return recv_slept(c, fd, err);
-	/* after the peer's FIN the socket stays readable: doze instead */
-	r = atomic_load(&c->tcp_eof) ? sys_poll(NULL, 0, 1) : sys_poll(&p, 1, ms);
+	r = sleep_in_kernel(c, &p, ms, w);
 	err = errno;
 	if (!cxls_chan_woke(c, fd, r > 0, &z))
 		sched_yield(); /* the doorbell is another sleeper's to read */
@@ -242,8 +258,8 @@ static int64_t get(struct cxls_sconn *c, struct cxls_iovc *cur, size_t n, int pe
 	return k;
 }
 
-ssize_t cxls_sock_recvv_off(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
-			    int flags, enum cxls_peek_off_use use)
+static ssize_t recv_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
+			 int flags, enum cxls_peek_off_use use, struct cxls_sigwin *w)
 {
 	size_t want = cxls_iov_total(iov, iovcnt), got = 0, lowat;
 	int peek = flags & MSG_PEEK, nb = (flags & MSG_DONTWAIT) || cxls_sock_nonblocking(c);
@@ -317,13 +333,26 @@ ssize_t cxls_sock_recvv_off(struct cxls_sconn *c, int fd, const struct iovec *io
 			deadline = timeout_of(c, fd, 1);
 			timed = 1;
 		}
-		if (wait_for(c, &fd, POLLIN, deadline, peek ? peek_need(c, skip, lowat) : 0) &&
+		if (wait_for(c, &fd, POLLIN, deadline, peek ? peek_need(c, skip, lowat) : 0, w) &&
 		    !restarts(got, deadline)) {
 			if (!peek || !past(c, skip))
 				return done(got, errno);
 			nb = 1; /* TCP's peek would have copied what is there */
 		}
 	}
+}
+
+ssize_t cxls_sock_recvv_off(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
+			    int flags, enum cxls_peek_off_use use)
+{
+	struct cxls_sigwin w = CXLS_SIGWIN_INIT;
+	ssize_t r;
+
+	cxls_kept_call_in(c);
+	r = recv_loop(c, fd, iov, iovcnt, flags, use, &w);
+	cxls_kept_call_out(c);
+	cxls_sigwin_end(&w);
+	return r;
 }
 
 /* A write the peer cannot take: past a reset already reported, TCP says
@@ -368,8 +397,8 @@ static int64_t put(struct cxls_sconn *c, struct cxls_iovc *cur, size_t want)
 	return cxls_ring_put(&c->tx, cur, want);
 }
 
-ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
-			int flags)
+static ssize_t send_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
+			 int flags, struct cxls_sigwin *w)
 {
 	size_t want = cxls_iov_total(iov, iovcnt), sent = 0;
 	int nb = (flags & MSG_DONTWAIT) || cxls_sock_nonblocking(c);
@@ -414,13 +443,26 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 			deadline = timeout_of(c, fd, 0);
 			timed = 1;
 		}
-		if (wait_for(c, &fd, POLLOUT, deadline, 0) && !restarts(sent, deadline))
+		if (wait_for(c, &fd, POLLOUT, deadline, 0, w) && !restarts(sent, deadline))
 			return done(sent, errno);
 		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
 			return sent ? (ssize_t)sent : broken(c, WHY_LOCK);
 	}
 	cxls_ring_unlock(&c->tx.hdr->prod_lock);
 	return done(sent, EAGAIN);
+}
+
+ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
+			int flags)
+{
+	struct cxls_sigwin w = CXLS_SIGWIN_INIT;
+	ssize_t r;
+
+	cxls_kept_call_in(c);
+	r = send_loop(c, fd, iov, iovcnt, flags, &w);
+	cxls_kept_call_out(c);
+	cxls_sigwin_end(&w);
+	return r;
 }
 
 int cxls_sock_unread(struct cxls_sconn *c)

@@ -2,14 +2,12 @@
 #include "sock_kept.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "log.h"
 #include "sock_chan.h"
+#include "sock_private_fd.h"
 
 /* The connections holding a copy, for the fork child to close them: a
  * copy the child inherited would keep the socket open (no FIN) as long as
@@ -21,21 +19,27 @@ void cxls_kept_take(struct cxls_sconn *c, int fd)
 {
 	int copy;
 
-	if (atomic_load(&c->kept_fd) >= 0)
+	/* locked across the copy: a fork in between would leave the child a
+	 * copy it does not know of */
+	pthread_mutex_lock(&kept_lock);
+	if (atomic_load(&c->kept_fd) >= 0) {
+		pthread_mutex_unlock(&kept_lock);
 		return;
-	copy = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
-	if (copy < 0) {
+	}
+	copy = cxls_private_dup(fd);
+	if (copy >= 0) {
+		c->kept_next = kept_list;
+		kept_list = c;
+		atomic_store(&c->kept_fd, copy);
+	}
+	pthread_mutex_unlock(&kept_lock);
+	if (copy < 0)
 		CXLS_WARN("socket slot %u: closed under a blocked call, no fd to keep it for "
 			  "that call (%s): it ends with EBADF",
 			  c->slot, strerror(errno));
-		return;
-	}
-	pthread_mutex_lock(&kept_lock);
-	c->kept_next = kept_list;
-	kept_list = c;
-	atomic_store(&c->kept_fd, copy);
-	pthread_mutex_unlock(&kept_lock);
-	CXLS_TRACE("socket slot %u: closed under a call in flight, kept as fd %d", c->slot, copy);
+	else
+		CXLS_TRACE("socket slot %u: closed under a call in flight, kept as fd %d", c->slot,
+			   copy);
 }
 
 static void unlink_kept(struct cxls_sconn *c)
@@ -67,7 +71,7 @@ void cxls_kept_close(struct cxls_sconn *c)
 	unlink_kept(c);
 	atomic_store(&c->kept_fd, -1);
 	pthread_mutex_unlock(&kept_lock);
-	syscall(SYS_close, fd);
+	cxls_private_close(fd);
 }
 
 void cxls_kept_fork_prepare(void)
@@ -85,7 +89,7 @@ void cxls_kept_fork_parent(void)
 void cxls_kept_fork_child(void)
 {
 	for (struct cxls_sconn *c = kept_list; c; c = c->kept_next) {
-		syscall(SYS_close, atomic_load(&c->kept_fd));
+		cxls_private_close(atomic_load(&c->kept_fd));
 		atomic_store(&c->kept_fd, -1);
 	}
 	kept_list = NULL;

@@ -17,9 +17,23 @@
 
 #include "sock_conn.h"
 
-/* fd, c's last fd, is about to be closed while other calls hold c: keep
- * the socket for them.  Without a copy (the fd limit) they end with EBADF
- * at their next wait and the peer sees the end at once. */
+/* A call that may wait on c (a read, a write, a poll) is in flight in
+ * this process: a close of c's last fd meanwhile keeps the socket for it.
+ * A forked child counts none (sock_fd.c: fork_phase). */
+static inline void cxls_kept_call_in(struct cxls_sconn *c)
+{
+	atomic_fetch_add(&c->calls, 1);
+}
+
+static inline void cxls_kept_call_out(struct cxls_sconn *c)
+{
+	atomic_fetch_sub(&c->calls, 1);
+}
+
+/* fd, c's last fd, is about to be closed while calls are in flight on c:
+ * keep the socket for them (a private fd: sock_private_fd.h).  Without a
+ * copy (the fd limit) they end with EBADF at their next wait and the peer
+ * sees the end at once. */
 void cxls_kept_take(struct cxls_sconn *c, int fd);
 /* c's last reference is going, with a copy kept: before the end is given
  * up, the doorbells left unread are read (the kernel would reset instead

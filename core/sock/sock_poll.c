@@ -27,7 +27,9 @@
 
 #include "proc_id.h"
 #include "sock_chan.h"
+#include "sock_kept.h"
 #include "sock_meet.h"
+#include "sock_sigwin.h"
 #include "sock_sys.h"
 
 struct pset {
@@ -138,6 +140,8 @@ static int meeting_look(struct pset *s, nfds_t i)
 	cxls_sconn_put(s->meet[i]);
 	s->meet[i] = NULL;
 	s->conns[i] = c;
+	if (c)
+		cxls_kept_call_in(c);
 	s->npooled += c != NULL;
 	s->fds[i].revents = c ? cxls_chan_events(c, s->fds[i].events) : plain_revents(&s->fds[i]);
 	return s->fds[i].revents != 0;
@@ -246,7 +250,9 @@ static const struct timespec *slice(const struct pset *s, struct timespec *left,
 	return left;
 }
 
-static int run(struct pset *s, const struct timespec *timeout, const sigset_t *mask)
+/* w: the call's signal window (sock_sigwin.h); mask: the call's own. */
+static int run(struct pset *s, const struct timespec *timeout, const sigset_t *mask,
+	       struct cxls_sigwin *w)
 {
 	struct timespec zero = { 0, 0 }, left;
 	uint64_t deadline = 0;
@@ -261,11 +267,13 @@ static int run(struct pset *s, const struct timespec *timeout, const sigset_t *m
 		 * no sleeper entry is held (pset_free gives back the rest) */
 		pthread_testcancel();
 		if (ready_pooled(s) || (round == 0 && busy_pooled(s)))
-			return s->npooled == (int)s->n ? ready_pooled(s) : real_round(s, &zero, mask, 0);
+			return s->npooled == (int)s->n ? ready_pooled(s)
+						       : real_round(s, &zero, mask, 0);
+		cxls_sigwin_sleep(w);
 		sleep_pooled(s);
 		if (arm_pooled(s))
 			return real_round(s, &zero, mask, 1);
-		r = real_round(s, slice(s, &left, timeout, deadline), mask, 1);
+		r = real_round(s, slice(s, &left, timeout, deadline), cxls_sigwin_mask(w, mask), 1);
 		if (r != 0 || (timeout && cxls_now_ns() >= deadline))
 			return r;
 	}
@@ -278,8 +286,10 @@ static void pset_free(void *arg)
 	struct pset *s = arg;
 
 	for (nfds_t i = 0; s->conns && i < s->n; i++)
-		if (s->conns[i])
+		if (s->conns[i]) {
+			cxls_kept_call_out(s->conns[i]);
 			cxls_sock_done(s->conns[i]);
+		}
 	for (nfds_t i = 0; s->meet && i < s->n; i++)
 		if (s->meet[i])
 			cxls_sconn_put(s->meet[i]);
@@ -298,11 +308,13 @@ static void pset_free(void *arg)
  * volatile only for setjmp's sake: a cancelled thread never reads it). */
 static int run_cancellable(struct pset *s, const struct timespec *timeout, const sigset_t *mask)
 {
+	struct cxls_sigwin w = CXLS_SIGWIN_INIT;
 	volatile int r;
 
 	pthread_cleanup_push(pset_free, s);
-	r = run(s, timeout, mask);
+	r = run(s, timeout, mask, &w);
 	pthread_cleanup_pop(0);
+	cxls_sigwin_end(&w);
 	return r;
 }
 
@@ -326,6 +338,8 @@ int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
 
 			if (fds[i].fd >= 0)
 				s.conns[i] = cxls_sock_use_io(fds[i].fd, 1, &again);
+			if (s.conns[i]) /* a close meanwhile keeps it, as the kernel's poll */
+				cxls_kept_call_in(s.conns[i]);
 			if (again)
 				s.meet[i] = cxls_fdtab_get(fds[i].fd);
 			if (s.meet[i])

@@ -779,17 +779,29 @@ static void *blocked_io(void *arg)
 	return NULL;
 }
 
-/* fd's number is closed (close, or dup2 of a pipe over it) while another
- * thread is blocked on it: the kernel keeps the socket for that call. */
-static void close_number(int fd, int dup2_over)
+/* How a blocked read's fd goes: close, dup2 of a pipe over it,
+ * close_range from it up (all but its peer), or a close and then a fork
+ * (the child holds nothing of it). */
+enum closing { BY_CLOSE, BY_DUP2, BY_RANGE, THEN_FORK };
+
+static const char *const closing_name[] = {
+	"close under a blocked read: returned",
+	"dup2 over a blocked read: returned",
+	"close_range over a blocked read: retd",
+	"close, fork, blocked read: returned",
+};
+
+static void close_number(int fd, int peer, enum closing how)
 {
 	int p[2];
 
-	if (!dup2_over) {
-		close(fd);
+	if (how == BY_RANGE) {
+		if (peer > fd)
+			close_range((unsigned)fd, (unsigned)peer - 1, 0);
+		close_range(peer > fd ? (unsigned)peer + 1 : (unsigned)fd, ~0u, 0);
 		return;
 	}
-	if (pipe(p) == 0) {
+	if (how == BY_DUP2 && pipe(p) == 0) {
 		dup2(p[0], fd);
 		close(p[0]);
 		close(p[1]);
@@ -805,45 +817,116 @@ static int fin_within(int fd, int ms)
 	return poll(&p, 1, ms) == 1 && (p.revents & POLLRDHUP);
 }
 
+/* A pair (*a, *b) and a thread blocked in io's read of *b (its
+ * SO_RCVTIMEO rcvtimeo, if given); -1 without a connection. */
+static int read_blocked(int *a, int *b, struct blocked_io *io, pthread_t *t,
+			const struct timeval *rcvtimeo)
+{
+	if (tu_pair(a, b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return -1;
+	}
+	if (rcvtimeo)
+		setsockopt(*b, SOL_SOCKET, SO_RCVTIMEO, rcvtimeo, sizeof(*rcvtimeo));
+	io->fd = *b;
+	pthread_create(t, NULL, blocked_io, io);
+	usleep(100 * 1000);
+	return 0;
+}
+
 /* A read blocked when another thread closes its fd goes on: the peer sees
  * no FIN, its next bytes reach the read, and the FIN comes after it; a
- * child forked meanwhile (fork_after) holds nothing of the socket, so the
- * FIN does not wait for it to exit. */
-static void closed_under_read(int dup2_over, int fork_after)
+ * child forked meanwhile holds nothing of the socket, so the FIN does not
+ * wait for it to exit; files opened meanwhile are the application's (the
+ * shim's copy of the socket closes none of them). */
+static void closed_under_read(enum closing how)
 {
 	char buf[8] = { 0 };
 	struct blocked_io io = { .buf = buf, .len = sizeof(buf) };
+	int a, b, files[4], open_after = 0;
 	pid_t pid = -1;
 	pthread_t t;
-	int a, b;
 
-	if (tu_pair(&a, &b)) {
-		printf("FAIL no connection: %s\n", strerror(errno));
+	if (read_blocked(&a, &b, &io, &t, NULL))
 		return;
-	}
-	io.fd = b;
-	pthread_create(&t, NULL, blocked_io, &io);
-	usleep(100 * 1000);
-	close_number(b, dup2_over);
-	if (fork_after && (pid = fork()) == 0) {
+	close_number(b, a, how);
+	for (int i = 0; i < 4; i++)
+		files[i] = open("/dev/null", O_RDONLY);
+	if (how == THEN_FORK && (pid = fork()) == 0) {
 		usleep(3000 * 1000);
 		_exit(0);
 	}
 	usleep(100 * 1000);
-	printf("%-40s %d, peer saw a FIN %d\n",
-	       dup2_over    ? "dup2 over a blocked read: returned"
-	       : fork_after ? "close, fork, blocked read: returned"
-			    : "close under a blocked read: returned",
-	       atomic_load(&io.done), fin_within(a, 0));
+	printf("%-40s %d, peer saw a FIN %d\n", closing_name[how], atomic_load(&io.done),
+	       fin_within(a, 0));
 	SAY(write(a, "z", 1));
 	pthread_join(t, NULL);
 	printf("%-40s %ld %s %s\n", "the blocked read:", io.r, io.r < 0 ? strerrorname_np(io.err) : "-",
 	       buf);
 	printf("%-40s %d\n", "then the peer saw a FIN:", fin_within(a, 2000));
 	SAY(read(a, buf, sizeof(buf)));
+	for (int i = 0; i < 4; i++) {
+		open_after += fcntl(files[i], F_GETFD) >= 0;
+		close(files[i]);
+	}
+	printf("%-40s %d\n", "files opened meanwhile, still open:", open_after);
 	close(a);
 	if (pid > 0)
 		tu_wait(pid);
+}
+
+/* What ends a read its fd was closed under, when no byte comes: the
+ * socket's timeout (EAGAIN) or the peer's reset (ECONNRESET), errno as
+ * the kernel's. */
+static void closed_read_ends(int reset)
+{
+	struct timeval fifth = { 0, 300 * 1000 };
+	struct linger abort_close = { 1, 0 };
+	char buf[8];
+	struct blocked_io io = { .buf = buf, .len = sizeof(buf) };
+	pthread_t t;
+	int a, b;
+
+	if (read_blocked(&a, &b, &io, &t, reset ? NULL : &fifth))
+		return;
+	close(b);
+	if (reset) {
+		setsockopt(a, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close));
+		close(a);
+	}
+	pthread_join(t, NULL);
+	printf("%-40s %ld %s\n", reset ? "closed, then the peer reset: read" : "closed, then timed out: read",
+	       io.r, io.r < 0 ? strerrorname_np(io.err) : "-");
+	if (!reset)
+		close(a);
+}
+
+/* A child forked while a read is blocked closes its copies: when the
+ * parent closes its own after the read, the peer sees the FIN then, not
+ * when the child exits (the child holds no call of the parent's). */
+static void forked_under_read(void)
+{
+	char buf[8] = { 0 };
+	struct blocked_io io = { .buf = buf, .len = sizeof(buf) };
+	pthread_t t;
+	pid_t pid;
+	int a, b;
+
+	if (read_blocked(&a, &b, &io, &t, NULL))
+		return;
+	if ((pid = fork()) == 0) {
+		close(b);
+		close(a);
+		usleep(3000 * 1000);
+		_exit(0);
+	}
+	usleep(100 * 1000);
+	SAY(write(a, "f", 1));
+	pthread_join(t, NULL);
+	close(b);
+	printf("%-40s %d\n", "fork under a read, all closed: FIN", fin_within(a, 2000));
+	close(a);
+	tu_wait(pid);
 }
 
 /* A write blocked on a full socket when another thread closes its fd goes
@@ -885,32 +968,50 @@ out:
 	free(in);
 }
 
+/* No fd left to open above the highest of fds[n] (the limit lowered, the
+ * numbers below it filled): how many were filled into fill[], or -1. */
+static int fill_fds(const int *fds, int n, int *fill, int max, struct rlimit *old)
+{
+	struct rlimit lim;
+	int hi = 0, k = 0, fd;
+
+	if (getrlimit(RLIMIT_NOFILE, old))
+		return -1;
+	for (int i = 0; i < n; i++)
+		hi = fds[i] > hi ? fds[i] : hi;
+	lim = *old;
+	lim.rlim_cur = (rlim_t)hi + 1;
+	setrlimit(RLIMIT_NOFILE, &lim);
+	while (k < max && (fd = open("/dev/null", O_RDONLY)) >= 0)
+		fill[k++] = fd;
+	printf("%-64s %d\n", "no fd left to open:", k < max && errno == EMFILE);
+	return k;
+}
+
+static void unfill_fds(int *fill, int k, const struct rlimit *old)
+{
+	while (k > 0)
+		close(fill[--k]);
+	setrlimit(RLIMIT_NOFILE, old);
+}
+
 /* splice from a pipe into the socket with no fd left to open: the kernel
  * needs none (the shim's copy took a scratch pipe and failed with
  * EMFILE); the bytes arrive once, the rest stays in the pipe. */
 static void splice_at_fd_limit(int a, int b)
 {
-	struct rlimit old, lim;
-	int p[2], fill[256], n = 0, fd;
+	struct rlimit old;
+	int p[2], fill[256], k;
 	char buf[16] = { 0 };
 
-	if (pipe(p) || getrlimit(RLIMIT_NOFILE, &old)) {
+	if (pipe(p)) {
 		printf("FAIL no pipe: %s\n", strerror(errno));
 		return;
 	}
 	SAY(write(p[1], "splice+rest", 11));
-	lim = old;
-	lim.rlim_cur = (rlim_t)(p[1] > p[0] ? p[1] : p[0]) + 1;
-	if (lim.rlim_cur < (rlim_t)a + 1 || lim.rlim_cur < (rlim_t)b + 1)
-		lim.rlim_cur = (rlim_t)(a > b ? a : b) + 1;
-	setrlimit(RLIMIT_NOFILE, &lim);
-	while (n < 256 && (fd = open("/dev/null", O_RDONLY)) >= 0)
-		fill[n++] = fd;
-	printf("%-64s %d\n", "no fd left to open:", n < 256 && errno == EMFILE);
+	k = fill_fds((int[]){ a, b, p[0], p[1] }, 4, fill, 256, &old);
 	SAY(splice(p[0], NULL, a, NULL, 6, 0));
-	while (n)
-		close(fill[--n]);
-	setrlimit(RLIMIT_NOFILE, &old);
+	unfill_fds(fill, k, &old);
 	poll(&(struct pollfd){ b, POLLIN, 0 }, 1, 2000);
 	SAY(recv(b, buf, sizeof(buf) - 1, MSG_DONTWAIT));
 	printf("%-64s %s\n", "spliced:", buf);
@@ -919,6 +1020,33 @@ static void splice_at_fd_limit(int a, int b)
 	printf("%-64s %s\n", "left in the pipe:", buf);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* The same into a socket whose peer closed: TCP takes one write, then
+ * says EPIPE, and what it did not take stays in the pipe. */
+static void splice_at_fd_limit_gone(void)
+{
+	struct rlimit old;
+	int a, b, p[2], fill[256], k, left = 0;
+
+	if (tu_pair(&a, &b) || pipe(p)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	close(b);
+	fin_within(a, 1000);
+	k = fill_fds((int[]){ a, p[0], p[1] }, 3, fill, 256, &old);
+	for (int i = 0; i < 3; i++) {
+		SAY(write(p[1], "gone", 4));
+		usleep(50 * 1000); /* the peer's RST after the first */
+		SAY(splice(p[0], NULL, a, NULL, 4, 0));
+	}
+	unfill_fds(fill, k, &old);
+	ioctl(p[0], FIONREAD, &left);
+	printf("%-64s %d\n", "bytes left in the pipe:", left);
+	close(p[0]);
+	close(p[1]);
+	close(a);
 }
 
 /* Milliseconds since *t0, and *t0 set to now. */
@@ -1087,9 +1215,12 @@ int main(void)
 	nested_calls(EPOLLIN | EPOLLET, "nested, edge-triggered:");
 	nested_calls(EPOLLIN | EPOLLONESHOT, "nested, one-shot:");
 	signal_calls();
-	closed_under_read(0, 0);
-	closed_under_read(1, 0);
-	closed_under_read(0, 1);
+	for (enum closing how = BY_CLOSE; how <= THEN_FORK; how++)
+		closed_under_read(how);
+	closed_read_ends(0);
+	closed_read_ends(1);
+	forked_under_read();
+	splice_at_fd_limit_gone();
 	closed_under_write();
 	splice_nonblock_calls();
 	for (int killed = 0; killed < 2; killed++)

@@ -1023,6 +1023,86 @@ static void test_eintr(void)
 	close(b);
 }
 
+/* A call blocked on a pooled socket, restarted after each EINTR, until it
+ * returns something else; eintr counts them. */
+struct gap_call {
+	int kind; /* 0 read, 1 poll, 2 epoll_wait */
+	int fd, ep;
+	atomic_int eintr;
+};
+
+static void *gap_caller(void *arg)
+{
+	struct gap_call *g = arg;
+	struct pollfd p = { g->fd, POLLIN, 0 };
+	struct epoll_event ev;
+	char x;
+	long r;
+
+	do {
+		r = g->kind == 0 ? read(g->fd, &x, 1)
+		    : g->kind == 1 ? poll(&p, 1, -1)
+				   : epoll_wait(g->ep, &ev, 1, -1);
+		if (r < 0 && errno == EINTR)
+			atomic_fetch_add(&g->eintr, 1);
+	} while (r < 0 && errno == EINTR);
+	return NULL;
+}
+
+/* Whether a signal to t made g's call return EINTR within 400 ms. */
+static int interrupts(pthread_t t, struct gap_call *g)
+{
+	int before = atomic_load(&g->eintr);
+
+	pthread_kill(t, SIGUSR1);
+	for (int i = 0; i < 40; i++) {
+		if (atomic_load(&g->eintr) > before)
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* A signal that lands between two wait slices of a blocked read, poll or
+ * epoll_wait interrupts it, as TCP's would, every time (a handler without
+ * SA_RESTART).  run.sh widens the gaps to 100 ms, as long as a slice
+ * (CXLSHIM_TEST_CLAIM_DELAY_AT=slice-gap): without the signals held
+ * there, the handler ran in the gap and the call slept on (about one
+ * signal in two here). */
+static void test_eintr_gap(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 }; /* no SA_RESTART */
+	struct epoll_event ev = { .events = EPOLLIN };
+	int a, b, missed;
+
+	sigaction(SIGUSR1, &sa, NULL);
+	for (int kind = 0; kind < 3; kind++) {
+		struct gap_call g = { .kind = kind };
+		pthread_t t;
+
+		tcp_pair(&a, &b);
+		check_pooled(a, "pair");
+		g.fd = b;
+		g.ep = epoll_create1(0);
+		epoll_ctl(g.ep, EPOLL_CTL_ADD, b, &ev);
+		pthread_create(&t, NULL, gap_caller, &g);
+		usleep(250000); /* past the first slice */
+		missed = 0;
+		for (int i = 0; i < 8; i++) {
+			missed += !interrupts(t, &g);
+			usleep(130000); /* a new phase against the 200 ms period */
+		}
+		CHECK(write(a, "g", 1) == 1, "write");
+		pthread_join(t, NULL);
+		CHECK(!missed, "%s: %d of 8 signals left the call asleep",
+		      kind == 0 ? "read" : kind == 1 ? "poll" : "epoll_wait", missed);
+		close(g.ep);
+		close(a);
+		close(b);
+	}
+	signal(SIGUSR1, SIG_DFL);
+}
+
 /* A pooled pair (*a, *b) and a thread blocked in a read of *b. */
 static pthread_t read_blocked(struct blocked *bl, int *a, int *b)
 {
@@ -2631,6 +2711,7 @@ static const struct tu_case cases[] = {
 	{ "poll", test_poll_select },
 	{ "epoll", test_epoll },
 	{ "eintr", test_eintr },
+	{ "eintr-gap", test_eintr_gap },
 	{ "close-blocked", test_close_while_blocked },
 	{ "nonblock-blocked", test_nonblock_while_blocked },
 	{ "nonblock-fork", test_nonblock_across_fork },

@@ -1,0 +1,38 @@
+/* sock_sigwin.c - signals between the wait slices of a blocking call. */
+#include "sock_sigwin.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+#include "sock_claim.h"
+
+static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
+
+int cxls_sigwin_sleep(struct cxls_sigwin *w)
+{
+	sigset_t all;
+
+	if (++w->sleeps < 2)
+		return 0;
+	if (!w->blocked) {
+		/* glibc keeps its own signals (cancellation, setxid) out; a
+		 * fault's must come at once, to its handler (a blocked one
+		 * the kernel delivers by its default: the process dies) */
+		sigfillset(&all);
+		for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+			sigdelset(&all, faults[i]);
+		w->blocked = pthread_sigmask(SIG_BLOCK, &all, &w->old) == 0;
+	}
+	cxls_claim_test_delay("slice-gap"); /* tests widen the gap */
+	return w->blocked;
+}
+
+void cxls_sigwin_end(struct cxls_sigwin *w)
+{
+	int err = errno;
+
+	if (w->blocked)
+		pthread_sigmask(SIG_SETMASK, &w->old, NULL);
+	w->blocked = 0;
+	errno = err;
+}
