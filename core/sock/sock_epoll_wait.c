@@ -410,10 +410,13 @@ static int wait_rounds(struct ep_wait *w)
 	}
 }
 
+/* Also a cancelled thread's cleanup: its signal mask goes back first,
+ * before the application's own cleanups run. */
 static void wait_end(void *arg)
 {
 	struct ep_wait *w = arg;
 
+	cxls_sigwin_end(&w->sig);
 	w->s->waiters--;
 	cxls_ep_set_unlock(w->s);
 	cxls_ep_sleeping_fini(w->z);
@@ -446,7 +449,6 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 	pthread_cleanup_pop(0);
 	err = errno;
 	wait_end(&w);
-	cxls_sigwin_end(&w.sig);
 	errno = err;
 	return n;
 }

@@ -67,20 +67,34 @@ static int recv_slept(struct cxls_sconn *c, int fd, int err)
 	return 0;
 }
 
-static void give_back(void *c)
+/* What a call holds that a cancelled thread never gives back itself. */
+struct held {
+	struct cxls_sconn *c;
+	struct cxls_sigwin *w;
+};
+
+/* The cleanup: the thread's signal mask first (the application's cleanup
+ * handlers run after this one, as if the call had returned), then the
+ * call's count and the caller's reference (cxls_sock_use). */
+static void give_back(void *arg)
 {
-	cxls_sock_done(c);
+	struct held *h = arg;
+
+	cxls_sigwin_end(h->w);
+	cxls_kept_call_out(h->c);
+	cxls_sock_done(h->c);
 }
 
 /* read, write and their kin are cancellation points, but the waits here
  * are raw system calls, which a deferred pthread_cancel does not
  * interrupt: a blocked call looks for a pending cancel before each wait,
  * so it acts within one wait slice.  Here the thread holds no lock and no
- * sleeper entry, only the caller's reference to c (cxls_sock_use), which
- * a cancelled thread never returns to give back: the cleanup does. */
-static void cancel_point(struct cxls_sconn *c)
+ * sleeper entry, only what give_back() returns. */
+static void cancel_point(struct cxls_sconn *c, struct cxls_sigwin *w)
 {
-	pthread_cleanup_push(give_back, c);
+	struct held h = { c, w };
+
+	pthread_cleanup_push(give_back, &h);
 	pthread_testcancel();
 	pthread_cleanup_pop(0);
 }
@@ -155,7 +169,7 @@ static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadlin
 	struct pollfd p;
 	struct cxls_sleep z;
 
-	cancel_point(c);
+	cancel_point(c, w);
 	if (!need && cxls_chan_busy_poll(c, want))
 		return 0;
 	blocked = cxls_sigwin_sleep(w);

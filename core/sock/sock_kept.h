@@ -25,9 +25,15 @@ static inline void cxls_kept_call_in(struct cxls_sconn *c)
 	atomic_fetch_add(&c->calls, 1);
 }
 
+/* Never below 0: a forked child counts none of its parent's calls, but
+ * the forking thread may be inside one (a handler that forks), which
+ * then ends in the child too. */
 static inline void cxls_kept_call_out(struct cxls_sconn *c)
 {
-	atomic_fetch_sub(&c->calls, 1);
+	int n = atomic_load(&c->calls);
+
+	while (n > 0 && !atomic_compare_exchange_weak(&c->calls, &n, n - 1))
+		;
 }
 
 /* fd, c's last fd, is about to be closed while calls are in flight on c:

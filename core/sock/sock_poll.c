@@ -42,6 +42,7 @@ struct pset {
 	struct cxls_sleep *z;  /* this thread's sleeper entry of each pooled fd */
 	struct epset **sets;   /* epoll fds whose sets hold pooled fds */
 	int npooled;
+	struct cxls_sigwin *w; /* the call's signal window, while it runs */
 };
 
 /* An epoll fd's bits from its pooled members, to add to the kernel's. */
@@ -183,7 +184,11 @@ static int real_round(struct pset *s, const struct timespec *ts, const sigset_t 
 	err = errno;
 	for (nfds_t i = 0; i < s->n; i++) {
 		struct cxls_sconn *c = s->conns[i];
-		int rang = r > 0 && s->real[i].revents;
+		/* closed by another thread during the call: POLLNVAL, as the
+		 * kernel's poll says once awake (its doorbells are the kept
+		 * copy's to read, sock_kept.h) */
+		int nval = r > 0 && (s->real[i].revents & POLLNVAL);
+		int rang = r > 0 && s->real[i].revents && !nval, fd;
 
 		if (s->meet[i]) {
 			s->fds[i].revents = 0;
@@ -196,11 +201,12 @@ static int real_round(struct pset *s, const struct timespec *ts, const sigset_t 
 			ready += s->fds[i].revents != 0;
 			continue;
 		}
+		fd = nval ? atomic_load(&c->kept_fd) : s->fds[i].fd;
 		if (counted)
-			others += !cxls_chan_woke(c, s->fds[i].fd, rang, &s->z[i]);
+			others += !cxls_chan_woke(c, fd, rang, &s->z[i]);
 		else if (rang)
-			cxls_chan_drain(c, s->fds[i].fd);
-		s->fds[i].revents = cxls_chan_events(c, s->fds[i].events);
+			cxls_chan_drain(c, fd);
+		s->fds[i].revents = nval ? POLLNVAL : cxls_chan_events(c, s->fds[i].events);
 		ready += s->fds[i].revents != 0;
 	}
 	if (r < 0) {
@@ -306,12 +312,21 @@ static void pset_free(void *arg)
 
 /* run(), with the set given back if the thread is cancelled in it (r is
  * volatile only for setjmp's sake: a cancelled thread never reads it). */
+static void cancelled(void *arg)
+{
+	struct pset *s = arg;
+
+	cxls_sigwin_end(s->w); /* before the application's cleanups */
+	pset_free(s);
+}
+
 static int run_cancellable(struct pset *s, const struct timespec *timeout, const sigset_t *mask)
 {
 	struct cxls_sigwin w = CXLS_SIGWIN_INIT;
 	volatile int r;
 
-	pthread_cleanup_push(pset_free, s);
+	s->w = &w;
+	pthread_cleanup_push(cancelled, s);
 	r = run(s, timeout, mask, &w);
 	pthread_cleanup_pop(0);
 	cxls_sigwin_end(&w);
@@ -321,7 +336,7 @@ static int run_cancellable(struct pset *s, const struct timespec *timeout, const
 int cxls_sock_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
 		    const sigset_t *mask)
 {
-	struct pset s = { fds, n, NULL, NULL, NULL, NULL, NULL, NULL, 0 };
+	struct pset s = { fds, n, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL };
 	int r = -2, nmeet = 0, nsets = 0;
 
 	if (cxls_fdtab_empty() || n == 0)

@@ -16,6 +16,8 @@
 
 /* -1: free; a slot is taken by compare-and-swap, given back by a store */
 static _Atomic int slot[SLOTS] = { [0 ... SLOTS - 1] = -1 };
+/* slots taken: every close asks cxls_private_is(), mostly of none */
+static _Atomic int taken;
 
 static int floor_of_limit(void)
 {
@@ -31,8 +33,10 @@ static void note(int fd)
 	for (int i = 0; i < SLOTS; i++) {
 		int none = -1;
 
-		if (atomic_compare_exchange_strong(&slot[i], &none, fd))
+		if (atomic_compare_exchange_strong(&slot[i], &none, fd)) {
+			atomic_fetch_add(&taken, 1);
 			return;
+		}
 	}
 	CXLS_INFO("fd %d: more than %d private fds: a close_range over it would close it", fd,
 		  SLOTS);
@@ -55,10 +59,22 @@ void cxls_private_close(int fd)
 	for (int i = 0; i < SLOTS; i++) {
 		int was = fd;
 
-		if (atomic_compare_exchange_strong(&slot[i], &was, -1))
+		if (atomic_compare_exchange_strong(&slot[i], &was, -1)) {
+			atomic_fetch_sub(&taken, 1);
 			break;
+		}
 	}
 	syscall(SYS_close, fd);
+}
+
+int cxls_private_is(int fd)
+{
+	if (fd < 0 || !atomic_load_explicit(&taken, memory_order_relaxed))
+		return 0;
+	for (int i = 0; i < SLOTS; i++)
+		if (atomic_load(&slot[i]) == fd)
+			return 1;
+	return 0;
 }
 
 static int ascending(const void *a, const void *b)

@@ -16,6 +16,9 @@
 int cxls_private_dup(int fd);
 /* Closes a copy cxls_private_dup() made. */
 void cxls_private_close(int fd);
+/* Whether fd is one of them (the application's close of that number is
+ * refused with EBADF, as the kernel refuses a number it never opened). */
+int cxls_private_is(int fd);
 /* The private fds in [lo, hi], ascending, at most max of them into out;
  * how many were written. */
 int cxls_private_in(unsigned lo, unsigned hi, int *out, int max);

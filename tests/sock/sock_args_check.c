@@ -26,6 +26,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <linux/close_range.h>
 #include <linux/sockios.h>
 #include <time.h>
 #include <unistd.h>
@@ -929,6 +930,161 @@ static void forked_under_read(void)
 	tu_wait(pid);
 }
 
+/* ---- cancelled calls, an fd table unshared, numbers not the program's ---- */
+
+static int masked_sig[3] = { SIGUSR1, SIGTERM, SIGINT };
+
+static void say_mask(void *arg)
+{
+	sigset_t cur;
+	int blocked = 0;
+
+	pthread_sigmask(SIG_BLOCK, NULL, &cur);
+	for (int i = 0; i < 3; i++)
+		blocked += sigismember(&cur, masked_sig[i]);
+	printf("%-40s %s, %d of 3 signals blocked\n", "cancelled, its cleanup handler:",
+	       (const char *)arg, blocked);
+}
+
+struct cancel_call {
+	int kind, fd, ep;
+};
+
+static void *cancelled_call(void *arg)
+{
+	struct cancel_call *k = arg;
+	struct pollfd p = { k->fd, POLLIN, 0 };
+	struct epoll_event ev;
+	const char *name[] = { "read", "poll", "epoll_wait" };
+	char x;
+
+	pthread_cleanup_push(say_mask, (void *)name[k->kind]);
+	if (k->kind == 0)
+		read(k->fd, &x, 1);
+	else if (k->kind == 1)
+		poll(&p, 1, -1);
+	else
+		epoll_wait(k->ep, &ev, 1, -1);
+	pthread_cleanup_pop(0);
+	return NULL;
+}
+
+/* A thread cancelled in a read, poll or epoll_wait that slept more than
+ * two slices: its cleanup handlers run with its own signal mask (the
+ * shim's, which holds signals between slices, went with the call). */
+static void cancel_calls(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int a, b;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	for (int kind = 0; kind < 3; kind++) {
+		struct cancel_call k = { kind, b, epoll_create1(0) };
+		pthread_t t;
+
+		epoll_ctl(k.ep, EPOLL_CTL_ADD, b, &ev);
+		pthread_create(&t, NULL, cancelled_call, &k);
+		usleep(350 * 1000);
+		pthread_cancel(t);
+		pthread_join(t, NULL);
+		close(k.ep);
+	}
+	close(a);
+	close(b);
+}
+
+static void *unshare_close(void *arg)
+{
+	int fd = *(int *)arg, r = close_range((unsigned)fd, (unsigned)fd, CLOSE_RANGE_UNSHARE);
+
+	printf("%-40s %d, then fcntl %d\n", "close_range(UNSHARE) in a thread:", r,
+	       fcntl(fd, F_GETFD));
+	return NULL;
+}
+
+/* A thread that unshares its fd table closes the socket there only: the
+ * other threads keep it, and it keeps working for them. */
+static void unshare_calls(void)
+{
+	char x = 0;
+	pthread_t t;
+	int a, b;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	pthread_create(&t, NULL, unshare_close, &b);
+	pthread_join(t, NULL);
+	SAY(fcntl(b, F_GETFD));
+	SAY(write(b, "u", 1));
+	poll(&(struct pollfd){ a, POLLIN, 0 }, 1, 2000);
+	SAY(read(a, &x, 1));
+	printf("%-40s %c\n", "read:", x);
+	close(a);
+	close(b);
+}
+
+struct poll_call {
+	struct pollfd p;
+	int r;
+};
+
+static void *poll_1s(void *arg)
+{
+	struct poll_call *k = arg;
+
+	k->r = poll(&k->p, 1, 1000);
+	return NULL;
+}
+
+/* poll on a socket another thread closes: POLLNVAL once it wakes (the
+ * kernel's at its timeout here; it spun till the timeout and said 0). */
+static void poll_closed_calls(void)
+{
+	struct poll_call k;
+	pthread_t t;
+	int a, b;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	k = (struct poll_call){ { b, POLLIN, 0 }, 0 };
+	pthread_create(&t, NULL, poll_1s, &k);
+	usleep(100 * 1000);
+	close(b);
+	pthread_join(t, NULL);
+	printf("%-40s %d %#x\n", "poll on a socket closed meanwhile:", k.r, k.p.revents);
+	close(a);
+}
+
+/* The number the shim keeps a socket closed under a blocked read at (a
+ * quarter of the fd limit, at most 1024) is not the program's: its close
+ * says EBADF, as the kernel's of a number never opened. */
+static void private_number_calls(void)
+{
+	char buf[8] = { 0 };
+	struct blocked_io io = { .buf = buf, .len = sizeof(buf) };
+	struct rlimit rl;
+	pthread_t t;
+	int a, b, hi;
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	hi = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 4 >= 1024 ? 1024 : (int)(rl.rlim_cur / 4);
+	if (read_blocked(&a, &b, &io, &t, NULL))
+		return;
+	close(b);
+	SAY(close(hi)); /* the kept number */
+	SAY(write(a, "k", 1));
+	pthread_join(t, NULL);
+	printf("%-40s %ld %s\n", "the blocked read:", io.r, buf);
+	close(a);
+}
+
 /* A write blocked on a full socket when another thread closes its fd goes
  * on: the peer reads all of it, then end of file. */
 static void closed_under_write(void)
@@ -1221,6 +1377,10 @@ int main(void)
 	closed_read_ends(1);
 	forked_under_read();
 	splice_at_fd_limit_gone();
+	cancel_calls();
+	unshare_calls();
+	poll_closed_calls();
+	private_number_calls();
 	closed_under_write();
 	splice_nonblock_calls();
 	for (int killed = 0; killed < 2; killed++)
