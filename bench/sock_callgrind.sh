@@ -130,7 +130,7 @@ for mode in tcp pool; do
 		echo "== $mode $side, $SIZE B ($N round trips between the runs)"
 		printf "%8s %8s  %s\n" self incl function
 		table "$(file $mode "$N" $side)" "$(file $mode $((2 * N)) $side)" $RT
-		[ $mode = pool ] && echo "reads $(per_rt $mode $side cxls_sock_recvv)," \
+		[ $mode = pool ] && echo "reads $(per_rt $mode $side cxls_sock_recvv_off)," \
 			"sleeps $(per_rt $mode $side wait_for) per round trip"
 	done
 done

@@ -67,22 +67,39 @@ static int recv_slept(struct cxls_sconn *c, int fd, int err)
 	return 0;
 }
 
-/* What a call holds that a cancelled thread never gives back itself. */
-struct held {
+/* What a blocking call carries through its waits: its signal window, and
+ * whether it counted itself among c's calls in flight, at its first wait
+ * (a close meanwhile keeps the socket for it: sock_kept.h; a call that
+ * never waits is not blocked, and pays nothing). */
+struct io_call {
 	struct cxls_sconn *c;
-	struct cxls_sigwin *w;
+	struct cxls_sigwin w;
+	int counted;
 };
 
-/* The cleanup: the thread's signal mask first (the application's cleanup
- * handlers run after this one, as if the call had returned), then the
- * call's count and the caller's reference (cxls_sock_use). */
+static void io_call_init(struct io_call *k, struct cxls_sconn *c)
+{
+	k->c = c;
+	k->counted = 0;
+	cxls_sigwin_init(&k->w);
+}
+
+/* The call returns: its count, then the thread's signal mask. */
+static void io_call_end(struct io_call *k)
+{
+	if (k->counted)
+		cxls_kept_call_out(k->c);
+	cxls_sigwin_end(&k->w);
+}
+
+/* A cancelled call's cleanup, which runs before the application's: as if
+ * the call had returned, and the caller's reference (cxls_sock_use). */
 static void give_back(void *arg)
 {
-	struct held *h = arg;
+	struct io_call *k = arg;
 
-	cxls_sigwin_end(h->w);
-	cxls_kept_call_out(h->c);
-	cxls_sock_done(h->c);
+	io_call_end(k);
+	cxls_sock_done(k->c);
 }
 
 /* read, write and their kin are cancellation points, but the waits here
@@ -90,11 +107,9 @@ static void give_back(void *arg)
  * interrupt: a blocked call looks for a pending cancel before each wait,
  * so it acts within one wait slice.  Here the thread holds no lock and no
  * sleeper entry, only what give_back() returns. */
-static void cancel_point(struct cxls_sconn *c, struct cxls_sigwin *w)
+static void cancel_point(struct io_call *k)
 {
-	struct held h = { c, w };
-
-	pthread_cleanup_push(give_back, &h);
+	pthread_cleanup_push(give_back, k);
 	pthread_testcancel();
 	pthread_cleanup_pop(0);
 }
@@ -161,18 +176,22 @@ static int sleep_in_kernel(struct cxls_sconn *c, struct pollfd *p, int ms,
  * at the socket's timeout, EBADF when every fd of it was closed and none
  * kept).  *fdp: the call's fd, the kept copy once the application closed
  * it (sock_kept.h).  need: the bytes a peek needs in the stream
- * (peek_need(); 0: any).  w: the call's signal window. */
+ * (peek_need(); 0: any).  k: the call's state across its waits. */
 static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadline, size_t need,
-		    struct cxls_sigwin *w)
+		    struct io_call *k)
 {
 	int ms = CXLS_CHAN_SLICE_MS, r, err, fd, blocked;
 	struct pollfd p;
 	struct cxls_sleep z;
 
-	cancel_point(c, w);
+	cancel_point(k);
 	if (!need && cxls_chan_busy_poll(c, want))
 		return 0;
-	blocked = cxls_sigwin_sleep(w);
+	if (!k->counted) {
+		cxls_kept_call_in(c);
+		k->counted = 1;
+	}
+	blocked = cxls_sigwin_sleep(&k->w);
 	fd = *fdp = cxls_kept_fd_of(c, *fdp);
 	if (fd < 0) {
 		errno = EBADF;
@@ -203,7 +222,7 @@ static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadlin
 	}
 	if (cxls_chan_recv_sleep(c, fd, &z, &err))
 		return recv_slept(c, fd, err);
-	r = sleep_in_kernel(c, &p, ms, w);
+	r = sleep_in_kernel(c, &p, ms, &k->w);
 	err = errno;
 	if (!cxls_chan_woke(c, fd, r > 0, &z))
 		sched_yield(); /* the doorbell is another sleeper's to read */
@@ -273,7 +292,7 @@ static int64_t get(struct cxls_sconn *c, struct cxls_iovc *cur, size_t n, int pe
 }
 
 static ssize_t recv_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
-			 int flags, enum cxls_peek_off_use use, struct cxls_sigwin *w)
+			 int flags, enum cxls_peek_off_use use, struct io_call *call)
 {
 	size_t want = cxls_iov_total(iov, iovcnt), got = 0, lowat;
 	int peek = flags & MSG_PEEK, nb = (flags & MSG_DONTWAIT) || cxls_sock_nonblocking(c);
@@ -347,7 +366,7 @@ static ssize_t recv_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 			deadline = timeout_of(c, fd, 1);
 			timed = 1;
 		}
-		if (wait_for(c, &fd, POLLIN, deadline, peek ? peek_need(c, skip, lowat) : 0, w) &&
+		if (wait_for(c, &fd, POLLIN, deadline, peek ? peek_need(c, skip, lowat) : 0, call) &&
 		    !restarts(got, deadline)) {
 			if (!peek || !past(c, skip))
 				return done(got, errno);
@@ -359,13 +378,12 @@ static ssize_t recv_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 ssize_t cxls_sock_recvv_off(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
 			    int flags, enum cxls_peek_off_use use)
 {
-	struct cxls_sigwin w = CXLS_SIGWIN_INIT;
+	struct io_call k;
 	ssize_t r;
 
-	cxls_kept_call_in(c);
-	r = recv_loop(c, fd, iov, iovcnt, flags, use, &w);
-	cxls_kept_call_out(c);
-	cxls_sigwin_end(&w);
+	io_call_init(&k, c);
+	r = recv_loop(c, fd, iov, iovcnt, flags, use, &k);
+	io_call_end(&k);
 	return r;
 }
 
@@ -412,7 +430,7 @@ static int64_t put(struct cxls_sconn *c, struct cxls_iovc *cur, size_t want)
 }
 
 static ssize_t send_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
-			 int flags, struct cxls_sigwin *w)
+			 int flags, struct io_call *call)
 {
 	size_t want = cxls_iov_total(iov, iovcnt), sent = 0;
 	int nb = (flags & MSG_DONTWAIT) || cxls_sock_nonblocking(c);
@@ -457,7 +475,7 @@ static ssize_t send_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 			deadline = timeout_of(c, fd, 0);
 			timed = 1;
 		}
-		if (wait_for(c, &fd, POLLOUT, deadline, 0, w) && !restarts(sent, deadline))
+		if (wait_for(c, &fd, POLLOUT, deadline, 0, call) && !restarts(sent, deadline))
 			return done(sent, errno);
 		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
 			return sent ? (ssize_t)sent : broken(c, WHY_LOCK);
@@ -469,13 +487,12 @@ static ssize_t send_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
 			int flags)
 {
-	struct cxls_sigwin w = CXLS_SIGWIN_INIT;
+	struct io_call k;
 	ssize_t r;
 
-	cxls_kept_call_in(c);
-	r = send_loop(c, fd, iov, iovcnt, flags, &w);
-	cxls_kept_call_out(c);
-	cxls_sigwin_end(&w);
+	io_call_init(&k, c);
+	r = send_loop(c, fd, iov, iovcnt, flags, &k);
+	io_call_end(&k);
 	return r;
 }
 

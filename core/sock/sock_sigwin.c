@@ -8,12 +8,10 @@
 
 static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
 
-int cxls_sigwin_sleep(struct cxls_sigwin *w)
+int cxls_sigwin_block(struct cxls_sigwin *w)
 {
 	sigset_t all;
 
-	if (++w->sleeps < 2)
-		return 0;
 	if (!w->blocked) {
 		/* glibc keeps its own signals (cancellation, setxid) out; a
 		 * fault's must come at once, to its handler (a blocked one
@@ -27,12 +25,11 @@ int cxls_sigwin_sleep(struct cxls_sigwin *w)
 	return w->blocked;
 }
 
-void cxls_sigwin_end(struct cxls_sigwin *w)
+void cxls_sigwin_restore(struct cxls_sigwin *w)
 {
 	int err = errno;
 
-	if (w->blocked)
-		pthread_sigmask(SIG_SETMASK, &w->old, NULL);
+	pthread_sigmask(SIG_SETMASK, &w->old, NULL);
 	w->blocked = 0;
 	errno = err;
 }

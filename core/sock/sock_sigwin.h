@@ -25,9 +25,25 @@ struct cxls_sigwin {
 
 #define CXLS_SIGWIN_INIT { 0, 0, { { 0 } } }
 
+/* As CXLS_SIGWIN_INIT, without writing the saved mask (128 bytes) that
+ * only a blocking call's second sleep fills: reads and writes start so. */
+static inline void cxls_sigwin_init(struct cxls_sigwin *w)
+{
+	w->sleeps = 0;
+	w->blocked = 0;
+}
+
+/* The out-of-line halves of the two below. */
+int cxls_sigwin_block(struct cxls_sigwin *w);
+void cxls_sigwin_restore(struct cxls_sigwin *w);
+
 /* Before each sleep of the call: from the second on signals are blocked
- * (once).  1 when they are. */
-int cxls_sigwin_sleep(struct cxls_sigwin *w);
+ * (once).  1 when they are.  (The first sleep's path is inline: a round
+ * trip's read takes it.) */
+static inline int cxls_sigwin_sleep(struct cxls_sigwin *w)
+{
+	return ++w->sleeps < 2 ? 0 : cxls_sigwin_block(w);
+}
 
 /* The mask a sleep lets signals in with: the call's own (ppoll's,
  * pselect's, epoll_pwait's) if it has one, else the thread's from before
@@ -38,6 +54,10 @@ static inline const sigset_t *cxls_sigwin_mask(const struct cxls_sigwin *w, cons
 }
 
 /* The call returns: the thread's mask as it was. */
-void cxls_sigwin_end(struct cxls_sigwin *w);
+static inline void cxls_sigwin_end(struct cxls_sigwin *w)
+{
+	if (w->blocked)
+		cxls_sigwin_restore(w);
+}
 
 #endif
