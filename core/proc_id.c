@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -74,6 +75,29 @@ int cxls_proc_state(uint32_t pid)
 	const char *f = stat_fields(pid, buf, sizeof(buf));
 
 	return f ? f[0] : 0;
+}
+
+long cxls_proc_status(const char *field)
+{
+	char buf[4096];
+	size_t len = strlen(field);
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	/* system calls, as stat_fields(): the callers are interposed calls */
+	fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	for (p = buf; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, field, len) && p[len] == ':')
+			return strtol(p + len + 1, NULL, 10);
+	return -1;
 }
 
 /* Field 22 of /proc/PID/stat.  A zombie (exited, not yet reaped) has no

@@ -23,6 +23,9 @@ void cxls_proc_memo_begin(void);
 void cxls_proc_memo_end(void);
 /* The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), 0 when gone. */
 int cxls_proc_state(uint32_t pid);
+/* A number of this process's /proc/self/status ("FDSize", "Threads"), -1
+ * when it cannot be read. */
+long cxls_proc_status(const char *field);
 uint64_t cxls_now_ns(void);
 uint64_t cxls_hash64(const void *data, unsigned long len);
 

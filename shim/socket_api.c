@@ -10,16 +10,14 @@
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/prctl.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "proc_id.h"
 #include "sock.h"
 #include "sock_fdlist.h"
 #include "sock_private_fd.h"
@@ -158,33 +156,13 @@ static int close_around(unsigned first, unsigned last, int flags)
 /* The kernel's checks first (unknown flags, first > last: EINVAL, nothing
  * closed); CLOSE_RANGE_CLOEXEC closes nothing now, and exec looks at
  * FD_CLOEXEC itself. */
-/* Whether this thread is its process's only one, so that its fd table
- * is shared with no other (1), from /proc; 0 when not or unknown. */
-static int sole_thread(void)
-{
-	char buf[4096];
-	ssize_t n;
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
-	const char *t;
-
-	if (fd < 0)
-		return 0;
-	n = REAL(read)(fd, buf, sizeof(buf) - 1);
-	REAL(close)(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	t = strstr(buf, "\nThreads:");
-	return t && atoi(t + 9) == 1;
-}
-
-/* With CLOSE_RANGE_UNSHARE a thread that shares its fd table closes the
- * range in a copy of it, its own: the others keep the fds, and the shim
- * goes on following them. */
+/* With CLOSE_RANGE_UNSHARE a thread that shares its fd table (the
+ * process has others) closes the range in a copy of it, its own: the
+ * others keep the fds, and the shim goes on following them. */
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
 	if ((flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) || first > last ||
-	    ((flags & CLOSE_RANGE_UNSHARE) && !sole_thread()))
+	    ((flags & CLOSE_RANGE_UNSHARE) && cxls_proc_status("Threads") != 1))
 		return REAL(close_range)(first, last, flags);
 	if (!(flags & CLOSE_RANGE_CLOEXEC))
 		closing_range(first, last);

@@ -21,7 +21,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -423,24 +422,6 @@ static int keep_bit(fd_set *set, int fd, short re, short keep)
 	return 0;
 }
 
-/* The size of this process's fd table (FDSize), 0 when unknown: the
- * kernel's select reads no bit past it, whatever nfds says (a program may
- * pass getdtablesize() with sets of FD_SETSIZE bits). */
-static int fd_table_size(void)
-{
-	char line[128];
-	int n = 0;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "FDSize: %d", &n) == 1)
-			break;
-	fclose(f);
-	return n;
-}
-
 /* select over poll: the bits mean what the kernel's select means. */
 int cxls_sock_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		      const struct timespec *timeout, const sigset_t *mask)
@@ -454,7 +435,10 @@ int cxls_sock_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 	/* past FD_SETSIZE (sets allocated larger), as far as the kernel reads;
 	 * not knowing how far, the kernel's select (which sees no pooled fd) */
 	if (nfds > FD_SETSIZE) {
-		if ((max = fd_table_size()) <= 0)
+		/* the fd table's size: the kernel's select reads no bit past
+		 * it, whatever nfds says (a program may pass getdtablesize()
+		 * with sets of FD_SETSIZE bits) */
+		if ((max = (int)cxls_proc_status("FDSize")) <= 0)
 			return -2;
 		if (nfds > max)
 			nfds = max;
