@@ -442,12 +442,16 @@ struct cxls_sconn *cxls_sock_use_io(int fd, int dontwait, int *again)
 	return c;
 }
 
-/* fd, whose meeting is under way, is being closed.  Its last fd: one look
- * (the joiner may have rung a doorbell, which unread would make the
- * kernel reset the connection).  A dup keeps it: decided now, while fd
- * still names it, so that its epoll items become pooled or plain ones
- * (sock_epoll_wait.c cannot look at a meeting through a closed number). */
-static void closing_meeting(int fd)
+/* fd is being closed; decided while it still names its connection:
+ *  - a meeting under way: its last fd looks once (the joiner may have rung
+ *    a doorbell, which unread would make the kernel reset the
+ *    connection); a dup keeps it, settled now, so that its epoll items
+ *    become pooled or plain ones (sock_epoll_wait.c cannot look at a
+ *    meeting through a closed number);
+ *  - a pooled connection's last fd with a call in flight on it (a read,
+ *    write or poll blocked in another thread): the socket is kept for the
+ *    call (sock_kept.h), which finds the copy as soon as it finds no fd. */
+static void closing_conn(int fd)
 {
 	struct cxls_sconn *c = cxls_fdtab_get(fd);
 
@@ -459,20 +463,6 @@ static void closing_meeting(int fd)
 		else
 			cxls_sock_settle_look(c, fd);
 	}
-	cxls_sconn_put(c);
-}
-
-/* fd, about to close, is its pooled connection's last fd, and a call is
- * in flight on it (a read, write or poll blocked in another thread): the
- * socket is kept for it (sock_kept.h).  Decided
- * while fd still names the connection, so that the call finds the copy
- * as soon as it finds no fd. */
-static void keep_for_calls(int fd)
-{
-	struct cxls_sconn *c = cxls_fdtab_get(fd);
-
-	if (!c)
-		return;
 	if (atomic_load(&c->mode) == CXLS_SC_POOL && atomic_load(&c->fds) == 1 &&
 	    atomic_load(&c->calls) > 0)
 		cxls_kept_take(c, fd);
@@ -484,10 +474,9 @@ void cxls_sock_closing(int fd)
 	struct cxls_sconn *c;
 
 	app_buf(fd, 1);
-	closing_meeting(fd);
+	closing_conn(fd);
 	cxls_sock_origin_close(fd);
 	cxls_sock_epoll_closing(fd);
-	keep_for_calls(fd);
 	c = cxls_fdtab_take(fd);
 	if (!c)
 		return;
