@@ -12,6 +12,7 @@
 #include "log.h"
 #include "proc_id.h"
 #include "sock.h"
+#include "sock_meet.h"
 #include "sock_ref.h"
 #include "sock_sys.h"
 
@@ -413,12 +414,23 @@ int cxls_chan_recv_sleep(struct cxls_sconn *c, int fd, struct cxls_sleep *z, int
 }
 
 /* The peer's socket is gone although it never said goodbye in the pool
- * (exit, SIGKILL): TCP would have reset if it died with unread bytes. */
-static int peer_vanished(struct cxls_sconn *c, uint32_t pf)
+ * (exit, SIGKILL): TCP would have reset if it died with unread bytes.
+ * Its kernel's FIN or RST tells, but after a shutdown the FIN came with
+ * it; then only an RST (its kernel had doorbells unread, or answered a
+ * probe) or its holders' deaths do.  An RST after a close in the pool is
+ * the doorbells' and says nothing: the pool's flags do. */
+static inline int peer_vanished(struct cxls_sconn *c, uint32_t pf)
 {
-	if (pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED))
+	int eof = atomic_load_explicit(&c->tcp_eof, memory_order_relaxed);
+	int rst = atomic_load_explicit(&c->tcp_rst, memory_order_relaxed);
+
+	if (!eof && !rst && !atomic_load_explicit(&c->peer_dead, memory_order_relaxed))
+		return 0; /* the common case: nothing came */
+	if (pf & CXLS_END_CLOSED)
 		return 0;
-	return atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst);
+	if (pf & CXLS_END_SHUT_WR)
+		return rst || atomic_load(&c->peer_dead);
+	return eof || rst;
 }
 
 /* The peer's flags, as the pool has them now. */
@@ -438,31 +450,75 @@ static int tcp_ended(struct cxls_sconn *c)
 	       atomic_load_explicit(&c->tcp_rst, memory_order_relaxed);
 }
 
-int cxls_chan_look(struct cxls_sconn *c, int fd)
+/* The kernel's error on the control socket: an RST's, after a FIN. */
+static int sk_err_now(int fd)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	return sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : 0;
+}
+
+/* A peer that shut down writing: its FIN came then, so its death since
+ * (exit, SIGKILL, no word in the pool) leaves nothing to drain.  On this
+ * host its holders tell.  On another, a writer probes with a doorbell,
+ * as TCP's own next segment would: a socket that is gone answers with an
+ * RST, whose error the next look finds (a live peer reads the doorbell
+ * as any other). */
+static int look_half_closed(struct cxls_sconn *c, int fd, int writer)
+{
+	int dead = cxls_sock_peer_dead(c);
+
+	if (dead > 0)
+		atomic_store(&c->peer_dead, 1);
+	else if (dead < 0 && sk_err_now(fd))
+		atomic_store(&c->tcp_rst, 1);
+	else if (dead < 0 && writer &&
+		 sys_send(fd, "p", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+		 (errno == EPIPE || errno == ECONNRESET))
+		atomic_store(&c->tcp_rst, 1);
+	return atomic_load(&c->peer_dead) || atomic_load(&c->tcp_rst);
+}
+
+static int look(struct cxls_sconn *c, int fd, int writer)
 {
 	uint64_t now;
+	uint32_t pf;
 
-	if (fd < 0 || tcp_ended(c))
+	if (fd < 0 || atomic_load(&c->tcp_rst) || atomic_load(&c->peer_dead))
 		return 0;
 	now = tick_ns();
 	if (now - atomic_load_explicit(&c->looked_ns, memory_order_relaxed) < LOOK_NS)
 		return 0;
 	atomic_store_explicit(&c->looked_ns, now, memory_order_relaxed);
-	if (peer_flags(c) & (CXLS_END_SHUT_WR | CXLS_END_CLOSED | CXLS_END_RESET))
+	pf = peer_flags(c);
+	if (pf & (CXLS_END_CLOSED | CXLS_END_RESET))
 		return 0; /* it said goodbye in the pool: the rings tell it all */
+	if (pf & CXLS_END_SHUT_WR)
+		return look_half_closed(c, fd, writer);
+	if (atomic_load(&c->tcp_eof))
+		return 0;
 	cxls_chan_drain(c, fd);
 	return tcp_ended(c);
 }
 
+int cxls_chan_look(struct cxls_sconn *c, int fd)
+{
+	return look(c, fd, 0);
+}
+
+/* A peer that read since the last look was there then, but may have
+ * exited since: bytes written now, after its FIN, must not count as
+ * unread at its end (TCP says EPIPE, not ECONNRESET), so the look is
+ * made anyway; only the probe waits for a peer that reads no more. */
 int cxls_chan_look_writer(struct cxls_sconn *c, int fd)
 {
 	uint64_t cons = atomic_load_explicit(&c->tx.hdr->cons, memory_order_relaxed);
+	int read_since = cons != atomic_load_explicit(&c->looked_cons, memory_order_relaxed);
 
-	if (cons != atomic_load_explicit(&c->looked_cons, memory_order_relaxed)) {
+	if (read_since)
 		atomic_store_explicit(&c->looked_cons, cons, memory_order_relaxed);
-		return 0; /* it read since: alive then */
-	}
-	return cxls_chan_look(c, fd);
+	return look(c, fd, !read_since);
 }
 
 /* An RST after the peer's FIN (it shut down writing, then closed with
@@ -473,12 +529,19 @@ static int fin_then_rst(uint32_t pf)
 	return (pf & CXLS_END_RESET) && (pf & CXLS_END_SHUT_WR);
 }
 
+/* Or its FIN, then its death with our bytes unread: its kernel's RST. */
+static int fin_then_gone(struct cxls_sconn *c, uint32_t pf)
+{
+	return fin_then_rst(pf) || ((pf & CXLS_END_SHUT_WR) && peer_vanished(c, pf) &&
+				    cxls_stream_used(&c->tx) > 0);
+}
+
 /* An RST that comes after this end drew one of its own finds the socket
  * CLOSED: it leaves no error. */
 int cxls_chan_fin_then_rst(struct cxls_sconn *c)
 {
 	return !atomic_load(&c->broken) && !atomic_load(&c->rst_drawn) &&
-	       fin_then_rst(peer_flags(c));
+	       fin_then_gone(c, peer_flags(c));
 }
 
 int cxls_chan_read_state(struct cxls_sconn *c)
@@ -498,10 +561,9 @@ int cxls_chan_write_error(struct cxls_sconn *c)
 {
 	uint32_t pf = peer_flags(c);
 
-	if (atomic_load(&c->broken) || ((pf & CXLS_END_RESET) && !fin_then_rst(pf)) ||
-	    atomic_load(&c->tcp_rst))
+	if (atomic_load(&c->broken) || ((pf & CXLS_END_RESET) && !fin_then_rst(pf)))
 		return ECONNRESET;
-	if (atomic_load(&c->shut_wr) || atomic_load(&c->rst_drawn) || fin_then_rst(pf))
+	if (atomic_load(&c->shut_wr) || atomic_load(&c->rst_drawn) || fin_then_gone(c, pf))
 		return EPIPE;
 	/* A peer gone without a word in the pool (exit, SIGKILL): its kernel
 	 * reset the connection if it left our bytes unread; else, as a peer
@@ -516,8 +578,8 @@ int cxls_chan_closed(struct cxls_sconn *c)
 {
 	uint32_t pf = peer_flags(c);
 
-	if (atomic_load(&c->broken) || atomic_load(&c->rst_drawn) || atomic_load(&c->tcp_rst) ||
-	    (pf & CXLS_END_RESET))
+	if (atomic_load(&c->broken) || atomic_load(&c->rst_drawn) || (pf & CXLS_END_RESET) ||
+	    (peer_vanished(c, pf) && cxls_stream_used(&c->tx) > 0))
 		return 1;
 	return atomic_load(&c->shut_wr) && (pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED));
 }

@@ -29,11 +29,14 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd);
  * only on the control socket, as a FIN or an RST, which a sleep or a read
  * drains; a wait that finds the ring ready at once (room to write) would
  * report the connection open for ever.  At most every 10 ms per
- * connection, the control socket is drained.  1 when that found the
+ * connection, the control socket is drained (after the peer's shutdown,
+ * whose FIN came then: its holders are looked up on this host, and on
+ * another a writer probes with a doorbell, which a socket that is gone
+ * answers with an RST).  1 when that found the
  * peer's FIN or RST just now (its readiness changed).  Called for the fds
- * a poll or an epoll_wait is about to report, and by writes: there only
- * while the peer has read nothing since the last look (a peer that reads
- * is there), so that a busy connection costs no system call. */
+ * a poll or an epoll_wait is about to report, and by writes (one system
+ * call per 10 ms on a busy connection; the probe only while the peer has
+ * read nothing since the last look). */
 int cxls_chan_look(struct cxls_sconn *c, int fd);
 int cxls_chan_look_writer(struct cxls_sconn *c, int fd);
 

@@ -468,6 +468,7 @@ static ssize_t send_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 		if (sent == want || nb)
 			break;
 		cxls_ring_unlock(&c->tx.hdr->prod_lock);
+		cxls_chan_look_writer(c, fd); /* a full ring: is its reader there? */
 		err = cxls_chan_write_error(c);
 		if (err)
 			return write_error(c, fd, sent, err, flags);

@@ -56,6 +56,11 @@ void cxls_sock_meet_connected(void);
  * when the record is freed at our close.  Once per connection. */
 void cxls_sock_peer_gone(struct cxls_sconn *c);
 
+/* Whether the processes holding the peer's end, which said no goodbye
+ * in the pool, are all dead: 1 dead, 0 not, -1 when they are on another
+ * host (nothing here can tell). */
+int cxls_sock_peer_dead(const struct cxls_sconn *c);
+
 /* Lets the pool side of a connection go (last reference). */
 void cxls_sock_release(struct cxls_sconn *c);
 

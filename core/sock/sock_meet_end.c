@@ -60,6 +60,16 @@ int cxls_meet_end_finished(const struct cxls_sock_region *r, const struct cxls_s
 	return recorded > 0 && alive == 0;
 }
 
+int cxls_sock_peer_dead(const struct cxls_sconn *c)
+{
+	struct cxls_proc_id self;
+
+	cxls_proc_self(&self);
+	if (CXLS_MEET_ONCE(c->peer->boot_hash) != self.boot_hash)
+		return -1;
+	return cxls_meet_end_finished(cxls_sock_region(), c->peer);
+}
+
 void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id)
 {
 	struct cxls_proc_id self;

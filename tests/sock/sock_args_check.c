@@ -1288,14 +1288,19 @@ static void say_events(const char *what, int fd, short ev)
 }
 
 /* The peer's process ends without closing its socket (exit, SIGKILL),
- * with our bytes unread or not: its kernel sends a FIN, or an RST for
- * unread bytes, which a wait must report even when the socket is ready
- * to write at once, and writes fail as TCP's do (one accepted after a
- * FIN, none after an RST). */
-static void gone_calls(int killed, int unread)
+ * after reading our bytes or leaving them unread, after shutting down
+ * writing or not: its kernel sends a FIN, or an RST for unread bytes
+ * (after its shutdown's FIN, an RST only), which a wait must report even
+ * when the socket is ready to write at once, and writes fail as TCP's do
+ * (one accepted after a FIN, none after an RST; EPIPE, not ECONNRESET,
+ * once a FIN came).  The shim's doorbells may be what its kernel left
+ * unread: that RST is not the connection's. */
+enum gone { GONE_KILLED = 1, GONE_UNREAD = 2, GONE_READ = 4, GONE_SHUT = 8 };
+
+static void gone_calls(int how)
 {
 	static char block[4096];
-	char what[40];
+	char what[48], buf[8];
 	int a, b, n = 0, err = 0;
 	pid_t pid;
 
@@ -1303,26 +1308,36 @@ static void gone_calls(int killed, int unread)
 		printf("FAIL no connection: %s\n", strerror(errno));
 		return;
 	}
-	snprintf(what, sizeof(what), "gone%s%s:", killed ? " killed" : " exited",
-		 unread ? ", unread" : "");
+	snprintf(what, sizeof(what), "gone%s%s%s%s:", how & GONE_KILLED ? " killed" : " exited",
+		 how & GONE_UNREAD ? ", unread" : "", how & GONE_READ ? ", read" : "",
+		 how & GONE_SHUT ? ", shut down" : "");
 	pid = fork();
 	if (pid == 0) {
 		close(a);
-		if (!killed)
+		if ((how & GONE_READ) && recv(b, buf, 6, MSG_WAITALL) != 6)
+			_exit(1);
+		if (how & GONE_SHUT)
+			shutdown(b, SHUT_WR);
+		if (!(how & GONE_KILLED))
 			_exit(0);
 		for (;;)
 			pause();
 	}
 	close(b);
-	if (unread)
+	if (how & (GONE_UNREAD | GONE_READ)) {
+		usleep(10 * 1000); /* a reader asleep: woken by a doorbell */
 		SAY(write(a, "unread", 6));
+	}
 	usleep(30 * 1000);
-	if (killed)
+	if (how & GONE_KILLED)
 		kill(pid, SIGKILL);
-	tu_wait(pid);
+	printf("%-40s child %d\n", what, tu_wait(pid));
 	usleep(50 * 1000); /* the FIN or RST crosses loopback */
-	say_events(what, a, POLLIN | POLLOUT | POLLRDHUP);
-	say_events(what, a, POLLIN);
+	/* a wait first drains the FIN; the writes must find it themselves */
+	if (!(how & GONE_READ)) {
+		say_events(what, a, POLLIN | POLLOUT | POLLRDHUP);
+		say_events(what, a, POLLIN);
+	}
 	/* after each write accepted, time for the peer's RST to come back */
 	for (; n < 100; n++, usleep(20 * 1000))
 		if (write(a, block, sizeof(block)) < 0) {
@@ -1330,6 +1345,7 @@ static void gone_calls(int killed, int unread)
 			break;
 		}
 	printf("%-40s %d writes, then %s\n", what, n, strerrorname_np(err));
+	say_events(what, a, POLLIN | POLLOUT | POLLRDHUP);
 	close(a);
 }
 
@@ -1383,8 +1399,8 @@ int main(void)
 	private_number_calls();
 	closed_under_write();
 	splice_nonblock_calls();
-	for (int killed = 0; killed < 2; killed++)
-		for (int unread = 0; unread < 2; unread++)
-			gone_calls(killed, unread);
+	for (int how = 0; how < 16; how++)
+		if ((how & (GONE_UNREAD | GONE_READ)) != (GONE_UNREAD | GONE_READ))
+			gone_calls(how);
 	return 0;
 }

@@ -2647,10 +2647,46 @@ static struct sockaddr_in net_addr(const char *ip, const char *port)
 	return a;
 }
 
+/* The client's second connection: it shuts down writing, then its
+ * process exits without closing.  Its FIN came with the shutdown, so
+ * nothing else tells of the exit: TCP learns it when its next segment
+ * draws an RST, and so must the shim (its holders on this host, a probe
+ * from another: tests/sock/rack.sh), not fill the ring and block. */
+static int write_to_gone(int fd)
+{
+	static char block[4096];
+	char c;
+	int n = 0, err = 0;
+
+	if (read(fd, &c, 1) != 1 || read(fd, &c, 1) != 0)
+		return 34;
+	usleep(300 * 1000); /* its exit, after the shutdown */
+	for (; n < 200; n++, usleep(10 * 1000))
+		if (write(fd, block, sizeof(block)) < 0) {
+			err = errno;
+			break;
+		}
+	printf("a peer gone after its shutdown: %d writes, then %s; TCP carried %llu bytes\n", n,
+	       strerrorname_np(err), (unsigned long long)tu_tcp_bytes(fd));
+	close(fd);
+	return err == EPIPE && n < 10 ? 0 : 35;
+}
+
+/* The other end of write_to_gone. */
+static _Noreturn void shut_and_exit(const struct sockaddr_in *a)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (connect(fd, (const struct sockaddr *)a, sizeof(*a)) || write(fd, "s", 1) != 1)
+		_exit(1);
+	shutdown(fd, SHUT_WR);
+	_exit(0);
+}
+
 static int net_server(const char *ip, const char *port)
 {
 	struct sockaddr_in a = net_addr(ip, port);
-	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd, sync, r;
 
 	alarm(150); /* a client that never comes is a failure, not a hang */
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -2659,13 +2695,25 @@ static int net_server(const char *ip, const char *port)
 	printf("listening\n");
 	fflush(stdout);
 	fd = accept(lfd, NULL, NULL);
-	return fd < 0 ? 31 : echo_conn(fd);
+	if (fd < 0 || echo_conn(fd))
+		return 31;
+	/* the client's host stays up until this closes (a guest powers off
+	 * when its job ends: a peer host gone is another story) */
+	sync = accept(lfd, NULL, NULL);
+	fd = accept(lfd, NULL, NULL);
+	if (sync < 0 || fd < 0)
+		return 33;
+	r = write_to_gone(fd);
+	close(sync);
+	return r;
 }
 
 static int net_client(const char *ip, const char *port)
 {
 	struct sockaddr_in a = net_addr(ip, port);
-	int fd = -1, ok, pooled;
+	int fd = -1, ok, pooled, sync;
+	pid_t pid;
+	char c;
 
 	/* the other guest may boot later: retry a refused connect a while */
 	for (int i = 0; i < 450; i++) {
@@ -2686,6 +2734,15 @@ static int net_client(const char *ip, const char *port)
 	close(fd);
 	if (!pool_mode_ok())
 		return 42;
+	sync = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(sync, (struct sockaddr *)&a, sizeof(a)))
+		return 43;
+	pid = fork();
+	if (pid == 0)
+		shut_and_exit(&a);
+	if (tu_wait(pid) != 0 || read(sync, &c, 1) != 0)
+		return 44;
+	close(sync);
 	return ok && pooled == expect_pool ? 0 : 41;
 }
 
