@@ -19,6 +19,7 @@
 #include "log.h"
 #include "proc_id.h"
 #include "sock.h"
+#include "sock_calls.h"
 #include "sock_fdlist.h"
 #include "sock_private_fd.h"
 #include "sock_vfork.h"
@@ -107,8 +108,12 @@ EXPORT int close(int fd)
 		errno = EBADF; /* not the application's: the shim's own */
 		return -1;
 	}
-	if (fd >= 0 && !cxls_sock_borrowed())
+	if (fd >= 0 && !cxls_sock_borrowed()) {
+		/* from the application's level: calls left by a longjmp end
+		 * before the close decides whether one is in flight */
+		cxls_calls_reap(__builtin_frame_address(0));
 		cxls_sock_closing(fd);
+	}
 	return REAL(close)(fd);
 }
 

@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "proc_id.h"
+#include "sock_calls.h"
 #include "sock_chan.h"
 #include "sock_kept.h"
 #include "sock_meet.h"
@@ -88,7 +89,7 @@ static void io_call_init(struct io_call *k, struct cxls_sconn *c)
 static void io_call_end(struct io_call *k)
 {
 	if (k->counted)
-		cxls_kept_call_out(k->c);
+		cxls_calls_leave(k->c, k);
 	cxls_sigwin_end(&k->w);
 }
 
@@ -188,7 +189,8 @@ static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadlin
 	if (!need && cxls_chan_busy_poll(c, want))
 		return 0;
 	if (!k->counted) {
-		cxls_kept_call_in(c);
+		cxls_calls_reap(k); /* calls this thread left by a longjmp */
+		cxls_calls_enter(c, k);
 		k->counted = 1;
 	}
 	blocked = cxls_sigwin_sleep(&k->w);

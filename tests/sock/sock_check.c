@@ -1934,6 +1934,55 @@ static void test_longjmp(void)
 	close(b);
 }
 
+/* A read and then a write left by siglongjmp (alarm around a blocking
+ * call: an old way to time it out), then the socket closed: the calls are
+ * gone, so the close is the last one and the peer sees the FIN at once,
+ * as with TCP (the shim kept the socket for calls that never came back). */
+static int jump_out_of(int fd, int writing)
+{
+	static char block[1 << 16];
+	struct itimerval it = { { 0, 0 }, { 0, 150000 } };
+	char c;
+
+	if (sigsetjmp(jmp_env, 1))
+		return 1;
+	setitimer(ITIMER_REAL, &it, NULL);
+	if (!writing)
+		read(fd, &c, 1); /* nothing comes */
+	else
+		for (;;)
+			write(fd, block, sizeof(block)); /* nobody reads */
+	return 0;
+}
+
+static void test_longjmp_close(void)
+{
+	struct sigaction sa;
+	struct pollfd p;
+	char buf[1 << 16];
+	ssize_t n = -1;
+	int a, b, jumps = 0;
+	size_t got = 0;
+
+	tcp_pair(&a, &b);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm_jump;
+	sigaction(SIGALRM, &sa, NULL);
+	jumps += jump_out_of(b, 0);
+	jumps += jump_out_of(b, 0); /* again from the same frame */
+	jumps += jump_out_of(b, 1);
+	signal(SIGALRM, SIG_DFL);
+	CHECK(jumps == 3, "left two reads and a write by siglongjmp (%d)", jumps);
+	close(b);
+	/* the peer reads what the write left, then the end */
+	p = (struct pollfd){ a, POLLIN, 0 };
+	while (poll(&p, 1, 3000) == 1 && (n = read(a, buf, sizeof(buf))) > 0)
+		got += (size_t)n;
+	CHECK(p.revents && n == 0, "the peer saw the FIN after %zu bytes (poll %#x, read %zd)", got,
+	      p.revents, n);
+	close(a);
+}
+
 /* ---- nonblocking connect ------------------------------------------------ */
 
 static void test_nbconnect(void)
@@ -2778,6 +2827,7 @@ static const struct tu_case cases[] = {
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
+	{ "longjmp-close", test_longjmp_close },
 	{ "nbconnect", test_nbconnect },
 	{ "corrupt", test_corrupt },
 	{ "timeo", test_timeo },
