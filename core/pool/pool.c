@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -423,6 +424,11 @@ int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
 	pool->geo = *pool->sb;
 	/* the pool's own mode wins over this process's policy */
 	pool->flush_mode = pool->geo.coherence == CXLS_FLUSH;
+	/* the mapping keeps the file: an fd left open took the lowest free
+	 * number, which the application may count on (a number its
+	 * close-on-exec fd left free in an exec'd image reads as open) */
+	syscall(SYS_close, pool->fd);
+	pool->fd = -1;
 	return CXLS_POOL_OK;
 fail:
 	cxls_pool_explain(why, sizeof(why), err, err == CXLS_POOL_EVERSION ? pool->sb : NULL);

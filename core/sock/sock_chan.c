@@ -218,7 +218,7 @@ static void release_drain(struct cxls_sconn *c, uint64_t mine)
 static void note_fin_rst(struct cxls_sconn *c, ssize_t n, int err)
 {
 	/* after our own shutdown(SHUT_RD) a zero says nothing of the peer */
-	if (n == 0 && !atomic_load(&c->shut_rd))
+	if (n == 0 && !cxls_chan_shut_rd(c))
 		atomic_store(&c->tcp_eof, 1);
 	else if (n < 0 && (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT))
 		atomic_store(&c->tcp_rst, 1);
@@ -540,7 +540,7 @@ static int fin_then_gone(struct cxls_sconn *c, uint32_t pf)
  * CLOSED: it leaves no error. */
 int cxls_chan_fin_then_rst(struct cxls_sconn *c)
 {
-	return !atomic_load(&c->broken) && !atomic_load(&c->rst_drawn) &&
+	return !atomic_load(&c->broken) && !cxls_chan_rst_drawn(c) &&
 	       fin_then_gone(c, peer_flags(c));
 }
 
@@ -563,7 +563,7 @@ int cxls_chan_write_error(struct cxls_sconn *c)
 
 	if (atomic_load(&c->broken) || ((pf & CXLS_END_RESET) && !fin_then_rst(pf)))
 		return ECONNRESET;
-	if (atomic_load(&c->shut_wr) || atomic_load(&c->rst_drawn) || fin_then_gone(c, pf))
+	if (cxls_chan_shut_wr(c) || cxls_chan_rst_drawn(c) || fin_then_gone(c, pf))
 		return EPIPE;
 	/* A peer gone without a word in the pool (exit, SIGKILL): its kernel
 	 * reset the connection if it left our bytes unread; else, as a peer
@@ -578,10 +578,10 @@ int cxls_chan_closed(struct cxls_sconn *c)
 {
 	uint32_t pf = peer_flags(c);
 
-	if (atomic_load(&c->broken) || atomic_load(&c->rst_drawn) || (pf & CXLS_END_RESET) ||
+	if (atomic_load(&c->broken) || cxls_chan_rst_drawn(c) || (pf & CXLS_END_RESET) ||
 	    (peer_vanished(c, pf) && cxls_stream_used(&c->tx) > 0))
 		return 1;
-	return atomic_load(&c->shut_wr) && (pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED));
+	return cxls_chan_shut_wr(c) && (pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED));
 }
 
 int cxls_chan_refused(struct cxls_sconn *c, int fd)
@@ -609,9 +609,33 @@ void cxls_chan_take_sk_err(int fd)
 	sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
 }
 
+/* Marks the reset reported, for every holder of the end; whether it
+ * was before. */
+static int told_before(struct cxls_sconn *c)
+{
+	int was = atomic_exchange(&c->reset_told, 1);
+
+	return (cxls_chan_own_flag_set(c, CXLS_END_TOLD) & CXLS_END_TOLD) || was;
+}
+
+static int told(struct cxls_sconn *c)
+{
+	return atomic_load(&c->reset_told) || (cxls_chan_own_flags(c) & CXLS_END_TOLD);
+}
+
+void cxls_chan_told(struct cxls_sconn *c, int yes)
+{
+	atomic_store(&c->reset_told, yes);
+	if (yes)
+		cxls_chan_own_flag_set(c, CXLS_END_TOLD);
+	else
+		atomic_fetch_and_explicit(&c->me->flags, ~(uint32_t)CXLS_END_TOLD,
+					  memory_order_acq_rel);
+}
+
 int cxls_chan_tell_reset(struct cxls_sconn *c, int fd)
 {
-	if (atomic_exchange(&c->reset_told, 1))
+	if (told_before(c))
 		return 0;
 	cxls_chan_take_sk_err(fd); /* an RST's, if one came */
 	return 1;
@@ -620,7 +644,7 @@ int cxls_chan_tell_reset(struct cxls_sconn *c, int fd)
 /* err if the reset was not reported yet (it is now), else 0. */
 static int first_report(struct cxls_sconn *c, int err)
 {
-	return atomic_exchange(&c->reset_told, 1) ? 0 : err;
+	return told_before(c) ? 0 : err;
 }
 
 void cxls_sock_so_error(struct cxls_sconn *c, int *val)
@@ -653,13 +677,13 @@ void cxls_sock_so_error(struct cxls_sconn *c, int *val)
  * EOF), so a reader's arm skips it. */
 static int wants_write_error(short events, int rd, struct cxls_sconn *c)
 {
-	return (events & (POLLOUT | POLLWRNORM)) || rd != CXLS_RD_OPEN || atomic_load(&c->shut_rd);
+	return (events & (POLLOUT | POLLWRNORM)) || rd != CXLS_RD_OPEN || cxls_chan_shut_rd(c);
 }
 
 short cxls_chan_events(struct cxls_sconn *c, short events)
 {
 	int64_t used = cxls_stream_used(&c->rx), room = cxls_ring_free(&c->tx);
-	uint32_t lowat = atomic_load(&c->rcvlowat);
+	uint32_t lowat = cxls_chan_rcvlowat(c);
 	int rd = cxls_chan_read_state(c);
 	int wr = wants_write_error(events, rd, c) ? cxls_chan_write_error(c) : 0;
 	short ev = 0;
@@ -668,20 +692,20 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 		cxls_sconn_break(c, used < 0 ? "receive ring cursors out of bounds (corrupt pool?)"
 					      : "send ring cursors out of bounds (corrupt pool?)");
 		ev = POLLIN | POLLRDNORM | POLLRDHUP | POLLOUT | POLLWRNORM | POLLHUP;
-		return (ev & events) | POLLHUP | (atomic_load(&c->reset_told) ? 0 : POLLERR);
+		return (ev & events) | POLLHUP | (told(c) ? 0 : POLLERR);
 	}
 	lowat = (uint32_t)cxls_chan_reachable(c, lowat);
 	if (used > 0 && (uint64_t)used >= (lowat ? lowat : 1))
 		ev |= POLLIN | POLLRDNORM;
-	if (rd != CXLS_RD_OPEN || atomic_load(&c->shut_rd))
+	if (rd != CXLS_RD_OPEN || cxls_chan_shut_rd(c))
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
 	if (room >= (int64_t)(c->tx.cap / 4) || wr)
 		ev |= POLLOUT | POLLWRNORM;
 	if (((rd == CXLS_RD_RESET || wr == ECONNRESET || (wr && cxls_chan_fin_then_rst(c))) &&
-	     !atomic_load(&c->reset_told)) ||
+	     !told(c)) ||
 	    atomic_load(&c->rst_err))
 		ev |= POLLERR; /* the kernel's sk_err, until reported */
-	if ((rd != CXLS_RD_OPEN || atomic_load(&c->shut_rd)) && (wr || atomic_load(&c->shut_wr)))
+	if ((rd != CXLS_RD_OPEN || cxls_chan_shut_rd(c)) && (wr || cxls_chan_shut_wr(c)))
 		ev |= POLLHUP;
 	return ev & (events | POLLERR | POLLHUP);
 }

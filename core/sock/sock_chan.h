@@ -14,6 +14,53 @@
 
 #include "sock_conn.h"
 
+/* This end's own shutdowns and the RST it drew: another process holding
+ * the socket (a fork) may have made them, which only the pool's flags
+ * tell; ours says so when the pool's could not (a shutdown of a socket
+ * TCP had closed publishes nothing). */
+static inline uint32_t cxls_chan_own_flags(const struct cxls_sconn *c)
+{
+	return atomic_load_explicit(&c->me->flags, memory_order_acquire);
+}
+
+static inline int cxls_chan_shut_rd(struct cxls_sconn *c)
+{
+	return atomic_load_explicit(&c->shut_rd, memory_order_relaxed) ||
+	       (cxls_chan_own_flags(c) & CXLS_END_SHUT_RD);
+}
+
+static inline int cxls_chan_shut_wr(struct cxls_sconn *c)
+{
+	return atomic_load_explicit(&c->shut_wr, memory_order_relaxed) ||
+	       (cxls_chan_own_flags(c) & CXLS_END_SHUT_WR);
+}
+
+/* Our end took bytes its peer reads no more (cxls_chan_refused): TCP's
+ * RST closed the socket, for every process holding it. */
+static inline int cxls_chan_rst_drawn(struct cxls_sconn *c)
+{
+	return atomic_load_explicit(&c->rst_drawn, memory_order_relaxed) ||
+	       (cxls_chan_own_flags(c) & CXLS_END_RESET);
+}
+
+/* Sets own flag f; the flags before. */
+static inline uint32_t cxls_chan_own_flag_set(struct cxls_sconn *c, uint32_t f)
+{
+	return atomic_fetch_or_explicit(&c->me->flags, f, memory_order_acq_rel);
+}
+
+/* The reset was reported (yes), or is to be reported again (no: an
+ * error a call kept for the next one), for every holder of the end. */
+void cxls_chan_told(struct cxls_sconn *c, int yes);
+
+/* SO_RCVLOWAT: a forked holder's setsockopt is every holder's. */
+static inline uint32_t cxls_chan_rcvlowat(struct cxls_sconn *c)
+{
+	uint32_t v = atomic_load_explicit(&c->me->rcvlowat, memory_order_relaxed);
+
+	return v ? v : atomic_load_explicit(&c->rcvlowat, memory_order_relaxed);
+}
+
 /* One doorbell, unasked: the peer's end just became pooled. */
 void cxls_chan_ring(int fd);
 /* Wakes the reader of c's tx ring if it may sleep (after producing). */

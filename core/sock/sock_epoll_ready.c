@@ -23,7 +23,7 @@ static short poll_bits(uint32_t ev)
  * at a FIN reports EPOLLIN. */
 static int end_of(struct cxls_sconn *c)
 {
-	return atomic_load(&c->shut_rd) || cxls_chan_read_state(c) != CXLS_RD_OPEN;
+	return cxls_chan_shut_rd(c) || cxls_chan_read_state(c) != CXLS_RD_OPEN;
 }
 
 /* Edge triggering: ev when something changed since the last report (new

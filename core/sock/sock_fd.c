@@ -92,14 +92,21 @@ static void register_atfork(void)
  * the kernel's socket has them: set before the shim followed fd (before
  * connect(), on the listener it was accepted from, before exec), they
  * are the socket's all the same. */
-static void kernel_options(int fd, struct cxls_sconn *c)
+static void read_linger(int fd, struct cxls_sconn *c)
 {
 	struct linger lg = { 0, 0 };
 	socklen_t l = sizeof(lg);
-	int v = 0;
 
 	if (!sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l))
 		atomic_store(&c->linger0, lg.l_onoff && !lg.l_linger);
+}
+
+static void kernel_options(int fd, struct cxls_sconn *c)
+{
+	socklen_t l;
+	int v = 0;
+
+	read_linger(fd, c);
 	l = sizeof(v);
 	if (!sys_getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l))
 		atomic_store(&c->rcvlowat, v > 0 ? (uint32_t)v : 1);
@@ -480,6 +487,9 @@ void cxls_sock_closing(int fd)
 	c = cxls_fdtab_take(fd);
 	if (!c)
 		return;
+	/* another holder (a fork) may have set SO_LINGER: the socket's */
+	if (atomic_load(&c->fds) == 0)
+		read_linger(fd, c);
 	/* unread doorbells would make the kernel reset instead of FIN (a
 	 * kept socket's are read when it closes) */
 	if (atomic_load(&c->fds) == 0 && atomic_load(&c->mode) == CXLS_SC_POOL &&
@@ -672,7 +682,10 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 		return;
 	if (name == SO_RCVLOWAT && len >= sizeof(int)) {
 		int v = *(const int *)val;
+
 		atomic_store(&c->rcvlowat, v > 0 ? (uint32_t)v : 1);
+		if (atomic_load(&c->mode) == CXLS_SC_POOL) /* the other holders' too (a fork) */
+			atomic_store(&c->me->rcvlowat, v > 0 ? (uint32_t)v : 1);
 	} else if (name == SO_LINGER && len >= sizeof(struct linger)) {
 		const struct linger *l = val;
 		atomic_store(&c->linger0, l->l_onoff && !l->l_linger);

@@ -117,6 +117,8 @@ enum cxls_end_flag {
 				      * holder of the end shares (sock_fd.c) */
 	CXLS_END_PEEK_OFF = 1u << 8, /* peek_off holds the file's SO_PEEK_OFF
 				      * (without it: -1, none; sock_peek.c) */
+	CXLS_END_TOLD = 1u << 9, /* a reset was reported by one of the holders
+				  * (the kernel's sk_err goes to one call) */
 };
 
 /* Threads that may sleep on one end's control socket (all its processes). */
@@ -148,6 +150,9 @@ struct cxls_sock_end {
 	/* SO_PEEK_OFF, the file's as O_NONBLOCK is: valid once
 	 * CXLS_END_PEEK_OFF is set (a claim clears the flag, not this) */
 	_Atomic int32_t peek_off;
+	/* SO_RCVLOWAT as a holder last set it, for all of them (0: none
+	 * did since the meeting: each process's own, read from the socket) */
+	_Atomic uint32_t rcvlowat;
 	_Alignas(CXLS_LINE) _Atomic uint64_t sleeper[CXLS_SOCK_SLEEPERS];
 	_Alignas(CXLS_LINE) _Atomic uint64_t draining;
 };

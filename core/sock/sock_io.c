@@ -132,7 +132,7 @@ static int peek_waits(struct cxls_sconn *c, size_t need)
 {
 	int64_t used;
 
-	if (need <= 1 || atomic_load(&c->shut_rd) || cxls_chan_read_state(c) != CXLS_RD_OPEN)
+	if (need <= 1 || cxls_chan_shut_rd(c) || cxls_chan_read_state(c) != CXLS_RD_OPEN)
 		return 0;
 	used = cxls_stream_used(&c->rx);
 	return used >= 0 && (uint64_t)used < need;
@@ -242,7 +242,7 @@ static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadlin
 static ssize_t broken(struct cxls_sconn *c, const char *why)
 {
 	cxls_sconn_break(c, why);
-	atomic_store(&c->reset_told, 1); /* told right here */
+	cxls_chan_told(c, 1); /* told right here */
 	errno = ECONNRESET;
 	return -1;
 }
@@ -276,7 +276,7 @@ int cxls_sock_take_error(struct cxls_sconn *c, int fd)
 void cxls_sock_keep_error(struct cxls_sconn *c, int err)
 {
 	if (err == ECONNRESET)
-		atomic_store(&c->reset_told, 0); /* cxls_chan_tell_reset says it again */
+		cxls_chan_told(c, 0); /* cxls_chan_tell_reset says it again */
 }
 
 /* One copy out of the stream, the consumer lock held: a peek from the
@@ -309,7 +309,7 @@ static ssize_t recv_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 		return done(0, EINVAL);
 	if (want == 0)
 		return 0;
-	lowat = (flags & MSG_WAITALL) ? want : atomic_load(&c->rcvlowat);
+	lowat = (flags & MSG_WAITALL) ? want : cxls_chan_rcvlowat(c);
 	if (lowat < 1)
 		lowat = 1;
 	if (lowat > want)
@@ -345,7 +345,7 @@ static ssize_t recv_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 		}
 		rd = cxls_chan_read_state(c);
 		/* tcp_recvmsg: the peer's FIN, then a reset, then SHUT_RD */
-		if (atomic_load(&c->shut_rd) && rd != CXLS_RD_RESET)
+		if (cxls_chan_shut_rd(c) && rd != CXLS_RD_RESET)
 			return (ssize_t)got;
 		/* FIN or RST behind doorbells: a blocking read learns of them
 		 * when they wake it (the doorbells are read then), a

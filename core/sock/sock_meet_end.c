@@ -22,6 +22,7 @@ void cxls_meet_init_end(struct cxls_sock_end *e, const struct cxls_proc_id *self
 	atomic_store(&e->forking, 0);
 	atomic_store(&e->extra, 0);
 	atomic_store(&e->passed_ns, 0);
+	atomic_store(&e->rcvlowat, 0);
 	e->uid = (uint32_t)getuid();
 	e->boot_hash = self->boot_hash;
 	atomic_store(&e->flags, 0);

@@ -1349,10 +1349,92 @@ static void gone_calls(int how)
 	close(a);
 }
 
+/* What one process holding a socket does is every holder's (a fork):
+ * its shutdown, the RST its write drew, the reset its read reported, its
+ * SO_LINGER and SO_RCVLOWAT.  The child acts and exits; the parent goes on
+ * with the socket, the peer looks. */
+enum holder_act { BY_SHUT_WR, BY_RST_WRITE, BY_RST_READ, BY_LINGER0, BY_LOWAT };
+
+static void holder_acts(enum holder_act act)
+{
+	static const char *const names[] = { "child shut down", "child's write drew an RST",
+					     "child's read took the reset", "child set SO_LINGER 0",
+					     "child set SO_RCVLOWAT 4" };
+	struct linger lg = { 1, 0 };
+	char what[48], buf[16];
+	int a, b, v = 4, err = 0;
+	socklen_t l = sizeof(err);
+	pid_t pid;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	snprintf(what, sizeof(what), "%s:", names[act]);
+	if (act == BY_RST_WRITE) {
+		close(a);
+		usleep(30 * 1000);
+	} else if (act == BY_RST_READ) {
+		setsockopt(a, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(a);
+		usleep(30 * 1000);
+	}
+	pid = fork();
+	if (pid == 0) {
+		if (act == BY_SHUT_WR)
+			SAY(shutdown(b, SHUT_WR));
+		if (act == BY_RST_WRITE) {
+			SAY(write(b, "a", 1));
+			usleep(30 * 1000);
+			SAY(write(b, "b", 1));
+		}
+		if (act == BY_RST_READ)
+			SAY(read(b, buf, sizeof(buf)));
+		if (act == BY_LINGER0)
+			SAY(setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+		if (act == BY_LOWAT)
+			SAY(setsockopt(b, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)));
+		_exit(0);
+	}
+	tu_wait(pid);
+	if (act == BY_LINGER0) {
+		close(b);
+		usleep(30 * 1000);
+		say_events(what, a, POLLIN | POLLOUT | POLLRDHUP);
+		SAY(read(a, buf, sizeof(buf)));
+		SAY(write(a, "x", 1));
+		close(a);
+		return;
+	}
+	if (act == BY_LOWAT) {
+		SAY(write(a, "xy", 2));
+		usleep(30 * 1000);
+		say_events(what, b, POLLIN);
+		SAY(write(a, "zw", 2));
+		usleep(30 * 1000);
+		say_events(what, b, POLLIN);
+		close(a);
+		close(b);
+		return;
+	}
+	say_events(what, b, POLLIN | POLLOUT | POLLRDHUP);
+	SAY(getsockopt(b, SOL_SOCKET, SO_ERROR, &err, &l));
+	printf("%-40s SO_ERROR %s\n", what, err ? strerrorname_np(err) : "0");
+	SAY(write(b, "w", 1));
+	if (act == BY_SHUT_WR) {
+		SAY(read(a, buf, sizeof(buf)));
+		SAY(recv(a, buf, sizeof(buf), MSG_DONTWAIT));
+		close(a);
+	} else {
+		SAY(read(b, buf, sizeof(buf)));
+	}
+	close(b);
+}
+
 int main(void)
 {
 	char buf[16] = { 0 };
-	int a, b;
+	int a, b, n;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
@@ -1361,6 +1443,11 @@ int main(void)
 		return 1;
 	}
 	printf("pooled %d\n", tu_probe_pooled(a, b));
+	/* the shim's own files take no number the program could count on
+	 * (the pool's was the lowest free one) */
+	n = dup(0);
+	printf("fd numbers %d %d, next %d\n", a, b, n);
+	close(n);
 	if (write(a, "kept", 4) != 4 || poll(&(struct pollfd){ b, POLLIN, 0 }, 1, 5000) != 1) {
 		printf("FAIL the bytes did not come\n");
 		return 1;
@@ -1399,6 +1486,8 @@ int main(void)
 	private_number_calls();
 	closed_under_write();
 	splice_nonblock_calls();
+	for (enum holder_act act = BY_SHUT_WR; act <= BY_LOWAT; act++)
+		holder_acts(act);
 	for (int how = 0; how < 16; how++)
 		if ((how & (GONE_UNREAD | GONE_READ)) != (GONE_UNREAD | GONE_READ))
 			gone_calls(how);
