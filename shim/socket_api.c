@@ -358,7 +358,7 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	 * under way is not waited for (the kernel's 0 is the answer) */
 	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && val && len &&
 	    *len >= sizeof(int) && (c = cxls_sock_use_io(fd, 1, &again))) {
-		cxls_sock_so_error(c, val);
+		cxls_sock_so_error(c, fd, val);
 		cxls_sock_done(c);
 		errno = err;
 	}

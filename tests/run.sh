@@ -391,13 +391,16 @@ step "sock: echo over IPv6" shim "${SOCK[@]}" echo6
 step "sock: server without the shim stays TCP" shim "${SOCK[@]}" plain-server
 step "sock: client without the shim stays TCP" shim "${SOCK[@]}" plain-client
 for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll epoll eintr \
-	close-blocked nonblock-blocked nonblock-fork cancel fork-epoll epoll-dup sleepers fork-wake longjmp longjmp-close nbconnect corrupt timeo lowat-ring badargs mmsg sendfile uring \
+	close-blocked nonblock-blocked nonblock-fork cancel fork-epoll epoll-dup sleepers fork-wake longjmp longjmp-close nbconnect corrupt corrupt-tell timeo lowat-ring badargs mmsg sendfile uring \
 	stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t
 done
 step "sock: a signal between two wait slices interrupts the call" shim \
 	env CXLSHIM_TEST_CLAIM_DELAY_US=100000 CXLSHIM_TEST_CLAIM_DELAY_AT=slice-gap \
 	"${SOCK[@]}" eintr-gap
+step "sock: a peer's child slow to record itself is not taken for gone (held 300 ms)" shim \
+	env CXLSHIM_TEST_CLAIM_DELAY_US=300000 CXLSHIM_TEST_CLAIM_DELAY_AT=fork-child \
+	"${SOCK[@]}" fork-late-child
 step "sock: bad arguments answered as the kernel answers them" \
 	env BUILD="$BUILD" SHIM="$SHIM" tests/sock/args_diff.sh
 DIFF_SEEDS=$([ "$LONG" = 1 ] && echo "160 random" || echo "8 fixed")

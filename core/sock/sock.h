@@ -33,7 +33,7 @@ void cxls_sock_disconnecting(int fd);
 /* SO_ERROR of a pooled socket, *val the kernel socket's: a reset, the
  * kernel's (an RST) or the pool's, counts as its one report
  * (sock_chan.c). */
-void cxls_sock_so_error(struct cxls_sconn *c, int *val);
+void cxls_sock_so_error(struct cxls_sconn *c, int fd, int *val);
 /* accept() on lfd returned fd. */
 void cxls_sock_accepted(int lfd, int fd);
 /* socket() returned fd (sock_origin.h). */

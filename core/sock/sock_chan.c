@@ -153,9 +153,21 @@ static uint64_t tick_ns(void)
  * that reads the doorbells (cxls_chan_recv_sleep). */
 #define IN_RECV 1ull
 
-/* Entries hold deadlines: live while in the future, free at 0.  Counts
- * the live ones other than skip and, given in_recv, says whether one of
- * those sleeps in a recv.  The clock is read only when some entry is set. */
+/* A deadline is live while in the future, but never further than a
+ * sleeper entry or a drain claim is set ahead (2.5 slices), with as much
+ * again for a clock read a while before the other thread's: one further
+ * out is a corrupt pool's, which would never lapse (every wait would
+ * find the doorbells unread, and spin). */
+#define LIVE_MAX_NS (5ull * CXLS_CHAN_SLICE_MS * 1000000ull)
+
+static int live_at(uint64_t v, uint64_t now)
+{
+	return v > now && v - now <= LIVE_MAX_NS;
+}
+
+/* Entries hold deadlines: live_at, free at 0.  Counts the live ones
+ * other than skip and, given in_recv, says whether one of those sleeps
+ * in a recv.  The clock is read only when some entry is set. */
 static int count_live(const _Atomic uint64_t *e, int n, int skip, int *in_recv)
 {
 	uint64_t now = 0;
@@ -170,7 +182,7 @@ static int count_live(const _Atomic uint64_t *e, int n, int skip, int *in_recv)
 			continue;
 		if (!now)
 			now = tick_ns();
-		if (v <= now)
+		if (!live_at(v, now))
 			continue;
 		live++;
 		if (in_recv && (v & IN_RECV))
@@ -309,7 +321,7 @@ static void sleep_as(struct cxls_sconn *c, struct cxls_sleep *z, int recv)
 	for (int i = 0; i < CXLS_SOCK_SLEEPERS && z->slot < 0; i++) {
 		uint64_t v = atomic_load(&e[i]);
 
-		if (v <= now && atomic_compare_exchange_strong(&e[i], &v, z->until))
+		if (!live_at(v, now) && atomic_compare_exchange_strong(&e[i], &v, z->until))
 			z->slot = i;
 	}
 	if (z->slot < 0) {
@@ -459,6 +471,22 @@ static int sk_err_now(int fd)
 	return sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : 0;
 }
 
+/* Every holder of the peer's end is dead, but one was forking: its child
+ * records itself at once, unless it died first.  Dead once that state
+ * lasted FORK_GRACE_NS (the first look that saw it starts the clock). */
+#define FORK_GRACE_NS (1000ull * 1000000ull)
+
+static int fork_lapsed(struct cxls_sconn *c)
+{
+	uint64_t now = tick_ns(), seen = atomic_load_explicit(&c->peer_fork_ns, memory_order_relaxed);
+
+	if (!seen) {
+		atomic_store_explicit(&c->peer_fork_ns, now, memory_order_relaxed);
+		return 0;
+	}
+	return now - seen >= FORK_GRACE_NS;
+}
+
 /* A peer that shut down writing: its FIN came then, so its death since
  * (exit, SIGKILL, no word in the pool) leaves nothing to drain.  On this
  * host its holders tell.  On another, a writer probes with a doorbell,
@@ -469,13 +497,17 @@ static int look_half_closed(struct cxls_sconn *c, int fd, int writer)
 {
 	int dead = cxls_sock_peer_dead(c);
 
+	if (dead == CXLS_PEER_FORKING)
+		dead = fork_lapsed(c);
+	else
+		atomic_store_explicit(&c->peer_fork_ns, 0, memory_order_relaxed);
 	if (dead > 0)
 		atomic_store(&c->peer_dead, 1);
 	else if (dead < 0 && sk_err_now(fd))
 		atomic_store(&c->tcp_rst, 1);
-	else if (dead < 0 && writer &&
-		 sys_send(fd, "p", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
-		 (errno == EPIPE || errno == ECONNRESET))
+	/* a probe after our own shutdown would only fail here (EPIPE) */
+	else if (dead < 0 && (writer || cxls_stream_used(&c->tx) > 0) && !cxls_chan_shut_wr(c) &&
+		 sys_send(fd, "p", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == ECONNRESET)
 		atomic_store(&c->tcp_rst, 1);
 	return atomic_load(&c->peer_dead) || atomic_load(&c->tcp_rst);
 }
@@ -504,6 +536,25 @@ static int look(struct cxls_sconn *c, int fd, int writer)
 
 int cxls_chan_look(struct cxls_sconn *c, int fd)
 {
+	return look(c, fd, 0);
+}
+
+/* An fd whose wait reports nothing yet: a peer that shut down writing
+ * and holds our bytes unread (a full ring) may have died since; nothing
+ * else would ever wake a wait for POLLOUT, or an edge-triggered one. */
+int cxls_chan_look_idle(struct cxls_sconn *c, int fd)
+{
+	uint32_t pf;
+
+	/* its shutdown's FIN came: a word of ours, which most idle fds lack,
+	 * before the peer's cache lines */
+	if (!atomic_load_explicit(&c->tcp_eof, memory_order_relaxed) ||
+	    atomic_load(&c->mode) != CXLS_SC_POOL)
+		return 0;
+	pf = peer_flags(c);
+	if ((pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED | CXLS_END_RESET)) != CXLS_END_SHUT_WR ||
+	    cxls_stream_used(&c->tx) <= 0)
+		return 0;
 	return look(c, fd, 0);
 }
 
@@ -647,18 +698,21 @@ static int first_report(struct cxls_sconn *c, int err)
 	return told_before(c) ? 0 : err;
 }
 
-void cxls_sock_so_error(struct cxls_sconn *c, int *val)
+void cxls_sock_so_error(struct cxls_sconn *c, int fd, int *val)
 {
-	int drawn = atomic_exchange(&c->rst_err, 0);
+	int drawn;
 
 	/* The kernel's socket carries doorbells, and its state is not the
 	 * connection's: an RST there is the pool's reset seen twice, or a
 	 * peer gone without one (noted as such); the answer is the pool's. */
 	if (*val == ECONNRESET || *val == EPIPE) {
-		if (*val == ECONNRESET)
-			atomic_store(&c->tcp_rst, 1);
+		atomic_store(&c->tcp_rst, 1); /* EPIPE: an RST after the peer's FIN */
 		*val = 0;
 	}
+	/* asked before any wait or write: the peer may be gone (a look,
+	 * as a poll's) */
+	cxls_chan_look(c, fd);
+	drawn = atomic_exchange(&c->rst_err, 0);
 	if (*val)
 		return;
 	if (drawn)

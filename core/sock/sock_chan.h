@@ -86,6 +86,9 @@ void cxls_chan_drain(struct cxls_sconn *c, int fd);
  * read nothing since the last look). */
 int cxls_chan_look(struct cxls_sconn *c, int fd);
 int cxls_chan_look_writer(struct cxls_sconn *c, int fd);
+/* For an fd a wait finds not ready: looks only where a peer's death
+ * would show no other way (it shut down writing, our bytes are unread). */
+int cxls_chan_look_idle(struct cxls_sconn *c, int fd);
 
 /* Several threads, of one process or of several after fork, may sleep on
  * one socket (two readers, a reader and a writer, a read and a poll): one

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "coherence.h"
 #include "log.h"
 #include "sock_kept.h"
 #include "sock_meet.h"
@@ -45,8 +46,15 @@ void cxls_sconn_put(struct cxls_sconn *c)
 	errno = err;
 }
 
+/* The peer is reset too, as TCP's RST would: it reads the flag at its
+ * next look at the pool (a doorbell, or the end of its wait slice). */
 void cxls_sconn_break(struct cxls_sconn *c, const char *why)
 {
-	if (!atomic_exchange(&c->broken, 1))
-		CXLS_WARN("socket slot %u: %s: resetting the connection", c->slot, why);
+	if (atomic_exchange(&c->broken, 1))
+		return;
+	CXLS_WARN("socket slot %u: %s: resetting the connection", c->slot, why);
+	if (!c->me)
+		return;
+	atomic_fetch_or_explicit(&c->me->flags, CXLS_END_RESET, memory_order_release);
+	cxls_publish(c->tx.flush, &c->me->flags, sizeof(c->me->flags));
 }

@@ -59,6 +59,8 @@ struct cxls_sconn {
 	_Atomic int tcp_rst;      /* RST seen on it */
 	_Atomic int peer_dead;    /* the peer's holders died after its shutdown
 				   * (no FIN or RST left to tell) */
+	_Atomic uint64_t peer_fork_ns; /* when they were first seen dead but
+					* forking (sock_chan.c: fork_lapsed) */
 	_Atomic uint64_t looked_ns; /* the last cxls_chan_look() that read it */
 	_Atomic uint64_t looked_cons; /* tx consumer cursor a write last saw */
 	_Atomic int broken;       /* the pool side is corrupt: reset */

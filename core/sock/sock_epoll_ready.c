@@ -95,7 +95,9 @@ int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, ui
 		uint32_t ev = item_ready(it, arm);
 
 		/* about to be reported: the peer may be gone (cxls_chan_look) */
-		if (ev && !it->gone && cxls_chan_look(it->c, it->fd))
+		if (!it->gone && (ev ? cxls_chan_look(it->c, it->fd) :
+				       !it->disabled && !it->parked &&
+					       cxls_chan_look_idle(it->c, it->fd)))
 			ev = item_ready(it, arm);
 		if (!ev)
 			continue;

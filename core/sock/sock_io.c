@@ -239,9 +239,10 @@ static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadlin
 #define WHY_CURSORS "ring cursors or a buffer reference out of bounds (corrupt pool?)"
 #define WHY_LOCK "ring lock held for seconds (a dead or stuck holder?)"
 
-static ssize_t broken(struct cxls_sconn *c, const char *why)
+static ssize_t broken(struct cxls_sconn *c, int fd, const char *why)
 {
 	cxls_sconn_break(c, why);
+	cxls_chan_ring(fd); /* the peer may sleep: it sees the reset now */
 	cxls_chan_told(c, 1); /* told right here */
 	errno = ECONNRESET;
 	return -1;
@@ -329,12 +330,12 @@ static ssize_t recv_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 		if (!cxls_stream_empty(&c->rx) &&
 		    !(peek && !nb && peek_waits(c, peek_need(c, skip, lowat)))) {
 			if (cxls_ring_lock(&c->rx.hdr->cons_lock))
-				return got ? (ssize_t)got : broken(c, WHY_LOCK);
+				return got ? (ssize_t)got : broken(c, fd, WHY_LOCK);
 			k = get(c, &cur, want - got, peek, start, moves);
 			cxls_ring_unlock(&c->rx.hdr->cons_lock);
 		}
 		if (k < 0)
-			return got ? (ssize_t)got : broken(c, WHY_CURSORS);
+			return got ? (ssize_t)got : broken(c, fd, WHY_CURSORS);
 		if (k > 0) {
 			got += (size_t)k;
 			if (!peek)
@@ -452,13 +453,13 @@ static ssize_t send_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 		return (ssize_t)want; /* sent, as far as TCP's sender knows */
 	cxls_iovc_init(&cur, iov, iovcnt);
 	if (cxls_ring_lock(&c->tx.hdr->prod_lock))
-		return broken(c, WHY_LOCK);
+		return broken(c, fd, WHY_LOCK);
 	for (;;) {
 		int64_t k = put(c, &cur, want - sent);
 
 		if (k < 0) {
 			cxls_ring_unlock(&c->tx.hdr->prod_lock);
-			return sent ? (ssize_t)sent : broken(c, WHY_CURSORS);
+			return sent ? (ssize_t)sent : broken(c, fd, WHY_CURSORS);
 		}
 		if (k > 0) {
 			sent += (size_t)k;
@@ -481,7 +482,7 @@ static ssize_t send_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 		if (wait_for(c, &fd, POLLOUT, deadline, 0, call) && !restarts(sent, deadline))
 			return done(sent, errno);
 		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
-			return sent ? (ssize_t)sent : broken(c, WHY_LOCK);
+			return sent ? (ssize_t)sent : broken(c, fd, WHY_LOCK);
 	}
 	cxls_ring_unlock(&c->tx.hdr->prod_lock);
 	return done(sent, EAGAIN);

@@ -58,7 +58,9 @@ void cxls_sock_peer_gone(struct cxls_sconn *c);
 
 /* Whether the processes holding the peer's end, which said no goodbye
  * in the pool, are all dead: 1 dead, 0 not, -1 when they are on another
- * host (nothing here can tell). */
+ * host (nothing here can tell), CXLS_PEER_FORKING when all are dead but
+ * a fork was under way (its child may not have recorded itself yet). */
+#define CXLS_PEER_FORKING 2
 int cxls_sock_peer_dead(const struct cxls_sconn *c);
 
 /* Lets the pool side of a connection go (last reference). */

@@ -68,7 +68,9 @@ int cxls_sock_peer_dead(const struct cxls_sconn *c)
 	cxls_proc_self(&self);
 	if (CXLS_MEET_ONCE(c->peer->boot_hash) != self.boot_hash)
 		return -1;
-	return cxls_meet_end_finished(cxls_sock_region(), c->peer);
+	if (!cxls_meet_end_finished(cxls_sock_region(), c->peer))
+		return 0;
+	return atomic_load(&c->peer->forking) ? CXLS_PEER_FORKING : 1;
 }
 
 void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id)
@@ -136,6 +138,7 @@ void cxls_sock_fork(struct cxls_sconn *c, int phase)
 	}
 	/* recorded before the count drops: a close meanwhile sees one or
 	 * the other */
+	cxls_claim_test_delay("fork-child"); /* tests: a child slow to run */
 	cxls_sock_hold(c, NULL);
 	cxls_end_arrived(c->me);
 	cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));

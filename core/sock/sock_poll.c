@@ -65,7 +65,8 @@ static int ready_pooled(struct pset *s)
 			continue;
 		s->fds[i].revents = cxls_chan_events(s->conns[i], s->fds[i].events);
 		/* about to be reported: the peer may be gone (as cxls_ep_collect) */
-		if (s->fds[i].revents && cxls_chan_look(s->conns[i], s->fds[i].fd))
+		if (s->fds[i].revents ? cxls_chan_look(s->conns[i], s->fds[i].fd) :
+					cxls_chan_look_idle(s->conns[i], s->fds[i].fd))
 			s->fds[i].revents = cxls_chan_events(s->conns[i], s->fds[i].events);
 		ready += s->fds[i].revents != 0;
 	}

@@ -1334,6 +1334,14 @@ static void gone_calls(int how)
 	printf("%-40s child %d\n", what, tu_wait(pid));
 	usleep(50 * 1000); /* the FIN or RST crosses loopback */
 	/* a wait first drains the FIN; the writes must find it themselves */
+	if (!(how & GONE_READ) && (how & GONE_KILLED)) {
+		/* asked first, as the error of a wait: the look is SO_ERROR's */
+		socklen_t l = sizeof(err);
+
+		SAY(getsockopt(a, SOL_SOCKET, SO_ERROR, &err, &l));
+		printf("%-40s SO_ERROR %s\n", what, err ? strerrorname_np(err) : "0");
+		err = 0;
+	}
 	if (!(how & GONE_READ)) {
 		say_events(what, a, POLLIN | POLLOUT | POLLRDHUP);
 		say_events(what, a, POLLIN);
@@ -1347,6 +1355,56 @@ static void gone_calls(int how)
 	printf("%-40s %d writes, then %s\n", what, n, strerrorname_np(err));
 	say_events(what, a, POLLIN | POLLOUT | POLLRDHUP);
 	close(a);
+}
+
+/* The peer shut down writing, our writes filled what it would not read,
+ * then it exited: only its death can change what a wait for room says
+ * (TCP: its RST, POLLOUT with POLLERR and POLLHUP); nothing else would
+ * ever wake an event loop waiting to write, level- or edge-triggered. */
+static void gone_full_calls(int edge)
+{
+	static char block[4096];
+	char what[48];
+	int a, b, go[2], ep = epoll_create1(0), n;
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLRDHUP | (edge ? EPOLLET : 0) }, out;
+	struct pollfd p;
+	pid_t pid;
+
+	if (tu_pair(&a, &b) || pipe(go)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	snprintf(what, sizeof(what), "gone full%s:", edge ? ", edge-triggered" : "");
+	pid = fork();
+	if (pid == 0) {
+		char c;
+
+		close(a);
+		shutdown(b, SHUT_WR);
+		_exit(read(go[0], &c, 1) == 1 ? 0 : 1);
+	}
+	close(b);
+	usleep(30 * 1000); /* its FIN */
+	fcntl(a, F_SETFL, O_NONBLOCK);
+	epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev);
+	n = epoll_wait(ep, &out, 1, 0);
+	printf("%-40s epoll %d %#x\n", what, n, n > 0 ? out.events : 0);
+	while (write(a, block, sizeof(block)) > 0)
+		;
+	printf("%-40s full: %s\n", what, strerrorname_np(errno));
+	SAY(write(go[1], "x", 1));
+	printf("%-40s child %d\n", what, tu_wait(pid));
+	usleep(30 * 1000); /* its RST crosses loopback; the shim looks every 10 ms */
+	p = (struct pollfd){ a, POLLOUT, 0 };
+	n = epoll_wait(ep, &out, 1, 2000);
+	printf("%-40s epoll %d %#x\n", what, n, n > 0 ? out.events : 0);
+	n = poll(&p, 1, 2000);
+	printf("%-40s poll %d %#x\n", what, n, n > 0 ? p.revents : 0);
+	SAY(write(a, block, 1));
+	close(a);
+	close(ep);
+	close(go[0]);
+	close(go[1]);
 }
 
 /* What one process holding a socket does is every holder's (a fork):
@@ -1486,6 +1544,8 @@ int main(void)
 	private_number_calls();
 	closed_under_write();
 	splice_nonblock_calls();
+	gone_full_calls(0);
+	gone_full_calls(1);
 	for (enum holder_act act = BY_SHUT_WR; act <= BY_LOWAT; act++)
 		holder_acts(act);
 	for (int how = 0; how < 16; how++)

@@ -1983,6 +1983,49 @@ static void test_longjmp_close(void)
 	close(a);
 }
 
+/* The peer shuts down writing, forks a child that keeps the socket and
+ * exits before the child has recorded itself in the pool (run.sh holds
+ * the child 300 ms in its fork handler): all the peer's recorded holders
+ * are dead, yet it is not gone.  Writes go on being taken and the child
+ * reads them, as over TCP (they drew EPIPE: the live child was reset). */
+static void test_fork_late_child(void)
+{
+	char buf[64], said = '?';
+	int a, b, ok = 0, told[2];
+	struct pollfd p;
+	pid_t pid;
+
+	tcp_pair(&a, &b);
+	if (pipe(told))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		close(a);
+		shutdown(b, SHUT_WR);
+		if (fork() == 0) {
+			size_t got = 0;
+			ssize_t n;
+
+			while ((n = read(b, buf, sizeof(buf))) > 0)
+				got += (size_t)n;
+			_exit(write(told[1], got == 5 * 8 && n == 0 ? "y" : "n", 1) == 1 ? 0 : 1);
+		}
+		_exit(0); /* without waiting for the child */
+	}
+	close(b); /* the peer's holders are its own */
+	CHECK(tu_wait(pid) == 0, "the peer exited, its child goes on");
+	for (int i = 0; i < 5; i++, usleep(40 * 1000))
+		ok += write(a, "8 bytes!", 8) == 8;
+	CHECK(ok == 5, "every write taken (%d of 5)", ok);
+	close(a); /* the child reads all, then the end */
+	p = (struct pollfd){ told[0], POLLIN, 0 };
+	if (poll(&p, 1, 5000) == 1)
+		CHECK(read(told[0], &said, 1) == 1, "the child's word");
+	CHECK(said == 'y', "the child read the 40 bytes, then the end (%c)", said);
+	close(told[0]);
+	close(told[1]);
+}
+
 /* ---- nonblocking connect ------------------------------------------------ */
 
 static void test_nbconnect(void)
@@ -2123,6 +2166,64 @@ static pid_t write_late(int fd, useconds_t us)
 		_exit(write(fd, "late", 4) == 4 ? 0 : 1);
 	}
 	return pid;
+}
+
+/* An end that resets on a corrupt reference tells its peer, as TCP's RST
+ * would: the peer asleep in poll wakes with POLLERR and reads ECONNRESET
+ * (it waited for ever).  A deadline far ahead in an entry of the sleeper
+ * table never lapsed: every wait found the doorbells unread and spun. */
+static void test_corrupt_tell(void)
+{
+	static char big[300 << 10];
+	struct timeval tv = { 1, 0 };
+	struct timespec ts;
+	struct cxls_sock_rec *r;
+	struct pollfd p;
+	char buf[64];
+	double cpu0, cpu;
+	int a, b, n;
+	pid_t pid;
+
+	r = corrupt_pair(&a, &b);
+	if (!expect_pool || !r) {
+		CHECK(!expect_pool, "record");
+		close(a);
+		close(b);
+		return;
+	}
+	/* a -> b by reference; the queued entry's generation is wrong */
+	CHECK(write(a, big, sizeof(big)) == (ssize_t)sizeof(big), "300 KiB written");
+	r->ref[0][atomic_load(&r->ring[0].ref_cons) % CXLS_SOCK_REFS].gen ^= 0x100;
+	errno = 0;
+	CHECK(read(b, buf, sizeof(buf)) == -1 && errno == ECONNRESET, "reader: ECONNRESET (%d)",
+	      errno);
+	p = (struct pollfd){ a, POLLIN, 0 };
+	n = poll(&p, 1, 3000);
+	CHECK(n == 1 && (p.revents & POLLERR), "the writer told: poll %d %#x", n, p.revents);
+	setsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)); /* no hang if not */
+	errno = 0;
+	CHECK(read(a, buf, sizeof(buf)) == -1 && errno == ECONNRESET,
+	      "writer: ECONNRESET (%d)", errno);
+	close(a);
+	close(b);
+
+	r = corrupt_pair(&a, &b);
+	if (!r)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	atomic_store(&r->end[CXLS_SERVER].sleeper[CXLS_SOCK_SLEEPERS - 1],
+		     ((uint64_t)ts.tv_sec + 3600) * 1000000000ull);
+	setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	pid = write_late(a, 200000); /* to a sleeper: a doorbell, which nobody would read */
+	CHECK(read(b, buf, 4) == 4, "the bytes");
+	CHECK(tu_wait(pid) == 0, "written");
+	cpu0 = cpu_ms();
+	CHECK(read(b, buf, 1) == -1 && errno == EAGAIN, "an idle read times out");
+	cpu = cpu_ms() - cpu0;
+	printf("an idle read of 1 s beside a corrupt sleeper entry used %.1f ms of CPU\n", cpu);
+	CHECK(cpu < 300, "and slept (%.1f ms CPU)", cpu);
+	close(a);
+	close(b);
 }
 
 /* SO_RCVTIMEO/SO_SNDTIMEO: the shim keeps them per connection; setting
@@ -2828,8 +2929,10 @@ static const struct tu_case cases[] = {
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
 	{ "longjmp-close", test_longjmp_close },
+	{ "fork-late-child", test_fork_late_child },
 	{ "nbconnect", test_nbconnect },
 	{ "corrupt", test_corrupt },
+	{ "corrupt-tell", test_corrupt_tell },
 	{ "timeo", test_timeo },
 	{ "lowat-ring", test_lowat_ring },
 	{ "badargs", test_badargs },
