@@ -102,6 +102,11 @@ EXPORT int listen(int fd, int backlog)
 	return r;
 }
 
+/* From the application's level, in every call that may close a socket:
+ * calls this thread left by a longjmp end before the close decides
+ * whether one is in flight (sock_calls.h). */
+#define REAP_LEFT_CALLS() cxls_calls_reap(__builtin_frame_address(0))
+
 EXPORT int close(int fd)
 {
 	if (cxls_private_is(fd)) {
@@ -109,9 +114,7 @@ EXPORT int close(int fd)
 		return -1;
 	}
 	if (fd >= 0 && !cxls_sock_borrowed()) {
-		/* from the application's level: calls left by a longjmp end
-		 * before the close decides whether one is in flight */
-		cxls_calls_reap(__builtin_frame_address(0));
+		REAP_LEFT_CALLS();
 		cxls_sock_closing(fd);
 	}
 	return REAL(close)(fd);
@@ -169,8 +172,10 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 	if ((flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) || first > last ||
 	    ((flags & CLOSE_RANGE_UNSHARE) && cxls_proc_status("Threads") != 1))
 		return REAL(close_range)(first, last, flags);
-	if (!(flags & CLOSE_RANGE_CLOEXEC))
+	if (!(flags & CLOSE_RANGE_CLOEXEC)) {
+		REAP_LEFT_CALLS();
 		closing_range(first, last);
+	}
 	return close_around(first, last, flags);
 }
 
@@ -179,6 +184,7 @@ EXPORT void closefrom(int lo)
 	unsigned first = lo < 0 ? 0 : (unsigned)lo;
 	int priv;
 
+	REAP_LEFT_CALLS();
 	closing_range(first, ~0u);
 	/* glibc's own way (it has fallbacks) unless a private fd is there */
 	if (!cxls_private_in(first, ~0u, &priv, 1) || close_around(first, ~0u, 0))
@@ -226,6 +232,7 @@ EXPORT int dup2(int oldfd, int newfd)
 {
 	int r;
 
+	REAP_LEFT_CALLS();
 	replacing(oldfd, newfd);
 	r = REAL(dup2)(oldfd, newfd);
 	if (r >= 0 && !cxls_sock_borrowed())
@@ -237,8 +244,10 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	int r;
 
-	if (oldfd != newfd)
+	if (oldfd != newfd) {
+		REAP_LEFT_CALLS();
 		replacing(oldfd, newfd);
+	}
 	r = REAL(dup3)(oldfd, newfd, flags);
 	if (r >= 0 && !cxls_sock_borrowed())
 		cxls_sock_duped(oldfd, newfd);

@@ -1,6 +1,13 @@
-/* sock_calls.c - a thread's calls in flight on pooled sockets. */
+/* sock_calls.c - a thread's calls in flight on pooled sockets.
+ *
+ * The table is the thread's own, but a signal handler may make a call of
+ * its own in the middle of any change to it.  So a change marks the
+ * table busy first, and a handler that finds it busy leaves it alone: its
+ * call is counted but not noted (as when the table is full), and it
+ * gives back nothing (a later call will). */
 #include "sock_calls.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -19,36 +26,87 @@ struct noted {
 
 _Thread_local int cxls_calls_noted;
 static _Thread_local struct noted calls[CALLS_MAX];
+static _Thread_local int busy;
+static _Thread_local int exit_hooked;
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static int have_exit_key;
+
+/* Marks the table busy; 0 when it was already (a handler in the middle
+ * of a change: hands off). */
+static int take(void)
+{
+	if (busy)
+		return 0;
+	busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	return 1;
+}
+
+static void give(void)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	busy = 0;
+}
+
+/* A thread that ends is in no call: whatever it left is given back. */
+static void thread_exits(void *arg)
+{
+	(void)arg;
+	cxls_calls_reap_slow((const void *)UINTPTR_MAX);
+}
+
+static void make_exit_key(void)
+{
+	have_exit_key = pthread_key_create(&exit_key, thread_exits) == 0;
+}
+
+static void hook_exit(void)
+{
+	exit_hooked = 1;
+	pthread_once(&exit_once, make_exit_key);
+	if (have_exit_key)
+		pthread_setspecific(exit_key, (void *)1);
+}
 
 int cxls_calls_enter(struct cxls_sconn *c, const void *frame)
 {
-	int n = cxls_calls_noted;
+	int n;
 
 	cxls_kept_call_in(c);
-	if (n == CALLS_MAX)
+	if (!exit_hooked)
+		hook_exit();
+	if (!take())
 		return -1;
+	n = cxls_calls_noted;
+	if (n == CALLS_MAX) {
+		give();
+		return -1;
+	}
 	calls[n] = (struct noted){ c, frame };
-	/* a handler that lands here sees the entry whole or not at all */
-	atomic_signal_fence(memory_order_seq_cst);
 	cxls_calls_noted = n + 1;
+	give();
 	return 0;
 }
 
 void cxls_calls_leave(struct cxls_sconn *c, const void *frame)
 {
-	int n = cxls_calls_noted;
+	int n;
 
 	cxls_kept_call_out(c);
+	if (!take())
+		return; /* a handler's call, never noted */
+	n = cxls_calls_noted;
 	/* the innermost, unless calls it nests in were left (reaped later) */
 	for (int i = n - 1; i >= 0; i--) {
 		if (calls[i].frame != frame || calls[i].c != c)
 			continue;
 		for (int j = i; j < n - 1; j++)
 			calls[j] = calls[j + 1];
-		atomic_signal_fence(memory_order_seq_cst);
 		cxls_calls_noted = n - 1;
-		return;
+		break;
 	}
+	give();
 }
 
 static int on_signal_stack(void)
@@ -60,8 +118,11 @@ static int on_signal_stack(void)
 
 void cxls_calls_reap_slow(const void *frame)
 {
-	int n = cxls_calls_noted, kept = 0, checked = 0;
+	int n, kept = 0, checked = 0;
 
+	if (!take())
+		return;
+	n = cxls_calls_noted;
 	for (int i = 0; i < n; i++) {
 		struct noted e = calls[i];
 
@@ -72,12 +133,14 @@ void cxls_calls_reap_slow(const void *frame)
 			calls[kept++] = e;
 			continue;
 		}
-		if (!checked++ && on_signal_stack())
+		if (!checked++ && frame != (const void *)UINTPTR_MAX && on_signal_stack()) {
+			give();
 			return;
+		}
 		CXLS_INFO("socket call left by a longjmp: its count and reference given back");
 		cxls_kept_call_out(e.c);
 		cxls_sconn_put(e.c);
 	}
-	atomic_signal_fence(memory_order_seq_cst);
 	cxls_calls_noted = kept;
+	give();
 }

@@ -10,9 +10,11 @@
  * call's state on its stack.  A frame of the shim above that address
  * (stacks grow down) cannot be running inside the call, as a handler
  * nested in it runs below it: the call was left, and its count and the
- * reference are given back.  On a signal stack (sigaltstack) addresses
- * say nothing, and nothing is judged; a thread with several stacks of its
- * own (coroutines switched from a handler) is not supported.
+ * reference are given back; a thread that exits gives back all it left.
+ * On a signal stack (sigaltstack) addresses say nothing, and nothing is
+ * judged; a thread with several stacks of its own (coroutines switched
+ * from a handler) is not supported.  poll and select count their sockets
+ * outside this table: one left so keeps them.
  */
 #ifndef CXLSHIM_CORE_SOCK_CALLS_H
 #define CXLSHIM_CORE_SOCK_CALLS_H

@@ -120,6 +120,9 @@ static uint64_t child_mark(const struct epset *in)
 	for (int j = 0; j < in->n; j++) {
 		struct cxls_sconn *c = in->items[j].c;
 
+		/* a connect or a meeting under way has no rings yet */
+		if (atomic_load(&c->mode) != CXLS_SC_POOL)
+			continue;
 		m += cxls_stream_produced(&c->rx) + atomic_load(&c->tx.hdr->cons) +
 		     ((uint64_t)end_of(c) << 40);
 	}

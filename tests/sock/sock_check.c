@@ -1955,14 +1955,37 @@ static int jump_out_of(int fd, int writing)
 	return 0;
 }
 
+/* The peer's side: what the write left, then the end (within 3 s). */
+static void peer_sees_fin(int a, const char *how)
+{
+	char buf[1 << 16];
+	struct pollfd p = { a, POLLIN, 0 };
+	ssize_t n = -1;
+	size_t got = 0;
+
+	while (poll(&p, 1, 3000) == 1 && (n = read(a, buf, sizeof(buf))) > 0)
+		got += (size_t)n;
+	CHECK(p.revents && n == 0, "%s: the peer saw the FIN after %zu bytes (poll %#x, read %zd)",
+	      how, got, p.revents, n);
+}
+
+static void *jump_in_thread(void *arg)
+{
+	sigset_t alrm;
+
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
+	return (void *)(intptr_t)jump_out_of(*(int *)arg, 0);
+}
+
 static void test_longjmp_close(void)
 {
 	struct sigaction sa;
-	struct pollfd p;
-	char buf[1 << 16];
-	ssize_t n = -1;
-	int a, b, jumps = 0;
-	size_t got = 0;
+	sigset_t alrm, old;
+	pthread_t t;
+	void *res = NULL;
+	int a, b, jumps = 0, null;
 
 	tcp_pair(&a, &b);
 	memset(&sa, 0, sizeof(sa));
@@ -1974,12 +1997,34 @@ static void test_longjmp_close(void)
 	signal(SIGALRM, SIG_DFL);
 	CHECK(jumps == 3, "left two reads and a write by siglongjmp (%d)", jumps);
 	close(b);
-	/* the peer reads what the write left, then the end */
-	p = (struct pollfd){ a, POLLIN, 0 };
-	while (poll(&p, 1, 3000) == 1 && (n = read(a, buf, sizeof(buf))) > 0)
-		got += (size_t)n;
-	CHECK(p.revents && n == 0, "the peer saw the FIN after %zu bytes (poll %#x, read %zd)", got,
-	      p.revents, n);
+	peer_sees_fin(a, "close");
+	close(a);
+
+	/* a dup2 over the socket is its close too */
+	tcp_pair(&a, &b);
+	sigaction(SIGALRM, &sa, NULL);
+	jumps = jump_out_of(b, 0);
+	signal(SIGALRM, SIG_DFL);
+	null = open("/dev/null", O_RDONLY);
+	CHECK(jumps == 1 && dup2(null, b) == b, "read left, dup2 over it");
+	peer_sees_fin(a, "dup2");
+	close(null);
+	close(a);
+	close(b);
+
+	/* a thread leaves the read and exits; another closes */
+	tcp_pair(&a, &b);
+	sigaction(SIGALRM, &sa, NULL);
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	pthread_sigmask(SIG_BLOCK, &alrm, &old); /* the thread takes it */
+	pthread_create(&t, NULL, jump_in_thread, &b);
+	pthread_join(t, &res);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	signal(SIGALRM, SIG_DFL);
+	CHECK(res == (void *)1, "a thread left its read and ended");
+	close(b);
+	peer_sees_fin(a, "after the thread");
 	close(a);
 }
 
