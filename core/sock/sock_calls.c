@@ -22,9 +22,15 @@
 struct noted {
 	struct cxls_sconn *c;
 	const void *frame;
+	unsigned judged : 1; /* by address: no signal stack then */
+	unsigned counted : 1; /* its count is this process's (not a fork's) */
 };
 
 _Thread_local int cxls_calls_noted;
+/* The thread set a signal stack (sigaltstack, which the shim follows): a
+ * handler may run at any address, above a live call's too, even where
+ * the kernel no longer says it is on that stack (SS_AUTODISARM). */
+static _Thread_local int alt_stack;
 static _Thread_local struct noted calls[CALLS_MAX];
 static _Thread_local int busy;
 static _Thread_local int exit_hooked;
@@ -83,7 +89,7 @@ int cxls_calls_enter(struct cxls_sconn *c, const void *frame)
 		give();
 		return -1;
 	}
-	calls[n] = (struct noted){ c, frame };
+	calls[n] = (struct noted){ c, frame, !alt_stack, 1 };
 	cxls_calls_noted = n + 1;
 	give();
 	return 0;
@@ -129,7 +135,8 @@ void cxls_calls_reap_slow(const void *frame)
 		/* above frame: the call may be running (the handler we are
 		 * in interrupted it); at or below it, the stack it was on has
 		 * been given back and taken again */
-		if ((uintptr_t)e.frame > (uintptr_t)frame) {
+		if (frame != (const void *)UINTPTR_MAX &&
+		    (!e.judged || (uintptr_t)e.frame > (uintptr_t)frame)) {
 			calls[kept++] = e;
 			continue;
 		}
@@ -138,9 +145,23 @@ void cxls_calls_reap_slow(const void *frame)
 			return;
 		}
 		CXLS_INFO("socket call left by a longjmp: its count and reference given back");
-		cxls_kept_call_out(e.c);
+		if (e.counted)
+			cxls_kept_call_out(e.c);
 		cxls_sconn_put(e.c);
 	}
 	cxls_calls_noted = kept;
 	give();
+}
+
+void cxls_calls_alt_stack(const stack_t *ss)
+{
+	alt_stack = !(ss->ss_flags & SS_DISABLE);
+}
+
+/* The fork's child: the counts were its parent's (sock_fd.c zeroes
+ * them), the references its own copies. */
+void cxls_calls_forked(void)
+{
+	for (int i = 0; i < cxls_calls_noted; i++)
+		calls[i].counted = 0;
 }

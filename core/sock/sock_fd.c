@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "log.h"
+#include "sock_calls.h"
 #include "sock_chan.h"
 #include "sock_denial.h"
 #include "sock_epseen.h"
@@ -802,6 +803,7 @@ void cxls_sock_fork_child(void)
 {
 	int phase = 1;
 
+	cxls_calls_forked();
 	cxls_fdtab_reinit();
 	cxls_kept_fork_child();
 	cxls_fdtab_each(fork_phase, &phase);

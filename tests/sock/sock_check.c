@@ -1979,6 +1979,37 @@ static void *jump_in_thread(void *arg)
 	return (void *)(intptr_t)jump_out_of(*(int *)arg, 0);
 }
 
+/* A live read of a thread with a signal stack inside its own stack
+ * (above the read, SS_AUTODISARM: the kernel then says no stack is set),
+ * and a handler there that closes another fd: the read is not taken for
+ * one left by a longjmp (its reference was put twice: use after free). */
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1u << 31) /* linux/signal.h, since Linux 4.7 */
+#endif
+
+static int alt_b, alt_null;
+
+static void on_usr1_close(int sig)
+{
+	(void)sig;
+	close(alt_null);
+}
+
+static void *read_with_alt_stack(void *arg)
+{
+	char stack[1 << 16], c;
+	stack_t ss = { .ss_sp = stack, .ss_size = sizeof(stack), .ss_flags = SS_AUTODISARM };
+	stack_t off = { .ss_flags = SS_DISABLE };
+	ssize_t r;
+
+	(void)arg;
+	if (sigaltstack(&ss, NULL))
+		return (void *)-1;
+	r = read(alt_b, &c, 1); /* the handler runs, then a byte comes */
+	sigaltstack(&off, NULL);
+	return (void *)(intptr_t)r;
+}
+
 static void test_longjmp_close(void)
 {
 	struct sigaction sa;
@@ -2025,6 +2056,24 @@ static void test_longjmp_close(void)
 	CHECK(res == (void *)1, "a thread left its read and ended");
 	close(b);
 	peer_sees_fin(a, "after the thread");
+	close(a);
+
+	tcp_pair(&a, &alt_b);
+	alt_null = open("/dev/null", O_RDONLY);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1_close;
+	sa.sa_flags = SA_ONSTACK | SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_create(&t, NULL, read_with_alt_stack, NULL);
+	usleep(200 * 1000);
+	pthread_kill(t, SIGUSR1);
+	usleep(200 * 1000);
+	CHECK(write(a, "x", 1) == 1, "the byte");
+	pthread_join(t, &res);
+	signal(SIGUSR1, SIG_DFL);
+	CHECK(res == (void *)1, "the read on its thread got it (%ld)", (long)(intptr_t)res);
+	close(alt_b);
+	peer_sees_fin(a, "a handler on a signal stack closed another fd");
 	close(a);
 }
 
