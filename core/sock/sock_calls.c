@@ -26,14 +26,19 @@ struct noted {
 	unsigned counted : 1; /* its count is this process's (not a fork's) */
 };
 
-_Thread_local int cxls_calls_noted;
+/* Initial-exec: one %fs-relative access, where the general model calls
+ * __tls_get_addr in each function (every blocking call enters and
+ * leaves); the library is preloaded, so its static TLS is there. */
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+
+TLS_IE _Thread_local int cxls_calls_noted;
 /* The thread set a signal stack (sigaltstack, which the shim follows): a
  * handler may run at any address, above a live call's too, even where
  * the kernel no longer says it is on that stack (SS_AUTODISARM). */
-static _Thread_local int alt_stack;
-static _Thread_local struct noted calls[CALLS_MAX];
-static _Thread_local int busy;
-static _Thread_local int exit_hooked;
+static TLS_IE _Thread_local int alt_stack;
+static TLS_IE _Thread_local struct noted calls[CALLS_MAX];
+static TLS_IE _Thread_local int busy;
+static TLS_IE _Thread_local int exit_hooked;
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static int have_exit_key;

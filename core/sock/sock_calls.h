@@ -35,7 +35,7 @@ void cxls_calls_alt_stack(const stack_t *ss);
 /* In a fork's child (the forking thread's table). */
 void cxls_calls_forked(void);
 
-extern _Thread_local int cxls_calls_noted;
+extern __attribute__((tls_model("initial-exec"))) _Thread_local int cxls_calls_noted;
 
 void cxls_calls_reap_slow(const void *frame);
 

@@ -739,7 +739,7 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 	int64_t used = cxls_stream_used(&c->rx), room = cxls_ring_free(&c->tx);
 	uint32_t lowat = cxls_chan_rcvlowat(c);
 	int rd = cxls_chan_read_state(c);
-	int wr = wants_write_error(events, rd, c) ? cxls_chan_write_error(c) : 0;
+	int wr = wants_write_error(events, rd, c) ? cxls_chan_write_error(c) : 0, reading_over;
 	short ev = 0;
 
 	if (used < 0 || room < 0) {
@@ -751,7 +751,8 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 	lowat = (uint32_t)cxls_chan_reachable(c, lowat);
 	if (used > 0 && (uint64_t)used >= (lowat ? lowat : 1))
 		ev |= POLLIN | POLLRDNORM;
-	if (rd != CXLS_RD_OPEN || cxls_chan_shut_rd(c))
+	reading_over = rd != CXLS_RD_OPEN || cxls_chan_shut_rd(c);
+	if (reading_over)
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
 	if (room >= (int64_t)(c->tx.cap / 4) || wr)
 		ev |= POLLOUT | POLLWRNORM;
@@ -759,7 +760,7 @@ short cxls_chan_events(struct cxls_sconn *c, short events)
 	     !told(c)) ||
 	    atomic_load(&c->rst_err))
 		ev |= POLLERR; /* the kernel's sk_err, until reported */
-	if ((rd != CXLS_RD_OPEN || cxls_chan_shut_rd(c)) && (wr || cxls_chan_shut_wr(c)))
+	if (reading_over && (wr || cxls_chan_shut_wr(c)))
 		ev |= POLLHUP;
 	return ev & (events | POLLERR | POLLHUP);
 }
