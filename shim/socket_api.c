@@ -9,7 +9,6 @@
 #include <netinet/in.h>
 #include <errno.h>
 #include <linux/seccomp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
 #include <sys/ioctl.h>
@@ -190,17 +189,6 @@ EXPORT void closefrom(int lo)
 	/* glibc's own way (it has fallbacks) unless a private fd is there */
 	if (!cxls_private_in(first, ~0u, &priv, 1) || close_around(first, ~0u, 0))
 		REAL(closefrom)(lo);
-}
-
-/* Followed for the calls a signal handler may leave (sock_calls.h): a
- * thread with a signal stack may run its handlers at any address. */
-EXPORT int sigaltstack(const stack_t *ss, stack_t *old)
-{
-	int r = REAL(sigaltstack)(ss, old);
-
-	if (r == 0 && ss)
-		cxls_calls_alt_stack(ss);
-	return r;
 }
 
 /* A pooled connection TCP would have closed (reset, or both FINs sent):

@@ -11,10 +11,16 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "sock.h"
 #include "sock_kept.h"
+
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1u << 31) /* linux/signal.h, since Linux 4.7 */
+#endif
 
 /* Calls nest only through signal handlers: a few deep at most. */
 #define CALLS_MAX 8
@@ -22,7 +28,7 @@
 struct noted {
 	struct cxls_sconn *c;
 	const void *frame;
-	unsigned judged : 1; /* by address: no signal stack then */
+	unsigned judged : 1; /* by address: no disarming signal stack then */
 	unsigned counted : 1; /* its count is this process's (not a fork's) */
 };
 
@@ -32,10 +38,6 @@ struct noted {
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 
 TLS_IE _Thread_local int cxls_calls_noted;
-/* The thread set a signal stack (sigaltstack, which the shim follows): a
- * handler may run at any address, above a live call's too, even where
- * the kernel no longer says it is on that stack (SS_AUTODISARM). */
-static TLS_IE _Thread_local int alt_stack;
 static TLS_IE _Thread_local struct noted calls[CALLS_MAX];
 static TLS_IE _Thread_local int busy;
 static TLS_IE _Thread_local int exit_hooked;
@@ -80,6 +82,19 @@ static void hook_exit(void)
 		pthread_setspecific(exit_key, (void *)1);
 }
 
+/* The thread has a signal stack that the kernel disarms while a handler
+ * runs on it (SS_AUTODISARM): that handler may run above a live call and
+ * the kernel then says no stack is set, so the call is never judged by
+ * address (only at the thread's exit).  Other signal stacks say
+ * SS_ONSTACK in their handlers (on_signal_stack).  A system call, not
+ * libc's: sanitizer runtimes set their own stacks through it. */
+static int disarming_stack(void)
+{
+	stack_t ss;
+
+	return syscall(SYS_sigaltstack, NULL, &ss) == 0 && (ss.ss_flags & SS_AUTODISARM);
+}
+
 int cxls_calls_enter(struct cxls_sconn *c, const void *frame)
 {
 	int n;
@@ -94,7 +109,7 @@ int cxls_calls_enter(struct cxls_sconn *c, const void *frame)
 		give();
 		return -1;
 	}
-	calls[n] = (struct noted){ c, frame, !alt_stack, 1 };
+	calls[n] = (struct noted){ c, frame, !disarming_stack(), 1 };
 	cxls_calls_noted = n + 1;
 	give();
 	return 0;
@@ -156,11 +171,6 @@ void cxls_calls_reap_slow(const void *frame)
 	}
 	cxls_calls_noted = kept;
 	give();
-}
-
-void cxls_calls_alt_stack(const stack_t *ss)
-{
-	alt_stack = !(ss->ss_flags & SS_DISABLE);
 }
 
 /* The fork's child: the counts were its parent's (sock_fd.c zeroes

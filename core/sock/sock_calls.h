@@ -11,16 +11,16 @@
  * (stacks grow down) cannot be running inside the call, as a handler
  * nested in it runs below it: the call was left, and its count and the
  * reference are given back; a thread that exits gives back all it left.
- * A thread with a signal stack (sigaltstack) may run a handler at any
- * address: its calls are judged only at its exit; a thread with several
- * stacks of its own (coroutines switched from a handler) is not
+ * On a signal stack nothing is judged; the calls of a thread whose
+ * signal stack the kernel disarms in its handlers (SS_AUTODISARM: they
+ * may run at any address, above a live call too, and the kernel then
+ * says no stack is set) are judged only at its exit; a thread with
+ * several stacks of its own (coroutines switched from a handler) is not
  * supported.  poll and select count their sockets
  * outside this table: one left so keeps them.
  */
 #ifndef CXLSHIM_CORE_SOCK_CALLS_H
 #define CXLSHIM_CORE_SOCK_CALLS_H
-
-#include <signal.h>
 
 #include "sock_conn.h"
 
@@ -30,8 +30,6 @@ int cxls_calls_enter(struct cxls_sconn *c, const void *frame);
 /* It returns: its count goes (noted or not). */
 void cxls_calls_leave(struct cxls_sconn *c, const void *frame);
 
-/* sigaltstack(ss) succeeded in this thread. */
-void cxls_calls_alt_stack(const stack_t *ss);
 /* In a fork's child (the forking thread's table). */
 void cxls_calls_forked(void);
 
