@@ -2057,6 +2057,14 @@ static void test_longjmp_close(void)
 	close(b);
 	peer_sees_fin(a, "after the thread");
 	close(a);
+}
+
+static void test_longjmp_altstack(void)
+{
+	struct sigaction sa;
+	pthread_t t;
+	void *res = NULL;
+	int a;
 
 	tcp_pair(&a, &alt_b);
 	alt_null = open("/dev/null", O_RDONLY);
@@ -3023,6 +3031,7 @@ static const struct tu_case cases[] = {
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
 	{ "longjmp-close", test_longjmp_close },
+	{ "longjmp-altstack", test_longjmp_altstack },
 	{ "fork-late-child", test_fork_late_child },
 	{ "nbconnect", test_nbconnect },
 	{ "corrupt", test_corrupt },
