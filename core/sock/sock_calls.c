@@ -144,7 +144,7 @@ static int on_signal_stack(void)
 
 void cxls_calls_reap_slow(const void *frame)
 {
-	int n, kept = 0, checked = 0;
+	int exiting = frame == (const void *)UINTPTR_MAX, n, kept = 0, checked = 0;
 
 	if (!take())
 		return;
@@ -155,12 +155,11 @@ void cxls_calls_reap_slow(const void *frame)
 		/* above frame: the call may be running (the handler we are
 		 * in interrupted it); at or below it, the stack it was on has
 		 * been given back and taken again */
-		if (frame != (const void *)UINTPTR_MAX &&
-		    (!e.judged || (uintptr_t)e.frame > (uintptr_t)frame)) {
+		if (!exiting && (!e.judged || (uintptr_t)e.frame > (uintptr_t)frame)) {
 			calls[kept++] = e;
 			continue;
 		}
-		if (!checked++ && frame != (const void *)UINTPTR_MAX && on_signal_stack()) {
+		if (!checked++ && !exiting && on_signal_stack()) {
 			give();
 			return;
 		}

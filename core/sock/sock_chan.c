@@ -462,15 +462,6 @@ static int tcp_ended(struct cxls_sconn *c)
 	       atomic_load_explicit(&c->tcp_rst, memory_order_relaxed);
 }
 
-/* The kernel's error on the control socket: an RST's, after a FIN. */
-static int sk_err_now(int fd)
-{
-	int err = 0;
-	socklen_t len = sizeof(err);
-
-	return sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : 0;
-}
-
 /* Every holder of the peer's end is dead, but one was forking: its child
  * records itself at once, unless it died first.  Dead once that state
  * lasted FORK_GRACE_NS (the first look that saw it starts the clock). */
@@ -503,7 +494,7 @@ static int look_half_closed(struct cxls_sconn *c, int fd, int writer)
 		atomic_store_explicit(&c->peer_fork_ns, 0, memory_order_relaxed);
 	if (dead > 0)
 		atomic_store(&c->peer_dead, 1);
-	else if (dead < 0 && sk_err_now(fd))
+	else if (dead < 0 && cxls_chan_take_sk_err(fd)) /* an RST's, after the FIN */
 		atomic_store(&c->tcp_rst, 1);
 	/* a probe after our own shutdown would only fail here (EPIPE) */
 	else if (dead < 0 && (writer || cxls_stream_used(&c->tx) > 0) && !cxls_chan_shut_wr(c) &&
@@ -580,11 +571,16 @@ static int fin_then_rst(uint32_t pf)
 	return (pf & CXLS_END_RESET) && (pf & CXLS_END_SHUT_WR);
 }
 
+/* The peer vanished with our bytes unread: its kernel reset. */
+static int vanished_unread(struct cxls_sconn *c, uint32_t pf)
+{
+	return peer_vanished(c, pf) && cxls_stream_used(&c->tx) > 0;
+}
+
 /* Or its FIN, then its death with our bytes unread: its kernel's RST. */
 static int fin_then_gone(struct cxls_sconn *c, uint32_t pf)
 {
-	return fin_then_rst(pf) || ((pf & CXLS_END_SHUT_WR) && peer_vanished(c, pf) &&
-				    cxls_stream_used(&c->tx) > 0);
+	return fin_then_rst(pf) || ((pf & CXLS_END_SHUT_WR) && vanished_unread(c, pf));
 }
 
 /* An RST that comes after this end drew one of its own finds the socket
@@ -620,7 +616,7 @@ int cxls_chan_write_error(struct cxls_sconn *c)
 	 * reset the connection if it left our bytes unread; else, as a peer
 	 * closed in the pool, it takes the next write, which draws the RST
 	 * (cxls_chan_refused). */
-	if (peer_vanished(c, pf) && cxls_stream_used(&c->tx) > 0)
+	if (vanished_unread(c, pf))
 		return ECONNRESET;
 	return 0;
 }
@@ -630,7 +626,7 @@ int cxls_chan_closed(struct cxls_sconn *c)
 	uint32_t pf = peer_flags(c);
 
 	if (atomic_load(&c->broken) || cxls_chan_rst_drawn(c) || (pf & CXLS_END_RESET) ||
-	    (peer_vanished(c, pf) && cxls_stream_used(&c->tx) > 0))
+	    vanished_unread(c, pf))
 		return 1;
 	return cxls_chan_shut_wr(c) && (pf & (CXLS_END_SHUT_WR | CXLS_END_CLOSED));
 }
@@ -652,12 +648,12 @@ int cxls_chan_refused(struct cxls_sconn *c, int fd)
 	return 1;
 }
 
-void cxls_chan_take_sk_err(int fd)
+int cxls_chan_take_sk_err(int fd)
 {
-	int err;
+	int err = 0;
 	socklen_t len = sizeof(err);
 
-	sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	return sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : 0;
 }
 
 /* Marks the reset reported, for every holder of the end; whether it

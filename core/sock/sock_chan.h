@@ -161,8 +161,8 @@ int cxls_chan_fin_then_rst(struct cxls_sconn *c);
 int cxls_chan_tell_reset(struct cxls_sconn *c, int fd);
 /* Takes the kernel socket's pending error (sk_err), as a TCP call that
  * reports an error does: an RST that reached the control socket too is
- * the error the pool's answer just reported. */
-void cxls_chan_take_sk_err(int fd);
+ * the error the pool's answer just reported.  Returns it (0: none). */
+int cxls_chan_take_sk_err(int fd);
 
 /* poll(2) bits of c for the requested events (POLLERR and POLLHUP always). */
 short cxls_chan_events(struct cxls_sconn *c, short events);
