@@ -33,11 +33,34 @@ static uint32_t lead(const struct cxls_op *op)
 	return op->depth > 1 ? 1 : 0;
 }
 
+static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
+{
+	const char *send = k->send;
+	struct cxls_op op;
+	ncclResult_t r;
+
+	if ((r = cxls_op_begin(&op, c, k,
+			       &(struct cxls_call){ CXLS_OP_ALLGATHER, k->count, k->type, 0, -1 },
+			       k->bytes, 1)))
+		return r;
+	/* out of place, our own slice goes straight to its place */
+	if (cxls_op_local_copy(&op, (char *)k->recv + (size_t)c->rank * k->bytes, send, k->bytes))
+		return cxls_op_abandon(&op);
+	for (uint32_t i = 0; i < lead(&op); i++)
+		if (put_k(&op, send, i))
+			return cxls_op_abandon(&op);
+	for (uint32_t i = 0; i < op.rounds; i++)
+		if (put_k(&op, send, i + lead(&op)) || cxls_op_get_all(&op, i, k->recv))
+			return cxls_op_abandon(&op);
+	CXLS_TRACE("AllGather %zu bytes/rank, %u rounds from round %u", k->bytes, op.rounds,
+		   op.g0);
+	return cxls_op_end(&op);
+}
+
 ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			    size_t sendcount, ncclDataType_t type, CUstream stream)
 {
 	size_t bytes;
-	struct cxls_op op;
 	ncclResult_t r;
 
 	if ((r = cxls_op_check_count(c, "AllGather", type, sendcount, c->nranks, &bytes)) ||
@@ -48,18 +71,8 @@ ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *rec
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream,
-				 &(struct cxls_call){ CXLS_OP_ALLGATHER, sendcount, type, 0, -1 }, bytes, 1)))
-		return r;
-	/* out of place, our own slice goes straight to its place */
-	if (cxls_op_local_copy(&op, (char *)recvbuff + (size_t)c->rank * bytes, sendbuff, bytes))
-		return cxls_op_abandon(&op);
-	for (uint32_t k = 0; k < lead(&op); k++)
-		if (put_k(&op, sendbuff, k))
-			return cxls_op_abandon(&op);
-	for (uint32_t k = 0; k < op.rounds; k++)
-		if (put_k(&op, sendbuff, k + lead(&op)) || cxls_op_get_all(&op, k, recvbuff))
-			return cxls_op_abandon(&op);
-	CXLS_TRACE("AllGather %zu bytes/rank, %u rounds from round %u", bytes, op.rounds, op.g0);
-	return cxls_op_end(&op);
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+							.recv = recvbuff, .count = sendcount,
+							.bytes = bytes, .type = type, .root = -1,
+							.stream = stream });
 }

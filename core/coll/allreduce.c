@@ -208,39 +208,49 @@ static int run(struct ar *a)
 	return 0;
 }
 
+static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
+{
+	struct ar a = { .send = k->send, .recv = k->recv, .count = k->count, .type = k->type,
+			.rop = k->rop, .es = cxls_type_size(k->type) };
+	/* every rank must pick the same scheme: the policy is the job's */
+	int direct = k->bytes <= cxls_runtime()->cfg.nccl_allreduce_direct_max;
+	struct cxls_call call = { direct ? CXLS_OP_ALLREDUCE_DIRECT : CXLS_OP_ALLREDUCE, k->count,
+				  k->type, (int)k->redop, -1 };
+	ncclResult_t r;
+
+	a.q = (k->count + (size_t)c->nranks - 1) / (size_t)c->nranks;
+	if (direct)
+		r = cxls_op_begin(&a.op, c, k, &call, k->bytes, 1);
+	else
+		r = cxls_op_begin(&a.op, c, k, &call, a.q * a.es,
+				  c->nranks > 1 ? (uint32_t)c->nranks : 0);
+	if (r)
+		return r;
+	if (direct ? run_direct(&a) : run(&a))
+		return cxls_op_abandon(&a.op);
+	CXLS_TRACE("AllReduce %zu bytes (%s), %u rounds from round %u", k->bytes,
+		   direct ? "direct" : "ReduceScatter + AllGather", a.op.rounds, a.op.g0);
+	return cxls_op_end(&a.op);
+}
+
 ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			    size_t count, ncclDataType_t type, ncclRedOp_t redop, CUstream stream)
 {
-	struct ar a = { .send = sendbuff, .recv = recvbuff, .count = count, .type = type };
-	struct cxls_call call;
+	struct cxls_redop rop;
 	size_t bytes;
 	ncclResult_t r;
-	int direct;
 
 	if ((r = cxls_op_check_count(c, "AllReduce", type, count, 1, &bytes)) ||
-	    (r = cxls_redop_resolve(c, redop, type, &a.rop)) ||
+	    (r = cxls_redop_resolve(c, redop, type, &rop)) ||
 	    (r = cxls_op_check_reducible(c, "AllReduce")) ||
 	    (r = cxls_op_check_buf(c, sendbuff, bytes, "AllReduce sendbuff")) ||
 	    (r = cxls_op_check_buf(c, recvbuff, bytes, "AllReduce recvbuff")))
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	a.es = cxls_type_size(type);
-	a.q = (count + (size_t)c->nranks - 1) / (size_t)c->nranks;
-	/* every rank must pick the same scheme: the policy is the job's */
-	direct = bytes <= cxls_runtime()->cfg.nccl_allreduce_direct_max;
-	call = (struct cxls_call){ direct ? CXLS_OP_ALLREDUCE_DIRECT : CXLS_OP_ALLREDUCE, count,
-				   type, (int)redop, -1 };
-	if (direct)
-		r = cxls_op_begin(&a.op, c, stream, &call, bytes, 1);
-	else
-		r = cxls_op_begin(&a.op, c, stream, &call, a.q * a.es,
-				  c->nranks > 1 ? (uint32_t)c->nranks : 0);
-	if (r)
-		return r;
-	if (direct ? run_direct(&a) : run(&a))
-		return cxls_op_abandon(&a.op);
-	CXLS_TRACE("AllReduce %zu bytes (%s), %u rounds from round %u", bytes,
-		   direct ? "direct" : "ReduceScatter + AllGather", a.op.rounds, a.op.g0);
-	return cxls_op_end(&a.op);
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+							.recv = recvbuff, .count = count,
+							.bytes = bytes, .type = type,
+							.redop = redop, .rop = rop, .root = -1,
+							.stream = stream });
 }

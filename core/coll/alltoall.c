@@ -117,11 +117,30 @@ static int run(struct cxls_op *op, const char *send, char *recv)
 	return 0;
 }
 
+static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
+{
+	size_t own = (size_t)c->rank * k->bytes;
+	struct cxls_op op;
+	ncclResult_t r;
+
+	if ((r = cxls_op_begin(&op, c, k,
+			       &(struct cxls_call){ CXLS_OP_ALLTOALL, k->count, k->type, 0, -1 },
+			       k->bytes, rounds_per_chunk(c->nranks))))
+		return r;
+	if (cxls_op_local_copy(&op, (char *)k->recv + own, (const char *)k->send + own,
+			       k->bytes))
+		return cxls_op_abandon(&op);
+	if (run(&op, k->send, k->recv))
+		return cxls_op_abandon(&op);
+	CXLS_TRACE("AlltoAll %zu bytes/pair, %u rounds from round %u", k->bytes, op.rounds,
+		   op.g0);
+	return cxls_op_end(&op);
+}
+
 ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			   size_t count, ncclDataType_t type, CUstream stream)
 {
 	size_t bytes, total;
-	struct cxls_op op;
 	ncclResult_t r;
 
 	if ((r = cxls_op_check_count(c, "AlltoAll", type, count, c->nranks, &bytes)))
@@ -133,15 +152,8 @@ ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recv
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream,
-				 &(struct cxls_call){ CXLS_OP_ALLTOALL, count, type, 0, -1 }, bytes,
-				 rounds_per_chunk(c->nranks))))
-		return r;
-	if (cxls_op_local_copy(&op, (char *)recvbuff + (size_t)c->rank * bytes,
-			       (const char *)sendbuff + (size_t)c->rank * bytes, bytes))
-		return cxls_op_abandon(&op);
-	if (run(&op, sendbuff, recvbuff))
-		return cxls_op_abandon(&op);
-	CXLS_TRACE("AlltoAll %zu bytes/pair, %u rounds from round %u", bytes, op.rounds, op.g0);
-	return cxls_op_end(&op);
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+							.recv = recvbuff, .count = count,
+							.bytes = bytes, .type = type, .root = -1,
+							.stream = stream });
 }

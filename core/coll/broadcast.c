@@ -58,13 +58,32 @@ static int reader_fetch(struct cxls_op *op, char *recv, int root)
 	return 0;
 }
 
+static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
+{
+	struct cxls_op op;
+	ncclResult_t r;
+	int rc;
+
+	if ((r = cxls_op_begin(&op, c, k,
+			       &(struct cxls_call){ CXLS_OP_BROADCAST, k->count, k->type, 0, k->root },
+			       k->bytes, 1)))
+		return r;
+	if (c->rank == k->root)
+		rc = root_publish(&op, k->send, k->recv);
+	else
+		rc = reader_fetch(&op, k->recv, k->root);
+	if (rc)
+		return cxls_op_abandon(&op);
+	CXLS_TRACE("Broadcast %zu bytes from root %d, %u rounds from round %u", k->bytes, k->root,
+		   op.rounds, op.g0);
+	return cxls_op_end(&op);
+}
+
 ncclResult_t cxls_broadcast(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			    size_t count, ncclDataType_t type, int root, CUstream stream)
 {
 	size_t bytes;
-	struct cxls_op op;
 	ncclResult_t r;
-	int rc;
 
 	if ((r = cxls_op_check_count(c, "Broadcast", type, count, 1, &bytes)) ||
 	    (r = cxls_op_check_root(c, "Broadcast", root)) ||
@@ -75,16 +94,8 @@ ncclResult_t cxls_broadcast(struct cxls_comm *c, const void *sendbuff, void *rec
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream,
-				 &(struct cxls_call){ CXLS_OP_BROADCAST, count, type, 0, root }, bytes, 1)))
-		return r;
-	if (c->rank == root)
-		rc = root_publish(&op, sendbuff, recvbuff);
-	else
-		rc = reader_fetch(&op, recvbuff, root);
-	if (rc)
-		return cxls_op_abandon(&op);
-	CXLS_TRACE("Broadcast %zu bytes from root %d, %u rounds from round %u", bytes, root,
-		   op.rounds, op.g0);
-	return cxls_op_end(&op);
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+							.recv = recvbuff, .count = count,
+							.bytes = bytes, .type = type, .root = root,
+							.stream = stream });
 }

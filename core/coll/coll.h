@@ -33,6 +33,31 @@ ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *rec
 ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			   size_t count, ncclDataType_t type, CUstream stream);
 
+/* One collective call whose arguments passed its checks, and what
+ * enqueues it.  A call inside a group is held as this until the group's
+ * outermost end (group.h), where NCCL enqueues a group's operations: what
+ * the caller puts on its streams before that end runs first, and a
+ * simulated end (ncclGroupSimulateEnd) runs nothing.  The reduction
+ * operator is resolved at the call, as NCCL does: a PreMulSum operator
+ * may be destroyed as soon as the call that names it returns. */
+struct cxls_coll {
+	ncclResult_t (*enqueue)(struct cxls_comm *c, const struct cxls_coll *k);
+	const void *send;
+	void *recv;
+	size_t count;           /* as the call gave it */
+	size_t bytes;           /* of one rank-slice, from the checks */
+	ncclDataType_t type;
+	ncclRedOp_t redop;      /* as called, for the descriptor; 0 without */
+	struct cxls_redop rop;  /* ... and resolved */
+	int root;               /* -1 without a root */
+	CUstream stream;
+	int held;               /* enqueued at a group's end */
+};
+
+/* Enqueues the call now, or holds it until the end of the open group
+ * (a call on a stream being captured is recorded now, group or not). */
+ncclResult_t cxls_coll_submit(struct cxls_comm *c, const struct cxls_coll *k);
+
 /* Which staging slots an op writes: each rank's own (N-to-N) or the
  * shared 1-to-N ones, which lie over the same blocks (layout.c). */
 enum cxls_staging {
@@ -60,10 +85,10 @@ struct cxls_op {
 	size_t bytes;           /* bytes per rank-slice */
 	size_t chunk;           /* bytes per round, <= the layout's block */
 	int capturing;          /* the user stream is being captured */
-	/* inside a group: the work runs on the communicator's own streams and
-	 * the user stream waits for it at ncclGroupEnd (group.h), so that the
-	 * group's communicators progress together whatever order each rank
-	 * called them in */
+	/* enqueued at a group's end: the work runs on the communicator's own
+	 * streams and the user stream waits for it after the group's last
+	 * operation (group.h), so that the group's communicators progress
+	 * together whatever order each rank called them in */
 	int deferred;
 	struct cxls_replay *replay; /* then: rebases doorbells per replay */
 	/* PreMulSum: every rank scales its own input as it publishes it (the
@@ -90,7 +115,7 @@ ncclResult_t cxls_op_check_alias(struct cxls_comm *c, const char *coll, const vo
 /* `bytes` per slice; the op runs `slices` x ceil(bytes / chunk) rounds.
  * Posts the call's descriptor first: ncclInvalidUsage when a peer called
  * something else as this operation. */
-ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
+ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct cxls_coll *k,
 			   const struct cxls_call *call, size_t bytes, uint32_t slices);
 ncclResult_t cxls_op_end(struct cxls_op *op);
 /* Enqueueing failed half way: the ranks can no longer agree on rounds. */
@@ -139,7 +164,7 @@ ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll);
 /* The rank's own part of an out-of-place op, copied device to device
  * (none when dst == src, in place).  Callers issue it right after
  * cxls_op_begin, first on the read stream: there it runs before any
- * doorbell wait but the gate of an op inside a group.  On a GPU shared by several processes a copy queued
+ * doorbell wait.  On a GPU shared by several processes a copy queued
  * behind doorbell waits came about 2 ms (a time slice?) late every time:
  * issued per chunk behind them, it made out-of-place AllGather 3 to 12
  * times slower than in place on an H100 (bench/README "Own slices first"). */

@@ -144,24 +144,19 @@ static uint32_t depth_of(const struct cxls_comm *c, enum cxls_op_kind kind)
 	return rooted ? c->lay.slots : c->lay.win_slots;
 }
 
-/* Inside a group the op's streams also wait for the group's end, where
- * NCCL enqueues a group's operations: what the caller puts on its stream
- * after this call and before ncclGroupEnd runs first (group.c opens the
- * gate there, in the user stream's order). */
-static int wait_group_end(struct cxls_op *op)
+ncclResult_t cxls_coll_submit(struct cxls_comm *c, const struct cxls_coll *k)
 {
-	struct cxls_comm *c = op->c;
-	struct cxls_bell *gate = &c->view.gate[c->rank];
-	uint32_t v = atomic_load(&c->gates) + 1;
-
-	if (cxls_stage_wait(&c->st, op->ws, gate, v))
-		return -1;
-	return op->rs == op->ws ? 0 : cxls_stage_wait(&c->st, op->rs, gate, v);
+	/* a graph records the call where it was made (its end may come after
+	 * the capture ended) */
+	if (cxls_group_depth() > 0 && !cxls_stage_capturing(&c->st, k->stream))
+		return cxls_group_hold(c, k);
+	return k->enqueue(c, k);
 }
 
-ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream stream,
+ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct cxls_coll *k,
 			   const struct cxls_call *call, size_t bytes, uint32_t slices)
 {
+	CUstream stream = k->stream;
 	const struct cxls_stage *s = &c->st;
 	ncclResult_t r;
 
@@ -172,7 +167,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	op->trace = 0;
 	op->user = stream;
 	op->capturing = cxls_stage_capturing(s, stream);
-	op->deferred = !op->capturing && cxls_group_depth() > 0;
+	op->deferred = !op->capturing && k->held;
 	op->ws = s->overlap || op->deferred ? s->ws : stream;
 	op->rs = s->overlap ? s->rs : op->ws;
 	op->s0 = atomic_load(&c->round);
@@ -194,8 +189,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, CUstream str
 	 * extend (replay.h) */
 	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds, stream)))
 		goto fail;
-	if (cxls_stage_fork(s, stream, op->capturing, s->overlap || op->deferred) ||
-	    (op->deferred && wait_group_end(op)))
+	if (cxls_stage_fork(s, stream, op->capturing, s->overlap || op->deferred))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, call);
 	return ncclSuccess;

@@ -17,13 +17,34 @@ static int collect(struct cxls_op *op, char *recv)
 	return 0;
 }
 
+static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
+{
+	struct cxls_op op;
+	ncclResult_t r;
+	int rc;
+
+	if ((r = cxls_op_begin(&op, c, k,
+			       &(struct cxls_call){ CXLS_OP_GATHER, k->count, k->type, 0, k->root },
+			       k->bytes, 1)))
+		return r;
+	if (c->rank == k->root)
+		rc = cxls_op_local_copy(&op, (char *)k->recv + (size_t)k->root * k->bytes, k->send,
+					k->bytes) ||
+		     collect(&op, k->recv);
+	else
+		rc = cxls_op_publish_all(&op, k->send, k->root);
+	if (rc)
+		return cxls_op_abandon(&op);
+	CXLS_TRACE("Gather %zu bytes/rank to root %d, %u rounds from round %u", k->bytes, k->root,
+		   op.rounds, op.g0);
+	return cxls_op_end(&op);
+}
+
 ncclResult_t cxls_gather(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			 size_t count, ncclDataType_t type, int root, CUstream stream)
 {
 	size_t bytes;
-	struct cxls_op op;
 	ncclResult_t r;
-	int rc;
 
 	if ((r = cxls_op_check_count(c, "Gather", type, count, c->nranks, &bytes)) ||
 	    (r = cxls_op_check_root(c, "Gather", root)) ||
@@ -35,18 +56,8 @@ ncclResult_t cxls_gather(struct cxls_comm *c, const void *sendbuff, void *recvbu
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream,
-				 &(struct cxls_call){ CXLS_OP_GATHER, count, type, 0, root }, bytes, 1)))
-		return r;
-	if (c->rank == root)
-		rc = cxls_op_local_copy(&op, (char *)recvbuff + (size_t)root * bytes, sendbuff,
-					bytes) ||
-		     collect(&op, recvbuff);
-	else
-		rc = cxls_op_publish_all(&op, sendbuff, root);
-	if (rc)
-		return cxls_op_abandon(&op);
-	CXLS_TRACE("Gather %zu bytes/rank to root %d, %u rounds from round %u", bytes, root,
-		   op.rounds, op.g0);
-	return cxls_op_end(&op);
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+							.recv = recvbuff, .count = count,
+							.bytes = bytes, .type = type, .root = root,
+							.stream = stream });
 }

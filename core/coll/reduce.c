@@ -37,15 +37,35 @@ static int fold_all(struct cxls_op *op, const char *send, char *recv, ncclDataTy
 	return 0;
 }
 
+static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
+{
+	struct cxls_op op;
+	ncclResult_t r;
+	int rc;
+
+	if ((r = cxls_op_begin(&op, c, k,
+			       &(struct cxls_call){ CXLS_OP_REDUCE, k->count, k->type, (int)k->redop,
+						    k->root },
+			       k->bytes, 1)))
+		return r;
+	op.scale = &k->rop;
+	op.type = k->type;
+	rc = c->rank == k->root ? fold_all(&op, k->send, k->recv, k->type, &k->rop) :
+				  cxls_op_publish_all(&op, k->send, k->root);
+	if (rc)
+		return cxls_op_abandon(&op);
+	CXLS_TRACE("Reduce %zu bytes to root %d, %u rounds from round %u", k->bytes, k->root,
+		   op.rounds, op.g0);
+	return cxls_op_end(&op);
+}
+
 ncclResult_t cxls_reduce(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			 size_t count, ncclDataType_t type, ncclRedOp_t redop, int root,
 			 CUstream stream)
 {
 	struct cxls_redop rop;
-	struct cxls_op op;
 	size_t bytes;
 	ncclResult_t r;
-	int rc;
 
 	if ((r = cxls_op_check_count(c, "Reduce", type, count, 1, &bytes)) ||
 	    (r = cxls_op_check_root(c, "Reduce", root)) ||
@@ -56,17 +76,9 @@ ncclResult_t cxls_reduce(struct cxls_comm *c, const void *sendbuff, void *recvbu
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream,
-				 &(struct cxls_call){ CXLS_OP_REDUCE, count, type, (int)redop, root }, bytes,
-				 1)))
-		return r;
-	op.scale = &rop;
-	op.type = type;
-	rc = c->rank == root ? fold_all(&op, sendbuff, recvbuff, type, &rop) :
-			       cxls_op_publish_all(&op, sendbuff, root);
-	if (rc)
-		return cxls_op_abandon(&op);
-	CXLS_TRACE("Reduce %zu bytes to root %d, %u rounds from round %u", bytes, root,
-		   op.rounds, op.g0);
-	return cxls_op_end(&op);
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+							.recv = recvbuff, .count = count,
+							.bytes = bytes, .type = type,
+							.redop = redop, .rop = rop, .root = root,
+							.stream = stream });
 }

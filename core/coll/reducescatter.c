@@ -55,14 +55,36 @@ static int run(struct cxls_op *op, const char *send, const char *own, char *recv
 	return 0;
 }
 
+static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
+{
+	const char *own = (const char *)k->send + (size_t)c->rank * k->bytes;
+	struct cxls_op op;
+	ncclResult_t r;
+
+	if ((r = cxls_op_begin(&op, c, k,
+			       &(struct cxls_call){ CXLS_OP_REDUCESCATTER, k->count, k->type,
+						    (int)k->redop, -1 },
+			       k->bytes, (uint32_t)c->nranks - 1)))
+		return r;
+	op.scale = &k->rop;
+	op.type = k->type;
+	if (c->nranks == 1 ?
+		    cxls_op_fold_init(&op, k->recv, own, k->count, k->type, &k->rop, 1) :
+		    cxls_op_own_begin(&op, k->recv, own, k->count, k->type, &k->rop))
+		return cxls_op_abandon(&op);
+	if (run(&op, k->send, own, k->recv, k->type, &k->rop))
+		return cxls_op_abandon(&op);
+	CXLS_TRACE("ReduceScatter %zu bytes/rank, %u rounds from round %u", k->bytes, op.rounds,
+		   op.g0);
+	return cxls_op_end(&op);
+}
+
 ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 				size_t recvcount, ncclDataType_t type, ncclRedOp_t redop,
 				CUstream stream)
 {
 	struct cxls_redop rop;
-	struct cxls_op op;
 	size_t bytes;
-	const char *own;
 	ncclResult_t r;
 
 	if ((r = cxls_op_check_count(c, "ReduceScatter", type, recvcount, c->nranks, &bytes)) ||
@@ -74,19 +96,9 @@ ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void 
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream,
-				 &(struct cxls_call){ CXLS_OP_REDUCESCATTER, recvcount, type, (int)redop, -1 },
-				 bytes, (uint32_t)c->nranks - 1)))
-		return r;
-	op.scale = &rop;
-	op.type = type;
-	own = (const char *)sendbuff + (size_t)c->rank * bytes;
-	if (c->nranks == 1 ? cxls_op_fold_init(&op, recvbuff, own, recvcount, type, &rop, 1) :
-			     cxls_op_own_begin(&op, recvbuff, own, recvcount, type, &rop))
-		return cxls_op_abandon(&op);
-	if (run(&op, sendbuff, own, recvbuff, type, &rop))
-		return cxls_op_abandon(&op);
-	CXLS_TRACE("ReduceScatter %zu bytes/rank, %u rounds from round %u", bytes, op.rounds,
-		   op.g0);
-	return cxls_op_end(&op);
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+							.recv = recvbuff, .count = recvcount,
+							.bytes = bytes, .type = type,
+							.redop = redop, .rop = rop, .root = -1,
+							.stream = stream });
 }

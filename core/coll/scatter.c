@@ -61,13 +61,35 @@ static int receive(struct cxls_op *op, char *recv, int root)
 	return 0;
 }
 
+static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
+{
+	struct cxls_op op;
+	ncclResult_t r;
+	int rc;
+
+	if ((r = cxls_op_begin(&op, c, k,
+			       &(struct cxls_call){ CXLS_OP_SCATTER, k->count, k->type, 0, k->root },
+			       k->bytes, (uint32_t)c->nranks)))
+		return r;
+	if (c->rank == k->root)
+		rc = cxls_op_local_copy(&op, k->recv,
+					(const char *)k->send + (size_t)k->root * k->bytes,
+					k->bytes) ||
+		     root_publish(&op, k->send);
+	else
+		rc = receive(&op, k->recv, k->root);
+	if (rc)
+		return cxls_op_abandon(&op);
+	CXLS_TRACE("Scatter %zu bytes/rank from root %d, %u rounds from round %u", k->bytes,
+		   k->root, op.rounds, op.g0);
+	return cxls_op_end(&op);
+}
+
 ncclResult_t cxls_scatter(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			  size_t count, ncclDataType_t type, int root, CUstream stream)
 {
 	size_t bytes;
-	struct cxls_op op;
 	ncclResult_t r;
-	int rc;
 
 	if ((r = cxls_op_check_count(c, "Scatter", type, count, c->nranks, &bytes)) ||
 	    (r = cxls_op_check_root(c, "Scatter", root)) ||
@@ -80,19 +102,8 @@ ncclResult_t cxls_scatter(struct cxls_comm *c, const void *sendbuff, void *recvb
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	if ((r = cxls_op_begin(&op, c, stream,
-				 &(struct cxls_call){ CXLS_OP_SCATTER, count, type, 0, root }, bytes,
-				 (uint32_t)c->nranks)))
-		return r;
-	if (c->rank == root)
-		rc = cxls_op_local_copy(&op, recvbuff,
-					(const char *)sendbuff + (size_t)root * bytes, bytes) ||
-		     root_publish(&op, sendbuff);
-	else
-		rc = receive(&op, recvbuff, root);
-	if (rc)
-		return cxls_op_abandon(&op);
-	CXLS_TRACE("Scatter %zu bytes/rank from root %d, %u rounds from round %u", bytes, root,
-		   op.rounds, op.g0);
-	return cxls_op_end(&op);
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+							.recv = recvbuff, .count = count,
+							.bytes = bytes, .type = type, .root = root,
+							.stream = stream });
 }

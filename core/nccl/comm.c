@@ -569,9 +569,6 @@ void cxls_comm_unblock(struct cxls_comm *c)
 		raise_bell(&c->view.pub[r], v, c->pool->flush_mode);
 		raise_bell(&c->view.ack[r], v, c->pool->flush_mode);
 	}
-	/* a group's collectives wait for its end (group.c) */
-	raise_bell(&c->view.gate[c->rank], atomic_load(&c->gates) + UNBLOCK_LEAD,
-		   c->pool->flush_mode);
 	/* point-to-point: what our receives wait for from each peer, and what
 	 * our sends wait for the peer to have consumed */
 	for (int r = 0; r < c->nranks; r++) {

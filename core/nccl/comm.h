@@ -85,9 +85,6 @@ struct cxls_comm {
 	 * with it only if it reuses the same slots in the same order */
 	_Atomic uint32_t last_staging;
 	_Atomic uint32_t last_depth;	/* and its depth (coll.h) */
-	/* groups whose end opened this rank's gate (view.gate, group.c): a
-	 * collective called inside a group waits for the next one */
-	_Atomic uint32_t gates;
 	/* bytes this rank enqueued to copy into and out of the pool (reads
 	 * include the folds' pool operands); a captured graph counts once */
 	_Atomic uint64_t pool_written, pool_read;
@@ -251,8 +248,8 @@ void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err);
 void cxls_comm_unblock(struct cxls_comm *c);
 #define CXLS_ENQ_CLOSED 0x80000000u
 
-/* An operation's enqueue starts (a collective, a send/receive group, a
- * group's gate): until cxls_comm_enq_leave, a destroy or abort waits
+/* An operation's enqueue starts (a collective, a send/receive group):
+ * until cxls_comm_enq_leave, a destroy or abort waits
  * before it gives the pool record back.  Returns ncclSuccess, or an error
  * (nothing to leave) when the communicator is released or failed, also
  * when it failed while this enqueue was held up. */

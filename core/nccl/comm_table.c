@@ -19,7 +19,7 @@ static uint64_t align64(uint64_t v)
 
 uint64_t cxls_comm_stride(uint32_t max_ranks)
 {
-	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 6 * sizeof(struct cxls_bell) +
+	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 5 * sizeof(struct cxls_bell) +
 			    (CXLS_DESC_RING + 1) * sizeof(struct cxls_op_desc);
 	uint64_t pairs = 2ull * max_ranks * max_ranks *
 			 (sizeof(struct cxls_bell) + sizeof(struct cxls_p2p_msg));
@@ -49,7 +49,6 @@ void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_
 	v->replay = (struct cxls_op_desc *)(v->graph + n);
 	v->p2p_smsg = (struct cxls_p2p_msg *)(v->replay + n);
 	v->p2p_rmsg = v->p2p_smsg + (size_t)n * n;
-	v->gate = (struct cxls_bell *)(v->p2p_rmsg + (size_t)n * n);
 	v->max_ranks = n;
 }
 

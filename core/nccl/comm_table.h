@@ -31,7 +31,6 @@ struct cxls_comm_view {
 	struct cxls_op_desc *replay; /* [rank] */
 	struct cxls_p2p_msg *p2p_smsg; /* [src * max_ranks + dst] sizes as sent */
 	struct cxls_p2p_msg *p2p_rmsg; /* [src * max_ranks + dst] sizes as received */
-	struct cxls_bell *gate;     /* [rank] groups ended (group.h) */
 	uint32_t max_ranks;
 	uint32_t slot;
 };

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coll.h"
 #include "comm.h"
 #include "comm_split.h"
 #include "log.h"
@@ -14,6 +15,11 @@
 struct join {
 	struct cxls_comm *c;
 	CUstream user;
+};
+
+struct held_coll {
+	struct cxls_comm *c;
+	struct cxls_coll k;
 };
 
 struct queued_p2p {
@@ -38,6 +44,8 @@ struct split {
  * it. */
 struct group {
 	int depth;
+	struct held_coll *colls;
+	size_t n_coll, cap_coll;
 	struct queued_p2p *p2p;
 	size_t n_p2p, cap_p2p;
 	struct cxls_comm **inits;
@@ -101,11 +109,27 @@ static int stream_after(const struct cxls_cuda *cu, CUstream to, CUstream from)
 
 static void reset(void)
 {
+	free(grp.colls);
 	free(grp.p2p);
 	free(grp.inits);
 	free(grp.splits);
 	free(grp.joins);
 	memset(&grp, 0, sizeof(grp));
+}
+
+ncclResult_t cxls_group_hold(struct cxls_comm *c, const struct cxls_coll *k)
+{
+	struct held_coll *h;
+
+	if (grow((void **)&grp.colls, &grp.cap_coll, grp.n_coll, sizeof(*grp.colls))) {
+		cxls_comm_set_error(c, "ncclGroupStart: out of memory holding a collective");
+		return ncclSystemError;
+	}
+	h = &grp.colls[grp.n_coll++];
+	h->c = c;
+	h->k = *k;
+	h->k.held = 1;
+	return ncclSuccess;
 }
 
 ncclResult_t cxls_group_p2p(struct cxls_comm *c, const struct cxls_p2p *p, CUstream stream)
@@ -155,41 +179,64 @@ int cxls_group_defer_join(struct cxls_comm *c, CUstream user)
 	return 0;
 }
 
-/* The collectives called in the group wait at its end for their
- * communicator's gate (common.c): it opens on the stream of the first of
- * them once every user stream they came from has reached the end, so
- * whatever the caller enqueued on those streams before ncclGroupEnd runs
- * first, as NCCL enqueues a group's operations at its end.  Before the
- * sends and receives, which wait on the user stream for the collectives'
- * completion. */
-static ncclResult_t open_gates(void)
+/* The group's result so far and one more part's: the first error, else
+ * ncclInProgress when a nonblocking child is still under way. */
+static ncclResult_t merge(ncclResult_t ret, ncclResult_t r)
+{
+	if (ret != ncclSuccess && ret != ncclInProgress)
+		return ret;
+	return r == ncclSuccess ? ret : r;
+}
+
+/* Before a communicator's first collective of the group, its user stream
+ * waits for the other user streams of that communicator's collectives,
+ * as NCCL's launch stream waits for every stream of the group: all of
+ * them start after everything the caller put on any of those streams
+ * before ncclGroupEnd (later ones follow the first on the
+ * communicator's streams). */
+static int streams_meet(size_t first)
+{
+	struct cxls_comm *c = grp.colls[first].c;
+	CUstream main = grp.colls[first].k.stream;
+
+	for (size_t j = first + 1; j < grp.n_coll; j++)
+		if (grp.colls[j].c == c && stream_after(c->st.cu, main, grp.colls[j].k.stream))
+			return -1;
+	return 0;
+}
+
+static int first_of_comm(size_t i)
+{
+	for (size_t j = 0; j < i; j++)
+		if (grp.colls[j].c == grp.colls[i].c)
+			return 0;
+	return 1;
+}
+
+/* The group's collectives, in call order, each on its communicator's own
+ * streams, forked from its user stream here (run_joins brings the user
+ * streams back): no communicator's work waits behind another's.  Before
+ * the sends and receives, as NCCL orders them. */
+static ncclResult_t run_colls(void)
 {
 	ncclResult_t ret = ncclSuccess;
 
-	for (size_t i = 0; i < grp.n_join; i++) {
-		struct cxls_comm *c = grp.joins[i].c;
-		CUstream main = grp.joins[i].user;
-		int seen = 0, bad = 0;
+	for (size_t i = 0; i < grp.n_coll; i++) {
+		struct held_coll *h = &grp.colls[i];
+		ncclResult_t r;
 
-		for (size_t j = 0; j < i; j++)
-			seen |= grp.joins[j].c == c;
-		if (seen || c->magic != CXLS_COMM_MAGIC)
-			continue; /* opened already, or destroyed inside the group */
-		/* the ring goes to the record; an aborted communicator's gate
-		 * is raised already (cxls_comm_unblock) */
-		if (cxls_comm_enq_enter(c))
+		if (h->c->magic != CXLS_COMM_MAGIC)
+			continue; /* destroyed inside the group */
+		if (!cxls_comm_usable(h->c, &r)) {
+			ret = merge(ret, r);
 			continue;
-		for (size_t j = i + 1; j < grp.n_join && !bad; j++)
-			if (grp.joins[j].c == c)
-				bad = stream_after(c->st.cu, main, grp.joins[j].user);
-		if (bad || cxls_stage_ring(&c->st, main, &c->view.gate[c->rank],
-					   atomic_fetch_add(&c->gates, 1) + 1)) {
-			/* failing the communicator raises its gate: nothing hangs */
-			cxls_comm_set_error(c, "ncclGroupEnd: cannot start the group's collectives");
-			cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
-			ret = ncclUnhandledCudaError;
 		}
-		cxls_comm_enq_leave(c);
+		if (first_of_comm(i) && streams_meet(i)) {
+			cxls_comm_set_error(h->c, "ncclGroupEnd: cannot join the group's streams");
+			ret = merge(ret, ncclUnhandledCudaError);
+			continue;
+		}
+		ret = merge(ret, h->k.enqueue(h->c, &h->k));
 	}
 	return ret;
 }
@@ -311,15 +358,6 @@ static ncclResult_t run_p2p(void)
 	return ret;
 }
 
-/* The group's result so far and one more part's: the first error, else
- * ncclInProgress when a nonblocking child is still under way. */
-static ncclResult_t merge(ncclResult_t ret, ncclResult_t r)
-{
-	if (ret != ncclSuccess && ret != ncclInProgress)
-		return ret;
-	return r == ncclSuccess ? ret : r;
-}
-
 /* Whether an earlier split of the group on the same communicator is still
  * to be exchanged. */
 static int split_behind(size_t i)
@@ -416,16 +454,16 @@ static ncclResult_t wait_inits(void)
 }
 
 /* A call of the group failed (cxls_group_check): NCCL drops the whole
- * group and returns the error at its end.  The sends and receives wait
- * here, so they are dropped; on every rank that made the failing call,
- * so no message pairs with another that came later.  A rank that did not
- * waits for them until its watchdog's operation timeout.  What was
- * started when called cannot be dropped without leaving the peers
- * waiting: the collectives (enqueued behind the gate) and the splits and
- * inits (published) still run. */
+ * group and returns the error at its end.  The collectives, sends and
+ * receives wait here, so they are dropped; on every rank that made the
+ * failing call, so no operation pairs with another that came later.  A
+ * rank that did not waits for them until its watchdog's operation
+ * timeout.  What was started when called cannot be dropped without
+ * leaving the peers waiting: the splits and inits (published) still
+ * finish. */
 ncclResult_t cxls_group_end(void)
 {
-	ncclResult_t err = grp.err, r, r2, r3;
+	ncclResult_t err = grp.err, r, r2 = ncclSuccess, r3;
 
 	if (!grp.depth) {
 		CXLS_WARN("ncclGroupEnd without ncclGroupStart");
@@ -437,9 +475,8 @@ ncclResult_t cxls_group_end(void)
 	 * those communicators */
 	r = run_splits();
 	r = merge(r, wait_inits());
-	r2 = open_gates();
 	if (err == ncclSuccess)
-		r2 = merge(r2, run_p2p());
+		r2 = merge(run_colls(), run_p2p());
 	r3 = run_joins();
 	reset();
 	return merge(err, merge(merge(r, r2), r3));
@@ -453,14 +490,11 @@ ncclResult_t cxls_group_discard(void)
 		return ncclInvalidUsage;
 	if (--grp.depth)
 		return ncclSuccess;
-	/* sends and receives are dropped; communicators created or split in
-	 * the group still finish (the peers' parts are under way), and
-	 * collectives already enqueued run (they were enqueued when called)
-	 * and join */
+	/* the collectives, sends and receives are dropped; communicators
+	 * created or split in the group still finish (the peers' parts are
+	 * under way) */
 	r = run_splits();
 	r = merge(r, wait_inits());
-	open_gates();
-	run_joins();
 	reset();
 	return merge(err, r);
 }

@@ -1,26 +1,21 @@
 /* group.h - ncclGroupStart/ncclGroupEnd for pool communicators.
  *
- * Groups nest per thread; work is held until the outermost end.  Pool
- * collectives never block the calling thread, so they are enqueued when
- * called, in call order, but on their communicator's own streams: the
- * user stream waits for them only at the end, so one communicator's
- * collective never waits behind another's (ranks may call the group's
- * communicators in any order, as with NCCL).  They start behind a gate,
- * a doorbell of this rank that the end rings on a user stream once every
- * user stream of the communicator's calls reached it: as with NCCL, which
- * enqueues a group's operations at its end, what the caller put on those
- * streams between a call and the end runs first.  (A simulated end opens
- * the gates too: the collectives are enqueued already, and every rank
- * must run them to stay in step.)  What waits for the end is:
+ * Groups nest per thread; work is held until the outermost end, where
+ * NCCL enqueues a group's operations, so what the caller put on its
+ * streams between a call and the end runs first, and a simulated end
+ * (ncclGroupSimulateEnd) runs nothing.  Each call is checked when made
+ * (its errors fail the group, cxls_group_check).  At the end:
+ *   - splits (comm_split.h), then blocking communicator inits made inside
+ *     the group (several ranks of one thread, as ncclCommInitAll and
+ *     PyTorch do): they rendezvous in the background and the end waits
+ *     for all of them, so the group's operations may use them;
+ *   - the collectives, in call order, each on its communicator's own
+ *     streams, the user streams joining them afterwards: one
+ *     communicator's collective never waits behind another's, so ranks
+ *     may call the group's communicators in any order, as with NCCL;
  *   - sends and receives, run per communicator as one lockstep group
  *     (p2p.h), communicators in key order so that every rank enqueues them
- *     in the same order whatever order the calls came in;
- *   - blocking communicator inits made inside the group (several ranks of
- *     one thread, as ncclCommInitAll and PyTorch do): they rendezvous in
- *     the background and the end waits for all of them;
- *   - splits (comm_split.h), for the same reason: each published its part
- *     when called, the end exchanges them and inits the children as
- *     above.
+ *     in the same order whatever order the calls came in.
  */
 #ifndef CXLSHIM_CORE_GROUP_H
 #define CXLSHIM_CORE_GROUP_H
@@ -28,6 +23,8 @@
 #include <nccl.h>
 
 #include "p2p.h"
+
+struct cxls_coll;
 
 void cxls_group_start(void);
 /* ncclInvalidUsage when no group is open on this thread. */
@@ -40,6 +37,8 @@ int cxls_group_depth(void);
  * returns the last such error (see cxls_group_end). */
 ncclResult_t cxls_group_check(ncclResult_t r);
 
+/* A checked collective (coll.h), enqueued at the outermost end. */
+ncclResult_t cxls_group_hold(struct cxls_comm *c, const struct cxls_coll *k);
 /* Inside a group: queue; outside: a group of one, run now. */
 ncclResult_t cxls_group_p2p(struct cxls_comm *c, const struct cxls_p2p *p, CUstream stream);
 /* A blocking init made inside a group, now running nonblocking: the
@@ -49,8 +48,8 @@ ncclResult_t cxls_group_add_init(struct cxls_comm *c);
  * (cxls_comm_split_end). */
 ncclResult_t cxls_group_add_split(struct cxls_comm *c, uint32_t n, int color, int key,
 				  ncclComm_t *newcomm, int blocking);
-/* A collective enqueued inside a group on c's streams: at the end, `user`
- * waits for c's last operation.  0, or -1 when out of memory. */
+/* A held collective, enqueued at the end on c's streams: `user` waits for
+ * c's last operation after the group's.  0, or -1 when out of memory. */
 int cxls_group_defer_join(struct cxls_comm *c, CUstream user);
 
 #endif

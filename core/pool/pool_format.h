@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 14u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 15u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
 				* 8: socket lines with one writer, sleepers;
 				* 9: replayed calls; 10: socket claims identified,
@@ -30,7 +30,8 @@
 				* requests name their sleep; 12: twelve socket and listener
 				* holders, a count beyond them, sends in flight;
 				* 13: the communicator's staging window, group
-				* gates; 14: the communicator's routing rules */
+				* gates; 14: the communicator's routing rules;
+				* 15: no group gates (groups enqueue at their end) */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -219,7 +220,6 @@ struct cxls_comm_rec {
 	 *                      rank's replay starts, numbered by its barrier
 	 * struct cxls_p2p_msg  p2p_smsg[max_ranks][max_ranks]; [src][dst] as sent
 	 * struct cxls_p2p_msg  p2p_rmsg[max_ranks][max_ranks]; [src][dst] as received
-	 * struct cxls_bell     gate[max_ranks];      groups ended (group.h)
 	 * Point-to-point traffic involves two ranks, not the communicator, so
 	 * it cannot share the collectives' rounds: every ordered pair has its
 	 * own sequence and its own staging slots (layout.h). */

@@ -347,8 +347,13 @@ struct CUevent_st {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	uint64_t recorded;	/* records issued */
-	uint64_t completed;	/* highest record that ran */
-	struct timespec stamp;	/* when `completed` ran */
+	/* records issued that have not run, in issue order: records on
+	 * different streams run in any order, and a wait is for its own
+	 * record, not for a later one that ran first */
+	uint64_t *pending;
+	size_t n_pending, cap_pending;
+	uint64_t stamp_seq;	/* the highest record that ran ... */
+	struct timespec stamp;	/* ... and when */
 
 	/* Capture bookkeeping (capture lock): a record on a capturing stream
 	 * just remembers which capture and that stream's dependency set, for
@@ -362,7 +367,11 @@ struct CUevent_st {
 void emu_event_get(struct CUevent_st *ev);
 void emu_event_put(struct CUevent_st *ev);
 /* Allocates the next sequence number for a record of ev. */
+/* Issues the next record of ev, pending until emu_event_complete; 0 when
+ * out of memory. */
 uint64_t emu_event_next_seq(struct CUevent_st *ev);
+/* Issues a record and runs it at once (a graph's record node). */
+void emu_event_record_now(struct CUevent_st *ev);
 void emu_event_complete(struct CUevent_st *ev, uint64_t seq);
 void emu_event_wait_seq(struct CUevent_st *ev, uint64_t seq);
 

@@ -1,15 +1,18 @@
 /* event.c - events as a pair of sequence counters.
  *
  * cuEventRecord takes the next sequence number and enqueues an op that marks
- * it complete (with a timestamp). A query or synchronize compares against
- * the latest record issued before the call; cuStreamWaitEvent enqueues an op
+ * it complete (with a timestamp). A query or synchronize looks at the
+ * latest record issued before the call; cuStreamWaitEvent enqueues an op
  * that waits for that same record, so it is unaffected by later records of
- * the event. An event never recorded has sequence 0, already complete: CUDA
- * treats waiting on it as a no-op, and so do we.
+ * the event, even one on another stream that completes first. An event
+ * never recorded has sequence 0, already complete: CUDA treats waiting on
+ * it as a no-op, and so do we.
  */
 #include "emu.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #define EVENT_FLAGS (CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | \
 		     CU_EVENT_INTERPROCESS)
@@ -19,6 +22,7 @@ static void event_release(struct emu_obj *obj)
 	struct CUevent_st *ev = (struct CUevent_st *)obj;
 
 	emu_deps_free(&ev->cap_deps);
+	free(ev->pending);
 	pthread_cond_destroy(&ev->cond);
 	pthread_mutex_destroy(&ev->lock);
 	free(ev);
@@ -36,28 +40,64 @@ void emu_event_put(struct CUevent_st *ev)
 
 uint64_t emu_event_next_seq(struct CUevent_st *ev)
 {
-	uint64_t seq;
+	uint64_t seq = 0;
 
 	pthread_mutex_lock(&ev->lock);
+	if (ev->n_pending == ev->cap_pending) {
+		size_t cap = ev->cap_pending ? 2 * ev->cap_pending : 4;
+		uint64_t *p = realloc(ev->pending, cap * sizeof(*p));
+
+		if (!p)
+			goto out;
+		ev->pending = p;
+		ev->cap_pending = cap;
+	}
 	seq = ++ev->recorded;
+	ev->pending[ev->n_pending++] = seq;
+out:
 	pthread_mutex_unlock(&ev->lock);
 	return seq;
 }
 
-void emu_event_complete(struct CUevent_st *ev, uint64_t seq)
+/* With ev->lock held. */
+static void stamp(struct CUevent_st *ev, uint64_t seq)
 {
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	pthread_mutex_lock(&ev->lock);
-	/* Records on different streams may finish out of order; the latest
-	 * one wins, as later records supersede earlier ones in CUDA. */
-	if (seq > ev->completed) {
-		ev->completed = seq;
-		ev->stamp = now;
+	if (seq > ev->stamp_seq) {
+		ev->stamp_seq = seq;
+		clock_gettime(CLOCK_MONOTONIC, &ev->stamp);
 	}
 	pthread_cond_broadcast(&ev->cond);
+}
+
+void emu_event_record_now(struct CUevent_st *ev)
+{
+	pthread_mutex_lock(&ev->lock);
+	stamp(ev, ++ev->recorded);
 	pthread_mutex_unlock(&ev->lock);
+}
+
+void emu_event_complete(struct CUevent_st *ev, uint64_t seq)
+{
+	pthread_mutex_lock(&ev->lock);
+	for (size_t i = 0; i < ev->n_pending; i++) {
+		if (ev->pending[i] != seq)
+			continue;
+		memmove(&ev->pending[i], &ev->pending[i + 1],
+			(ev->n_pending - i - 1) * sizeof(*ev->pending));
+		ev->n_pending--;
+		break;
+	}
+	stamp(ev, seq);
+	pthread_mutex_unlock(&ev->lock);
+}
+
+/* With ev->lock held: record seq (issued) has run. */
+static bool seq_done(const struct CUevent_st *ev, uint64_t seq)
+{
+	for (size_t i = 0; i < ev->n_pending && ev->pending[i] <= seq; i++)
+		if (ev->pending[i] == seq)
+			return false;
+	return true;
 }
 
 /* seq 0: whatever was recorded last, when we look. */
@@ -66,7 +106,7 @@ void emu_event_wait_seq(struct CUevent_st *ev, uint64_t seq)
 	pthread_mutex_lock(&ev->lock);
 	if (!seq)
 		seq = ev->recorded;
-	while (ev->completed < seq)
+	while (!seq_done(ev, seq))
 		pthread_cond_wait(&ev->cond, &ev->lock);
 	pthread_mutex_unlock(&ev->lock);
 }
@@ -180,6 +220,10 @@ CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
 	emu_capture_forget_event(ev);
 	op.u.event.event = ev;
 	op.u.event.seq = emu_event_next_seq(ev);
+	if (!op.u.event.seq) {
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
 	res = emu_stream_submit(s, &op);
 	/* Never leave a sequence number that nothing will complete. */
 	if (res != CUDA_SUCCESS)
@@ -202,7 +246,7 @@ CUresult cuEventQuery(CUevent hEvent)
 	if (res != CUDA_SUCCESS)
 		return res;
 	pthread_mutex_lock(&ev->lock);
-	if (ev->completed < ev->recorded)
+	if (!seq_done(ev, ev->recorded))
 		res = CUDA_ERROR_NOT_READY;
 	pthread_mutex_unlock(&ev->lock);
 	emu_event_put(ev);
@@ -243,7 +287,7 @@ static CUresult event_stamp(struct CUevent_st *ev, struct timespec *ts)
 	pthread_mutex_lock(&ev->lock);
 	if (ev->flags & CU_EVENT_DISABLE_TIMING || !ev->recorded)
 		res = CUDA_ERROR_INVALID_HANDLE;
-	else if (ev->completed < ev->recorded)
+	else if (!seq_done(ev, ev->recorded))
 		res = CUDA_ERROR_NOT_READY;
 	else
 		*ts = ev->stamp;

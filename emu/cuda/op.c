@@ -141,8 +141,10 @@ void emu_op_run(struct emu_op *op)
 	case EMU_OP_EVENT_RECORD:
 		ev = op->u.event.event;
 		/* Graph nodes take their sequence number when they run. */
-		emu_event_complete(ev, op->u.event.seq ? op->u.event.seq :
-				   emu_event_next_seq(ev));
+		if (op->u.event.seq)
+			emu_event_complete(ev, op->u.event.seq);
+		else
+			emu_event_record_now(ev);
 		break;
 	case EMU_OP_EVENT_WAIT:
 		emu_event_wait_seq(op->u.event.event, op->u.event.seq);

@@ -1825,6 +1825,18 @@ static int case_devapi(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* 1 when the n bytes at dev are all `fill`. */
+static int all_bytes(const char *dev, size_t n, int fill)
+{
+	char *host = malloc(n);
+	int ok = cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess;
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = host[i] == fill;
+	free(host);
+	return ok;
+}
+
 /* ---- a group's collectives start at its end ----------------------------- */
 
 static void CUDART_CB nap(void *ms)
@@ -1837,9 +1849,11 @@ static void CUDART_CB nap(void *ms)
  * rank's input is rewritten after the calls, behind a 50 ms host function
  * so that a collective that started early reads the old input, on two
  * user streams (AllReduce on one, AllGather on the other; the group ends
- * once both streams got there).  Then a simulated group, whose collective
- * was enqueued when called (group.h) and so opens and runs at the end as
- * well: the communicator goes on. */
+ * once both streams got there).  A PreMulSum operator destroyed inside the
+ * group, after the call that names it, still scales it (NCCL resolves the
+ * operator at the call).  Then a simulated group (ncclGroupSimulateEnd),
+ * which runs nothing: its AllReduce leaves the output as it was, and the
+ * communicator goes on with the next collective in step. */
 static int case_group_order(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	enum { N = 4096 };
@@ -1849,6 +1863,8 @@ static int case_group_order(int rank, int n, const ncclUniqueId *id, void *arg)
 	cudaStream_t s, t;
 	ncclComm_t comm = join(rank, n, id, &s);
 	ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+	float three = 3.0f;
+	ncclRedOp_t pms;
 	int bad = 0;
 
 	(void)arg;
@@ -1869,20 +1885,36 @@ static int case_group_order(int rank, int n, const ncclUniqueId *id, void *arg)
 	cudaStreamSynchronize(s);
 	cudaStreamSynchronize(t);
 	cudaMemcpy(h, sum, sizeof(h), cudaMemcpyDeviceToHost);
-	for (int i = 0; i < N; i++)
-		bad += h[i] != (float)(n * (n + 3)) / 2; /* sum of rank + 2 */
-	CHECK(!bad, "AllReduce read the input from before the group's end (%g)", h[0]);
+	for (int i = N - 1; i >= 0; i--)
+		if (h[i] != (float)(n * (n + 3)) / 2) /* sum of rank + 2 */
+			bad = i + 1;
+	CHECK(!bad, "AllReduce read the input from before the group's end ([%d] = %g)",
+	      bad - 1, bad ? h[bad - 1] : 0.0f);
 	for (int p = 0; p < n; p++) {
 		cudaMemcpy(h, all + (size_t)p * N, sizeof(h), cudaMemcpyDeviceToHost);
 		CHECK(h[0] == (float)(p + 2) && h[N - 1] == (float)(p + 2),
 		      "AllGather slice %d: %g, want %d", p, h[0], p + 2);
 	}
+	CHECK(ncclRedOpCreatePreMulSum(&pms, &three, ncclFloat, ncclScalarHostImmediate, comm) ==
+	      ncclSuccess, "PreMulSum");
+	CHECK(ncclGroupStart() == ncclSuccess, "group with a PreMulSum");
+	CHECK(ncclAllReduce(in, sum, N, ncclFloat, pms, comm, s) == ncclSuccess, "AllReduce");
+	CHECK(ncclRedOpDestroy(pms, comm) == ncclSuccess, "destroyed before the group's end");
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	cudaStreamSynchronize(s);
+	cudaMemcpy(h, sum, sizeof(h), cudaMemcpyDeviceToHost);
+	CHECK(h[0] == 3.0f * (float)(n * (n + 3)) / 2 && h[N - 1] == h[0],
+	      "PreMulSum AllReduce: %g, want %g", h[0], 3.0 * (n * (n + 3)) / 2);
 	cudaMemset(sum, 0, N * sizeof(float));
 	cudaDeviceSynchronize();
 	CHECK(ncclGroupStart() == ncclSuccess, "group to simulate");
 	CHECK(ncclAllReduce(in, sum, N, ncclFloat, ncclSum, comm, s) == ncclSuccess, "AllReduce");
+	CHECK(ncclAllGather(in, all, N, ncclFloat, comm, t) == ncclSuccess, "AllGather");
 	CHECK(ncclGroupSimulateEnd(&sim) == ncclSuccess, "simulated end");
-	cudaStreamSynchronize(s);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess && cudaStreamSynchronize(t) == cudaSuccess,
+	      "the streams complete");
+	CHECK(all_bytes((const char *)sum, N * sizeof(float), 0),
+	      "the simulated group's AllReduce wrote its output");
 	CHECK(allgather_ok(comm, s, rank, n, 4096), "a collective after the simulated group");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	cudaStreamDestroy(t);
@@ -1890,18 +1922,6 @@ static int case_group_order(int rank, int n, const ncclUniqueId *id, void *arg)
 }
 
 /* ---- a failed call inside a group ---------------------------------------- */
-
-/* 1 when the n bytes at dev are all `fill`. */
-static int all_bytes(const char *dev, size_t n, int fill)
-{
-	char *host = malloc(n);
-	int ok = cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess;
-
-	for (size_t i = 0; ok && i < n; i++)
-		ok = host[i] == fill;
-	free(host);
-	return ok;
-}
 
 /* A send to and a receive from the other rank and an AllGather in a
  * group; `bad`: one more call, which fails its argument check.  Returns
@@ -1924,7 +1944,8 @@ static ncclResult_t group_with(ncclComm_t comm, cudaStream_t s, int rank, int ba
 /* NCCL (group.cc) records the error of a call that fails inside a group
  * and, at the outermost ncclGroupEnd, drops the group's operations and
  * returns that error; the communicator stays usable.  2 ranks; "all":
- * both make the bad call, so both drop the send/receive pair and go on;
+ * both make the bad call, so both drop the AllGather and the send/receive
+ * pair and go on;
  * "one": only rank 1 does, and rank 0, whose receive never comes, is
  * released by the operation timeout instead of hanging. */
 static int case_group_error(int rank, int n, const ncclUniqueId *id, void *arg)
@@ -1947,6 +1968,7 @@ static int case_group_error(int rank, int n, const ncclUniqueId *id, void *arg)
 		return CHECK_SUMMARY();
 	}
 	CHECK(all_bytes(recv, 4096, 0), "the failed group's receive was dropped");
+	CHECK(all_bytes(all, 4096 * (size_t)n, 0), "and its AllGather");
 	/* errors of an inner group come out at the outermost end, once */
 	ncclGroupStart();
 	ncclGroupStart();

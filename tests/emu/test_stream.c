@@ -90,6 +90,7 @@ static void read_flag(void *arg)
 static void test_events(CUstream a, CUstream b)
 {
 	CUevent ev, never, t0, t1;
+	CUstream c;
 	float ms = 0;
 
 	cuEventCreate(&ev, CU_EVENT_DEFAULT);
@@ -137,6 +138,24 @@ static void test_events(CUstream a, CUstream b)
 	CHECK(atomic_load(&seen) == -1,
 	      "wait is not held up by a later record of the event");
 	cuStreamSynchronize(a);
+
+	/* ... nor released by a later record on another stream that ran
+	 * first: it waits for its own */
+	cuStreamCreate(&c, CU_STREAM_NON_BLOCKING);
+	atomic_store(&flag, 0);
+	atomic_store(&seen, 0);
+	cuLaunchHostFunc(a, sleep_then_set, (void *)(intptr_t)200);
+	cuEventRecord(ev, a);
+	cuStreamWaitEvent(b, ev, 0);
+	cuEventRecord(ev, c);
+	cuStreamSynchronize(c);
+	CHECK_CU(cuEventQuery(ev), CUDA_SUCCESS); /* the latest record ran */
+	cuLaunchHostFunc(b, read_flag, NULL);
+	cuStreamSynchronize(b);
+	CHECK(atomic_load(&seen) == 1,
+	      "wait released by a later record of the event on another stream");
+	cuStreamSynchronize(a);
+	cuStreamDestroy(c);
 
 	/* Destroying an event with a record pending is legal. */
 	cuLaunchHostFunc(a, sleep_then_set, (void *)(intptr_t)20);
