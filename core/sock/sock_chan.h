@@ -11,7 +11,9 @@
 #define CXLSHIM_CORE_SOCK_CHAN_H
 
 #include <stdint.h>
+#include <time.h>
 
+#include "coherence.h"
 #include "sock_conn.h"
 
 /* This end's own shutdowns and the RST it drew: another process holding
@@ -41,6 +43,34 @@ static inline int cxls_chan_rst_drawn(struct cxls_sconn *c)
 {
 	return atomic_load_explicit(&c->rst_drawn, memory_order_relaxed) ||
 	       (cxls_chan_own_flags(c) & CXLS_END_RESET);
+}
+
+/* Sets own flags f and publishes them at once, for the peer's next look:
+ * a reset (drawn, or a corrupt connection broken) or the last close. */
+static inline void cxls_chan_own_flag_publish(struct cxls_sconn *c, uint32_t f)
+{
+	atomic_fetch_or_explicit(&c->me->flags, f, memory_order_acq_rel);
+	cxls_publish(c->tx.flush, &c->me->flags, sizeof(c->me->flags));
+}
+
+/* The peer's kernel sent its FIN or RST on the control socket (drained,
+ * cxls_chan_drain): it stays readable for good and carries nothing more
+ * (no doorbell follows a FIN). */
+static inline int cxls_chan_tcp_ended(struct cxls_sconn *c)
+{
+	return atomic_load_explicit(&c->tcp_eof, memory_order_relaxed) ||
+	       atomic_load_explicit(&c->tcp_rst, memory_order_relaxed);
+}
+
+/* The sleeper table's clock: every process of an end is on one host, and
+ * a deadline needs no better than the tick (CLOCK_MONOTONIC_COARSE: no
+ * clock read of its own, a sleep of one slice is 25 ticks or more). */
+static inline uint64_t cxls_chan_tick_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Sets own flag f; the flags before. */

@@ -6,6 +6,7 @@
 
 #include "coherence.h"
 #include "log.h"
+#include "sock_chan.h"
 #include "sock_kept.h"
 #include "sock_meet.h"
 
@@ -55,6 +56,5 @@ void cxls_sconn_break(struct cxls_sconn *c, const char *why)
 	CXLS_WARN("socket slot %u: %s: resetting the connection", c->slot, why);
 	if (!c->me)
 		return;
-	atomic_fetch_or_explicit(&c->me->flags, CXLS_END_RESET, memory_order_release);
-	cxls_publish(c->tx.flush, &c->me->flags, sizeof(c->me->flags));
+	cxls_chan_own_flag_publish(c, CXLS_END_RESET);
 }

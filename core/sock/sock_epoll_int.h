@@ -126,7 +126,6 @@ struct ep_item *cxls_ep_add_item(struct epset *s, int fd, struct cxls_sconn *c,
 				 const struct epoll_event *ev);
 void cxls_ep_drop_item(struct epset *s, struct ep_item *it);
 /* The kernel registration of an item's fd, and what the item notes of it. */
-int cxls_ep_tcp_ended(struct cxls_sconn *c);
 struct epoll_event cxls_ep_tagged(int fd, struct cxls_sconn *c, uint32_t app_events);
 void cxls_ep_kernel_has(struct ep_item *it, const struct epoll_event *e, int ok);
 

@@ -84,13 +84,6 @@ struct ep_item *cxls_ep_add_item(struct epset *s, int fd, struct cxls_sconn *c,
 	return it;
 }
 
-/* The peer's FIN or RST came on the TCP socket: it stays readable for
- * good and carries nothing more (no doorbell follows a FIN). */
-int cxls_ep_tcp_ended(struct cxls_sconn *c)
-{
-	return atomic_load(&c->tcp_eof) || atomic_load(&c->tcp_rst);
-}
-
 /* What the kernel watches for a followed fd, tagged (TAG | fd) so that
  * sort_kernel() tells it from the application's own registrations: a
  * pooled fd's doorbells and FIN/RST (level-triggered: a doorbell left
@@ -107,7 +100,7 @@ struct epoll_event cxls_ep_tagged(int fd, struct cxls_sconn *c, uint32_t app_eve
 	if (atomic_load(&c->mode) == CXLS_SC_CONNECTING)
 		e.events = (app_events & ~EPOLLET) | EPOLLOUT;
 	else
-		e.events = EPOLLIN | EPOLLRDHUP | (cxls_ep_tcp_ended(c) ? EPOLLET : 0);
+		e.events = EPOLLIN | EPOLLRDHUP | (cxls_chan_tcp_ended(c) ? EPOLLET : 0);
 	e.data.u64 = TAG | (uint32_t)fd;
 	return e;
 }

@@ -166,7 +166,7 @@ static void doorbell_event(int epfd, struct ep_item *it, struct sleeping *z)
 		cxls_ep_sleeping_rang(z, it->fd);
 	else
 		cxls_chan_drain(it->c, it->fd);
-	if (!it->kedge && cxls_ep_tcp_ended(it->c)) {
+	if (!it->kedge && cxls_chan_tcp_ended(it->c)) {
 		struct epoll_event e = cxls_ep_tagged(it->fd, it->c, it->events);
 
 		it->kedge = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0;

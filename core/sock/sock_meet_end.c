@@ -247,7 +247,7 @@ void cxls_sock_release(struct cxls_sconn *c)
 			   forks);
 		return;
 	}
-	atomic_fetch_or(&e->flags, CXLS_END_CLOSED | (close_resets(c, mode) ? CXLS_END_RESET : 0));
-	cxls_publish(c->tx.flush, &e->flags, sizeof(e->flags));
+	cxls_chan_own_flag_publish(c, CXLS_END_CLOSED |
+					      (close_resets(c, mode) ? CXLS_END_RESET : 0));
 	maybe_free(c->rec, c->slot, c->gen);
 }
