@@ -163,6 +163,10 @@ step "api: a call fails inside a group: its end fails, sends/receives dropped" s
 	"$BUILD/tests/api_check" grouperr
 step "api: same on one rank only: the other's receive times out, no hang" env \
 	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" grouperr1
+step "api: a group whose streams cannot meet fails its communicator on every rank" env \
+	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" groupmeet
+step "api: captured and uncaptured streams of one communicator in a group: refused" shim \
+	"$BUILD/tests/api_check" groupmixcap
 echo "== send/receive and groups"
 P2P="$BUILD/tests/p2p_check"
 step "p2p: ring, receive first, 0 B .. 9 MiB (2 ranks)" shim "$P2P" ring 2

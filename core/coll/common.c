@@ -146,11 +146,17 @@ static uint32_t depth_of(const struct cxls_comm *c, enum cxls_op_kind kind)
 
 ncclResult_t cxls_coll_submit(struct cxls_comm *c, const struct cxls_coll *k)
 {
+	int capturing;
+	ncclResult_t r;
+
+	if (!cxls_group_depth())
+		return k->enqueue(c, k);
 	/* a graph records the call where it was made (its end may come after
 	 * the capture ended) */
-	if (cxls_group_depth() > 0 && !cxls_stage_capturing(&c->st, k->stream))
-		return cxls_group_hold(c, k);
-	return k->enqueue(c, k);
+	capturing = cxls_stage_capturing(&c->st, k->stream);
+	if ((r = cxls_group_stream_kind(c, capturing)))
+		return r;
+	return capturing ? k->enqueue(c, k) : cxls_group_hold(c, k);
 }
 
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct cxls_coll *k,

@@ -46,6 +46,8 @@ struct group {
 	int depth;
 	struct held_coll *colls;
 	size_t n_coll, cap_coll;
+	struct cxls_comm **captured; /* communicators called on captured streams */
+	size_t n_captured, cap_captured;
 	struct queued_p2p *p2p;
 	size_t n_p2p, cap_p2p;
 	struct cxls_comm **inits;
@@ -91,25 +93,38 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 	return 0;
 }
 
-/* Stream `to` goes on once `from` reached this point. */
+/* Stream `to` goes on once `from` reached this point.  The event is made
+ * in from's context: one thread may drive ranks on several devices, and
+ * the group end may find another device's context current, where CUDA
+ * would refuse to record it on `from`. */
 static int stream_after(const struct cxls_cuda *cu, CUstream to, CUstream from)
 {
+	CUcontext cur = NULL, ctx = NULL, popped;
 	CUevent ev;
-	int bad;
+	int bad, push;
 
 	if (to == from)
 		return 0;
-	if (cu->EventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+	if (cu->CtxGetCurrent(&cur) != CUDA_SUCCESS || cu->StreamGetCtx(from, &ctx) != CUDA_SUCCESS)
 		return -1;
-	bad = cu->EventRecord(ev, from) != CUDA_SUCCESS ||
-	      cu->StreamWaitEvent(to, ev, 0) != CUDA_SUCCESS;
-	cu->EventDestroy(ev);
+	push = ctx != cur;
+	if (push && cu->CtxPushCurrent(ctx) != CUDA_SUCCESS)
+		return -1;
+	bad = cu->EventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS;
+	if (!bad) {
+		bad = cu->EventRecord(ev, from) != CUDA_SUCCESS ||
+		      cu->StreamWaitEvent(to, ev, 0) != CUDA_SUCCESS;
+		cu->EventDestroy(ev);
+	}
+	if (push)
+		cu->CtxPopCurrent(&popped);
 	return bad ? -1 : 0;
 }
 
 static void reset(void)
 {
 	free(grp.colls);
+	free(grp.captured);
 	free(grp.p2p);
 	free(grp.inits);
 	free(grp.splits);
@@ -129,6 +144,38 @@ ncclResult_t cxls_group_hold(struct cxls_comm *c, const struct cxls_coll *k)
 	h->c = c;
 	h->k = *k;
 	h->k.held = 1;
+	return ncclSuccess;
+}
+
+static int holds_for(const struct cxls_comm *c)
+{
+	for (size_t i = 0; i < grp.n_coll; i++)
+		if (grp.colls[i].c == c)
+			return 1;
+	return 0;
+}
+
+static int captured_for(const struct cxls_comm *c)
+{
+	for (size_t i = 0; i < grp.n_captured; i++)
+		if (grp.captured[i] == c)
+			return 1;
+	return 0;
+}
+
+ncclResult_t cxls_group_stream_kind(struct cxls_comm *c, int capturing)
+{
+	if (capturing ? holds_for(c) : captured_for(c)) {
+		cxls_comm_set_error(c, "streams given to a communicator within a group must be all "
+				       "uncaptured or all captured");
+		return ncclInvalidUsage;
+	}
+	if (!capturing || captured_for(c))
+		return ncclSuccess;
+	if (grow((void **)&grp.captured, &grp.cap_captured, grp.n_captured,
+		 sizeof(*grp.captured)))
+		return ncclSystemError;
+	grp.captured[grp.n_captured++] = c;
 	return ncclSuccess;
 }
 
@@ -225,14 +272,22 @@ static ncclResult_t run_colls(void)
 		struct held_coll *h = &grp.colls[i];
 		ncclResult_t r;
 
-		if (h->c->magic != CXLS_COMM_MAGIC)
-			continue; /* destroyed inside the group */
+		if (h->c->magic != CXLS_COMM_MAGIC) {
+			CXLS_WARN("ncclGroupEnd: communicator %p was destroyed inside the group: "
+				  "its collective is dropped", (void *)h->c);
+			ret = merge(ret, ncclInvalidUsage);
+			continue;
+		}
 		if (!cxls_comm_usable(h->c, &r)) {
 			ret = merge(ret, r);
 			continue;
 		}
+		/* none of its calls may run then: the peers would pair them
+		 * one operation off; failing it tells them, and raises the
+		 * doorbells they wait on */
 		if (first_of_comm(i) && streams_meet(i)) {
 			cxls_comm_set_error(h->c, "ncclGroupEnd: cannot join the group's streams");
+			cxls_comm_fail(h->c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
 			ret = merge(ret, ncclUnhandledCudaError);
 			continue;
 		}
@@ -475,8 +530,10 @@ ncclResult_t cxls_group_end(void)
 	 * those communicators */
 	r = run_splits();
 	r = merge(r, wait_inits());
-	if (err == ncclSuccess)
-		r2 = merge(run_colls(), run_p2p());
+	if (err == ncclSuccess) {
+		r2 = run_colls();
+		r2 = merge(r2, run_p2p()); /* after: every rank in one order */
+	}
 	r3 = run_joins();
 	reset();
 	return merge(err, merge(merge(r, r2), r3));

@@ -37,6 +37,10 @@ int cxls_group_depth(void);
  * returns the last such error (see cxls_group_end). */
 ncclResult_t cxls_group_check(ncclResult_t r);
 
+/* A collective of the open group on c, on a stream being captured or not:
+ * as NCCL, ncclInvalidUsage when c's other calls in the group were the
+ * other kind (captured calls run at once, the others at the end). */
+ncclResult_t cxls_group_stream_kind(struct cxls_comm *c, int capturing);
 /* A checked collective (coll.h), enqueued at the outermost end. */
 ncclResult_t cxls_group_hold(struct cxls_comm *c, const struct cxls_coll *k);
 /* Inside a group: queue; outside: a group of one, run now. */

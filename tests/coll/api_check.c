@@ -1993,6 +1993,87 @@ static int case_group_error(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* ---- a group whose streams cannot meet, captured and uncaptured calls ---- */
+
+/* Two AllReduces held on two streams; rank 0 starts capturing the first
+ * stream before the end, so the end cannot make it wait for the second
+ * (CUDA refuses an event from outside the capture).  Neither may run on
+ * rank 0 then, or rank 1 would pair its AllReduce n with rank 0's n + 1:
+ * the communicator fails on both ranks, and nothing hangs. */
+static int case_group_meet_fail(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	char *a = dev_alloc(4096, 1), *b = dev_alloc(4096, 0);
+	char *c = dev_alloc(4096, 2), *d = dev_alloc(4096, 0);
+	ncclResult_t r, e = ncclSuccess;
+	cudaGraph_t g = NULL;
+	cudaStream_t s, t;
+	ncclComm_t comm = join(rank, n, id, &s);
+
+	(void)arg;
+	cudaStreamCreate(&t);
+	ncclGroupStart();
+	/* rank 1 may come to its calls after rank 0 failed the communicator */
+	r = ncclAllReduce(a, b, 4096, ncclInt8, ncclSum, comm, s);
+	CHECK(r == ncclSuccess || (rank && r == ncclRemoteError), "AllReduce: %d", r);
+	r = ncclAllReduce(c, d, 4096, ncclInt8, ncclSum, comm, t);
+	CHECK(r == ncclSuccess || (rank && r == ncclRemoteError), "AllReduce 2: %d", r);
+	if (rank == 0)
+		cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+	r = ncclGroupEnd();
+	if (rank == 0) {
+		CHECK(r == ncclUnhandledCudaError, "rank 0: group end returned %d", r);
+		cudaStreamEndCapture(s, &g);
+		if (g)
+			cudaGraphDestroy(g);
+		CHECK(all_bytes(b, 4096, 0) && all_bytes(d, 4096, 0), "rank 0 ran nothing");
+	}
+	CHECK(wait_error(comm, &e, 20) >= 0 && e != ncclSuccess,
+	      "rank %d: the communicator fails: %d", rank, e);
+	cudaGetLastError();
+	CHECK(cudaStreamSynchronize(t) == cudaSuccess, "rank %d: its streams complete", rank);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	cudaStreamDestroy(t);
+	return CHECK_SUMMARY();
+}
+
+/* As NCCL: within a group the streams given to one communicator are all
+ * captured or all not (captured calls are recorded at once, the others
+ * held for the end); the call that mixes them is refused, and fails the
+ * group.  The communicator stays usable. */
+static int case_group_mixed_capture(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	char *a = dev_alloc(4096, 1), *b = dev_alloc(4096, 0);
+	cudaGraph_t g = NULL;
+	cudaStream_t s, t;
+	ncclComm_t comm = join(rank, n, id, &s);
+
+	(void)arg;
+	cudaStreamCreate(&t);
+	ncclGroupStart();
+	CHECK(ncclAllReduce(a, b, 4096, ncclInt8, ncclSum, comm, s) == ncclSuccess, "AllReduce");
+	CHECK(cudaStreamBeginCapture(t, cudaStreamCaptureModeRelaxed) == cudaSuccess, "capture");
+	CHECK(ncclAllReduce(a, b, 4096, ncclInt8, ncclSum, comm, t) == ncclInvalidUsage,
+	      "a captured call after an uncaptured one is refused");
+	CHECK(ncclGroupEnd() == ncclInvalidUsage, "and fails the group");
+	CHECK(cudaStreamEndCapture(t, &g) == cudaSuccess, "end capture");
+	cudaGraphDestroy(g);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess && all_bytes(b, 4096, 0),
+	      "the group's AllReduce was dropped");
+	ncclGroupStart();
+	CHECK(cudaStreamBeginCapture(t, cudaStreamCaptureModeRelaxed) == cudaSuccess, "capture");
+	CHECK(ncclAllReduce(a, b, 4096, ncclInt8, ncclSum, comm, t) == ncclSuccess,
+	      "captured AllReduce");
+	CHECK(ncclAllReduce(a, b, 4096, ncclInt8, ncclSum, comm, s) == ncclInvalidUsage,
+	      "an uncaptured call after a captured one is refused");
+	CHECK(ncclGroupEnd() == ncclInvalidUsage, "and fails the group");
+	CHECK(cudaStreamEndCapture(t, &g) == cudaSuccess, "end capture");
+	cudaGraphDestroy(g);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "the communicator works after");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	cudaStreamDestroy(t);
+	return CHECK_SUMMARY();
+}
+
 /* ---- driver ------------------------------------------------------------ */
 
 struct rank_case {
@@ -2035,6 +2116,8 @@ static const struct rank_case rank_cases[] = {
 	{ "argcoll", 2, case_argmismatch, "collective" },
 	{ "grouperr", 2, case_group_error, "all" },
 	{ "grouperr1", 2, case_group_error, "one" },
+	{ "groupmeet", 2, case_group_meet_fail, NULL },
+	{ "groupmixcap", 2, case_group_mixed_capture, NULL },
 };
 
 int main(int argc, char **argv)

@@ -279,7 +279,7 @@ pool_tests() {
 	# shellcheck disable=SC2016
 	step pool "communicators: split, shrink, revoke, abort, groups" 120 bash -c \
 		'for c in split splitnb shrink revoke revokesplit splitabort devapi \
-			grouporder grouperr premulsum64; do "$0" $c || exit 1; done' "$T/api_check"
+			grouporder grouperr groupmeet groupmixcap premulsum64; do "$0" $c || exit 1; done' "$T/api_check"
 	step pool "send/receive alltoallv, 4 ranks" 120 "$T/p2p_check" alltoallv 4
 	step pool "ProcessGroupNCCL usage, 4 ranks" 120 "$T/pg_check" 4
 }
