@@ -558,9 +558,8 @@ PALIAS(RedOpDestroy);
 EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
 				  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-	ncclResult_t r;
-
 	ncclComm_t real;
+	ncclResult_t r;
 
 	DISPATCH_COLL(AllGather, comm, sendbuff, recvbuff, sendcount, datatype, comm, stream);
 	if ((r = coll_ready(c, "ncclAllGather")))
@@ -577,9 +576,8 @@ EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t c
 				  ncclDataType_t datatype, int root, ncclComm_t comm,
 				  cudaStream_t stream)
 {
-	ncclResult_t r;
-
 	ncclComm_t real;
+	ncclResult_t r;
 
 	DISPATCH_COLL(Broadcast, comm, sendbuff, recvbuff, count, datatype, root, comm, stream);
 	if ((r = coll_ready(c, "ncclBroadcast")))
@@ -594,9 +592,8 @@ PALIAS(Broadcast);
 EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
 			      ncclComm_t comm, cudaStream_t stream)
 {
-	ncclResult_t r;
-
 	ncclComm_t real;
+	ncclResult_t r;
 
 	DISPATCH_COLL(Bcast, comm, buff, count, datatype, root, comm, stream);
 	if ((r = coll_ready(c, "ncclBcast")))
