@@ -13,6 +13,7 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "comm_config.h"
 #include "comm_reg.h"
 #include "comm_split.h"
 #include "fold_gpu.h"
@@ -24,6 +25,8 @@
 #include "registry.h"
 #include "runtime.h"
 #include "nccl_real.h"
+
+#define SIM_INFO_MAGIC 0x74685283u /* NCCL_SIM_INFO_INITIALIZER */
 
 #define EXPORT __attribute__((visibility("default")))
 #define PALIAS(name) \
@@ -331,6 +334,8 @@ PALIAS(CommAbort);
 
 EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
+	if (!comm)
+		return ncclSuccess; /* as NCCL */
 	DISPATCH(CommRevoke, comm, comm, revokeFlags);
 	if (revokeFlags != NCCL_REVOKE_DEFAULT) {
 		cxls_comm_set_error(c, "ncclCommRevoke: flags must be 0, got %d", revokeFlags);
@@ -453,7 +458,13 @@ EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t s
 		return ncclInvalidArgument;
 	if ((r = ensure_ready(c, "ncclCommRegister")))
 		return r;
-	if (cxls_reg_add(c, buff))
+	/* nothing to register: NCCL's handle for a skipped registration,
+	 * which deregisters as a no-op */
+	if (!buff || !size) {
+		*handle = NULL;
+		return ncclSuccess;
+	}
+	if (cxls_reg_add(c, buff, CXLS_REG_BUFFER))
 		return ncclSystemError;
 	*handle = buff;
 	return ncclSuccess;
@@ -463,7 +474,7 @@ PALIAS(CommRegister);
 EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 {
 	DISPATCH(CommDeregister, comm, comm, handle);
-	if (handle && cxls_reg_remove(c, handle)) {
+	if (handle && cxls_reg_remove(c, handle, CXLS_REG_BUFFER)) {
 		cxls_comm_set_error(c, "ncclCommDeregister: %p is not a registration of this "
 				       "communicator", handle);
 		return ncclInvalidUsage;
@@ -486,9 +497,16 @@ EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t s
 	if (c->real && REAL(CommWindowRegister))
 		return REAL(CommWindowRegister)(c->real, buff, size, win, winFlags);
 	/* the pool copies through its staging windows: a window is only a
-	 * checked promise that the buffer is device memory */
+	 * checked promise that the buffer is device memory, a registration
+	 * as NCCL's windows are without symmetric memory */
 	if ((r = cxls_op_check_buf(c, buff, size, "ncclCommWindowRegister buffer")))
 		return r;
+	if (!buff || !size) {
+		*win = NULL;
+		return ncclSuccess;
+	}
+	if (cxls_reg_add(c, buff, CXLS_REG_WINDOW))
+		return ncclSystemError;
 	*win = (ncclWindow_t)buff;
 	return ncclSuccess;
 }
@@ -499,6 +517,11 @@ EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 	DISPATCH(CommWindowDeregister, comm, comm, win);
 	if (c->real && REAL(CommWindowDeregister))
 		return REAL(CommWindowDeregister)(c->real, win);
+	if (win && cxls_reg_remove(c, win, CXLS_REG_WINDOW)) {
+		cxls_comm_set_error(c, "ncclCommWindowDeregister: %p is not a window of this "
+				       "communicator", (void *)win);
+		return ncclInvalidUsage;
+	}
 	return ncclSuccess; /* NULL included, as NCCL */
 }
 PALIAS(CommWindowDeregister);
@@ -766,6 +789,19 @@ EXPORT ncclResult_t ncclGroupEnd(void)
 }
 PALIAS(GroupEnd);
 
+/* A simulated group without the real library: NCCL's check of the
+ * struct, and an estimate of 0 where its size has room for one. */
+static ncclResult_t sim_nothing(ncclSimInfo_t *sim)
+{
+	if (sim->magic != SIM_INFO_MAGIC) {
+		CXLS_WARN("ncclSimInfo_t not initialised with NCCL_SIM_INFO_INITIALIZER");
+		return ncclInvalidArgument;
+	}
+	if (sim->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
+		sim->estimatedTime = 0.0f;
+	return ncclSuccess;
+}
+
 /* Ends the group without running it, as NCCL does; the pool's estimate is
  * not modelled, so only the real library's (or 0) is reported.  Without a
  * simInfo NCCL simulates nothing: the group ends and runs, as at
@@ -780,7 +816,7 @@ EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 	if (REAL(GroupSimulateEnd))
 		rr = REAL(GroupSimulateEnd)(simInfo);
 	else
-		simInfo->estimatedTime = 0.0f;
+		rr = sim_nothing(simInfo);
 	/* a call that failed in the group fails its end, simulated too */
 	return r != ncclSuccess ? r : rr;
 }

@@ -108,6 +108,8 @@ step "mem: no rules = plain calls, CXLSHIM_STATS=1 report" bash -c "
 echo "== NCCL API through the shim"
 step "api: library calls" shim "$BUILD/tests/api_check" noargs
 step "api: bad arguments (2 ranks)" shim "$BUILD/tests/api_check" badargs
+step "api: bad configs, registrations, windows, InitAll device lists, MemAlloc first (2 ranks)" \
+	shim "$BUILD/tests/api_check" badargs2
 step "api: buffers across cuMemMap seams (expandable segments)" shim "$BUILD/tests/api_check" \
 	expandable
 step "api: nonblocking init (3 ranks)" shim "$BUILD/tests/api_check" nonblocking

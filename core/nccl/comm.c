@@ -38,6 +38,10 @@ int cxls_comm_usable(struct cxls_comm *c, ncclResult_t *err)
 		*err = ncclInvalidArgument;
 		return 0;
 	}
+	if (atomic_load(&c->revoked)) { /* as NCCL's ncclEnqueueCheck */
+		*err = ncclInvalidUsage;
+		return 0;
+	}
 	if (e != ncclSuccess) {
 		/* NCCL's ncclCommEnsureReady: an init under way is a bad argument */
 		*err = e == ncclInProgress ? ncclInvalidArgument : e;
@@ -525,11 +529,17 @@ ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err)
 ncclResult_t cxls_comm_revoke(struct cxls_comm *c)
 {
 	pthread_mutex_lock(&c->life);
-	if (!c->joined || atomic_load(&c->finalized)) {
+	if (!c->joined) {
 		pthread_mutex_unlock(&c->life);
-		cxls_comm_set_error(c, "ncclCommRevoke on a communicator that is %s",
-				    c->joined ? "finalized" : "not initialized");
+		cxls_comm_set_error(c, "ncclCommRevoke on a communicator not initialized");
 		return ncclInvalidUsage;
+	}
+	/* NCCL: a revoke finalizes, and neither may come twice */
+	if (atomic_load(&c->finalized) || atomic_load(&c->revoked)) {
+		pthread_mutex_unlock(&c->life);
+		cxls_comm_set_error(c, "ncclCommRevoke on a communicator %s",
+				    atomic_load(&c->revoked) ? "revoked already" : "finalized");
+		return ncclInvalidArgument;
 	}
 	atomic_store(&c->revoked, 1);
 	/* peers waiting for this rank learn it as a remote error */
@@ -635,9 +645,9 @@ ncclResult_t cxls_comm_finalize(struct cxls_comm *c)
 {
 	ncclResult_t ret = ncclSuccess;
 
-	if (atomic_load(&c->revoked)) {
+	if (atomic_load(&c->revoked)) { /* NCCL's revoke counts as one */
 		cxls_comm_set_error(c, "ncclCommFinalize after ncclCommRevoke");
-		return ncclInvalidUsage;
+		return ncclInvalidArgument;
 	}
 	pthread_mutex_lock(&c->life);
 	if (atomic_load(&c->finalized)) {

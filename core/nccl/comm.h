@@ -35,6 +35,14 @@ typedef ncclResult_t (*cxls_settle_fn)(struct cxls_comm *c, int connected);
 
 #define CXLS_MAX_USER_OPS 64
 
+enum cxls_reg_kind { CXLS_REG_BUFFER, CXLS_REG_WINDOW };
+
+/* A registration handed out (comm_reg.h). */
+struct cxls_reg {
+	void *buff;
+	enum cxls_reg_kind kind;
+};
+
 /* A PreMulSum operator made by ncclRedOpCreatePreMulSum (redop.c). */
 struct cxls_user_op {
 	int used;
@@ -158,8 +166,8 @@ struct cxls_comm {
 	_Atomic int splits_broken;
 	uint32_t shrinks;        /* ncclCommShrink calls so far (survivors only) */
 	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
-	/* ncclCommRegister's handles (comm_reg.h) */
-	void **regs;
+	/* ncclCommRegister's and ncclCommWindowRegister's handles (comm_reg.h) */
+	struct cxls_reg *regs;
 	size_t n_regs, cap_regs;
 	/* nonblocking init, and what finishes it (owned, freed at release) */
 	pthread_t init_thread;

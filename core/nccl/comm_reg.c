@@ -3,25 +3,25 @@
 
 #include <stdlib.h>
 
-int cxls_reg_add(struct cxls_comm *c, void *buff)
+int cxls_reg_add(struct cxls_comm *c, void *buff, enum cxls_reg_kind kind)
 {
 	if (c->n_regs == c->cap_regs) {
 		size_t cap = c->cap_regs ? 2 * c->cap_regs : 8;
-		void **regs = realloc(c->regs, cap * sizeof(*regs));
+		struct cxls_reg *regs = realloc(c->regs, cap * sizeof(*regs));
 
 		if (!regs)
 			return -1;
 		c->regs = regs;
 		c->cap_regs = cap;
 	}
-	c->regs[c->n_regs++] = buff;
+	c->regs[c->n_regs++] = (struct cxls_reg){ buff, kind };
 	return 0;
 }
 
-int cxls_reg_remove(struct cxls_comm *c, void *handle)
+int cxls_reg_remove(struct cxls_comm *c, void *handle, enum cxls_reg_kind kind)
 {
 	for (size_t i = c->n_regs; i-- > 0;)
-		if (c->regs[i] == handle) {
+		if (c->regs[i].buff == handle && c->regs[i].kind == kind) {
 			c->regs[i] = c->regs[--c->n_regs];
 			return 0;
 		}

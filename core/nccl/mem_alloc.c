@@ -17,6 +17,38 @@ struct block {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct block *blocks;
 
+/* With no context current yet (ncclMemAlloc as a process's first CUDA
+ * call), NCCL's cudaMalloc would make device 0's primary context current:
+ * so do we, for the call only.  1 when one was pushed (pop it after). */
+static int ensure_context(const struct cxls_cuda *cu)
+{
+	CUcontext cur = NULL, primary;
+	CUdevice dev;
+
+	if (cu->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
+		return 0;
+	return cu->DeviceGet(&dev, 0) == CUDA_SUCCESS &&
+	       cu->DevicePrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS &&
+	       cu->CtxPushCurrent(primary) == CUDA_SUCCESS;
+}
+
+static void restore_context(const struct cxls_cuda *cu, int pushed)
+{
+	CUcontext popped;
+
+	if (pushed)
+		cu->CtxPopCurrent(&popped);
+}
+
+static CUresult mem_alloc(const struct cxls_cuda *cu, CUdeviceptr *d, size_t size)
+{
+	int pushed = ensure_context(cu);
+	CUresult r = cu->MemAlloc(d, size);
+
+	restore_context(cu, pushed);
+	return r;
+}
+
 ncclResult_t cxls_mem_alloc(void **ptr, size_t size)
 {
 	const struct cxls_cuda *cu = cxls_cuda();
@@ -26,7 +58,7 @@ ncclResult_t cxls_mem_alloc(void **ptr, size_t size)
 
 	if (!b)
 		return ncclSystemError;
-	if (!cu || (r = cu->MemAlloc(&d, size)) != CUDA_SUCCESS) {
+	if (!cu || (r = mem_alloc(cu, &d, size)) != CUDA_SUCCESS) {
 		CXLS_WARN("ncclMemAlloc(%zu): %s", size,
 			  cu ? cxls_cuda_strerror(r) : "no CUDA driver");
 		free(b);
@@ -45,6 +77,8 @@ ncclResult_t cxls_mem_free(void *ptr)
 {
 	const struct cxls_cuda *cu = cxls_cuda();
 	struct block **pp, *b = NULL;
+	int pushed;
+	CUresult r;
 
 	pthread_mutex_lock(&lock);
 	for (pp = &blocks; *pp; pp = &(*pp)->next)
@@ -57,6 +91,10 @@ ncclResult_t cxls_mem_free(void *ptr)
 	if (!b)
 		return ncclInvalidArgument;
 	free(b);
-	return cu && cu->MemFree((CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS ?
-		       ncclSuccess : ncclUnhandledCudaError;
+	if (!cu)
+		return ncclUnhandledCudaError;
+	pushed = ensure_context(cu);
+	r = cu->MemFree((CUdeviceptr)(uintptr_t)ptr);
+	restore_context(cu, pushed);
+	return r == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
 }

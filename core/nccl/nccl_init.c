@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "comm.h"
+#include "comm_config.h"
 #include "cuda_drv.h"
 #include "group.h"
 #include "log.h"
@@ -17,7 +18,6 @@
 #include "runtime.h"
 #include "uid.h"
 
-#define CONFIG_MAGIC 0xcafebeefu
 
 int cxls_nccl_is_our_id(const ncclUniqueId *id)
 {
@@ -51,23 +51,6 @@ ncclResult_t cxls_nccl_unique_id(ncclUniqueId *id, const struct cxls_real_init *
 			  (has_real && cxls_route_needs_nccl(&rt->cfg) ? CXLS_UID_WANT_REAL : 0)))
 		return ncclSystemError;
 	CXLS_INFO("unique id for pool %s%s", rt->pool->path, has_real ? " (+ real NCCL id)" : "");
-	return ncclSuccess;
-}
-
-/* Blocking unless the config says blocking = 0; rejects uninitialised
- * configs as NCCL does.  Fields are read only when `size` covers them. */
-ncclResult_t cxls_nccl_config_blocking(const ncclConfig_t *config, int *blocking)
-{
-	*blocking = 1;
-	if (!config)
-		return ncclSuccess;
-	if (config->magic != CONFIG_MAGIC || config->size < offsetof(ncclConfig_t, blocking)) {
-		CXLS_WARN("ncclConfig_t not initialised with NCCL_CONFIG_INITIALIZER");
-		return ncclInvalidArgument;
-	}
-	if (config->size >= offsetof(ncclConfig_t, blocking) + sizeof(int) &&
-	    config->blocking != NCCL_CONFIG_UNDEF_INT)
-		*blocking = config->blocking != 0;
 	return ncclSuccess;
 }
 
@@ -371,6 +354,26 @@ static int use_device(const struct cxls_cuda *cu, int dev)
 	       cu->CtxSetCurrent(ctx) != CUDA_SUCCESS;
 }
 
+/* As NCCL, before anything is made: every device of the list exists
+ * (ncclInvalidArgument) and is named once (ncclInvalidUsage). */
+static ncclResult_t devlist_check(const struct cxls_cuda *cu, int ndev, const int *devlist)
+{
+	CUdevice d;
+
+	for (int i = 0; devlist && i < ndev; i++) {
+		if (devlist[i] < 0 || cu->DeviceGet(&d, devlist[i]) != CUDA_SUCCESS) {
+			CXLS_WARN("ncclCommInitAll: invalid device %d", devlist[i]);
+			return ncclInvalidArgument;
+		}
+		for (int j = 0; j < i; j++)
+			if (devlist[j] == devlist[i]) {
+				CXLS_WARN("ncclCommInitAll: device %d listed twice", devlist[i]);
+				return ncclInvalidUsage;
+			}
+	}
+	return ncclSuccess;
+}
+
 ncclResult_t cxls_nccl_init_all(ncclComm_t *comms, int ndev, const int *devlist,
 				const struct cxls_real_init *real)
 {
@@ -387,7 +390,7 @@ ncclResult_t cxls_nccl_init_all(ncclComm_t *comms, int ndev, const int *devlist,
 	 * that declines, the real library takes them all */
 	if (!cxls_runtime()->pool || !cu || size_refused(ndev))
 		return real && real->init_all ? real->init_all(comms, ndev, devlist) : ncclSystemError;
-	if ((r = cxls_nccl_unique_id(&id, NULL)))
+	if ((r = devlist_check(cu, ndev, devlist)) || (r = cxls_nccl_unique_id(&id, NULL)))
 		return r;
 	cfg.blocking = 0;
 	cu->CtxGetCurrent(&saved);
@@ -407,8 +410,10 @@ ncclResult_t cxls_nccl_init_all(ncclComm_t *comms, int ndev, const int *devlist,
 			((struct cxls_comm *)comms[j])->blocking = 1;
 		r = ncclSuccess;
 	} else {
-		for (int j = 0; j < i; j++)
+		for (int j = 0; j < i; j++) {
 			cxls_comm_abort((struct cxls_comm *)comms[j]);
+			comms[j] = NULL;
+		}
 		if (r == ncclSuccess || r == ncclInProgress)
 			r = ncclSystemError;
 	}

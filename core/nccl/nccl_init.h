@@ -21,8 +21,6 @@ struct cxls_real_init {
 
 /* 1 when the id was made by cxlshim (see uid.h). */
 int cxls_nccl_is_our_id(const ncclUniqueId *id);
-/* Reads `blocking` from a config by its size/version (NULL: blocking). */
-ncclResult_t cxls_nccl_config_blocking(const ncclConfig_t *config, int *blocking);
 ncclResult_t cxls_nccl_unique_id(ncclUniqueId *id, const struct cxls_real_init *real);
 ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *id,
 				 int rank, ncclConfig_t *config,

@@ -809,8 +809,11 @@ static int case_revoke(int rank, int n, const ncclUniqueId *id, void *arg)
 		ncclCommGetAsyncError(comm, &e);
 	while (e == ncclInProgress && now_s() - t0 < 10);
 	CHECK(e == ncclSuccess, "quiescent after revoke: %d", e);
-	CHECK(ncclAllGather(buf, buf, 16, ncclInt8, comm, s) != ncclSuccess, "no new work");
-	CHECK(ncclCommFinalize(comm) == ncclInvalidUsage, "no finalize after revoke");
+	/* as NCCL 2.28: new work is misuse, and a revoke is a finalize */
+	CHECK(ncclAllGather(buf, buf, 16, ncclInt8, comm, s) == ncclInvalidUsage, "no new work");
+	CHECK(ncclSend(buf, 16, ncclInt8, 0, comm, s) == ncclInvalidUsage, "no send either");
+	CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclInvalidArgument, "not twice");
+	CHECK(ncclCommFinalize(comm) == ncclInvalidArgument, "no finalize after revoke");
 	CHECK(ncclCommShrink(comm, &gone, 1, &small, NULL, NCCL_SHRINK_DEFAULT) == ncclSuccess,
 	      "shrink the revoked communicator");
 	CHECK(small && ncclCommCount(small, &count) == ncclSuccess && count == 2, "2 ranks left");
@@ -1993,6 +1996,98 @@ static int case_group_error(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* ---- more bad input (session 25's audit) ---------------------------------- */
+
+/* ncclInvalidArgument for a config NCCL 2.28 refuses (parseCommConfig),
+ * in init and in split; an attribute newer than the config's version is
+ * ignored, as NCCL reads it. */
+static void bad_configs(ncclComm_t comm, int n, const ncclUniqueId *id, int rank)
+{
+	static const struct { const char *what; size_t off; int value; } bad[] = {
+		{ "blocking 5", offsetof(ncclConfig_t, blocking), 5 },
+		{ "cgaClusterSize -3", offsetof(ncclConfig_t, cgaClusterSize), -3 },
+		{ "minCTAs 0", offsetof(ncclConfig_t, minCTAs), 0 },
+		{ "splitShare 7", offsetof(ncclConfig_t, splitShare), 7 },
+		{ "collnetEnable 2", offsetof(ncclConfig_t, collnetEnable), 2 },
+		{ "CTAPolicy 9", offsetof(ncclConfig_t, CTAPolicy), 9 },
+		{ "shrinkShare -1", offsetof(ncclConfig_t, shrinkShare), -1 },
+		{ "nvlsCTAs 0", offsetof(ncclConfig_t, nvlsCTAs), 0 },
+		{ "nChannelsPerNetPeer 65", offsetof(ncclConfig_t, nChannelsPerNetPeer), 65 },
+		{ "nvlinkCentricSched 3", offsetof(ncclConfig_t, nvlinkCentricSched), 3 },
+	};
+	ncclComm_t junk = NULL;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+
+		memcpy((char *)&cfg + bad[i].off, &bad[i].value, sizeof(int));
+		CHECK(ncclCommInitRankConfig(&junk, n, *id, rank, &cfg) == ncclInvalidArgument,
+		      "init with %s refused", bad[i].what);
+		CHECK(ncclCommSplit(comm, 0, rank, &junk, &cfg) == ncclInvalidArgument,
+		      "split with %s refused", bad[i].what);
+	}
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+
+	cfg.minCTAs = 64;
+	cfg.maxCTAs = 2;
+	CHECK(ncclCommSplit(comm, 0, rank, &junk, &cfg) == ncclInvalidArgument,
+	      "minCTAs above maxCTAs refused");
+	CHECK(junk == NULL, "nothing made");
+}
+
+/* The registration calls of NULL or size 0 hand out NCCL's "nothing"
+ * handle; a window is its own kind of handle, refused by the other
+ * deregister; a simulated group's simInfo is checked as NCCL does. */
+static void bad_handles(ncclComm_t comm)
+{
+	char *buf = dev_alloc(MIB, 0);
+	ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+	ncclWindow_t win = NULL;
+	void *h = (void *)1;
+
+	CHECK(ncclCommRegister(comm, NULL, MIB, &h) == ncclSuccess && !h, "register NULL");
+	CHECK(ncclCommRegister(comm, buf, 0, &h) == ncclSuccess && !h, "register 0 bytes");
+	CHECK(ncclCommDeregister(comm, h) == ncclSuccess, "its handle deregisters");
+	CHECK(ncclCommWindowRegister(comm, buf, MIB, &win, 0) == ncclSuccess && win, "window");
+	CHECK(ncclCommDeregister(comm, win) == ncclInvalidUsage, "a window is no registration");
+	CHECK(ncclCommWindowDeregister(comm, (ncclWindow_t)(buf + 64)) == ncclInvalidUsage,
+	      "window deregister of what was never given");
+	CHECK(ncclCommWindowDeregister(comm, win) == ncclSuccess, "window deregister");
+	CHECK(ncclCommWindowDeregister(comm, win) == ncclInvalidUsage, "not twice");
+	sim.magic = 0;
+	ncclGroupStart();
+	CHECK(ncclGroupSimulateEnd(&sim) == ncclInvalidArgument, "simInfo not initialised");
+	CHECK(ncclCommRevoke(NULL, 0) == ncclSuccess, "revoke NULL: nothing, as NCCL");
+	cudaFree(buf);
+}
+
+static int case_badargs2(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	int two[2] = { 0, 0 };
+	ncclComm_t comms[2] = { NULL, NULL };
+	cudaStream_t s;
+	ncclComm_t comm;
+	void *p = NULL;
+
+	(void)arg;
+	/* a process's first CUDA call: NCCL's cudaMalloc makes a context */
+	CHECK(ncclMemAlloc(&p, MIB) == ncclSuccess && p, "ncclMemAlloc before any context");
+	CHECK(ncclMemFree(p) == ncclSuccess, "and its free");
+	comm = join(rank, n, id, &s);
+	bad_configs(comm, n, id, rank);
+	bad_handles(comm);
+	if (rank == 0) { /* one process, devices of its own */
+		CHECK(ncclCommInitAll(comms, 2, two) == ncclInvalidUsage, "InitAll: a device twice");
+		two[1] = 9999;
+		CHECK(ncclCommInitAll(comms, 2, two) == ncclInvalidArgument,
+		      "InitAll: no such device");
+		CHECK(!comms[0] && !comms[1], "InitAll made nothing");
+	}
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "the communicator works after");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* ---- a group whose streams cannot meet, captured and uncaptured calls ---- */
 
 /* Two AllReduces held on two streams; rank 0 starts capturing the first
@@ -2116,6 +2211,7 @@ static const struct rank_case rank_cases[] = {
 	{ "argcoll", 2, case_argmismatch, "collective" },
 	{ "grouperr", 2, case_group_error, "all" },
 	{ "grouperr1", 2, case_group_error, "one" },
+	{ "badargs2", 2, case_badargs2, NULL },
 	{ "groupmeet", 2, case_group_meet_fail, NULL },
 	{ "groupmixcap", 2, case_group_mixed_capture, NULL },
 };
