@@ -235,6 +235,28 @@ static ncclResult_t merge(ncclResult_t ret, ncclResult_t r)
 	return r == ncclSuccess ? ret : r;
 }
 
+/* The end may find another device's context current (one thread may
+ * drive ranks on several devices, as ncclCommInitAll's caller does, and
+ * set each device only before its calls): c's work is enqueued in c's
+ * context, as NCCL sets each communicator's device at its launch.
+ * Returns whether a context was pushed (leave_ctx pops it). */
+static int enter_ctx(struct cxls_comm *c)
+{
+	CUcontext cur = NULL;
+
+	if (!c->ctx || c->st.cu->CtxGetCurrent(&cur) != CUDA_SUCCESS || cur == c->ctx)
+		return 0;
+	return c->st.cu->CtxPushCurrent(c->ctx) == CUDA_SUCCESS;
+}
+
+static void leave_ctx(struct cxls_comm *c, int pushed)
+{
+	CUcontext popped;
+
+	if (pushed)
+		c->st.cu->CtxPopCurrent(&popped);
+}
+
 /* Before a communicator's first collective of the group, its user stream
  * waits for the other user streams of that communicator's collectives,
  * as NCCL's launch stream waits for every stream of the group: all of
@@ -271,6 +293,7 @@ static ncclResult_t run_colls(void)
 	for (size_t i = 0; i < grp.n_coll; i++) {
 		struct held_coll *h = &grp.colls[i];
 		ncclResult_t r;
+		int pushed;
 
 		if (h->c->magic != CXLS_COMM_MAGIC) {
 			CXLS_WARN("ncclGroupEnd: communicator %p was destroyed inside the group: "
@@ -282,16 +305,19 @@ static ncclResult_t run_colls(void)
 			ret = merge(ret, r);
 			continue;
 		}
+		pushed = enter_ctx(h->c);
 		/* none of its calls may run then: the peers would pair them
 		 * one operation off; failing it tells them, and raises the
 		 * doorbells they wait on */
 		if (first_of_comm(i) && streams_meet(i)) {
 			cxls_comm_set_error(h->c, "ncclGroupEnd: cannot join the group's streams");
 			cxls_comm_fail(h->c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
-			ret = merge(ret, ncclUnhandledCudaError);
-			continue;
+			r = ncclUnhandledCudaError;
+		} else {
+			r = h->k.enqueue(h->c, &h->k);
 		}
-		ret = merge(ret, h->k.enqueue(h->c, &h->k));
+		leave_ctx(h->c, pushed);
+		ret = merge(ret, r);
 	}
 	return ret;
 }
@@ -382,6 +408,7 @@ static ncclResult_t run_p2p(void)
 	ncclResult_t ret = ncclSuccess;
 	struct part *parts;
 	size_t np = 0;
+	int pushed;
 
 	if (!grp.n_p2p)
 		return ncclSuccess;
@@ -394,17 +421,24 @@ static ncclResult_t run_p2p(void)
 			;
 		parts[np].q = &grp.p2p[i];
 		parts[np].n = j - i;
+		pushed = enter_ctx(parts[np].q[0].c);
 		part_begin(&parts[np]);
+		leave_ctx(parts[np].q[0].c, pushed);
 	}
 	for (size_t k = 0; k < np; k++)
-		if (parts[k].r == ncclSuccess)
+		if (parts[k].r == ncclSuccess) {
+			pushed = enter_ctx(parts[k].q[0].c);
 			parts[k].r = cxls_p2p_enqueue(&parts[k].b);
+			leave_ctx(parts[k].q[0].c, pushed);
+		}
 	for (size_t k = 0; k < np; k++) {
+		pushed = enter_ctx(parts[k].q[0].c);
 		if (parts[k].r == ncclSuccess)
 			parts[k].r = cxls_p2p_end(&parts[k].b);
 		if (parts[k].r == ncclSuccess &&
 		    streams_join(parts[k].q[0].c, parts[k].q, parts[k].n, 1))
 			parts[k].r = ncclUnhandledCudaError;
+		leave_ctx(parts[k].q[0].c, pushed);
 		if (parts[k].r != ncclSuccess && ret == ncclSuccess)
 			ret = parts[k].r;
 		free(parts[k].ops);
