@@ -367,7 +367,9 @@ EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
 	DISPATCH(CommSplit, comm, comm, color, key, newcomm, config);
 	if (!cxls_comm_splittable(c, &r))
 		CXLS_WARN("ncclCommSplit on communicator %p: %s", (void *)c, ncclGetErrorString(r));
-	else if (!(r = child_blocking(c, config, &blocking)))
+	/* NCCL reads no config for a rank that gets no child: a bad one must
+	 * not keep it from the exchange, which its peers wait for */
+	else if (!(r = child_blocking(c, color == NCCL_SPLIT_NOCOLOR ? NULL : config, &blocking)))
 		r = cxls_comm_split(c, color, key, newcomm, blocking);
 	return cxls_group_check(r);
 }
@@ -809,13 +811,15 @@ static ncclResult_t sim_nothing(ncclSimInfo_t *sim)
 EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
 	ncclResult_t r, rr = ncclSuccess;
+	int outermost;
 
 	if (!simInfo)
 		return ncclGroupEnd();
+	outermost = cxls_group_depth() == 1; /* NCCL reads simInfo only there */
 	r = cxls_group_discard();
 	if (REAL(GroupSimulateEnd))
 		rr = REAL(GroupSimulateEnd)(simInfo);
-	else
+	else if (outermost)
 		rr = sim_nothing(simInfo);
 	/* a call that failed in the group fails its end, simulated too */
 	return r != ncclSuccess ? r : rr;

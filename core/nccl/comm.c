@@ -342,6 +342,7 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	else
 		cxls_route_rules(&cxls_runtime()->cfg, &c->route);
 	pthread_mutex_init(&c->life, NULL);
+	pthread_mutex_init(&c->reg_lock, NULL);
 	atomic_store(&c->async_err, ncclInProgress);
 	if (getenv("CXLSHIM_TEST_ENQUEUE_PAUSE_MS"))
 		c->test_pause_ms = (uint32_t)strtoul(getenv("CXLSHIM_TEST_ENQUEUE_PAUSE_MS"), NULL, 0);

@@ -166,7 +166,9 @@ struct cxls_comm {
 	_Atomic int splits_broken;
 	uint32_t shrinks;        /* ncclCommShrink calls so far (survivors only) */
 	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
-	/* ncclCommRegister's and ncclCommWindowRegister's handles (comm_reg.h) */
+	/* ncclCommRegister's and ncclCommWindowRegister's handles (comm_reg.h),
+	 * under reg_lock: threads may register on one communicator at once */
+	pthread_mutex_t reg_lock;
 	struct cxls_reg *regs;
 	size_t n_regs, cap_regs;
 	/* nonblocking init, and what finishes it (owned, freed at release) */

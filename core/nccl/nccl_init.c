@@ -273,9 +273,11 @@ ncclResult_t cxls_nccl_init_rank(ncclComm_t *comm, int nranks, const ncclUniqueI
 	ncclResult_t r;
 	int use_real, in_group, own;
 
-	if (!comm || nranks < 1 || rank < 0 || rank >= nranks) {
-		CXLS_WARN("ncclCommInitRank: invalid arguments (comm %p, nranks %d, rank %d)",
-			  (void *)comm, nranks, rank);
+	if (!comm)
+		return ncclInvalidArgument;
+	*comm = NULL; /* as NCCL, whatever fails below */
+	if (nranks < 1 || rank < 0 || rank >= nranks) {
+		CXLS_WARN("ncclCommInitRank: invalid arguments (nranks %d, rank %d)", nranks, rank);
 		return ncclInvalidArgument;
 	}
 	if ((r = cxls_nccl_config_blocking(config, &a.blocking)))

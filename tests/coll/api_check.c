@@ -2021,8 +2021,9 @@ static void bad_configs(ncclComm_t comm, int n, const ncclUniqueId *id, int rank
 		ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
 
 		memcpy((char *)&cfg + bad[i].off, &bad[i].value, sizeof(int));
-		CHECK(ncclCommInitRankConfig(&junk, n, *id, rank, &cfg) == ncclInvalidArgument,
-		      "init with %s refused", bad[i].what);
+		junk = (ncclComm_t)&cfg;
+		CHECK(ncclCommInitRankConfig(&junk, n, *id, rank, &cfg) == ncclInvalidArgument &&
+			      !junk, "init with %s refused, no handle", bad[i].what);
 		CHECK(ncclCommSplit(comm, 0, rank, &junk, &cfg) == ncclInvalidArgument,
 		      "split with %s refused", bad[i].what);
 	}
@@ -2033,6 +2034,57 @@ static void bad_configs(ncclComm_t comm, int n, const ncclUniqueId *id, int rank
 	CHECK(ncclCommSplit(comm, 0, rank, &junk, &cfg) == ncclInvalidArgument,
 	      "minCTAs above maxCTAs refused");
 	CHECK(junk == NULL, "nothing made");
+	/* a rank that takes no part reads no config, as NCCL: its peers'
+	 * split goes through */
+	CHECK(ncclCommSplit(comm, rank ? NCCL_SPLIT_NOCOLOR : 0, 0, &junk, rank ? &cfg : NULL) ==
+		      ncclSuccess, "NOCOLOR split with a bad config");
+	CHECK(rank ? !junk : junk != NULL, "rank %d's child", rank);
+	if (junk)
+		CHECK(ncclCommDestroy(junk) == ncclSuccess, "destroy the child");
+}
+
+/* Threads of one rank register and deregister buffers of their own on
+ * one communicator at once: every call succeeds. */
+enum { REG_THREADS = 4, REG_ITERS = 5000 };
+
+struct reg_thread {
+	ncclComm_t comm;
+	char *base;
+	int fails;
+};
+
+static void *reg_worker(void *arg)
+{
+	struct reg_thread *t = arg;
+
+	for (int i = 0; i < REG_ITERS; i++) {
+		void *h = NULL;
+
+		if (ncclCommRegister(t->comm, t->base + (i & 63) * 64, 64, &h) != ncclSuccess ||
+		    ncclCommDeregister(t->comm, h) != ncclSuccess)
+			t->fails++;
+	}
+	return NULL;
+}
+
+static void reg_threads(ncclComm_t comm)
+{
+	char *base = dev_alloc(REG_THREADS * 4096, 0);
+	struct reg_thread t[REG_THREADS];
+	pthread_t th[REG_THREADS];
+	int fails = 0;
+
+	for (int i = 0; i < REG_THREADS; i++) {
+		t[i] = (struct reg_thread){ comm, base + i * 4096, 0 };
+		pthread_create(&th[i], NULL, reg_worker, &t[i]);
+	}
+	for (int i = 0; i < REG_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		fails += t[i].fails;
+	}
+	CHECK(!fails, "%d of %d register/deregister pairs from %d threads failed", fails,
+	      REG_THREADS * REG_ITERS, REG_THREADS);
+	cudaFree(base);
 }
 
 /* The registration calls of NULL or size 0 hand out NCCL's "nothing"
@@ -2056,6 +2108,8 @@ static void bad_handles(ncclComm_t comm)
 	CHECK(ncclCommWindowDeregister(comm, win) == ncclInvalidUsage, "not twice");
 	sim.magic = 0;
 	ncclGroupStart();
+	ncclGroupStart();
+	CHECK(ncclGroupSimulateEnd(&sim) == ncclSuccess, "simInfo read only at the outermost end");
 	CHECK(ncclGroupSimulateEnd(&sim) == ncclInvalidArgument, "simInfo not initialised");
 	CHECK(ncclCommRevoke(NULL, 0) == ncclSuccess, "revoke NULL: nothing, as NCCL");
 	cudaFree(buf);
@@ -2076,6 +2130,7 @@ static int case_badargs2(int rank, int n, const ncclUniqueId *id, void *arg)
 	comm = join(rank, n, id, &s);
 	bad_configs(comm, n, id, rank);
 	bad_handles(comm);
+	reg_threads(comm);
 	if (rank == 0) { /* one process, devices of its own */
 		CHECK(ncclCommInitAll(comms, 2, two) == ncclInvalidUsage, "InitAll: a device twice");
 		two[1] = 9999;
