@@ -138,13 +138,14 @@ int cxls_fold_gpu_ready(const struct cxls_cuda *cu, char *why, size_t len)
 static CUresult launch(const struct cxls_cuda *cu, CUstream st, unsigned int blocks,
 		       ncclDataType_t t, void **args, char *why, size_t len)
 {
-	CUcontext cur = NULL, sctx = NULL, popped;
+	CUcontext sctx = NULL;
 	const struct fold_module *m;
+	int entered;
 	CUresult r;
 
-	if (cu->CtxGetCurrent(&cur) != CUDA_SUCCESS || cu->StreamGetCtx(st, &sctx) != CUDA_SUCCESS)
+	if (cu->StreamGetCtx(st, &sctx) != CUDA_SUCCESS)
 		return snprintf(why, len, "no CUDA context for the stream"), CUDA_ERROR_INVALID_CONTEXT;
-	if (sctx != cur && cu->CtxPushCurrent(sctx) != CUDA_SUCCESS)
+	if ((entered = cxls_cuda_ctx_enter(cu, sctx)) < 0)
 		return snprintf(why, len, "cannot make the stream's context current"),
 		       CUDA_ERROR_INVALID_CONTEXT;
 	m = module(cu, sctx, why, len);
@@ -152,8 +153,7 @@ static CUresult launch(const struct cxls_cuda *cu, CUstream st, unsigned int blo
 		CUDA_ERROR_NOT_FOUND;
 	if (r != CUDA_SUCCESS && m)
 		snprintf(why, len, "launch of %s: %s", KERNELS[t], cxls_cuda_strerror(r));
-	if (sctx != cur)
-		cu->CtxPopCurrent(&popped);
+	cxls_cuda_ctx_leave(cu, entered);
 	return r;
 }
 

@@ -120,6 +120,25 @@ const char *cxls_cuda_strerror(CUresult r)
 	return "unknown CUDA error";
 }
 
+int cxls_cuda_ctx_enter(const struct cxls_cuda *cu, CUcontext ctx)
+{
+	CUcontext cur = NULL;
+
+	if (cu->CtxGetCurrent(&cur) != CUDA_SUCCESS)
+		return -1;
+	if (cur == ctx)
+		return 0;
+	return cu->CtxPushCurrent(ctx) == CUDA_SUCCESS ? 1 : -1;
+}
+
+void cxls_cuda_ctx_leave(const struct cxls_cuda *cu, int entered)
+{
+	CUcontext popped;
+
+	if (entered > 0)
+		cu->CtxPopCurrent(&popped);
+}
+
 CUstreamCaptureMode cxls_cuda_capture_relax(const struct cxls_cuda *cu)
 {
 	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;

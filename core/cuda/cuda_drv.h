@@ -68,4 +68,11 @@ int cxls_cuda_emulated(void);
 CUstreamCaptureMode cxls_cuda_capture_relax(const struct cxls_cuda *cu);
 void cxls_cuda_capture_restore(const struct cxls_cuda *cu, CUstreamCaptureMode mode);
 
+/* Makes ctx current for the calls that follow, unless it is already (one
+ * thread may drive several devices, and CUDA records events and launches
+ * kernels only in the stream's own context).  1: pushed, give it to
+ * cxls_cuda_ctx_leave; 0: it was current; -1: it could not be made so. */
+int cxls_cuda_ctx_enter(const struct cxls_cuda *cu, CUcontext ctx);
+void cxls_cuda_ctx_leave(const struct cxls_cuda *cu, int entered);
+
 #endif

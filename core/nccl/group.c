@@ -99,16 +99,14 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
  * would refuse to record it on `from`. */
 static int stream_after(const struct cxls_cuda *cu, CUstream to, CUstream from)
 {
-	CUcontext cur = NULL, ctx = NULL, popped;
+	CUcontext ctx = NULL;
 	CUevent ev;
-	int bad, push;
+	int bad, entered;
 
 	if (to == from)
 		return 0;
-	if (cu->CtxGetCurrent(&cur) != CUDA_SUCCESS || cu->StreamGetCtx(from, &ctx) != CUDA_SUCCESS)
-		return -1;
-	push = ctx != cur;
-	if (push && cu->CtxPushCurrent(ctx) != CUDA_SUCCESS)
+	if (cu->StreamGetCtx(from, &ctx) != CUDA_SUCCESS ||
+	    (entered = cxls_cuda_ctx_enter(cu, ctx)) < 0)
 		return -1;
 	bad = cu->EventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS;
 	if (!bad) {
@@ -116,8 +114,7 @@ static int stream_after(const struct cxls_cuda *cu, CUstream to, CUstream from)
 		      cu->StreamWaitEvent(to, ev, 0) != CUDA_SUCCESS;
 		cu->EventDestroy(ev);
 	}
-	if (push)
-		cu->CtxPopCurrent(&popped);
+	cxls_cuda_ctx_leave(cu, entered);
 	return bad ? -1 : 0;
 }
 
@@ -238,23 +235,17 @@ static ncclResult_t merge(ncclResult_t ret, ncclResult_t r)
 /* The end may find another device's context current (one thread may
  * drive ranks on several devices, as ncclCommInitAll's caller does, and
  * set each device only before its calls): c's work is enqueued in c's
- * context, as NCCL sets each communicator's device at its launch.
- * Returns whether a context was pushed (leave_ctx pops it). */
+ * context, as NCCL sets each communicator's device at its launch.  A
+ * context that cannot be made current leaves the work to try in the
+ * current one. */
 static int enter_ctx(struct cxls_comm *c)
 {
-	CUcontext cur = NULL;
-
-	if (!c->ctx || c->st.cu->CtxGetCurrent(&cur) != CUDA_SUCCESS || cur == c->ctx)
-		return 0;
-	return c->st.cu->CtxPushCurrent(c->ctx) == CUDA_SUCCESS;
+	return c->ctx ? cxls_cuda_ctx_enter(c->st.cu, c->ctx) : 0;
 }
 
-static void leave_ctx(struct cxls_comm *c, int pushed)
+static void leave_ctx(struct cxls_comm *c, int entered)
 {
-	CUcontext popped;
-
-	if (pushed)
-		c->st.cu->CtxPopCurrent(&popped);
+	cxls_cuda_ctx_leave(c->st.cu, entered);
 }
 
 /* Before a communicator's first collective of the group, its user stream
@@ -293,7 +284,7 @@ static ncclResult_t run_colls(void)
 	for (size_t i = 0; i < grp.n_coll; i++) {
 		struct held_coll *h = &grp.colls[i];
 		ncclResult_t r;
-		int pushed;
+		int entered;
 
 		if (h->c->magic != CXLS_COMM_MAGIC) {
 			CXLS_WARN("ncclGroupEnd: communicator %p was destroyed inside the group: "
@@ -305,7 +296,7 @@ static ncclResult_t run_colls(void)
 			ret = merge(ret, r);
 			continue;
 		}
-		pushed = enter_ctx(h->c);
+		entered = enter_ctx(h->c);
 		/* none of its calls may run then: the peers would pair them
 		 * one operation off; failing it tells them, and raises the
 		 * doorbells they wait on */
@@ -316,7 +307,7 @@ static ncclResult_t run_colls(void)
 		} else {
 			r = h->k.enqueue(h->c, &h->k);
 		}
-		leave_ctx(h->c, pushed);
+		leave_ctx(h->c, entered);
 		ret = merge(ret, r);
 	}
 	return ret;
@@ -408,7 +399,7 @@ static ncclResult_t run_p2p(void)
 	ncclResult_t ret = ncclSuccess;
 	struct part *parts;
 	size_t np = 0;
-	int pushed;
+	int entered;
 
 	if (!grp.n_p2p)
 		return ncclSuccess;
@@ -421,24 +412,24 @@ static ncclResult_t run_p2p(void)
 			;
 		parts[np].q = &grp.p2p[i];
 		parts[np].n = j - i;
-		pushed = enter_ctx(parts[np].q[0].c);
+		entered = enter_ctx(parts[np].q[0].c);
 		part_begin(&parts[np]);
-		leave_ctx(parts[np].q[0].c, pushed);
+		leave_ctx(parts[np].q[0].c, entered);
 	}
 	for (size_t k = 0; k < np; k++)
 		if (parts[k].r == ncclSuccess) {
-			pushed = enter_ctx(parts[k].q[0].c);
+			entered = enter_ctx(parts[k].q[0].c);
 			parts[k].r = cxls_p2p_enqueue(&parts[k].b);
-			leave_ctx(parts[k].q[0].c, pushed);
+			leave_ctx(parts[k].q[0].c, entered);
 		}
 	for (size_t k = 0; k < np; k++) {
-		pushed = enter_ctx(parts[k].q[0].c);
+		entered = enter_ctx(parts[k].q[0].c);
 		if (parts[k].r == ncclSuccess)
 			parts[k].r = cxls_p2p_end(&parts[k].b);
 		if (parts[k].r == ncclSuccess &&
 		    streams_join(parts[k].q[0].c, parts[k].q, parts[k].n, 1))
 			parts[k].r = ncclUnhandledCudaError;
-		leave_ctx(parts[k].q[0].c, pushed);
+		leave_ctx(parts[k].q[0].c, entered);
 		if (parts[k].r != ncclSuccess && ret == ncclSuccess)
 			ret = parts[k].r;
 		free(parts[k].ops);

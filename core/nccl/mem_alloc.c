@@ -19,7 +19,7 @@ static struct block *blocks;
 
 /* With no context current yet (ncclMemAlloc as a process's first CUDA
  * call), NCCL's cudaMalloc would make device 0's primary context current:
- * so do we, for the call only.  1 when one was pushed (pop it after). */
+ * so do we, for the call only (cxls_cuda_ctx_leave after). */
 static int ensure_context(const struct cxls_cuda *cu)
 {
 	CUcontext cur = NULL, primary;
@@ -27,25 +27,18 @@ static int ensure_context(const struct cxls_cuda *cu)
 
 	if (cu->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
 		return 0;
-	return cu->DeviceGet(&dev, 0) == CUDA_SUCCESS &&
-	       cu->DevicePrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS &&
-	       cu->CtxPushCurrent(primary) == CUDA_SUCCESS;
-}
-
-static void restore_context(const struct cxls_cuda *cu, int pushed)
-{
-	CUcontext popped;
-
-	if (pushed)
-		cu->CtxPopCurrent(&popped);
+	if (cu->DeviceGet(&dev, 0) != CUDA_SUCCESS ||
+	    cu->DevicePrimaryCtxRetain(&primary, dev) != CUDA_SUCCESS)
+		return -1;
+	return cxls_cuda_ctx_enter(cu, primary);
 }
 
 static CUresult mem_alloc(const struct cxls_cuda *cu, CUdeviceptr *d, size_t size)
 {
-	int pushed = ensure_context(cu);
+	int entered = ensure_context(cu);
 	CUresult r = cu->MemAlloc(d, size);
 
-	restore_context(cu, pushed);
+	cxls_cuda_ctx_leave(cu, entered);
 	return r;
 }
 
@@ -77,7 +70,7 @@ ncclResult_t cxls_mem_free(void *ptr)
 {
 	const struct cxls_cuda *cu = cxls_cuda();
 	struct block **pp, *b = NULL;
-	int pushed;
+	int entered;
 	CUresult r;
 
 	pthread_mutex_lock(&lock);
@@ -93,8 +86,8 @@ ncclResult_t cxls_mem_free(void *ptr)
 	free(b);
 	if (!cu)
 		return ncclUnhandledCudaError;
-	pushed = ensure_context(cu);
+	entered = ensure_context(cu);
 	r = cu->MemFree((CUdeviceptr)(uintptr_t)ptr);
-	restore_context(cu, pushed);
+	cxls_cuda_ctx_leave(cu, entered);
 	return r == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
 }
