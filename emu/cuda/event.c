@@ -1,4 +1,4 @@
-/* event.c - events as a pair of sequence counters.
+/* event.c - events as sequence numbers of records, and those not run yet.
  *
  * cuEventRecord takes the next sequence number and enqueues an op that marks
  * it complete (with a timestamp). A query or synchronize looks at the
