@@ -142,7 +142,7 @@ step "api: CUDA graph: AllReduce, ReduceScatter (PreMulSum), Reduce, 20 replays"
 	"$BUILD/tests/api_check" graphreduce
 step "api: same, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graphreduce
-step "api: PreMulSum on 64-bit integers, scalars a double cannot hold" shim \
+step "api: PreMulSum on 64-bit integers, scalars a double cannot hold; 200 live operators" shim \
 	"$BUILD/tests/api_check" premulsum64
 step "api: NCCL 2.28 device API: teams answered, device communicator refused (3 ranks)" shim \
 	"$BUILD/tests/api_check" devapi
@@ -166,9 +166,16 @@ step "api: a call fails inside a group: its end fails, sends/receives dropped" s
 step "api: same on one rank only: the other's receive times out, no hang" env \
 	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" grouperr1
 step "api: a group whose streams cannot meet fails its communicator on every rank" env \
-	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" groupmeet
+	CXLSHIM_TIMEOUT_OP_MS=3000 sh -c "for c in groupmeet groupmeet2; do \
+	 LD_PRELOAD=$SHIM $BUILD/tests/api_check \$c || exit 1; done"
 step "api: captured and uncaptured streams of one communicator in a group: refused" shim \
 	"$BUILD/tests/api_check" groupmixcap
+step "api: a captured group, communicators called in other orders per rank, 20 replays (3 ranks)" \
+	sh -c "for e in X=0 CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host; do \
+	 env \$e CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM $BUILD/tests/api_check groupcapture \
+	 || exit 1; done"
+step "api: a capture ended between a call and its group's end: refused, the communicator fails" \
+	env CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" groupcapend
 echo "== send/receive and groups"
 P2P="$BUILD/tests/p2p_check"
 step "p2p: ring, receive first, 0 B .. 9 MiB (2 ranks)" shim "$P2P" ring 2

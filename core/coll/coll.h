@@ -55,7 +55,7 @@ struct cxls_coll {
 };
 
 /* Enqueues the call now, or holds it until the end of the open group
- * (a call on a stream being captured is recorded now, group or not). */
+ * (on a stream being captured too: the graph records it at the end). */
 ncclResult_t cxls_coll_submit(struct cxls_comm *c, const struct cxls_coll *k);
 
 /* Which staging slots an op writes: each rank's own (N-to-N) or the

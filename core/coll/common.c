@@ -146,23 +146,13 @@ static uint32_t depth_of(const struct cxls_comm *c, enum cxls_op_kind kind)
 
 ncclResult_t cxls_coll_submit(struct cxls_comm *c, const struct cxls_coll *k)
 {
-	int capturing;
-	ncclResult_t r;
-
-	if (!cxls_group_depth())
-		return k->enqueue(c, k);
-	/* a graph records the call where it was made (its end may come after
-	 * the capture ended) */
-	capturing = cxls_stage_capturing(&c->st, k->stream);
-	if ((r = cxls_group_stream_kind(c, capturing)))
-		return r;
-	return capturing ? k->enqueue(c, k) : cxls_group_hold(c, k);
+	return cxls_group_depth() ? cxls_group_hold(c, k) : k->enqueue(c, k);
 }
 
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct cxls_coll *k,
 			   const struct cxls_call *call, size_t bytes, uint32_t slices)
 {
-	CUstream stream = k->stream;
+	CUstream stream = k->stream, from;
 	const struct cxls_stage *s = &c->st;
 	ncclResult_t r;
 
@@ -173,7 +163,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->trace = 0;
 	op->user = stream;
 	op->capturing = cxls_stage_capturing(s, stream);
-	op->deferred = !op->capturing && k->held;
+	op->deferred = k->held;
 	op->ws = s->overlap || op->deferred ? s->ws : stream;
 	op->rs = s->overlap ? s->rs : op->ws;
 	op->s0 = atomic_load(&c->round);
@@ -187,7 +177,15 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->depth = depth_of(c, call->kind);
 	op->same_staging = atomic_load(&c->last_staging) == op->staging &&
 			   atomic_load(&c->last_depth) == op->depth;
-	if (op->capturing && !(op->replay = cxls_replay_begin(c, stream, call, op->rounds))) {
+	/* a held op starts on the write stream, behind the user stream: a
+	 * replay's first node goes there, before either work stream starts,
+	 * so that no communicator's replay waits behind another's */
+	from = op->deferred ? s->ws : stream;
+	if (op->deferred && cxls_stage_follow(s, from, stream)) {
+		r = ncclUnhandledCudaError;
+		goto fail;
+	}
+	if (op->capturing && !(op->replay = cxls_replay_begin(c, from, call, op->rounds))) {
 		r = ncclSystemError;
 		goto fail;
 	}
@@ -195,7 +193,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	 * extend (replay.h) */
 	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds, stream)))
 		goto fail;
-	if (cxls_stage_fork(s, stream, op->capturing, s->overlap || op->deferred))
+	if (cxls_stage_fork(s, from, op->capturing, s->overlap || op->deferred))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, call);
 	return ncclSuccess;
@@ -222,7 +220,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	    cxls_stage_ring(s, tail, &c->view.ack[c->rank], last) ||
 	    cxls_stage_ring(s, tail, &c->view.done[c->rank], ops) ||
 	    cxls_stage_mark_done(s, tail, op->capturing) ||
-	    (op->replay && cxls_replay_end(op->replay, op->user)) ||
+	    (op->replay && cxls_replay_end(op->replay, tail)) ||
 	    (op->deferred && cxls_group_defer_join(c, op->user)))
 		return cxls_op_abandon(op);
 	if (!op->capturing) { /* replays rebase the doorbells (replay.h) */

@@ -15,9 +15,11 @@
  *
  * The barriers run in host nodes.  CUDA may serialise host functions of
  * one process, so a process that drives several ranks of one communicator
- * and replays graphs of them can deadlock on a real GPU (the emulation runs
- * one host worker per stream); one rank per process, as PyTorch runs, is
- * fine.  A barrier gives up after the op timeout and fails the
+ * and replays graphs of them, or whose captured group put several
+ * communicators' operations in parallel branches (group.h), can deadlock
+ * on a real GPU (the emulation runs one host worker per stream); one rank
+ * per process and one communicator per captured group, as PyTorch runs,
+ * is fine.  A barrier gives up after the op timeout and fails the
  * communicator.
  *
  * A capture does not advance the live sequence (the host's round, op and

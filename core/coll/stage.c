@@ -131,6 +131,17 @@ int cxls_stage_capturing(const struct cxls_stage *s, CUstream st)
 	       cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
+uint64_t cxls_stage_capture(const struct cxls_stage *s, CUstream st)
+{
+	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+	cuuint64_t id = 0;
+
+	if (s->cu->StreamGetCaptureInfo(st, &cap, &id) != CUDA_SUCCESS ||
+	    cap != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+		return 0;
+	return id ? id : UINT64_MAX;
+}
+
 int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing, int split)
 {
 	if (!split)
@@ -141,6 +152,12 @@ int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing, in
 	if (!capturing && (wait_event(s, s->ws, s->ev_done) || wait_event(s, s->rs, s->ev_done)))
 		return -1;
 	return 0;
+}
+
+int cxls_stage_follow(const struct cxls_stage *s, CUstream to, CUstream from)
+{
+	return check(s, s->cu->EventRecord(s->ev_fork, from), "cuEventRecord") ||
+	       wait_event(s, to, s->ev_fork) ? -1 : 0;
 }
 
 int cxls_stage_join(const struct cxls_stage *s, CUstream user, int split)

@@ -21,6 +21,8 @@ int cxls_stage_flush(const struct cxls_stage *s, CUstream st, const void *p, siz
 
 /* 1 when `st` is being captured into a CUDA graph. */
 int cxls_stage_capturing(const struct cxls_stage *s, CUstream st);
+/* The capture `st` is in (CUDA's id, never 0), or 0 when none. */
+uint64_t cxls_stage_capture(const struct cxls_stage *s, CUstream st);
 
 /* Device address of a pool byte. */
 static inline CUdeviceptr cxls_stage_dev(const struct cxls_stage *s, const void *p)
@@ -36,6 +38,8 @@ static inline CUdeviceptr cxls_stage_dev(const struct cxls_stage *s, const void 
  * work runs on the write and read streams (overlap, and always for sends
  * and receives, which must progress independently), else on `user`. */
 int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing, int split);
+/* Stream `to` goes on once `from` reached this point. */
+int cxls_stage_follow(const struct cxls_stage *s, CUstream to, CUstream from);
 int cxls_stage_join(const struct cxls_stage *s, CUstream user, int split);
 /* After the op's last stream work (its final doorbells): the next op of
  * the communicator, on any stream, starts after this point. */

@@ -44,6 +44,7 @@ static const struct entry entries[] = {
 	E(StreamWriteValue32, "cuStreamWriteValue32_v2"),
 	E(StreamWaitValue32, "cuStreamWaitValue32_v2"),
 	E(StreamIsCapturing, "cuStreamIsCapturing"),
+	E(StreamGetCaptureInfo, "cuStreamGetCaptureInfo"), /* the first ABI: status, id */
 	E(LaunchHostFunc, "cuLaunchHostFunc"),
 	E(EventCreate, "cuEventCreate"),
 	E(EventRecord, "cuEventRecord"),

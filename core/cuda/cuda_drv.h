@@ -35,6 +35,7 @@ struct cxls_cuda {
 	CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 	CUresult (*StreamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 	CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+	CUresult (*StreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus *, cuuint64_t *);
 	CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void *);
 	CUresult (*EventCreate)(CUevent *, unsigned int);
 	CUresult (*EventRecord)(CUevent, CUstream);

@@ -33,8 +33,6 @@ struct cxls_comm;
  * ended (connected: it succeeded); returns the init's result. */
 typedef ncclResult_t (*cxls_settle_fn)(struct cxls_comm *c, int connected);
 
-#define CXLS_MAX_USER_OPS 64
-
 enum cxls_reg_kind { CXLS_REG_BUFFER, CXLS_REG_WINDOW };
 
 /* A registration handed out (comm_reg.h). */
@@ -165,7 +163,12 @@ struct cxls_comm {
 	_Atomic int splits_pending;
 	_Atomic int splits_broken;
 	uint32_t shrinks;        /* ncclCommShrink calls so far (survivors only) */
-	struct cxls_user_op uops[CXLS_MAX_USER_OPS];
+	/* ncclRedOpCreatePreMulSum's operators, one slot each (redop.c);
+	 * kept with the handle after a destroy, as a thread racing an abort
+	 * may still look one up */
+	struct cxls_user_op *uops;
+	uint32_t n_uops;
+
 	/* ncclCommRegister's and ncclCommWindowRegister's handles (comm_reg.h),
 	 * under reg_lock: threads may register on one communicator at once */
 	pthread_mutex_t reg_lock;

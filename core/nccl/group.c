@@ -20,6 +20,7 @@ struct join {
 struct held_coll {
 	struct cxls_comm *c;
 	struct cxls_coll k;
+	uint64_t capture;       /* its stream's at the call (stage.h), 0: none */
 };
 
 struct queued_p2p {
@@ -46,8 +47,6 @@ struct group {
 	int depth;
 	struct held_coll *colls;
 	size_t n_coll, cap_coll;
-	struct cxls_comm **captured; /* communicators called on captured streams */
-	size_t n_captured, cap_captured;
 	struct queued_p2p *p2p;
 	size_t n_p2p, cap_p2p;
 	struct cxls_comm **inits;
@@ -121,7 +120,6 @@ static int stream_after(const struct cxls_cuda *cu, CUstream to, CUstream from)
 static void reset(void)
 {
 	free(grp.colls);
-	free(grp.captured);
 	free(grp.p2p);
 	free(grp.inits);
 	free(grp.splits);
@@ -129,10 +127,29 @@ static void reset(void)
 	memset(&grp, 0, sizeof(grp));
 }
 
+/* As NCCL: the streams given to one communicator within a group are all
+ * uncaptured or all captured by the same graph, which is what lets its
+ * calls run on its own streams, one after the other. */
+static ncclResult_t same_capture(struct cxls_comm *c, uint64_t capture)
+{
+	for (size_t i = 0; i < grp.n_coll; i++)
+		if (grp.colls[i].c == c && grp.colls[i].capture != capture) {
+			cxls_comm_set_error(c, "streams given to a communicator within a group "
+					       "must be all uncaptured or all captured by the "
+					       "same graph");
+			return ncclInvalidUsage;
+		}
+	return ncclSuccess;
+}
+
 ncclResult_t cxls_group_hold(struct cxls_comm *c, const struct cxls_coll *k)
 {
+	uint64_t capture = cxls_stage_capture(&c->st, k->stream);
 	struct held_coll *h;
+	ncclResult_t r;
 
+	if ((r = same_capture(c, capture)))
+		return r;
 	if (grow((void **)&grp.colls, &grp.cap_coll, grp.n_coll, sizeof(*grp.colls))) {
 		cxls_comm_set_error(c, "ncclGroupStart: out of memory holding a collective");
 		return ncclSystemError;
@@ -141,38 +158,7 @@ ncclResult_t cxls_group_hold(struct cxls_comm *c, const struct cxls_coll *k)
 	h->c = c;
 	h->k = *k;
 	h->k.held = 1;
-	return ncclSuccess;
-}
-
-static int holds_for(const struct cxls_comm *c)
-{
-	for (size_t i = 0; i < grp.n_coll; i++)
-		if (grp.colls[i].c == c)
-			return 1;
-	return 0;
-}
-
-static int captured_for(const struct cxls_comm *c)
-{
-	for (size_t i = 0; i < grp.n_captured; i++)
-		if (grp.captured[i] == c)
-			return 1;
-	return 0;
-}
-
-ncclResult_t cxls_group_stream_kind(struct cxls_comm *c, int capturing)
-{
-	if (capturing ? holds_for(c) : captured_for(c)) {
-		cxls_comm_set_error(c, "streams given to a communicator within a group must be all "
-				       "uncaptured or all captured");
-		return ncclInvalidUsage;
-	}
-	if (!capturing || captured_for(c))
-		return ncclSuccess;
-	if (grow((void **)&grp.captured, &grp.cap_captured, grp.n_captured,
-		 sizeof(*grp.captured)))
-		return ncclSystemError;
-	grp.captured[grp.n_captured++] = c;
+	h->capture = capture;
 	return ncclSuccess;
 }
 
@@ -265,6 +251,42 @@ static int streams_meet(size_t first)
 	return 0;
 }
 
+/* Whether each stream of a communicator's calls is still in the capture
+ * it was in at its call: a capture that began or ended in between would
+ * record the call on this rank, or run it at once, where the peers did
+ * the other. */
+static int captures_held(size_t first)
+{
+	struct cxls_comm *c = grp.colls[first].c;
+
+	for (size_t j = first; j < grp.n_coll; j++)
+		if (grp.colls[j].c == c &&
+		    cxls_stage_capture(&c->st, grp.colls[j].k.stream) != grp.colls[j].capture)
+			return 0;
+	return 1;
+}
+
+/* Before a communicator's first collective of the group; none of its
+ * calls may run when this fails: the peers would pair them one operation
+ * off, so failing it tells them, and raises the doorbells they wait on. */
+static ncclResult_t comm_ready(size_t first)
+{
+	struct cxls_comm *c = grp.colls[first].c;
+
+	if (!captures_held(first)) {
+		cxls_comm_set_error(c, "ncclGroupEnd: a stream's capture began or ended after "
+				       "its call: the communicator's calls cannot run");
+		cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclInvalidUsage);
+		return ncclInvalidUsage;
+	}
+	if (streams_meet(first)) {
+		cxls_comm_set_error(c, "ncclGroupEnd: cannot join the group's streams");
+		cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
+		return ncclUnhandledCudaError;
+	}
+	return ncclSuccess;
+}
+
 static int first_of_comm(size_t i)
 {
 	for (size_t j = 0; j < i; j++)
@@ -297,24 +319,17 @@ static ncclResult_t run_colls(void)
 			continue;
 		}
 		entered = enter_ctx(h->c);
-		/* none of its calls may run then: the peers would pair them
-		 * one operation off; failing it tells them, and raises the
-		 * doorbells they wait on */
-		if (first_of_comm(i) && streams_meet(i)) {
-			cxls_comm_set_error(h->c, "ncclGroupEnd: cannot join the group's streams");
-			cxls_comm_fail(h->c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
-			r = ncclUnhandledCudaError;
-		} else {
+		if (!first_of_comm(i) || (r = comm_ready(i)) == ncclSuccess)
 			r = h->k.enqueue(h->c, &h->k);
-		}
 		leave_ctx(h->c, entered);
 		ret = merge(ret, r);
 	}
 	return ret;
 }
 
-/* Each user stream waits for the last operation of its communicators
- * (their done event moves with every operation, so the last one counts). */
+/* Each user stream waits for the last operation of its communicators,
+ * which ended on their write streams (in a capture too: the capture
+ * cannot end before its streams joined back). */
 static ncclResult_t run_joins(void)
 {
 	ncclResult_t ret = ncclSuccess;
@@ -324,7 +339,7 @@ static ncclResult_t run_joins(void)
 
 		if (c->magic != CXLS_COMM_MAGIC)
 			continue; /* destroyed inside the group: nothing to wait for */
-		if (c->st.cu->StreamWaitEvent(grp.joins[i].user, c->st.ev_done, 0) != CUDA_SUCCESS) {
+		if (stream_after(c->st.cu, grp.joins[i].user, c->st.ws)) {
 			cxls_comm_set_error(c, "ncclGroupEnd: the user stream cannot wait for "
 					       "the group's collectives");
 			ret = ncclUnhandledCudaError;

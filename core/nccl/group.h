@@ -12,7 +12,9 @@
  *   - the collectives, in call order, each on its communicator's own
  *     streams, the user streams joining them afterwards: one
  *     communicator's collective never waits behind another's, so ranks
- *     may call the group's communicators in any order, as with NCCL;
+ *     may call the group's communicators in any order, as with NCCL.
+ *     Captured calls too: their graph then holds a branch per
+ *     communicator, and its replays cannot deadlock either;
  *   - sends and receives, run per communicator as one lockstep group
  *     (p2p.h), communicators in key order so that every rank enqueues them
  *     in the same order whatever order the calls came in.
@@ -37,11 +39,9 @@ int cxls_group_depth(void);
  * returns the last such error (see cxls_group_end). */
 ncclResult_t cxls_group_check(ncclResult_t r);
 
-/* A collective of the open group on c, on a stream being captured or not:
- * as NCCL, ncclInvalidUsage when c's other calls in the group were the
- * other kind (captured calls run at once, the others at the end). */
-ncclResult_t cxls_group_stream_kind(struct cxls_comm *c, int capturing);
-/* A checked collective (coll.h), enqueued at the outermost end. */
+/* A checked collective (coll.h), enqueued at the outermost end; as NCCL,
+ * ncclInvalidUsage when c's other calls in the group were on streams
+ * captured by another graph, or not captured where this one is. */
 ncclResult_t cxls_group_hold(struct cxls_comm *c, const struct cxls_coll *k);
 /* Inside a group: queue; outside: a group of one, run now. */
 ncclResult_t cxls_group_p2p(struct cxls_comm *c, const struct cxls_p2p *p, CUstream stream);

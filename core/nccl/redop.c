@@ -3,6 +3,7 @@
 #include "minifloat.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int is_int(ncclDataType_t t)
@@ -41,12 +42,12 @@ static uint64_t int_value(const void *p, ncclDataType_t t)
 	}
 }
 
-/* Operator handles are ncclNumOps + slot + CXLS_MAX_USER_OPS x tag, the
- * tag the communicator's own (from its key): as with NCCL's mangled
- * handles, an operator of one communicator is refused by another. */
-#define OP_TAGS (1 << 20)
-_Static_assert((long long)ncclNumOps + (long long)CXLS_MAX_USER_OPS * OP_TAGS <= INT_MAX,
-	       "operator handles fit an int");
+/* Operator handles are ncclNumOps + tag + OP_TAGS x slot, the tag the
+ * communicator's own (from its key): as with NCCL's mangled handles, an
+ * operator of one communicator is refused by another.  The slots grow as
+ * NCCL's do, up to what an int can name. */
+#define OP_TAGS (1 << 16)
+#define MAX_SLOTS ((uint32_t)(((long long)INT_MAX - ncclNumOps) / OP_TAGS))
 
 static int op_tag(const struct cxls_comm *c)
 {
@@ -58,10 +59,32 @@ struct cxls_user_op *cxls_redop_user(struct cxls_comm *c, ncclRedOp_t op)
 	int v = (int)op - (int)ncclNumOps;
 	struct cxls_user_op *u;
 
-	if (v < 0 || v / CXLS_MAX_USER_OPS != op_tag(c))
+	if (v < 0 || v % OP_TAGS != op_tag(c) || (uint32_t)(v / OP_TAGS) >= c->n_uops)
 		return NULL;
-	u = &c->uops[v % CXLS_MAX_USER_OPS];
+	u = &c->uops[v / OP_TAGS];
 	return u->used ? u : NULL;
+}
+
+/* A free slot, doubling the table when none is left; NULL when full. */
+static struct cxls_user_op *free_slot(struct cxls_comm *c, uint32_t *slot)
+{
+	uint32_t n = c->n_uops, grown = n ? 2 * n : 4;
+	struct cxls_user_op *t;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (!c->uops[i].used) {
+			*slot = i;
+			return &c->uops[i];
+		}
+	if (grown > MAX_SLOTS)
+		grown = MAX_SLOTS;
+	if (grown == n || !(t = realloc(c->uops, grown * sizeof(*t))))
+		return NULL;
+	memset(t + n, 0, (grown - n) * sizeof(*t));
+	c->uops = t;
+	c->n_uops = grown;
+	*slot = n;
+	return &t[n];
 }
 
 ncclResult_t cxls_redop_resolve(struct cxls_comm *c, ncclRedOp_t op, ncclDataType_t t,
@@ -106,28 +129,26 @@ bad:
 ncclResult_t cxls_redop_create_premulsum(struct cxls_comm *c, ncclRedOp_t *op, void *scalar,
 					 ncclDataType_t t, ncclScalarResidence_t res)
 {
+	struct cxls_user_op *u;
+	uint32_t slot;
+
 	if (!op || !scalar || !cxls_type_size(t) ||
 	    (res != ncclScalarDevice && res != ncclScalarHostImmediate)) {
 		cxls_comm_set_error(c, "ncclRedOpCreatePreMulSum: invalid arguments");
 		return ncclInvalidArgument;
 	}
-	for (int i = 0; i < CXLS_MAX_USER_OPS; i++) {
-		struct cxls_user_op *u = &c->uops[i];
-
-		if (u->used)
-			continue;
-		u->used = 1;
-		u->type = t;
-		/* a host scalar is read now; a device one at every use */
-		u->dev = res == ncclScalarDevice ? scalar : NULL;
-		u->value = res == ncclScalarDevice ? 0 : scalar_value(scalar, t);
-		u->ivalue = res == ncclScalarDevice || !is_int(t) ? 0 : int_value(scalar, t);
-		*op = (ncclRedOp_t)((int)ncclNumOps + i + CXLS_MAX_USER_OPS * op_tag(c));
-		return ncclSuccess;
+	if (!(u = free_slot(c, &slot))) {
+		cxls_comm_set_error(c, "ncclRedOpCreatePreMulSum: no room for another operator "
+				       "(%u live)", c->n_uops);
+		return c->n_uops == MAX_SLOTS ? ncclInvalidUsage : ncclSystemError;
 	}
-	cxls_comm_set_error(c, "ncclRedOpCreatePreMulSum: more than %d live operators",
-			    CXLS_MAX_USER_OPS);
-	return ncclInvalidUsage;
+	*u = (struct cxls_user_op){ .used = 1, .type = t };
+	/* a host scalar is read now; a device one at every use */
+	u->dev = res == ncclScalarDevice ? scalar : NULL;
+	u->value = res == ncclScalarDevice ? 0 : scalar_value(scalar, t);
+	u->ivalue = res == ncclScalarDevice || !is_int(t) ? 0 : int_value(scalar, t);
+	*op = (ncclRedOp_t)((int)ncclNumOps + op_tag(c) + OP_TAGS * (int)slot);
+	return ncclSuccess;
 }
 
 ncclResult_t cxls_redop_destroy(struct cxls_comm *c, ncclRedOp_t op)

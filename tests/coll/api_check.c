@@ -1736,6 +1736,42 @@ static void foreign_op(ncclComm_t comm, cudaStream_t s, int rank)
 	cudaFree(x);
 }
 
+/* As many operators at once as the caller likes (NCCL grows its table):
+ * each has its own handle and scalar, and is refused once destroyed. */
+static void many_ops(ncclComm_t comm, cudaStream_t s, int n)
+{
+	enum { N_OPS = 200 };
+	static const int used[] = { 0, 63, 64, 130, N_OPS - 1 };
+	float *x = (float *)dev_alloc(sizeof(float), 0), one = 1, out = 0;
+	ncclRedOp_t ops[N_OPS];
+	int made = 0, distinct = 1;
+
+	for (int i = 0; i < N_OPS; i++) {
+		float v = (float)(i + 1);
+
+		made += ncclRedOpCreatePreMulSum(&ops[i], &v, ncclFloat32, ncclScalarHostImmediate,
+						 comm) == ncclSuccess;
+		for (int j = 0; j < i; j++)
+			distinct &= ops[j] != ops[i];
+	}
+	CHECK(made == N_OPS && distinct, "%d live operators, %d made, handles distinct: %d", N_OPS,
+	      made, distinct);
+	for (size_t k = 0; made == N_OPS && k < sizeof(used) / sizeof(used[0]); k++) {
+		int i = used[k];
+
+		cudaMemcpy(x, &one, sizeof(one), cudaMemcpyHostToDevice);
+		CHECK(ncclAllReduce(x, x, 1, ncclFloat32, ops[i], comm, s) == ncclSuccess &&
+			      cudaStreamSynchronize(s) == cudaSuccess, "AllReduce with operator %d", i);
+		cudaMemcpy(&out, x, sizeof(out), cudaMemcpyDeviceToHost);
+		CHECK(out == (float)((i + 1) * n), "operator %d: %g, want %d", i, out, (i + 1) * n);
+	}
+	for (int i = 0; i < made; i++)
+		CHECK(ncclRedOpDestroy(ops[i], comm) == ncclSuccess, "destroy operator %d", i);
+	CHECK(ncclAllReduce(x, x, 1, ncclFloat32, ops[N_OPS - 1], comm, s) == ncclInvalidArgument,
+	      "a destroyed operator is refused");
+	cudaFree(x);
+}
+
 static int case_premulsum64(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	cudaStream_t s;
@@ -1747,6 +1783,7 @@ static int case_premulsum64(int rank, int n, const ncclUniqueId *id, void *arg)
 	premulsum64(comm, s, n, ncclUint64, UINT64_MAX);
 	premulsum64(comm, s, n, ncclUint64, (1ull << 63) + 3);
 	foreign_op(comm, s, rank);
+	many_ops(comm, s, n);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	return CHECK_SUMMARY();
 }
@@ -2146,10 +2183,11 @@ static int case_badargs2(int rank, int n, const ncclUniqueId *id, void *arg)
 /* ---- a group whose streams cannot meet, captured and uncaptured calls ---- */
 
 /* Two AllReduces held on two streams; rank 0 starts capturing the first
- * stream before the end, so the end cannot make it wait for the second
- * (CUDA refuses an event from outside the capture).  Neither may run on
- * rank 0 then, or rank 1 would pair its AllReduce n with rank 0's n + 1:
- * the communicator fails on both ranks, and nothing hangs. */
+ * stream before the end (ncclInvalidUsage: the call was not made for a
+ * graph), or destroys the second (the end cannot make the first wait for
+ * it).  Neither may run on rank 0 then, or rank 1 would pair its
+ * AllReduce n with rank 0's n + 1: the communicator fails on both ranks,
+ * and nothing hangs. */
 static int case_group_meet_fail(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	char *a = dev_alloc(4096, 1), *b = dev_alloc(4096, 0);
@@ -2159,7 +2197,8 @@ static int case_group_meet_fail(int rank, int n, const ncclUniqueId *id, void *a
 	cudaStream_t s, t;
 	ncclComm_t comm = join(rank, n, id, &s);
 
-	(void)arg;
+	int destroy = arg != NULL;
+
 	cudaStreamCreate(&t);
 	ncclGroupStart();
 	/* rank 1 may come to its calls after rank 0 failed the communicator */
@@ -2167,12 +2206,16 @@ static int case_group_meet_fail(int rank, int n, const ncclUniqueId *id, void *a
 	CHECK(r == ncclSuccess || (rank && r == ncclRemoteError), "AllReduce: %d", r);
 	r = ncclAllReduce(c, d, 4096, ncclInt8, ncclSum, comm, t);
 	CHECK(r == ncclSuccess || (rank && r == ncclRemoteError), "AllReduce 2: %d", r);
-	if (rank == 0)
+	if (rank == 0 && destroy)
+		cudaStreamDestroy(t);
+	else if (rank == 0)
 		cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
 	r = ncclGroupEnd();
 	if (rank == 0) {
-		CHECK(r == ncclUnhandledCudaError, "rank 0: group end returned %d", r);
-		cudaStreamEndCapture(s, &g);
+		CHECK(r == (destroy ? ncclUnhandledCudaError : ncclInvalidUsage),
+		      "rank 0: group end returned %d", r);
+		if (!destroy)
+			cudaStreamEndCapture(s, &g);
 		if (g)
 			cudaGraphDestroy(g);
 		CHECK(all_bytes(b, 4096, 0) && all_bytes(d, 4096, 0), "rank 0 ran nothing");
@@ -2180,9 +2223,12 @@ static int case_group_meet_fail(int rank, int n, const ncclUniqueId *id, void *a
 	CHECK(wait_error(comm, &e, 20) >= 0 && e != ncclSuccess,
 	      "rank %d: the communicator fails: %d", rank, e);
 	cudaGetLastError();
+	if (rank == 0 && destroy)
+		t = s;
 	CHECK(cudaStreamSynchronize(t) == cudaSuccess, "rank %d: its streams complete", rank);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-	cudaStreamDestroy(t);
+	if (t != s)
+		cudaStreamDestroy(t);
 	return CHECK_SUMMARY();
 }
 
@@ -2221,6 +2267,132 @@ static int case_group_mixed_capture(int rank, int n, const ncclUniqueId *id, voi
 	CHECK(allgather_ok(comm, s, rank, n, 4096), "the communicator works after");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	cudaStreamDestroy(t);
+	return CHECK_SUMMARY();
+}
+
+/* ---- a captured group: held to its end, communicators in any order ----- */
+
+#define CAP_REPLAYS 20
+#define CAP_BYTES 4096
+
+/* What rank r feeds buffer k at replay `it`, and the int8 sum over n ranks. */
+static int cap_byte(int r, int k, int it)
+{
+	return (r * 7 + k * 3 + it) % 50;
+}
+
+static unsigned char cap_sum(int n, int k, int it)
+{
+	int sum = 0;
+
+	for (int r = 0; r < n; r++)
+		sum += cap_byte(r, k, it);
+	return (unsigned char)sum;
+}
+
+static int cap_sums_ok(char *const out[3], int n, int it)
+{
+	unsigned char host[CAP_BYTES];
+
+	for (int k = 0; k < 3; k++) {
+		if (cudaMemcpy(host, out[k], CAP_BYTES, cudaMemcpyDeviceToHost) != cudaSuccess)
+			return 0;
+		for (int i = 0; i < CAP_BYTES; i++)
+			if (host[i] != (it < 0 ? 0 : cap_sum(n, k, it)))
+				return 0;
+	}
+	return 1;
+}
+
+/* One captured group: AllReduces on two communicators, which even ranks
+ * call in one order and odd ranks in the other, plus a second AllReduce
+ * of the first communicator on a second captured stream.  As with NCCL,
+ * they run at the group's end, each communicator's on its own streams:
+ * recorded in call order on one stream, the replays deadlocked (each
+ * rank waited on the communicator its peers had not reached).  Replayed
+ * with new inputs each time. */
+static int case_group_capture(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	cudaStream_t s, t;
+	ncclComm_t a = join(rank, n, id, &s), b = NULL;
+	char *in[3], *out[3];
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	cudaEvent_t fork, back;
+	int bad = -1;
+
+	(void)arg;
+	CHECK(ncclCommSplit(a, 0, rank, &b, NULL) == ncclSuccess && b, "split");
+	cudaStreamCreate(&t);
+	cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+	cudaEventCreateWithFlags(&back, cudaEventDisableTiming);
+	for (int k = 0; k < 3; k++) {
+		in[k] = dev_alloc(CAP_BYTES, 0);
+		out[k] = dev_alloc(CAP_BYTES, 0);
+	}
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	cudaEventRecord(fork, s);
+	cudaStreamWaitEvent(t, fork, 0);
+	CHECK(ncclGroupStart() == ncclSuccess, "group start");
+	for (int i = 0; i < 2; i++) {
+		int k = (i + rank) % 2; /* buffer k goes with communicator k */
+
+		CHECK(ncclAllReduce(in[k], out[k], CAP_BYTES, ncclInt8, ncclSum, k ? b : a, s) ==
+			      ncclSuccess, "AllReduce on communicator %d", k);
+	}
+	CHECK(ncclAllReduce(in[2], out[2], CAP_BYTES, ncclInt8, ncclSum, a, t) == ncclSuccess,
+	      "AllReduce on the second stream");
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	cudaEventRecord(back, t);
+	cudaStreamWaitEvent(s, back, 0);
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(cap_sums_ok(out, n, -1), "nothing ran during the capture");
+	CHECK(cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; exec && it < CAP_REPLAYS && bad < 0; it++) {
+		for (int k = 0; k < 3; k++)
+			cudaMemsetAsync(in[k], cap_byte(rank, k, it), CAP_BYTES, s);
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		if (!cap_sums_ok(out, n, it))
+			bad = it;
+	}
+	CHECK(bad < 0, "replay %d gave wrong sums", bad);
+	CHECK(allgather_ok(a, s, rank, n, 4096) && allgather_ok(b, t, rank, n, 4096),
+	      "both communicators work after the replays");
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (g)
+		cudaGraphDestroy(g);
+	CHECK(ncclCommDestroy(b) == ncclSuccess && ncclCommDestroy(a) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
+/* A capture that ends between a call and the group's end: the call was
+ * made for the graph, which no longer takes work.  ncclInvalidUsage, and
+ * the communicator fails (a peer that captured it would otherwise pair
+ * its next operation with this one); nothing runs, nothing hangs.  (The
+ * rank that fails it second may find it failed at its call or its end.) */
+static int case_group_capture_ended(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	char *x = dev_alloc(4096, 1), *y = dev_alloc(4096, 0);
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	cudaGraph_t g = NULL;
+	ncclResult_t e = ncclSuccess, r;
+
+	(void)arg;
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	ncclGroupStart();
+	r = ncclAllReduce(x, y, 4096, ncclInt8, ncclSum, comm, s);
+	CHECK(r == ncclSuccess || r == ncclRemoteError, "AllReduce: %d", r);
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	r = ncclGroupEnd();
+	CHECK(r == ncclInvalidUsage || r == ncclRemoteError, "the group's end refuses it: %d", r);
+	CHECK(wait_error(comm, &e, 20) >= 0 && e != ncclSuccess, "the communicator fails: %d", e);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess && all_bytes(y, 4096, 0), "nothing ran");
+	if (g)
+		cudaGraphDestroy(g);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	return CHECK_SUMMARY();
 }
 
@@ -2268,7 +2440,10 @@ static const struct rank_case rank_cases[] = {
 	{ "grouperr1", 2, case_group_error, "one" },
 	{ "badargs2", 2, case_badargs2, NULL },
 	{ "groupmeet", 2, case_group_meet_fail, NULL },
+	{ "groupmeet2", 2, case_group_meet_fail, "destroyed stream" },
 	{ "groupmixcap", 2, case_group_mixed_capture, NULL },
+	{ "groupcapture", 3, case_group_capture, NULL },
+	{ "groupcapend", 2, case_group_capture_ended, NULL },
 };
 
 int main(int argc, char **argv)
