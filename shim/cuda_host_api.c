@@ -1,8 +1,9 @@
 /* cuda_host_api.c - the CUDA pinned host memory API as a preloaded
  * application sees it: runtime (cudaMallocHost, cudaHostAlloc, cudaFreeHost,
- * cudaHostRegister, cudaHostUnregister, cudaHostGetDevicePointer) and driver
- * (cuMemAllocHost[_v2], cuMemHostAlloc, cuMemFreeHost, cuMemHostRegister[_v2],
- * cuMemHostUnregister), plus the ways a program obtains driver entry points
+ * cudaHostRegister, cudaHostUnregister, cudaHostGetDevicePointer,
+ * cudaHostGetFlags) and driver (cuMemAllocHost[_v2], cuMemHostAlloc,
+ * cuMemFreeHost, cuMemHostRegister[_v2], cuMemHostUnregister,
+ * cuMemHostGetFlags), plus the ways a program obtains driver entry points
  * without the dynamic linker: cuGetProcAddress[_v2] and
  * cudaGetDriverEntryPoint[ByVersion] hand out these wrappers instead of the
  * driver's own functions, and so does dlsym on a handle of libcuda
@@ -53,6 +54,13 @@ static unsigned register_memf(unsigned flags)
 	       (flags & cudaHostRegisterMapped ? CXLS_MEMF_MAPPED : 0) |
 	       (flags & cudaHostRegisterIoMemory ? CXLS_MEMF_IOMEMORY : 0) |
 	       (flags & cudaHostRegisterReadOnly ? CXLS_MEMF_READONLY : 0);
+}
+
+static unsigned alloc_flags(unsigned memf)
+{
+	return (memf & CXLS_MEMF_PORTABLE ? cudaHostAllocPortable : 0) |
+	       (memf & CXLS_MEMF_MAPPED ? cudaHostAllocMapped : 0) |
+	       (memf & CXLS_MEMF_WRITECOMBINED ? cudaHostAllocWriteCombined : 0);
 }
 
 static unsigned register_flags(unsigned memf)
@@ -214,6 +222,20 @@ ENTRY(cudaError_t, shim_cudaHostGetDevicePointer, "cudaHostGetDevicePointer", (v
 	RT_CALL(HostGetDevicePointer, pHost, 0, pDevice, pHost, flags);
 }
 
+/* The shim's buffers are registered memory to CUDA, which reports flags
+ * only for its own allocations: the flags the application asked for are
+ * answered here, for any address inside the buffer, as CUDA does. */
+ENTRY(cudaError_t, shim_cudaHostGetFlags, "cudaHostGetFlags", (unsigned int *pFlags, void *pHost))
+{
+	unsigned memf;
+
+	if (!depth && pFlags && cxls_hostmem_flags(pHost, &memf) == CXLS_HM_DONE) {
+		*pFlags = alloc_flags(memf);
+		return cudaSuccess;
+	}
+	RT_CALL(HostGetFlags, pHost, 0, pFlags, pHost);
+}
+
 /* ---- driver ---- */
 
 static CUresult drv_alloc(const char *fn, void **pp, size_t size, unsigned flags,
@@ -304,6 +326,20 @@ ENTRY(CUresult, shim_cuMemHostUnregister, "cuMemHostUnregister", (void *p))
 	return drv_done("cuMemHostUnregister", p, 0, d->MemHostUnregister(p));
 }
 
+ENTRY(CUresult, shim_cuMemHostGetFlags, "cuMemHostGetFlags", (unsigned int *pFlags, void *p))
+{
+	const struct cxls_real_cuda *d = cxls_real_cuda();
+	unsigned memf;
+
+	if (!depth && pFlags && cxls_hostmem_flags(p, &memf) == CXLS_HM_DONE) {
+		*pFlags = alloc_flags(memf); /* CU_MEMHOSTALLOC_*: the same bits */
+		return CUDA_SUCCESS;
+	}
+	if (!d->MemHostGetFlags)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	return drv_done("cuMemHostGetFlags", p, 0, d->MemHostGetFlags(pFlags, p));
+}
+
 /* ---- entry points handed out at run time ---- */
 
 EXPORT CUresult shim_cuGetProcAddress(const char *, void **, int, cuuint64_t)
@@ -328,6 +364,7 @@ int cxls_cuda_host_swap(void **pfn)
 		{ (void *)d->MemHostRegister_v2, (void *)shim_cuMemHostRegister_v2 },
 		{ (void *)d->MemHostRegister, (void *)shim_cuMemHostRegister },
 		{ (void *)d->MemHostUnregister, (void *)shim_cuMemHostUnregister },
+		{ (void *)d->MemHostGetFlags, (void *)shim_cuMemHostGetFlags },
 		{ (void *)d->GetProcAddress_v2, (void *)shim_cuGetProcAddress_v2 },
 		{ (void *)d->GetProcAddress, (void *)shim_cuGetProcAddress },
 	};

@@ -47,6 +47,7 @@ static void load_rt(void)
 	SYM(h, rt, HostRegister, "cudaHostRegister");
 	SYM(h, rt, HostUnregister, "cudaHostUnregister");
 	SYM(h, rt, HostGetDevicePointer, "cudaHostGetDevicePointer");
+	SYM(h, rt, HostGetFlags, "cudaHostGetFlags");
 	SYM(h, rt, GetDriverEntryPoint, "cudaGetDriverEntryPoint");
 	SYM(h, rt, GetDriverEntryPointByVersion, "cudaGetDriverEntryPointByVersion");
 }
@@ -68,6 +69,7 @@ static void load_drv(struct cxls_real_cuda *d)
 	SYM(h, (*d), MemHostRegister, "cuMemHostRegister");
 	SYM(h, (*d), MemHostRegister_v2, "cuMemHostRegister_v2");
 	SYM(h, (*d), MemHostUnregister, "cuMemHostUnregister");
+	SYM(h, (*d), MemHostGetFlags, "cuMemHostGetFlags");
 	SYM(h, (*d), GetProcAddress, "cuGetProcAddress");
 	SYM(h, (*d), GetProcAddress_v2, "cuGetProcAddress_v2");
 }

@@ -16,6 +16,7 @@ struct cxls_real_cudart {
 	cudaError_t (*HostRegister)(void *, size_t, unsigned int);
 	cudaError_t (*HostUnregister)(void *);
 	cudaError_t (*HostGetDevicePointer)(void **, void *, unsigned int);
+	cudaError_t (*HostGetFlags)(unsigned int *, void *);
 	cudaError_t (*GetDriverEntryPoint)(const char *, void **, unsigned long long,
 					   enum cudaDriverEntryPointQueryResult *);
 	cudaError_t (*GetDriverEntryPointByVersion)(const char *, void **, unsigned int,
@@ -31,6 +32,7 @@ struct cxls_real_cuda {
 	CUresult (*MemHostRegister)(void *, size_t, unsigned int);
 	CUresult (*MemHostRegister_v2)(void *, size_t, unsigned int);
 	CUresult (*MemHostUnregister)(void *);
+	CUresult (*MemHostGetFlags)(unsigned int *, void *);
 	CUresult (*GetProcAddress)(const char *, void **, int, cuuint64_t);
 	CUresult (*GetProcAddress_v2)(const char *, void **, int, cuuint64_t,
 				      CUdriverProcAddressQueryResult *);

@@ -88,6 +88,9 @@ step "mem: bad arguments = the plain call's error + WARN" bash -c "
 	out=\$(LD_PRELOAD='$SHIM' '$BUILD/tests/hostmem_check' badargs 2>&1); rc=\$?
 	echo \"\$out\"; [ \$rc = 0 ] && grep -q 'CXLSHIM WARN cudaFreeHost' <<<\"\$out\""
 step "mem: 4 threads alloc/free, fork" shim "$BUILD/tests/hostmem_check" threads
+step "mem: free/unregister during a global capture refused, buffers kept" shim \
+	"$BUILD/tests/hostmem_check" capture
+step "mem: 8 threads at once keep to a spill watermark" shim "$BUILD/tests/hostmem_check" spill
 step "mem: write-combined kept (plain call) or placed by a rule naming it" bash -c "
 	out=\$(CXLSHIM_DEBUG=INFO LD_PRELOAD='$SHIM' '$BUILD/tests/hostmem_check' wc 2>&1); rc=\$?
 	echo \"\$out\"; [ \$rc = 0 ] &&

@@ -86,7 +86,7 @@ int cxls_buftab_overlaps(const void *p, size_t len)
 	return hit;
 }
 
-int cxls_buftab_holds(const void *p, int kind)
+int cxls_buftab_holds(const void *p, int kind, unsigned *memf)
 {
 	uintptr_t a = (uintptr_t)p;
 	int hit = 0;
@@ -94,7 +94,8 @@ int cxls_buftab_holds(const void *p, int kind)
 	pthread_mutex_lock(&lock);
 	for (size_t i = 0; i < NBUCKETS && !hit; i++)
 		for (struct cxls_buf *e = buckets[i]; e && !hit; e = e->next)
-			hit = e->kind == kind && a - (uintptr_t)e->map < e->len;
+			if ((hit = e->kind == kind && a - (uintptr_t)e->map < e->len) && memf)
+				*memf = e->memf;
 	pthread_mutex_unlock(&lock);
 	return hit;
 }

@@ -19,6 +19,7 @@ struct cxls_buf {
 	size_t len;               /* page-rounded length of map */
 	size_t size;              /* requested bytes */
 	int kind;                 /* enum cxls_buf_kind */
+	unsigned memf;            /* CXLS_MEMF_* as the application asked */
 	int rule;
 	uint64_t tier_bytes[3];   /* for the statistics on free */
 };
@@ -29,8 +30,9 @@ int cxls_buftab_insert(struct cxls_buf *b);
 struct cxls_buf *cxls_buftab_remove(const void *base, int kind);
 /* 1 when [p, p+len) overlaps a buffer of the table. */
 int cxls_buftab_overlaps(const void *p, size_t len);
-/* 1 when p lies in the mapping of a buffer of that kind. */
-int cxls_buftab_holds(const void *p, int kind);
+/* 1 when p lies in the mapping of a buffer of that kind, whose flags go
+ * to *memf (unless NULL). */
+int cxls_buftab_holds(const void *p, int kind, unsigned *memf);
 size_t cxls_buftab_count(void);
 
 #endif

@@ -38,6 +38,8 @@ enum once_bits {
 	ONCE_SPILL = 1u << 7,
 	ONCE_WC_DROPPED = 1u << 8,
 	ONCE_WC_KEPT = 1u << 9,
+	ONCE_REGISTER = 1u << 10,
+	ONCE_UNREGISTER = 1u << 11,
 };
 
 static _Atomic unsigned reported[CXLS_MEM_MAX_RULES];
@@ -45,6 +47,8 @@ static _Atomic uint64_t requests;
 static _Thread_local char thread_tag[CXLS_MEM_NAME];
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static struct cxls_freemem freemem;
+static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER; /* make_plan */
+static _Atomic uint64_t dram_pending;
 
 static int first_time(int rule, unsigned bit)
 {
@@ -61,10 +65,22 @@ static void print_at_exit(void)
 	cxls_hostmem_stats_print(stderr);
 }
 
+/* A child must not inherit plan_lock held by a thread it does not have. */
+static void plan_lock_take(void)
+{
+	pthread_mutex_lock(&plan_lock);
+}
+
+static void plan_lock_give(void)
+{
+	pthread_mutex_unlock(&plan_lock);
+}
+
 static void init(void)
 {
 	const struct cxls_config *cfg = cxls_runtime_config();
 
+	pthread_atfork(plan_lock_take, plan_lock_give, plan_lock_give);
 	if (cfg && cfg->mem_stats)
 		atexit(print_at_exit);
 }
@@ -212,6 +228,18 @@ static void debit_nodes(const struct cxls_plan *p, size_t len)
 		cxls_freemem_debit(&freemem, p->prefix_node, p->prefix);
 }
 
+/* Plans are made one at a time, and from its plan on a buffer's DRAM
+ * bytes count against the watermark and its nodes' free memory is
+ * debited: threads allocating at once each saw room for themselves and
+ * overshot the watermark as many times over.  The bytes stay pending
+ * until the buffer is counted as placed, or its placement failed. */
+
+static uint64_t plan_dram(const struct cxls_plan *p)
+{
+	return p->mode == CXLS_PLAN_PASS || p->mode == CXLS_PLAN_FAIL ?
+		       0 : p->tier_bytes[CXLS_TIER_DRAM];
+}
+
 static void make_plan(const struct cxls_config *cfg, int ri, size_t len, struct cxls_plan *p)
 {
 	struct cxls_plan_in in = {
@@ -219,15 +247,27 @@ static void make_plan(const struct cxls_config *cfg, int ri, size_t len, struct 
 		.topo = cxls_topo(),
 		.len = len,
 		.default_stripe = cfg->mem_stripe_size,
-		.dram_placed = cxls_memstats_dram_bytes(),
 		.node_free = node_free,
 	};
 
+	pthread_mutex_lock(&plan_lock);
+	in.dram_placed = cxls_memstats_dram_bytes() + atomic_load(&dram_pending);
 	cxls_plan_make(&in, p);
+	if (p->mode != CXLS_PLAN_PASS && p->mode != CXLS_PLAN_FAIL)
+		debit_nodes(p, len);
+	atomic_fetch_add(&dram_pending, plan_dram(p));
+	pthread_mutex_unlock(&plan_lock);
+}
+
+/* The plan's bytes are no longer pending: placed (counted by
+ * cxls_memstats_placed just before) or given up. */
+static void plan_settle(const struct cxls_plan *p)
+{
+	atomic_fetch_sub(&dram_pending, plan_dram(p));
 }
 
 static struct cxls_buf *new_buf(void *base, void *map, size_t len, size_t size, int kind,
-				int ri, const struct cxls_plan *p)
+				unsigned memf, int ri, const struct cxls_plan *p)
 {
 	struct cxls_buf *b = calloc(1, sizeof(*b));
 
@@ -238,6 +278,7 @@ static struct cxls_buf *new_buf(void *base, void *map, size_t len, size_t size, 
 	b->len = len;
 	b->size = size;
 	b->kind = kind;
+	b->memf = memf;
 	b->rule = ri;
 	memcpy(b->tier_bytes, p->tier_bytes, sizeof(b->tier_bytes));
 	return b;
@@ -301,32 +342,58 @@ int cxls_hostmem_alloc(size_t size, unsigned memf, const void *caller,
 		return CXLS_HM_PASS;
 	}
 	map = map_placed(&cfg->mem_rules.r[ri], ri, &plan, len);
-	if (!map) {
-		cxls_memstats_plain(ri, size);
-		return CXLS_HM_PASS;
+	if (!map)
+		goto plain;
+	/* the driver may refuse what the plain call would give (it decides
+	 * how to pin its own allocations): that one then answers, with its
+	 * own result, error or not */
+	if ((*rc = ops->reg(map, len, memf | CXLS_MEMF_PORTABLE | CXLS_MEMF_MAPPED))) {
+		if (first_time(ri, ONCE_REGISTER))
+			CXLS_WARN("rule.%s: %s could not register %zu placed bytes (%d): the "
+				  "plain call allocates instead", cfg->mem_rules.r[ri].name,
+				  ops->api, len, *rc);
+		cxls_place_unmap(map, len);
+		goto plain;
 	}
-	*rc = ops->reg(map, len, memf | CXLS_MEMF_PORTABLE | CXLS_MEMF_MAPPED);
-	if (*rc)
-		goto fail_unmap;
 	if (memf & CXLS_MEMF_WRITECOMBINED)
 		explain_wc_dropped(&cfg->mem_rules.r[ri], ri);
-	b = new_buf(map, map, len, size, CXLS_BUF_ALLOC, ri, &plan);
+	/* what cudaHostGetFlags reports: write-combining is not kept */
+	b = new_buf(map, map, len, size, CXLS_BUF_ALLOC, memf & ~CXLS_MEMF_WRITECOMBINED, ri,
+		    &plan);
 	if (!b || cxls_buftab_insert(b)) {
 		free(b);
 		ops->unreg(map);
+		cxls_place_unmap(map, len);
+		cxls_memstats_failed(ri);
+		plan_settle(&plan);
 		*rc = ops->nomem;
-		goto fail_unmap;
+		return CXLS_HM_DONE;
 	}
-	debit_nodes(&plan, len);
 	verify(cfg, ri, &plan, map, len);
 	cxls_memstats_placed(ri, plan.tier_bytes, plan.why & ~CXLS_WHY_SPILLED);
+	plan_settle(&plan);
 	CXLS_TRACE("%s: %zu bytes at %p by rule.%s (%s)", ops->api, size, map,
 		   cfg->mem_rules.r[ri].name, cxls_place_name(cfg->mem_rules.r[ri].place));
 	*out = map;
 	return CXLS_HM_DONE;
-fail_unmap:
-	cxls_memstats_failed(ri);
-	cxls_place_unmap(map, len);
+plain:
+	cxls_memstats_plain(ri, size);
+	plan_settle(&plan);
+	return CXLS_HM_PASS;
+}
+
+/* The driver would not unregister b (during a stream capture in global
+ * mode, say): as the plain call, the free or unregister fails and the
+ * buffer stays what it was, registered, ours, usable and freeable later.
+ * Unmapping it anyway left the driver a registration of pages that were
+ * gone, and the next buffer at that address could not be registered. */
+static int keep(struct cxls_buf *b, const struct cxls_hostmem_ops *ops, const char *what)
+{
+	if (first_time(b->rule, ONCE_UNREGISTER))
+		CXLS_WARN("%s: the driver refused to unregister %p for its %s: it stays "
+			  "allocated (reported once per rule)", ops->api, b->base, what);
+	if (cxls_buftab_insert(b) != 0) /* cannot be: its address is still mapped */
+		free(b);
 	return CXLS_HM_DONE;
 }
 
@@ -339,10 +406,8 @@ int cxls_hostmem_free(void *p, const struct cxls_hostmem_ops *ops, int *rc)
 	b = cxls_buftab_remove(p, CXLS_BUF_ALLOC);
 	if (!b)
 		return CXLS_HM_PASS;
-	*rc = ops->unreg(b->map);
-	if (*rc)
-		CXLS_WARN("%s(%p): unregistering failed (%d); unmapping anyway", ops->api, p, *rc);
-	*rc = 0;
+	if ((*rc = ops->unreg(b->map)))
+		return keep(b, ops, "free");
 	cxls_place_unmap(b->map, b->len);
 	cxls_memstats_freed(b->rule, b->tier_bytes);
 	free(b);
@@ -385,23 +450,26 @@ int cxls_hostmem_register(void *p, size_t size, unsigned memf, const void *calle
 			CXLS_WARN("rule.%s: migrating registered memory failed (%s): registered "
 				  "where it is", cfg->mem_rules.r[ri].name, strerror(-err));
 		cxls_memstats_plain(ri, size);
+		plan_settle(&plan);
 		return CXLS_HM_PASS;
 	}
 	*rc = ops->reg(p, size, memf);
 	if (*rc) {
 		cxls_place_unbind((void *)start, len);
 		cxls_memstats_failed(ri);
+		plan_settle(&plan);
 		return CXLS_HM_DONE;
 	}
-	b = new_buf(p, (void *)start, len, size, CXLS_BUF_REGISTERED, ri, &plan);
+	b = new_buf(p, (void *)start, len, size, CXLS_BUF_REGISTERED, memf, ri, &plan);
 	if (!b || cxls_buftab_insert(b)) {
 		/* cannot track it: it stays registered but we forget it */
 		free(b);
+		plan_settle(&plan);
 		return CXLS_HM_DONE;
 	}
-	debit_nodes(&plan, len);
 	verify(cfg, ri, &plan, (void *)start, len);
 	cxls_memstats_placed(ri, plan.tier_bytes, plan.why & ~CXLS_WHY_SPILLED);
+	plan_settle(&plan);
 	return CXLS_HM_DONE;
 }
 
@@ -416,17 +484,23 @@ int cxls_hostmem_unregister(void *p, const struct cxls_hostmem_ops *ops, int *rc
 		/* our allocations are registered memory to the driver, but to
 		 * the application they came from cudaHostAlloc: the plain call
 		 * refuses to unregister those, and so do we */
-		if (!cxls_buftab_holds(p, CXLS_BUF_ALLOC))
+		if (!cxls_buftab_holds(p, CXLS_BUF_ALLOC, NULL))
 			return CXLS_HM_PASS;
 		*rc = ops->notreg;
 		return CXLS_HM_DONE;
 	}
-	*rc = ops->unreg(p);
+	if ((*rc = ops->unreg(p)))
+		return keep(b, ops, "unregister");
 	/* the range keeps no policy of ours once the application owns it again */
 	cxls_place_unbind(b->map, b->len);
 	cxls_memstats_freed(b->rule, b->tier_bytes);
 	free(b);
 	return CXLS_HM_DONE;
+}
+
+int cxls_hostmem_flags(const void *p, unsigned *memf)
+{
+	return cxls_buftab_holds(p, CXLS_BUF_ALLOC, memf) ? CXLS_HM_DONE : CXLS_HM_PASS;
 }
 
 int cxls_hostmem_set_tag(const char *tag)

@@ -32,6 +32,10 @@ int cxls_hostmem_free(void *p, const struct cxls_hostmem_ops *ops, int *rc);
 int cxls_hostmem_register(void *p, size_t size, unsigned memf, const void *caller,
 			  const struct cxls_hostmem_ops *ops, int *rc);
 int cxls_hostmem_unregister(void *p, const struct cxls_hostmem_ops *ops, int *rc);
+/* CXLS_HM_DONE when p lies in a buffer the core allocated, with the flags
+ * it was asked for in *memf: to the driver it is registered memory, whose
+ * flags CUDA does not report as an allocation's. */
+int cxls_hostmem_flags(const void *p, unsigned *memf);
 
 /* The calling thread's tag for `tag = ...` rules; NULL clears. 0 or -1. */
 int cxls_hostmem_set_tag(const char *tag);

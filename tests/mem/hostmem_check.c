@@ -10,6 +10,10 @@
  *   hostmem_check wc        write-combined requests: left to the plain
  *                           call with WC kept, unless a rule names
  *                           writecombined (placed, WC dropped)
+ *   hostmem_check capture   free/unregister refused during a global
+ *                           capture, as the plain calls: the buffers stay
+ *   hostmem_check spill     threads allocating at once keep to a
+ *                           spill rule's DRAM watermark
  *
  * The policy is written here and named in CXLSHIM_CONF before the first
  * CUDA call (the shim reads it on first use).
@@ -36,6 +40,7 @@ static const char *policy =
 	"[rule.failing]\ntag = fail\nplace = nodes\nnodes = 7\nfallback = fail\n"
 	"[rule.reg]\nkind = register\nplace = dram\n"
 	"[rule.wc]\ntag = wc\nflags = writecombined\nplace = dram\n"
+	"[rule.spill]\ntag = spill\nplace = spill\nwatermark = 8M\n"
 	"[rule.dram]\nplace = dram\n";
 
 static char conf_path[64];
@@ -189,6 +194,32 @@ static void one_entry_point(const char *name, alloc_fn af, free_fn ff)
 	CHECK(after.frees == before.frees + 2 && after.bytes == before.bytes, "%s freed", name);
 }
 
+/* The flags a placed buffer was asked for, from both APIs, at any address
+ * inside it (CUDA reports flags only for its own allocations, and the
+ * shim's are registered memory to it); a foreign pointer is refused. */
+static void flags_reported(void)
+{
+	static const unsigned asked[] = { 0, cudaHostAllocPortable, cudaHostAllocMapped,
+					  cudaHostAllocPortable | cudaHostAllocMapped };
+	struct cxlshim_mem_stats s0 = stats("rule.dram");
+	unsigned rt = ~0u, drv = ~0u;
+	char *p = NULL, *heap = malloc(4096);
+
+	for (size_t i = 0; i < sizeof(asked) / sizeof(asked[0]); i++) {
+		CHECK(cudaHostAlloc((void **)&p, 1 << 20, asked[i]) == cudaSuccess, "alloc %#x",
+		      asked[i]);
+		CHECK(cudaHostGetFlags(&rt, p + 4096) == cudaSuccess && rt == asked[i],
+		      "cudaHostGetFlags: %#x, asked %#x", rt, asked[i]);
+		CHECK(cuMemHostGetFlags(&drv, p) == CUDA_SUCCESS && drv == asked[i],
+		      "cuMemHostGetFlags: %#x, asked %#x", drv, asked[i]);
+		cudaFreeHost(p);
+	}
+	CHECK(stats("rule.dram").allocs == s0.allocs + 4, "the buffers were placed");
+	CHECK(cudaHostGetFlags(&rt, heap) != cudaSuccess &&
+		      cuMemHostGetFlags(&drv, heap) != CUDA_SUCCESS, "malloc'd memory refused");
+	free(heap);
+}
+
 static void test_api(void)
 {
 	CUresult (*reg_v1)(void *, size_t, unsigned);
@@ -212,6 +243,7 @@ static void test_api(void)
 	one_entry_point("cuGetProcAddress", a_proc, f_proc);
 	one_entry_point("cudaGetDriverEntryPointByVersion", a_entry, f_rt);
 	one_entry_point("cudaGetDriverEntryPoint", a_entry_v1, f_rt);
+	flags_reported();
 
 	/* not claimed: write-combined, below the size range -> plain call */
 	s0 = stats("rule.dram");
@@ -551,6 +583,84 @@ static void test_nopolicy(void)
 	free(m);
 }
 
+/* CUDA refuses to unregister memory while a stream captures in global
+ * mode (cudaErrorStreamCaptureUnsupported), so cudaFreeHost and
+ * cudaHostUnregister fail then and the memory stays as it was.  The shim
+ * reported success and unmapped its buffer, leaving the driver holding a
+ * registration of pages that were gone.  Afterwards both calls work. */
+static void test_capture(void)
+{
+	size_t len = 1 << 20;
+	char *p = NULL, *r = aligned_alloc(4096, len);
+	cudaStream_t s;
+	cudaGraph_t g = NULL;
+
+	cudaStreamCreate(&s);
+	CHECK(cudaHostAlloc((void **)&p, len, 0) == cudaSuccess && stats("dram").bytes == len,
+	      "alloc");
+	CHECK(cudaHostRegister(r, len, 0) == cudaSuccess, "register");
+	memset(p, 0x5a, len);
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "capture");
+	CHECK(cudaFreeHost(p) == cudaErrorStreamCaptureUnsupported, "free refused in a capture");
+	CHECK(cudaHostUnregister(r) == cudaErrorStreamCaptureUnsupported,
+	      "unregister refused in a capture");
+	cudaStreamEndCapture(s, &g); /* invalidated by the refused calls */
+	if (g)
+		cudaGraphDestroy(g);
+	cudaGetLastError();
+	CHECK(p[0] == 0x5a && p[len - 1] == 0x5a, "the buffer is still there");
+	CHECK(stats("dram").bytes == 2 * len, "and still counted: %llu",
+	      (unsigned long long)stats("dram").bytes);
+	CHECK(cudaFreeHost(p) == cudaSuccess && cudaHostUnregister(r) == cudaSuccess,
+	      "free and unregister after the capture");
+	CHECK(stats("dram").bytes == 0, "nothing left");
+	CHECK(cudaHostAlloc((void **)&p, len, 0) == cudaSuccess && cudaFreeHost(p) == cudaSuccess,
+	      "a new buffer");
+	cudaStreamDestroy(s);
+	free(r);
+}
+
+#define SPILLERS 8
+static pthread_barrier_t spill_start;
+
+static void *spill_one(void *arg)
+{
+	void **p = arg;
+
+	cxlshim_tag("spill");
+	pthread_barrier_wait(&spill_start);
+	if (cudaHostAlloc(p, 4 << 20, 0) != cudaSuccess)
+		*p = NULL;
+	return NULL;
+}
+
+/* Eight threads ask for 4 MiB at once under an 8 MiB watermark: two
+ * buffers' worth goes to DRAM, as when they come one by one.  Each used
+ * to see the DRAM bytes as they were before any of them, and all eight
+ * went there. */
+static void test_spill(void)
+{
+	void *p[SPILLERS] = { 0 };
+	pthread_t t[SPILLERS];
+	int got = 0;
+
+	cudaFree(0);
+	pthread_barrier_init(&spill_start, NULL, SPILLERS);
+	for (int i = 0; i < SPILLERS; i++)
+		pthread_create(&t[i], NULL, spill_one, &p[i]);
+	for (int i = 0; i < SPILLERS; i++) {
+		pthread_join(t[i], NULL);
+		got += p[i] != NULL;
+	}
+	CHECK(got == SPILLERS, "%d of %d allocations", got, SPILLERS);
+	CHECK(stats("dram").bytes == 8u << 20, "DRAM holds the watermark's 8 MiB: %llu",
+	      (unsigned long long)stats("dram").bytes);
+	for (int i = 0; i < SPILLERS; i++)
+		CHECK(cudaFreeHost(p[i]) == cudaSuccess, "free %d", i);
+	CHECK(stats("dram").bytes == 0, "all freed");
+	pthread_barrier_destroy(&spill_start);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "api";
@@ -567,6 +677,10 @@ int main(int argc, char **argv)
 		test_threads();
 	else if (!strcmp(mode, "wc"))
 		test_wc();
+	else if (!strcmp(mode, "capture"))
+		test_capture();
+	else if (!strcmp(mode, "spill"))
+		test_spill();
 	else if (!strcmp(mode, "nopolicy"))
 		test_nopolicy();
 	else

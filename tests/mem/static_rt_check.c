@@ -135,7 +135,7 @@ static void entry_points(void)
 		{ "cuMemHostAlloc", 2020, 1 },    { "cuMemAllocHost", 3020, 1 },
 		{ "cuMemFreeHost", 2000, 1 },     { "cuMemHostRegister", 6050, 1 },
 		{ "cuMemHostUnregister", 4000, 1 }, { "cuMemAlloc", 3020, 0 },
-		{ "cuMemcpyHtoD", 3020, 0 },      { "cuMemHostGetFlags", 2030, 0 },
+		{ "cuMemcpyHtoD", 3020, 0 },      { "cuMemHostGetFlags", 2030, 1 },
 		{ "cuCtxSetCurrent", 4000, 0 },   { "cuStreamCreate", 2000, 0 },
 	};
 
