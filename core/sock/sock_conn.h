@@ -73,6 +73,7 @@ struct cxls_sconn {
 	_Atomic uint32_t sndbuf;  /* SO_SNDBUF set by the application */
 	_Atomic uint32_t rcvlowat;
 	_Atomic int timeo_known;  /* the two below are SO_RCVTIMEO/SO_SNDTIMEO */
+	uint32_t timeo_gen;       /* me->timeo_gen when they were read */
 	uint64_t rcvtimeo_ns;     /* 0: none; read from the socket once, again */
 	uint64_t sndtimeo_ns;     /* after the application sets either */
 	_Atomic int app_nodelay;  /* TCP_NODELAY and TCP_CORK as the application */

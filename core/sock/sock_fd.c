@@ -672,6 +672,8 @@ void cxls_sock_option(int fd, int level, int name, const void *val, unsigned len
 			if (c->me && (name == SO_RCVTIMEO_OLD || name == SO_RCVTIMEO_NEW))
 				atomic_fetch_and(&c->me->flags, ~(uint32_t)CXLS_END_RCVTIMEO);
 			atomic_store(&c->timeo_known, 0); /* read again at the next wait */
+			if (c->me) /* ... and by the other holders (a fork) */
+				atomic_fetch_add(&c->me->timeo_gen, 1);
 			cxls_sconn_put(c);
 		}
 		return;

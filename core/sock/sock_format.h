@@ -153,6 +153,10 @@ struct cxls_sock_end {
 	/* SO_RCVLOWAT as a holder last set it, for all of them (0: none
 	 * did since the meeting: each process's own, read from the socket) */
 	_Atomic uint32_t rcvlowat;
+	/* bumped by a holder's SO_RCVTIMEO or SO_SNDTIMEO: each holder
+	 * keeps the socket's timeouts, and reads them again when this moved
+	 * (the kernel socket, which holds them, is every holder's) */
+	_Atomic uint32_t timeo_gen;
 	_Alignas(CXLS_LINE) _Atomic uint64_t sleeper[CXLS_SOCK_SLEEPERS];
 	_Alignas(CXLS_LINE) _Atomic uint64_t draining;
 };

@@ -36,13 +36,16 @@ static uint64_t timeo_ns(int fd, int opt)
 
 /* The deadline of a blocking call starting now (0: none).  The socket's
  * timeouts are read once and kept (a getsockopt per blocking read was a
- * tenth of a small message's round trip); setsockopt of either makes the
- * next call read them again (sock_fd.c). */
+ * tenth of a small message's round trip); setsockopt of either, in this
+ * process or another holder of the socket, makes the next call read them
+ * again (sock_fd.c). */
 static uint64_t timeout_of(struct cxls_sconn *c, int fd, int rcv)
 {
+	uint32_t gen = atomic_load_explicit(&c->me->timeo_gen, memory_order_acquire);
 	uint64_t ns;
 
-	if (!atomic_load_explicit(&c->timeo_known, memory_order_acquire)) {
+	if (!atomic_load_explicit(&c->timeo_known, memory_order_acquire) || gen != c->timeo_gen) {
+		c->timeo_gen = gen;
 		/* the slice is the shim's, the application set none */
 		c->rcvtimeo_ns = atomic_load(&c->me->flags) & CXLS_END_RCVTIMEO
 					 ? 0
@@ -54,35 +57,58 @@ static uint64_t timeout_of(struct cxls_sconn *c, int fd, int rcv)
 	return ns ? cxls_now_ns() + ns : 0;
 }
 
-/* After a sleep in recv (cxls_chan_recv_sleep) that returned err. */
-static int recv_slept(struct cxls_sconn *c, int fd, int err)
-{
-	if (err == EINTR) {
-		errno = err;
-		return -1;
-	}
-	/* the slice, or a holder of the file set O_NONBLOCK behind the
-	 * shim's back: look */
-	if (err == EAGAIN && (syscall(SYS_fcntl, fd, F_GETFL) & O_NONBLOCK))
-		cxls_sock_note_nonblock(c, 1);
-	return 0;
-}
-
-/* What a blocking call carries through its waits: its signal window, and
+/* What a blocking call carries through its waits: its signal window,
  * whether it counted itself among c's calls in flight, at its first wait
  * (a close meanwhile keeps the socket for it: sock_kept.h; a call that
- * never waits is not blocked, and pays nothing). */
+ * never waits is not blocked, and pays nothing), and whether it found the
+ * file nonblocking behind the shim's back (look_nonblock). */
 struct io_call {
 	struct cxls_sconn *c;
 	struct cxls_sigwin w;
 	int counted;
+	int found_nonblock;
 };
 
 static void io_call_init(struct io_call *k, struct cxls_sconn *c)
 {
 	k->c = c;
 	k->counted = 0;
+	k->found_nonblock = 0;
 	cxls_sigwin_init(&k->w);
+}
+
+/* A holder of the file may set O_NONBLOCK behind the shim's back (a raw
+ * fcntl system call, a process without the shim): a sleep that ended with
+ * nothing to show looks, once a slice, and the call then returns as a
+ * nonblocking one (it would have waited for ever: the kernel's call
+ * started nonblocking, or was set so while under way, which the shim
+ * cannot tell apart without a system call per call).  One set through the
+ * shim while a call waits is not looked for: that call goes on waiting,
+ * as TCP's.  (A file made blocking again behind the shim's back is not
+ * seen: the shim's calls return EAGAIN.) */
+static void look_nonblock(struct cxls_sconn *c, int fd, struct io_call *k)
+{
+	long fl;
+
+	if (cxls_sock_nonblocking(c))
+		return;
+	fl = syscall(SYS_fcntl, fd, F_GETFL);
+	if (fl >= 0 && (fl & O_NONBLOCK)) {
+		cxls_sock_note_nonblock(c, 1);
+		k->found_nonblock = 1;
+	}
+}
+
+/* After a sleep in recv (cxls_chan_recv_sleep) that returned err. */
+static int recv_slept(struct cxls_sconn *c, int fd, int err, struct io_call *k)
+{
+	if (err == EINTR) {
+		errno = err;
+		return -1;
+	}
+	if (err == EAGAIN) /* the slice, or O_NONBLOCK */
+		look_nonblock(c, fd, k);
+	return 0;
 }
 
 /* The call returns: its count, then the thread's signal mask. */
@@ -223,11 +249,13 @@ static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadlin
 		return 0;
 	}
 	if (cxls_chan_recv_sleep(c, fd, &z, &err))
-		return recv_slept(c, fd, err);
+		return recv_slept(c, fd, err, k);
 	r = sleep_in_kernel(c, &p, ms, &k->w);
 	err = errno;
 	if (!cxls_chan_woke(c, fd, r > 0, &z))
 		sched_yield(); /* the doorbell is another sleeper's to read */
+	if (r == 0)
+		look_nonblock(c, fd, k);
 	if (r < 0) {
 		errno = err;
 		return -1;
@@ -375,6 +403,7 @@ static ssize_t recv_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 				return done(got, errno);
 			nb = 1; /* TCP's peek would have copied what is there */
 		}
+		nb = nb || call->found_nonblock;
 	}
 }
 
@@ -481,6 +510,7 @@ static ssize_t send_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 		}
 		if (wait_for(c, &fd, POLLOUT, deadline, 0, call) && !restarts(sent, deadline))
 			return done(sent, errno);
+		nb = call->found_nonblock;
 		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
 			return sent ? (ssize_t)sent : broken(c, fd, WHY_LOCK);
 	}

@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <linux/close_range.h>
@@ -1489,6 +1490,77 @@ static void holder_acts(enum holder_act act)
 	close(b);
 }
 
+/* A timeout one holder sets is every holder's (the kernel socket's): the
+ * parent's calls waited with its own and learnt it once, the child then
+ * sets another and exits, and the parent's next wait takes that one
+ * (a shim that kept the first returned after 20 ms, or never when the
+ * first was none). */
+static void holder_timeout(int snd)
+{
+	const char *what = snd ? "child set SO_SNDTIMEO 300 ms:" : "child set SO_RCVTIMEO 300 ms:";
+	int opt = snd ? SO_SNDTIMEO : SO_RCVTIMEO;
+	struct timeval short_tv = { 0, 20000 }, long_tv = { 0, 300000 };
+	size_t big = 64u << 20;
+	char *buf = calloc(1, big);
+	int a, b, first = 1;
+	long long t0;
+	ssize_t n;
+	pid_t pid;
+
+	if (!buf || tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		free(buf);
+		return;
+	}
+	SAY(setsockopt(b, SOL_SOCKET, opt, &short_tv, sizeof(short_tv)));
+	for (int i = 0; i < 2; i++) {
+		if (i == 1) {
+			pid = fork();
+			if (pid == 0) {
+				setsockopt(b, SOL_SOCKET, opt, &long_tv, sizeof(long_tv));
+				_exit(0);
+			}
+			tu_wait(pid);
+		}
+		t0 = tu_now_us();
+		n = snd ? write(b, buf, big) : read(b, buf, 16);
+		/* the first write fills what there is room for */
+		printf("%-40s %s %s, %s 250 ms\n", what, i ? "after" : "before",
+		       n < 0 ? strerrorname_np(errno) : first && snd ? "partial" : "bytes",
+		       tu_now_us() - t0 >= 250000 ? "over" : "under");
+		first = 0;
+	}
+	close(a);
+	close(b);
+	free(buf);
+}
+
+/* O_NONBLOCK set behind the shim's back (a raw system call, as a program
+ * making its own or a holder without the shim would): the blocking read
+ * under way returns EAGAIN, as the kernel's does at once, within a slice
+ * (it never returned). */
+static void raw_nonblock_calls(void)
+{
+	char buf[16];
+	long long t0;
+	int a, b;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	SAY(syscall(SYS_fcntl, b, F_SETFL, O_NONBLOCK));
+	t0 = tu_now_us();
+	SAY(read(b, buf, sizeof(buf)));
+	printf("%-40s %s\n", "raw O_NONBLOCK: read returned",
+	       tu_now_us() - t0 < 1000000 ? "within a second" : "late");
+	SAY(write(a, "ab", 2));
+	usleep(30 * 1000);
+	SAY(read(b, buf, sizeof(buf)));
+	close(a);
+	close(b);
+}
+
 int main(void)
 {
 	char buf[16] = { 0 };
@@ -1548,6 +1620,9 @@ int main(void)
 	gone_full_calls(1);
 	for (enum holder_act act = BY_SHUT_WR; act <= BY_LOWAT; act++)
 		holder_acts(act);
+	holder_timeout(0);
+	holder_timeout(1);
+	raw_nonblock_calls();
 	for (int how = 0; how < 16; how++)
 		if ((how & (GONE_UNREAD | GONE_READ)) != (GONE_UNREAD | GONE_READ))
 			gone_calls(how);
