@@ -129,6 +129,7 @@ void cxls_sock_epoll_forked(void)
 		pthread_mutex_init(&s->lock, NULL);
 		s->waiters = 0;
 	}
+	cxls_ep_orphans_forked();
 }
 
 /* A set in its first state, from the recycled ones or new, holding one

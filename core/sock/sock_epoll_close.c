@@ -11,19 +11,80 @@
 #include "sock_private_fd.h"
 #include "sock_sys.h"
 
+/* Sets whose epoll fd was closed while threads waited in them, each with
+ * a reference: as in the kernel, the waiters keep the epoll file, and its
+ * items go on reporting to them (a closed fd's item goes, as anywhere).
+ * The last waiter to leave empties the set (cxls_ep_orphans_sweep).
+ * Under cxls_ep_sets_lock. */
+static struct epset **orphans;
+static int n_orphans, cap_orphans;
+
 /* Threads inside epoll_wait on s, whose fd is being closed, keep the
- * epoll file, as in the kernel: they sleep on a copy of the fd from now
- * on (kfd, closed with the set's last reference), out of the shim's fd
- * table and not inherited by exec.  The set's items no longer matter, so
- * their registrations go from the file (a doorbell would wake the waiters
- * for nothing till their timeout).  No copy (no fd left): their next
- * sleep fails with EBADF.  s locked, fd still open. */
-static void keep_for_waiters(struct epset *s, int fd)
+ * epoll file: they sleep on a copy of the fd from now on (kfd, closed
+ * with the set's last reference), out of the shim's fd table and not
+ * inherited by exec, and the set keeps its items for them.  No copy (no
+ * fd left), or no room to keep it: their next sleep fails with EBADF,
+ * and the set empties now.  1 when kept; s locked, fd still open. */
+static int keep_for_waiters(struct epset *s, int fd)
 {
-	for (int i = 0; i < s->n; i++)
-		if (!s->items[i].gone)
-			sys_epoll_ctl(fd, EPOLL_CTL_DEL, s->items[i].fd, NULL);
+	if (n_orphans == cap_orphans) {
+		int cap = cap_orphans ? 2 * cap_orphans : 4;
+		struct epset **grown = realloc(orphans, (size_t)cap * sizeof(*grown));
+
+		if (!grown)
+			return 0;
+		orphans = grown;
+		cap_orphans = cap;
+	}
 	s->kfd = cxls_private_dup(fd);
+	if (s->kfd < 0)
+		return 0;
+	cxls_ep_set_hold(s);
+	orphans[n_orphans++] = s;
+	return 1;
+}
+
+static void empty_set(struct epset *s)
+{
+	while (s->n)
+		cxls_ep_drop_item(s, &s->items[s->n - 1]);
+	while (s->nchild)
+		cxls_ep_child_drop(s, s->nchild - 1);
+}
+
+/* Orphans no thread waits in any more go; cxls_ep_sets_lock held. */
+static void sweep_orphans(void)
+{
+	for (int i = 0; i < n_orphans; i++) {
+		struct epset *s = orphans[i];
+		int left;
+
+		pthread_mutex_lock(&s->lock);
+		left = s->waiters == 0;
+		if (left)
+			empty_set(s);
+		pthread_mutex_unlock(&s->lock);
+		if (!left)
+			continue;
+		orphans[i--] = orphans[--n_orphans];
+		cxls_ep_set_put(s);
+	}
+}
+
+void cxls_ep_orphans_sweep(void)
+{
+	pthread_mutex_lock(&cxls_ep_sets_lock);
+	sweep_orphans();
+	pthread_mutex_unlock(&cxls_ep_sets_lock);
+}
+
+void cxls_ep_orphans_forked(void)
+{
+	/* the parent's waiters are not here: the next sweep empties them */
+	for (int i = 0; i < n_orphans; i++) {
+		pthread_mutex_init(&orphans[i]->lock, NULL);
+		orphans[i]->waiters = 0;
+	}
 }
 
 /* Another number of the set of epoll fd fd, or -1; cxls_ep_sets_lock held. */
@@ -80,9 +141,10 @@ void cxls_sock_epoll_duped(int oldfd, int newfd)
 
 /* Epoll fd fd is being closed: its set leaves the table and the sets it
  * was nested in, and is emptied (items and children with their
- * references).  Whoever still holds it (a thread in epoll_wait, one
- * between its lookup and its lock) finds it closed; the last one lets it
- * go (cxls_ep_set_put()).  cxls_ep_sets_lock held. */
+ * references), unless threads wait in it (keep_for_waiters).  Whoever
+ * still holds it (a thread in epoll_wait, one between its lookup and its
+ * lock) finds it closed; the last one lets it go (cxls_ep_set_put()).
+ * cxls_ep_sets_lock held. */
 static void close_set(int fd)
 {
 	set_slot *slot = cxls_ep_set_slot_of(fd, 0);
@@ -103,12 +165,8 @@ static void close_set(int fd)
 	pthread_mutex_lock(&s->lock);
 	s->closed = 1;
 	s->kfd = -1;
-	if (s->waiters)
-		keep_for_waiters(s, fd);
-	while (s->n)
-		cxls_ep_drop_item(s, &s->items[s->n - 1]);
-	while (s->nchild)
-		cxls_ep_child_drop(s, s->nchild - 1);
+	if (!s->waiters || !keep_for_waiters(s, fd))
+		empty_set(s);
 	pthread_mutex_unlock(&s->lock);
 	cxls_ep_set_put(s); /* the table's */
 }
@@ -188,6 +246,7 @@ void cxls_sock_epoll_closing(int fd)
 	c = cxls_fdtab_get(fd);
 	last = !c || atomic_load(&c->fds) <= 1;
 	pthread_mutex_lock(&cxls_ep_sets_lock);
+	sweep_orphans();
 	if (cxls_ep_set_at(fd) && !unalias(fd))
 		close_set(fd);
 	for (int e = 0; e < cxls_ep_nsets; e++) {
@@ -198,6 +257,11 @@ void cxls_sock_epoll_closing(int fd)
 		pthread_mutex_lock(&s->lock);
 		fd_closing(e, s, fd, c, last);
 		pthread_mutex_unlock(&s->lock);
+	}
+	for (int i = 0; i < n_orphans; i++) {
+		pthread_mutex_lock(&orphans[i]->lock);
+		fd_closing(orphans[i]->kfd, orphans[i], fd, c, last);
+		pthread_mutex_unlock(&orphans[i]->lock);
 	}
 	pthread_mutex_unlock(&cxls_ep_sets_lock);
 	if (c)

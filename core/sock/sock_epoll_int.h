@@ -120,6 +120,11 @@ struct epset *cxls_ep_set_get(int epfd, int create);
 struct epset *cxls_ep_set_lock(int epfd, int create);
 void cxls_ep_set_unlock(struct epset *s);
 
+/* Sets closed under waiters (sock_epoll_close.c): those no thread waits
+ * in any more are emptied and let go; after a fork, none has waiters. */
+void cxls_ep_orphans_sweep(void);
+void cxls_ep_orphans_forked(void);
+
 /* Items (sock_epoll_item.c); the set locked. */
 struct ep_item *cxls_ep_find_item(struct epset *s, int fd);
 struct ep_item *cxls_ep_add_item(struct epset *s, int fd, struct cxls_sconn *c,

@@ -230,7 +230,6 @@ static int drop_reported_children(struct epset *s, struct epoll_event *ev, int n
 /* One epoll_wait through the set.  s is locked throughout, except while
  * the kernel sleeps; z lives across rounds (its array is reused). */
 struct ep_wait {
-	int epfd;
 	struct epset *s;
 	struct epoll_event *ev;
 	int max;
@@ -329,7 +328,7 @@ static int collect_woken(struct ep_wait *w, int n, int m, int armed)
 {
 	struct epset *s = w->s;
 
-	m = sort_kernel(w->epfd, s, w->ev + n, m, armed ? w->z : NULL);
+	m = sort_kernel(s->kfd, s, w->ev + n, m, armed ? w->z : NULL);
 	if (armed) {
 		if (cxls_ep_wake_set(w->z) && !m && !n)
 			sched_yield(); /* their doorbells are other sleepers' to read */
@@ -353,7 +352,7 @@ static int kernel_first(struct ep_wait *w, int *asked)
 	w->s->kernel_owed = 0;
 	*asked = 1;
 	m = kernel_wait(w, 0, 0, w->mask);
-	return m > 0 ? sort_kernel(w->epfd, w->s, w->ev, m, NULL) : 0;
+	return m > 0 ? sort_kernel(w->s->kfd, w->s, w->ev, m, NULL) : 0;
 }
 
 /* One round: look (the kernel first when it is owed a turn); on the first
@@ -364,7 +363,7 @@ static int wait_round(struct ep_wait *w, int round)
 {
 	int n, k, m, armed = 0, asked = 0;
 
-	w->meet_due = meetings_due(w->epfd, w->s);
+	w->meet_due = meetings_due(w->s->kfd, w->s);
 	k = round == 0 ? kernel_first(w, &asked) : 0;
 	n = cxls_ep_collect_all(w->s, w->ev, k, w->max, 0);
 	/* a nested set the kernel reported first goes once */
@@ -411,22 +410,25 @@ static int wait_rounds(struct ep_wait *w)
 }
 
 /* Also a cancelled thread's cleanup: its signal mask goes back first,
- * before the application's own cleanups run. */
+ * before the application's own cleanups run.  The last waiter of a set
+ * whose fd was closed under it lets its items go. */
 static void wait_end(void *arg)
 {
 	struct ep_wait *w = arg;
+	int last = --w->s->waiters == 0 && w->s->closed;
 
 	cxls_sigwin_end(&w->sig);
-	w->s->waiters--;
 	cxls_ep_set_unlock(w->s);
 	cxls_ep_sleeping_fini(w->z);
+	if (last)
+		cxls_ep_orphans_sweep();
 }
 
 int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms,
 			 const sigset_t *mask)
 {
 	struct sleeping z; /* not zeroed: its array is written before it is read */
-	struct ep_wait w = { epfd, NULL, ev, max, timeout_ms, 0, 0, mask, &z, CXLS_SIGWIN_INIT };
+	struct ep_wait w = { NULL, ev, max, timeout_ms, 0, 0, mask, &z, CXLS_SIGWIN_INIT };
 	volatile int n; /* for setjmp's sake: a cancelled thread never reads it */
 	int err;
 

@@ -625,6 +625,61 @@ static void epfd_calls(int use_select)
 	close(b);
 }
 
+/* An epoll fd closed while another thread waits in it: the waiter keeps
+ * the epoll file, as in the kernel, and its pooled sockets go on
+ * reporting (the shim took their registrations away, and the wait slept
+ * to its end); a socket closed meanwhile leaves the set, and a new one
+ * under its number is not reported. */
+struct closed_wait {
+	int ep, timeout_ms, n;
+	struct epoll_event ev;
+};
+
+static void *wait_closed(void *arg)
+{
+	struct closed_wait *w = arg;
+
+	w->n = epoll_wait(w->ep, &w->ev, 1, w->timeout_ms);
+	return NULL;
+}
+
+static void epfd_closed_under_wait(int close_socket)
+{
+	const char *what = close_socket ? "epoll fd closed, then its socket:" :
+					  "epoll fd closed under a wait:";
+	struct closed_wait w = { epoll_create1(0), close_socket ? 400 : 3000, -1, { 0, { 0 } } };
+	struct epoll_event ev = { EPOLLIN, { .u64 = 7 } };
+	int a, b, a2 = -1, b2 = -1;
+	pthread_t t;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	epoll_ctl(w.ep, EPOLL_CTL_ADD, b, &ev);
+	pthread_create(&t, NULL, wait_closed, &w);
+	usleep(100 * 1000);
+	SAY(close(w.ep));
+	usleep(50 * 1000);
+	if (close_socket) {
+		close(b);
+		if (tu_pair(&a2, &b2) == 0) /* b's number again, likely */
+			SAY(write(a2, "y", 1));
+	} else {
+		SAY(write(a, "x", 1));
+	}
+	pthread_join(t, NULL);
+	printf("%-40s %d %#x %llu\n", what, w.n, w.n > 0 ? w.ev.events : 0,
+	       w.n > 0 ? (unsigned long long)w.ev.data.u64 : 0ull);
+	close(a);
+	if (!close_socket)
+		close(b);
+	if (a2 >= 0) {
+		close(a2);
+		close(b2);
+	}
+}
+
 /* An outer set holding a socket and an inner set (a socket and a ready
  * pipe): a wait of one slot, then one of four, which reports each fd
  * once (the kernel's turn comes first after a full wait); then a poll on
@@ -1599,6 +1654,8 @@ int main(void)
 	turn_calls();
 	epfd_calls(0);
 	epfd_calls(1);
+	epfd_closed_under_wait(0);
+	epfd_closed_under_wait(1);
 	nested_mixed_calls();
 	nested_calls(EPOLLIN, "nested, level-triggered:");
 	nested_calls(EPOLLIN | EPOLLET, "nested, edge-triggered:");
