@@ -401,6 +401,19 @@ static const struct key *find_key(const char *section, const char *name)
 	return NULL;
 }
 
+/* Sections and keys already seen, so that a repeat is refused rather than
+ * merged (a second [rule.a] would silently add to the first, a second key
+ * silently replace the first value).  No section holds more than 16 known
+ * keys, so a 33rd distinct one is unknown and refused anyway. */
+#define SEEN_SECTIONS 64
+#define SEEN_KEYS 32
+#define SEEN_NAME 64
+
+struct seen {
+	char name[SEEN_NAME];
+	int line;
+};
+
 struct ini_ctx {
 	struct cxls_config *cfg;
 	struct cxls_config_error *err;
@@ -408,6 +421,10 @@ struct ini_ctx {
 	FILE *file;
 	int failed;
 	int line;
+	struct seen sections[SEEN_SECTIONS];
+	int nsections;
+	struct seen keys[SEEN_KEYS]; /* of the section being read */
+	int nkeys;
 };
 
 static void set_error(struct cxls_config_error *err, const char *file, int line,
@@ -419,17 +436,125 @@ static void set_error(struct cxls_config_error *err, const char *file, int line,
 	snprintf(err->msg, sizeof(err->msg), "%s", msg);
 }
 
-/* libinih's handler has no line number (Debian builds it without
- * INI_HANDLER_LINENO): the reader below counts the lines it hands out, and
- * the handler runs right after the line it reports was read. */
-static char *count_lines(char *buf, int size, void *stream)
+/* Keeps the first error; the reader then hands out no more lines. */
+static void fail_line(struct ini_ctx *c, const char *key, const char *msg)
+{
+	if (c->failed)
+		return;
+	set_error(c->err, c->path, c->line, key, msg);
+	c->failed = 1;
+}
+
+/* Section names compare as they are looked up: [rule.NAME] by the rule's
+ * name exactly (mem_rules.c), every other section ignoring case. */
+static int same_section(const char *a, const char *b)
+{
+	int ra = !strncasecmp(a, "rule.", 5), rb = !strncasecmp(b, "rule.", 5);
+
+	if (ra != rb)
+		return 0;
+	return ra ? !strcmp(a + 5, b + 5) : !strcasecmp(a, b);
+}
+
+/* A "[name]" line (blanks already skipped): remember it, refuse a repeat.
+ * libinih itself refuses a header without ']'. */
+static void note_section(struct ini_ctx *c, const char *line)
+{
+	const char *end = strchr(line, ']');
+	char name[SEEN_NAME], msg[160];
+	int len;
+
+	if (line[0] != '[' || !end)
+		return;
+	/* libinih keeps the first 49 characters of a section name */
+	len = (int)(end - line - 1);
+	snprintf(name, sizeof(name), "%.*s", len < 49 ? len : 49, line + 1);
+	c->nkeys = 0;
+	for (int i = 0; i < c->nsections; i++) {
+		if (same_section(c->sections[i].name, name)) {
+			snprintf(msg, sizeof(msg), "section [%.60s] repeated (first at line %d)",
+				 name, c->sections[i].line);
+			fail_line(c, "", msg);
+			return;
+		}
+	}
+	if (c->nsections == SEEN_SECTIONS) {
+		snprintf(msg, sizeof(msg), "more than %d sections", SEEN_SECTIONS);
+		fail_line(c, "", msg);
+		return;
+	}
+	snprintf(c->sections[c->nsections].name, SEEN_NAME, "%s", name);
+	c->sections[c->nsections++].line = c->line;
+}
+
+/* The key names compare ignoring case, as find_key() and mem_rules.c look
+ * them up. */
+static int note_key(struct ini_ctx *c, const char *full, const char *name)
+{
+	char msg[160];
+
+	for (int i = 0; i < c->nkeys; i++) {
+		if (!strcasecmp(c->keys[i].name, name)) {
+			snprintf(msg, sizeof(msg), "key repeated (first at line %d)",
+				 c->keys[i].line);
+			fail_line(c, full, msg);
+			return -1;
+		}
+	}
+	if (c->nkeys < SEEN_KEYS && strlen(name) < SEEN_NAME) {
+		strcpy(c->keys[c->nkeys].name, name);
+		c->keys[c->nkeys++].line = c->line;
+	}
+	return 0;
+}
+
+/* libinih's reader: one line per call, counted (Debian builds libinih
+ * without INI_HANDLER_LINENO, and its handler runs right after the line it
+ * reports was read).  Reads whole lines itself: libinih cuts a line at its
+ * buffer and parses the rest as a line of its own, so a long comment could
+ * end in a key.  Leading blanks are dropped, so that an indented line is a
+ * line like any other and not libinih's continuation of the previous value.
+ * NULL ends the parse: end of file, a read error, or a refused line. */
+static char *read_line(char *buf, int size, void *stream)
 {
 	struct ini_ctx *c = stream;
-	char *r = fgets(buf, size, c->file);
+	size_t cap = (size_t)size - 1, len = 0, blanks;
+	size_t limit = cap < CXLS_LINE_MAX ? cap : CXLS_LINE_MAX;
+	int ch, last = 0, nul = 0;
+	char msg[96];
 
-	if (r)
-		c->line++;
-	return r;
+	if (c->failed || size < 2)
+		return NULL;
+	while ((ch = getc(c->file)) != EOF && ch != '\n') {
+		if (len < cap)
+			buf[len] = (char)ch;
+		nul |= ch == '\0';
+		last = ch;
+		len++;
+	}
+	if (ferror(c->file)) {
+		fail_line(c, "", strerror(errno));
+		return NULL;
+	}
+	if (ch == EOF && !len)
+		return NULL;
+	c->line++;
+	if (last == '\r')
+		len--; /* CRLF: the CR is part of the line end */
+	if (len > limit) {
+		snprintf(msg, sizeof(msg), "line longer than %zu characters", limit);
+		fail_line(c, "", msg);
+		return NULL;
+	}
+	if (nul) {
+		fail_line(c, "", "NUL byte in the line");
+		return NULL;
+	}
+	buf[len] = '\0';
+	blanks = strspn(buf, " \t");
+	memmove(buf, buf + blanks, len - blanks + 1);
+	note_section(c, buf);
+	return c->failed ? NULL : buf;
 }
 
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
@@ -441,10 +566,12 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 
 	if (c->failed)
 		return 1;
-	snprintf(full, sizeof(full), "%s.%s", section, name ? name : "");
 	if (!name)
 		return 1; /* section header with no keys yet */
-	/* [rule.NAME] sections repeat: mem_rules.c owns their keys */
+	snprintf(full, sizeof(full), "%s.%s", section, name);
+	if (note_key(c, full, name))
+		return 1;
+	/* [rule.NAME] sections: mem_rules.c owns their keys */
 	if (!strncasecmp(section, "rule.", 5)) {
 		if (cxls_mem_rule_set(&c->cfg->mem_rules, section + 5, line, name, value, msg,
 				      sizeof(msg))) {
@@ -467,20 +594,41 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 	return 1;
 }
 
+/* Debian's libinih (built with INI_RUNTIME_OPTIONS) sizes its line buffer
+ * by ini_max_line at run time: raised to CXLS_LINE_MAX for our parse and
+ * put back, so an application's own use of libinih is unchanged.  A
+ * libinih without it keeps its fixed buffer (200 bytes), and read_line()
+ * then refuses lines longer than 199 characters. */
+extern int ini_max_line __attribute__((weak));
+
+static int parse_stream(struct ini_ctx *c)
+{
+	int saved = 0, rc;
+
+	if (&ini_max_line) {
+		saved = ini_max_line;
+		/* the line, a CR before its end, the NUL */
+		ini_max_line = CXLS_LINE_MAX + 2;
+	}
+	rc = ini_parse_stream(read_line, c, ini_cb, c);
+	if (&ini_max_line)
+		ini_max_line = saved;
+	return rc;
+}
+
 static int load_file(struct cxls_config *cfg, const char *path,
 		     struct cxls_config_error *err)
 {
-	struct ini_ctx c = { cfg, err, path, NULL, 0, 0 };
-	FILE *f = fopen(path, "r");
+	struct ini_ctx c = { .cfg = cfg, .err = err, .path = path };
 	int rc;
 
-	c.file = f;
-	if (!f) {
+	c.file = fopen(path, "r");
+	if (!c.file) {
 		set_error(err, path, 0, "", strerror(errno));
 		return -1;
 	}
-	rc = ini_parse_stream(count_lines, &c, ini_cb, &c);
-	fclose(f);
+	rc = parse_stream(&c);
+	fclose(c.file);
 	/* inih goes on after a syntax error: report whichever came first */
 	if (rc > 0 && (!c.failed || rc <= err->line)) {
 		set_error(err, path, rc, "", "syntax error");
