@@ -217,7 +217,10 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	snprintf(cfg->source, sizeof(cfg->source), "defaults");
 }
 
-static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
+/* base 10: decimal, or hexadecimal after 0x; a leading 0 is not octal
+ * (010 is ten, 08 is eight).  base 8: a file mode, octal with or without
+ * its 0. */
+static int parse_u64(const char *s, uint64_t *out, int allow_suffix, int base)
 {
 	char *end;
 	unsigned long long v;
@@ -230,8 +233,10 @@ static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
 		*out = UINT64_MAX;
 		return 0;
 	}
+	if (base == 10 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+		base = 16;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, base);
 	if (errno || end == s)
 		return -1;
 	if (allow_suffix && *end) {
@@ -262,7 +267,7 @@ static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
 
 int cxls_config_parse_size(const char *s, uint64_t *out)
 {
-	return parse_u64(s, out, 1);
+	return parse_u64(s, out, 1, 10);
 }
 
 int cxls_list_open(struct cxls_list *l, const char *s, size_t max)
@@ -331,8 +336,8 @@ static int parse_colls(const struct enum_name *names, const char *s, uint32_t *o
 static const char *type_hint(const struct key *k)
 {
 	switch (k->type) {
-	case K_SIZE: return "a size such as 4096, 1M or 2G";
-	case K_U32: return "an unsigned 32-bit number";
+	case K_SIZE: return "a size such as 4096, 1M, 2G or 0x1000 (decimal unless 0x)";
+	case K_U32: return "an unsigned 32-bit decimal number";
 	case K_BOOL: return "0/1, yes/no, true/false or on/off";
 	case K_TRI: return "0/1, yes/no, true/false, on/off or auto";
 	case K_ENUM: return "one of the listed names";
@@ -353,13 +358,13 @@ static int set_value(struct cxls_config *cfg, const struct key *k, const char *v
 
 	switch (k->type) {
 	case K_SIZE:
-		if (parse_u64(value, &v64, 1))
+		if (parse_u64(value, &v64, 1, 10))
 			return -1;
 		*(uint64_t *)p = v64;
 		return 0;
 	case K_U32:
 	case K_MODE:
-		if (parse_u64(value, &v64, 0) || v64 > UINT32_MAX)
+		if (parse_u64(value, &v64, 0, k->type == K_MODE ? 8 : 10) || v64 > UINT32_MAX)
 			return -1;
 		if (k->type == K_MODE && v64 > 0777)
 			return -1;

@@ -181,6 +181,30 @@ static void test_lines(void)
 	      "directory: %s", e.msg);
 }
 
+/* Numbers are decimal (0x hex): a zero-padded 010 was octal 8.  Only
+ * pool.mode, a file mode, is octal. */
+static void test_numbers(void)
+{
+	struct cxls_config c;
+	struct cxls_config_error e;
+	char *p = write_file("[pool]\nsize = 0100M\nmax_comms = 010\nmode = 660\n"
+			     "[cccl]\nchunk_size = 0x100000\n"
+			     "[rule.s]\nplace = spill\nwatermark = 010%\nnth = 08-09\n");
+
+	CHECK(cxls_config_load(&c, p, &e) == 0, "%s:%d %s %s", e.file, e.line, e.key, e.msg);
+	CHECK(c.pool_size == 100ull << 20, "size %llu", (unsigned long long)c.pool_size);
+	CHECK(c.pool_max_comms == 10, "max_comms %u", c.pool_max_comms);
+	CHECK(c.pool_mode == 0660, "mode %o", c.pool_mode);
+	CHECK(c.cccl_chunk_size == 1 << 20, "hex %llu", (unsigned long long)c.cccl_chunk_size);
+	CHECK(c.mem_rules.r[0].watermark_pct == 10, "watermark %u%%",
+	      c.mem_rules.r[0].watermark_pct);
+	CHECK(c.mem_rules.r[0].nth_min == 8 && c.mem_rules.r[0].nth_max == 9, "nth");
+	unlink(p);
+	p = write_file("[pool]\nmode = 0680\n");
+	CHECK(cxls_config_load(&c, p, &e) == -1 && e.line == 2, "8 is not an octal digit");
+	unlink(p);
+}
+
 static void test_env(void)
 {
 	struct cxls_config c;
@@ -382,6 +406,7 @@ int main(void)
 	test_file();
 	test_errors();
 	test_lines();
+	test_numbers();
 	test_env();
 	test_route();
 	test_print();
