@@ -16,7 +16,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-enum key_type { K_SIZE, K_U32, K_BOOL, K_TRI, K_ENUM, K_STR, K_COLLS, K_MODE };
+enum key_type { K_SIZE, K_U32, K_BOOL, K_TRI, K_ENUM, K_STR, K_COLLS, K_MODE, K_NODES,
+		K_NODE };
 
 struct enum_name {
 	const char *name;
@@ -120,11 +121,11 @@ static const struct key keys[] = {
 	{ "timeout", "op_ms", K_U32, OFF(timeout_op_ms), NULL, "collective timeout" },
 	{ "mem", "enable", K_BOOL, OFF(mem_enable), NULL,
 	  "place pinned host buffers by the [rule.NAME] sections" },
-	{ "mem", "dram_nodes", K_STR, OFF(mem_dram_nodes), NULL,
+	{ "mem", "dram_nodes", K_NODES, OFF(mem_dram_nodes), NULL,
 	  "DRAM nodes, e.g. 0 (empty: from sysfs)" },
-	{ "mem", "cxl_nodes", K_STR, OFF(mem_cxl_nodes), NULL,
+	{ "mem", "cxl_nodes", K_NODES, OFF(mem_cxl_nodes), NULL,
 	  "CXL nodes, e.g. 1,2 (empty: CPU-less memory nodes / lower memory tiers)" },
-	{ "mem", "gpu_node", K_STR, OFF(mem_gpu_node), NULL,
+	{ "mem", "gpu_node", K_NODE, OFF(mem_gpu_node), NULL,
 	  "DRAM node nearest the GPU: auto (PCI device's numa_node) or a node id" },
 	{ "mem", "stripe_size", K_SIZE, OFF(mem_stripe_size), NULL,
 	  "stripe chunk of rules that set none" },
@@ -345,8 +346,27 @@ static const char *type_hint(const struct key *k)
 	case K_COLLS: return "a comma list of allgather, broadcast, gather, scatter, alltoall, "
 			     "reduce, allreduce, reducescatter, all, none";
 	case K_MODE: return "octal permissions such as 0600";
+	case K_NODES: return "node ids 0..63 such as 1,2 or 1-3, each once, or nothing";
+	case K_NODE: return "auto or a node id 0..63";
 	}
 	return "?";
+}
+
+/* Whether a node exists is known only at run time (core/mem/topo.c); its
+ * syntax is checked with the file, as for every other key. */
+static int check_nodes(const struct key *k, const char *value)
+{
+	int nodes[CXLS_MEM_MAX_NODE];
+	char *end;
+	long v;
+
+	if (k->type == K_NODES)
+		return *value && cxls_parse_nodes(value, nodes, CXLS_MEM_MAX_NODE) < 0 ? -1 : 0;
+	if (!*value || !strcasecmp(value, "auto"))
+		return 0;
+	errno = 0;
+	v = strtol(value, &end, 10);
+	return errno || *end || !isdigit((unsigned char)*value) || v >= CXLS_MEM_MAX_NODE ? -1 : 0;
 }
 
 /* Parses value into cfg; returns 0 or -1. */
@@ -387,6 +407,11 @@ static int set_value(struct cxls_config *cfg, const struct key *k, const char *v
 			return -1;
 		*(int *)p = vi;
 		return 0;
+	case K_NODES:
+	case K_NODE:
+		if (check_nodes(k, value))
+			return -1;
+		/* fall through */
 	case K_STR:
 		if (strlen(value) >= CXLS_PATH_MAX)
 			return -1;
@@ -701,6 +726,26 @@ static int validate_rules(const struct cxls_config *cfg, struct cxls_config_erro
 	return -1;
 }
 
+/* A node cannot be both DRAM and CXL; both lists parsed already. */
+static int validate_nodes(const struct cxls_config *cfg, struct cxls_config_error *err)
+{
+	int dram[CXLS_MEM_MAX_NODE], cxl[CXLS_MEM_MAX_NODE], nd, nc;
+	char msg[160];
+
+	nd = cxls_parse_nodes(cfg->mem_dram_nodes, dram, CXLS_MEM_MAX_NODE);
+	nc = cxls_parse_nodes(cfg->mem_cxl_nodes, cxl, CXLS_MEM_MAX_NODE);
+	for (int i = 0; i < nd; i++) {
+		for (int j = 0; j < nc; j++) {
+			if (dram[i] != cxl[j])
+				continue;
+			snprintf(msg, sizeof(msg), "node %d is also in mem.dram_nodes", cxl[j]);
+			set_error(err, cfg->source, 0, "mem.cxl_nodes", msg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int validate_sock(const struct cxls_config *cfg, struct cxls_config_error *err)
 {
 	const char *src = cfg->source;
@@ -764,7 +809,7 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "timeout", "timeouts must be > 0"), -1;
 	if (cfg->mem_stripe_size < 4096 || (cfg->mem_stripe_size & 4095))
 		return set_error(err, src, 0, "mem.stripe_size", "must be a multiple of 4K"), -1;
-	if (validate_rules(cfg, err))
+	if (validate_nodes(cfg, err) || validate_rules(cfg, err))
 		return -1;
 	return validate_sock(cfg, err);
 }
@@ -824,6 +869,8 @@ static void print_value(const struct cxls_config *cfg, const struct key *k, FILE
 		fprintf(out, "%s", n->name ? n->name : "?");
 		return;
 	case K_STR:
+	case K_NODES:
+	case K_NODE:
 		fprintf(out, "%s", (const char *)p);
 		return;
 	case K_COLLS: {
