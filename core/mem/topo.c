@@ -346,6 +346,20 @@ int cxls_topo_discover(struct cxls_topo *t, const char *root, const char *dram_n
 static struct cxls_topo process_topo;
 static pthread_once_t topo_once = PTHREAD_ONCE_INIT;
 
+/* Weights without nodes are the CXL nodes' (plan.c), whose number only
+ * this machine tells: said once, not at every buffer. */
+static void check_weights(const struct cxls_config *cfg, const struct cxls_topo *t)
+{
+	for (int i = 0; cfg && i < cfg->mem_rules.n; i++) {
+		const struct cxls_mem_rule *r = &cfg->mem_rules.r[i];
+		int nw = cxls_mem_rule_nweights(r);
+
+		if (nw && !r->nnodes && nw != t->ncxl)
+			CXLS_WARN("rule.%s: %d weights but %d CXL nodes here: striping evenly",
+				  r->name, nw, t->ncxl);
+	}
+}
+
 static void discover_once(void)
 {
 	const struct cxls_config *cfg = cxls_runtime_config();
@@ -357,6 +371,7 @@ static void discover_once(void)
 		CXLS_WARN("%s", msg);
 	CXLS_INFO("memory topology: %d DRAM node(s), %d CXL node(s), GPU's DRAM node %d",
 		  process_topo.ndram, process_topo.ncxl, process_topo.gpu_node);
+	check_weights(cfg, &process_topo);
 }
 
 const struct cxls_topo *cxls_topo(void)

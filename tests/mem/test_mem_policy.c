@@ -246,6 +246,11 @@ static void test_node_keys(void)
 		      "node case %zu: got line %d key %s (%s)", i, e.line, e.key, e.msg);
 		unlink(p);
 	}
+	/* weights alone are the CXL nodes', as conf/cxlshim.conf says */
+	p = write_file("[rule.w]\nplace = stripe\nweights = 1,3\n");
+	CHECK(cxls_config_load(&c, p, &e) == 0 && cxls_mem_rule_nweights(&c.mem_rules.r[0]) == 2,
+	      "weights without nodes: %s:%d %s %s", e.file, e.line, e.key, e.msg);
+	unlink(p);
 	p = write_file("[mem]\ndram_nodes = 0\ncxl_nodes = 1-2, 5\ngpu_node = 63\n");
 	CHECK(cxls_config_load(&c, p, &e) == 0, "%s:%d %s %s", e.file, e.line, e.key, e.msg);
 	unlink(p);
@@ -309,6 +314,21 @@ static void test_topo_plan(void)
 	in.len = 8 << 20;
 	cxls_plan_make(&in, &p);
 	CHECK(p.mode == CXLS_PLAN_BIND && p.nodes[0] == 0 && !p.prefix, "under the watermark");
+
+	/* weights without nodes: the CXL nodes' (1 and 2) in id order */
+	rule = (struct cxls_mem_rule){ .place = CXLS_PLACE_STRIPE, .weights = { 1, 3 } };
+	in.dram_placed = 0;
+	in.len = 8 << 20;
+	cxls_plan_make(&in, &p);
+	CHECK(p.mode == CXLS_PLAN_STRIPE && p.n == 2 && p.weights[0] == 1 && p.weights[1] == 3,
+	      "weights of the CXL nodes: n %d %u,%u", p.n, p.weights[0], p.weights[1]);
+	CHECK(cxls_plan_node_at(&p, 0) == 1 && cxls_plan_node_at(&p, 1 << 20) == 2 &&
+	      cxls_plan_node_at(&p, 2 << 20) == 2 && cxls_plan_node_at(&p, 3 << 20) == 2 && cxls_plan_node_at(&p, 4 << 20) == 1,
+	      "weighted CXL stripe");
+	/* as many weights as another machine's CXL nodes: even */
+	rule.weights[2] = 2;
+	cxls_plan_make(&in, &p);
+	CHECK(p.n == 2 && p.weights[0] == 1 && p.weights[1] == 1, "3 weights, 2 CXL nodes");
 
 	test_freemem(&t, root);
 
