@@ -27,12 +27,13 @@ static void load_policy(void)
 		cxls_sock_rules_parse(&rt.sock_rules, &rt.cfg, msg, sizeof(msg));
 		return;
 	}
+	/* errors of a whole line (too long, a repeated section) name no key */
 	if (err.line)
-		CXLS_WARN("policy %s:%d: %s: %s; passing everything to the real NCCL",
-			  err.file, err.line, err.key, err.msg);
+		CXLS_WARN("policy %s:%d: %s%s%s; passing everything to the real NCCL",
+			  err.file, err.line, err.key, *err.key ? ": " : "", err.msg);
 	else
-		CXLS_WARN("policy %s: %s: %s; passing everything to the real NCCL", err.file,
-			  err.key, err.msg);
+		CXLS_WARN("policy %s: %s%s%s; passing everything to the real NCCL", err.file,
+			  err.key, *err.key ? ": " : "", err.msg);
 	if (strict && atoi(strict)) {
 		fprintf(stderr, "cxlshim: CXLSHIM_STRICT=1 and the policy is invalid: exiting\n");
 		exit(1);

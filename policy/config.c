@@ -16,7 +16,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-enum key_type { K_SIZE, K_U32, K_BOOL, K_TRI, K_ENUM, K_STR, K_COLLS, K_MODE };
+enum key_type { K_SIZE, K_U32, K_BOOL, K_TRI, K_ENUM, K_STR, K_COLLS, K_MODE, K_NODES,
+		K_NODE };
 
 struct enum_name {
 	const char *name;
@@ -120,11 +121,11 @@ static const struct key keys[] = {
 	{ "timeout", "op_ms", K_U32, OFF(timeout_op_ms), NULL, "collective timeout" },
 	{ "mem", "enable", K_BOOL, OFF(mem_enable), NULL,
 	  "place pinned host buffers by the [rule.NAME] sections" },
-	{ "mem", "dram_nodes", K_STR, OFF(mem_dram_nodes), NULL,
+	{ "mem", "dram_nodes", K_NODES, OFF(mem_dram_nodes), NULL,
 	  "DRAM nodes, e.g. 0 (empty: from sysfs)" },
-	{ "mem", "cxl_nodes", K_STR, OFF(mem_cxl_nodes), NULL,
+	{ "mem", "cxl_nodes", K_NODES, OFF(mem_cxl_nodes), NULL,
 	  "CXL nodes, e.g. 1,2 (empty: CPU-less memory nodes / lower memory tiers)" },
-	{ "mem", "gpu_node", K_STR, OFF(mem_gpu_node), NULL,
+	{ "mem", "gpu_node", K_NODE, OFF(mem_gpu_node), NULL,
 	  "DRAM node nearest the GPU: auto (PCI device's numa_node) or a node id" },
 	{ "mem", "stripe_size", K_SIZE, OFF(mem_stripe_size), NULL,
 	  "stripe chunk of rules that set none" },
@@ -217,7 +218,10 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	snprintf(cfg->source, sizeof(cfg->source), "defaults");
 }
 
-static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
+/* base 10: decimal, or hexadecimal after 0x; a leading 0 is not octal
+ * (010 is ten, 08 is eight).  base 8: a file mode, octal with or without
+ * its 0. */
+static int parse_u64(const char *s, uint64_t *out, int allow_suffix, int base)
 {
 	char *end;
 	unsigned long long v;
@@ -230,8 +234,10 @@ static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
 		*out = UINT64_MAX;
 		return 0;
 	}
+	if (base == 10 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+		base = 16;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, base);
 	if (errno || end == s)
 		return -1;
 	if (allow_suffix && *end) {
@@ -262,7 +268,7 @@ static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
 
 int cxls_config_parse_size(const char *s, uint64_t *out)
 {
-	return parse_u64(s, out, 1);
+	return parse_u64(s, out, 1, 10);
 }
 
 int cxls_list_open(struct cxls_list *l, const char *s, size_t max)
@@ -331,8 +337,8 @@ static int parse_colls(const struct enum_name *names, const char *s, uint32_t *o
 static const char *type_hint(const struct key *k)
 {
 	switch (k->type) {
-	case K_SIZE: return "a size such as 4096, 1M or 2G";
-	case K_U32: return "an unsigned 32-bit number";
+	case K_SIZE: return "a size such as 4096, 1M, 2G or 0x1000 (decimal unless 0x)";
+	case K_U32: return "an unsigned 32-bit decimal number";
 	case K_BOOL: return "0/1, yes/no, true/false or on/off";
 	case K_TRI: return "0/1, yes/no, true/false, on/off or auto";
 	case K_ENUM: return "one of the listed names";
@@ -340,8 +346,27 @@ static const char *type_hint(const struct key *k)
 	case K_COLLS: return "a comma list of allgather, broadcast, gather, scatter, alltoall, "
 			     "reduce, allreduce, reducescatter, all, none";
 	case K_MODE: return "octal permissions such as 0600";
+	case K_NODES: return "node ids 0..63 such as 1,2 or 1-3, each once, or nothing";
+	case K_NODE: return "auto or a node id 0..63";
 	}
 	return "?";
+}
+
+/* Whether a node exists is known only at run time (core/mem/topo.c); its
+ * syntax is checked with the file, as for every other key. */
+static int check_nodes(const struct key *k, const char *value)
+{
+	int nodes[CXLS_MEM_MAX_NODE];
+	char *end;
+	long v;
+
+	if (k->type == K_NODES)
+		return *value && cxls_parse_nodes(value, nodes, CXLS_MEM_MAX_NODE) < 0 ? -1 : 0;
+	if (!*value || !strcasecmp(value, "auto"))
+		return 0;
+	errno = 0;
+	v = strtol(value, &end, 10);
+	return errno || *end || !isdigit((unsigned char)*value) || v >= CXLS_MEM_MAX_NODE ? -1 : 0;
 }
 
 /* Parses value into cfg; returns 0 or -1. */
@@ -353,13 +378,13 @@ static int set_value(struct cxls_config *cfg, const struct key *k, const char *v
 
 	switch (k->type) {
 	case K_SIZE:
-		if (parse_u64(value, &v64, 1))
+		if (parse_u64(value, &v64, 1, 10))
 			return -1;
 		*(uint64_t *)p = v64;
 		return 0;
 	case K_U32:
 	case K_MODE:
-		if (parse_u64(value, &v64, 0) || v64 > UINT32_MAX)
+		if (parse_u64(value, &v64, 0, k->type == K_MODE ? 8 : 10) || v64 > UINT32_MAX)
 			return -1;
 		if (k->type == K_MODE && v64 > 0777)
 			return -1;
@@ -382,6 +407,11 @@ static int set_value(struct cxls_config *cfg, const struct key *k, const char *v
 			return -1;
 		*(int *)p = vi;
 		return 0;
+	case K_NODES:
+	case K_NODE:
+		if (check_nodes(k, value))
+			return -1;
+		/* fall through */
 	case K_STR:
 		if (strlen(value) >= CXLS_PATH_MAX)
 			return -1;
@@ -401,6 +431,19 @@ static const struct key *find_key(const char *section, const char *name)
 	return NULL;
 }
 
+/* Sections and keys already seen, so that a repeat is refused rather than
+ * merged (a second [rule.a] would silently add to the first, a second key
+ * silently replace the first value).  No section holds more than 16 known
+ * keys, so a 33rd distinct one is unknown and refused anyway. */
+#define SEEN_SECTIONS 64
+#define SEEN_KEYS 32
+#define SEEN_NAME 64
+
+struct seen {
+	char name[SEEN_NAME];
+	int line;
+};
+
 struct ini_ctx {
 	struct cxls_config *cfg;
 	struct cxls_config_error *err;
@@ -408,6 +451,10 @@ struct ini_ctx {
 	FILE *file;
 	int failed;
 	int line;
+	struct seen sections[SEEN_SECTIONS];
+	int nsections;
+	struct seen keys[SEEN_KEYS]; /* of the section being read */
+	int nkeys;
 };
 
 static void set_error(struct cxls_config_error *err, const char *file, int line,
@@ -419,17 +466,125 @@ static void set_error(struct cxls_config_error *err, const char *file, int line,
 	snprintf(err->msg, sizeof(err->msg), "%s", msg);
 }
 
-/* libinih's handler has no line number (Debian builds it without
- * INI_HANDLER_LINENO): the reader below counts the lines it hands out, and
- * the handler runs right after the line it reports was read. */
-static char *count_lines(char *buf, int size, void *stream)
+/* Keeps the first error; the reader then hands out no more lines. */
+static void fail_line(struct ini_ctx *c, const char *key, const char *msg)
+{
+	if (c->failed)
+		return;
+	set_error(c->err, c->path, c->line, key, msg);
+	c->failed = 1;
+}
+
+/* Section names compare as they are looked up: [rule.NAME] by the rule's
+ * name exactly (mem_rules.c), every other section ignoring case. */
+static int same_section(const char *a, const char *b)
+{
+	int ra = !strncasecmp(a, "rule.", 5), rb = !strncasecmp(b, "rule.", 5);
+
+	if (ra != rb)
+		return 0;
+	return ra ? !strcmp(a + 5, b + 5) : !strcasecmp(a, b);
+}
+
+/* A "[name]" line (blanks already skipped): remember it, refuse a repeat.
+ * libinih itself refuses a header without ']'. */
+static void note_section(struct ini_ctx *c, const char *line)
+{
+	const char *end = strchr(line, ']');
+	char name[SEEN_NAME], msg[160];
+	int len;
+
+	if (line[0] != '[' || !end)
+		return;
+	/* libinih keeps the first 49 characters of a section name */
+	len = (int)(end - line - 1);
+	snprintf(name, sizeof(name), "%.*s", len < 49 ? len : 49, line + 1);
+	c->nkeys = 0;
+	for (int i = 0; i < c->nsections; i++) {
+		if (same_section(c->sections[i].name, name)) {
+			snprintf(msg, sizeof(msg), "section [%.60s] repeated (first at line %d)",
+				 name, c->sections[i].line);
+			fail_line(c, "", msg);
+			return;
+		}
+	}
+	if (c->nsections == SEEN_SECTIONS) {
+		snprintf(msg, sizeof(msg), "more than %d sections", SEEN_SECTIONS);
+		fail_line(c, "", msg);
+		return;
+	}
+	snprintf(c->sections[c->nsections].name, SEEN_NAME, "%s", name);
+	c->sections[c->nsections++].line = c->line;
+}
+
+/* The key names compare ignoring case, as find_key() and mem_rules.c look
+ * them up. */
+static int note_key(struct ini_ctx *c, const char *full, const char *name)
+{
+	char msg[160];
+
+	for (int i = 0; i < c->nkeys; i++) {
+		if (!strcasecmp(c->keys[i].name, name)) {
+			snprintf(msg, sizeof(msg), "key repeated (first at line %d)",
+				 c->keys[i].line);
+			fail_line(c, full, msg);
+			return -1;
+		}
+	}
+	if (c->nkeys < SEEN_KEYS && strlen(name) < SEEN_NAME) {
+		strcpy(c->keys[c->nkeys].name, name);
+		c->keys[c->nkeys++].line = c->line;
+	}
+	return 0;
+}
+
+/* libinih's reader: one line per call, counted (Debian builds libinih
+ * without INI_HANDLER_LINENO, and its handler runs right after the line it
+ * reports was read).  Reads whole lines itself: libinih cuts a line at its
+ * buffer and parses the rest as a line of its own, so a long comment could
+ * end in a key.  Leading blanks are dropped, so that an indented line is a
+ * line like any other and not libinih's continuation of the previous value.
+ * NULL ends the parse: end of file, a read error, or a refused line. */
+static char *read_line(char *buf, int size, void *stream)
 {
 	struct ini_ctx *c = stream;
-	char *r = fgets(buf, size, c->file);
+	size_t cap = (size_t)size - 1, len = 0, blanks;
+	size_t limit = cap < CXLS_LINE_MAX ? cap : CXLS_LINE_MAX;
+	int ch, last = 0, nul = 0;
+	char msg[96];
 
-	if (r)
-		c->line++;
-	return r;
+	if (c->failed || size < 2)
+		return NULL;
+	while ((ch = getc(c->file)) != EOF && ch != '\n') {
+		if (len < cap)
+			buf[len] = (char)ch;
+		nul |= ch == '\0';
+		last = ch;
+		len++;
+	}
+	if (ferror(c->file)) {
+		fail_line(c, "", strerror(errno));
+		return NULL;
+	}
+	if (ch == EOF && !len)
+		return NULL;
+	c->line++;
+	if (last == '\r')
+		len--; /* CRLF: the CR is part of the line end */
+	if (len > limit) {
+		snprintf(msg, sizeof(msg), "line longer than %zu characters", limit);
+		fail_line(c, "", msg);
+		return NULL;
+	}
+	if (nul) {
+		fail_line(c, "", "NUL byte in the line");
+		return NULL;
+	}
+	buf[len] = '\0';
+	blanks = strspn(buf, " \t");
+	memmove(buf, buf + blanks, len - blanks + 1);
+	note_section(c, buf);
+	return c->failed ? NULL : buf;
 }
 
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
@@ -441,10 +596,12 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 
 	if (c->failed)
 		return 1;
-	snprintf(full, sizeof(full), "%s.%s", section, name ? name : "");
 	if (!name)
 		return 1; /* section header with no keys yet */
-	/* [rule.NAME] sections repeat: mem_rules.c owns their keys */
+	snprintf(full, sizeof(full), "%s.%s", section, name);
+	if (note_key(c, full, name))
+		return 1;
+	/* [rule.NAME] sections: mem_rules.c owns their keys */
 	if (!strncasecmp(section, "rule.", 5)) {
 		if (cxls_mem_rule_set(&c->cfg->mem_rules, section + 5, line, name, value, msg,
 				      sizeof(msg))) {
@@ -467,20 +624,41 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 	return 1;
 }
 
+/* Debian's libinih (built with INI_RUNTIME_OPTIONS) sizes its line buffer
+ * by ini_max_line at run time: raised to CXLS_LINE_MAX for our parse and
+ * put back, so an application's own use of libinih is unchanged.  A
+ * libinih without it keeps its fixed buffer (200 bytes), and read_line()
+ * then refuses lines longer than 199 characters. */
+extern int ini_max_line __attribute__((weak));
+
+static int parse_stream(struct ini_ctx *c)
+{
+	int saved = 0, rc;
+
+	if (&ini_max_line) {
+		saved = ini_max_line;
+		/* the line, a CR before its end, the NUL */
+		ini_max_line = CXLS_LINE_MAX + 2;
+	}
+	rc = ini_parse_stream(read_line, c, ini_cb, c);
+	if (&ini_max_line)
+		ini_max_line = saved;
+	return rc;
+}
+
 static int load_file(struct cxls_config *cfg, const char *path,
 		     struct cxls_config_error *err)
 {
-	struct ini_ctx c = { cfg, err, path, NULL, 0, 0 };
-	FILE *f = fopen(path, "r");
+	struct ini_ctx c = { .cfg = cfg, .err = err, .path = path };
 	int rc;
 
-	c.file = f;
-	if (!f) {
+	c.file = fopen(path, "r");
+	if (!c.file) {
 		set_error(err, path, 0, "", strerror(errno));
 		return -1;
 	}
-	rc = ini_parse_stream(count_lines, &c, ini_cb, &c);
-	fclose(f);
+	rc = parse_stream(&c);
+	fclose(c.file);
 	/* inih goes on after a syntax error: report whichever came first */
 	if (rc > 0 && (!c.failed || rc <= err->line)) {
 		set_error(err, path, rc, "", "syntax error");
@@ -548,6 +726,26 @@ static int validate_rules(const struct cxls_config *cfg, struct cxls_config_erro
 	return -1;
 }
 
+/* A node cannot be both DRAM and CXL; both lists parsed already. */
+static int validate_nodes(const struct cxls_config *cfg, struct cxls_config_error *err)
+{
+	int dram[CXLS_MEM_MAX_NODE], cxl[CXLS_MEM_MAX_NODE], nd, nc;
+	char msg[160];
+
+	nd = cxls_parse_nodes(cfg->mem_dram_nodes, dram, CXLS_MEM_MAX_NODE);
+	nc = cxls_parse_nodes(cfg->mem_cxl_nodes, cxl, CXLS_MEM_MAX_NODE);
+	for (int i = 0; i < nd; i++) {
+		for (int j = 0; j < nc; j++) {
+			if (dram[i] != cxl[j])
+				continue;
+			snprintf(msg, sizeof(msg), "node %d is also in mem.dram_nodes", cxl[j]);
+			set_error(err, cfg->source, 0, "mem.cxl_nodes", msg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int validate_sock(const struct cxls_config *cfg, struct cxls_config_error *err)
 {
 	const char *src = cfg->source;
@@ -611,7 +809,7 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "timeout", "timeouts must be > 0"), -1;
 	if (cfg->mem_stripe_size < 4096 || (cfg->mem_stripe_size & 4095))
 		return set_error(err, src, 0, "mem.stripe_size", "must be a multiple of 4K"), -1;
-	if (validate_rules(cfg, err))
+	if (validate_nodes(cfg, err) || validate_rules(cfg, err))
 		return -1;
 	return validate_sock(cfg, err);
 }
@@ -671,6 +869,8 @@ static void print_value(const struct cxls_config *cfg, const struct key *k, FILE
 		fprintf(out, "%s", n->name ? n->name : "?");
 		return;
 	case K_STR:
+	case K_NODES:
+	case K_NODE:
 		fprintf(out, "%s", (const char *)p);
 		return;
 	case K_COLLS: {

@@ -22,6 +22,10 @@
 #include "mem_rules.h"
 
 #define CXLS_PATH_MAX 256
+/* Longest line a policy file may hold, its line end not counted: room for
+ * any key with a string of CXLS_PATH_MAX - 1 bytes and a comment.  A
+ * longer line is refused (file:line), never cut. */
+#define CXLS_LINE_MAX 1023
 
 enum cxls_coherence { CXLS_COHERENT = 0, CXLS_FLUSH = 1 };
 enum cxls_wait_mode { CXLS_WAIT_MEMOP = 0, CXLS_WAIT_HOST = 1 };

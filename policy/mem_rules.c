@@ -41,7 +41,8 @@ static const struct rkey rkeys[] = {
 	{ "env_tag", R_NAME, ROFF(env_tag), "glob on the process tag (mem.tag, CXLSHIM_MEM_TAG)" },
 	{ "place", R_PLACE, ROFF(place), "dram, cxl, nodes, interleave, stripe, spill, default" },
 	{ "nodes", R_NODES, ROFF(nodes), "node list, e.g. 1,2 or 1-3 (default: the CXL nodes)" },
-	{ "weights", R_WEIGHTS, ROFF(weights), "stripe chunks per node per round, e.g. 1,2" },
+	{ "weights", R_WEIGHTS, ROFF(weights),
+	  "stripe chunks per node per round, e.g. 1,2 (one per node of nodes, or per CXL node)" },
 	{ "stripe_size", R_SIZE, ROFF(stripe_size), "bytes per stripe chunk (page multiple)" },
 	{ "watermark", R_WATERMARK, ROFF(watermark),
 	  "spill above this: bytes placed on DRAM (4G) or DRAM used (80%)" },
@@ -299,7 +300,7 @@ int cxls_mem_rule_set(struct cxls_mem_rules *rules, const char *name, int line,
 	return -1;
 }
 
-static int count_weights(const struct cxls_mem_rule *r)
+int cxls_mem_rule_nweights(const struct cxls_mem_rule *r)
 {
 	int n = 0;
 
@@ -313,12 +314,14 @@ int cxls_mem_rules_validate(const struct cxls_mem_rules *rules, const char **bad
 {
 	for (int i = 0; i < rules->n; i++) {
 		const struct cxls_mem_rule *r = &rules->r[i];
-		int nw = count_weights(r);
+		int nw = cxls_mem_rule_nweights(r);
 
 		*bad_rule = r->name;
 		if (r->place == CXLS_PLACE_NODES && !r->nnodes)
 			return snprintf(msg, msglen, "place = nodes needs a nodes list"), -1;
-		if (nw && nw != r->nnodes)
+		/* without nodes, the weights are the CXL nodes', whose number is
+		 * known at run time only (core/mem/plan.c, topo.c) */
+		if (nw && r->nnodes && nw != r->nnodes)
 			return snprintf(msg, msglen, "weights needs one value per node in nodes"), -1;
 		if (r->stripe_size && (r->stripe_size & 4095))
 			return snprintf(msg, msglen, "stripe_size must be a multiple of 4K"), -1;
@@ -433,8 +436,8 @@ static void print_rule(const struct cxls_mem_rule *r, FILE *out)
 	fprintf(out, "place = %s\n", cxls_place_name(r->place));
 	if (r->nnodes)
 		print_list(out, "nodes", r->nodes, NULL, r->nnodes);
-	if (count_weights(r))
-		print_list(out, "weights", NULL, r->weights, count_weights(r));
+	if (cxls_mem_rule_nweights(r))
+		print_list(out, "weights", NULL, r->weights, cxls_mem_rule_nweights(r));
 	if (r->stripe_size)
 		fprintf(out, "stripe_size = %llu\n", (unsigned long long)r->stripe_size);
 	if (r->watermark_pct)

@@ -109,6 +109,9 @@ int cxls_mem_rules_match(const struct cxls_mem_rules *rules, const struct cxls_m
 void cxls_mem_rules_print(const struct cxls_mem_rules *rules, FILE *out);
 
 const char *cxls_place_name(int place);
+/* How many weights the rule gives (0: none).  Without nodes they are the
+ * CXL nodes' in id order, used when this machine has as many. */
+int cxls_mem_rule_nweights(const struct cxls_mem_rule *r);
 /* "1,3-5" -> nodes; returns the count or -1. */
 int cxls_parse_nodes(const char *s, int *nodes, int max);
 

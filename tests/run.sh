@@ -83,7 +83,7 @@ step "mem: every entry point + async copies" bash -c "
 step "mem: policy override naming an absent node: WARN, rest works" bash -c "
 	out=\$(CXLSHIM_MEM_CXL_NODES=9 LD_PRELOAD='$SHIM' '$BUILD/tests/hostmem_check' api 2>&1)
 	rc=\$?; echo \"\$out\"; [ \$rc = 0 ] &&
-	grep -q 'WARN mem.cxl_nodes names node 9, which has no memory here: ignoring it' <<<\"\$out\""
+	grep -q 'WARN mem.cxl_nodes names node 9, which has no memory here; ignoring mem.dram_nodes and mem.cxl_nodes' <<<\"\$out\""
 step "mem: bad arguments = the plain call's error + WARN" bash -c "
 	out=\$(LD_PRELOAD='$SHIM' '$BUILD/tests/hostmem_check' badargs 2>&1); rc=\$?
 	echo \"\$out\"; [ \$rc = 0 ] && grep -q 'CXLSHIM WARN cudaFreeHost' <<<\"\$out\""

@@ -93,6 +93,10 @@ static int missing(const struct cxls_topo *t, const struct cxls_plan *p)
 
 static void set_nodes(struct cxls_plan *p, const int *nodes, const unsigned *w, int n)
 {
+	/* a rule names at most CXLS_MEM_RULE_NODES, but the CXL nodes of the
+	 * machine may be more: the plan holds no more than its array */
+	if (n > CXLS_MEM_RULE_NODES)
+		n = CXLS_MEM_RULE_NODES;
 	p->n = n;
 	for (int i = 0; i < n; i++) {
 		p->nodes[i] = nodes[i];
@@ -154,7 +158,9 @@ static void from_rule(const struct cxls_plan_in *in, struct cxls_plan *p)
 							      CXLS_PLAN_STRIPE;
 		if (r->nnodes)
 			set_nodes(p, r->nodes, r->weights, r->nnodes);
-		else
+		else if (cxls_mem_rule_nweights(r) == t->ncxl)
+			set_nodes(p, t->cxl, r->weights, t->ncxl);
+		else /* weights for another machine: even (topo.c warns) */
 			set_nodes(p, t->cxl, NULL, t->ncxl);
 		return;
 	default:

@@ -207,42 +207,94 @@ static int nearest_dram(const struct cxls_topo *t, int node)
 	return best;
 }
 
-/* Applies one "1,2" override to a tier; -1 with msg on a bad list. */
-static int override_tier(struct cxls_topo *t, const char *list, int tier, const char *key,
-			 char *msg, size_t msglen)
+/* Adds "; text" to msg, so that every ignored override is reported. */
+static void add_msg(char *msg, size_t msglen, const char *text)
 {
-	int nodes[CXLS_MEM_MAX_NODE], n;
+	size_t used = strnlen(msg, msglen);
 
+	if (used + 1 < msglen)
+		snprintf(msg + used, msglen - used, "%s%s", used ? "; " : "", text);
+}
+
+/* Parses one "1,2" override into nodes; -1 with msg when it is not a list
+ * or names a node without memory here.  The policy loader checked the
+ * syntax already; the environment of a tool may not have. */
+static int check_tier(const struct cxls_topo *t, const char *list, const char *key, int *nodes,
+		      int *n, char *msg, size_t msglen)
+{
+	char text[160];
+
+	*n = 0;
 	if (!list || !*list)
 		return 0;
-	n = cxls_parse_nodes(list, nodes, CXLS_MEM_MAX_NODE);
-	if (n < 0) {
-		snprintf(msg, msglen, "mem.%s = '%s' is not a node list", key, list);
+	*n = cxls_parse_nodes(list, nodes, CXLS_MEM_MAX_NODE);
+	if (*n < 0) {
+		snprintf(text, sizeof(text), "mem.%s = '%.40s' is not a node list", key, list);
+		add_msg(msg, msglen, text);
 		return -1;
 	}
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < *n; i++) {
 		if (!t->node[nodes[i]].present) {
-			snprintf(msg, msglen, "mem.%s names node %d, which has no memory here", key,
-				 nodes[i]);
+			snprintf(text, sizeof(text), "mem.%s names node %d, which has no memory here",
+				 key, nodes[i]);
+			add_msg(msg, msglen, text);
 			return -1;
 		}
 	}
-	for (int i = 0; i < n; i++)
-		t->node[nodes[i]].tier = tier;
-	t->overridden = 1;
 	return 0;
 }
 
+/* mem.dram_nodes and mem.cxl_nodes describe one split of the nodes: both
+ * apply or neither (half of it would leave a node in the wrong tier). */
+static int override_tiers(struct cxls_topo *t, const char *dram_nodes, const char *cxl_nodes,
+			  char *msg, size_t msglen)
+{
+	int dram[CXLS_MEM_MAX_NODE], cxl[CXLS_MEM_MAX_NODE], nd, nc, bad;
+
+	bad = check_tier(t, dram_nodes, "dram_nodes", dram, &nd, msg, msglen);
+	bad |= check_tier(t, cxl_nodes, "cxl_nodes", cxl, &nc, msg, msglen);
+	for (int i = 0; !bad && i < nd; i++) {
+		for (int j = 0; j < nc; j++) {
+			if (dram[i] == cxl[j]) {
+				add_msg(msg, msglen, "mem.dram_nodes and mem.cxl_nodes share a node");
+				bad = 1;
+				break;
+			}
+		}
+	}
+	if (bad) {
+		add_msg(msg, msglen, "ignoring mem.dram_nodes and mem.cxl_nodes");
+		return -1;
+	}
+	for (int i = 0; i < nd; i++)
+		t->node[dram[i]].tier = CXLS_TIER_DRAM;
+	for (int i = 0; i < nc; i++)
+		t->node[cxl[i]].tier = CXLS_TIER_CXL;
+	t->overridden |= nd || nc;
+	return 0;
+}
+
+/* The key names the DRAM node nearest the GPU, where place = dram, the
+ * spill prefix and fallback = dram go: a CXL node there would send them
+ * all to CXL. */
 static int override_gpu(struct cxls_topo *t, const char *gpu, char *msg, size_t msglen)
 {
-	char *end;
+	char *end, text[160];
 	long v;
 
 	if (!gpu || !*gpu || !strcmp(gpu, "auto"))
 		return 0;
 	v = strtol(gpu, &end, 10);
 	if (*end || end == gpu || v < 0 || v >= CXLS_MEM_MAX_NODE || !t->node[v].present) {
-		snprintf(msg, msglen, "mem.gpu_node = '%s' is not a node with memory", gpu);
+		snprintf(text, sizeof(text), "mem.gpu_node = '%.40s' is not a node with memory: "
+			 "ignoring it", gpu);
+		add_msg(msg, msglen, text);
+		return -1;
+	}
+	if (t->node[v].tier != CXLS_TIER_DRAM) {
+		snprintf(text, sizeof(text), "mem.gpu_node = %ld is a CXL node, not DRAM: "
+			 "ignoring it", v);
+		add_msg(msg, msglen, text);
 		return -1;
 	}
 	t->gpu_node = (int)v;
@@ -257,6 +309,8 @@ int cxls_topo_discover(struct cxls_topo *t, const char *root, const char *dram_n
 	int rc = 0;
 
 	memset(t, 0, sizeof(*t));
+	if (msglen)
+		*msg = '\0';
 	snprintf(t->root, sizeof(t->root), "%s", root ? root : "");
 	t->max_node = -1;
 	t->gpu_node = -1;
@@ -280,9 +334,7 @@ int cxls_topo_discover(struct cxls_topo *t, const char *root, const char *dram_n
 	read_tiers(t);
 	read_gpus(t);
 	classify(t);
-	/* both overrides or neither: a node named in one leaves the other */
-	if (override_tier(t, dram_nodes, CXLS_TIER_DRAM, "dram_nodes", msg, msglen) ||
-	    override_tier(t, cxl_nodes, CXLS_TIER_CXL, "cxl_nodes", msg, msglen))
+	if (override_tiers(t, dram_nodes, cxl_nodes, msg, msglen))
 		rc = -1;
 	index_tiers(t);
 	t->gpu_node = nearest_dram(t, t->ngpu ? t->gpu[0].node : -1);
@@ -294,17 +346,32 @@ int cxls_topo_discover(struct cxls_topo *t, const char *root, const char *dram_n
 static struct cxls_topo process_topo;
 static pthread_once_t topo_once = PTHREAD_ONCE_INIT;
 
+/* Weights without nodes are the CXL nodes' (plan.c), whose number only
+ * this machine tells: said once, not at every buffer. */
+static void check_weights(const struct cxls_config *cfg, const struct cxls_topo *t)
+{
+	for (int i = 0; cfg && i < cfg->mem_rules.n; i++) {
+		const struct cxls_mem_rule *r = &cfg->mem_rules.r[i];
+		int nw = cxls_mem_rule_nweights(r);
+
+		if (nw && !r->nnodes && nw != t->ncxl)
+			CXLS_WARN("rule.%s: %d weights but %d CXL nodes here: striping evenly",
+				  r->name, nw, t->ncxl);
+	}
+}
+
 static void discover_once(void)
 {
 	const struct cxls_config *cfg = cxls_runtime_config();
-	char msg[160];
+	char msg[320];
 
 	if (cxls_topo_discover(&process_topo, NULL, cfg ? cfg->mem_dram_nodes : NULL,
 			       cfg ? cfg->mem_cxl_nodes : NULL, cfg ? cfg->mem_gpu_node : NULL,
 			       msg, sizeof(msg)))
-		CXLS_WARN("%s: ignoring it", msg);
+		CXLS_WARN("%s", msg);
 	CXLS_INFO("memory topology: %d DRAM node(s), %d CXL node(s), GPU's DRAM node %d",
 		  process_topo.ndram, process_topo.ncxl, process_topo.gpu_node);
+	check_weights(cfg, &process_topo);
 }
 
 const struct cxls_topo *cxls_topo(void)

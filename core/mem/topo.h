@@ -47,8 +47,10 @@ struct cxls_topo {
 
 /* Reads sysfs under root (NULL: /sys) and applies the overrides
  * ("" = none; gpu_node "auto" = from the PCI device).  Returns 0, or -1 with
- * msg set when an override is malformed or names an absent node (the
- * override is then ignored, the rest still holds). */
+ * msg set ("; " between problems) when an override is malformed or names
+ * an absent node: then mem.dram_nodes and mem.cxl_nodes are both ignored
+ * (one describes the other's nodes too), or mem.gpu_node is, which is also
+ * ignored when it names a CXL node; the rest still holds. */
 int cxls_topo_discover(struct cxls_topo *t, const char *root, const char *dram_nodes,
 		       const char *cxl_nodes, const char *gpu_node, char *msg, size_t msglen);
 /* Free bytes of a node now (nodeN/meminfo MemFree), 0 when unknown. */

@@ -188,6 +188,74 @@ static void test_freemem(const struct cxls_topo *t, const char *root)
 	      cxls_freemem_get(&c, t, CXLS_MEM_MAX_NODE, 1, 7 * s) == 0, "bad node ids");
 }
 
+/* mem.dram_nodes / cxl_nodes apply both or neither; mem.gpu_node must be a
+ * DRAM node (it is where place = dram goes). */
+static void test_overrides(const char *root)
+{
+	struct cxls_topo t;
+	char msg[320];
+
+	/* node 1 made DRAM, so the GPU's DRAM node may be 1 */
+	CHECK(cxls_topo_discover(&t, root, "0,1", "2", "1", msg, sizeof(msg)) == 0, "%s", msg);
+	CHECK(t.ndram == 2 && t.ncxl == 1 && t.cxl[0] == 2 && t.gpu_node == 1, "gpu override");
+	CHECK(cxls_topo_discover(&t, root, "", "7", "auto", msg, sizeof(msg)) == -1 &&
+	      strstr(msg, "node 7"), "absent node refused: %s", msg);
+	/* a bad dram_nodes: the valid cxl_nodes is not applied alone */
+	CHECK(cxls_topo_discover(&t, root, "9", "1", "auto", msg, sizeof(msg)) == -1 &&
+	      strstr(msg, "node 9") && strstr(msg, "ignoring mem.dram_nodes and mem.cxl_nodes"),
+	      "%s", msg);
+	CHECK(t.ncxl == 2 && !t.overridden, "cxl_nodes applied alone: %d CXL nodes", t.ncxl);
+	/* a bad cxl_nodes: the valid dram_nodes is not applied alone */
+	CHECK(cxls_topo_discover(&t, root, "0,1", "9", "auto", msg, sizeof(msg)) == -1 &&
+	      strstr(msg, "node 9"), "%s", msg);
+	CHECK(t.ndram == 1 && t.ncxl == 2 && !t.overridden, "dram_nodes applied alone: %d",
+	      t.ndram);
+	CHECK(cxls_topo_discover(&t, root, "0,1", "1,2", "auto", msg, sizeof(msg)) == -1 &&
+	      t.ndram == 1 && strstr(msg, "share"), "a node in both: %s", msg);
+	CHECK(cxls_topo_discover(&t, root, "x", "", "auto", msg, sizeof(msg)) == -1 &&
+	      strstr(msg, "not a node list"), "%s", msg);
+	/* node 2 is CXL: refused with a warning, the GPU's DRAM node stays 0 */
+	CHECK(cxls_topo_discover(&t, root, "", "", "2", msg, sizeof(msg)) == -1 &&
+	      strstr(msg, "mem.gpu_node = 2 is a CXL node"), "%s", msg);
+	CHECK(t.gpu_node == 0, "CXL gpu_node taken: %d", t.gpu_node);
+	/* and both problems are reported */
+	CHECK(cxls_topo_discover(&t, root, "", "7", "2", msg, sizeof(msg)) == -1 &&
+	      strstr(msg, "node 7") && strstr(msg, "gpu_node"), "%s", msg);
+}
+
+/* The policy file refuses node lists that do not parse, before any run. */
+static void test_node_keys(void)
+{
+	static const struct { const char *text; int line; const char *key; } bad[] = {
+		{ "[mem]\ncxl_nodes = banana\n", 2, "mem.cxl_nodes" },
+		{ "[mem]\ndram_nodes = 99\n", 2, "mem.dram_nodes" },
+		{ "[mem]\ncxl_nodes = 1,1\n", 2, "mem.cxl_nodes" },
+		{ "[mem]\ngpu_node = 42x\n", 2, "mem.gpu_node" },
+		{ "[mem]\ngpu_node = 64\n", 2, "mem.gpu_node" },
+		{ "[mem]\ngpu_node = -1\n", 2, "mem.gpu_node" },
+		{ "[mem]\ndram_nodes = 0-1\ncxl_nodes = 1,2\n", 0, "mem.cxl_nodes" },
+	};
+	struct cxls_config c;
+	struct cxls_config_error e;
+	char *p;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p = write_file(bad[i].text);
+		CHECK(cxls_config_load(&c, p, &e) == -1, "node case %zu loaded", i);
+		CHECK(e.line == bad[i].line && !strcmp(e.key, bad[i].key),
+		      "node case %zu: got line %d key %s (%s)", i, e.line, e.key, e.msg);
+		unlink(p);
+	}
+	/* weights alone are the CXL nodes', as conf/cxlshim.conf says */
+	p = write_file("[rule.w]\nplace = stripe\nweights = 1,3\n");
+	CHECK(cxls_config_load(&c, p, &e) == 0 && cxls_mem_rule_nweights(&c.mem_rules.r[0]) == 2,
+	      "weights without nodes: %s:%d %s %s", e.file, e.line, e.key, e.msg);
+	unlink(p);
+	p = write_file("[mem]\ndram_nodes = 0\ncxl_nodes = 1-2, 5\ngpu_node = 63\n");
+	CHECK(cxls_config_load(&c, p, &e) == 0, "%s:%d %s %s", e.file, e.line, e.key, e.msg);
+	unlink(p);
+}
+
 static void test_topo_plan(void)
 {
 	char root[] = "/tmp/cxlshim-hostmem-sysfs-XXXXXX", msg[160], cmd[128];
@@ -247,13 +315,24 @@ static void test_topo_plan(void)
 	cxls_plan_make(&in, &p);
 	CHECK(p.mode == CXLS_PLAN_BIND && p.nodes[0] == 0 && !p.prefix, "under the watermark");
 
+	/* weights without nodes: the CXL nodes' (1 and 2) in id order */
+	rule = (struct cxls_mem_rule){ .place = CXLS_PLACE_STRIPE, .weights = { 1, 3 } };
+	in.dram_placed = 0;
+	in.len = 8 << 20;
+	cxls_plan_make(&in, &p);
+	CHECK(p.mode == CXLS_PLAN_STRIPE && p.n == 2 && p.weights[0] == 1 && p.weights[1] == 3,
+	      "weights of the CXL nodes: n %d %u,%u", p.n, p.weights[0], p.weights[1]);
+	CHECK(cxls_plan_node_at(&p, 0) == 1 && cxls_plan_node_at(&p, 1 << 20) == 2 &&
+	      cxls_plan_node_at(&p, 2 << 20) == 2 && cxls_plan_node_at(&p, 3 << 20) == 2 && cxls_plan_node_at(&p, 4 << 20) == 1,
+	      "weighted CXL stripe");
+	/* as many weights as another machine's CXL nodes: even */
+	rule.weights[2] = 2;
+	cxls_plan_make(&in, &p);
+	CHECK(p.n == 2 && p.weights[0] == 1 && p.weights[1] == 1, "3 weights, 2 CXL nodes");
+
 	test_freemem(&t, root);
 
-	/* overrides */
-	CHECK(cxls_topo_discover(&t, root, "", "1", "2", msg, sizeof(msg)) == 0, "%s", msg);
-	CHECK(t.gpu_node == 2, "gpu override");
-	CHECK(cxls_topo_discover(&t, root, "", "7", "auto", msg, sizeof(msg)) == -1 &&
-	      strstr(msg, "node 7"), "absent node refused: %s", msg);
+	test_overrides(root);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	if (system(cmd))
 		printf("cannot remove %s\n", root);
@@ -263,6 +342,7 @@ int main(void)
 {
 	test_parse_match();
 	test_errors();
+	test_node_keys();
 	test_topo_plan();
 	return CHECK_SUMMARY();
 }

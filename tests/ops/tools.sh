@@ -66,6 +66,21 @@ grep -q "bad.conf:5: cccl.chunkz: unknown key" "$dir/out" || fail "bad key: $(ca
 expect 1 env CXLSHIM_TIMEOUT_OP_MS=soon $CX policy check "$dir/good.conf"
 grep -q "CXLSHIM_TIMEOUT_OP_MS: bad value" "$dir/out" || fail "bad env: $(cat "$dir/out")"
 expect 1 $CX policy check /nonexistent.conf
+# a directory opens but does not read: not an empty policy
+expect 1 $CX policy check "$dir"
+grep -q "cxlshim: $dir: Is a directory" "$dir/out" || fail "directory: $(cat "$dir/out")"
+# a line is read whole or refused: libinih cut it at 199 characters
+printf '[rule.a]\nplace = dram\n; %0300d place = cxl\n' 0 >"$dir/long.conf"
+expect 0 $CX policy check "$dir/long.conf"
+grep -q "^place = dram" "$dir/out" || fail "long comment: $(cat "$dir/out")"
+printf '[pool]\n;%01100d\n' 0 >"$dir/long.conf"
+expect 1 $CX policy check "$dir/long.conf"
+grep -q "long.conf:2: line longer than 1023 characters$" "$dir/out" ||
+	fail "long line: $(cat "$dir/out")"
+printf '[rule.a]\nplace = cxl\n[rule.a]\nsize = 4K\n' >"$dir/dup.conf"
+expect 1 $CX policy check "$dir/dup.conf"
+grep -q "dup.conf:3: section \[rule.a\] repeated (first at line 1)$" "$dir/out" ||
+	fail "repeated section: $(cat "$dir/out")"
 
 echo "== run sets the environment and execs"
 expect 0 $CX run -c "$dir/good.conf" -d INFO -- sh -c 'echo "$LD_PRELOAD|$CXLSHIM_CONF|$CXLSHIM_DEBUG"'

@@ -74,6 +74,11 @@ static void test_errors(void)
 		{ "[pool]\nsize = -5\n", 2, "pool.size" },
 		{ "[pool]\nmode = 1777\n", 2, "pool.mode" },
 		{ "[pool]\ndevices = 99999999999\n", 2, "pool.devices" },
+		/* a repeat would merge into the first section or replace the value */
+		{ "[rule.a]\nplace = cxl\n[rule.b]\nplace = dram\n[rule.a]\nsize = 4K\n", 5, "" },
+		{ "[mem]\nstripe_size = 4M\n[MEM]\n", 3, "" },
+		{ "[rule.a]\nplace = cxl\nplace = dram\n", 3, "rule.a.place" },
+		{ "[pool]\nsize = 1G\n\nSIZE = 2G\n", 4, "pool.SIZE" },
 	};
 	struct cxls_config c;
 	struct cxls_config_error e;
@@ -100,6 +105,104 @@ static void test_errors(void)
 		      "range check: %s", e.key);
 		unlink(p);
 	}
+}
+
+static char *write_bytes(const char *text, size_t len)
+{
+	static char path[64];
+	FILE *f;
+
+	strcpy(path, "/tmp/cxlshim-policy-XXXXXX");
+	close(mkstemp(path));
+	f = fopen(path, "w");
+	fwrite(text, 1, len, f);
+	fclose(f);
+	return path;
+}
+
+/* "PREFIX" + n times c + "SUFFIX", for lines of a given length. */
+static char *long_text(const char *prefix, char c, size_t n, const char *suffix)
+{
+	static char buf[4096];
+	size_t p = strlen(prefix);
+
+	memcpy(buf, prefix, p);
+	memset(buf + p, c, n);
+	strcpy(buf + p + n, suffix);
+	return buf;
+}
+
+/* Lines are read whole up to CXLS_LINE_MAX characters and refused beyond:
+ * libinih cut them at 199 and parsed the rest as a line of its own. */
+static void test_lines(void)
+{
+	struct cxls_config c;
+	struct cxls_config_error e;
+	char *p;
+
+	/* a long comment whose tail looks like a key stays a comment */
+	p = write_file(long_text("[rule.small]\nsize = <=64K\nplace = dram\n; ", '-', 200,
+				 "place = cxl\n"));
+	CHECK(cxls_config_load(&c, p, &e) == 0, "%s:%d %s", e.file, e.line, e.msg);
+	CHECK(c.mem_rules.n == 1 && c.mem_rules.r[0].place == CXLS_PLACE_DRAM,
+	      "long comment: place %d", c.mem_rules.r[0].place);
+	unlink(p);
+	/* a string of 255 bytes, as the type allows */
+	p = write_file(long_text("[log]\nfile = /", 'd', 254, "\n"));
+	CHECK(cxls_config_load(&c, p, &e) == 0 && strlen(c.log_file) == 255, "%s:%d %s",
+	      e.file, e.line, e.msg);
+	unlink(p);
+	/* CXLS_LINE_MAX characters (CRLF or not) load, one more does not */
+	p = write_file(long_text("[pool]\n;", 'x', CXLS_LINE_MAX - 1, "\r\nsize = 2G\n"));
+	CHECK(cxls_config_load(&c, p, &e) == 0 && c.pool_size == 2ull << 30, "%s:%d %s",
+	      e.file, e.line, e.msg);
+	unlink(p);
+	p = write_file(long_text("[pool]\nsize = 2G\n;", 'x', CXLS_LINE_MAX, "\nsize = 1G\n"));
+	CHECK(cxls_config_load(&c, p, &e) == -1 && e.line == 3 && !*e.key &&
+	      !strcmp(e.msg, "line longer than 1023 characters"), "%d %s", e.line, e.msg);
+	unlink(p);
+	/* line numbers after a long line are those of the file */
+	p = write_file(long_text("[pool]\n;", 'x', 300, "\n\nfoo = 1\n"));
+	CHECK(cxls_config_load(&c, p, &e) == -1 && e.line == 4 && !strcmp(e.key, "pool.foo"),
+	      "line %d key %s", e.line, e.key);
+	unlink(p);
+	/* a NUL byte would end the line early */
+	p = write_bytes("[rule.a]\nplace = dram\0 garbage\n", 32);
+	CHECK(cxls_config_load(&c, p, &e) == -1 && e.line == 2, "NUL: line %d %s", e.line,
+	      e.msg);
+	unlink(p);
+	/* an indented line is a key, not the previous value's continuation */
+	p = write_file("[rule.a]\nsize = 4K\n  place = cxl\n");
+	CHECK(cxls_config_load(&c, p, &e) == 0 && c.mem_rules.r[0].place == CXLS_PLACE_CXL &&
+	      c.mem_rules.r[0].max_size == 4096, "indented key: %s", e.msg);
+	unlink(p);
+	/* a directory opens but cannot be read: refused, not an empty policy */
+	CHECK(cxls_config_load(&c, "/tmp", &e) == -1 && strstr(e.msg, "directory"),
+	      "directory: %s", e.msg);
+}
+
+/* Numbers are decimal (0x hex): a zero-padded 010 was octal 8.  Only
+ * pool.mode, a file mode, is octal. */
+static void test_numbers(void)
+{
+	struct cxls_config c;
+	struct cxls_config_error e;
+	char *p = write_file("[pool]\nsize = 0100M\nmax_comms = 010\nmode = 660\n"
+			     "[cccl]\nchunk_size = 0x100000\n"
+			     "[rule.s]\nplace = spill\nwatermark = 010%\nnth = 08-09\n");
+
+	CHECK(cxls_config_load(&c, p, &e) == 0, "%s:%d %s %s", e.file, e.line, e.key, e.msg);
+	CHECK(c.pool_size == 100ull << 20, "size %llu", (unsigned long long)c.pool_size);
+	CHECK(c.pool_max_comms == 10, "max_comms %u", c.pool_max_comms);
+	CHECK(c.pool_mode == 0660, "mode %o", c.pool_mode);
+	CHECK(c.cccl_chunk_size == 1 << 20, "hex %llu", (unsigned long long)c.cccl_chunk_size);
+	CHECK(c.mem_rules.r[0].watermark_pct == 10, "watermark %u%%",
+	      c.mem_rules.r[0].watermark_pct);
+	CHECK(c.mem_rules.r[0].nth_min == 8 && c.mem_rules.r[0].nth_max == 9, "nth");
+	unlink(p);
+	p = write_file("[pool]\nmode = 0680\n");
+	CHECK(cxls_config_load(&c, p, &e) == -1 && e.line == 2, "8 is not an octal digit");
+	unlink(p);
 }
 
 static void test_env(void)
@@ -302,6 +405,8 @@ int main(void)
 	test_defaults();
 	test_file();
 	test_errors();
+	test_lines();
+	test_numbers();
 	test_env();
 	test_route();
 	test_print();

@@ -45,7 +45,8 @@ int tool_policy(const char *file, struct cxls_config *cfg)
 	if (cxls_config_load(cfg, file, &err) == 0)
 		return 0;
 	if (err.line)
-		fprintf(stderr, "cxlshim: %s:%d: %s: %s\n", err.file, err.line, err.key, err.msg);
+		fprintf(stderr, "cxlshim: %s:%d: %s%s%s\n", err.file, err.line, err.key,
+			*err.key ? ": " : "", err.msg);
 	else
 		fprintf(stderr, "cxlshim: %s: %s%s%s\n", err.file, err.key, *err.key ? ": " : "",
 			err.msg);
