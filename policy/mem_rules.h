@@ -39,7 +39,7 @@ enum cxls_memk { CXLS_MEMK_ANY = 0, CXLS_MEMK_ALLOC = 1, CXLS_MEMK_REGISTER = 2 
 
 enum cxls_place {
 	CXLS_PLACE_DEFAULT = 0, /* leave it to the plain call / kernel */
-	CXLS_PLACE_DRAM,        /* DRAM node nearest the GPU (or the caller) */
+	CXLS_PLACE_DRAM,        /* DRAM node nearest the caller's current GPU */
 	CXLS_PLACE_CXL,         /* the CXL nodes, kernel picks among them */
 	CXLS_PLACE_NODES,       /* bind to the listed nodes */
 	CXLS_PLACE_INTERLEAVE,  /* kernel page interleave over nodes */

@@ -113,13 +113,33 @@ static int drv_unreg(void *p)
 	return d->MemHostUnregister ? d->MemHostUnregister(p) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
+/* Where "dram" puts this thread's buffers: next to its current device. */
+static int device_pci(char *buf, int len)
+{
+	const struct cxls_real_cuda *d = cxls_real_cuda();
+	CUdevice dev;
+
+	if (!d->CtxGetDevice || !d->DeviceGetPCIBusId || d->CtxGetDevice(&dev) != CUDA_SUCCESS ||
+	    d->DeviceGetPCIBusId(buf, len, dev) != CUDA_SUCCESS)
+		return -1;
+	return 0;
+}
+
 static const struct cxls_hostmem_ops rt_ops = {
-	"cudaHostAlloc", rt_reg, rt_unreg, cudaErrorMemoryAllocation,
-	cudaErrorHostMemoryNotRegistered
+	.api = "cudaHostAlloc",
+	.reg = rt_reg,
+	.unreg = rt_unreg,
+	.device_pci = device_pci,
+	.nomem = cudaErrorMemoryAllocation,
+	.notreg = cudaErrorHostMemoryNotRegistered,
 };
 static const struct cxls_hostmem_ops drv_ops = {
-	"cuMemHostAlloc", drv_reg, drv_unreg, CUDA_ERROR_OUT_OF_MEMORY,
-	CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+	.api = "cuMemHostAlloc",
+	.reg = drv_reg,
+	.unreg = drv_unreg,
+	.device_pci = device_pci,
+	.nomem = CUDA_ERROR_OUT_OF_MEMORY,
+	.notreg = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
 };
 
 /* ---- forwarding: one WARN when the real call refuses an application's

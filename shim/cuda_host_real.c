@@ -70,6 +70,8 @@ static void load_drv(struct cxls_real_cuda *d)
 	SYM(h, (*d), MemHostRegister_v2, "cuMemHostRegister_v2");
 	SYM(h, (*d), MemHostUnregister, "cuMemHostUnregister");
 	SYM(h, (*d), MemHostGetFlags, "cuMemHostGetFlags");
+	SYM(h, (*d), CtxGetDevice, "cuCtxGetDevice");
+	SYM(h, (*d), DeviceGetPCIBusId, "cuDeviceGetPCIBusId");
 	SYM(h, (*d), GetProcAddress, "cuGetProcAddress");
 	SYM(h, (*d), GetProcAddress_v2, "cuGetProcAddress_v2");
 }

@@ -33,6 +33,8 @@ struct cxls_real_cuda {
 	CUresult (*MemHostRegister_v2)(void *, size_t, unsigned int);
 	CUresult (*MemHostUnregister)(void *);
 	CUresult (*MemHostGetFlags)(unsigned int *, void *);
+	CUresult (*CtxGetDevice)(CUdevice *);
+	CUresult (*DeviceGetPCIBusId)(char *, int, CUdevice);
 	CUresult (*GetProcAddress)(const char *, void **, int, cuuint64_t);
 	CUresult (*GetProcAddress_v2)(const char *, void **, int, cuuint64_t,
 				      CUdriverProcAddressQueryResult *);

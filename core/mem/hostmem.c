@@ -240,8 +240,10 @@ static uint64_t plan_dram(const struct cxls_plan *p)
 		       0 : p->tier_bytes[CXLS_TIER_DRAM];
 }
 
-static void make_plan(const struct cxls_config *cfg, int ri, size_t len, struct cxls_plan *p)
+static void make_plan(const struct cxls_config *cfg, int ri, size_t len,
+		      const struct cxls_hostmem_ops *ops, struct cxls_plan *p)
 {
+	char pci[32];
 	struct cxls_plan_in in = {
 		.rule = &cfg->mem_rules.r[ri],
 		.topo = cxls_topo(),
@@ -250,6 +252,8 @@ static void make_plan(const struct cxls_config *cfg, int ri, size_t len, struct 
 		.node_free = node_free,
 	};
 
+	if (ops->device_pci && ops->device_pci(pci, sizeof(pci)) == 0)
+		in.gpu_pci = pci;
 	pthread_mutex_lock(&plan_lock);
 	in.dram_placed = cxls_memstats_dram_bytes() + atomic_load(&dram_pending);
 	cxls_plan_make(&in, p);
@@ -330,7 +334,7 @@ int cxls_hostmem_alloc(size_t size, unsigned memf, const void *caller,
 	if (ri < 0)
 		return CXLS_HM_PASS;
 	len = (size + ps - 1) & ~(ps - 1);
-	make_plan(cfg, ri, len, &plan);
+	make_plan(cfg, ri, len, ops, &plan);
 	explain_plan(&cfg->mem_rules.r[ri], ri, &plan, size);
 	if (plan.mode == CXLS_PLAN_FAIL) {
 		cxls_memstats_failed(ri);
@@ -435,7 +439,7 @@ int cxls_hostmem_register(void *p, size_t size, unsigned memf, const void *calle
 	start = (uintptr_t)p & ~(uintptr_t)(ps - 1);
 	end = ((uintptr_t)p + size + ps - 1) & ~(uintptr_t)(ps - 1);
 	len = end - start;
-	make_plan(cfg, ri, len, &plan);
+	make_plan(cfg, ri, len, ops, &plan);
 	explain_plan(&cfg->mem_rules.r[ri], ri, &plan, size);
 	if (plan.mode == CXLS_PLAN_PASS || plan.mode == CXLS_PLAN_FAIL) {
 		/* the memory exists already: registering it in place is the

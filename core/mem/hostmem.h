@@ -22,6 +22,9 @@ struct cxls_hostmem_ops {
 	 * (memf: CXLS_MEMF_* bits); returns that API's code, 0 = success */
 	int (*reg)(void *p, size_t len, unsigned memf);
 	int (*unreg)(void *p);
+	/* the calling thread's current device's PCI address ("0000:3B:00.0"):
+	 * 0, or -1 when it has none (no current context) */
+	int (*device_pci)(char *buf, int len);
 	int nomem;         /* the API's out-of-memory code */
 	int notreg;        /* the API's "not registered" code */
 };

@@ -11,9 +11,11 @@ static uint64_t reserve(const struct cxls_topo *t, int node)
 	return r > (64ull << 20) ? 64ull << 20 : r;
 }
 
-static int dram_node(const struct cxls_topo *t)
+static int dram_node(const struct cxls_plan_in *in)
 {
-	return t->gpu_node >= 0 ? t->gpu_node : t->ndram ? t->dram[0] : -1;
+	int n = cxls_topo_dram_near(in->topo, in->gpu_pci);
+
+	return n >= 0 ? n : in->topo->ndram ? in->topo->dram[0] : -1;
 }
 
 static unsigned cycle_len(const struct cxls_plan *p)
@@ -134,7 +136,7 @@ static void from_rule(const struct cxls_plan_in *in, struct cxls_plan *p)
 {
 	const struct cxls_mem_rule *r = in->rule;
 	const struct cxls_topo *t = in->topo;
-	int dn = dram_node(t);
+	int dn = dram_node(in);
 
 	p->stripe = r->stripe_size ? r->stripe_size : in->default_stripe;
 	switch (r->place) {
@@ -173,7 +175,7 @@ static void apply_watermark(const struct cxls_plan_in *in, struct cxls_plan *p)
 {
 	const struct cxls_mem_rule *r = in->rule;
 	const struct cxls_topo *t = in->topo;
-	int dn = dram_node(t);
+	int dn = dram_node(in);
 	uint64_t avail = 0;
 
 	if (dn < 0)
@@ -201,7 +203,7 @@ static void apply_watermark(const struct cxls_plan_in *in, struct cxls_plan *p)
 static void fallback(const struct cxls_plan_in *in, struct cxls_plan *p)
 {
 	const struct cxls_topo *t = in->topo;
-	int dn = dram_node(t);
+	int dn = dram_node(in);
 
 	p->prefix = 0;
 	switch (in->rule->fallback) {

@@ -53,6 +53,9 @@ struct cxls_plan_in {
 	/* free bytes of a node, asked for a request of need bytes: exact
 	 * when need is a large share of it (freemem.h) */
 	uint64_t (*node_free)(const struct cxls_topo *t, int node, uint64_t need);
+	/* the caller's current GPU, whose nearest DRAM node "dram" means
+	 * (cxls_topo_dram_near); NULL: none known */
+	const char *gpu_pci;
 };
 
 void cxls_plan_make(const struct cxls_plan_in *in, struct cxls_plan *out);

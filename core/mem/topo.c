@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 #include "runtime.h"
@@ -298,6 +299,7 @@ static int override_gpu(struct cxls_topo *t, const char *gpu, char *msg, size_t 
 		return -1;
 	}
 	t->gpu_node = (int)v;
+	t->gpu_node_set = 1;
 	t->overridden = 1;
 	return 0;
 }
@@ -337,10 +339,21 @@ int cxls_topo_discover(struct cxls_topo *t, const char *root, const char *dram_n
 	if (override_tiers(t, dram_nodes, cxl_nodes, msg, msglen))
 		rc = -1;
 	index_tiers(t);
-	t->gpu_node = nearest_dram(t, t->ngpu ? t->gpu[0].node : -1);
+	for (int i = 0; i < t->ngpu; i++)
+		t->gpu[i].dram = nearest_dram(t, t->gpu[i].node);
+	t->gpu_node = t->ngpu ? t->gpu[0].dram : nearest_dram(t, -1);
 	if (override_gpu(t, gpu_node, msg, msglen))
 		rc = -1;
 	return rc;
+}
+
+int cxls_topo_dram_near(const struct cxls_topo *t, const char *pci)
+{
+	if (pci && !t->gpu_node_set)
+		for (int i = 0; i < t->ngpu; i++)
+			if (!strcasecmp(t->gpu[i].pci, pci) && t->gpu[i].dram >= 0)
+				return t->gpu[i].dram;
+	return t->gpu_node;
 }
 
 static struct cxls_topo process_topo;

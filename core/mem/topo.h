@@ -31,6 +31,7 @@ struct cxls_node {
 struct cxls_gpu {
 	char pci[32];      /* 0000:3b:00.0 */
 	int node;          /* the PCI device's numa_node, -1 unknown */
+	int dram;          /* the DRAM node nearest it, -1 unknown */
 };
 
 struct cxls_topo {
@@ -42,6 +43,7 @@ struct cxls_topo {
 	int ngpu;
 	struct cxls_gpu gpu[CXLS_TOPO_MAX_GPUS];
 	int gpu_node;      /* DRAM node nearest the GPU, -1 unknown */
+	int gpu_node_set;  /* ... named by the policy: every device's */
 	int overridden;    /* the policy changed something */
 };
 
@@ -53,6 +55,11 @@ struct cxls_topo {
  * ignored when it names a CXL node; the rest still holds. */
 int cxls_topo_discover(struct cxls_topo *t, const char *root, const char *dram_nodes,
 		       const char *cxl_nodes, const char *gpu_node, char *msg, size_t msglen);
+/* The DRAM node nearest the GPU at PCI address pci (as CUDA writes it,
+ * "0000:3B:00.0", any case): on a machine with a GPU per socket each
+ * device's buffers go to its own socket.  gpu_node where the policy names
+ * one, the device is not listed or pci is NULL. */
+int cxls_topo_dram_near(const struct cxls_topo *t, const char *pci);
 /* Free bytes of a node now (nodeN/meminfo MemFree), 0 when unknown. */
 uint64_t cxls_topo_node_free(const struct cxls_topo *t, int node);
 /* The process's topology, discovered once with the policy's overrides. */

@@ -223,6 +223,61 @@ static void test_overrides(const char *root)
 	      strstr(msg, "node 7") && strstr(msg, "gpu_node"), "%s", msg);
 }
 
+/* Two sockets, a GPU on each (PCI 1b on node 0, db on node 1), and a CXL
+ * node behind socket 1: "dram" is the caller's GPU's own socket, whatever
+ * order sysfs lists the GPUs in, unless mem.gpu_node names one for all. */
+static void test_gpu_sockets(void)
+{
+	char r[] = "/tmp/cxlshim-hostmem-sockets-XXXXXX", msg[160], cmd[128];
+	struct cxls_mem_rule rule = { .place = CXLS_PLACE_DRAM };
+	struct cxls_topo t;
+	struct cxls_plan p;
+	struct cxls_plan_in in = { .rule = &rule, .topo = &t, .len = 1 << 20, .node_free = plenty };
+
+	if (!mkdtemp(r))
+		return;
+	put(r, "devices/system/node/online", "0-2\n");
+	put(r, "devices/system/node/has_memory", "0-2\n");
+	put(r, "devices/system/node/has_normal_memory", "0-2\n");
+	put(r, "devices/system/node/has_cpu", "0-1\n");
+	for (int n = 0; n < 3; n++) {
+		char rel[64], text[64];
+
+		snprintf(rel, sizeof(rel), "devices/system/node/node%d/meminfo", n);
+		snprintf(text, sizeof(text), "Node %d MemTotal:  8388608 kB\n", n);
+		put(r, rel, text);
+	}
+	put(r, "devices/system/node/node0/distance", "10 21 31\n");
+	put(r, "devices/system/node/node1/distance", "21 10 20\n");
+	put(r, "devices/system/node/node2/distance", "31 20 10\n");
+	put(r, "bus/pci/devices/0000:1b:00.0/vendor", "0x10de\n");
+	put(r, "bus/pci/devices/0000:1b:00.0/class", "0x030200\n");
+	put(r, "bus/pci/devices/0000:1b:00.0/numa_node", "0\n");
+	put(r, "bus/pci/devices/0000:db:00.0/vendor", "0x10de\n");
+	put(r, "bus/pci/devices/0000:db:00.0/class", "0x030200\n");
+	put(r, "bus/pci/devices/0000:db:00.0/numa_node", "1\n");
+	CHECK(cxls_topo_discover(&t, r, "", "", "auto", msg, sizeof(msg)) == 0, "%s", msg);
+	CHECK(t.ngpu == 2 && t.ndram == 2 && t.ncxl == 1, "%d GPUs, %d DRAM, %d CXL nodes", t.ngpu,
+	      t.ndram, t.ncxl);
+	CHECK(cxls_topo_dram_near(&t, "0000:1B:00.0") == 0 &&
+		      cxls_topo_dram_near(&t, "0000:DB:00.0") == 1, "each GPU's own socket");
+	CHECK(cxls_topo_dram_near(&t, NULL) == t.gpu_node &&
+		      cxls_topo_dram_near(&t, "0000:99:00.0") == t.gpu_node,
+	      "no device, or one not listed: the process's");
+	in.gpu_pci = "0000:DB:00.0";
+	cxls_plan_make(&in, &p);
+	CHECK(p.mode == CXLS_PLAN_BIND && p.n == 1 && p.nodes[0] == 1, "dram for GPU db: node %d",
+	      p.n ? p.nodes[0] : -1);
+	in.gpu_pci = "0000:1b:00.0";
+	cxls_plan_make(&in, &p);
+	CHECK(p.n == 1 && p.nodes[0] == 0, "dram for GPU 1b: node %d", p.n ? p.nodes[0] : -1);
+	CHECK(cxls_topo_discover(&t, r, "", "", "0", msg, sizeof(msg)) == 0 &&
+		      cxls_topo_dram_near(&t, "0000:DB:00.0") == 0, "mem.gpu_node is every GPU's");
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", r);
+	if (system(cmd))
+		printf("cannot remove %s\n", r);
+}
+
 /* The policy file refuses node lists that do not parse, before any run. */
 static void test_node_keys(void)
 {
@@ -263,7 +318,8 @@ static void test_topo_plan(void)
 				      .weights = { 1, 2 }, .stripe_size = 2 << 20 };
 	struct cxls_topo t;
 	struct cxls_plan p;
-	struct cxls_plan_in in = { &rule, &t, 12 << 20, 1 << 20, 0, plenty };
+	struct cxls_plan_in in = { .rule = &rule, .topo = &t, .len = 12 << 20,
+				   .default_stripe = 1 << 20, .node_free = plenty };
 	static const int want[] = { 1, 2, 2, 1, 2, 2 };
 
 	if (!mkdtemp(root))
@@ -344,5 +400,6 @@ int main(void)
 	test_errors();
 	test_node_keys();
 	test_topo_plan();
+	test_gpu_sockets();
 	return CHECK_SUMMARY();
 }
