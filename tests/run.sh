@@ -177,6 +177,10 @@ step "api: a captured group, communicators called in other orders per rank, 20 r
 	sh -c "for e in X=0 CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host; do \
 	 env \$e CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM $BUILD/tests/api_check groupcapture \
 	 || exit 1; done"
+step "api: a communicator used eagerly while a capture of its group is open, then replayed" \
+	sh -c "for e in X=0 CXLSHIM_CCCL_OVERLAP=1; do \
+	 env \$e CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM $BUILD/tests/api_check groupcapmix \
+	 || exit 1; done"
 step "api: a capture ended between a call and its group's end: refused, the communicator fails" \
 	env CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" groupcapend
 echo "== send/receive and groups"

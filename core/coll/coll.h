@@ -70,6 +70,7 @@ enum cxls_staging {
 struct cxls_op {
 	struct cxls_comm *c;
 	CUstream user, ws, rs;  /* ws == rs == user without overlap */
+	struct cxls_pair pr;    /* the work streams ws and rs come from */
 	uint64_t s0;            /* first round of this op (comm.h: round) */
 	uint32_t g0;            /* its low 32 bits, as doorbells count */
 	uint32_t rounds;        /* all rounds of the op */

@@ -164,8 +164,10 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->user = stream;
 	op->capturing = cxls_stage_capturing(s, stream);
 	op->deferred = k->held;
-	op->ws = s->overlap || op->deferred ? s->ws : stream;
-	op->rs = s->overlap ? s->rs : op->ws;
+	if (cxls_stage_pair(&c->st, stream, &op->pr))
+		return cxls_op_abandon(op);
+	op->ws = s->overlap || op->deferred ? op->pr.ws : stream;
+	op->rs = s->overlap ? op->pr.rs : op->ws;
 	op->s0 = atomic_load(&c->round);
 	op->g0 = (uint32_t)op->s0;
 	op->bytes = bytes;
@@ -180,11 +182,9 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	/* a held op starts on the write stream, behind the user stream: a
 	 * replay's first node goes there, before either work stream starts,
 	 * so that no communicator's replay waits behind another's */
-	from = op->deferred ? s->ws : stream;
-	if (op->deferred && cxls_stage_follow(s, from, stream)) {
-		r = ncclUnhandledCudaError;
-		goto fail;
-	}
+	from = op->deferred ? op->pr.ws : stream;
+	if (op->deferred && cxls_stage_follow(s, from, stream))
+		return cxls_op_abandon(op);
 	if (op->capturing && !(op->replay = cxls_replay_begin(c, from, call, op->rounds))) {
 		r = ncclSystemError;
 		goto fail;
@@ -193,7 +193,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	 * extend (replay.h) */
 	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds, stream)))
 		goto fail;
-	if (cxls_stage_fork(s, from, op->capturing, s->overlap || op->deferred))
+	if (cxls_stage_fork(s, &op->pr, from, op->capturing, s->overlap || op->deferred))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, call);
 	return ncclSuccess;
@@ -215,13 +215,13 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	CUstream tail = op->deferred ? op->ws : op->user;
 
 	cxls_trace_op_streams(op);
-	if (cxls_stage_join(s, tail, s->overlap) ||
+	if (cxls_stage_join(s, &op->pr, tail, s->overlap) ||
 	    cxls_stage_ring(s, tail, &c->view.pub[c->rank], last) ||
 	    cxls_stage_ring(s, tail, &c->view.ack[c->rank], last) ||
 	    cxls_stage_ring(s, tail, &c->view.done[c->rank], ops) ||
 	    cxls_stage_mark_done(s, tail, op->capturing) ||
 	    (op->replay && cxls_replay_end(op->replay, tail)) ||
-	    (op->deferred && cxls_group_defer_join(c, op->user)))
+	    (op->deferred && cxls_group_defer_join(c, op->user, op->pr.ws)))
 		return cxls_op_abandon(op);
 	if (!op->capturing) { /* replays rebase the doorbells (replay.h) */
 		atomic_store(&c->round, op->s0 + op->rounds);

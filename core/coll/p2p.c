@@ -270,7 +270,8 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 		r = ncclSystemError;
 		goto fail;
 	}
-	if (cxls_stage_fork(s, stream, b->capturing, 1))
+	if (cxls_stage_pair(&c->st, stream, &b->pr) ||
+	    cxls_stage_fork(s, &b->pr, stream, b->capturing, 1))
 		return abandon(b);
 	return ncclSuccess;
 fail:
@@ -282,10 +283,8 @@ fail:
 
 ncclResult_t cxls_p2p_enqueue(struct cxls_p2p_batch *b)
 {
-	const struct cxls_stage *s = &b->c->st;
-
-	if (self_copies(b->c, s->ws, b->ops, b->n) ||
-	    enqueue_rounds(b->c, s->ws, s->rs, b->cur, b->m, b->rounds))
+	if (self_copies(b->c, b->pr.ws, b->ops, b->n) ||
+	    enqueue_rounds(b->c, b->pr.ws, b->pr.rs, b->cur, b->m, b->rounds))
 		return abandon(b);
 	return ncclSuccess;
 }
@@ -296,7 +295,7 @@ ncclResult_t cxls_p2p_end(struct cxls_p2p_batch *b)
 	const struct cxls_stage *s = &c->st;
 	uint32_t done = atomic_load(&c->p2p_ops) + 1;
 
-	if (cxls_stage_join(s, b->stream, 1) ||
+	if (cxls_stage_join(s, &b->pr, b->stream, 1) ||
 	    cxls_stage_ring(s, b->stream, &c->view.p2p_done[c->rank], done) ||
 	    cxls_stage_mark_done(s, b->stream, b->capturing) ||
 	    (b->replay && cxls_replay_end(b->replay, b->stream)))

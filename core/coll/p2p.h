@@ -44,6 +44,7 @@ struct cxls_p2p_batch {
 	const struct cxls_p2p *ops;
 	int n;
 	CUstream stream;
+	struct cxls_pair pr;    /* the work streams (stage.h: cxls_stage_pair) */
 	int capturing;
 	struct cxls_replay *replay;
 	struct lane_cursor *cur; /* one per peer and direction */

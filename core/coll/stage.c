@@ -1,6 +1,8 @@
 /* stage.c - enqueue pool copies, doorbells and flushes on CUDA streams. */
 #include "stage.h"
 
+#include <stdlib.h>
+
 #include "coherence.h"
 #include "devmodel.h"
 #include "log.h"
@@ -142,14 +144,83 @@ uint64_t cxls_stage_capture(const struct cxls_stage *s, CUstream st)
 	return id ? id : UINT64_MAX;
 }
 
-int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing, int split)
+/* At most this many graphs captured at once with a communicator's work. */
+#define MAX_CAPTURE_PAIRS 16
+
+static int pair_new(struct cxls_stage *s, struct cxls_pair *out)
+{
+	struct cxls_pair *grown, p = { NULL, NULL };
+	CUstreamCaptureMode mode;
+	int bad;
+
+	if (s->ncap == MAX_CAPTURE_PAIRS)
+		return -1;
+	grown = realloc(s->cap, (size_t)(s->ncap + 1) * sizeof(*grown));
+	if (!grown)
+		return -1;
+	s->cap = grown;
+	/* the application may capture in global mode from this thread */
+	mode = cxls_cuda_capture_relax(s->cu);
+	bad = check(s, s->cu->StreamCreate(&p.ws, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
+	      check(s, s->cu->StreamCreate(&p.rs, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+	cxls_cuda_capture_restore(s->cu, mode);
+	if (bad) {
+		if (p.ws)
+			s->cu->StreamDestroy(p.ws);
+		return -1;
+	}
+	s->cap[s->ncap++] = p;
+	*out = p;
+	return 0;
+}
+
+int cxls_stage_pair(struct cxls_stage *s, CUstream user, struct cxls_pair *out)
+{
+	uint64_t cap = cxls_stage_capture(s, user);
+	int idle = -1;
+
+	if (!cap) {
+		*out = s->work;
+		return 0;
+	}
+	for (int i = 0; i < s->ncap; i++) {
+		uint64_t in = cxls_stage_capture(s, s->cap[i].ws);
+
+		if (in == cap) {
+			*out = s->cap[i];
+			return 0;
+		}
+		if (!in && idle < 0)
+			idle = i;
+	}
+	if (idle >= 0) {
+		*out = s->cap[idle];
+		return 0;
+	}
+	return pair_new(s, out);
+}
+
+void cxls_stage_pairs_free(struct cxls_stage *s)
+{
+	for (int i = 0; i < s->ncap; i++) {
+		s->cu->StreamDestroy(s->cap[i].ws);
+		s->cu->StreamDestroy(s->cap[i].rs);
+	}
+	free(s->cap);
+	s->cap = NULL;
+	s->ncap = 0;
+}
+
+int cxls_stage_fork(const struct cxls_stage *s, const struct cxls_pair *pr, CUstream user,
+		    int capturing, int split)
 {
 	if (!split)
 		return capturing ? 0 : wait_event(s, user, s->ev_done);
 	if (check(s, s->cu->EventRecord(s->ev_fork, user), "cuEventRecord") ||
-	    wait_event(s, s->ws, s->ev_fork) || wait_event(s, s->rs, s->ev_fork))
+	    wait_event(s, pr->ws, s->ev_fork) || wait_event(s, pr->rs, s->ev_fork))
 		return -1;
-	if (!capturing && (wait_event(s, s->ws, s->ev_done) || wait_event(s, s->rs, s->ev_done)))
+	if (!capturing &&
+	    (wait_event(s, pr->ws, s->ev_done) || wait_event(s, pr->rs, s->ev_done)))
 		return -1;
 	return 0;
 }
@@ -160,11 +231,12 @@ int cxls_stage_follow(const struct cxls_stage *s, CUstream to, CUstream from)
 	       wait_event(s, to, s->ev_fork) ? -1 : 0;
 }
 
-int cxls_stage_join(const struct cxls_stage *s, CUstream user, int split)
+int cxls_stage_join(const struct cxls_stage *s, const struct cxls_pair *pr, CUstream user,
+		    int split)
 {
 	if (split &&
-	    (check(s, s->cu->EventRecord(s->ev_wjoin, s->ws), "cuEventRecord") ||
-	     check(s, s->cu->EventRecord(s->ev_rjoin, s->rs), "cuEventRecord") ||
+	    (check(s, s->cu->EventRecord(s->ev_wjoin, pr->ws), "cuEventRecord") ||
+	     check(s, s->cu->EventRecord(s->ev_rjoin, pr->rs), "cuEventRecord") ||
 	     wait_event(s, user, s->ev_wjoin) || wait_event(s, user, s->ev_rjoin)))
 		return -1;
 	return 0;

@@ -35,12 +35,23 @@ static inline CUdeviceptr cxls_stage_dev(const struct cxls_stage *s, const void 
  * communicator even across streams); join: the reverse, and mark the end.
  * A capturing stream cannot wait for work outside the capture: there the
  * order between ops is the order of the captured stream.  `split`: the
- * work runs on the write and read streams (overlap, and always for sends
- * and receives, which must progress independently), else on `user`. */
-int cxls_stage_fork(const struct cxls_stage *s, CUstream user, int capturing, int split);
+ * work runs on the write and read streams pr (overlap, and always for
+ * sends and receives, which must progress independently), else on
+ * `user`. */
+int cxls_stage_fork(const struct cxls_stage *s, const struct cxls_pair *pr, CUstream user,
+		    int capturing, int split);
+/* The work streams of an operation on `user`: the communicator's own, or
+ * while user is being captured, a pair of the communicator's in that
+ * capture already or in none (made when there is none: a stream that
+ * joined a capture stays in it until it ends, and eager operations, or
+ * another capture, must not wait behind it).  0, or -1. */
+int cxls_stage_pair(struct cxls_stage *s, CUstream user, struct cxls_pair *out);
+/* The capture pairs' streams go (at destroy). */
+void cxls_stage_pairs_free(struct cxls_stage *s);
 /* Stream `to` goes on once `from` reached this point. */
 int cxls_stage_follow(const struct cxls_stage *s, CUstream to, CUstream from);
-int cxls_stage_join(const struct cxls_stage *s, CUstream user, int split);
+int cxls_stage_join(const struct cxls_stage *s, const struct cxls_pair *pr, CUstream user,
+		    int split);
 /* After the op's last stream work (its final doorbells): the next op of
  * the communicator, on any stream, starts after this point. */
 int cxls_stage_mark_done(const struct cxls_stage *s, CUstream user, int capturing);

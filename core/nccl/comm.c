@@ -16,6 +16,7 @@
 #include "replay.h"
 #include "registry.h"
 #include "runtime.h"
+#include "stage.h"
 #include "uid.h"
 #include "watchdog.h"
 
@@ -102,8 +103,8 @@ static int create_streams(struct cxls_comm *c)
 
 	if (cu->EventCreate(&s->ev_done, ev) != CUDA_SUCCESS)
 		return -1;
-	if (cu->StreamCreate(&s->ws, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-	    cu->StreamCreate(&s->rs, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+	if (cu->StreamCreate(&s->work.ws, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+	    cu->StreamCreate(&s->work.rs, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
 	    cu->EventCreate(&s->ev_fork, ev) != CUDA_SUCCESS ||
 	    cu->EventCreate(&s->ev_wjoin, ev) != CUDA_SUCCESS ||
 	    cu->EventCreate(&s->ev_rjoin, ev) != CUDA_SUCCESS)
@@ -116,10 +117,11 @@ static void destroy_streams(struct cxls_comm *c)
 	struct cxls_stage *s = &c->st;
 	const struct cxls_cuda *cu = s->cu;
 
-	if (s->ws)
-		cu->StreamDestroy(s->ws);
-	if (s->rs)
-		cu->StreamDestroy(s->rs);
+	cxls_stage_pairs_free(s);
+	if (s->work.ws)
+		cu->StreamDestroy(s->work.ws);
+	if (s->work.rs)
+		cu->StreamDestroy(s->work.rs);
 	if (s->ev_fork)
 		cu->EventDestroy(s->ev_fork);
 	if (s->ev_wjoin)
@@ -128,7 +130,7 @@ static void destroy_streams(struct cxls_comm *c)
 		cu->EventDestroy(s->ev_rjoin);
 	if (s->ev_done)
 		cu->EventDestroy(s->ev_done);
-	s->ws = s->rs = NULL;
+	s->work.ws = s->work.rs = NULL;
 	s->ev_fork = s->ev_wjoin = s->ev_rjoin = s->ev_done = NULL;
 }
 

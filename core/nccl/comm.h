@@ -54,6 +54,11 @@ struct cxls_user_op {
 	ncclRedOp_t real_op;
 };
 
+/* Two work streams: write (publish) and read (fetch). */
+struct cxls_pair {
+	CUstream ws, rs;
+};
+
 /* How a communicator enqueues its pool work (fixed at init). */
 struct cxls_stage {
 	const struct cxls_cuda *cu;
@@ -64,7 +69,12 @@ struct cxls_stage {
 	int overlap;            /* separate write and read streams */
 	int model;              /* devmodel.h: emulate device bandwidth */
 	int rec_w, rec_r;       /* devmodel records of the two work streams */
-	CUstream ws, rs;        /* write (publish) and read (fetch) streams */
+	struct cxls_pair work;  /* the work streams of its eager operations */
+	/* work streams for operations captured into graphs: a stream that
+	 * waited on a capture's event is in that capture until it ends, and
+	 * no eager call may use it meanwhile (stage.c: cxls_stage_pair) */
+	struct cxls_pair *cap;
+	int ncap;
 	CUevent ev_fork, ev_wjoin, ev_rjoin;
 	CUevent ev_done;        /* recorded where the previous op ended */
 };

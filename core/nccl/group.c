@@ -11,10 +11,11 @@
 #include "log.h"
 #include "stage.h"
 
-/* A user stream that waits, at the end, for a communicator's work. */
+/* A user stream that waits, at the end, for a communicator's work, which
+ * ended on `tail`. */
 struct join {
 	struct cxls_comm *c;
-	CUstream user;
+	CUstream user, tail;
 };
 
 struct held_coll {
@@ -198,14 +199,14 @@ ncclResult_t cxls_group_add_split(struct cxls_comm *c, uint32_t n, int color, in
 	return ncclSuccess;
 }
 
-int cxls_group_defer_join(struct cxls_comm *c, CUstream user)
+int cxls_group_defer_join(struct cxls_comm *c, CUstream user, CUstream tail)
 {
 	for (size_t i = 0; i < grp.n_join; i++)
 		if (grp.joins[i].c == c && grp.joins[i].user == user)
 			return 0;
 	if (grow((void **)&grp.joins, &grp.cap_join, grp.n_join, sizeof(*grp.joins)))
 		return -1;
-	grp.joins[grp.n_join++] = (struct join){ c, user };
+	grp.joins[grp.n_join++] = (struct join){ c, user, tail };
 	return 0;
 }
 
@@ -329,7 +330,8 @@ static ncclResult_t run_colls(void)
 
 /* Each user stream waits for the last operation of its communicators,
  * which ended on their write streams (in a capture too: the capture
- * cannot end before its streams joined back). */
+ * cannot end before its streams joined back; the group's calls of one
+ * communicator are all in the one capture, or all eager, so one pair). */
 static ncclResult_t run_joins(void)
 {
 	ncclResult_t ret = ncclSuccess;
@@ -339,7 +341,7 @@ static ncclResult_t run_joins(void)
 
 		if (c->magic != CXLS_COMM_MAGIC)
 			continue; /* destroyed inside the group: nothing to wait for */
-		if (stream_after(c->st.cu, grp.joins[i].user, c->st.ws)) {
+		if (stream_after(c->st.cu, grp.joins[i].user, grp.joins[i].tail)) {
 			cxls_comm_set_error(c, "ncclGroupEnd: the user stream cannot wait for "
 					       "the group's collectives");
 			ret = ncclUnhandledCudaError;
@@ -387,9 +389,22 @@ struct part {
 	ncclResult_t r;         /* the first error; parts in error are skipped */
 };
 
+/* Where the group's collectives of c ended (its work streams), or NULL. */
+static CUstream colls_tail(const struct cxls_comm *c)
+{
+	for (size_t i = 0; i < grp.n_join; i++)
+		if (grp.joins[i].c == c)
+			return grp.joins[i].tail;
+	return NULL;
+}
+
+/* The sends and receives of c start after c's collectives of the group,
+ * wherever those ran: in a capture nothing else orders them (eager, the
+ * done event does), and their replays' barriers would interleave. */
 static void part_begin(struct part *pt)
 {
 	struct cxls_comm *c = pt->q[0].c;
+	CUstream tail = colls_tail(c);
 
 	if (!cxls_comm_usable(c, &pt->r))
 		return;
@@ -400,7 +415,8 @@ static void part_begin(struct part *pt)
 	}
 	for (size_t i = 0; i < pt->n; i++)
 		pt->ops[i] = pt->q[i].p;
-	if (streams_join(c, pt->q, pt->n, 0))
+	if ((tail && stream_after(c->st.cu, pt->q[0].stream, tail)) ||
+	    streams_join(c, pt->q, pt->n, 0))
 		pt->r = ncclUnhandledCudaError;
 	else
 		pt->r = cxls_p2p_begin(&pt->b, c, pt->ops, (int)pt->n, pt->q[0].stream);

@@ -53,7 +53,8 @@ ncclResult_t cxls_group_add_init(struct cxls_comm *c);
 ncclResult_t cxls_group_add_split(struct cxls_comm *c, uint32_t n, int color, int key,
 				  ncclComm_t *newcomm, int blocking);
 /* A held collective, enqueued at the end on c's streams: `user` waits for
- * c's last operation after the group's.  0, or -1 when out of memory. */
-int cxls_group_defer_join(struct cxls_comm *c, CUstream user);
+ * c's last operation after the group's, on `tail`.  0, or -1 when out of
+ * memory. */
+int cxls_group_defer_join(struct cxls_comm *c, CUstream user, CUstream tail);
 
 #endif

@@ -151,8 +151,8 @@ static void close_set(int fd)
 	struct epset *s = atomic_load(slot);
 
 	atomic_store(slot, NULL);
-	for (int e = 0; e < cxls_ep_nsets; e++) {
-		struct epset *o = cxls_ep_set_at(e);
+	for (int e = 0; e < cxls_ep_nsets + n_orphans; e++) {
+		struct epset *o = e < cxls_ep_nsets ? cxls_ep_set_at(e) : orphans[e - cxls_ep_nsets];
 
 		if (!o)
 			continue;

@@ -2233,9 +2233,8 @@ static int case_group_meet_fail(int rank, int n, const ncclUniqueId *id, void *a
 }
 
 /* As NCCL: within a group the streams given to one communicator are all
- * captured or all not (captured calls are recorded at once, the others
- * held for the end); the call that mixes them is refused, and fails the
- * group.  The communicator stays usable. */
+ * uncaptured or all captured by the same graph; the call that mixes them
+ * is refused, and fails the group.  The communicator stays usable. */
 static int case_group_mixed_capture(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	char *a = dev_alloc(4096, 1), *b = dev_alloc(4096, 0);
@@ -2367,6 +2366,57 @@ static int case_group_capture(int rank, int n, const ncclUniqueId *id, void *arg
 	return CHECK_SUMMARY();
 }
 
+/* A communicator used eagerly while a capture of its calls is open (NCCL
+ * allows it): a captured group's AllReduce and send/receive, then an
+ * eager group's on another stream, which rank 1 makes after its capture
+ * ended and rank 0 before.  The captured work ran on streams that joined
+ * the capture until it ends: the eager group must not wait on them (it
+ * failed, and broke the application's capture).  Then the graph replays. */
+static int case_group_capture_mixed(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	char *a = dev_alloc(4096, 1), *b = dev_alloc(4096, 0), *c = dev_alloc(4096, 0);
+	char *ring = dev_alloc(4096, 0), *eager_ring = dev_alloc(4096, 0);
+	int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+	cudaGraphExec_t exec = NULL;
+	cudaGraph_t g = NULL;
+	cudaStream_t s, t;
+	ncclComm_t comm = join(rank, n, id, &s);
+
+	(void)arg;
+	cudaStreamCreate(&t);
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess, "capture");
+	ncclGroupStart();
+	CHECK(ncclAllReduce(a, b, 4096, ncclInt8, ncclSum, comm, s) == ncclSuccess, "captured");
+	CHECK(ncclSend(a, 4096, ncclInt8, next, comm, s) == ncclSuccess &&
+		      ncclRecv(ring, 4096, ncclInt8, prev, comm, s) == ncclSuccess, "captured p2p");
+	CHECK(ncclGroupEnd() == ncclSuccess, "captured group");
+	if (rank == 1)
+		CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "rank 1 ends its capture");
+	ncclGroupStart();
+	CHECK(ncclAllReduce(a, c, 4096, ncclInt8, ncclSum, comm, t) == ncclSuccess, "eager");
+	CHECK(ncclSend(a, 4096, ncclInt8, next, comm, t) == ncclSuccess &&
+		      ncclRecv(eager_ring, 4096, ncclInt8, prev, comm, t) == ncclSuccess, "eager p2p");
+	CHECK(ncclGroupEnd() == ncclSuccess, "eager group, the capture open on rank 0");
+	CHECK(cudaStreamSynchronize(t) == cudaSuccess && all_bytes(c, 4096, n) &&
+		      all_bytes(eager_ring, 4096, 1), "the eager group's results");
+	if (rank == 0)
+		CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "rank 0 ends its capture");
+	CHECK(all_bytes(b, 4096, 0) && all_bytes(ring, 4096, 0), "nothing captured ran");
+	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; exec && it < 3; it++)
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess && cudaStreamSynchronize(s) ==
+			      cudaSuccess && all_bytes(b, 4096, n) && all_bytes(ring, 4096, 1),
+		      "replay %d", it);
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (g)
+		cudaGraphDestroy(g);
+	CHECK(allgather_ok(comm, t, rank, n, 4096), "the communicator works after");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	cudaStreamDestroy(t);
+	return CHECK_SUMMARY();
+}
+
 /* A capture that ends between a call and the group's end: the call was
  * made for the graph, which no longer takes work.  ncclInvalidUsage, and
  * the communicator fails (a peer that captured it would otherwise pair
@@ -2444,6 +2494,7 @@ static const struct rank_case rank_cases[] = {
 	{ "groupmixcap", 2, case_group_mixed_capture, NULL },
 	{ "groupcapture", 3, case_group_capture, NULL },
 	{ "groupcapend", 2, case_group_capture_ended, NULL },
+	{ "groupcapmix", 2, case_group_capture_mixed, NULL },
 };
 
 int main(int argc, char **argv)
