@@ -7,9 +7,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -26,11 +32,78 @@
 
 /* ---- arguments the kernel refuses before it touches the socket ---- */
 
+/* The highest end of a buffer every kernel takes without asking (see
+ * user_range_ok()): x86-64's user space ends at 2^47 - 4096 with four
+ * paging levels (a page less since Linux 6.10's USER_PTR_MAX), higher with
+ * five; 2^38 is the smallest 64-bit user space (RISC-V Sv39). */
+#if defined(__x86_64__)
+#define USER_END_SURE ((uintptr_t)0x7fffffffe000)
+#elif UINTPTR_MAX > 0xffffffffu
+#define USER_END_SURE ((uintptr_t)1 << 38)
+#else
+#define USER_END_SURE ((uintptr_t)1 << 30)
+#endif
+
+/* Whether the kernel's access_ok() takes an end of a user buffer: mincore
+ * with no length checks only its vector, with access_ok(vec, 0), and
+ * touches nothing.  A kernel that refuses mincore (seccomp) takes it. */
+static int kernel_takes_end(uintptr_t end)
+{
+	int err = errno, r = mincore(NULL, 0, (unsigned char *)end);
+
+	r = r == 0 || errno != EFAULT;
+	errno = err;
+	return r;
+}
+
+/* The highest buffer end the running kernel takes (TASK_SIZE_MAX or
+ * USER_PTR_MAX, a boot-time constant), found once by bisection. */
+static uintptr_t user_end_max(void)
+{
+	static _Atomic uintptr_t known;
+	uintptr_t lo = atomic_load_explicit(&known, memory_order_relaxed), hi = UINTPTR_MAX;
+
+	if (lo)
+		return lo;
+	lo = USER_END_SURE;
+	if (kernel_takes_end(hi))
+		lo = hi;
+	while (hi - lo > 1) {
+		uintptr_t mid = lo + (hi - lo) / 2;
+
+		if (kernel_takes_end(mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	atomic_store_explicit(&known, lo, memory_order_relaxed);
+	return lo;
+}
+
+/* access_ok(p, len), which read, write, readv, writev and the socket
+ * calls check before they look at the file: [p, p + len) must not wrap
+ * and must end in user space.  Where that ends depends on the kernel
+ * (five paging levels raise it; 6.2 to 6.9 took any end below 2^63), so
+ * an end past the one every kernel takes is judged by the running
+ * kernel's own limit: nothing it takes is refused here. */
+static int user_range_ok(const void *p, size_t len)
+{
+	uintptr_t end = (uintptr_t)p + len;
+
+	if (end < (uintptr_t)p)
+		return 0;
+	return end <= USER_END_SURE || end <= user_end_max();
+}
+
 /* import_iovec's rules: a count outside 0..UIO_MAXIOV or a length that is
- * negative as ssize_t is EINVAL, a missing array EFAULT.  A NULL base with
- * a length is EFAULT here at once, where the kernel's copy would fault
- * once bytes are there; any other address the process cannot touch
- * faults in the shim's own copy (README, "Not yet"). */
+ * negative as ssize_t is EINVAL, a missing array EFAULT, then each
+ * segment must pass access_ok() (user_range_ok()), its whole length when
+ * there are several: {SSIZE_MAX, SSIZE_MAX, 2} is EFAULT, not a total
+ * wrapped to 0.  One segment is taken as recv's buffer is (import_ubuf:
+ * its length cut to RW_MAX first, since Linux 6.4).  A NULL base with a
+ * length is EFAULT here at once, where the kernel's copy would fault once
+ * bytes are there; any other address the process cannot touch faults in
+ * the shim's own copy (README, "Not yet"). */
 static int iov_error(const struct iovec *iov, size_t cnt, int flags)
 {
 	if (cnt > UIO_MAXIOV)
@@ -40,12 +113,26 @@ static int iov_error(const struct iovec *iov, size_t cnt, int flags)
 	for (size_t i = 0; i < cnt; i++)
 		if ((ssize_t)iov[i].iov_len < 0)
 			return EINVAL;
+	for (size_t i = 0; i < cnt; i++) {
+		size_t len = cnt == 1 && iov[i].iov_len > RW_MAX ? RW_MAX : iov[i].iov_len;
+
+		if (!user_range_ok(iov[i].iov_base, len))
+			return EFAULT;
+	}
 	if (flags & MSG_TRUNC)
 		return 0; /* TCP copies nothing then: recv(fd, NULL, n, MSG_TRUNC) discards */
 	for (size_t i = 0; i < cnt; i++)
 		if (iov[i].iov_len && !iov[i].iov_base)
 			return EFAULT;
 	return 0;
+}
+
+/* read(2) and write(2) check the whole count (vfs_read: access_ok before
+ * the count is cut to RW_MAX), recv and send the count cut (import_ubuf):
+ * read(fd, buf, SIZE_MAX) is EFAULT, recv(fd, buf, SIZE_MAX, 0) reads. */
+static int buf_error(const void *buf, size_t n, int whole)
+{
+	return user_range_ok(buf, whole || n < RW_MAX ? n : RW_MAX) ? 0 : EFAULT;
 }
 
 /* __copy_msghdr's: a longer iovec than UIO_MAXIOV is EMSGSIZE. */
@@ -56,6 +143,75 @@ static int msg_error(const struct msghdr *m, int flags)
 	if (m->msg_iovlen > UIO_MAXIOV)
 		return EMSGSIZE;
 	return iov_error(m->msg_iov, m->msg_iovlen, flags);
+}
+
+/* A zero-length sendmsg on the socket itself judges control data the
+ * shim cannot (SO_MARK needs CAP_NET_RAW, SCM_TXTIME the socket's
+ * SO_TXTIME, newer kernels take more types): it sends nothing, and TCP
+ * parses the control data before its send loop (tcp_sendmsg_locked).
+ * Only on a connection TCP still calls open: a closed one answers its
+ * state first (EPIPE, or the pending error, which the probe would take
+ * from the shim's own look at the socket), as the kernel would before
+ * the control data, and the shim's send says that. */
+static int kernel_ctl_error(int fd, const struct msghdr *m)
+{
+	struct msghdr probe = { .msg_control = m->msg_control,
+				.msg_controllen = m->msg_controllen };
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+	int err = errno, r = 0;
+
+	if (!REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) &&
+	    (ti.tcpi_state == TCP_ESTABLISHED || ti.tcpi_state == TCP_CLOSE_WAIT) &&
+	    REAL(sendmsg)(fd, &probe, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EINVAL)
+		r = EINVAL;
+	errno = err;
+	return r;
+}
+
+/* sendmsg's control data on TCP (____sys_sendmsg, then sock_cmsg_send):
+ * a length past INT_MAX is ENOBUFS, a buffer that cannot be copied
+ * EFAULT (NULL here; another bad address faults in the shim's read, as
+ * the iovec's), a header whose cmsg_len is shorter than a header or
+ * longer than what is left EINVAL (CMSG_OK, the kernel's walk: not
+ * glibc's CMSG_NXTHDR, which stops there).  Levels other than SOL_SOCKET
+ * are ignored (TCP passes no IP_TOS or IP_TTL), SCM_RIGHTS and
+ * SCM_CREDENTIALS too (UNIX sockets' alone); other SOL_SOCKET types are
+ * the kernel's to judge (kernel_ctl_error()).  Nothing of them applies to
+ * bytes on the pool (a mark, a priority, a transmit time or timestamp
+ * are the kernel's packets'). */
+static int ctl_error(int fd, const struct msghdr *m)
+{
+	size_t len = m->msg_controllen, off = 0;
+	int ask = 0;
+
+	if (!len)
+		return 0;
+	if (len > INT_MAX)
+		return ENOBUFS;
+	if (!m->msg_control)
+		return EFAULT;
+	while (off + sizeof(struct cmsghdr) <= len) {
+		struct cmsghdr h;
+
+		memcpy(&h, (const char *)m->msg_control + off, sizeof(h));
+		if (h.cmsg_len < sizeof(h) || h.cmsg_len > len - off)
+			return EINVAL;
+		if (h.cmsg_level == SOL_SOCKET && h.cmsg_type != SCM_RIGHTS &&
+		    h.cmsg_type != SCM_CREDENTIALS)
+			ask = 1;
+		off += CMSG_ALIGN(h.cmsg_len);
+	}
+	return ask ? kernel_ctl_error(fd, m) : 0;
+}
+
+/* A sendmsg's errors in the kernel's order: the header and iovec, then
+ * the control data. */
+static int send_msg_error(int fd, const struct msghdr *m)
+{
+	int err = msg_error(m, 0);
+
+	return err ? err : ctl_error(fd, m);
 }
 
 /* Refuses a call on a pooled fd, which it releases. */
@@ -147,20 +303,23 @@ static ssize_t pool_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov,
 	return r;
 }
 
-/* read(2) and send(2) cut a count past RW_MAX, they do not refuse it. */
+/* A count past RW_MAX that passed buf_error() is cut, not refused. */
 static ssize_t pool_recv(struct cxls_sconn *c, int fd, void *buf, size_t n, int flags,
 			 int as_read)
 {
 	struct iovec iov = { buf, n < RW_MAX ? n : RW_MAX };
+	int err = buf_error(buf, n, as_read);
 
-	return pool_recvv(c, fd, &iov, 1, flags, as_read);
+	return err ? pool_refuse(c, err) : pool_recvv(c, fd, &iov, 1, flags, as_read);
 }
 
-static ssize_t pool_send(struct cxls_sconn *c, int fd, const void *buf, size_t n, int flags)
+static ssize_t pool_send(struct cxls_sconn *c, int fd, const void *buf, size_t n, int flags,
+			 int as_write)
 {
 	struct iovec iov = { (void *)buf, n < RW_MAX ? n : RW_MAX };
+	int err = buf_error(buf, n, as_write);
 
-	return pool_sendv(c, fd, &iov, 1, flags, 0);
+	return err ? pool_refuse(c, err) : pool_sendv(c, fd, &iov, 1, flags, 0);
 }
 
 EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -169,7 +328,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 	struct cxls_sconn *c = use_io(fd, 0, &again);
 
 	if (again)
-		return again_answer(0, n, 1);
+		return again_answer(buf_error(buf, n, 1), n, 1);
 	return c ? pool_recv(c, fd, buf, n, 0, 1) : REAL(read)(fd, buf, n);
 }
 
@@ -179,8 +338,8 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	struct cxls_sconn *c = use_io(fd, 0, &again);
 
 	if (again)
-		return again_answer(0, n, 1);
-	return c ? pool_send(c, fd, buf, n, 0) : REAL(write)(fd, buf, n);
+		return again_answer(buf_error(buf, n, 1), n, 1);
+	return c ? pool_send(c, fd, buf, n, 0, 1) : REAL(write)(fd, buf, n);
 }
 
 /* The calls that take flags: MSG_ERRQUEUE reads the kernel's error queue,
@@ -192,7 +351,7 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 	struct cxls_sconn *c = use_io(fd, flags, &again);
 
 	if (again)
-		return again_answer(0, n, 0);
+		return again_answer(buf_error(buf, n, 0), n, 0);
 	return c ? pool_recv(c, fd, buf, n, flags, 0) : REAL(recv)(fd, buf, n, flags);
 }
 
@@ -202,8 +361,8 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	struct cxls_sconn *c = use_io(fd, flags, &again);
 
 	if (again)
-		return again_answer(0, n, 1);
-	return c ? pool_send(c, fd, buf, n, flags) : REAL(send)(fd, buf, n, flags);
+		return again_answer(buf_error(buf, n, 0), n, 1);
+	return c ? pool_send(c, fd, buf, n, flags, 0) : REAL(send)(fd, buf, n, flags);
 }
 
 /* A connected TCP socket ignores the address, and reports none (a
@@ -216,7 +375,7 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 	ssize_t r;
 
 	if (again)
-		return again_answer(0, n, 0);
+		return again_answer(buf_error(buf, n, 0), n, 0);
 	if (!c)
 		return REAL(recvfrom)(fd, buf, n, flags, sa, len);
 	r = pool_recv(c, fd, buf, n, flags, 0);
@@ -232,8 +391,8 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 	struct cxls_sconn *c = use_io(fd, flags, &again);
 
 	if (again)
-		return again_answer(0, n, 1);
-	return c ? pool_send(c, fd, buf, n, flags) : REAL(sendto)(fd, buf, n, flags, sa, len);
+		return again_answer(buf_error(buf, n, 0), n, 1);
+	return c ? pool_send(c, fd, buf, n, flags, 0) : REAL(sendto)(fd, buf, n, flags, sa, len);
 }
 
 /* The iovec of a call that found its socket still meeting: its error, or
@@ -265,14 +424,111 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	return c ? pool_sendv(c, fd, iov, cnt, 0, 1) : REAL(writev)(fd, iov, cnt);
 }
 
+/* ---- control data a pooled recvmsg delivers (tcp_recvmsg) ---- */
+
+/* put_cmsg(): one message after the `used` bytes of m's control buffer;
+ * one that does not fit is cut to what is left and MSG_CTRUNC said, none
+ * is written where less than a header is left. */
+static void ctl_put(struct msghdr *m, size_t *used, int level, int type, const void *data,
+		    size_t len)
+{
+	struct cmsghdr h = { .cmsg_len = CMSG_LEN(len), .cmsg_level = level, .cmsg_type = type };
+	size_t room = m->msg_controllen - *used;
+	char *at = (char *)m->msg_control + *used;
+
+	if (!m->msg_control || room < sizeof(h)) {
+		m->msg_flags |= MSG_CTRUNC;
+		return;
+	}
+	if (room < h.cmsg_len) {
+		m->msg_flags |= MSG_CTRUNC;
+		h.cmsg_len = room;
+	}
+	memcpy(at, &h, sizeof(h));
+	memcpy(at + CMSG_LEN(0), data, h.cmsg_len - CMSG_LEN(0));
+	*used += CMSG_SPACE(len) < room ? CMSG_SPACE(len) : room;
+}
+
+/* The SO_TIMESTAMP flavours, each of which getsockopt reports alone (the
+ * socket's SOCK_RCVTSTAMP, SOCK_RCVTSTAMPNS, SOCK_TSTAMP_NEW); the cmsg
+ * type is the option's number.  The _OLD ones first: 64-bit glibc's
+ * SO_TIMESTAMP and SO_TIMESTAMPNS. */
+static const struct {
+	int opt, ns, wide; /* wide: the _NEW layout, 64-bit fields */
+} ts_kinds[] = {
+	{ SO_TIMESTAMP_OLD, 0, 0 },
+	{ SO_TIMESTAMPNS_OLD, 1, 0 },
+	{ SO_TIMESTAMP_NEW, 0, 1 },
+	{ SO_TIMESTAMPNS_NEW, 1, 1 },
+};
+
+static int opt_on(int fd, int level, int name)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	return !REAL(getsockopt)(fd, level, name, &v, &l) && v;
+}
+
+/* tcp_recv_timestamp(): the receive time of the bytes read, as the
+ * socket's SO_TIMESTAMP flavour asks.  The kernel stamps a segment when
+ * it arrives; bytes on the pool arrive without a packet, so the time they
+ * are taken out of the pool stands for it (later by the time they waited
+ * in the ring, never before they were written). */
+static void ctl_put_time(int fd, struct msghdr *m, size_t *used)
+{
+	struct timespec now;
+
+	for (size_t i = 0; i < sizeof(ts_kinds) / sizeof(ts_kinds[0]); i++) {
+		long long sub;
+
+		if (!opt_on(fd, SOL_SOCKET, ts_kinds[i].opt))
+			continue;
+		clock_gettime(CLOCK_REALTIME, &now);
+		sub = ts_kinds[i].ns ? now.tv_nsec : now.tv_nsec / 1000;
+		if (ts_kinds[i].wide) {
+			int64_t t[2] = { now.tv_sec, sub };
+
+			ctl_put(m, used, SOL_SOCKET, ts_kinds[i].opt, t, sizeof(t));
+		} else {
+			long t[2] = { (long)now.tv_sec, (long)sub }; /* __kernel_old_timeval */
+
+			ctl_put(m, used, SOL_SOCKET, ts_kinds[i].opt, t, sizeof(t));
+		}
+		return;
+	}
+}
+
+/* The control data of a recvmsg that returned r >= 0, for a caller that
+ * gave a buffer: the options are the kernel socket's, which every holder
+ * shares (asked only here: a recvmsg without a buffer costs no call).  A
+ * timestamp for bytes read or peeked, then TCP_INQ's count of the bytes
+ * left (1 at the end of the stream), in the kernel's order; other control
+ * data is not delivered.  msg_controllen becomes what was written. */
+static void msg_control_recv(struct cxls_sconn *c, int fd, struct msghdr *m, ssize_t r)
+{
+	size_t used = 0;
+
+	if (!m->msg_controllen)
+		return;
+	if (r > 0)
+		ctl_put_time(fd, m, &used);
+	if (opt_on(fd, IPPROTO_TCP, TCP_INQ)) {
+		int inq = cxls_sock_inq(c);
+
+		ctl_put(m, &used, SOL_TCP, TCP_CM_INQ, &inq, sizeof(inq));
+	}
+	m->msg_controllen = used;
+}
+
 static ssize_t msg_recv(struct cxls_sconn *c, int fd, struct msghdr *m, int flags)
 {
 	ssize_t r = stream_recvv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
 
 	if (r >= 0) {
 		m->msg_namelen = 0;
-		m->msg_controllen = 0;
-		m->msg_flags = 0;
+		m->msg_flags = flags & MSG_CMSG_CLOEXEC; /* ____sys_recvmsg hands it back */
+		msg_control_recv(c, fd, m, r);
 	}
 	return r;
 }
@@ -356,12 +612,12 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	struct cxls_sconn *c = use_io(fd, flags, &again);
 	ssize_t r;
 
-	if (again) /* msg_error(): m is there */
-		return (err = msg_error(m, 0)) ? again_answer(err, 0, 0)
-					      : again_iov(m->msg_iov, (int)m->msg_iovlen, 0, 1);
+	if (again) /* send_msg_error(): m is there */
+		return (err = send_msg_error(fd, m)) ? again_answer(err, 0, 0)
+						    : again_iov(m->msg_iov, (int)m->msg_iovlen, 0, 1);
 	if (!c)
 		return plain_sendmsg(fd, m, flags);
-	if ((err = msg_error(m, 0))) /* the iovec's checks included */
+	if ((err = send_msg_error(fd, m))) /* the iovec's checks included */
 		return pool_refuse(c, err);
 	r = cxls_sock_sendv(c, fd, m->msg_iov, (int)m->msg_iovlen, flags);
 	cxls_sock_done(c);
@@ -390,7 +646,7 @@ static int mmsg_result(struct cxls_sconn *c, unsigned int i, unsigned int n)
  * message, its error, else EAGAIN for the first that moves bytes (a send
  * of none goes through, as writev's does); the count of those before it,
  * as mmsg_result() says. */
-static int again_mmsg(struct mmsghdr *v, unsigned int n, int flags, int sending)
+static int again_mmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, int sending)
 {
 	unsigned int i;
 	int err = mmsg_error(v, &n);
@@ -398,7 +654,7 @@ static int again_mmsg(struct mmsghdr *v, unsigned int n, int flags, int sending)
 	for (i = 0; !err && i < n; i++) {
 		struct msghdr *m = &v[i].msg_hdr;
 
-		if ((err = msg_error(m, sending ? 0 : flags)))
+		if ((err = sending ? send_msg_error(fd, m) : msg_error(m, flags)))
 			break;
 		if (!sending || cxls_iov_total(m->msg_iov, (int)m->msg_iovlen)) {
 			err = EAGAIN;
@@ -419,7 +675,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	unsigned int i;
 
 	if (again)
-		return again_mmsg(v, n, flags, 1);
+		return again_mmsg(fd, v, n, flags, 1);
 	if (!c)
 		return plain_sendmmsg(fd, v, n, flags);
 	if ((err = mmsg_error(v, &n)))
@@ -428,7 +684,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 		struct msghdr *m = &v[i].msg_hdr;
 		ssize_t r;
 
-		if ((err = msg_error(m, 0))) {
+		if ((err = send_msg_error(fd, m))) {
 			errno = err;
 			break;
 		}
@@ -491,7 +747,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 
 	if (again) /* the timeout is checked before the socket */
 		return (err = mmsg_deadline(timeout, &end)) ? (int)again_answer(err, 0, 0)
-							    : again_mmsg(v, n, flags, 0);
+							    : again_mmsg(fd, v, n, flags, 0);
 	if (!c)
 		return plain_recvmmsg(fd, v, n, flags, timeout);
 	if ((err = mmsg_error(v, &n)) || (err = mmsg_deadline(timeout, &end)) ||

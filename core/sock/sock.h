@@ -112,6 +112,9 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 int cxls_sock_take_error(struct cxls_sconn *c, int fd);
 void cxls_sock_keep_error(struct cxls_sconn *c, int err);
 int cxls_sock_unread(struct cxls_sconn *c); /* FIONREAD */
+/* TCP_INQ's hint (tcp_inq_hint): the bytes left to read, or 1 when none
+ * are and the peer's FIN came (a reader goes on to read the end). */
+int cxls_sock_inq(struct cxls_sconn *c);
 int cxls_sock_unsent(struct cxls_sconn *c); /* TIOCOUTQ */
 /* Bytes a write could put in c's ring now without waiting (0: full). */
 size_t cxls_sock_room(struct cxls_sconn *c);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <poll.h>
 
+#include "sock.h"
 #include "sock_meet.h"
 #include "sock_ref.h"
 #include "sock_sys.h"
@@ -182,6 +183,13 @@ int cxls_chan_read_state(struct cxls_sconn *c)
 	if (peer_vanished(c, pf))
 		return cxls_stream_used(&c->tx) > 0 ? CXLS_RD_RESET : CXLS_RD_EOF;
 	return CXLS_RD_OPEN;
+}
+
+int cxls_sock_inq(struct cxls_sconn *c)
+{
+	int n = cxls_sock_unread(c);
+
+	return n || cxls_chan_read_state(c) != CXLS_RD_EOF ? n : 1;
 }
 
 int cxls_chan_write_error(struct cxls_sconn *c)

@@ -17,12 +17,16 @@ void cxls_iovc_init(struct cxls_iovc *c, const struct iovec *iov, int cnt)
 	c->discard = 0;
 }
 
+/* Saturates: segments whose lengths add up past SIZE_MAX (the shim
+ * refuses what the kernel refuses, but lengths it accepts may still add
+ * up that far) ask for everything, never for the wrapped remainder (a
+ * total of 0 reads as a call asking for nothing: EOF). */
 size_t cxls_iov_total(const struct iovec *iov, int cnt)
 {
 	size_t n = 0;
 
 	for (int i = 0; i < cnt; i++)
-		n += iov[i].iov_len;
+		n = iov[i].iov_len > SIZE_MAX - n ? SIZE_MAX : n + iov[i].iov_len;
 	return n;
 }
 

@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -1545,6 +1548,207 @@ static void holder_acts(enum holder_act act)
 	close(b);
 }
 
+/* Waits up to a second for n bytes on fd (FIONREAD); the count. */
+static int queued_within(int fd, int n)
+{
+	int v = 0;
+
+	for (int i = 0; i < 1000 && (ioctl(fd, FIONREAD, &v) || v < n); i++)
+		usleep(1000);
+	return v;
+}
+
+/* Lengths access_ok() refuses: EFAULT, before anything is read or written
+ * (read and write check the whole count, recv and one-segment readv the
+ * count cut to MAX_RW_COUNT, several segments each whole: a total that
+ * wraps is no request for nothing).  An end past 2^47 is asked only of a
+ * kernel that refuses it (four paging levels). */
+static void len_calls(void)
+{
+	/* not on the stack: its top is random, and recv's cut count (2 GiB)
+	 * past a buffer there may end beyond user space, or not */
+	static char buf[16];
+	struct iovec wrap[3] = { { buf, SSIZE_MAX }, { buf, SSIZE_MAX }, { buf, 2 } };
+	struct iovec one = { buf, SSIZE_MAX }, kern[2] = { { buf, 1 }, { (void *)~0xfffUL, 0 } };
+	struct msghdr m = { .msg_iov = wrap, .msg_iovlen = 3 };
+	char *top = (char *)0x7ffffffff000UL - 16;
+	int a, b, four_levels = mincore(NULL, 0, (unsigned char *)0x800000000000UL) != 0;
+	volatile size_t all = SIZE_MAX;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	SAY(write(a, "abcdef", 6));
+	SAY(queued_within(b, 6));
+	SAY(read(b, buf, all));
+	SAY(read(b, buf, all >> 1));
+	SAY(recv(b, buf, all, MSG_PEEK | MSG_DONTWAIT));
+	SAY(recvfrom(b, buf, all, MSG_PEEK | MSG_DONTWAIT, NULL, NULL));
+	SAY(readv(b, wrap, 3));
+	SAY(readv(b, wrap, 2));
+	SAY(readv(b, kern, 2));
+	SAY(recvmsg(b, &m, MSG_DONTWAIT));
+	m.msg_iov = &one;
+	m.msg_iovlen = 1;
+	SAY(recvmsg(b, &m, MSG_PEEK | MSG_DONTWAIT));
+	printf("%-64s %d\n", "four paging levels", four_levels);
+	if (four_levels) {
+		SAY(read(b, top, 4096));
+		SAY(recv(b, top, 4096, MSG_DONTWAIT));
+		SAY(write(a, top, 4096));
+	}
+	SAY(write(a, buf, all));
+	SAY(writev(a, wrap, 3));
+	m.msg_iov = wrap;
+	m.msg_iovlen = 3;
+	SAY(sendmsg(a, &m, MSG_DONTWAIT));
+	SAY(recv(b, buf, sizeof(buf), MSG_DONTWAIT)); /* the 6 bytes, no more */
+	close(a);
+	close(b);
+}
+
+/* One control message of a sendmsg of "data": level, type, cmsg_len. */
+static long send_ctl(int fd, int level, int type, size_t len)
+{
+	union {
+		char c[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr h;
+	} u;
+	struct iovec io = { "data", 4 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.c,
+			    .msg_controllen = sizeof(u.c) };
+
+	memset(&u, 0, sizeof(u));
+	u.h.cmsg_level = level;
+	u.h.cmsg_type = type;
+	u.h.cmsg_len = len;
+	return sendmsg(fd, &m, MSG_DONTWAIT);
+}
+
+/* sendmsg's control data on TCP: malformed headers and a buffer that
+ * cannot be read are refused (EINVAL, EFAULT, ENOBUFS), other levels
+ * and UNIX sockets' types ignored, other SOL_SOCKET types judged by the
+ * socket (SO_MARK: CAP_NET_RAW; an unknown type: EINVAL). */
+static void cmsg_send_calls(void)
+{
+	char ctl[2 * CMSG_SPACE(sizeof(int))], buf[128];
+	struct iovec io = { "data", 4 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl,
+			    .msg_controllen = sizeof(ctl) };
+	struct mmsghdr mm = { m, 0 };
+	struct cmsghdr *h;
+	int a, b;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	SAY(send_ctl(a, SOL_SOCKET, SCM_RIGHTS, CMSG_LEN(sizeof(int))));
+	SAY(send_ctl(a, SOL_SOCKET, SCM_RIGHTS, 1000));
+	SAY(send_ctl(a, SOL_SOCKET, SCM_RIGHTS, 8));
+	SAY(send_ctl(a, SOL_SOCKET, SO_MARK, CMSG_LEN(sizeof(int))));
+	SAY(send_ctl(a, SOL_SOCKET, SO_MARK, CMSG_LEN(2)));
+	SAY(send_ctl(a, SOL_SOCKET, SO_KEEPALIVE, CMSG_LEN(sizeof(int))));
+	SAY(send_ctl(a, SOL_SOCKET, SO_TIMESTAMPING, CMSG_LEN(2)));
+	SAY(send_ctl(a, IPPROTO_IP, IP_TOS, CMSG_LEN(sizeof(int))));
+	SAY(send_ctl(a, IPPROTO_IP, IP_TOS, 1000));
+	/* a good header, then a malformed one */
+	memset(ctl, 0, sizeof(ctl));
+	h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = IPPROTO_IP;
+	h->cmsg_type = IP_TOS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	h = (struct cmsghdr *)(ctl + CMSG_SPACE(sizeof(int)));
+	h->cmsg_len = CMSG_LEN(sizeof(int)) + 8; /* past the buffer's end */
+	SAY(sendmsg(a, &m, MSG_DONTWAIT));
+	mm.msg_hdr = m;
+	SAY(sendmmsg(a, &mm, 1, MSG_DONTWAIT));
+	m.msg_controllen = CMSG_SPACE(sizeof(int)) + 8; /* a tail shorter than a header */
+	SAY(sendmsg(a, &m, MSG_DONTWAIT));
+	m.msg_control = NULL;
+	SAY(sendmsg(a, &m, MSG_DONTWAIT));
+	m.msg_controllen = (size_t)INT_MAX + 1;
+	SAY(sendmsg(a, &m, MSG_DONTWAIT));
+	SAY(queued_within(b, 20));
+	SAY(recv(b, buf, sizeof(buf), MSG_DONTWAIT));
+	close(a);
+	close(b);
+}
+
+/* One recvmsg of up to 2 bytes with a control buffer of cl bytes: what
+ * came, msg_flags and each control message (a timestamp's value only
+ * said to be within 10 s of now). */
+static void say_recv_ctl(int fd, int flags, size_t cl)
+{
+	union {
+		char c[128];
+		struct cmsghdr h;
+	} u;
+	char buf[2];
+	struct iovec io = { buf, sizeof(buf) };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cl ? u.c : NULL,
+			    .msg_controllen = cl };
+	long r = recvmsg(fd, &m, flags);
+
+	printf("%-40s recvmsg %ld %s, controllen %zu, flags %#x\n", "control:", r,
+	       r < 0 ? strerrorname_np(errno) : "-", (size_t)m.msg_controllen, m.msg_flags);
+	for (struct cmsghdr *h = r >= 0 && m.msg_control ? CMSG_FIRSTHDR(&m) : NULL; h;
+	     h = CMSG_NXTHDR(&m, h)) {
+		long long v = -1;
+
+		if (h->cmsg_level == SOL_TCP && h->cmsg_len >= CMSG_LEN(sizeof(int)))
+			v = *(int *)CMSG_DATA(h);
+		if (h->cmsg_level == SOL_SOCKET && h->cmsg_len >= CMSG_LEN(sizeof(long)))
+			v = llabs(*(long *)CMSG_DATA(h) - (long)time(NULL)) < 10;
+		printf("%-40s   level %d type %d len %zu value %lld\n", "", h->cmsg_level,
+		       h->cmsg_type, (size_t)h->cmsg_len, v);
+	}
+}
+
+/* recvmsg's control data: TCP_INQ's count of the bytes left (1 at the
+ * end), SO_TIMESTAMP's and SO_TIMESTAMPNS's time, both in the kernel's
+ * order, cut with MSG_CTRUNC where the buffer is short.  (Without a
+ * buffer the kernel says MSG_CTRUNC when either is on; the shim asks
+ * about them only for a caller with a buffer, so that is not checked.)
+ * The kernel stamps only segments that arrive once timestamps
+ * are on (switched on a moment after the first socket asks). */
+static void cmsg_recv_calls(void)
+{
+	int a, b, on = 1, off = 0;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	SAY(setsockopt(b, IPPROTO_TCP, TCP_INQ, &on, sizeof(on)));
+	SAY(write(a, "abcdefgh", 8));
+	SAY(queued_within(b, 8));
+	say_recv_ctl(b, 0, 128);
+	say_recv_ctl(b, MSG_PEEK, 128);
+	say_recv_ctl(b, 0, CMSG_LEN(sizeof(int)) - 1);
+	say_recv_ctl(b, 0, 8);
+	say_recv_ctl(b, 0, 128);
+	say_recv_ctl(b, MSG_DONTWAIT, 128);
+	SAY(setsockopt(b, SOL_SOCKET, SO_TIMESTAMP, &on, sizeof(on)));
+	usleep(100 * 1000);
+	SAY(write(a, "abcdefgh", 8));
+	SAY(queued_within(b, 8));
+	say_recv_ctl(b, MSG_CMSG_CLOEXEC, 128);
+	say_recv_ctl(b, 0, CMSG_SPACE(sizeof(struct timeval)) + 8);
+	SAY(setsockopt(b, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)));
+	SAY(setsockopt(b, IPPROTO_TCP, TCP_INQ, &off, sizeof(off)));
+	say_recv_ctl(b, 0, 128);
+	SAY(setsockopt(b, SOL_SOCKET, SO_TIMESTAMPNS, &off, sizeof(off)));
+	say_recv_ctl(b, MSG_CMSG_CLOEXEC, 0);
+	SAY(setsockopt(b, IPPROTO_TCP, TCP_INQ, &on, sizeof(on)));
+	SAY(shutdown(a, SHUT_WR));
+	SAY(rdhup(b));
+	say_recv_ctl(b, 0, 128);
+	close(a);
+	close(b);
+}
+
 /* A timeout one holder sets is every holder's (the kernel socket's): the
  * parent's calls waited with its own and learnt it once, the child then
  * sets another and exits, and the parent's next wait takes that one
@@ -1680,6 +1884,9 @@ int main(void)
 	holder_timeout(0);
 	holder_timeout(1);
 	raw_nonblock_calls();
+	len_calls();
+	cmsg_send_calls();
+	cmsg_recv_calls();
 	for (int how = 0; how < 16; how++)
 		if ((how & (GONE_UNREAD | GONE_READ)) != (GONE_UNREAD | GONE_READ))
 			gone_calls(how);
