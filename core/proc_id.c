@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
@@ -31,16 +32,36 @@ uint64_t cxls_hash64(const void *data, unsigned long len)
 	return h;
 }
 
+/* The inode of one of this process's namespaces, 0 where the kernel has
+ * none of that kind. */
+static unsigned long long ns_inode(const char *kind)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", kind);
+	return stat(path, &st) ? 0 : (unsigned long long)st.st_ino;
+}
+
+/* Who may judge this process's liveness: its host's boot, and its pid
+ * and time namespaces.  A process in another pid namespace sees other
+ * processes under those numbers (or none), and one in another time
+ * namespace reads start times and CLOCK_MONOTONIC shifted: both are
+ * "another host" here, whose records are never reclaimed by /proc (a
+ * `pool clean` on the host freed a container's live job, and the reverse). */
 static uint64_t boot_hash(void)
 {
-	char buf[64] = "";
+	char buf[128] = "";
 	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	size_t n;
 
 	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
+		if (!fgets(buf, sizeof(buf) / 2, f))
 			buf[0] = '\0';
 		fclose(f);
 	}
+	n = strlen(buf);
+	snprintf(buf + n, sizeof(buf) - n, "/%llu/%llu", ns_inode("pid"), ns_inode("time"));
 	return cxls_hash64(buf, strlen(buf)) | 1; /* never 0: 0 means unset */
 }
 

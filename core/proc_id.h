@@ -1,6 +1,8 @@
 /* proc_id.h - identity of a process, good enough to detect that it died:
- * pid + process start time + boot id of its host.  Recorded in the pool by
- * every rank, checked by peers while they wait. */
+ * pid + process start time + its host (boot id, and its pid and time
+ * namespaces: only a process that sees its pid and clocks as it does can
+ * judge).  Recorded in the pool by every rank, checked by peers while
+ * they wait. */
 #ifndef CXLSHIM_CORE_PROC_ID_H
 #define CXLSHIM_CORE_PROC_ID_H
 

@@ -382,6 +382,8 @@ step "ops: cxlshim run under torchrun, both orders" \
 step "ops: doctor names the rank a hung job waits for" tests/ops/doctor.sh
 step "ops: pool status: sockets, dead owners, damaged records, JSON" tests/ops/status.sh
 step "ops: socket records of processes killed mid-claim; listener read again" tests/ops/claim.sh
+step "ops: a live job in another pid namespace is not reclaimed by pool clean, either way" \
+	tests/ops/pidns.sh
 step "ops: two hosts race to format one blank pool, no flock" env BUILD="$BUILD" \
 	tests/ops/format_race.sh
 step "ops: trace timelines (a job, a benchmark) pass the JSON schema" tests/ops/trace.sh
