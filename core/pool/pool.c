@@ -295,10 +295,12 @@ static int in_group(gid_t gid)
  * an old one even if someone widened it); another user's file is used
  * only when the policy shares pools with the group, the file is in one of
  * our groups and others have no access to it. */
-static int check_access(struct cxls_pool *pool, const struct stat *st, uint32_t mode)
+static int check_access(struct cxls_pool *pool, const struct stat *st, uint32_t mode,
+			int attach)
 {
 	if (st->st_uid == geteuid()) {
-		if ((st->st_mode & 0777) != mode && fchmod(pool->fd, mode)) {
+		/* a tool that only attaches leaves the mode as it finds it */
+		if (!attach && (st->st_mode & 0777) != mode && fchmod(pool->fd, mode)) {
 			CXLS_WARN("pool %s: cannot set mode 0%o: %s", pool->path, mode,
 				  strerror(errno));
 			return -1;
@@ -319,18 +321,19 @@ static int check_access(struct cxls_pool *pool, const struct stat *st, uint32_t 
 	return 0;
 }
 
-static int open_source(struct cxls_pool *pool, const struct cxls_config *cfg)
+static int open_source(struct cxls_pool *pool, const struct cxls_config *cfg, int attach)
 {
 	struct stat st;
 
-	pool->fd = open(pool->path, O_RDWR | O_CREAT | O_CLOEXEC, cfg->pool_mode & 0600);
+	pool->fd = open(pool->path, O_RDWR | O_CLOEXEC | (attach ? 0 : O_CREAT),
+			cfg->pool_mode & 0600);
 	if (pool->fd < 0) {
 		CXLS_WARN("pool %s: open: %s", pool->path, strerror(errno));
 		return CXLS_POOL_ENOENT;
 	}
 	if (fstat(pool->fd, &st))
 		return CXLS_POOL_ESYS;
-	if (S_ISREG(st.st_mode) && check_access(pool, &st, cfg->pool_mode))
+	if (S_ISREG(st.st_mode) && check_access(pool, &st, cfg->pool_mode, attach))
 		return CXLS_POOL_ENOENT;
 	if (S_ISCHR(st.st_mode)) {
 		pool->is_dax = 1;
@@ -345,7 +348,7 @@ static int open_source(struct cxls_pool *pool, const struct cxls_config *cfg)
 	 * of one host the claim's waits. */
 	if (cfg->pool_flock)
 		flock(pool->fd, LOCK_EX);
-	if (fstat(pool->fd, &st) == 0 && st.st_size == 0 && size_new_file(pool, cfg)) {
+	if (!attach && fstat(pool->fd, &st) == 0 && st.st_size == 0 && size_new_file(pool, cfg)) {
 		if (cfg->pool_flock)
 			flock(pool->fd, LOCK_UN);
 		return CXLS_POOL_ESYS;
@@ -359,8 +362,9 @@ static int open_source(struct cxls_pool *pool, const struct cxls_config *cfg)
 }
 
 /* A blank pool (no magic) is formatted by the one process that wins the
- * claim; the others wait for its magic, then everybody validates. */
-static int format_or_attach(struct cxls_pool *pool, const struct cxls_config *cfg)
+ * claim; the others wait for its magic, then everybody validates.  One
+ * that only attaches takes a blank pool for no pool. */
+static int format_or_attach(struct cxls_pool *pool, const struct cxls_config *cfg, int attach)
 {
 	for (int round = 0; round < 4; round++) {
 		uint64_t token;
@@ -368,6 +372,8 @@ static int format_or_attach(struct cxls_pool *pool, const struct cxls_config *cf
 		cxls_refresh(pool->flush_mode, pool->sb, sizeof(*pool->sb));
 		if (atomic_load((_Atomic uint64_t *)&pool->sb->magic))
 			return cxls_super_check(pool->sb, pool->size);
+		if (attach)
+			return CXLS_POOL_EMAGIC;
 		switch (cxls_claim_format(pool->sb, pool->flush_mode, &token)) {
 		case CXLS_CLAIM_WON: {
 			int err = format(pool, cfg, token);
@@ -391,7 +397,7 @@ static int format_or_attach(struct cxls_pool *pool, const struct cxls_config *cf
 					       CXLS_POOL_ESYS;
 }
 
-int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
+static int pool_open(struct cxls_pool *pool, const struct cxls_config *cfg, int attach)
 {
 	char why[256];
 	int err;
@@ -399,7 +405,7 @@ int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
 	memset(pool, 0, sizeof(*pool));
 	pool->fd = -1;
 	snprintf(pool->path, sizeof(pool->path), "%s", cfg->pool_path);
-	err = open_source(pool, cfg);
+	err = open_source(pool, cfg, attach);
 	if (err)
 		goto fail;
 	if (pool->size < (16ull << 20)) {
@@ -416,7 +422,7 @@ int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
 	pool->flush_mode = cfg->pool_coherence == CXLS_FLUSH;
 	if (cfg->pool_flock)
 		flock(pool->fd, LOCK_EX);
-	err = format_or_attach(pool, cfg);
+	err = format_or_attach(pool, cfg, attach);
 	if (cfg->pool_flock)
 		flock(pool->fd, LOCK_UN);
 	if (err)
@@ -435,6 +441,16 @@ fail:
 	CXLS_WARN("pool %s: %s", pool->path, why);
 	cxls_pool_close(pool);
 	return err;
+}
+
+int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg)
+{
+	return pool_open(pool, cfg, 0);
+}
+
+int cxls_pool_attach(struct cxls_pool *pool, const struct cxls_config *cfg)
+{
+	return pool_open(pool, cfg, 1);
 }
 
 void cxls_pool_close(struct cxls_pool *pool)

@@ -46,6 +46,10 @@ enum cxls_pool_err {
 
 /* Opens (and formats if new) the pool the config names. */
 int cxls_pool_open(struct cxls_pool *pool, const struct cxls_config *cfg);
+/* Opens an existing, formatted pool as it is: no file made, sized or
+ * formatted, its mode left alone (the tools that only look or clean);
+ * a blank one is CXLS_POOL_EMAGIC. */
+int cxls_pool_attach(struct cxls_pool *pool, const struct cxls_config *cfg);
 void cxls_pool_close(struct cxls_pool *pool);
 const char *cxls_pool_strerror(int err);
 /* The error and what to do about it, one line: for EVERSION with the

@@ -153,4 +153,34 @@ expect 0 $CX pool status -p $P
 expect 2 $CX pool create -p $P --replace extra-arg
 expect 1 $CX pool create -p /dev/null --replace
 grep -q "not a regular file" "$dir/out" || fail "device replaced: $(cat "$dir/out")"
+
+echo "== pool clean leaves the file as it is; two creates at once"
+rm -f $P
+expect 0 $CX pool create -p $P -s 128M -m 0660
+expect 0 $CX pool clean -p $P
+[ "$(stat -c %a $P)" = 660 ] || fail "pool clean changed the mode to $(stat -c %a $P)"
+rm -f $P
+: >$P
+expect 1 $CX pool clean -p $P
+[ "$(stat -c %s $P)" = 0 ] || fail "pool clean sized a blank file: $(stat -c %s $P)"
+truncate -s 64M $P
+expect 1 $CX pool clean -p $P
+[ "$(od -An -tx8 -N8 $P | tr -d ' ')" = 0000000000000000 ] || fail "pool clean formatted a blank file"
+for round in 1 2 3 4 5; do
+	rm -f $P
+	# one cannot format (4 devices of 16M hold no 1024 slots), one can
+	$CX pool create -p $P -s 64M -d 4 --max-comms 1024 >"$dir/a" 2>&1 &
+	a=$!
+	$CX pool create -p $P -s 128M -d 1 --max-comms 4 >"$dir/b" 2>&1 &
+	b=$!
+	wait $a || true
+	wait $b || true
+	n=$(cat "$dir/a" "$dir/b" | grep -c '^created' || true)
+	[ "$n" -le 1 ] || fail "round $round: both creates said created"
+	if [ "$n" = 1 ]; then
+		[ -s $P ] || fail "round $round: a create said created, the file is gone"
+		expect 0 $CX pool status -p $P
+	fi
+done
+rm -f $P
 echo "tools: ok"

@@ -6,6 +6,7 @@
  * tool formats and reclaims exactly as the ranks do.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "comm_table.h"
 #include "file_users.h"
 #include "pool.h"
+#include "pool_format.h"
 #include "snapshot.h"
 #include "sock_meet.h"
 #include "sock_region.h"
@@ -145,6 +147,39 @@ static int replace_file(const char *path, const struct stat *st)
 	return 0;
 }
 
+/* A regular file without a pool's magic: what a failed create leaves. */
+static int blank_file(const char *path)
+{
+	uint64_t magic = 0;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), blank;
+
+	if (fd < 0)
+		return 0;
+	blank = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		(pread(fd, &magic, sizeof(magic), 0) != (ssize_t)sizeof(magic) ||
+		 magic != CXLS_POOL_MAGIC);
+	close(fd);
+	return blank;
+}
+
+/* Whether the file at path is the pool this process just formatted: a
+ * concurrent create that failed may unlink the name between its look and
+ * the format here (blank_file() saw no magic yet), leaving this pool on a
+ * file nobody can open. */
+static int path_holds(const char *path, const struct cxls_pool *pool)
+{
+	struct cxls_super sb;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), same;
+
+	if (fd < 0)
+		return 0;
+	same = pread(fd, &sb, sizeof(sb), 0) == (ssize_t)sizeof(sb) &&
+	       sb.magic == CXLS_POOL_MAGIC && !memcmp(sb.uuid, pool->geo.uuid, sizeof(sb.uuid));
+	close(fd);
+	return same;
+}
+
 static int pool_create(const struct pool_opts *o)
 {
 	struct cxls_config cfg;
@@ -165,14 +200,31 @@ static int pool_create(const struct pool_opts *o)
 			"to start over)\n", cfg.pool_path);
 		return EXIT_FAIL;
 	}
-	err = cxls_pool_open(&pool, &cfg);
-	if (err) {
-		fprintf(stderr, "cxlshim pool create: %s: %s\n", cfg.pool_path,
-			cxls_pool_strerror(err));
-		/* leave no half-made pool file of ours behind */
-		if (!existed && stat(cfg.pool_path, &st) == 0 && S_ISREG(st.st_mode))
-			unlink(cfg.pool_path);
-		return EXIT_FAIL;
+	for (int tries = 0;; tries++) {
+		err = cxls_pool_open(&pool, &cfg);
+		if (err) {
+			fprintf(stderr, "cxlshim pool create: %s: %s\n", cfg.pool_path,
+				cxls_pool_strerror(err));
+			/* leave no half-made pool file of ours behind, but never
+			 * one another creator formatted meanwhile */
+			if (!existed && blank_file(cfg.pool_path))
+				unlink(cfg.pool_path);
+			return EXIT_FAIL;
+		}
+		if (!pool.formatted) {
+			fprintf(stderr, "cxlshim pool create: %s was created meanwhile by another "
+				"process (pool status shows it)\n", cfg.pool_path);
+			cxls_pool_close(&pool);
+			return EXIT_FAIL;
+		}
+		if (path_holds(cfg.pool_path, &pool))
+			break;
+		cxls_pool_close(&pool);
+		if (tries == 2) {
+			fprintf(stderr, "cxlshim pool create: %s kept being removed while it was "
+				"made\n", cfg.pool_path);
+			return EXIT_FAIL;
+		}
 	}
 	printf("created %s: %zu bytes, %u devices of %llu bytes, %u communicator slots of up "
 	       "to %u ranks, %s, mode 0%o\n", pool.path, pool.size, pool.sb->ndev,
@@ -233,12 +285,12 @@ static int pool_clean(const struct pool_opts *o)
 		return EXIT_FAIL;
 	if (o->path)
 		snprintf(cfg.pool_path, sizeof(cfg.pool_path), "%s", o->path);
-	/* never create a pool just to clean it */
+	/* never create, size, format or chmod a pool just to clean it */
 	if (stat(cfg.pool_path, &st)) {
 		fprintf(stderr, "cxlshim pool clean: %s: %s\n", cfg.pool_path, strerror(errno));
 		return EXIT_FAIL;
 	}
-	err = cxls_pool_open(&pool, &cfg);
+	err = cxls_pool_attach(&pool, &cfg);
 	if (err) {
 		fprintf(stderr, "cxlshim pool clean: %s: %s\n", cfg.pool_path,
 			cxls_pool_strerror(err));
