@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "json_str.h"
 #include "names.h"
 #include "pool_format.h"
 #include "trace_format.h"
@@ -181,7 +182,9 @@ static void meta(FILE *out, int *first, const char *what, uint32_t pid, uint32_t
 		 const char *name)
 {
 	fprintf(out, "%s\n{\"name\":\"%s\",\"ph\":\"M\",\"ts\":0,\"pid\":%u,\"tid\":%u,"
-		"\"args\":{\"name\":\"%s\"}}", *first ? "" : ",", what, pid, tid, name);
+		"\"args\":{\"name\":", *first ? "" : ",", what, pid, tid);
+	json_str(out, name); /* a host name, as the trace file holds it */
+	fputs("}}", out);
 	*first = 0;
 }
 

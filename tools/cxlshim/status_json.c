@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 
+#include "json_str.h"
 #include "names.h"
 #include "sock_claim.h"
 
@@ -206,29 +207,12 @@ static void json_socks(FILE *out, const struct pool_snap *s)
 	fputs("]}", out);
 }
 
-/* The path is the one string from outside: escaped. */
-static void json_path(FILE *out, const char *p)
-{
-	fputc('"', out);
-	for (; *p; p++) {
-		unsigned char ch = (unsigned char)*p;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(out, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(out, "\\u%04x", ch);
-		else
-			fputc(ch, out);
-	}
-	fputc('"', out);
-}
-
 void status_json(FILE *out, const char *path, const struct pool_snap *s)
 {
 	const struct cxls_super *sb = &s->sb;
 
 	fputs("{\"path\": ", out);
-	json_path(out, path);
+	json_str(out, path); /* the one string from outside */
 	fprintf(out, ", \"version\": %u, \"size\": %llu, \"uuid\": \"", sb->version,
 		(unsigned long long)sb->pool_size);
 	for (int i = 0; i < 16; i++)
