@@ -51,7 +51,11 @@ expect 1 $CX doctor -p "$dir/junk"
 expect 1 $CX trace "$dir/junk"
 expect 1 $CX pool status -p /dev/null
 expect 1 $CX pool create -p /nonexistent/dir/pool -s 128M
-expect 1 $CX pool create -p $P -s 1K
+expect 2 $CX pool create -p $P -s 1K
+grep -q "bad option value (.*-s is CXLSHIM_POOL_SIZE" "$dir/out" || fail "-s 1K: $(cat "$dir/out")"
+expect 2 $CX pool status -p $P -s 1G
+expect 2 $CX pool clean -p $P -m 0660
+expect 2 $CX pool create -p $P --json
 [ ! -e $P ] || fail "a failed create left $P behind"
 
 echo "== policy check"

@@ -85,19 +85,33 @@ static int parse(int argc, char **argv, struct pool_opts *o)
 }
 
 /* Options of `create` become environment overrides, so that the policy
- * code parses and validates them like any other setting. */
+ * code parses and validates them like any other setting: EXIT_FAIL when
+ * the policy itself is wrong, EXIT_USAGE when an option's value is (the
+ * policy code then named it by its variable, and this says which option
+ * that is). */
 static int apply(const struct pool_opts *o, struct cxls_config *cfg)
 {
-	const char *const set[][2] = {
-		{ "CXLSHIM_POOL_PATH", o->path },       { "CXLSHIM_POOL_SIZE", o->size },
-		{ "CXLSHIM_POOL_DEVICES", o->devices }, { "CXLSHIM_POOL_MODE", o->mode },
-		{ "CXLSHIM_POOL_MAX_COMMS", o->comms }, { "CXLSHIM_POOL_MAX_RANKS", o->ranks },
+	const char *const set[][3] = {
+		{ "CXLSHIM_POOL_PATH", o->path, "-p" },       { "CXLSHIM_POOL_SIZE", o->size, "-s" },
+		{ "CXLSHIM_POOL_DEVICES", o->devices, "-d" }, { "CXLSHIM_POOL_MODE", o->mode, "-m" },
+		{ "CXLSHIM_POOL_MAX_COMMS", o->comms, "--max-comms" },
+		{ "CXLSHIM_POOL_MAX_RANKS", o->ranks, "--max-ranks" },
 	};
+	const size_t n = sizeof(set) / sizeof(set[0]);
 
-	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
+	if (tool_policy(o->policy, cfg))
+		return EXIT_FAIL;
+	for (size_t i = 0; i < n; i++)
 		if (set[i][1] && setenv(set[i][0], set[i][1], 1))
-			return -1;
-	return tool_policy(o->policy, cfg);
+			return EXIT_FAIL;
+	if (tool_policy(o->policy, cfg) == 0)
+		return EXIT_OK;
+	fprintf(stderr, "cxlshim pool create: bad option value (");
+	for (size_t i = 0, k = 0; i < n; i++)
+		if (set[i][1])
+			fprintf(stderr, "%s%s is %s", k++ ? ", " : "", set[i][2], set[i][0]);
+	fprintf(stderr, ")\n");
+	return EXIT_USAGE;
 }
 
 static void print_pids(const pid_t *pid, int n)
@@ -187,8 +201,8 @@ static int pool_create(const struct pool_opts *o)
 	struct stat st;
 	int err, existed;
 
-	if (apply(o, &cfg))
-		return EXIT_FAIL;
+	if ((err = apply(o, &cfg)))
+		return err;
 	existed = stat(cfg.pool_path, &st) == 0;
 	if (existed && o->replace) {
 		if (replace_file(cfg.pool_path, &st))
@@ -305,6 +319,21 @@ static int pool_clean(const struct pool_opts *o)
 	return EXIT_OK;
 }
 
+/* Each verb takes only its own options: one of another verb was ignored
+ * (pool status -s 1G --replace, pool clean -m 0660 did nothing). */
+static int options_fit(const char *verb, const struct pool_opts *o)
+{
+	int create_only = o->size || o->devices || o->mode || o->comms || o->ranks || o->replace;
+
+	if (!strcmp(verb, "create"))
+		return !o->verbose && !o->json;
+	if (!strcmp(verb, "status"))
+		return !create_only;
+	if (!strcmp(verb, "clean"))
+		return !create_only && !o->verbose && !o->json;
+	return 1;
+}
+
 int cmd_pool(int argc, char **argv)
 {
 	struct pool_opts o;
@@ -314,7 +343,7 @@ int cmd_pool(int argc, char **argv)
 		help(stdout);
 		return EXIT_OK;
 	}
-	if (parse(argc - 1, argv + 1, &o)) {
+	if (parse(argc - 1, argv + 1, &o) || !options_fit(verb, &o)) {
 		help(stderr);
 		return EXIT_USAGE;
 	}
