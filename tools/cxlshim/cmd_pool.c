@@ -130,6 +130,7 @@ static void print_pids(const pid_t *pid, int n)
 static int replace_file(const char *path, const struct stat *st)
 {
 	struct cxls_file_users u;
+	struct stat now;
 
 	if (!S_ISREG(st->st_mode)) {
 		fprintf(stderr, "cxlshim pool create: %s is not a regular file: --replace only "
@@ -152,6 +153,12 @@ static int replace_file(const char *path, const struct stat *st)
 		fprintf(stderr, "cxlshim pool create: could not inspect pid ");
 		print_pids(u.unknown_pid, u.unknown);
 		fprintf(stderr, " (if one uses %s, it keeps the old file)\n", path);
+	}
+	/* the name may have been given to another file during the scan */
+	if (stat(path, &now) || now.st_ino != st->st_ino || now.st_dev != st->st_dev) {
+		fprintf(stderr, "cxlshim pool create: %s changed while it was looked at: not "
+			"replaced\n", path);
+		return -1;
 	}
 	if (unlink(path)) {
 		fprintf(stderr, "cxlshim pool create: %s: %s\n", path, strerror(errno));
@@ -313,7 +320,7 @@ static int pool_clean(const struct pool_opts *o)
 	n = cxls_comm_reclaim(&pool);
 	printf("reclaimed %d communicator record%s left by dead jobs or damaged\n", n,
 	       n == 1 ? "" : "s");
-	if (pool.geo.sock_slots && !pool.flush_mode)
+	if (pool.geo.sock_slots) /* flush pools too, as the library's own sweep */
 		sweep_sockets(&pool, &cfg);
 	cxls_pool_close(&pool);
 	return EXIT_OK;
