@@ -164,7 +164,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->user = stream;
 	op->capturing = cxls_stage_capturing(s, stream);
 	op->deferred = k->held;
-	if (cxls_stage_pair(&c->st, stream, &op->pr))
+	op->pr = s->work;
+	if (op->capturing && cxls_stage_pair(&c->st, stream, &op->pr))
 		return cxls_op_abandon(op);
 	op->ws = s->overlap || op->deferred ? op->pr.ws : stream;
 	op->rs = s->overlap ? op->pr.rs : op->ws;

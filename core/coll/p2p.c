@@ -270,7 +270,8 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 		r = ncclSystemError;
 		goto fail;
 	}
-	if (cxls_stage_pair(&c->st, stream, &b->pr) ||
+	b->pr = s->work;
+	if ((b->capturing && cxls_stage_pair(&c->st, stream, &b->pr)) ||
 	    cxls_stage_fork(s, &b->pr, stream, b->capturing, 1))
 		return abandon(b);
 	return ncclSuccess;
