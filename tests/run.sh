@@ -182,6 +182,8 @@ step "api: a communicator used eagerly while a capture of its group is open, the
 	sh -c "for e in X=0 CXLSHIM_CCCL_OVERLAP=1; do \
 	 env \$e CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM $BUILD/tests/api_check groupcapmix \
 	 || exit 1; done"
+step "api: captures and the communicator's work streams: an invalidated one, 65 open at once" \
+	env CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" groupcapstreams
 step "api: a capture ended between a call and its group's end: refused, the communicator fails" \
 	env CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" groupcapend
 echo "== send/receive and groups"

@@ -165,8 +165,12 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->capturing = cxls_stage_capturing(s, stream);
 	op->deferred = k->held;
 	op->pr = s->work;
-	if (op->capturing && cxls_stage_pair(&c->st, stream, &op->pr))
-		return cxls_op_abandon(op);
+	if (op->capturing && cxls_stage_pair(&c->st, stream, &op->pr)) {
+		/* nothing enqueued, and a capture moves no live sequence */
+		cxls_comm_set_error(c, "no work streams for another capture of this communicator");
+		r = ncclSystemError;
+		goto fail;
+	}
 	op->ws = s->overlap || op->deferred ? op->pr.ws : stream;
 	op->rs = s->overlap ? op->pr.rs : op->ws;
 	op->s0 = atomic_load(&c->round);

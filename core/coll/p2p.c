@@ -264,15 +264,19 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 		goto fail;
 	}
 	b->m = make_cursors(c, ops, n, b->cur, &b->rounds);
+	b->pr = s->work;
+	if (b->capturing && cxls_stage_pair(&c->st, stream, &b->pr)) {
+		cxls_comm_set_error(c, "no work streams for another capture of this communicator");
+		r = ncclSystemError;
+		goto fail;
+	}
 	/* a group's sizes differ per pair (p2p_match.h): every rank must only
 	 * replay a send/receive group where the others do */
 	if (b->capturing && !(b->replay = cxls_replay_begin(c, stream, &p2p_call, 0))) {
 		r = ncclSystemError;
 		goto fail;
 	}
-	b->pr = s->work;
-	if ((b->capturing && cxls_stage_pair(&c->st, stream, &b->pr)) ||
-	    cxls_stage_fork(s, &b->pr, stream, b->capturing, 1))
+	if (cxls_stage_fork(s, &b->pr, stream, b->capturing, 1))
 		return abandon(b);
 	return ncclSuccess;
 fail:

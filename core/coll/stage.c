@@ -144,8 +144,9 @@ uint64_t cxls_stage_capture(const struct cxls_stage *s, CUstream st)
 	return id ? id : UINT64_MAX;
 }
 
-/* At most this many graphs captured at once with a communicator's work. */
-#define MAX_CAPTURE_PAIRS 16
+/* At most this many graphs captured at once with a communicator's work
+ * (a call past it fails, the communicator does not). */
+#define MAX_CAPTURE_PAIRS 64
 
 static int pair_new(struct cxls_stage *s, struct cxls_pair *out)
 {
@@ -184,13 +185,17 @@ int cxls_stage_pair(struct cxls_stage *s, CUstream user, struct cxls_pair *out)
 		return 0;
 	}
 	for (int i = 0; i < s->ncap; i++) {
-		uint64_t in = cxls_stage_capture(s, s->cap[i].ws);
+		CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+		cuuint64_t id = 0;
 
-		if (in == cap) {
+		if (s->cu->StreamGetCaptureInfo(s->cap[i].ws, &st, &id) != CUDA_SUCCESS)
+			continue;
+		if (st == CU_STREAM_CAPTURE_STATUS_ACTIVE && (id ? id : UINT64_MAX) == cap) {
 			*out = s->cap[i];
 			return 0;
 		}
-		if (!in && idle < 0)
+		/* an invalidated capture holds its streams until it ends too */
+		if (st == CU_STREAM_CAPTURE_STATUS_NONE && idle < 0)
 			idle = i;
 	}
 	if (idle >= 0) {

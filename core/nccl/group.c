@@ -416,10 +416,14 @@ static void part_begin(struct part *pt)
 	for (size_t i = 0; i < pt->n; i++)
 		pt->ops[i] = pt->q[i].p;
 	if ((tail && stream_after(c->st.cu, pt->q[0].stream, tail)) ||
-	    streams_join(c, pt->q, pt->n, 0))
+	    streams_join(c, pt->q, pt->n, 0)) {
+		/* the peers run theirs: failing it tells them */
+		cxls_comm_set_error(c, "ncclGroupEnd: cannot join the group's streams");
+		cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclUnhandledCudaError);
 		pt->r = ncclUnhandledCudaError;
-	else
+	} else {
 		pt->r = cxls_p2p_begin(&pt->b, c, pt->ops, (int)pt->n, pt->q[0].stream);
+	}
 }
 
 /* Every communicator's work is forked before any is enqueued, and joined

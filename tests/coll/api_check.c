@@ -2417,6 +2417,75 @@ static int case_group_capture_mixed(int rank, int n, const ncclUniqueId *id, voi
 	return CHECK_SUMMARY();
 }
 
+/* A capture invalidated (by a wait on an event from outside it) but not
+ * ended holds its streams still: another capture on the communicator must
+ * get other ones (it took them for idle, CUDA refused to merge the two
+ * captures, and the communicator failed).  Then 65 captures open at once:
+ * past the communicator's 64 pairs the call fails, the communicator does
+ * not. */
+static int case_group_capture_streams(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	enum { K = 65 };
+	char *a = dev_alloc(4096, 1), *b = dev_alloc(4096, 0), *b2 = dev_alloc(4096, 0);
+	cudaStream_t s, s2, u, *st = calloc(K, sizeof(*st));
+	cudaGraph_t g = NULL, g2 = NULL, *gs = calloc(K, sizeof(*gs));
+	cudaGraphExec_t x = NULL;
+	ncclComm_t comm = join(rank, n, id, &s);
+	ncclResult_t e = ncclSuccess;
+	cudaEvent_t ev;
+	int made = 0;
+
+	(void)arg;
+	cudaStreamCreate(&s2);
+	cudaStreamCreate(&u);
+	cudaEventCreate(&ev);
+	cudaEventRecord(ev, u);
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess, "capture 1");
+	ncclGroupStart();
+	CHECK(ncclAllReduce(a, b, 4096, ncclInt8, ncclSum, comm, s) == ncclSuccess, "AllReduce 1");
+	CHECK(ncclGroupEnd() == ncclSuccess, "group 1");
+	cudaStreamWaitEvent(s, ev, 0); /* invalidates capture 1 */
+	CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeRelaxed) == cudaSuccess, "capture 2");
+	ncclGroupStart();
+	CHECK(ncclAllReduce(a, b2, 4096, ncclInt8, ncclSum, comm, s2) == ncclSuccess, "AllReduce 2");
+	CHECK(ncclGroupEnd() == ncclSuccess, "group 2, in a valid capture");
+	CHECK(cudaStreamEndCapture(s2, &g2) == cudaSuccess, "end capture 2");
+	CHECK(cudaStreamEndCapture(s, &g) != cudaSuccess, "capture 1 was invalidated");
+	cudaGetLastError();
+	CHECK(g2 && cudaGraphInstantiate(&x, g2, 0) == cudaSuccess && cudaGraphLaunch(x, s2) ==
+		      cudaSuccess && cudaStreamSynchronize(s2) == cudaSuccess &&
+		      all_bytes(b2, 4096, n), "capture 2 replays");
+	for (int i = 0; i < K && st && gs; i++) {
+		ncclResult_t r;
+
+		cudaStreamCreate(&st[i]);
+		cudaStreamBeginCapture(st[i], cudaStreamCaptureModeRelaxed);
+		ncclGroupStart();
+		r = ncclAllReduce(a, b, 4096, ncclInt8, ncclSum, comm, st[i]);
+		r = ncclGroupEnd() ? ncclSystemError : r;
+		made += r == ncclSuccess;
+	}
+	for (int i = 0; i < K && st && gs; i++) {
+		cudaStreamEndCapture(st[i], &gs[i]);
+		if (gs[i])
+			cudaGraphDestroy(gs[i]);
+		cudaStreamDestroy(st[i]);
+	}
+	cudaGetLastError();
+	CHECK(made == K - 1, "%d of %d captures open at once took a collective", made, K);
+	CHECK(ncclCommGetAsyncError(comm, &e) == ncclSuccess && e == ncclSuccess,
+	      "the communicator did not fail: %d", e);
+	if (x)
+		cudaGraphExecDestroy(x);
+	if (g2)
+		cudaGraphDestroy(g2);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "the communicator works after");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	free(st);
+	free(gs);
+	return CHECK_SUMMARY();
+}
+
 /* A capture that ends between a call and the group's end: the call was
  * made for the graph, which no longer takes work.  ncclInvalidUsage, and
  * the communicator fails (a peer that captured it would otherwise pair
@@ -2495,6 +2564,7 @@ static const struct rank_case rank_cases[] = {
 	{ "groupcapture", 3, case_group_capture, NULL },
 	{ "groupcapend", 2, case_group_capture_ended, NULL },
 	{ "groupcapmix", 2, case_group_capture_mixed, NULL },
+	{ "groupcapstreams", 2, case_group_capture_streams, NULL },
 };
 
 int main(int argc, char **argv)

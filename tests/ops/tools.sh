@@ -187,4 +187,11 @@ for round in 1 2 3 4 5; do
 	fi
 done
 rm -f $P
+echo "== --replace replaces pool files only; an option wins over a bad variable"
+echo notes >"$dir/notes"
+expect 1 $CX pool create -p "$dir/notes" --replace
+grep -q "is not a cxlshim pool" "$dir/out" || fail "a plain file replaced: $(cat "$dir/out")"
+[ "$(cat "$dir/notes")" = notes ] || fail "the plain file changed"
+CXLSHIM_POOL_SIZE=lots expect 0 $CX pool create -p $P -s 128M
+rm -f $P
 echo "tools: ok"

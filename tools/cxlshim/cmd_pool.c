@@ -99,6 +99,10 @@ static int apply(const struct pool_opts *o, struct cxls_config *cfg)
 	};
 	const size_t n = sizeof(set) / sizeof(set[0]);
 
+	/* the policy alone first, without the variables the options replace */
+	for (size_t i = 0; i < n; i++)
+		if (set[i][1])
+			unsetenv(set[i][0]);
 	if (tool_policy(o->policy, cfg))
 		return EXIT_FAIL;
 	for (size_t i = 0; i < n; i++)
@@ -122,6 +126,47 @@ static void print_pids(const pid_t *pid, int n)
 		fprintf(stderr, " and %d more", n - CXLS_FILE_USERS_MAX);
 }
 
+/* A regular file without a pool's magic: what a failed create leaves. */
+static int blank_file(const char *path)
+{
+	uint64_t magic = 0;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), blank;
+
+	if (fd < 0)
+		return 0;
+	blank = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		(pread(fd, &magic, sizeof(magic), 0) != (ssize_t)sizeof(magic) ||
+		 magic != CXLS_POOL_MAGIC);
+	close(fd);
+	return blank;
+}
+
+/* A pool file, of any release (its magic), or one with none written yet
+ * (all zero at its start: a format that never finished). */
+static int pool_or_blank(const char *path)
+{
+	unsigned char head[4096];
+	uint64_t magic;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ok = 0;
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	n = pread(fd, head, sizeof(head), 0);
+	if (n >= (ssize_t)sizeof(magic)) {
+		memcpy(&magic, head, sizeof(magic));
+		ok = magic == CXLS_POOL_MAGIC;
+	}
+	if (!ok && n >= 0) {
+		ok = 1;
+		for (ssize_t i = 0; i < n; i++)
+			ok &= !head[i];
+	}
+	close(fd);
+	return ok;
+}
+
 /* Unlinks an existing pool file that no process of this host holds.  The
  * name goes, not the memory: a process this scan could not inspect, or a
  * job that raced it, keeps the old file through its mapping, undisturbed
@@ -136,6 +181,11 @@ static int replace_file(const char *path, const struct stat *st)
 		fprintf(stderr, "cxlshim pool create: %s is not a regular file: --replace only "
 			"replaces pool files (other hosts' users of a device cannot be seen)\n",
 			path);
+		return -1;
+	}
+	if (!pool_or_blank(path)) {
+		fprintf(stderr, "cxlshim pool create: %s is not a cxlshim pool: --replace only "
+			"replaces pool files (remove it yourself if it is no longer needed)\n", path);
 		return -1;
 	}
 	if (cxls_file_users(st, &u)) {
@@ -168,21 +218,6 @@ static int replace_file(const char *path, const struct stat *st)
 	return 0;
 }
 
-/* A regular file without a pool's magic: what a failed create leaves. */
-static int blank_file(const char *path)
-{
-	uint64_t magic = 0;
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), blank;
-
-	if (fd < 0)
-		return 0;
-	blank = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-		(pread(fd, &magic, sizeof(magic), 0) != (ssize_t)sizeof(magic) ||
-		 magic != CXLS_POOL_MAGIC);
-	close(fd);
-	return blank;
-}
 
 /* Whether the file at path is the pool this process just formatted: a
  * concurrent create that failed may unlink the name between its look and
@@ -191,8 +226,13 @@ static int blank_file(const char *path)
 static int path_holds(const char *path, const struct cxls_pool *pool)
 {
 	struct cxls_super sb;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), same;
+	struct stat st;
+	int fd, same;
 
+	/* a DAX device is not unlinked, and cannot be read() */
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return 1;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	same = pread(fd, &sb, sizeof(sb), 0) == (ssize_t)sizeof(sb) &&
