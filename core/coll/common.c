@@ -198,7 +198,10 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	 * extend (replay.h) */
 	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds, stream)))
 		goto fail;
-	if (cxls_stage_fork(s, &op->pr, from, op->capturing, s->overlap || op->deferred))
+	/* the read stream only when it is used (overlap): a held op without
+	 * it runs on the write stream, which follow() put behind the user
+	 * stream, and would leave the read stream in a capture unjoined */
+	if (cxls_stage_fork(s, &op->pr, from, op->capturing, s->overlap))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, call);
 	return ncclSuccess;
