@@ -294,13 +294,16 @@ static int in_group(gid_t gid)
  * it.  A file of ours gets exactly pool.mode (a new one despite the umask,
  * an old one even if someone widened it); another user's file is used
  * only when the policy shares pools with the group, the file is in one of
- * our groups and others have no access to it. */
+ * our groups and others have no access to it.  A tool that only attaches
+ * (pool clean) takes away what others had and leaves the group's: its
+ * policy need not be the jobs' (0600 where they share at 0660). */
 static int check_access(struct cxls_pool *pool, const struct stat *st, uint32_t mode,
 			int attach)
 {
 	if (st->st_uid == geteuid()) {
-		/* a tool that only attaches leaves the mode as it finds it */
-		if (!attach && (st->st_mode & 0777) != mode && fchmod(pool->fd, mode)) {
+		if (attach)
+			mode = st->st_mode & 0770;
+		if ((st->st_mode & 0777) != mode && fchmod(pool->fd, mode)) {
 			CXLS_WARN("pool %s: cannot set mode 0%o: %s", pool->path, mode,
 				  strerror(errno));
 			return -1;

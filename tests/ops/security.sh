@@ -30,9 +30,9 @@ echo "== owner-only by default, whatever the umask"
 [ "$(stat -c %a $P.a)" = 600 ] || fail "umask 000: mode $(stat -c %a $P.a)"
 (umask 077 && $CX pool create -p $P.g -s 128M -m 0660 >/dev/null)
 [ "$(stat -c %a $P.g)" = 660 ] || fail "umask 077, pool.mode 0660: mode $(stat -c %a $P.g)"
-chmod 644 $P.a
+chmod 604 $P.a
 $CX pool clean -p $P.a >/dev/null
-[ "$(stat -c %a $P.a)" = 600 ] || fail "a widened pool file is not tightened on open"
+[ "$(stat -c %a $P.a)" = 600 ] || fail "a pool file open to others is not tightened on open"
 $CX policy check /dev/null >/dev/null
 CXLSHIM_POOL_MODE=0666 $CX policy check /dev/null >/dev/null 2>&1 && fail "pool.mode 0666 accepted"
 
