@@ -154,6 +154,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 {
 	CUstream stream = k->stream, from;
 	const struct cxls_stage *s = &c->st;
+	uint64_t cap = cxls_stage_capture(s, stream);
 	ncclResult_t r;
 
 	if ((r = cxls_comm_enq_enter(c)))
@@ -162,10 +163,9 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->scale = NULL;
 	op->trace = 0;
 	op->user = stream;
-	op->capturing = cxls_stage_capturing(s, stream);
+	op->capturing = cap != 0;
 	op->deferred = k->held;
-	op->pr = s->work;
-	if (op->capturing && cxls_stage_pair(&c->st, stream, &op->pr)) {
+	if (cxls_stage_pair(&c->st, cap, &op->pr)) {
 		/* nothing enqueued, and a capture moves no live sequence */
 		cxls_comm_set_error(c, "no work streams for another capture of this communicator");
 		r = ncclSystemError;

@@ -245,6 +245,7 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 			    const struct cxls_p2p *ops, int n, CUstream stream)
 {
 	const struct cxls_stage *s = &c->st;
+	uint64_t cap;
 	ncclResult_t r;
 
 	*b = (struct cxls_p2p_batch){ .c = c, .ops = ops, .n = n, .stream = stream };
@@ -258,14 +259,14 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 		r = ncclSystemError;
 		goto fail;
 	}
-	b->capturing = cxls_stage_capturing(s, stream);
+	cap = cxls_stage_capture(s, stream);
+	b->capturing = cap != 0;
 	if (!b->capturing && cxls_p2p_match_post(c, ops, n)) {
 		r = ncclInvalidUsage;
 		goto fail;
 	}
 	b->m = make_cursors(c, ops, n, b->cur, &b->rounds);
-	b->pr = s->work;
-	if (b->capturing && cxls_stage_pair(&c->st, stream, &b->pr)) {
+	if (cxls_stage_pair(&c->st, cap, &b->pr)) {
 		cxls_comm_set_error(c, "no work streams for another capture of this communicator");
 		r = ncclSystemError;
 		goto fail;

@@ -125,23 +125,25 @@ static int wait_event(const struct cxls_stage *s, CUstream st, CUevent ev)
 	return check(s, s->cu->StreamWaitEvent(st, ev, 0), "cuStreamWaitEvent");
 }
 
-int cxls_stage_capturing(const struct cxls_stage *s, CUstream st)
+/* st's capture status and the capture's id (never 0); a stream CUDA
+ * cannot answer for counts as in an invalidated capture (usable by no
+ * one). */
+static CUstreamCaptureStatus capture_of(const struct cxls_stage *s, CUstream st, uint64_t *id)
 {
 	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+	cuuint64_t raw = 0;
 
-	return s->cu->StreamIsCapturing(st, &cap) == CUDA_SUCCESS &&
-	       cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	if (s->cu->StreamGetCaptureInfo(st, &cap, &raw) != CUDA_SUCCESS)
+		return CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+	*id = raw ? raw : UINT64_MAX;
+	return cap;
 }
 
 uint64_t cxls_stage_capture(const struct cxls_stage *s, CUstream st)
 {
-	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-	cuuint64_t id = 0;
+	uint64_t id = 0;
 
-	if (s->cu->StreamGetCaptureInfo(st, &cap, &id) != CUDA_SUCCESS ||
-	    cap != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-		return 0;
-	return id ? id : UINT64_MAX;
+	return capture_of(s, st, &id) == CU_STREAM_CAPTURE_STATUS_ACTIVE ? id : 0;
 }
 
 /* At most this many graphs captured at once with a communicator's work
@@ -175,9 +177,8 @@ static int pair_new(struct cxls_stage *s, struct cxls_pair *out)
 	return 0;
 }
 
-int cxls_stage_pair(struct cxls_stage *s, CUstream user, struct cxls_pair *out)
+int cxls_stage_pair(struct cxls_stage *s, uint64_t cap, struct cxls_pair *out)
 {
-	uint64_t cap = cxls_stage_capture(s, user);
 	int idle = -1;
 
 	if (!cap) {
@@ -185,12 +186,10 @@ int cxls_stage_pair(struct cxls_stage *s, CUstream user, struct cxls_pair *out)
 		return 0;
 	}
 	for (int i = 0; i < s->ncap; i++) {
-		CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-		cuuint64_t id = 0;
+		uint64_t id = 0;
+		CUstreamCaptureStatus st = capture_of(s, s->cap[i].ws, &id);
 
-		if (s->cu->StreamGetCaptureInfo(s->cap[i].ws, &st, &id) != CUDA_SUCCESS)
-			continue;
-		if (st == CU_STREAM_CAPTURE_STATUS_ACTIVE && (id ? id : UINT64_MAX) == cap) {
+		if (st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == cap) {
 			*out = s->cap[i];
 			return 0;
 		}

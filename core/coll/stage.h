@@ -19,9 +19,8 @@ int cxls_stage_wait(const struct cxls_stage *s, CUstream st, struct cxls_bell *b
 /* flush mode only: write back / drop pool lines the CPU copied */
 int cxls_stage_flush(const struct cxls_stage *s, CUstream st, const void *p, size_t bytes);
 
-/* 1 when `st` is being captured into a CUDA graph. */
-int cxls_stage_capturing(const struct cxls_stage *s, CUstream st);
-/* The capture `st` is in (CUDA's id, never 0), or 0 when none. */
+/* The capture `st` is being captured by (CUDA's id, never 0), or 0 when
+ * none. */
 uint64_t cxls_stage_capture(const struct cxls_stage *s, CUstream st);
 
 /* Device address of a pool byte. */
@@ -40,12 +39,13 @@ static inline CUdeviceptr cxls_stage_dev(const struct cxls_stage *s, const void 
  * `user`. */
 int cxls_stage_fork(const struct cxls_stage *s, const struct cxls_pair *pr, CUstream user,
 		    int capturing, int split);
-/* The work streams of an operation on `user`: the communicator's own, or
- * while user is being captured, a pair of the communicator's in that
- * capture already or in none (made when there is none: a stream that
- * joined a capture stays in it until it ends, and eager operations, or
- * another capture, must not wait behind it).  0, or -1. */
-int cxls_stage_pair(struct cxls_stage *s, CUstream user, struct cxls_pair *out);
+/* The work streams of an operation on a stream in capture `cap`
+ * (cxls_stage_capture): the communicator's own when 0, else a pair of the
+ * communicator's in that capture already or in none (made when there is
+ * none: a stream that joined a capture stays in it until it ends, and
+ * eager operations, or another capture, must not wait behind it).  0, or
+ * -1. */
+int cxls_stage_pair(struct cxls_stage *s, uint64_t cap, struct cxls_pair *out);
 /* The capture pairs' streams go (at destroy). */
 void cxls_stage_pairs_free(struct cxls_stage *s);
 /* Stream `to` goes on once `from` reached this point. */

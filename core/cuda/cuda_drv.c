@@ -43,7 +43,6 @@ static const struct entry entries[] = {
 	E(StreamWaitEvent, "cuStreamWaitEvent"),
 	E(StreamWriteValue32, "cuStreamWriteValue32_v2"),
 	E(StreamWaitValue32, "cuStreamWaitValue32_v2"),
-	E(StreamIsCapturing, "cuStreamIsCapturing"),
 	E(StreamGetCaptureInfo, "cuStreamGetCaptureInfo"), /* the first ABI: status, id */
 	E(LaunchHostFunc, "cuLaunchHostFunc"),
 	E(EventCreate, "cuEventCreate"),

@@ -34,7 +34,6 @@ struct cxls_cuda {
 	CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned int);
 	CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 	CUresult (*StreamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-	CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
 	CUresult (*StreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus *, cuuint64_t *);
 	CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void *);
 	CUresult (*EventCreate)(CUevent *, unsigned int);

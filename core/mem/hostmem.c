@@ -228,18 +228,22 @@ static void debit_nodes(const struct cxls_plan *p, size_t len)
 		cxls_freemem_debit(&freemem, p->prefix_node, p->prefix);
 }
 
+/* A plan that places the buffer (not the plain call's, not a refusal). */
+static int plan_places(const struct cxls_plan *p)
+{
+	return p->mode != CXLS_PLAN_PASS && p->mode != CXLS_PLAN_FAIL;
+}
+
+static uint64_t plan_dram(const struct cxls_plan *p)
+{
+	return plan_places(p) ? p->tier_bytes[CXLS_TIER_DRAM] : 0;
+}
+
 /* Plans are made one at a time, and from its plan on a buffer's DRAM
  * bytes count against the watermark and its nodes' free memory is
  * debited: threads allocating at once each saw room for themselves and
  * overshot the watermark as many times over.  The bytes stay pending
  * until the buffer is counted as placed, or its placement failed. */
-
-static uint64_t plan_dram(const struct cxls_plan *p)
-{
-	return p->mode == CXLS_PLAN_PASS || p->mode == CXLS_PLAN_FAIL ?
-		       0 : p->tier_bytes[CXLS_TIER_DRAM];
-}
-
 static void make_plan(const struct cxls_config *cfg, int ri, size_t len,
 		      const struct cxls_hostmem_ops *ops, struct cxls_plan *p)
 {
@@ -257,7 +261,7 @@ static void make_plan(const struct cxls_config *cfg, int ri, size_t len,
 	pthread_mutex_lock(&plan_lock);
 	in.dram_placed = cxls_memstats_dram_bytes() + atomic_load(&dram_pending);
 	cxls_plan_make(&in, p);
-	if (p->mode != CXLS_PLAN_PASS && p->mode != CXLS_PLAN_FAIL)
+	if (plan_places(p))
 		debit_nodes(p, len);
 	atomic_fetch_add(&dram_pending, plan_dram(p));
 	pthread_mutex_unlock(&plan_lock);

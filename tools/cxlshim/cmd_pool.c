@@ -126,45 +126,62 @@ static void print_pids(const pid_t *pid, int n)
 		fprintf(stderr, " and %d more", n - CXLS_FILE_USERS_MAX);
 }
 
+/* The start of a file: whether it could be opened, whether it is a
+ * regular file, and its first bytes (n: how many, -1 when the read
+ * failed). */
+struct head {
+	int opened, regular;
+	ssize_t n;
+	union {
+		unsigned char bytes[4096];
+		struct cxls_super sb;
+	} u;
+};
+
+static void read_head(const char *path, struct head *h)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	memset(h, 0, sizeof(*h));
+	h->n = -1;
+	if (fd < 0)
+		return;
+	h->opened = fstat(fd, &st) == 0;
+	h->regular = h->opened && S_ISREG(st.st_mode);
+	/* a DAX device cannot be read(): its head is not looked at */
+	if (h->regular)
+		h->n = pread(fd, h->u.bytes, sizeof(h->u.bytes), 0);
+	close(fd);
+}
+
+static int has_magic(const struct head *h)
+{
+	return h->n >= (ssize_t)sizeof(h->u.sb.magic) && h->u.sb.magic == CXLS_POOL_MAGIC;
+}
+
 /* A regular file without a pool's magic: what a failed create leaves. */
 static int blank_file(const char *path)
 {
-	uint64_t magic = 0;
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), blank;
+	struct head h;
 
-	if (fd < 0)
-		return 0;
-	blank = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-		(pread(fd, &magic, sizeof(magic), 0) != (ssize_t)sizeof(magic) ||
-		 magic != CXLS_POOL_MAGIC);
-	close(fd);
-	return blank;
+	read_head(path, &h);
+	return h.regular && !has_magic(&h);
 }
 
 /* A pool file, of any release (its magic), or one with none written yet
  * (all zero at its start: a format that never finished). */
 static int pool_or_blank(const char *path)
 {
-	unsigned char head[4096];
-	uint64_t magic;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ok = 0;
-	ssize_t n;
+	struct head h;
+	int zero = 1;
 
-	if (fd < 0)
-		return 0;
-	n = pread(fd, head, sizeof(head), 0);
-	if (n >= (ssize_t)sizeof(magic)) {
-		memcpy(&magic, head, sizeof(magic));
-		ok = magic == CXLS_POOL_MAGIC;
-	}
-	if (!ok && n >= 0) {
-		ok = 1;
-		for (ssize_t i = 0; i < n; i++)
-			ok &= !head[i];
-	}
-	close(fd);
-	return ok;
+	read_head(path, &h);
+	if (has_magic(&h))
+		return 1;
+	for (ssize_t i = 0; i < h.n; i++)
+		zero &= !h.u.bytes[i];
+	return h.n >= 0 && zero;
 }
 
 /* Unlinks an existing pool file that no process of this host holds.  The
@@ -222,23 +239,16 @@ static int replace_file(const char *path, const struct stat *st)
 /* Whether the file at path is the pool this process just formatted: a
  * concurrent create that failed may unlink the name between its look and
  * the format here (blank_file() saw no magic yet), leaving this pool on a
- * file nobody can open. */
+ * file nobody can open.  A DAX device is not unlinked, nor read(). */
 static int path_holds(const char *path, const struct cxls_pool *pool)
 {
-	struct cxls_super sb;
-	struct stat st;
-	int fd, same;
+	struct head h;
 
-	/* a DAX device is not unlinked, and cannot be read() */
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+	read_head(path, &h);
+	if (h.opened && !h.regular)
 		return 1;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	same = pread(fd, &sb, sizeof(sb), 0) == (ssize_t)sizeof(sb) &&
-	       sb.magic == CXLS_POOL_MAGIC && !memcmp(sb.uuid, pool->geo.uuid, sizeof(sb.uuid));
-	close(fd);
-	return same;
+	return h.n >= (ssize_t)sizeof(h.u.sb) && has_magic(&h) &&
+	       !memcmp(h.u.sb.uuid, pool->geo.uuid, sizeof(h.u.sb.uuid));
 }
 
 static int pool_create(const struct pool_opts *o)
