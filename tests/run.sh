@@ -312,10 +312,14 @@ step "no window (every op through all slots)" env CXLSHIM_CCCL_WINDOW=max LD_PRE
 step "host waits (wait.mode=host)" env CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 # A CUDA driver may run the host functions of a process one at a time
 # (cuLaunchHostFunc); stream memory operations, graph replays and sends
-# must not depend on two of them running at once.
+# must not depend on two of them running at once.  The replays' barriers
+# block, so they run on a gate thread (gate.h): a captured group over two
+# communicators, and two ranks of one process, replay without deadlock.
 step "host functions one at a time: memop waits, replays, p2p, PyTorch" sh -c \
 	"export CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD=$SHIM; $BUILD/tests/coll_check ${V[*]} &&
-	$BUILD/tests/api_check graph && $P2P alltoallv 4 && $BUILD/tests/pg_check 2"
+	$BUILD/tests/api_check graph && $P2P alltoallv 4 && $BUILD/tests/pg_check 2 &&
+	CXLSHIM_TIMEOUT_OP_MS=10000 $BUILD/tests/api_check groupcapture &&
+	CXLSHIM_TIMEOUT_OP_MS=10000 $BUILD/tests/api_check graphall"
 step "non-coherent pool (coherence=flush)" env "$(pool flush)" CXLSHIM_POOL_COHERENCE=flush \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "flush + host waits" env "$(pool flush)" CXLSHIM_WAIT_MODE=host \

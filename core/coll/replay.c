@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "doorbell.h"
+#include "gate.h"
 #include "log.h"
 #include "op_desc.h"
 #include "proc_id.h"
@@ -30,6 +31,7 @@ struct cxls_replay {
 	struct bells base;      /* at capture */
 	struct bells saved;     /* when the current replay started */
 	struct held *held;      /* what the captured host nodes use */
+	struct cxls_gate start, end;
 	struct cxls_replay *next;
 };
 
@@ -107,6 +109,9 @@ static uint32_t next_barrier(struct cxls_comm *c)
 	return atomic_fetch_add(&c->graph_barriers, 1) + 1;
 }
 
+/* The start and end jobs run on the communicator's gate thread (gate.h):
+ * their barriers block, which a host function must not. */
+
 /* On a failed communicator the doorbells are not moved back to the
  * captured base: they stay raised (cxls_comm_unblock), so that the
  * replay's waits pass and its stream completes with the error reported,
@@ -147,12 +152,27 @@ static void on_end(void *arg)
 		barrier(c, next_barrier(c));
 }
 
+/* The communicator's gate thread, started by its first capture. */
+static struct cxls_gates *gates_of(struct cxls_comm *c)
+{
+	struct cxls_gates *gs;
+
+	pthread_mutex_lock(&c->life);
+	if (!c->gates)
+		c->gates = cxls_gates_new(c->st.cu);
+	gs = c->gates;
+	pthread_mutex_unlock(&c->life);
+	return gs;
+}
+
 struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st,
 				      const struct cxls_call *call, uint32_t rounds)
 {
+	struct cxls_gates *gs = gates_of(c);
 	struct cxls_replay *r = calloc(1, sizeof(*r));
 
-	if (!r || bells_alloc(&r->base, c->nranks) || bells_alloc(&r->saved, c->nranks))
+	if (!gs || !r || bells_alloc(&r->base, c->nranks) || bells_alloc(&r->saved, c->nranks) ||
+	    cxls_gate_init(gs, &r->start, on_start, r) || cxls_gate_init(gs, &r->end, on_end, r))
 		goto fail;
 	r->c = c;
 	r->call = *call;
@@ -166,7 +186,7 @@ struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st,
 		r->base.p2p_pub[p] = atomic_load(&c->p2p_sent[p]);
 		r->base.p2p_ack[p] = atomic_load(&c->p2p_recvd[p]);
 	}
-	if (c->st.cu->LaunchHostFunc(st, on_start, r) != CUDA_SUCCESS)
+	if (cxls_gate_enqueue(&r->start, st))
 		goto fail;
 	pthread_mutex_lock(&c->life);
 	r->next = c->replays;
@@ -185,7 +205,7 @@ fail:
 
 int cxls_replay_end(struct cxls_replay *r, CUstream st)
 {
-	return r->c->st.cu->LaunchHostFunc(st, on_end, r) == CUDA_SUCCESS ? 0 : -1;
+	return cxls_gate_enqueue(&r->end, st);
 }
 
 void *cxls_replay_hold(struct cxls_replay *r, size_t size)
@@ -207,9 +227,18 @@ static void held_free(struct held *h)
 	}
 }
 
+void cxls_replay_stop(struct cxls_comm *c)
+{
+	cxls_gates_stop(c->gates);
+}
+
 void cxls_replay_free_all(struct cxls_comm *c)
 {
 	struct cxls_replay *r = c->replays, *next;
+
+	/* the thread first: its jobs use the records */
+	cxls_gates_free(c->gates);
+	c->gates = NULL;
 
 	for (; r; r = next) {
 		next = r->next;

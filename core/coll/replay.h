@@ -13,14 +13,14 @@
  *   end:   barrier (every rank finished the operation), restore them,
  *          barrier (nobody sees a replay value above the live sequence).
  *
- * The barriers run in host nodes.  CUDA may serialise host functions of
- * one process, so a process that drives several ranks of one communicator
- * and replays graphs of them, or whose captured group put several
- * communicators' operations in parallel branches (group.h), can deadlock
- * on a real GPU (the emulation runs one host worker per stream); one rank
- * per process and one communicator per captured group, as PyTorch runs,
- * is fine.  A barrier gives up after the op timeout and fails the
- * communicator.
+ * The barriers block, so they do not run in host nodes, which CUDA may
+ * run one at a time per process: the start and end are gates (gate.h),
+ * whose jobs run on the communicator's gate thread while the stream waits
+ * on a word in memory.  So a captured group that put several
+ * communicators' operations in parallel branches (group.h), or a process
+ * that drives several ranks of one communicator, replays without one
+ * barrier waiting behind another.  A barrier gives up after the op
+ * timeout and fails the communicator.
  *
  * A capture does not advance the live sequence (the host's round, op and
  * channel counters), so eager operations enqueued after a capture, before
@@ -52,7 +52,11 @@ int cxls_replay_end(struct cxls_replay *r, CUstream st);
  * replay: it lives as long as the replay record (NULL when out of
  * memory). */
 void *cxls_replay_hold(struct cxls_replay *r, size_t size);
-/* Frees a communicator's replay records (at destroy). */
+/* Stops the gate thread (at abort, whose graphs may still replay: their
+ * jobs then run inline, and pass at once on the failed communicator). */
+void cxls_replay_stop(struct cxls_comm *c);
+/* Stops the gate thread and frees a communicator's replay records (at
+ * destroy). */
 void cxls_replay_free_all(struct cxls_comm *c);
 
 #endif

@@ -719,6 +719,8 @@ static ncclResult_t release(struct cxls_comm *c, int aborting, ncclComm_t *real)
 		destroy_streams(c);
 		/* graphs that replay our operations die with the communicator */
 		cxls_replay_free_all(c);
+	} else {
+		cxls_replay_stop(c);
 	}
 	c->magic = CXLS_COMM_DEAD;
 	*real = c->real;

@@ -25,6 +25,7 @@
 
 struct cxls_uid; /* uid.h */
 struct cxls_replay; /* replay.h */
+struct cxls_gates; /* gate.h */
 struct cxls_init_later; /* nccl_init.c */
 struct cxls_split_job; /* comm_split.c */
 struct cxls_comm;
@@ -125,6 +126,7 @@ struct cxls_comm {
 	/* CUDA graphs (replay.c): operations captured so far, and the replay
 	 * barriers this rank has passed */
 	struct cxls_replay *replays;
+	struct cxls_gates *gates;  /* their start and end jobs' thread (gate.h) */
 	_Atomic uint32_t graph_barriers;
 	/* enqueues under way (cxls_comm_enq_enter), plus CXLS_ENQ_CLOSED once
 	 * a destroy or abort began: c->ops and p2p_ops count an operation

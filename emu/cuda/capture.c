@@ -311,6 +311,24 @@ bool emu_capture_forbid(struct CUstream_st *s)
 	return capturing;
 }
 
+bool emu_capture_implicit(struct CUstream_st *legacy)
+{
+	struct CUctx_st *ctx = legacy->ctx;
+	struct CUstream_st *b;
+	bool hit = false;
+
+	pthread_mutex_lock(&cap_lock);
+	pthread_mutex_lock(&ctx->streams_lock);
+	for (b = ctx->blocking; b; b = b->ctx_next)
+		if (b->cap) {
+			b->cap->invalidated = true;
+			hit = true;
+		}
+	pthread_mutex_unlock(&ctx->streams_lock);
+	pthread_mutex_unlock(&cap_lock);
+	return hit;
+}
+
 void emu_capture_leave(struct CUstream_st *s)
 {
 	struct emu_capture *c;

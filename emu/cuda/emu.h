@@ -393,6 +393,10 @@ bool emu_capture_wait(struct CUstream_st *s, struct CUevent_st *ev,
 		      unsigned flags, CUresult *res);
 /* For sync / query on a capturing stream: invalidates its capture. */
 bool emu_capture_forbid(struct CUstream_st *s);
+/* For an op on the legacy stream: true when a blocking stream of its
+ * context captures, whose capture the op would depend on (CUDA refuses it,
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT); invalidates those captures. */
+bool emu_capture_implicit(struct CUstream_st *legacy);
 /* Called when a stream goes away while capturing. */
 void emu_capture_leave(struct CUstream_st *s);
 /* A record outside capture: ev no longer refers to a capture. */

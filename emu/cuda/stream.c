@@ -294,6 +294,8 @@ static CUresult submit(struct CUstream_st *s, const struct emu_op *op,
 	if (atomic_load_explicit(&s->capturing, memory_order_acquire) &&
 	    emu_capture_op(s, op, &res))
 		return res;
+	if (s->is_null && emu_capture_implicit(s))
+		return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 
 	q = emu_qop_new(op);
 	if (!q)

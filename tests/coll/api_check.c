@@ -527,6 +527,69 @@ static int case_splitgroup(void)
 	return CHECK_SUMMARY();
 }
 
+/* One thread drives two ranks and replays what it captured of both: a
+ * group with an AllReduce per rank, each on its rank's stream, captured
+ * into a graph per stream and replayed 20 times, the two graphs at once.
+ * CUDA may run the host functions of a process one at a time (run with
+ * CUDAEMU_SERIAL_HOST_FNS=1): a replay barrier that blocked in one would
+ * wait for the other rank's, queued behind it (replay.h, gate.h). */
+static int case_graphall(void)
+{
+	enum { N = 2, B = 4096, REPLAYS = 20 };
+	ncclComm_t comms[N];
+	cudaStream_t s[N];
+	cudaGraph_t g[N] = { NULL, NULL };
+	cudaGraphExec_t exec[N] = { NULL, NULL };
+	char *in[N], *out[N], host[B];
+	int bad = -1;
+
+	CHECK(ncclCommInitAll(comms, N, NULL) == ncclSuccess, "InitAll");
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(i);
+		cudaStreamCreate(&s[i]);
+		in[i] = dev_alloc(B, 0);
+		out[i] = dev_alloc(B, 0);
+	}
+	for (int i = 0; i < N; i++)
+		CHECK(cudaStreamBeginCapture(s[i], cudaStreamCaptureModeThreadLocal) ==
+			      cudaSuccess, "capture %d", i);
+	CHECK(ncclGroupStart() == ncclSuccess, "group start");
+	for (int i = 0; i < N; i++)
+		CHECK(ncclAllReduce(in[i], out[i], B, ncclInt8, ncclSum, comms[i], s[i]) ==
+			      ncclSuccess, "AllReduce %d", i);
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(i);
+		CHECK(cudaStreamEndCapture(s[i], &g[i]) == cudaSuccess && g[i], "end capture %d", i);
+		CHECK(g[i] && cudaGraphInstantiate(&exec[i], g[i], 0) == cudaSuccess,
+		      "instantiate %d", i);
+	}
+	for (int it = 0; exec[0] && exec[1] && it < REPLAYS && bad < 0; it++) {
+		for (int i = 0; i < N; i++) {
+			cudaSetDevice(i);
+			cudaMemsetAsync(in[i], it + 1 + i, B, s[i]);
+			CHECK(cudaGraphLaunch(exec[i], s[i]) == cudaSuccess, "launch %d/%d", i, it);
+		}
+		for (int i = 0; i < N; i++) {
+			cudaSetDevice(i);
+			cudaStreamSynchronize(s[i]);
+			cudaMemcpy(host, out[i], B, cudaMemcpyDeviceToHost);
+			for (int b = 0; b < B; b++)
+				if (host[b] != (char)(2 * it + 3))
+					bad = it;
+		}
+	}
+	CHECK(bad < 0, "replay %d gave wrong sums", bad);
+	for (int i = 0; i < N; i++) {
+		if (exec[i])
+			cudaGraphExecDestroy(exec[i]);
+		if (g[i])
+			cudaGraphDestroy(g[i]);
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+	}
+	return CHECK_SUMMARY();
+}
+
 /* One thread shrinks two of three ranks inside a group (rank 2 out), as
  * NCCL allows: each shrink returns at once and the children are ready at
  * ncclGroupEnd, with 2 ranks, their ranks kept in order. */
@@ -1866,10 +1929,24 @@ static int case_devapi(int rank, int n, const ncclUniqueId *id, void *arg)
 }
 
 /* 1 when the n bytes at dev are all `fill`. */
+/* Copied on st, not on the legacy stream, which CUDA refuses while a
+ * blocking stream captures (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
+static int all_bytes_on(const char *dev, size_t n, int fill, cudaStream_t st)
+{
+	char *host = malloc(n);
+	int ok = host && cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, st) == cudaSuccess &&
+		 cudaStreamSynchronize(st) == cudaSuccess;
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = host[i] == fill;
+	free(host);
+	return ok;
+}
+
 static int all_bytes(const char *dev, size_t n, int fill)
 {
 	char *host = malloc(n);
-	int ok = cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess;
+	int ok = host && cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess;
 
 	for (size_t i = 0; ok && i < n; i++)
 		ok = host[i] == fill;
@@ -2397,8 +2474,8 @@ static int case_group_capture_mixed(int rank, int n, const ncclUniqueId *id, voi
 	CHECK(ncclSend(a, 4096, ncclInt8, next, comm, t) == ncclSuccess &&
 		      ncclRecv(eager_ring, 4096, ncclInt8, prev, comm, t) == ncclSuccess, "eager p2p");
 	CHECK(ncclGroupEnd() == ncclSuccess, "eager group, the capture open on rank 0");
-	CHECK(cudaStreamSynchronize(t) == cudaSuccess && all_bytes(c, 4096, n) &&
-		      all_bytes(eager_ring, 4096, 1), "the eager group's results");
+	CHECK(cudaStreamSynchronize(t) == cudaSuccess && all_bytes_on(c, 4096, n, t) &&
+		      all_bytes_on(eager_ring, 4096, 1, t), "the eager group's results");
 	if (rank == 0)
 		CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "rank 0 ends its capture");
 	CHECK(all_bytes(b, 4096, 0) && all_bytes(ring, 4096, 0), "nothing captured ran");
@@ -2570,7 +2647,8 @@ static const struct rank_case rank_cases[] = {
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s noargs|initall|splitgroup|shrinkgroup|splitnb1|badpool", argv[0]);
+		fprintf(stderr, "usage: %s noargs|initall|splitgroup|shrinkgroup|splitnb1|graphall|badpool",
+			argv[0]);
 		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
 			fprintf(stderr, "|%s", rank_cases[i].name);
 		fprintf(stderr, "\n");
@@ -2586,6 +2664,8 @@ int main(int argc, char **argv)
 		return case_shrinkgroup();
 	if (!strcmp(argv[1], "splitnb1"))
 		return case_split_nonblocking_one_thread();
+	if (!strcmp(argv[1], "graphall"))
+		return case_graphall();
 	if (!strcmp(argv[1], "badpool"))
 		return case_badpool();
 	for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)

@@ -10,6 +10,10 @@
  *   mode is global (cuStreamBeginCapture, cuThreadExchangeStreamCaptureMode);
  *   the call fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture
  *   ends invalidated;
+ * - work on the legacy stream while a blocking stream of its context
+ *   captures: it would depend on the capture, so the driver refuses it
+ *   (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) and the capture ends invalidated
+ *   (seen on an H200: a test's cudaMemcpy broke its capture);
  * - with CUDAEMU_SERIAL_HOST_FNS=1, host functions of independent streams
  *   run one at a time ("may be serialized").
  */
@@ -199,6 +203,50 @@ static void test_capture_modes(CUcontext ctx, CUstream s)
 	CHECK_CU(cuMemFree(buf), CUDA_SUCCESS);
 }
 
+/* ---- the legacy stream during a blocking stream's capture ---- */
+
+static void test_legacy_during_capture(CUstream nonblocking)
+{
+	CUstream blocking;
+	CUdeviceptr d;
+	CUgraph g = NULL;
+	char host[64];
+
+	CHECK_CU(cuMemAlloc(&d, sizeof(host)), CUDA_SUCCESS);
+	CHECK_CU(cuStreamCreate(&blocking, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+
+	/* a blocking stream captures: a synchronous copy (legacy stream) and
+	 * an async one on the legacy stream are refused, the capture broken */
+	CHECK_CU(cuStreamBeginCapture(blocking, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+	CHECK_CU(cuMemcpyDtoH(host, d, sizeof(host)), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+	CHECK_CU(cuMemsetD8Async(d, 1, sizeof(host), CU_STREAM_LEGACY),
+		 CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+	CHECK_CU(cuStreamEndCapture(blocking, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+	/* a copy on another stream is no business of the capture's */
+	CHECK_CU(cuStreamBeginCapture(blocking, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+	CHECK_CU(cuMemcpyDtoHAsync(host, d, sizeof(host), nonblocking), CUDA_SUCCESS);
+	CHECK_CU(cuStreamSynchronize(nonblocking), CUDA_SUCCESS);
+	CHECK_CU(cuStreamEndCapture(blocking, &g), CUDA_SUCCESS);
+	CHECK(g != NULL, "the capture ends intact");
+	if (g)
+		cuGraphDestroy(g);
+
+	/* a non-blocking stream's capture: the legacy stream does not wait
+	 * for it, so it is free to use */
+	CHECK_CU(cuStreamBeginCapture(nonblocking, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+	CHECK_CU(cuMemcpyDtoH(host, d, sizeof(host)), CUDA_SUCCESS);
+	g = NULL;
+	CHECK_CU(cuStreamEndCapture(nonblocking, &g), CUDA_SUCCESS);
+	if (g)
+		cuGraphDestroy(g);
+
+	/* and again once no capture is left */
+	CHECK_CU(cuMemcpyDtoH(host, d, sizeof(host)), CUDA_SUCCESS);
+	CHECK_CU(cuStreamDestroy(blocking), CUDA_SUCCESS);
+	CHECK_CU(cuMemFree(d), CUDA_SUCCESS);
+}
+
 /* ---- serialised host functions (child process: set before cuInit) ---- */
 
 static atomic_int running, overlapped;
@@ -270,6 +318,7 @@ int main(void)
 
 	test_host_fn_calls(a, b);
 	test_capture_modes(ctx, a);
+	test_legacy_during_capture(a);
 
 	CHECK_CU(cuStreamDestroy(a), CUDA_SUCCESS);
 	CHECK_CU(cuStreamDestroy(b), CUDA_SUCCESS);

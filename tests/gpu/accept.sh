@@ -280,6 +280,13 @@ pool_tests() {
 	step pool "communicators: split, shrink, revoke, abort, groups" 120 bash -c \
 		'for c in split splitnb shrink revoke revokesplit splitabort devapi \
 			grouporder grouperr groupmeet groupmixcap premulsum64; do "$0" $c || exit 1; done' "$T/api_check"
+	# captured groups: each open capture's own stream pair, communicators
+	# called in other orders per rank, 20 replays; eager use during a capture;
+	# an invalidated capture stream; a capture ended before its group's end
+	# shellcheck disable=SC2016
+	step pool "captured groups: orders, replays, mixed, ended" 180 bash -c \
+		'for c in groupcapture groupcapmix groupcapstreams groupcapend groupmeet2; do
+			CXLSHIM_TIMEOUT_OP_MS=10000 "$0" $c || exit 1; done' "$T/api_check"
 	step pool "send/receive alltoallv, 4 ranks" 120 "$T/p2p_check" alltoallv 4
 	step pool "ProcessGroupNCCL usage, 4 ranks" 120 "$T/pg_check" 4
 }
