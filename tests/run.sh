@@ -118,6 +118,9 @@ step "api: buffers across cuMemMap seams (expandable segments)" shim "$BUILD/tes
 	expandable
 step "api: nonblocking init (3 ranks)" shim "$BUILD/tests/api_check" nonblocking
 step "api: ncclCommInitAll + groups (4 devices)" shim "$BUILD/tests/api_check" initall
+step "api: each rank called with the other device current, outside groups, captured too" sh -c \
+	"for e in X=0 CXLSHIM_CCCL_OVERLAP=1; do env \$e LD_PRELOAD=$SHIM $BUILD/tests/api_check wrongctx \
+	 || exit 1; done"
 step "api: one thread splits 4 ranks in a group" env CXLSHIM_TIMEOUT_INIT_MS=5000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitgroup
 step "api: one thread shrinks 2 of 3 ranks in a group" env CXLSHIM_TIMEOUT_INIT_MS=5000 \

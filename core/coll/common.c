@@ -146,7 +146,15 @@ static uint32_t depth_of(const struct cxls_comm *c, enum cxls_op_kind kind)
 
 ncclResult_t cxls_coll_submit(struct cxls_comm *c, const struct cxls_coll *k)
 {
-	return cxls_group_depth() ? cxls_group_hold(c, k) : k->enqueue(c, k);
+	ncclResult_t r;
+	int entered;
+
+	if (cxls_group_depth())
+		return cxls_group_hold(c, k);
+	entered = cxls_comm_ctx_enter(c);
+	r = k->enqueue(c, k);
+	cxls_comm_ctx_leave(c, entered);
+	return r;
 }
 
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct cxls_coll *k,

@@ -393,6 +393,16 @@ void cxls_comm_enq_leave(struct cxls_comm *c)
 	atomic_fetch_sub(&c->enq, 1);
 }
 
+int cxls_comm_ctx_enter(struct cxls_comm *c)
+{
+	return c->ctx ? cxls_cuda_ctx_enter(c->st.cu, c->ctx) : 0;
+}
+
+void cxls_comm_ctx_leave(struct cxls_comm *c, int entered)
+{
+	cxls_cuda_ctx_leave(c->st.cu, entered);
+}
+
 /* Refuses new enqueues and waits for those under way.  None waits on the
  * host for a peer (their waits are stream work, which the abort's
  * unblocking passes), so this is short; the test hook holds one until

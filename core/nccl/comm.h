@@ -281,6 +281,14 @@ void cxls_comm_unblock(struct cxls_comm *c);
 ncclResult_t cxls_comm_enq_enter(struct cxls_comm *c);
 /* After its last stream work is enqueued and counted (c->ops, p2p_ops). */
 void cxls_comm_enq_leave(struct cxls_comm *c);
+/* Makes c's context current for an enqueue, as NCCL sets a
+ * communicator's device at its launch: the caller may have another
+ * device's current (one thread driving ranks on several devices), and
+ * CUDA records an event only on a stream of its own context.  Returns
+ * what cxls_comm_ctx_leave takes; a context that cannot be made current
+ * leaves the work to try in the current one. */
+int cxls_comm_ctx_enter(struct cxls_comm *c);
+void cxls_comm_ctx_leave(struct cxls_comm *c, int entered);
 void cxls_comm_set_error(struct cxls_comm *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

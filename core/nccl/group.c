@@ -167,8 +167,13 @@ ncclResult_t cxls_group_p2p(struct cxls_comm *c, const struct cxls_p2p *p, CUstr
 {
 	struct queued_p2p *q;
 
-	if (!grp.depth)
-		return cxls_p2p_run(c, p, 1, stream);
+	if (!grp.depth) {
+		int entered = cxls_comm_ctx_enter(c);
+		ncclResult_t r = cxls_p2p_run(c, p, 1, stream);
+
+		cxls_comm_ctx_leave(c, entered);
+		return r;
+	}
 	if (grow((void **)&grp.p2p, &grp.cap_p2p, grp.n_p2p, sizeof(*grp.p2p)))
 		return ncclSystemError;
 	q = &grp.p2p[grp.n_p2p];
@@ -219,21 +224,6 @@ static ncclResult_t merge(ncclResult_t ret, ncclResult_t r)
 	return r == ncclSuccess ? ret : r;
 }
 
-/* The end may find another device's context current (one thread may
- * drive ranks on several devices, as ncclCommInitAll's caller does, and
- * set each device only before its calls): c's work is enqueued in c's
- * context, as NCCL sets each communicator's device at its launch.  A
- * context that cannot be made current leaves the work to try in the
- * current one. */
-static int enter_ctx(struct cxls_comm *c)
-{
-	return c->ctx ? cxls_cuda_ctx_enter(c->st.cu, c->ctx) : 0;
-}
-
-static void leave_ctx(struct cxls_comm *c, int entered)
-{
-	cxls_cuda_ctx_leave(c->st.cu, entered);
-}
 
 /* Before a communicator's first collective of the group, its user stream
  * waits for the other user streams of that communicator's collectives,
@@ -319,10 +309,10 @@ static ncclResult_t run_colls(void)
 			ret = merge(ret, r);
 			continue;
 		}
-		entered = enter_ctx(h->c);
+		entered = cxls_comm_ctx_enter(h->c);
 		if (!first_of_comm(i) || (r = comm_ready(i)) == ncclSuccess)
 			r = h->k.enqueue(h->c, &h->k);
-		leave_ctx(h->c, entered);
+		cxls_comm_ctx_leave(h->c, entered);
 		ret = merge(ret, r);
 	}
 	return ret;
@@ -447,24 +437,24 @@ static ncclResult_t run_p2p(void)
 			;
 		parts[np].q = &grp.p2p[i];
 		parts[np].n = j - i;
-		entered = enter_ctx(parts[np].q[0].c);
+		entered = cxls_comm_ctx_enter(parts[np].q[0].c);
 		part_begin(&parts[np]);
-		leave_ctx(parts[np].q[0].c, entered);
+		cxls_comm_ctx_leave(parts[np].q[0].c, entered);
 	}
 	for (size_t k = 0; k < np; k++)
 		if (parts[k].r == ncclSuccess) {
-			entered = enter_ctx(parts[k].q[0].c);
+			entered = cxls_comm_ctx_enter(parts[k].q[0].c);
 			parts[k].r = cxls_p2p_enqueue(&parts[k].b);
-			leave_ctx(parts[k].q[0].c, entered);
+			cxls_comm_ctx_leave(parts[k].q[0].c, entered);
 		}
 	for (size_t k = 0; k < np; k++) {
-		entered = enter_ctx(parts[k].q[0].c);
+		entered = cxls_comm_ctx_enter(parts[k].q[0].c);
 		if (parts[k].r == ncclSuccess)
 			parts[k].r = cxls_p2p_end(&parts[k].b);
 		if (parts[k].r == ncclSuccess &&
 		    streams_join(parts[k].q[0].c, parts[k].q, parts[k].n, 1))
 			parts[k].r = ncclUnhandledCudaError;
-		leave_ctx(parts[k].q[0].c, entered);
+		cxls_comm_ctx_leave(parts[k].q[0].c, entered);
 		if (parts[k].r != ncclSuccess && ret == ncclSuccess)
 			ret = parts[k].r;
 		free(parts[k].ops);

@@ -344,6 +344,9 @@ void emu_stream_retire(struct CUstream_st *s);
 struct CUevent_st {
 	struct emu_obj obj;
 	unsigned int flags;
+	/* current at creation: records go on its streams only (compared,
+	 * never dereferenced, so no reference is held) */
+	const struct CUctx_st *ctx;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	uint64_t recorded;	/* records issued */

@@ -180,8 +180,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 
 	if (res != CUDA_SUCCESS)
 		return res;
-	emu_ctx_put(ctx);	/* CUDA wants one current; events do not
-				 * belong to it here */
+	emu_ctx_put(ctx);	/* only compared later (ev->ctx) */
 	if (!phEvent || (Flags & ~(unsigned)EVENT_FLAGS))
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((Flags & CU_EVENT_INTERPROCESS) &&
@@ -192,6 +191,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	emu_obj_init(&ev->obj, EMU_KIND_EVENT, event_release);
 	ev->flags = Flags;
+	ev->ctx = ctx;
 	pthread_mutex_init(&ev->lock, NULL);
 	pthread_cond_init(&ev->cond, NULL);
 	atomic_init(&ev->in_capture, false);
@@ -214,6 +214,12 @@ CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
 
 	if (res != CUDA_SUCCESS)
 		return res;
+	/* "hEvent and hStream must be from the same context" (cuEventRecord);
+	 * a wait may cross contexts */
+	if (ev->ctx != s->ctx) {
+		res = CUDA_ERROR_INVALID_HANDLE;
+		goto out;
+	}
 	if (event_call_done(s, ev, flags, CU_EVENT_RECORD_EXTERNAL,
 			    emu_capture_record, &res))
 		goto out;

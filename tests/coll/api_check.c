@@ -43,6 +43,31 @@ static char *dev_alloc(size_t n, int fill)
 	return p;
 }
 
+/* Copied on st, not on the legacy stream, which CUDA refuses while a
+ * blocking stream captures (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
+static int all_bytes_on(const char *dev, size_t n, int fill, cudaStream_t st)
+{
+	char *host = malloc(n);
+	int ok = host && cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, st) == cudaSuccess &&
+		 cudaStreamSynchronize(st) == cudaSuccess;
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = host[i] == fill;
+	free(host);
+	return ok;
+}
+
+static int all_bytes(const char *dev, size_t n, int fill)
+{
+	char *host = malloc(n);
+	int ok = host && cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess;
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = host[i] == fill;
+	free(host);
+	return ok;
+}
+
 /* Device memory filled on stream s (no host synchronisation: the graph
  * test queues an eager op right behind a replay). */
 static char *stream_alloc(size_t n, int fill, cudaStream_t s)
@@ -581,6 +606,77 @@ static int case_graphall(void)
 	}
 	CHECK(bad < 0, "replay %d gave wrong sums", bad);
 	for (int i = 0; i < N; i++) {
+		if (exec[i])
+			cudaGraphExecDestroy(exec[i]);
+		if (g[i])
+			cudaGraphDestroy(g[i]);
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+	}
+	return CHECK_SUMMARY();
+}
+
+/* One thread drives two ranks on two devices and calls each with the
+ * other device current, outside any group (NCCL sets the communicator's
+ * device itself): an AllReduce, a send/receive, and an AllReduce captured
+ * and replayed.  CUDA records an event only on a stream of the event's
+ * own context (cuEventRecord), which the emulation checks: the shim must
+ * enqueue in the communicator's context. */
+static int case_wrongctx(void)
+{
+	enum { N = 2, B = 4096 };
+	ncclComm_t comms[N];
+	cudaStream_t s[N];
+	cudaGraph_t g[N] = { NULL, NULL };
+	cudaGraphExec_t exec[N] = { NULL, NULL };
+	char *in[N], *out[N], *got[N];
+	ncclResult_t err;
+
+	CHECK(ncclCommInitAll(comms, N, NULL) == ncclSuccess, "InitAll");
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(i);
+		cudaStreamCreate(&s[i]);
+		in[i] = dev_alloc(B, i + 1);
+		out[i] = dev_alloc(B, 0);
+		got[i] = dev_alloc(B, 0);
+	}
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(1 - i);
+		CHECK(ncclAllReduce(in[i], out[i], B, ncclInt8, ncclSum, comms[i], s[i]) ==
+			      ncclSuccess, "AllReduce %d, device %d current", i, 1 - i);
+	}
+	cudaSetDevice(1);
+	CHECK(ncclSend(in[0], B, ncclInt8, 1, comms[0], s[0]) == ncclSuccess, "send, device 1 current");
+	cudaSetDevice(0);
+	CHECK(ncclRecv(got[1], B, ncclInt8, 0, comms[1], s[1]) == ncclSuccess, "receive, device 0 current");
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(i);
+		CHECK(all_bytes_on(out[i], B, 3, s[i]), "AllReduce %d's sum", i);
+	}
+	CHECK(all_bytes_on(got[1], B, 1, s[1]), "the received bytes");
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(1 - i);
+		CHECK(cudaStreamBeginCapture(s[i], cudaStreamCaptureModeThreadLocal) == cudaSuccess,
+		      "capture %d", i);
+		CHECK(ncclAllReduce(in[i], out[i], B, ncclInt8, ncclMax, comms[i], s[i]) ==
+			      ncclSuccess, "captured AllReduce %d", i);
+		CHECK(cudaStreamEndCapture(s[i], &g[i]) == cudaSuccess && g[i], "end capture %d", i);
+		CHECK(g[i] && cudaGraphInstantiate(&exec[i], g[i], 0) == cudaSuccess,
+		      "instantiate %d", i);
+	}
+	for (int it = 0; exec[0] && exec[1] && it < 3; it++) {
+		for (int i = 0; i < N; i++) {
+			cudaSetDevice(i);
+			CHECK(cudaGraphLaunch(exec[i], s[i]) == cudaSuccess, "launch %d/%d", i, it);
+		}
+		for (int i = 0; i < N; i++) {
+			cudaSetDevice(i);
+			CHECK(all_bytes_on(out[i], B, 2, s[i]), "replay %d of %d: the max", it, i);
+		}
+	}
+	for (int i = 0; i < N; i++) {
+		err = ncclInternalError;
+		CHECK(ncclCommGetAsyncError(comms[i], &err) == ncclSuccess && err == ncclSuccess,
+		      "communicator %d healthy (%d)", i, (int)err);
 		if (exec[i])
 			cudaGraphExecDestroy(exec[i]);
 		if (g[i])
@@ -1929,30 +2025,6 @@ static int case_devapi(int rank, int n, const ncclUniqueId *id, void *arg)
 }
 
 /* 1 when the n bytes at dev are all `fill`. */
-/* Copied on st, not on the legacy stream, which CUDA refuses while a
- * blocking stream captures (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
-static int all_bytes_on(const char *dev, size_t n, int fill, cudaStream_t st)
-{
-	char *host = malloc(n);
-	int ok = host && cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, st) == cudaSuccess &&
-		 cudaStreamSynchronize(st) == cudaSuccess;
-
-	for (size_t i = 0; ok && i < n; i++)
-		ok = host[i] == fill;
-	free(host);
-	return ok;
-}
-
-static int all_bytes(const char *dev, size_t n, int fill)
-{
-	char *host = malloc(n);
-	int ok = host && cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess;
-
-	for (size_t i = 0; ok && i < n; i++)
-		ok = host[i] == fill;
-	free(host);
-	return ok;
-}
 
 /* ---- a group's collectives start at its end ----------------------------- */
 
@@ -2647,7 +2719,7 @@ static const struct rank_case rank_cases[] = {
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s noargs|initall|splitgroup|shrinkgroup|splitnb1|graphall|badpool",
+		fprintf(stderr, "usage: %s noargs|initall|splitgroup|shrinkgroup|splitnb1|graphall|wrongctx|badpool",
 			argv[0]);
 		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
 			fprintf(stderr, "|%s", rank_cases[i].name);
@@ -2666,6 +2738,8 @@ int main(int argc, char **argv)
 		return case_split_nonblocking_one_thread();
 	if (!strcmp(argv[1], "graphall"))
 		return case_graphall();
+	if (!strcmp(argv[1], "wrongctx"))
+		return case_wrongctx();
 	if (!strcmp(argv[1], "badpool"))
 		return case_badpool();
 	for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)

@@ -14,6 +14,9 @@
  *   captures: it would depend on the capture, so the driver refuses it
  *   (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) and the capture ends invalidated
  *   (seen on an H200: a test's cudaMemcpy broke its capture);
+ * - an event recorded on a stream of another context than the one current
+ *   at its creation ("hEvent and hStream must be from the same context",
+ *   cuEventRecord: CUDA_ERROR_INVALID_HANDLE); a wait may cross contexts;
  * - with CUDAEMU_SERIAL_HOST_FNS=1, host functions of independent streams
  *   run one at a time ("may be serialized").
  */
@@ -247,6 +250,39 @@ static void test_legacy_during_capture(CUstream nonblocking)
 	CHECK_CU(cuMemFree(d), CUDA_SUCCESS);
 }
 
+/* ---- an event and the streams of another context ---- */
+
+static void test_event_contexts(CUcontext ctx0)
+{
+	CUcontext ctx1;
+	CUdevice dev1;
+	CUstream s0, s1;
+	CUevent ev0;
+
+	CHECK_CU(cuDeviceGet(&dev1, 1), CUDA_SUCCESS);
+	CHECK_CU(cuDevicePrimaryCtxRetain(&ctx1, dev1), CUDA_SUCCESS);
+	CHECK_CU(cuCtxSetCurrent(ctx1), CUDA_SUCCESS);
+	CHECK_CU(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	CHECK_CU(cuCtxSetCurrent(ctx0), CUDA_SUCCESS);
+	CHECK_CU(cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	CHECK_CU(cuEventCreate(&ev0, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+
+	CHECK_CU(cuEventRecord(ev0, s1), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(cuCtxSetCurrent(ctx1), CUDA_SUCCESS);
+	CHECK_CU(cuEventRecord(ev0, s1), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(cuEventRecord(ev0, NULL), CUDA_ERROR_INVALID_HANDLE);
+	/* its own context's stream, whichever is current; a wait crosses */
+	CHECK_CU(cuEventRecord(ev0, s0), CUDA_SUCCESS);
+	CHECK_CU(cuStreamWaitEvent(s1, ev0, 0), CUDA_SUCCESS);
+	CHECK_CU(cuStreamSynchronize(s1), CUDA_SUCCESS);
+
+	CHECK_CU(cuCtxSetCurrent(ctx0), CUDA_SUCCESS);
+	CHECK_CU(cuEventDestroy(ev0), CUDA_SUCCESS);
+	CHECK_CU(cuStreamDestroy(s0), CUDA_SUCCESS);
+	CHECK_CU(cuStreamDestroy(s1), CUDA_SUCCESS);
+	CHECK_CU(cuDevicePrimaryCtxRelease(dev1), CUDA_SUCCESS);
+}
+
 /* ---- serialised host functions (child process: set before cuInit) ---- */
 
 static atomic_int running, overlapped;
@@ -319,6 +355,7 @@ int main(void)
 	test_host_fn_calls(a, b);
 	test_capture_modes(ctx, a);
 	test_legacy_during_capture(a);
+	test_event_contexts(ctx);
 
 	CHECK_CU(cuStreamDestroy(a), CUDA_SUCCESS);
 	CHECK_CU(cuStreamDestroy(b), CUDA_SUCCESS);
