@@ -590,6 +590,53 @@ static int case_graphall(void)
 	return CHECK_SUMMARY();
 }
 
+/* More captured operations on one communicator than a page of gate words
+ * holds (512): a chain of ncclMax AllReduces, each reading the one before,
+ * replayed with new inputs.  Its 1200 gates a replay must not each wait
+ * out a sleep of the emulation's stream wait (50 ms: a replay took 60 s,
+ * and the case timed out). */
+#define MANY_OPS 600
+
+static int case_graph_many(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	enum { B = 64 };
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	char *chain = dev_alloc((size_t)B * (MANY_OPS + 1), 0), host[B];
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	int bad = -1;
+
+	(void)arg;
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	for (int k = 0; k < MANY_OPS; k++)
+		if (ncclAllReduce(chain + k * B, chain + (k + 1) * B, B, ncclInt8, ncclMax, comm, s) !=
+		    ncclSuccess) {
+			CHECK(0, "captured AllReduce %d", k);
+			break;
+		}
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; exec && it < 3 && bad < 0; it++) {
+		cudaMemsetAsync(chain, 0, (size_t)B * (MANY_OPS + 1), s);
+		cudaMemsetAsync(chain, 10 * it + rank + 1, B, s);
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		cudaMemcpy(host, chain + (size_t)MANY_OPS * B, B, cudaMemcpyDeviceToHost);
+		for (int b = 0; b < B; b++)
+			if (host[b] != (char)(10 * it + n))
+				bad = it;
+	}
+	CHECK(bad < 0, "replay %d: the chain's end is wrong", bad);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "eager op after the replays");
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (g)
+		cudaGraphDestroy(g);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* One thread shrinks two of three ranks inside a group (rank 2 out), as
  * NCCL allows: each shrink returns at once and the children are ready at
  * ncclGroupEnd, with 2 ranks, their ranks kept in order. */
@@ -742,6 +789,65 @@ static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d", e);
 		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
 	}
+	return CHECK_SUMMARY();
+}
+
+/* Rank 0 replays a captured AllGather alone, its gate thread waiting in
+ * the replay's first barrier, and another thread aborts: the abort
+ * returns, the stream completes, and replays after the abort (their jobs
+ * inline) complete too.  Rank 1 sees the remote error, replays as well
+ * (its gate thread's barriers pass on a failed communicator) and
+ * destroys. */
+static int case_graph_abort(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t bytes = 4096;
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	char *send = dev_alloc(bytes, rank + 1), *recv = dev_alloc(bytes * n, 0);
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	ncclResult_t e = ncclSuccess;
+	double t0;
+
+	(void)arg;
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	CHECK(ncclAllGather(send, recv, bytes, ncclInt8, comm, s) == ncclSuccess, "captured");
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; exec && it < 2; it++) {
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+	}
+	launch_barrier();
+	if (rank == 0) {
+		struct aborter a = { comm, 300 };
+		pthread_t t;
+
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch alone");
+		t0 = now_s();
+		pthread_create(&t, NULL, abort_later, &a);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync after the abort");
+		pthread_join(t, NULL);
+		CHECK(now_s() - t0 < 3, "abort and stream done after %.2fs", now_s() - t0);
+		t0 = now_s();
+		for (int it = 0; it < 3; it++)
+			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after abort", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync replays after the abort");
+		CHECK(now_s() - t0 < 3, "replays after the abort done in %.2fs", now_s() - t0);
+	} else {
+		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d", e);
+		t0 = now_s();
+		for (int it = 0; it < 3; it++)
+			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after failure", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync replays after the failure");
+		CHECK(now_s() - t0 < 3, "replays after the failure done in %.2fs", now_s() - t0);
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
+	}
+	launch_barrier();
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (g)
+		cudaGraphDestroy(g);
 	return CHECK_SUMMARY();
 }
 
@@ -2615,6 +2721,8 @@ static const struct rank_case rank_cases[] = {
 	{ "graphcount", 2, case_graph_mismatch, "count" },
 	{ "graphkind", 3, case_graph_mismatch, "kind" },
 	{ "graphreduce", 3, case_graph_reduce, NULL },
+	{ "graphmany", 2, case_graph_many, NULL },
+	{ "graphabort", 2, case_graph_abort, NULL },
 	{ "premulsum64", 2, case_premulsum64, NULL },
 	{ "devapi", 3, case_devapi, NULL },
 	{ "splitabort", 2, case_split_abort, NULL },
