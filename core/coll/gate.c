@@ -219,16 +219,21 @@ void cxls_gates_stop(struct cxls_gates *gs)
 void cxls_gates_free(struct cxls_gates *gs)
 {
 	struct page *pg, *next;
+	CUstreamCaptureMode mode;
 
 	if (!gs)
 		return;
 	cxls_gates_stop(gs);
+	/* unregistering is as unsafe as registering (page_new): another
+	 * thread may capture in global mode while we destroy */
+	mode = cxls_cuda_capture_relax(gs->cu);
 	for (pg = gs->pages; pg; pg = next) {
 		next = pg->next;
 		gs->cu->MemHostUnregister((void *)pg->words);
 		free((void *)pg->words);
 		free(pg);
 	}
+	cxls_cuda_capture_restore(gs->cu, mode);
 	pthread_cond_destroy(&gs->wake);
 	pthread_mutex_destroy(&gs->lock);
 	free(gs);
