@@ -323,6 +323,16 @@ step "host functions one at a time: memop waits, replays, p2p, PyTorch" sh -c \
 	$BUILD/tests/api_check graph && $P2P alltoallv 4 && $BUILD/tests/pg_check 2 &&
 	CXLSHIM_TIMEOUT_OP_MS=10000 $BUILD/tests/api_check groupcapture &&
 	CXLSHIM_TIMEOUT_OP_MS=10000 $BUILD/tests/api_check graphall"
+# The gates themselves: 600 captured operations on one communicator (a
+# second page of words; 1200 gates, each a stream wait that a sleeping
+# emulated wait must not oversleep), an abort while a gate's barrier
+# waits for a rank that never replays, then replays whose jobs run
+# inline, and gate pages registered and given back while another thread
+# captures in global mode.
+step "replay gates: 600 ops, abort mid-replay, another thread capturing" sh -c \
+	"export CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD=$SHIM CXLSHIM_TIMEOUT_OP_MS=10000;
+	$BUILD/tests/api_check graphmany && $BUILD/tests/api_check graphabort &&
+	$BUILD/tests/api_check graphdestroycap"
 step "non-coherent pool (coherence=flush)" env "$(pool flush)" CXLSHIM_POOL_COHERENCE=flush \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "flush + host waits" env "$(pool flush)" CXLSHIM_WAIT_MODE=host \

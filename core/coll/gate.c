@@ -1,11 +1,15 @@
 /* gate.c - a communicator's gate thread and the words its streams wait on. */
 #include "gate.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -35,10 +39,15 @@ struct cxls_gates {
 	pthread_t thread;
 };
 
+/* The stream's wait may sleep on the word, as the emulation's do between
+ * checks (emu/cuda/README: CUDAEMU_SLICE_MS): wake it, as a doorbell's
+ * ring does (doorbell.c), or every gate costs a whole sleep.  A GPU polls
+ * the word; the wake finds no sleeper there. */
 static void run(struct cxls_gate *g)
 {
 	g->fn(g->arg);
 	atomic_store_explicit(g->word, 1, memory_order_release);
+	syscall(SYS_futex, g->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 static void *gate_thread(void *arg)
@@ -210,16 +219,21 @@ void cxls_gates_stop(struct cxls_gates *gs)
 void cxls_gates_free(struct cxls_gates *gs)
 {
 	struct page *pg, *next;
+	CUstreamCaptureMode mode;
 
 	if (!gs)
 		return;
 	cxls_gates_stop(gs);
+	/* unregistering is as unsafe as registering (page_new): another
+	 * thread may capture in global mode while we destroy */
+	mode = cxls_cuda_capture_relax(gs->cu);
 	for (pg = gs->pages; pg; pg = next) {
 		next = pg->next;
 		gs->cu->MemHostUnregister((void *)pg->words);
 		free((void *)pg->words);
 		free(pg);
 	}
+	cxls_cuda_capture_restore(gs->cu, mode);
 	pthread_cond_destroy(&gs->wake);
 	pthread_mutex_destroy(&gs->lock);
 	free(gs);

@@ -615,6 +615,195 @@ static int case_graphall(void)
 	return CHECK_SUMMARY();
 }
 
+/* Captures a group AllReduce of in[i] into out[i] (GATE_B bytes) on each
+ * of n communicators, one stream each, and replays it once: their replays
+ * now hold gate words (gate.h).  No allocation or free, which another
+ * thread's global capture would forbid.  1 when the sums are right. */
+#define GATE_B 4096
+
+static int capture_all(ncclComm_t *comms, cudaStream_t *s, int n, char **in, char **out,
+		       cudaGraph_t *g, cudaGraphExec_t *exec)
+{
+	char host[GATE_B];
+	int ok = 1;
+
+	for (int i = 0; i < n; i++)
+		ok = ok && cudaStreamBeginCapture(s[i], cudaStreamCaptureModeThreadLocal) ==
+				   cudaSuccess;
+	ncclGroupStart();
+	for (int i = 0; i < n; i++)
+		ok = ok && ncclAllReduce(in[i], out[i], GATE_B, ncclInt8, ncclSum, comms[i], s[i]) ==
+				   ncclSuccess;
+	ok = ncclGroupEnd() == ncclSuccess && ok;
+	for (int i = 0; i < n; i++) {
+		cudaSetDevice(i);
+		g[i] = NULL;
+		exec[i] = NULL;
+		ok = cudaStreamEndCapture(s[i], &g[i]) == cudaSuccess && ok;
+		ok = ok && cudaGraphInstantiate(&exec[i], g[i], 0) == cudaSuccess;
+	}
+	for (int i = 0; ok && i < n; i++) {
+		cudaSetDevice(i);
+		cudaMemsetAsync(in[i], i + 1, GATE_B, s[i]);
+		cudaMemsetAsync(out[i], 0, GATE_B, s[i]);
+		ok = cudaGraphLaunch(exec[i], s[i]) == cudaSuccess;
+	}
+	for (int i = 0; ok && i < n; i++) {
+		cudaSetDevice(i);
+		ok = cudaStreamSynchronize(s[i]) == cudaSuccess &&
+		     cudaMemcpyAsync(host, out[i], GATE_B, cudaMemcpyDeviceToHost, s[i]) ==
+			     cudaSuccess &&
+		     cudaStreamSynchronize(s[i]) == cudaSuccess;
+		for (int b = 0; ok && b < GATE_B; b++)
+			ok = host[b] == (char)(n * (n + 1) / 2);
+	}
+	return ok;
+}
+
+/* Another thread's global capture, open while the main thread captures
+ * and destroys. */
+struct bystander {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int stage;              /* 1: capturing, 2: the main thread is done */
+	cudaError_t begin, end;
+};
+
+static void bystander_step(struct bystander *b, int stage)
+{
+	pthread_mutex_lock(&b->m);
+	b->stage = stage;
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->m);
+}
+
+static void bystander_wait(struct bystander *b, int stage)
+{
+	pthread_mutex_lock(&b->m);
+	while (b->stage < stage)
+		pthread_cond_wait(&b->cv, &b->m);
+	pthread_mutex_unlock(&b->m);
+}
+
+static void *bystander_capture(void *arg)
+{
+	struct bystander *b = arg;
+	cudaStream_t s;
+	cudaGraph_t g = NULL;
+	char *buf;
+
+	cudaSetDevice(0);
+	buf = dev_alloc(4096, 0);
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	b->begin = cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+	cudaMemsetAsync(buf, 7, 4096, s);
+	bystander_step(b, 1);
+	bystander_wait(b, 2);
+	b->end = cudaStreamEndCapture(s, &g);
+	if (g)
+		cudaGraphDestroy(g);
+	cudaStreamDestroy(s);
+	cudaFree(buf);
+	return NULL;
+}
+
+/* While another thread captures in global mode (PyTorch may capture on
+ * one thread while another sets up or tears down a process group),
+ * communicators capture their first operations, which registers a page
+ * of gate words, then are destroyed, which unregisters it: both are
+ * "potentially unsafe" calls, which must neither fail nor invalidate
+ * that capture (destroy's did).  Then new communicators capture and
+ * replay. */
+static int case_graph_destroy_capturing(void)
+{
+	enum { N = 2 };
+	ncclComm_t comms[N];
+	cudaStream_t s[N];
+	cudaGraph_t g[N];
+	cudaGraphExec_t exec[N];
+	char *in[N], *out[N];
+	struct bystander b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
+			       cudaSuccess, cudaSuccess };
+	pthread_t t;
+
+	CHECK(ncclCommInitAll(comms, N, NULL) == ncclSuccess, "InitAll");
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(i);
+		cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking);
+		in[i] = dev_alloc(GATE_B, 0);
+		out[i] = dev_alloc(GATE_B, 0);
+	}
+	pthread_create(&t, NULL, bystander_capture, &b);
+	bystander_wait(&b, 1);
+	CHECK(capture_all(comms, s, N, in, out, g, exec), "captured AllReduces replay");
+	for (int i = 0; i < N; i++) {
+		cudaGraphExecDestroy(exec[i]);
+		cudaGraphDestroy(g[i]);
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+	}
+	bystander_step(&b, 2);
+	pthread_join(t, NULL);
+	CHECK(b.begin == cudaSuccess && b.end == cudaSuccess,
+	      "the other thread's capture survived: begin %d, end %d", b.begin, b.end);
+	CHECK(ncclCommInitAll(comms, N, NULL) == ncclSuccess, "InitAll again");
+	CHECK(capture_all(comms, s, N, in, out, g, exec), "new communicators capture and replay");
+	for (int i = 0; i < N; i++) {
+		cudaGraphExecDestroy(exec[i]);
+		cudaGraphDestroy(g[i]);
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d again", i);
+		cudaFree(in[i]);
+		cudaFree(out[i]);
+	}
+	return CHECK_SUMMARY();
+}
+
+/* More captured operations on one communicator than a page of gate words
+ * holds (512): a chain of ncclMax AllReduces, each reading the one before,
+ * replayed with new inputs.  Its 1200 gates a replay must not each wait
+ * out a sleep of the emulation's stream wait (50 ms: a replay took 60 s,
+ * and the case timed out). */
+#define MANY_OPS 600
+
+static int case_graph_many(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	enum { B = 64 };
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	char *chain = dev_alloc((size_t)B * (MANY_OPS + 1), 0), host[B];
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	int bad = -1;
+
+	(void)arg;
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	for (int k = 0; k < MANY_OPS; k++)
+		if (ncclAllReduce(chain + k * B, chain + (k + 1) * B, B, ncclInt8, ncclMax, comm, s) !=
+		    ncclSuccess) {
+			CHECK(0, "captured AllReduce %d", k);
+			break;
+		}
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; exec && it < 3 && bad < 0; it++) {
+		cudaMemsetAsync(chain, 0, (size_t)B * (MANY_OPS + 1), s);
+		cudaMemsetAsync(chain, 10 * it + rank + 1, B, s);
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		cudaMemcpy(host, chain + (size_t)MANY_OPS * B, B, cudaMemcpyDeviceToHost);
+		for (int b = 0; b < B; b++)
+			if (host[b] != (char)(10 * it + n))
+				bad = it;
+	}
+	CHECK(bad < 0, "replay %d: the chain's end is wrong", bad);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "eager op after the replays");
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (g)
+		cudaGraphDestroy(g);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* One thread drives two ranks on two devices and calls each with the
  * other device current, outside any group (NCCL sets the communicator's
  * device itself): an AllReduce, a send/receive, and an AllReduce captured
@@ -838,6 +1027,65 @@ static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d", e);
 		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
 	}
+	return CHECK_SUMMARY();
+}
+
+/* Rank 0 replays a captured AllGather alone, its gate thread waiting in
+ * the replay's first barrier, and another thread aborts: the abort
+ * returns, the stream completes, and replays after the abort (their jobs
+ * inline) complete too.  Rank 1 sees the remote error, replays as well
+ * (its gate thread's barriers pass on a failed communicator) and
+ * destroys. */
+static int case_graph_abort(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t bytes = 4096;
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	char *send = dev_alloc(bytes, rank + 1), *recv = dev_alloc(bytes * n, 0);
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	ncclResult_t e = ncclSuccess;
+	double t0;
+
+	(void)arg;
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	CHECK(ncclAllGather(send, recv, bytes, ncclInt8, comm, s) == ncclSuccess, "captured");
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; exec && it < 2; it++) {
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+	}
+	launch_barrier();
+	if (rank == 0) {
+		struct aborter a = { comm, 300 };
+		pthread_t t;
+
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch alone");
+		t0 = now_s();
+		pthread_create(&t, NULL, abort_later, &a);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync after the abort");
+		pthread_join(t, NULL);
+		CHECK(now_s() - t0 < 3, "abort and stream done after %.2fs", now_s() - t0);
+		t0 = now_s();
+		for (int it = 0; it < 3; it++)
+			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after abort", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync replays after the abort");
+		CHECK(now_s() - t0 < 3, "replays after the abort done in %.2fs", now_s() - t0);
+	} else {
+		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d", e);
+		t0 = now_s();
+		for (int it = 0; it < 3; it++)
+			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after failure", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync replays after the failure");
+		CHECK(now_s() - t0 < 3, "replays after the failure done in %.2fs", now_s() - t0);
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
+	}
+	launch_barrier();
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (g)
+		cudaGraphDestroy(g);
 	return CHECK_SUMMARY();
 }
 
@@ -2687,6 +2935,8 @@ static const struct rank_case rank_cases[] = {
 	{ "graphcount", 2, case_graph_mismatch, "count" },
 	{ "graphkind", 3, case_graph_mismatch, "kind" },
 	{ "graphreduce", 3, case_graph_reduce, NULL },
+	{ "graphmany", 2, case_graph_many, NULL },
+	{ "graphabort", 2, case_graph_abort, NULL },
 	{ "premulsum64", 2, case_premulsum64, NULL },
 	{ "devapi", 3, case_devapi, NULL },
 	{ "splitabort", 2, case_split_abort, NULL },
@@ -2719,7 +2969,8 @@ static const struct rank_case rank_cases[] = {
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s noargs|initall|splitgroup|shrinkgroup|splitnb1|graphall|wrongctx|badpool",
+		fprintf(stderr, "usage: %s noargs|initall|splitgroup|shrinkgroup|splitnb1|graphall|"
+				"graphdestroycap|wrongctx|badpool",
 			argv[0]);
 		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
 			fprintf(stderr, "|%s", rank_cases[i].name);
@@ -2738,6 +2989,8 @@ int main(int argc, char **argv)
 		return case_split_nonblocking_one_thread();
 	if (!strcmp(argv[1], "graphall"))
 		return case_graphall();
+	if (!strcmp(argv[1], "graphdestroycap"))
+		return case_graph_destroy_capturing();
 	if (!strcmp(argv[1], "wrongctx"))
 		return case_wrongctx();
 	if (!strcmp(argv[1], "badpool"))
