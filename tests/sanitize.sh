@@ -3,8 +3,9 @@
 #   1. ASan + UBSan: every step of tests/run.sh on build-asan/
 #   2. TSan: the steps with threads that race if anything does (abort from
 #      another thread, nonblocking init, watchdog against enqueue, stream
-#      host functions stamping traces) on build-tsan/, whose CUDA
-#      emulation is instrumented too: TSan sees the streams' ordering
+#      host functions stamping traces, replay gate threads) on build-tsan/,
+#      whose CUDA emulation is instrumented too: TSan sees the streams'
+#      ordering
 #   3. valgrind memcheck: the cxlshim command and emulated NCCL runs of
 #      the normal build
 # Any report fails the run: the sanitizers abort on their first finding.
@@ -20,13 +21,13 @@ echo "=== ASan + UBSan (build-asan)"
 ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 CFLAGS="$ASAN_CFLAGS" SANITIZE="-fsanitize=address,undefined" BUILD=build-asan \
-	CXLSHIM_TEST_ONLY='^(unit|api|coll: [1-4] ranks, counts|reduce: [1-3] ranks|variant|host waits|non-coherent|two jobs|ops|sock: (large writes|by reference|sleepers|stress|corrupt|longjmp$|longjmp-close))' \
+	CXLSHIM_TEST_ONLY='^(unit|api|coll: [1-4] ranks, counts|reduce: [1-3] ranks|variant|host waits|replay gates|non-coherent|two jobs|ops|sock: (large writes|by reference|sleepers|stress|corrupt|longjmp$|longjmp-close))' \
 	tests/run.sh || rc=1
 
 echo "=== TSan (build-tsan)"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0 \
 CFLAGS="$TSAN_CFLAGS" SANITIZE="-fsanitize=thread" BUILD=build-tsan \
-	CXLSHIM_TEST_ONLY='^(unit: pool|api: (nonblocking|abort|rank SIGKILLed|ops on different|ncclCommInitAll|one thread splits|split and shrink of a nonblocking)|coll: 3 ranks, counts|reduce: 2 ranks|host waits|ops: (doctor|trace))' \
+	CXLSHIM_TEST_ONLY='^(unit: pool|api: (nonblocking|abort|rank SIGKILLed|ops on different|ncclCommInitAll|one thread splits|split and shrink of a nonblocking|a captured group|each rank called)|coll: 3 ranks, counts|reduce: 2 ranks|host waits|replay gates|ops: (doctor|trace))' \
 	tests/run.sh || rc=1
 
 echo "=== valgrind memcheck ($BUILD)"

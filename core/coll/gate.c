@@ -164,24 +164,45 @@ fail:
 	return NULL;
 }
 
+/* Unregistering is as unsafe as registering (page_new): another thread
+ * may capture in global mode while we destroy. */
+static void page_free(const struct cxls_cuda *cu, struct page *pg)
+{
+	CUstreamCaptureMode mode = cxls_cuda_capture_relax(cu);
+
+	cu->MemHostUnregister((void *)pg->words);
+	cxls_cuda_capture_restore(cu, mode);
+	free((void *)pg->words);
+	free(pg);
+}
+
+/* A new page is registered outside the lock, which host functions take;
+ * one that another caller's page made needless is given back. */
 int cxls_gate_init(struct cxls_gates *gs, struct cxls_gate *g, void (*fn)(void *), void *arg)
 {
-	struct page *pg;
+	struct page *pg, *fresh = NULL;
 
-	pthread_mutex_lock(&gs->lock);
-	pg = gs->pages;
-	if (!pg || pg->used == PAGE_WORDS) {
-		if (!(pg = page_new(gs->cu))) {
-			pthread_mutex_unlock(&gs->lock);
-			return -1;
+	for (;;) {
+		pthread_mutex_lock(&gs->lock);
+		pg = gs->pages;
+		if (pg && pg->used < PAGE_WORDS)
+			break;
+		if (fresh) {
+			fresh->next = gs->pages;
+			gs->pages = pg = fresh;
+			fresh = NULL;
+			break;
 		}
-		pg->next = gs->pages;
-		gs->pages = pg;
+		pthread_mutex_unlock(&gs->lock);
+		if (!(fresh = page_new(gs->cu)))
+			return -1;
 	}
 	g->word = &pg->words[pg->used];
 	g->dev = pg->dev + pg->used * sizeof(uint32_t);
 	pg->used++;
 	pthread_mutex_unlock(&gs->lock);
+	if (fresh)
+		page_free(gs->cu, fresh);
 	g->fn = fn;
 	g->arg = arg;
 	g->owner = gs;
@@ -219,21 +240,14 @@ void cxls_gates_stop(struct cxls_gates *gs)
 void cxls_gates_free(struct cxls_gates *gs)
 {
 	struct page *pg, *next;
-	CUstreamCaptureMode mode;
 
 	if (!gs)
 		return;
 	cxls_gates_stop(gs);
-	/* unregistering is as unsafe as registering (page_new): another
-	 * thread may capture in global mode while we destroy */
-	mode = cxls_cuda_capture_relax(gs->cu);
 	for (pg = gs->pages; pg; pg = next) {
 		next = pg->next;
-		gs->cu->MemHostUnregister((void *)pg->words);
-		free((void *)pg->words);
-		free(pg);
+		page_free(gs->cu, pg);
 	}
-	cxls_cuda_capture_restore(gs->cu, mode);
 	pthread_cond_destroy(&gs->wake);
 	pthread_mutex_destroy(&gs->lock);
 	free(gs);

@@ -37,8 +37,8 @@ struct cxls_gate {
 	struct cxls_gate *next;  /* in the owner's queue */
 };
 
-/* A communicator's gate thread and gate words.  NULL (and a warning) when
- * the thread or the words cannot be had. */
+/* A communicator's gate thread, whose words come with cxls_gate_init.
+ * NULL (and a warning) when the thread cannot be started. */
 struct cxls_gates *cxls_gates_new(const struct cxls_cuda *cu);
 /* Binds g to a word of gs that fn(arg) will release.  -1 when out of
  * memory or CUDA cannot map a new page of words. */

@@ -186,12 +186,16 @@ struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st,
 		r->base.p2p_pub[p] = atomic_load(&c->p2p_sent[p]);
 		r->base.p2p_ack[p] = atomic_load(&c->p2p_recvd[p]);
 	}
-	if (cxls_gate_enqueue(&r->start, st))
-		goto fail;
+	/* linked before its start node is enqueued: a capture that took the
+	 * node when the wait behind it failed still holds the record */
 	pthread_mutex_lock(&c->life);
 	r->next = c->replays;
 	c->replays = r;
 	pthread_mutex_unlock(&c->life);
+	if (cxls_gate_enqueue(&r->start, st)) {
+		CXLS_WARN("comm %p: cannot prepare a captured operation for replays", (void *)c);
+		return NULL;
+	}
 	return r;
 fail:
 	CXLS_WARN("comm %p: cannot prepare a captured operation for replays", (void *)c);
