@@ -110,15 +110,29 @@ static uint32_t next_barrier(struct cxls_comm *c)
 }
 
 /* The start and end jobs run on the communicator's gate thread (gate.h):
- * their barriers block, which a host function must not. */
+ * their barriers block, which a host function must not.  A job holds the
+ * pool record while it runs; one that comes after the communicator gave
+ * it back (comm.c comm_leave) does nothing. */
+static int job_enter(struct cxls_comm *c)
+{
+	atomic_fetch_add(&c->replay_jobs, 1);
+	if (!atomic_load(&c->record_gone))
+		return 0;
+	atomic_fetch_sub(&c->replay_jobs, 1);
+	return -1;
+}
+
+static void job_leave(struct cxls_comm *c)
+{
+	atomic_fetch_sub(&c->replay_jobs, 1);
+}
 
 /* On a failed communicator the doorbells are not moved back to the
  * captured base: they stay raised (cxls_comm_unblock), so that the
  * replay's waits pass and its stream completes with the error reported,
  * not a hang. */
-static void on_start(void *arg)
+static void start(struct cxls_replay *r)
 {
-	struct cxls_replay *r = arg;
 	struct cxls_comm *c = r->c;
 	uint32_t v = next_barrier(c);
 
@@ -133,12 +147,21 @@ static void on_start(void *arg)
 	barrier(c, next_barrier(c));
 }
 
+static void on_start(void *arg)
+{
+	struct cxls_replay *r = arg;
+
+	if (job_enter(r->c))
+		return;
+	start(r);
+	job_leave(r->c);
+}
+
 /* The second barrier: until every rank restored, a peer's doorbell may
  * still hold a replay value above the live sequence, which our next eager
  * operation would take for fresh data. */
-static void on_end(void *arg)
+static void end(struct cxls_replay *r)
 {
-	struct cxls_replay *r = arg;
 	struct cxls_comm *c = r->c;
 
 	barrier(c, next_barrier(c));
@@ -150,6 +173,16 @@ static void on_end(void *arg)
 		cxls_comm_unblock(c);
 	else
 		barrier(c, next_barrier(c));
+}
+
+static void on_end(void *arg)
+{
+	struct cxls_replay *r = arg;
+
+	if (job_enter(r->c))
+		return;
+	end(r);
+	job_leave(r->c);
 }
 
 /* The communicator's gate thread, started by its first capture. */

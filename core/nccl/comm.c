@@ -215,11 +215,19 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 
 /* Gives the record back exactly once; a rank whose streams may still
  * touch the record keeps it (quarantine until the process exits). */
+/* Gives the record back once no replay job uses it (replay.c: a job
+ * under way ends within the op timeout, at once on a failed
+ * communicator); later ones see record_gone. */
 static void comm_leave(struct cxls_comm *c)
 {
+	struct timespec nap = { 0, 200000 };
+
 	if (!c->joined)
 		return;
 	c->joined = 0;
+	atomic_store(&c->record_gone, 1);
+	while (atomic_load(&c->replay_jobs))
+		nanosleep(&nap, NULL);
 	cxls_comm_leave(c->pool, &c->view, (uint32_t)c->rank);
 }
 

@@ -127,6 +127,11 @@ struct cxls_comm {
 	 * barriers this rank has passed */
 	struct cxls_replay *replays;
 	struct cxls_gates *gates;  /* their start and end jobs' thread (gate.h) */
+	/* replay jobs touching the record, and 1 once it is given back: a
+	 * job that comes later (a replay of an aborted communicator's graph)
+	 * must not write doorbells another communicator may own by then */
+	_Atomic uint32_t replay_jobs;
+	_Atomic int record_gone;
 	_Atomic uint32_t graph_barriers;
 	/* enqueues under way (cxls_comm_enq_enter), plus CXLS_ENQ_CLOSED once
 	 * a destroy or abort began: c->ops and p2p_ops count an operation
