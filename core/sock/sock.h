@@ -144,7 +144,12 @@ int cxls_sock_epoll_polled_ready(struct epset *s);
 void cxls_sock_epoll_polled_done(struct epset *s);
 /* newfd is a dup of oldfd: an epoll fd's set has one more number. */
 void cxls_sock_epoll_duped(int oldfd, int newfd);
-/* In the child of fork: the sets as its one thread finds them. */
+/* fork (cxls_sock_fork_prepare() and after): every set's lock taken, so
+ * that the child copies none halfway through a change; given back in the
+ * parent, started over in the child, which finds the sets as its one
+ * thread is left with them. */
+void cxls_sock_epoll_fork_prepare(void);
+void cxls_sock_epoll_fork_parent(void);
 void cxls_sock_epoll_forked(void);
 
 /* exec (sock_exec.c): "CXLSHIM_SOCK_FDS=fd:slot:gen:role,...", the
@@ -186,5 +191,9 @@ FILE *cxls_sock_std_unswitch(FILE *fp);
 void cxls_sock_fork_prepare(void);
 void cxls_sock_fork_parent(void);
 void cxls_sock_fork_child(void);
+/* Those three run at every fork from now on: at the first TCP socket, or
+ * the first epoll_ctl on an fd the shim does not follow (sock_epseen.c's
+ * lock, taken with no socket at all). */
+void cxls_sock_watch_forks(void);
 
 #endif

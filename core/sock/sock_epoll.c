@@ -31,13 +31,15 @@
  * rings say is ready (edge, level, one-shot, busy-poll);
  * sock_epoll_sleep.c, the pooled sockets one wait sleeps on;
  * sock_epoll_wait.c, epoll_wait; sock_epoll_close.c, the close and dup of
- * an fd.  What they share is in sock_epoll_int.h.
+ * an fd.  What they share is in sock_epoll_int.h.  Fork is handled here
+ * (the end of this file).
  */
 #include "sock_epoll_int.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "sock_epseen.h"
 #include "sock_private_fd.h"
 #include "sock_sys.h"
 
@@ -55,13 +57,24 @@
 
 /* Locks: cxls_ep_sets_lock (the epoll fd -> set table), then a set's lock
  * (struct epset), then its children's; free_lock (released sets) inside
- * any of them.  Nothing is held while the kernel sleeps. */
-pthread_mutex_t cxls_ep_sets_lock = PTHREAD_MUTEX_INITIALIZER;
+ * any of them.  Nothing is held while the kernel sleeps.  All of them
+ * error-checking (fork, below). */
+pthread_mutex_t cxls_ep_sets_lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static _Atomic(set_slot *) set_chunks[SET_CHUNKS];
 int cxls_ep_nsets;
 _Atomic int cxls_ep_any_set;
-static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t free_lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static struct epset *free_sets;
+
+void cxls_ep_lock_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
 
 /* fd's place in the table, or NULL (out of range, or no chunk yet and
  * create 0, or memory short); create only with cxls_ep_sets_lock held. */
@@ -112,26 +125,6 @@ void cxls_ep_set_put(struct epset *s)
 	pthread_mutex_unlock(&free_lock);
 }
 
-void cxls_sock_epoll_forked(void)
-{
-	/* Threads of the parent that were inside epoll_wait are not here:
-	 * counted as waiters, a close of the fd in the child would take the
-	 * items' registrations from an epoll file the parent still waits on
-	 * (close_set()).  A lock such a thread held stays held for ever:
-	 * every lock starts over, as the fd table's does. */
-	pthread_mutex_init(&cxls_ep_sets_lock, NULL);
-	pthread_mutex_init(&free_lock, NULL);
-	for (int fd = 0; fd < cxls_ep_nsets; fd++) {
-		struct epset *s = cxls_ep_set_at(fd);
-
-		if (!s)
-			continue;
-		pthread_mutex_init(&s->lock, NULL);
-		s->waiters = 0;
-	}
-	cxls_ep_orphans_forked();
-}
-
 /* A set in its first state, from the recycled ones or new, holding one
  * reference (the table's); NULL when memory is short. */
 static struct epset *set_alloc(int epfd)
@@ -147,10 +140,11 @@ static struct epset *set_alloc(int epfd)
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return NULL;
-		pthread_mutex_init(&s->lock, NULL);
+		cxls_ep_lock_init(&s->lock);
 	}
 	/* everything but the lock (unlocked: its last user let it go) */
 	s->closed = s->waiters = s->n = s->cap = s->npos = s->nchild = s->ngone = 0;
+	s->forklock = FORK_FREE;
 	s->nfds = 1;
 	s->calls = 0;
 	s->items = NULL;
@@ -267,4 +261,134 @@ void cxls_ep_set_unlock(struct epset *s)
 {
 	pthread_mutex_unlock(&s->lock);
 	cxls_ep_set_put(s);
+}
+
+/* ---- fork -------------------------------------------------------------
+ *
+ * The child copies the sets as the parent's other threads left them: one
+ * halfway through a change (an item counted whose connection was not
+ * written yet, an array reallocated and not yet stored) crashed the
+ * child's next close or epoll_wait (a thread adding to a set while
+ * another forks), and the child of a thread holding sock_epseen.c's lock
+ * hung at its first close or epoll_ctl.  So the fork takes every lock
+ * first (cxls_sock_fork_prepare(), before the fd table's and the kept
+ * list's, which a thread holding a set's lock may take), and the child,
+ * whose other threads are gone, starts them all over.  A signal handler
+ * that forks in the middle of its own thread's epoll call finds that
+ * call's lock held by itself (EDEADLK): it does not wait for it, and the
+ * child's copy is the call's, which goes on there. */
+
+static enum ep_forklock sets_forklock, free_forklock;
+static int fork_own; /* a lock prepare found held by the forking thread */
+
+static enum ep_forklock fork_lock(pthread_mutex_t *m)
+{
+	if (!pthread_mutex_lock(m))
+		return FORK_LOCKED;
+	fork_own = 1;
+	return FORK_OWN;
+}
+
+/* fn on every set once: the table's at the number they sleep on (not at
+ * a dup's), then the orphans; cxls_ep_sets_lock held. */
+static void each_set(void (*fn)(struct epset *s, void *arg), void *arg)
+{
+	for (int e = 0; e < cxls_ep_nsets; e++) {
+		struct epset *s = cxls_ep_set_at(e);
+
+		if (s && s->kfd == e)
+			fn(s, arg);
+	}
+	cxls_ep_orphans_each(fn, arg);
+}
+
+/* A set not held yet, locked if free; the first one busy goes to *arg. */
+static void try_set(struct epset *s, void *arg)
+{
+	struct epset **busy = arg;
+
+	if (*busy || s->forklock != FORK_FREE)
+		return;
+	if (!pthread_mutex_trylock(&s->lock))
+		s->forklock = FORK_LOCKED;
+	else
+		*busy = s;
+}
+
+static void give_set(struct epset *s, void *arg)
+{
+	(void)arg;
+	if (s->forklock != FORK_LOCKED)
+		return;
+	s->forklock = FORK_FREE;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void fork_done(struct epset *s, void *arg)
+{
+	give_set(s, arg);
+	s->forklock = FORK_FREE; /* FORK_OWN too */
+}
+
+/* Every set locked.  A thread holding a set's lock may wait for a
+ * nested set's (sock_epoll_sleep.c), in no order the table knows: so
+ * they are tried, and the first one busy is waited for with no other set
+ * held, then kept while the others are tried again.  A set leaves the
+ * table and the orphans only under cxls_ep_sets_lock: none goes
+ * meanwhile. */
+static void lock_sets(void)
+{
+	struct epset *busy;
+
+	for (;;) {
+		busy = NULL;
+		each_set(try_set, &busy);
+		if (!busy)
+			return;
+		each_set(give_set, NULL);
+		busy->forklock = fork_lock(&busy->lock);
+	}
+}
+
+void cxls_sock_epoll_fork_prepare(void)
+{
+	fork_own = 0;
+	sets_forklock = fork_lock(&cxls_ep_sets_lock);
+	lock_sets();
+	free_forklock = fork_lock(&free_lock);
+	cxls_epseen_fork_prepare(); /* a leaf: nothing is taken under it */
+}
+
+void cxls_sock_epoll_fork_parent(void)
+{
+	cxls_epseen_fork_parent();
+	if (free_forklock == FORK_LOCKED)
+		pthread_mutex_unlock(&free_lock);
+	each_set(fork_done, NULL);
+	if (sets_forklock == FORK_LOCKED)
+		pthread_mutex_unlock(&cxls_ep_sets_lock);
+}
+
+void cxls_sock_epoll_forked(void)
+{
+	/* Threads of the parent that were inside epoll_wait are not here:
+	 * counted as waiters, a close of the fd in the child would take the
+	 * items' registrations from an epoll file the parent still waits on
+	 * (close_set()).  Every lock starts over (the forking thread's own
+	 * lock too: unlocked by another thread id, an error-checking one
+	 * refuses).  Every slot, not each_set(): with fork_own, the table
+	 * may be mid-change. */
+	cxls_ep_lock_init(&cxls_ep_sets_lock);
+	cxls_ep_lock_init(&free_lock);
+	for (int fd = 0; fd < cxls_ep_nsets; fd++) {
+		struct epset *s = cxls_ep_set_at(fd);
+
+		if (!s)
+			continue;
+		cxls_ep_lock_init(&s->lock);
+		s->waiters = 0;
+		s->forklock = FORK_FREE;
+	}
+	cxls_ep_orphans_forked(!fork_own);
+	cxls_epseen_fork_child();
 }

@@ -78,12 +78,36 @@ void cxls_ep_orphans_sweep(void)
 	pthread_mutex_unlock(&cxls_ep_sets_lock);
 }
 
-void cxls_ep_orphans_forked(void)
+void cxls_ep_orphans_each(void (*fn)(struct epset *s, void *arg), void *arg)
 {
-	/* the parent's waiters are not here: the next sweep empties them */
+	for (int i = 0; i < n_orphans; i++)
+		fn(orphans[i], arg);
+}
+
+/* In the child of fork, the parent's waiters are not here.  An orphan is
+ * their epoll file, which the kernel's child holds no number of: the
+ * copy kept for them (kfd) stayed open in every child for as long as it
+ * lived, counted by references of threads that are not there.  So it
+ * goes now, with the items' references; the waiters' references stay
+ * counted (the forking thread may be one of them, a signal handler's
+ * fork in its wait, which goes on in the child and ends it: the set's
+ * memory is not recycled in the child).  Not whole (the forking thread
+ * was changing the list itself): the next sweep empties them. */
+void cxls_ep_orphans_forked(int whole)
+{
 	for (int i = 0; i < n_orphans; i++) {
-		pthread_mutex_init(&orphans[i]->lock, NULL);
+		cxls_ep_lock_init(&orphans[i]->lock);
 		orphans[i]->waiters = 0;
+		orphans[i]->forklock = FORK_FREE;
+	}
+	while (whole && n_orphans) {
+		struct epset *s = orphans[--n_orphans];
+
+		empty_set(s);
+		if (s->kfd >= 0)
+			cxls_private_close(s->kfd);
+		s->kfd = -1;
+		cxls_ep_set_put(s); /* the list's */
 	}
 }
 

@@ -66,6 +66,10 @@ struct ep_child {
 	uint64_t mark;
 };
 
+/* What fork's prepare did with a lock: took it, or found the forking
+ * thread holding it itself (a signal handler's fork). */
+enum ep_forklock { FORK_FREE, FORK_LOCKED, FORK_OWN };
+
 struct epset {
 	pthread_mutex_t lock;
 	/* The table's reference while the set is in it, one per caller
@@ -81,6 +85,7 @@ struct epset {
 	int waiters;           /* threads inside cxls_sock_epoll_wait */
 	int nfds;              /* fd numbers naming the set here (dup of an
 				* epoll fd): the table holds a reference each */
+	int forklock;          /* enum ep_forklock (sock_epoll.c, fork) */
 	struct epset *next_free;
 	int n, cap;
 	unsigned calls;        /* every so often look at quiet items too */
@@ -102,8 +107,12 @@ struct epset {
 
 /* The set table (sock_epoll.c): epoll fd -> set.  cxls_ep_sets_lock comes
  * first in the lock order written there; cxls_ep_nsets and the table's
- * changes are under it, cxls_ep_any_set is read without it. */
+ * changes are under it, cxls_ep_any_set is read without it.  Every lock
+ * here is error-checking (cxls_ep_lock_init()): fork's prepare must not
+ * wait for one the forking thread holds itself. */
 typedef _Atomic(struct epset *) set_slot;
+
+void cxls_ep_lock_init(pthread_mutex_t *m);
 
 extern pthread_mutex_t cxls_ep_sets_lock;
 extern int cxls_ep_nsets;
@@ -121,9 +130,12 @@ struct epset *cxls_ep_set_lock(int epfd, int create);
 void cxls_ep_set_unlock(struct epset *s);
 
 /* Sets closed under waiters (sock_epoll_close.c): those no thread waits
- * in any more are emptied and let go; after a fork, none has waiters. */
+ * in any more are emptied and let go.  fn on each (cxls_ep_sets_lock
+ * held).  In the child of fork none has waiters, and unless whole is 0
+ * (the forking thread itself was changing the sets) they go at once. */
 void cxls_ep_orphans_sweep(void);
-void cxls_ep_orphans_forked(void);
+void cxls_ep_orphans_each(void (*fn)(struct epset *s, void *arg), void *arg);
+void cxls_ep_orphans_forked(int whole);
 
 /* Items (sock_epoll_item.c); the set locked. */
 struct ep_item *cxls_ep_find_item(struct epset *s, int fd);

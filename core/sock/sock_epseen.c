@@ -1,6 +1,8 @@
 /* sock_epseen.c - which epoll fds hold an fd the shim does not follow,
  * and what the kernel registered there (sock_epseen.h). */
 #include "sock_epseen.h"
+#include "sock.h"
+#include "sock_claim.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -21,10 +23,13 @@ struct seen {
 	uint8_t holds; /* an epoll fd unfollowed fds were added to */
 };
 
-/* indexed by fd: one fd space per process */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* indexed by fd: one fd space per process.  The lock is fork's too
+ * (cxls_epseen_fork_prepare()); error-checking, so that fork does not
+ * wait for it when its own thread holds it (a signal handler's fork). */
+static pthread_mutex_t lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static struct seen *tab;
 static int ntab;
+static int fork_locked;
 
 /* Called locked; 0 when fd has its entry. */
 static int grow(int fd)
@@ -60,6 +65,9 @@ void cxls_epseen_added(int epfd, int fd)
 {
 	struct seen *e;
 
+	/* a process with no TCP socket takes the lock too: a child forked
+	 * while another thread held it waited for it for ever */
+	cxls_sock_watch_forks();
 	pthread_mutex_lock(&lock);
 	if (grow(fd > epfd ? fd : epfd)) {
 		if (fd >= 0 && fd < ntab)
@@ -95,13 +103,38 @@ void cxls_epseen_closing(int fd)
 	if (fd >= 0 && fd < ntab) {
 		/* The set may live on in a dup or a child of this process,
 		 * with nothing here to read it by: its members stay on TCP. */
-		if (tab[fd].holds)
+		if (tab[fd].holds) {
+			cxls_claim_test_delay("epseen-closing"); /* tests: a fork meets the lock */
 			for (int f = 0; f < ntab; f++)
 				if (unlist(&tab[f], fd))
 					tab[f].lost = 1;
+		}
 		memset(&tab[fd], 0, sizeof(tab[fd]));
 	}
 	pthread_mutex_unlock(&lock);
+}
+
+void cxls_epseen_fork_prepare(void)
+{
+	fork_locked = !pthread_mutex_lock(&lock);
+}
+
+void cxls_epseen_fork_parent(void)
+{
+	if (fork_locked)
+		pthread_mutex_unlock(&lock);
+}
+
+/* Started over: held by the forking thread (another thread id here, which
+ * an error-checking lock refuses to unlock) or by none. */
+void cxls_epseen_fork_child(void)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&lock, &a);
+	pthread_mutexattr_destroy(&a);
 }
 
 void cxls_epseen_duped(int oldfd, int newfd)

@@ -24,6 +24,11 @@ void cxls_epseen_deleted(int epfd, int fd);
 void cxls_epseen_closing(int fd);
 /* newfd now names oldfd's file (dup, dup2, dup3, F_DUPFD). */
 void cxls_epseen_duped(int oldfd, int newfd);
+/* fork (from sock_epoll.c's): the table's lock taken before, given back
+ * in the parent, started over in the child. */
+void cxls_epseen_fork_prepare(void);
+void cxls_epseen_fork_parent(void);
+void cxls_epseen_fork_child(void);
 
 /* One registration as the kernel has it. */
 struct cxls_epreg {

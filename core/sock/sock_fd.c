@@ -89,6 +89,11 @@ static void register_atfork(void)
 	pthread_atfork(cxls_sock_fork_prepare, cxls_sock_fork_parent, cxls_sock_fork_child);
 }
 
+void cxls_sock_watch_forks(void)
+{
+	pthread_once(&atfork_once, register_atfork);
+}
+
 /* The options the shim keeps for a pooled socket (cxls_sock_option) as
  * the kernel's socket has them: set before the shim followed fd (before
  * connect(), on the listener it was accepted from, before exec), they
@@ -790,6 +795,10 @@ void cxls_sock_fork_prepare(void)
 	 * (sock_origin.h). */
 	cxls_sock_meet_connected();
 	cxls_sock_origin_fork();
+	/* after the meetings (a connect met adopts epoll registrations),
+	 * before the kept list's lock and the table's, which a thread
+	 * holding an epoll set's lock may take */
+	cxls_sock_epoll_fork_prepare();
 	cxls_kept_fork_prepare();
 	cxls_fdtab_lock();
 	cxls_fdtab_each(fork_phase, &phase);
@@ -799,6 +808,7 @@ void cxls_sock_fork_parent(void)
 {
 	cxls_fdtab_unlock();
 	cxls_kept_fork_parent();
+	cxls_sock_epoll_fork_parent();
 }
 
 void cxls_sock_fork_child(void)

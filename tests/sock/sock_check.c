@@ -1413,6 +1413,228 @@ static void test_fork_epoll(void)
 	close(b);
 }
 
+/* ---- fork while other threads use epoll ----------------------------------
+ * The child copies the shim's epoll sets as the parent's other threads
+ * left them.  Three ways that went wrong: a set whose fd was closed under
+ * a waiter kept the shim's copy of the fd open in every child; a set
+ * halfway through a change (its index array reallocated, not yet stored)
+ * crashed the child's next close; a lock held by a thread the child does
+ * not have (sock_epseen.c's, taken by any epoll_ctl on a pipe) hung it. */
+
+/* Epoll files among the fds from the shim's private numbers up
+ * (sock_private_fd.c: a quarter of the fd limit, at most 1024). */
+static int private_epoll_files(void)
+{
+	struct rlimit rl;
+	char path[64], link[64];
+	int floor, n = 0;
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	floor = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 4 > 1024 ? 1024 : (int)(rl.rlim_cur / 4);
+	for (int fd = floor; fd < (int)rl.rlim_cur && fd < (1 << 20); fd++) {
+		ssize_t l;
+
+		if (fcntl(fd, F_GETFD) < 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		l = readlink(path, link, sizeof(link) - 1);
+		link[l > 0 ? l : 0] = '\0';
+		n += strstr(link, "eventpoll") != NULL;
+	}
+	return n;
+}
+
+/* A thread waits in epoll_wait on a set whose fd another thread closed
+ * (it keeps the epoll file, as the kernel lets it) when the process
+ * forks: the kernel's child has no fd of that file, and the shim's child
+ * kept its copy of it open as long as it lived.  The waiter in the parent
+ * still sees the socket after the child is gone. */
+static void test_fork_epoll_orphan(void)
+{
+	struct blocked bl = { 0 };
+	pthread_t t;
+	uint64_t t0;
+	pid_t pid;
+	int a, b, st;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	bl.fd = epoll_create1(0);
+	CHECK(epoll_ctl(bl.fd, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN, { 0 } }) == 0,
+	      "epoll set");
+	pthread_create(&t, NULL, blocked_epoll_5s, &bl);
+	usleep(100000); /* asleep in the kernel */
+	close(bl.fd);
+	pid = fork();
+	if (pid == 0)
+		_exit(private_epoll_files());
+	st = tu_wait(pid);
+	CHECK(st == 0, "the child holds %d epoll files of its parent's waiters", st);
+	t0 = tu_now_us();
+	CHECK(write(a, "x", 1) == 1, "write");
+	pthread_join(t, NULL);
+	CHECK(bl.r == 1 && tu_now_us() - t0 < 1000000,
+	      "the waiter on the closed set woke: %zd after %llu us", bl.r,
+	      (unsigned long long)(tu_now_us() - t0));
+	close(a);
+	close(b);
+}
+
+/* A thread closes an epoll fd that held an fd the shim does not follow
+ * (a pipe): sock_epseen.c's table is swept under its lock, held 300 ms
+ * by the test delay (CXLSHIM_TEST_CLAIM_DELAY_AT=epseen-closing), while
+ * the main thread forks.  The child's epoll_ctl on a pipe and its close
+ * took that lock, which no thread of the child was left to give back: it
+ * hung.  Without the delay the fork seldom meets the lock. */
+static void *close_epoll_of_pipe(void *arg)
+{
+	int *p = arg, ep = epoll_create1(0);
+
+	epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &(struct epoll_event){ EPOLLIN, { 0 } });
+	close(ep);
+	return NULL;
+}
+
+static int pipe_in_epoll(void)
+{
+	int p[2], ep = epoll_create1(0);
+
+	alarm(5);
+	if (pipe(p) || epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &(struct epoll_event){ EPOLLIN, { 0 } }))
+		return 2;
+	close(p[0]);
+	close(p[1]);
+	close(ep);
+	return 0;
+}
+
+static void test_fork_epoll_seen(void)
+{
+	pthread_t t;
+	pid_t pid;
+	int p[2], a, b, st;
+
+	tcp_pair(&a, &b); /* the shim's sockets in use, as in an event loop */
+	CHECK(pipe(p) == 0, "pipe");
+	pthread_create(&t, NULL, close_epoll_of_pipe, p);
+	usleep(100000); /* in the delay, the lock held */
+	pid = fork();
+	if (pid == 0)
+		_exit(pipe_in_epoll());
+	st = tu_wait(pid);
+	CHECK(st == 0, "the child's epoll_ctl and close: status %d (142: hung)", st);
+	pthread_join(t, NULL);
+	close(p[0]);
+	close(p[1]);
+	close(a);
+	close(b);
+}
+
+/* Many forks while a thread makes sets whose index grows (the pooled
+ * socket dup'd to a high number, at each new set: the array is
+ * reallocated and cleared before it is stored), then while one registers
+ * pipes.  The child closes the socket, which every set looks up, and
+ * registers a pipe.  Before the fork took the epoll locks about one child
+ * in 300 crashed on the freed array (its first words the allocator's: the
+ * socket is dup'd to fd 0, stdin borrowed meanwhile), and one in a few
+ * thousand hung on the pipes'.  FORK_CHURN forks each (1000 unless told). */
+struct churn {
+	int fd, high, ep;
+	atomic_int stop;
+};
+
+static void *churn_sets(void *arg)
+{
+	struct churn *ch = arg;
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	while (!atomic_load(&ch->stop)) {
+		int ep = epoll_create1(0);
+
+		epoll_ctl(ep, EPOLL_CTL_ADD, ch->fd, &ev);
+		dup2(ch->fd, ch->high);
+		epoll_ctl(ep, EPOLL_CTL_ADD, ch->high, &ev);
+		close(ch->high);
+		close(ep);
+	}
+	return NULL;
+}
+
+static void *churn_pipes(void *arg)
+{
+	struct churn *ch = arg;
+	struct epoll_event ev = { .events = EPOLLIN };
+	int p[2];
+
+	while (!atomic_load(&ch->stop) && !pipe(p)) {
+		epoll_ctl(ch->ep, EPOLL_CTL_ADD, p[0], &ev);
+		epoll_ctl(ch->ep, EPOLL_CTL_DEL, p[0], NULL);
+		close(p[0]);
+		close(p[1]);
+	}
+	return NULL;
+}
+
+static int churn_child(struct churn *ch)
+{
+	alarm(3);
+	close(ch->fd);
+	return pipe_in_epoll();
+}
+
+/* forks children while fn churns; what became of them in *crashed, *hung */
+static void churn_forks(struct churn *ch, void *(*fn)(void *), int forks, int *crashed,
+			int *hung)
+{
+	pthread_t t;
+
+	atomic_store(&ch->stop, 0);
+	pthread_create(&t, NULL, fn, ch);
+	for (int i = 0; i < forks; i++) {
+		pid_t pid = fork();
+		int st;
+
+		if (pid == 0)
+			_exit(churn_child(ch));
+		st = tu_wait(pid);
+		*crashed += st != 0 && st != 128 + SIGALRM;
+		*hung += st == 128 + SIGALRM;
+	}
+	atomic_store(&ch->stop, 1);
+	pthread_join(t, NULL);
+}
+
+static void test_fork_epoll_churn(void)
+{
+	const char *env = getenv("FORK_CHURN");
+	int forks = env ? atoi(env) : 1000, crashed[2] = { 0, 0 }, hung[2] = { 0, 0 }, a, b, in;
+	struct churn ch = { .ep = epoll_create1(0) };
+	struct rlimit rl, was;
+
+	getrlimit(RLIMIT_NOFILE, &was);
+	rl = was;
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	getrlimit(RLIMIT_NOFILE, &rl);
+	ch.high = (int)(rl.rlim_cur > (1u << 16) ? (1u << 16) : rl.rlim_cur) - 1;
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	in = dup(0);
+	ch.fd = dup2(a, 0);
+	churn_forks(&ch, churn_sets, forks, &crashed[0], &hung[0]);
+	churn_forks(&ch, churn_pipes, forks, &crashed[1], &hung[1]);
+	CHECK(!crashed[0] && !hung[0], "sets growing: %d forks: %d children crashed, %d hung",
+	      forks, crashed[0], hung[0]);
+	CHECK(!crashed[1] && !hung[1], "pipes registered: %d forks: %d children crashed, %d hung",
+	      forks, crashed[1], hung[1]);
+	dup2(in, 0);
+	close(in);
+	close(ch.ep);
+	close(a);
+	close(b);
+	setrlimit(RLIMIT_NOFILE, &was);
+}
+
 /* ---- two sleepers on one socket ------------------------------------------
  * Every pooled connection has one control socket: a doorbell for data and
  * one for room arrive there alike, and every thread waiting on the fd
@@ -3026,6 +3248,9 @@ static const struct tu_case cases[] = {
 	{ "nonblock-fork", test_nonblock_across_fork },
 	{ "cancel", test_cancel },
 	{ "fork-epoll", test_fork_epoll },
+	{ "fork-epoll-orphan", test_fork_epoll_orphan },
+	{ "fork-epoll-seen", test_fork_epoll_seen },
+	{ "fork-epoll-churn", test_fork_epoll_churn },
 	{ "epoll-dup", test_epoll_dup },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
