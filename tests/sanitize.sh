@@ -21,7 +21,7 @@ echo "=== ASan + UBSan (build-asan)"
 ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 CFLAGS="$ASAN_CFLAGS" SANITIZE="-fsanitize=address,undefined" BUILD=build-asan \
-	CXLSHIM_TEST_ONLY='^(unit|api|coll: [1-4] ranks, counts|reduce: [1-3] ranks|variant|host waits|replay gates|non-coherent|two jobs|ops|sock: (large writes|by reference|sleepers|stress|corrupt|longjmp$|longjmp-close))' \
+	CXLSHIM_TEST_ONLY='^(unit|api|coll: [1-4] ranks, counts|reduce: [1-3] ranks|variant|host waits|replay gates|non-coherent|two jobs|ops|sock: (large writes|by reference|sleepers|stress|corrupt|longjmp$|longjmp-close|fork-epoll))' \
 	tests/run.sh || rc=1
 
 echo "=== TSan (build-tsan)"
