@@ -113,17 +113,13 @@ static uint32_t next_barrier(struct cxls_comm *c)
  * their barriers block, which a host function must not.  A job holds the
  * pool record while it runs; one that comes after the communicator gave
  * it back (comm.c comm_leave) does nothing. */
-static int job_enter(struct cxls_comm *c)
+static void while_held(struct cxls_replay *r, void (*job)(struct cxls_replay *))
 {
+	struct cxls_comm *c = r->c;
+
 	atomic_fetch_add(&c->replay_jobs, 1);
 	if (!atomic_load(&c->record_gone))
-		return 0;
-	atomic_fetch_sub(&c->replay_jobs, 1);
-	return -1;
-}
-
-static void job_leave(struct cxls_comm *c)
-{
+		job(r);
 	atomic_fetch_sub(&c->replay_jobs, 1);
 }
 
@@ -149,12 +145,7 @@ static void start(struct cxls_replay *r)
 
 static void on_start(void *arg)
 {
-	struct cxls_replay *r = arg;
-
-	if (job_enter(r->c))
-		return;
-	start(r);
-	job_leave(r->c);
+	while_held(arg, start);
 }
 
 /* The second barrier: until every rank restored, a peer's doorbell may
@@ -177,12 +168,7 @@ static void end(struct cxls_replay *r)
 
 static void on_end(void *arg)
 {
-	struct cxls_replay *r = arg;
-
-	if (job_enter(r->c))
-		return;
-	end(r);
-	job_leave(r->c);
+	while_held(arg, end);
 }
 
 /* The communicator's gate thread, started by its first capture. */
@@ -225,11 +211,9 @@ struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st,
 	r->next = c->replays;
 	c->replays = r;
 	pthread_mutex_unlock(&c->life);
-	if (cxls_gate_enqueue(&r->start, st)) {
-		CXLS_WARN("comm %p: cannot prepare a captured operation for replays", (void *)c);
-		return NULL;
-	}
-	return r;
+	if (!cxls_gate_enqueue(&r->start, st))
+		return r;
+	r = NULL; /* stays linked, freed with the communicator's records */
 fail:
 	CXLS_WARN("comm %p: cannot prepare a captured operation for replays", (void *)c);
 	if (r) {
