@@ -127,6 +127,23 @@ step "api: one thread shrinks 2 of 3 ranks in a group" env CXLSHIM_TIMEOUT_INIT_
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" shrinkgroup
 step "api: one thread splits 4 nonblocking ranks, alone and in groups: ncclInProgress at once" env \
 	CXLSHIM_TIMEOUT_INIT_MS=5000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitnb1
+# A GPU's hardware queues may run a context's streams in submission order
+# (emu: CUDAEMU_CONNECTIONS=1, emu/cuda/hwqueue.c): ranks that one process
+# drives on one device must submit no wait before the ring it waits for
+# (core/coll/order.h); each rank's own streams likewise
+step "api: 3 ranks of one process on one device, queues in submission order: groups, a thread per rank" \
+	sh -c "for e in X=0 CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host; do env \$e CUDAEMU_DEVICES=1 \
+	 CUDAEMU_CONNECTIONS=1 CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM $BUILD/tests/api_check onegpu \
+	 || exit 1; done"
+step "api: one thread splits 4 nonblocking ranks on one device, queues in submission order" env \
+	CUDAEMU_DEVICES=1 CUDAEMU_CONNECTIONS=1 CXLSHIM_TIMEOUT_OP_MS=10000 CXLSHIM_TIMEOUT_INIT_MS=5000 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitnb1
+step "coll: 3 ranks, queues in submission order, two work streams" env CUDAEMU_CONNECTIONS=1 \
+	CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD="$SHIM" \
+	"$BUILD/tests/coll_check" -n 3 -c 1,odd,1M,5M -t int8,float
+step "reduce: 3 ranks, queues in submission order, two work streams" env CUDAEMU_CONNECTIONS=1 \
+	CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD="$SHIM" \
+	"$BUILD/tests/reduce_check" -n 3 -c 7,100000,3000000 -t float,bf16 -o sum,avg,premulsum-dev
 step "api: ops on different streams stay ordered" shim "$BUILD/tests/api_check" streams
 step "api: same, 3 ranks, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" \
 	"$BUILD/tests/api_check" streams3

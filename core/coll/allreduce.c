@@ -96,7 +96,7 @@ static int gather_put(struct ar *a, uint32_t k, uint32_t t1)
 	uint32_t t = t1 + k;
 	int me = c->rank;
 
-	if (cxls_stage_wait(&c->st, op->ws, &c->view.ack[me], op->g0 + folded_at(a, k) + 1) ||
+	if (cxls_op_wait_bell(op, op->ws, &c->view.ack[me], me, op->g0 + folded_at(a, k) + 1) ||
 	    cxls_op_wait_consumed(op, t, op->depth, -1))
 		return -1;
 	return cxls_op_put(op, t, cxls_op_slot(op, me, t), a->recv + slice_off(a, me, k),
@@ -132,10 +132,10 @@ static int direct_round(struct ar *a, uint32_t k)
 	 * before it is reused; and in place, our input must be in the slot
 	 * before the first fold overwrites it */
 	if (cxls_op_wait_consumed(op, k, depth, -1) ||
-	    (k >= depth && cxls_stage_wait(&c->st, op->ws, &c->view.ack[c->rank],
-					   op->g0 + k - depth + 1)) ||
+	    (k >= depth && cxls_op_wait_bell(op, op->ws, &c->view.ack[c->rank], c->rank,
+					     op->g0 + k - depth + 1)) ||
 	    cxls_op_put(op, k, cxls_op_slot(op, c->rank, k), a->send + off, n * a->es) ||
-	    cxls_stage_wait(&c->st, op->rs, &c->view.pub[c->rank], op->g0 + k + 1) ||
+	    cxls_op_wait_bell(op, op->rs, &c->view.pub[c->rank], c->rank, op->g0 + k + 1) ||
 	    cxls_op_fold_first(op, k, 0, cxls_op_slot(op, 0, k), dst, n, a->type, &a->rop,
 			       c->nranks == 1))
 		return -1;

@@ -78,7 +78,7 @@ static int put_t(struct cxls_op *op, const char *send, uint32_t t)
 	if (cxls_op_wait_consumed(op, t, depth, t >= depth ? round_partner(op, t - depth) : -1))
 		return -1;
 	if (p == c->rank)
-		return cxls_stage_ring(&c->st, op->ws, &c->view.pub[c->rank], op->g0 + t + 1);
+		return cxls_op_ring(op, op->ws, &c->view.pub[c->rank], op->g0 + t + 1);
 	return cxls_op_put(op, t, cxls_op_slot(op, c->rank, t), send + block_at(op, p, t),
 			   block_len(op, t));
 }
@@ -94,7 +94,7 @@ static int get_t(struct cxls_op *op, const char *send, char *recv, uint32_t t)
 	/* in place the fetch overwrites what round t's put reads: after it
 	 * left (on one stream it is behind us already) */
 	if (send == recv && op->rs != op->ws &&
-	    cxls_stage_wait(&c->st, op->rs, &c->view.pub[c->rank], op->g0 + t + 1))
+	    cxls_op_wait_bell(op, op->rs, &c->view.pub[c->rank], c->rank, op->g0 + t + 1))
 		return -1;
 	if (cxls_op_get(op, t, p, cxls_op_slot(op, p, t), recv + block_at(op, p, t),
 			block_len(op, t)))

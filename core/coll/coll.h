@@ -126,6 +126,11 @@ ncclResult_t cxls_op_abandon(struct cxls_op *op);
  * slot held (`consumer`, or every other rank when -1) acknowledged it.
  * Round 0 waits for every rank to be done with the previous op. */
 int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int consumer);
+/* A doorbell ring and a wait for owner's doorbell, on stream st, in an
+ * order the GPU cannot deadlock on when owner is a rank of this process
+ * on the same context (order.h). */
+int cxls_op_ring(struct cxls_op *op, CUstream st, struct cxls_bell *b, uint32_t v);
+int cxls_op_wait_bell(struct cxls_op *op, CUstream st, struct cxls_bell *b, int owner, uint32_t v);
 /* Round k's data: write stream copies src into the slot and rings our
  * publish doorbell; the read stream waits for peer's, copies out and
  * (cxls_op_ack) acknowledges the round. */

@@ -7,6 +7,7 @@
 
 #include "group.h"
 #include "log.h"
+#include "order.h"
 #include "replay.h"
 #include "stage.h"
 #include "trace_coll.h"
@@ -181,6 +182,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	}
 	op->ws = s->overlap || op->deferred ? op->pr.ws : stream;
 	op->rs = s->overlap ? op->pr.rs : op->ws;
+	if (!op->capturing)
+		cxls_order_scan(c);
 	op->s0 = atomic_load(&c->round);
 	op->g0 = (uint32_t)op->s0;
 	op->bytes = bytes;
@@ -232,9 +235,9 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 
 	cxls_trace_op_streams(op);
 	if (cxls_stage_join(s, &op->pr, tail, s->overlap) ||
-	    cxls_stage_ring(s, tail, &c->view.pub[c->rank], last) ||
-	    cxls_stage_ring(s, tail, &c->view.ack[c->rank], last) ||
-	    cxls_stage_ring(s, tail, &c->view.done[c->rank], ops) ||
+	    cxls_op_ring(op, tail, &c->view.pub[c->rank], last) ||
+	    cxls_op_ring(op, tail, &c->view.ack[c->rank], last) ||
+	    cxls_op_ring(op, tail, &c->view.done[c->rank], ops) ||
 	    cxls_stage_mark_done(s, tail, op->capturing) ||
 	    (op->replay && cxls_replay_end(op->replay, tail)) ||
 	    (op->deferred && cxls_group_defer_join(c, op->user, op->pr.ws)))
@@ -295,11 +298,27 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	}
 	if (consumer >= 0)
 		return consumer == c->rank ? 0 :
-			cxls_stage_wait(&c->st, op->ws, &c->view.ack[consumer], target);
+			cxls_op_wait_bell(op, op->ws, &c->view.ack[consumer], consumer, target);
 	for (int j = 0; j < c->nranks; j++)
-		if (j != c->rank && cxls_stage_wait(&c->st, op->ws, &c->view.ack[j], target))
+		if (j != c->rank && cxls_op_wait_bell(op, op->ws, &c->view.ack[j], j, target))
 			return -1;
 	return 0;
+}
+
+int cxls_op_ring(struct cxls_op *op, CUstream st, struct cxls_bell *b, uint32_t v)
+{
+	if (cxls_stage_ring(&op->c->st, st, b, v))
+		return -1;
+	if (!op->capturing)
+		cxls_order_queued(op->c, b, v);
+	return 0;
+}
+
+int cxls_op_wait_bell(struct cxls_op *op, CUstream st, struct cxls_bell *b, int owner, uint32_t v)
+{
+	if (!op->capturing && owner != op->c->rank)
+		cxls_order_await(op->c, owner, b, v);
+	return cxls_stage_wait(&op->c->st, st, b, v);
 }
 
 int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len)
@@ -315,7 +334,7 @@ int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, 
 	if (cxls_stage_flush(s, op->ws, slot, len))
 		return -1;
 	cxls_comm_count_io(c, len, 0);
-	return cxls_stage_ring(s, op->ws, &c->view.pub[c->rank], op->g0 + k + 1);
+	return cxls_op_ring(op, op->ws, &c->view.pub[c->rank], op->g0 + k + 1);
 }
 
 int cxls_op_await(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, size_t len)
@@ -323,7 +342,7 @@ int cxls_op_await(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, size_
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
 
-	if (cxls_stage_wait(s, op->rs, &c->view.pub[peer], op->g0 + k + 1) ||
+	if (cxls_op_wait_bell(op, op->rs, &c->view.pub[peer], peer, op->g0 + k + 1) ||
 	    cxls_stage_flush(s, op->rs, slot, len))
 		return -1;
 	cxls_comm_count_io(c, 0, len);
@@ -379,7 +398,7 @@ int cxls_op_ack(struct cxls_op *op, uint32_t k)
 {
 	struct cxls_comm *c = op->c;
 
-	return cxls_stage_ring(&c->st, op->rs, &c->view.ack[c->rank], op->g0 + k + 1);
+	return cxls_op_ring(op, op->rs, &c->view.ack[c->rank], op->g0 + k + 1);
 }
 
 uint32_t cxls_op_lead(const struct cxls_op *op, uint32_t p)

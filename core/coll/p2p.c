@@ -6,6 +6,7 @@
 
 #include "coll.h"
 #include "log.h"
+#include "order.h"
 #include "p2p_match.h"
 #include "replay.h"
 #include "stage.h"
@@ -80,41 +81,65 @@ static size_t next_chunk(struct lane_cursor *l, size_t chunk, char **buf)
 	return 0;
 }
 
+/* A ring, and a wait for owner's doorbell, ordered for the ranks of this
+ * process (order.h); a capture's are submitted at its launches. */
+static int ring(const struct cxls_p2p_batch *b, CUstream st, struct cxls_bell *bell, uint32_t v)
+{
+	if (cxls_stage_ring(&b->c->st, st, bell, v))
+		return -1;
+	if (!b->capturing)
+		cxls_order_queued(b->c, bell, v);
+	return 0;
+}
+
+static int wait_bell(const struct cxls_p2p_batch *b, CUstream st, struct cxls_bell *bell,
+		     int owner, uint32_t v)
+{
+	if (!b->capturing)
+		cxls_order_await(b->c, owner, bell, v);
+	return cxls_stage_wait(&b->c->st, st, bell, v);
+}
+
 /* Chunk seq of the channel to l->peer: once the peer consumed what the
  * slot held (chunk seq - slots; doorbells compare cyclically, so for the
  * channel's first chunks the wait passes at once), copy it in and ring. */
-static int send_chunk(struct cxls_comm *c, CUstream st, struct lane_cursor *l, uint32_t k)
+static int send_chunk(const struct cxls_p2p_batch *b, CUstream st, struct lane_cursor *l,
+		      uint32_t k)
 {
+	struct cxls_comm *c = b->c;
 	const struct cxls_stage *s = &c->st;
 	uint32_t seq = l->seq0 + k;
 	uint8_t *slot = slot_of(c, c->rank, l->peer, seq);
 	char *src = NULL;
 	size_t len = next_chunk(l, c->lay.p2p_chunk, &src);
 
-	if (cxls_stage_wait(s, st, cxls_p2p_ack(&c->view, c->rank, l->peer), seq - c->lay.p2p_slots + 1) ||
+	if (wait_bell(b, st, cxls_p2p_ack(&c->view, c->rank, l->peer), l->peer,
+		      seq - c->lay.p2p_slots + 1) ||
 	    cxls_stage_pool_copy(s, st, s->rec_w, cxls_stage_dev(s, slot), cxls_dptr(src), len,
 				 cxls_op_slot_device(c, slot)) ||
 	    cxls_stage_flush(s, st, slot, len))
 		return -1;
 	cxls_comm_count_io(c, len, 0);
-	return cxls_stage_ring(s, st, cxls_p2p_pub(&c->view, c->rank, l->peer), seq + 1);
+	return ring(b, st, cxls_p2p_pub(&c->view, c->rank, l->peer), seq + 1);
 }
 
-static int recv_chunk(struct cxls_comm *c, CUstream st, struct lane_cursor *l, uint32_t k)
+static int recv_chunk(const struct cxls_p2p_batch *b, CUstream st, struct lane_cursor *l,
+		      uint32_t k)
 {
+	struct cxls_comm *c = b->c;
 	const struct cxls_stage *s = &c->st;
 	uint32_t seq = l->seq0 + k;
 	uint8_t *slot = slot_of(c, l->peer, c->rank, seq);
 	char *dst = NULL;
 	size_t len = next_chunk(l, c->lay.p2p_chunk, &dst);
 
-	if (cxls_stage_wait(s, st, cxls_p2p_pub(&c->view, l->peer, c->rank), seq + 1) ||
+	if (wait_bell(b, st, cxls_p2p_pub(&c->view, l->peer, c->rank), l->peer, seq + 1) ||
 	    cxls_stage_flush(s, st, slot, len) ||
 	    cxls_stage_pool_copy(s, st, s->rec_r, cxls_dptr(dst), cxls_stage_dev(s, slot), len,
 				 cxls_op_slot_device(c, slot)))
 		return -1;
 	cxls_comm_count_io(c, 0, len);
-	return cxls_stage_ring(s, st, cxls_p2p_ack(&c->view, l->peer, c->rank), seq + 1);
+	return ring(b, st, cxls_p2p_ack(&c->view, l->peer, c->rank), seq + 1);
 }
 
 static uint32_t chunks_of(const struct cxls_p2p *ops, int n, int peer, int send, size_t chunk)
@@ -199,15 +224,16 @@ static int make_cursors(struct cxls_comm *c, const struct cxls_p2p *ops, int n,
 	return m;
 }
 
-static int enqueue_rounds(struct cxls_comm *c, CUstream ws, CUstream rs, struct lane_cursor *cur,
-			  int m, uint32_t rounds)
+static int enqueue_rounds(const struct cxls_p2p_batch *b)
 {
-	for (uint32_t k = 0; k < rounds; k++) {
-		for (int i = 0; i < m; i++)
-			if (cur[i].send && k < cur[i].chunks && send_chunk(c, ws, &cur[i], k))
+	struct lane_cursor *cur = b->cur;
+
+	for (uint32_t k = 0; k < b->rounds; k++) {
+		for (int i = 0; i < b->m; i++)
+			if (cur[i].send && k < cur[i].chunks && send_chunk(b, b->pr.ws, &cur[i], k))
 				return -1;
-		for (int i = 0; i < m; i++)
-			if (!cur[i].send && k < cur[i].chunks && recv_chunk(c, rs, &cur[i], k))
+		for (int i = 0; i < b->m; i++)
+			if (!cur[i].send && k < cur[i].chunks && recv_chunk(b, b->pr.rs, &cur[i], k))
 				return -1;
 	}
 	return 0;
@@ -261,6 +287,8 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 	}
 	cap = cxls_stage_capture(s, stream);
 	b->capturing = cap != 0;
+	if (!b->capturing)
+		cxls_order_scan(c);
 	if (!b->capturing && cxls_p2p_match_post(c, ops, n)) {
 		r = ncclInvalidUsage;
 		goto fail;
@@ -290,7 +318,7 @@ fail:
 ncclResult_t cxls_p2p_enqueue(struct cxls_p2p_batch *b)
 {
 	if (self_copies(b->c, b->pr.ws, b->ops, b->n) ||
-	    enqueue_rounds(b->c, b->pr.ws, b->pr.rs, b->cur, b->m, b->rounds))
+	    enqueue_rounds(b))
 		return abandon(b);
 	return ncclSuccess;
 }
@@ -302,7 +330,7 @@ ncclResult_t cxls_p2p_end(struct cxls_p2p_batch *b)
 	uint32_t done = atomic_load(&c->p2p_ops) + 1;
 
 	if (cxls_stage_join(s, &b->pr, b->stream, 1) ||
-	    cxls_stage_ring(s, b->stream, &c->view.p2p_done[c->rank], done) ||
+	    ring(b, b->stream, &c->view.p2p_done[c->rank], done) ||
 	    cxls_stage_mark_done(s, b->stream, b->capturing) ||
 	    (b->replay && cxls_replay_end(b->replay, b->stream)))
 		return abandon(b);

@@ -347,6 +347,7 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	c->pool = cxls_runtime_pool();
 	c->st.cu = cxls_cuda();
 	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
+	c->home = pthread_self();
 	if (a->route)
 		c->route = *a->route;
 	else

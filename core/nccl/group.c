@@ -1,6 +1,7 @@
 /* group.c - per-thread group state and its execution at the outermost end. */
 #include "group.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -9,6 +10,7 @@
 #include "comm.h"
 #include "comm_split.h"
 #include "log.h"
+#include "order.h"
 #include "stage.h"
 
 /* A user stream that waits, at the end, for a communicator's work, which
@@ -60,6 +62,11 @@ struct group {
 };
 
 static _Thread_local struct group grp;
+
+/* A group's end may run each communicator's part on a thread of its own
+ * (run_parallel); they add to the group's joins under this lock. */
+static pthread_mutex_t joins_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local struct group *joins_to;
 
 int cxls_group_depth(void)
 {
@@ -206,13 +213,19 @@ ncclResult_t cxls_group_add_split(struct cxls_comm *c, uint32_t n, int color, in
 
 int cxls_group_defer_join(struct cxls_comm *c, CUstream user, CUstream tail)
 {
-	for (size_t i = 0; i < grp.n_join; i++)
-		if (grp.joins[i].c == c && grp.joins[i].user == user)
-			return 0;
-	if (grow((void **)&grp.joins, &grp.cap_join, grp.n_join, sizeof(*grp.joins)))
-		return -1;
-	grp.joins[grp.n_join++] = (struct join){ c, user, tail };
-	return 0;
+	struct group *g = joins_to ? joins_to : &grp;
+	int rc = 0;
+
+	pthread_mutex_lock(&joins_lock);
+	for (size_t i = 0; i < g->n_join; i++)
+		if (g->joins[i].c == c && g->joins[i].user == user)
+			goto out;
+	rc = grow((void **)&g->joins, &g->cap_join, g->n_join, sizeof(*g->joins));
+	if (!rc)
+		g->joins[g->n_join++] = (struct join){ c, user, tail };
+out:
+	pthread_mutex_unlock(&joins_lock);
+	return rc;
 }
 
 /* The group's result so far and one more part's: the first error, else
@@ -290,7 +303,7 @@ static int first_of_comm(size_t i)
  * streams, forked from its user stream here (run_joins brings the user
  * streams back): no communicator's work waits behind another's.  Before
  * the sends and receives, as NCCL orders them. */
-static ncclResult_t run_colls(void)
+static ncclResult_t run_colls(const struct cxls_comm *only)
 {
 	ncclResult_t ret = ncclSuccess;
 
@@ -299,6 +312,8 @@ static ncclResult_t run_colls(void)
 		ncclResult_t r;
 		int entered;
 
+		if (only && h->c != only)
+			continue;
 		if (h->c->magic != CXLS_COMM_MAGIC) {
 			CXLS_WARN("ncclGroupEnd: communicator %p was destroyed inside the group: "
 				  "its collective is dropped", (void *)h->c);
@@ -382,10 +397,15 @@ struct part {
 /* Where the group's collectives of c ended (its work streams), or NULL. */
 static CUstream colls_tail(const struct cxls_comm *c)
 {
-	for (size_t i = 0; i < grp.n_join; i++)
-		if (grp.joins[i].c == c)
-			return grp.joins[i].tail;
-	return NULL;
+	const struct group *g = joins_to ? joins_to : &grp;
+	CUstream tail = NULL;
+
+	pthread_mutex_lock(&joins_lock);
+	for (size_t i = 0; i < g->n_join && !tail; i++)
+		if (g->joins[i].c == c)
+			tail = g->joins[i].tail;
+	pthread_mutex_unlock(&joins_lock);
+	return tail;
 }
 
 /* The sends and receives of c start after c's collectives of the group,
@@ -416,51 +436,199 @@ static void part_begin(struct part *pt)
 	}
 }
 
+/* The group's sends and receives as one part per communicator (by job
+ * key, the same order on every rank); NULL when there are none, or out of
+ * memory (*np then says how many there should have been). */
+static struct part *make_parts(size_t *np)
+{
+	struct part *parts;
+
+	*np = grp.n_p2p;
+	if (!grp.n_p2p || !(parts = calloc(grp.n_p2p, sizeof(*parts))))
+		return NULL;
+	qsort(grp.p2p, grp.n_p2p, sizeof(*grp.p2p), by_comm);
+	*np = 0;
+	for (size_t i = 0, j; i < grp.n_p2p; i = j, (*np)++) {
+		for (j = i; j < grp.n_p2p && grp.p2p[j].c == grp.p2p[i].c; j++)
+			;
+		parts[*np].q = &grp.p2p[i];
+		parts[*np].n = j - i;
+	}
+	return parts;
+}
+
+static void part_enqueue(struct part *pt)
+{
+	int entered;
+
+	if (pt->r != ncclSuccess)
+		return;
+	entered = cxls_comm_ctx_enter(pt->q[0].c);
+	pt->r = cxls_p2p_enqueue(&pt->b);
+	cxls_comm_ctx_leave(pt->q[0].c, entered);
+}
+
+/* Ends the part and brings its streams back; returns its result. */
+static ncclResult_t part_end(struct part *pt)
+{
+	int entered = cxls_comm_ctx_enter(pt->q[0].c);
+
+	if (pt->r == ncclSuccess)
+		pt->r = cxls_p2p_end(&pt->b);
+	if (pt->r == ncclSuccess && streams_join(pt->q[0].c, pt->q, pt->n, 1))
+		pt->r = ncclUnhandledCudaError;
+	cxls_comm_ctx_leave(pt->q[0].c, entered);
+	free(pt->ops);
+	pt->ops = NULL;
+	return pt->r;
+}
+
+static void part_start(struct part *pt)
+{
+	int entered = cxls_comm_ctx_enter(pt->q[0].c);
+
+	part_begin(pt);
+	cxls_comm_ctx_leave(pt->q[0].c, entered);
+}
+
 /* Every communicator's work is forked before any is enqueued, and joined
  * after all are: a rank never finishes one communicator's part before
  * starting another's, so no order of the peers' groups can deadlock. */
-static ncclResult_t run_p2p(void)
+static ncclResult_t run_p2p(struct part *parts, size_t np)
+{
+	ncclResult_t ret = ncclSuccess, r;
+
+	for (size_t k = 0; k < np; k++)
+		part_start(&parts[k]);
+	for (size_t k = 0; k < np; k++)
+		part_enqueue(&parts[k]);
+	for (size_t k = 0; k < np; k++)
+		if ((r = part_end(&parts[k])) != ncclSuccess && ret == ncclSuccess)
+			ret = r;
+	return ret;
+}
+
+/* One communicator's part of the group's end on a thread of its own:
+ * its collectives in call order, then its sends and receives. */
+struct worker {
+	struct group *group;
+	struct cxls_comm *c;
+	struct part *part;      /* NULL: none */
+	ncclResult_t r;
+	pthread_t tid;
+	int started;
+};
+
+static ncclResult_t run_comm(struct cxls_comm *c, struct part *pt)
+{
+	ncclResult_t r = run_colls(c);
+
+	if (!pt)
+		return r;
+	part_start(pt);
+	part_enqueue(pt);
+	return merge(r, part_end(pt));
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	grp = *w->group;        /* the group's calls, read only */
+	joins_to = w->group;    /* where its joins go */
+	w->r = run_comm(w->c, w->part);
+	joins_to = NULL;
+	memset(&grp, 0, sizeof(grp));
+	return NULL;
+}
+
+/* The group's communicators, each once, with its part. */
+static size_t make_workers(struct worker *w, struct part *parts, size_t np)
+{
+	size_t n = 0, k;
+
+	for (size_t i = 0; i < grp.n_coll; i++) {
+		for (k = 0; k < n && w[k].c != grp.colls[i].c; k++)
+			;
+		if (k == n)
+			w[n++] = (struct worker){ .group = &grp, .c = grp.colls[i].c };
+	}
+	for (size_t p = 0; p < np; p++) {
+		for (k = 0; k < n && w[k].c != parts[p].q[0].c; k++)
+			;
+		if (k == n)
+			w[n++] = (struct worker){ .group = &grp, .c = parts[p].q[0].c };
+		w[k].part = &parts[p];
+	}
+	return n;
+}
+
+/* Whether a communicator of the group has ranks on its context that this
+ * process drives (order.h): their waits on each other must be submitted
+ * after the rings they wait for, so no rank's part may wait on the host
+ * for a rank this same thread has still to enqueue. */
+static int has_local_peers(const struct worker *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (w[i].c->magic == CXLS_COMM_MAGIC && cxls_order_scan(w[i].c) > 0)
+			return 1;
+	return 0;
+}
+
+/* Whether a call of the group is being captured: a capture submits
+ * nothing until its graph is launched, so its order needs no threads. */
+static int any_capture(const struct part *parts, size_t np)
+{
+	for (size_t i = 0; i < grp.n_coll; i++)
+		if (grp.colls[i].capture)
+			return 1;
+	for (size_t p = 0; p < np; p++)
+		if (parts[p].q[0].c->magic == CXLS_COMM_MAGIC &&
+		    cxls_stage_capture(&parts[p].q[0].c->st, parts[p].q[0].stream))
+			return 1;
+	return 0;
+}
+
+/* A communicator whose thread cannot start runs here, after the others
+ * started: its waits on them, if any, are bounded (order.c). */
+static ncclResult_t run_parallel(struct worker *w, size_t n)
 {
 	ncclResult_t ret = ncclSuccess;
-	struct part *parts;
-	size_t np = 0;
-	int entered;
 
-	if (!grp.n_p2p)
-		return ncclSuccess;
-	parts = calloc(grp.n_p2p, sizeof(*parts));
-	if (!parts)
-		return ncclSystemError;
-	qsort(grp.p2p, grp.n_p2p, sizeof(*grp.p2p), by_comm);
-	for (size_t i = 0, j; i < grp.n_p2p; i = j, np++) {
-		for (j = i; j < grp.n_p2p && grp.p2p[j].c == grp.p2p[i].c; j++)
-			;
-		parts[np].q = &grp.p2p[i];
-		parts[np].n = j - i;
-		entered = cxls_comm_ctx_enter(parts[np].q[0].c);
-		part_begin(&parts[np]);
-		cxls_comm_ctx_leave(parts[np].q[0].c, entered);
+	for (size_t i = 0; i < n; i++)
+		w[i].started = !pthread_create(&w[i].tid, NULL, worker_main, &w[i]);
+	for (size_t i = 0; i < n; i++)
+		if (!w[i].started)
+			w[i].r = run_comm(w[i].c, w[i].part);
+	for (size_t i = 0; i < n; i++) {
+		if (w[i].started)
+			pthread_join(w[i].tid, NULL);
+		ret = merge(ret, w[i].r);
 	}
-	for (size_t k = 0; k < np; k++)
-		if (parts[k].r == ncclSuccess) {
-			entered = cxls_comm_ctx_enter(parts[k].q[0].c);
-			parts[k].r = cxls_p2p_enqueue(&parts[k].b);
-			cxls_comm_ctx_leave(parts[k].q[0].c, entered);
-		}
-	for (size_t k = 0; k < np; k++) {
-		entered = cxls_comm_ctx_enter(parts[k].q[0].c);
-		if (parts[k].r == ncclSuccess)
-			parts[k].r = cxls_p2p_end(&parts[k].b);
-		if (parts[k].r == ncclSuccess &&
-		    streams_join(parts[k].q[0].c, parts[k].q, parts[k].n, 1))
-			parts[k].r = ncclUnhandledCudaError;
-		cxls_comm_ctx_leave(parts[k].q[0].c, entered);
-		if (parts[k].r != ncclSuccess && ret == ncclSuccess)
-			ret = parts[k].r;
-		free(parts[k].ops);
-	}
-	free(parts);
 	return ret;
+}
+
+/* The group's collectives, then its sends and receives, in one order on
+ * every rank; on a thread per communicator when ranks of one of them
+ * share this process and context. */
+static ncclResult_t run_ops(void)
+{
+	size_t np = 0, n;
+	struct part *parts = make_parts(&np);
+	struct worker *w = NULL;
+	ncclResult_t r;
+
+	if (np && !parts)
+		return merge(run_colls(NULL), ncclSystemError);
+	if (grp.n_coll + np > 1 && (w = calloc(grp.n_coll + np, sizeof(*w))) &&
+	    (n = make_workers(w, parts, np)) > 1 && !any_capture(parts, np) &&
+	    has_local_peers(w, n))
+		r = run_parallel(w, n);
+	else
+		r = merge(run_colls(NULL), run_p2p(parts, np));
+	free(w);
+	free(parts);
+	return r;
 }
 
 /* Whether an earlier split of the group on the same communicator is still
@@ -581,8 +749,7 @@ ncclResult_t cxls_group_end(void)
 	r = run_splits();
 	r = merge(r, wait_inits());
 	if (err == ncclSuccess) {
-		r2 = run_colls();
-		r2 = merge(r2, run_p2p()); /* after: every rank in one order */
+		r2 = run_ops();
 	}
 	r3 = run_joins();
 	reset();

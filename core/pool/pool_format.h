@@ -78,9 +78,13 @@ struct cxls_super {
 
 _Static_assert(sizeof(struct cxls_super) <= CXLS_PAGE, "superblock fits its page");
 
-/* A 32-bit doorbell alone in its line: increasing sequence numbers. */
+/* A 32-bit doorbell alone in its line: increasing sequence numbers.
+ * `queued`: the last value its writer submitted to CUDA, which may not
+ * have run yet (core/coll/order.h: read by ranks of the writer's own
+ * process only). */
 struct cxls_bell {
 	_Alignas(CXLS_LINE) _Atomic uint32_t seq;
+	_Atomic uint32_t queued;
 };
 
 enum cxls_rank_state { CXLS_RANK_EMPTY = 0, CXLS_RANK_JOINED = 1, CXLS_RANK_LEFT = 2 };

@@ -31,6 +31,7 @@ static void ctx_release(struct emu_obj *obj)
 	pthread_mutex_destroy(&ctx->streams_lock);
 	pthread_cond_destroy(&ctx->idle);
 	pthread_mutex_destroy(&ctx->lock);
+	emu_hwqs_free(ctx->hwqs);
 	free(ctx);
 }
 
@@ -49,6 +50,10 @@ static CUresult ctx_new(CUdevice dev, unsigned int flags, bool primary,
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_cond_init(&ctx->idle, NULL);
 	pthread_mutex_init(&ctx->streams_lock, NULL);
+	ctx->hwqs = emu_hwqs_new(emu_config.connections);
+	res = CUDA_ERROR_OUT_OF_MEMORY;
+	if (emu_config.connections && !ctx->hwqs)
+		goto fail;
 	res = emu_stream_new(ctx, CU_STREAM_DEFAULT, 0, true, &ctx->null_stream);
 	if (res != CUDA_SUCCESS)
 		goto fail;
@@ -64,6 +69,7 @@ fail:
 	pthread_mutex_destroy(&ctx->streams_lock);
 	pthread_cond_destroy(&ctx->idle);
 	pthread_mutex_destroy(&ctx->lock);
+	emu_hwqs_free(ctx->hwqs);
 	free(ctx);
 	return res;
 }

@@ -44,6 +44,8 @@ struct emu_config {
 	bool check_ptrs;	/* CUDAEMU_CHECK_PTRS, default 1 */
 	bool serial_host_fns;	/* CUDAEMU_SERIAL_HOST_FNS, default 0 (op.c) */
 	bool stats;		/* CUDAEMU_STATS, default 0 (stats.c) */
+	unsigned connections;	/* CUDAEMU_CONNECTIONS, default 0: hardware
+				 * queues per context (hwqueue.c), 0: none */
 	unsigned late_us;	/* CUDAEMU_LATE_US, default 20000: how long a
 				 * "synchronous" copy or memset that CUDA lets
 				 * finish after the call returns is held back
@@ -163,6 +165,24 @@ void emu_op_run(struct emu_op *op);
 /* true while the calling thread runs a host function or stream callback */
 bool emu_in_host_fn(void);
 
+/* ---- hwqueue.c: the hardware queues a context's streams share ---- */
+
+struct emu_hwq;
+struct emu_hwqs;
+
+/* emu_config.connections queues, or NULL when there are none. */
+struct emu_hwqs *emu_hwqs_new(unsigned n);
+void emu_hwqs_free(struct emu_hwqs *qs);
+/* The queue of a new stream (round-robin); NULL without queues. */
+struct emu_hwq *emu_hwq_assign(struct emu_hwqs *qs);
+/* The next ticket of q, for an op submitted to one of its streams. */
+uint64_t emu_hwq_ticket(struct emu_hwq *q);
+/* Around running the op holding `ticket`: enter returns once the ticket
+ * before it began (and, for an op that does not wait, marks this one
+ * begun); leave marks a waiting op begun once its wait is over. */
+void emu_hwq_enter(struct emu_hwq *q, uint64_t ticket, const struct emu_op *op);
+void emu_hwq_leave(struct emu_hwq *q, uint64_t ticket, const struct emu_op *op);
+
 /* ---- context.c ---- */
 
 struct CUctx_st {
@@ -179,6 +199,7 @@ struct CUctx_st {
 	 * a stream unlinks itself when it is freed. */
 	pthread_mutex_t streams_lock;
 	struct CUstream_st *blocking;
+	struct emu_hwqs *hwqs;	/* NULL without CUDAEMU_CONNECTIONS */
 };
 
 /* The calling thread's current context with a new reference. */
@@ -225,6 +246,7 @@ struct emu_qop {
 	struct emu_op op;
 	uint64_t t_submit;	/* CUDAEMU_STATS only */
 	uint64_t seq;		/* the stream's `submitted` counting this op */
+	uint64_t ticket;	/* in the stream's hardware queue; 0: none */
 	/* A "synchronous" copy or memset CUDA may finish after the call
 	 * returned: the worker holds it until something orders after it or
 	 * CUDAEMU_LATE_US passed since t_late (stream.c). */
@@ -245,6 +267,7 @@ struct CUstream_st {
 	unsigned int flags;
 	int priority;
 	bool is_null;
+	struct emu_hwq *hwq;	/* its context's queue it shares, or NULL */
 
 	pthread_mutex_t lock;
 	pthread_cond_t work;	/* worker sleeps here when the queue is empty */

@@ -28,7 +28,7 @@ EMU_TEST_OUT := $(EMU_OUT)/tests
 EMU_CFLAGS := $(filter-out -fPIC -D_GNU_SOURCE -fvisibility=%,$(CFLAGS)) \
 	-fPIC -D_GNU_SOURCE -fvisibility=default -I$(CUDA_INC)
 
-EMU_DRV_NAMES := init errors handle device context memory copy stream barrier late op \
+EMU_DRV_NAMES := init errors handle device context memory copy stream hwqueue barrier late op \
 	event memop capture graph legacy procaddr vmm stats
 EMU_RT_NAMES := runtime rt_device rt_memory rt_stream rt_error rt_entry
 
@@ -42,7 +42,7 @@ EMU_LIBS := $(EMU_LIBCUDA) $(EMU_OUT)/libcuda.so \
 	$(EMU_LIBCUDART) $(EMU_OUT)/libcudart.so
 
 EMU_TEST_NAMES := test_stream test_memop test_graph test_memory test_runtime \
-	test_strict test_vmm test_stats test_late
+	test_strict test_vmm test_stats test_late test_hwqueue
 EMU_TESTS := $(EMU_TEST_NAMES:%=$(EMU_TEST_OUT)/%)
 
 .PHONY: emu test-emu clean-emu

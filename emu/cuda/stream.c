@@ -64,6 +64,7 @@ CUresult emu_stream_new(struct CUctx_st *ctx, unsigned int flags,
 	s->flags = flags;
 	s->priority = priority;
 	s->is_null = is_null;
+	s->hwq = emu_hwq_assign(ctx->hwqs);
 	pthread_mutex_init(&s->lock, NULL);
 	init_cond(&s->work);
 	init_cond(&s->done);
@@ -171,6 +172,13 @@ static void *worker_main(void *arg)
 		s->head = q->next;
 		if (!s->head)
 			s->tail = NULL;
+		if (q->ticket) {
+			/* its queue's turn: the stream lock is not held
+			 * while waiting for it, submitters need it */
+			pthread_mutex_unlock(&s->lock);
+			emu_hwq_enter(s->hwq, q->ticket, &q->op);
+			pthread_mutex_lock(&s->lock);
+		}
 		if (q->op.kind == EMU_OP_EVENT_RECORD) {
 			/* an event record does no work: it completes and fires
 			 * under the stream lock, so that a stream query or
@@ -183,6 +191,8 @@ static void *worker_main(void *arg)
 		} else {
 			pthread_mutex_unlock(&s->lock);
 			run_counted(s, q, woken);
+			if (q->ticket)
+				emu_hwq_leave(s->hwq, q->ticket, &q->op);
 			emu_op_release(&q->op);
 			free(q);
 			pthread_mutex_lock(&s->lock);
@@ -272,10 +282,14 @@ void emu_stream_kick(struct CUstream_st *s)
 
 /* ---- submission ---- */
 
-/* Called with s->lock held: appends q, numbering it. */
+/* Called with s->lock held: appends q, numbering it (and, under the
+ * same lock, so that the stream's tickets follow its order, taking its
+ * place in the hardware queue). */
 static void enqueue(struct CUstream_st *s, struct emu_qop *q)
 {
 	q->seq = ++s->submitted;
+	if (s->hwq && !q->late)
+		q->ticket = emu_hwq_ticket(s->hwq);
 	if (s->tail)
 		s->tail->next = q;
 	else

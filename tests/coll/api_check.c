@@ -491,6 +491,146 @@ static int case_initall(void)
 	return CHECK_SUMMARY();
 }
 
+/* ---- several ranks of one process on one device ----------------------- */
+
+/* Ranks that one process drives on one GPU share its hardware queues, which
+ * may run the streams' work in submission order: a doorbell wait submitted
+ * before the ring it waits for then never ends (emu: CUDAEMU_CONNECTIONS=1,
+ * run with CUDAEMU_DEVICES=1).  First one thread and groups: AllReduce
+ * over many rounds (so that the flow control's waits on peers matter too)
+ * with AllGather, then a ring of sends and receives with AlltoAll; then a
+ * thread per rank, outside groups, the last rank late to call. */
+enum { ONE_N = 3, ONE_FLOATS = 2 << 20 };
+
+static float *floats_on(int rank, size_t n)
+{
+	float *host = malloc(n * sizeof(float)), *dev = NULL;
+
+	for (size_t i = 0; host && i < n; i++)
+		host[i] = (float)((rank + 1) * (int)(i % 1000));
+	if (!host || cudaMalloc((void **)&dev, n * sizeof(float)) != cudaSuccess ||
+	    test_upload(dev, host, n * sizeof(float)) != cudaSuccess)
+		dev = NULL;
+	free(host);
+	return dev;
+}
+
+/* Every element i of the AllReduce's sum: (1 + ... + N) * (i % 1000). */
+static int sum_is_right(const float *dev, size_t n, cudaStream_t st)
+{
+	float *host = malloc(n * sizeof(float));
+	int ok = host && cudaStreamSynchronize(st) == cudaSuccess &&
+		 cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess;
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = host[i] == (float)(ONE_N * (ONE_N + 1) / 2 * (int)(i % 1000));
+	free(host);
+	return ok;
+}
+
+struct one_rank {
+	ncclComm_t comm;
+	cudaStream_t s;
+	float *data;
+	char *small, *gathered;
+	int late;
+	ncclResult_t r;
+};
+
+static void *one_rank_thread(void *arg)
+{
+	struct one_rank *o = arg;
+
+	cudaSetDevice(0);
+	if (o->late)
+		nanosleep(&(struct timespec){ 0, 200 * 1000000L }, NULL);
+	o->r = ncclAllReduce(o->data, o->data, ONE_FLOATS, ncclFloat, ncclSum, o->comm, o->s);
+	if (o->r == ncclSuccess)
+		o->r = ncclAllGather(o->small, o->gathered, 4096, ncclInt8, o->comm, o->s);
+	return NULL;
+}
+
+static int case_onegpu(void)
+{
+	struct one_rank o[ONE_N];
+	int devs[ONE_N] = { 0 }, ok = 1;
+	pthread_t t[ONE_N];
+	char *ring[ONE_N], *a2a[ONE_N];
+
+	ncclComm_t comms[ONE_N];
+	ncclUniqueId id;
+
+	/* as NCCL: InitAll takes a device once; ranks sharing one are made
+	 * by InitRank, here from one thread in a group */
+	CHECK(ncclCommInitAll(comms, ONE_N, devs) == ncclInvalidUsage,
+	      "InitAll with a device listed twice is refused");
+	CHECK(ncclGetUniqueId(&id) == ncclSuccess && ncclGroupStart() == ncclSuccess, "id");
+	cudaSetDevice(0);
+	for (int i = 0; i < ONE_N; i++)
+		CHECK(ncclCommInitRank(&comms[i], ONE_N, id, i) == ncclSuccess, "init rank %d", i);
+	CHECK(ncclGroupEnd() == ncclSuccess, "every rank on device 0 from one thread");
+	for (int i = 0; i < ONE_N; i++) {
+		o[i] = (struct one_rank){ .comm = comms[i], .late = i == ONE_N - 1 };
+		cudaStreamCreate(&o[i].s);
+		o[i].data = floats_on(i, ONE_FLOATS);
+		o[i].small = dev_alloc(4096, 'a' + i);
+		o[i].gathered = dev_alloc(ONE_N * 4096, 0);
+		ring[i] = dev_alloc(1 << 20, 'r' + i);
+		a2a[i] = dev_alloc(ONE_N << 16, 'A' + i);
+		CHECK(o[i].data && o[i].small && ring[i] && a2a[i], "buffers of rank %d", i);
+	}
+	CHECK(ncclGroupStart() == ncclSuccess, "group start");
+	for (int i = 0; i < ONE_N; i++)
+		CHECK(ncclAllReduce(o[i].data, o[i].data, ONE_FLOATS, ncclFloat, ncclSum, comms[i],
+				    o[i].s) == ncclSuccess &&
+		      ncclAllGather(o[i].small, o[i].gathered, 4096, ncclInt8, comms[i], o[i].s) ==
+			      ncclSuccess, "collectives of rank %d", i);
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	for (int i = 0; i < ONE_N; i++) {
+		CHECK(sum_is_right(o[i].data, ONE_FLOATS, o[i].s), "AllReduce of rank %d", i);
+		for (int r = 0; r < ONE_N; r++)
+			ok &= all_bytes_on(o[i].gathered + r * 4096, 4096, 'a' + r, o[i].s);
+	}
+	CHECK(ok, "AllGather");
+
+	/* ring: rank i receives rank i-1's buffer in place of its own, and
+	 * every rank's AlltoAll block r goes to rank r */
+	CHECK(ncclGroupStart() == ncclSuccess, "group start 2");
+	for (int i = 0; i < ONE_N; i++) {
+		char *got = dev_alloc(1 << 20, 0);
+
+		CHECK(ncclSend(ring[i], 1 << 20, ncclInt8, (i + 1) % ONE_N, comms[i], o[i].s) ==
+			      ncclSuccess &&
+		      ncclRecv(got, 1 << 20, ncclInt8, (i + ONE_N - 1) % ONE_N, comms[i], o[i].s) ==
+			      ncclSuccess &&
+		      ncclAlltoAll(a2a[i], a2a[i], 1 << 16, ncclInt8, comms[i], o[i].s) == ncclSuccess,
+		      "sends, receives and AlltoAll of rank %d", i);
+		ring[i] = got; /* the sent buffer is not freed: a test */
+	}
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end 2");
+	for (int i = 0; ok && i < ONE_N; i++) {
+		ok &= all_bytes_on(ring[i], 1 << 20, 'r' + (i + ONE_N - 1) % ONE_N, o[i].s);
+		for (int r = 0; r < ONE_N; r++)
+			ok &= all_bytes_on(a2a[i] + (r << 16), 1 << 16, 'A' + r, o[i].s);
+	}
+	CHECK(ok, "send/receive ring and AlltoAll");
+
+	for (int i = 0; i < ONE_N; i++) {
+		cudaStreamSynchronize(o[i].s);
+		cudaFree(o[i].data);
+		o[i].data = floats_on(i, ONE_FLOATS);
+		CHECK(pthread_create(&t[i], NULL, one_rank_thread, &o[i]) == 0, "thread %d", i);
+	}
+	for (int i = 0; i < ONE_N; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(o[i].r == ncclSuccess, "rank %d called from its own thread", i);
+		CHECK(sum_is_right(o[i].data, ONE_FLOATS, o[i].s), "its AllReduce, rank %d", i);
+	}
+	for (int i = 0; i < ONE_N; i++)
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+	return CHECK_SUMMARY();
+}
+
 /* One thread splits every rank of a communicator inside a group, as NCCL
  * allows (a grouped split completes at ncclGroupEnd): by parity, rank 3
  * out (NCCL_SPLIT_NOCOLOR); then a grouped AllGather on the children. */
@@ -2969,7 +3109,7 @@ static const struct rank_case rank_cases[] = {
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s noargs|initall|splitgroup|shrinkgroup|splitnb1|graphall|"
+		fprintf(stderr, "usage: %s noargs|initall|onegpu|splitgroup|shrinkgroup|splitnb1|graphall|"
 				"graphdestroycap|wrongctx|badpool",
 			argv[0]);
 		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
@@ -2985,6 +3125,8 @@ int main(int argc, char **argv)
 		return case_splitgroup();
 	if (!strcmp(argv[1], "shrinkgroup"))
 		return case_shrinkgroup();
+	if (!strcmp(argv[1], "onegpu"))
+		return case_onegpu();
 	if (!strcmp(argv[1], "splitnb1"))
 		return case_split_nonblocking_one_thread();
 	if (!strcmp(argv[1], "graphall"))

@@ -4,7 +4,8 @@
 # (120 s) counts as one failure on top of its own report.
 # The suite checks the defaults, whatever the caller's environment says.
 unset CUDAEMU_DEVICES CUDAEMU_SPIN_US CUDAEMU_MEM_MB CUDAEMU_CHECK_PTRS CUDAEMU_STATS \
-	CUDAEMU_LATE_US CUDAEMU_YIELD_US CUDAEMU_SERIAL_HOST_FNS CUDAEMU_SLICE_MS
+	CUDAEMU_LATE_US CUDAEMU_YIELD_US CUDAEMU_SERIAL_HOST_FNS CUDAEMU_SLICE_MS \
+	CUDAEMU_CONNECTIONS
 passed=0
 failed=0
 for t in "$@"; do

@@ -35,7 +35,7 @@ l = socket.create_server(("127.0.0.1", int(sys.argv[1])))
 c, _ = l.accept(); f = c.makefile("rwb")
 for line in f:
     f.write(b"echo: " + line); f.flush()' "$p" &
-sleep 0.5
+wait_listening "$p"
 pre timeout 20 bash -c '
 exec 3<>/dev/tcp/127.0.0.1/'"$p"'
 for i in 1 2 3; do
