@@ -129,9 +129,9 @@ step "api: one thread splits 4 nonblocking ranks, alone and in groups: ncclInPro
 	CXLSHIM_TIMEOUT_INIT_MS=5000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitnb1
 # A GPU's hardware queues may run a context's streams in submission order
 # (emu: CUDAEMU_CONNECTIONS=1, emu/cuda/hwqueue.c): ranks that one process
-# drives on one device must submit no wait before the ring it waits for
-# (core/coll/order.h); each rank's own streams likewise
-step "api: 3 ranks of one process on one device, queues in submission order: groups, a thread per rank" \
+# drives on one device in a group must submit no wait before the ring it
+# waits for (core/coll/order.h); each rank's own streams likewise
+step "api: 3 ranks of one process on one device, queues in submission order: groups" \
 	sh -c "for e in X=0 CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host; do env \$e CUDAEMU_DEVICES=1 \
 	 CUDAEMU_CONNECTIONS=1 CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM $BUILD/tests/api_check onegpu \
 	 || exit 1; done"

@@ -182,8 +182,6 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	}
 	op->ws = s->overlap || op->deferred ? op->pr.ws : stream;
 	op->rs = s->overlap ? op->pr.rs : op->ws;
-	if (!op->capturing)
-		cxls_order_scan(c);
 	op->s0 = atomic_load(&c->round);
 	op->g0 = (uint32_t)op->s0;
 	op->bytes = bytes;

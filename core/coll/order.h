@@ -1,23 +1,24 @@
-/* order.h - submission order among the ranks of one process on one CUDA
- * context.
+/* order.h - submission order among the ranks that one thread's group
+ * drives on one CUDA context.
  *
  * A GPU may run the work of a context's streams in the order it was
  * submitted, whatever stream it came from (its hardware queues are fewer
  * than the streams; cuStreamWaitValue32: "improper use of this API may
  * deadlock the application ... the scheduler [may] serialize them in an
- * improper order").  A rank's doorbell wait submitted before the write
- * that ends it then holds up that write for good.  Between processes this
- * cannot happen (each has its own context), nor between a rank's own
- * streams (each rank submits its writes before its own waits on them).
- * It can between two ranks that one process drives on one context
- * (ncclCommInitAll on one GPU, one thread per rank, split children): so
- * before submitting a wait on such a peer's doorbell, the rank waits on
- * the host until the peer has submitted the write it waits for.  Each
- * doorbell line carries that value (struct cxls_bell: queued).  The
- * ranks' submissions must then come from different threads: a group's
- * end gives each such communicator its own (group.c); a rank whose
- * handle the calling thread made is not waited for (that thread, outside
- * a group, has yet to make the call).
+ * improper order").  A doorbell wait submitted before the ring that ends
+ * it then holds that ring up for good.  Between processes this cannot
+ * happen (each has its own context), nor between a rank's own streams
+ * (each rank submits its rings before its own waits on them).  It can
+ * between ranks of one communicator that one thread drives on one context
+ * (ncclCommInitRank for each in a group, a split's children): a group's
+ * end then enqueues each communicator of the group on a thread of its own
+ * (group.c), and before submitting a wait on a doorbell of such a rank a
+ * thread waits until that rank's thread submitted the ring.  Each doorbell
+ * line carries that value (struct cxls_bell: queued).
+ *
+ * Ranks that threads of their own drive outside groups are not ordered:
+ * holding an application thread inside an NCCL call until another calls
+ * could deadlock a program that meets its threads in between.
  */
 #ifndef CXLSHIM_CORE_COLL_ORDER_H
 #define CXLSHIM_CORE_COLL_ORDER_H
@@ -26,15 +27,18 @@
 
 #include "comm.h"
 
-/* Finds the ranks of c's communicator that this process drives on c's
- * context (c->order_local); returns how many. */
-int cxls_order_scan(struct cxls_comm *c);
+/* Two communicators of a group's end: when they are ranks of one
+ * communicator on one context, each waits for the other's rings before
+ * submitting its waits on them, until cxls_order_clear; returns 1 then. */
+int cxls_order_pair(struct cxls_comm *c, struct cxls_comm *d);
+void cxls_order_clear(struct cxls_comm *c);
 /* c submitted a ring of b to v (not in a capture: a graph's rings are
  * submitted when it is launched, replay.h). */
 void cxls_order_queued(struct cxls_comm *c, struct cxls_bell *b, uint32_t v);
 /* Before c submits a wait for owner's doorbell b to reach v: returns once
- * owner submitted that ring when owner is such a rank (or b reached v,
- * or c was aborted, or the operation timeout passed: then a warning). */
+ * owner submitted that ring if c waits for owner's rings (or b reached v,
+ * or c was aborted, or the operation timeout passed: then a warning, and
+ * owner is not waited for again). */
 void cxls_order_await(struct cxls_comm *c, int owner, struct cxls_bell *b, uint32_t v);
 
 #endif

@@ -287,8 +287,6 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 	}
 	cap = cxls_stage_capture(s, stream);
 	b->capturing = cap != 0;
-	if (!b->capturing)
-		cxls_order_scan(c);
 	if (!b->capturing && cxls_p2p_match_post(c, ops, n)) {
 		r = ncclInvalidUsage;
 		goto fail;

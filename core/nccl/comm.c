@@ -347,7 +347,6 @@ static struct cxls_comm *comm_new(const struct cxls_init_args *a)
 	c->pool = cxls_runtime_pool();
 	c->st.cu = cxls_cuda();
 	c->timeout_ms = cxls_runtime()->cfg.timeout_op_ms;
-	c->home = pthread_self();
 	if (a->route)
 		c->route = *a->route;
 	else
@@ -414,7 +413,8 @@ void cxls_comm_ctx_leave(struct cxls_comm *c, int entered)
 
 /* Refuses new enqueues and waits for those under way.  None waits on the
  * host for a peer (their waits are stream work, which the abort's
- * unblocking passes), so this is short; the test hook holds one until
+ * unblocking passes; one waiting for a rank of this process to submit a
+ * ring stops at the abort, order.h), so this is short; the test hook holds one until
  * the communicator is aborted, which a release that aborts did already.
  * An abort unblocks the doorbells while it waits: on a GPU an enqueue can
  * block in the driver, its stream's queue full behind a doorbell wait

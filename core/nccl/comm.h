@@ -110,12 +110,10 @@ struct cxls_comm {
 	_Atomic uint32_t p2p_ops;
 	_Atomic uint32_t p2p_sent[CXLS_MAX_RANKS];
 	_Atomic uint32_t p2p_recvd[CXLS_MAX_RANKS];
-	/* ranks this process drives on the same context (order.h), as found
-	 * when the current operation began: 1, or 2 when their handle was
-	 * made by the thread enqueueing this operation */
+	/* during a group's end: the ranks of the group on this context whose
+	 * rings our waits follow (order.h) */
 	uint8_t order_local[CXLS_MAX_RANKS];
 	int order_nlocal;
-	pthread_t home;          /* the thread that made the handle */
 	/* messages posted per peer and direction (p2p_match.c), and how many
 	 * of them the watchdog found matched by the other side */
 	_Atomic uint32_t p2p_msgs[2][CXLS_MAX_RANKS];

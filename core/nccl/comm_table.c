@@ -290,6 +290,8 @@ static void start_bells(const struct cxls_pool *pool, struct cxls_comm_view *v, 
 	for (uint32_t r = 0; r < nranks && r0; r++) {
 		cxls_bell_ring(&v->pub[r], r0, pool->flush_mode);
 		cxls_bell_ring(&v->ack[r], r0, pool->flush_mode);
+		atomic_store(&v->pub[r].queued, r0); /* as if rung by streams */
+		atomic_store(&v->ack[r].queued, r0);
 	}
 }
 

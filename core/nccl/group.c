@@ -509,9 +509,18 @@ static ncclResult_t run_p2p(struct part *parts, size_t np)
 }
 
 /* One communicator's part of the group's end on a thread of its own:
- * its collectives in call order, then its sends and receives. */
+ * its collectives in call order, then its sends and receives.  The
+ * threads start together (`go`), once it is known whether all of them
+ * run: only then may one wait for another's rings (order.h). */
+struct start {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int go;
+};
+
 struct worker {
 	struct group *group;
+	struct start *start;
 	struct cxls_comm *c;
 	struct part *part;      /* NULL: none */
 	ncclResult_t r;
@@ -534,8 +543,15 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 
-	grp = *w->group;        /* the group's calls, read only */
-	joins_to = w->group;    /* where its joins go */
+	pthread_mutex_lock(&w->start->lock);
+	while (!w->start->go)
+		pthread_cond_wait(&w->start->cond, &w->start->lock);
+	pthread_mutex_unlock(&w->start->lock);
+	/* the group's calls, as the parent holds them (written before the
+	 * threads started, read only); its joins go to the parent's group */
+	grp.colls = w->group->colls;
+	grp.n_coll = w->group->n_coll;
+	joins_to = w->group;
 	w->r = run_comm(w->c, w->part);
 	joins_to = NULL;
 	memset(&grp, 0, sizeof(grp));
@@ -563,20 +579,9 @@ static size_t make_workers(struct worker *w, struct part *parts, size_t np)
 	return n;
 }
 
-/* Whether a communicator of the group has ranks on its context that this
- * process drives (order.h): their waits on each other must be submitted
- * after the rings they wait for, so no rank's part may wait on the host
- * for a rank this same thread has still to enqueue. */
-static int has_local_peers(const struct worker *w, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (w[i].c->magic == CXLS_COMM_MAGIC && cxls_order_scan(w[i].c) > 0)
-			return 1;
-	return 0;
-}
-
 /* Whether a call of the group is being captured: a capture submits
- * nothing until its graph is launched, so its order needs no threads. */
+ * nothing until its graph is launched, and its streams' capture mode is
+ * this thread's, so the group runs here, unordered (order.h). */
 static int any_capture(const struct part *parts, size_t np)
 {
 	for (size_t i = 0; i < grp.n_coll; i++)
@@ -589,14 +594,49 @@ static int any_capture(const struct part *parts, size_t np)
 	return 0;
 }
 
-/* A communicator whose thread cannot start runs here, after the others
- * started: its waits on them, if any, are bounded (order.c). */
-static ncclResult_t run_parallel(struct worker *w, size_t n)
+/* Marks the ranks of one communicator on one context among the group's
+ * communicators (order.h); returns whether there are any. */
+static int pair_local_ranks(struct worker *w, size_t n)
 {
-	ncclResult_t ret = ncclSuccess;
+	int any = 0;
 
 	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			if (w[i].c->magic == CXLS_COMM_MAGIC && w[j].c->magic == CXLS_COMM_MAGIC)
+				any |= cxls_order_pair(w[i].c, w[j].c);
+	return any;
+}
+
+static void unpair(struct worker *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (w[i].c->magic == CXLS_COMM_MAGIC)
+			cxls_order_clear(w[i].c);
+}
+
+/* Each communicator on its own thread.  If one cannot start, none waits
+ * for another's rings (it would wait for one this thread has yet to
+ * enqueue): those that did not start run here afterwards, unordered. */
+static ncclResult_t run_parallel(struct worker *w, size_t n)
+{
+	struct start st = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	ncclResult_t ret = ncclSuccess;
+	int all = 1;
+
+	for (size_t i = 0; i < n; i++) {
+		w[i].start = &st;
 		w[i].started = !pthread_create(&w[i].tid, NULL, worker_main, &w[i]);
+		all &= w[i].started;
+	}
+	if (!all) {
+		CXLS_WARN("ncclGroupEnd: no thread for each communicator: ranks of one GPU in this "
+			  "process are enqueued in an order a GPU may hang on");
+		unpair(w, n);
+	}
+	pthread_mutex_lock(&st.lock);
+	st.go = 1;
+	pthread_cond_broadcast(&st.cond);
+	pthread_mutex_unlock(&st.lock);
 	for (size_t i = 0; i < n; i++)
 		if (!w[i].started)
 			w[i].r = run_comm(w[i].c, w[i].part);
@@ -609,23 +649,25 @@ static ncclResult_t run_parallel(struct worker *w, size_t n)
 }
 
 /* The group's collectives, then its sends and receives, in one order on
- * every rank; on a thread per communicator when ranks of one of them
- * share this process and context. */
+ * every rank; on a thread per communicator when the group holds ranks of
+ * one communicator on one context (order.h). */
 static ncclResult_t run_ops(void)
 {
-	size_t np = 0, n;
+	size_t np = 0, n = 0;
 	struct part *parts = make_parts(&np);
 	struct worker *w = NULL;
 	ncclResult_t r;
 
 	if (np && !parts)
 		return merge(run_colls(NULL), ncclSystemError);
-	if (grp.n_coll + np > 1 && (w = calloc(grp.n_coll + np, sizeof(*w))) &&
-	    (n = make_workers(w, parts, np)) > 1 && !any_capture(parts, np) &&
-	    has_local_peers(w, n))
+	if (grp.n_coll + np > 1 && (w = calloc(grp.n_coll + np, sizeof(*w))))
+		n = make_workers(w, parts, np);
+	if (n > 1 && !any_capture(parts, np) && pair_local_ranks(w, n)) {
 		r = run_parallel(w, n);
-	else
+		unpair(w, n);
+	} else {
 		r = merge(run_colls(NULL), run_p2p(parts, np));
+	}
 	free(w);
 	free(parts);
 	return r;

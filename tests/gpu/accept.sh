@@ -289,7 +289,7 @@ pool_tests() {
 	# submitted after the rings they wait for (core/coll/order.h); splitnb1
 	# timed out on an H200 before that
 	# shellcheck disable=SC2016
-	step pool "ranks of one process on one GPU: groups, a thread per rank, split children" 120 \
+	step pool "ranks of one process on one GPU in groups: InitRank, split children" 120 \
 		bash -c 'for c in onegpu splitnb1; do CXLSHIM_TIMEOUT_OP_MS=10000 \
 			CXLSHIM_TIMEOUT_INIT_MS=5000 "$0" $c || exit 1; done' "$T/api_check"
 	step pool "send/receive alltoallv, 4 ranks" 120 "$T/p2p_check" alltoallv 4

@@ -32,7 +32,8 @@ p=$(port)
 pre python3 -c '
 import socket, sys
 l = socket.create_server(("127.0.0.1", int(sys.argv[1])))
-c, _ = l.accept(); f = c.makefile("rwb")
+l.settimeout(30)  # never outlive a client that did not come
+c, _ = l.accept(); c.settimeout(30); f = c.makefile("rwb")
 for line in f:
     f.write(b"echo: " + line); f.flush()' "$p" &
 wait_listening "$p"
