@@ -132,9 +132,15 @@ step "api: one thread splits 4 nonblocking ranks, alone and in groups: ncclInPro
 # drives on one device in a group must submit no wait before the ring it
 # waits for (core/coll/order.h); each rank's own streams likewise
 step "api: 3 ranks of one process on one device, queues in submission order: groups" \
-	sh -c "for e in X=0 CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host; do env \$e CUDAEMU_DEVICES=1 \
+	sh -c "for e in CUDAEMU_QUEUE_DEPTH=16 CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host; do env \$e CUDAEMU_DEVICES=1 \
 	 CUDAEMU_CONNECTIONS=1 CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM $BUILD/tests/api_check onegpu \
 	 || exit 1; done"
+# a driver blocks a submit while the stream's queue is full: one thread
+# enqueueing a large group for several ranks must not wait on one rank's
+# queue for work of a rank it has yet to enqueue
+step "api: 3 ranks of one process on 3 devices, a queue of 256 ops per stream, 64K chunks: groups" env \
+	CUDAEMU_QUEUE_DEPTH=256 CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_TIMEOUT_OP_MS=10000 \
+	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" manydev
 step "api: one thread splits 4 nonblocking ranks on one device, queues in submission order" env \
 	CUDAEMU_DEVICES=1 CUDAEMU_CONNECTIONS=1 CXLSHIM_TIMEOUT_OP_MS=10000 CXLSHIM_TIMEOUT_INIT_MS=5000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitnb1

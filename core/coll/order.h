@@ -27,18 +27,25 @@
 
 #include "comm.h"
 
-/* Two communicators of a group's end: when they are ranks of one
- * communicator on one context, each waits for the other's rings before
- * submitting its waits on them, until cxls_order_clear; returns 1 then. */
+/* Two communicators of a group's end: 0 unless they are ranks of one
+ * communicator.  On one context, returns 2: each then waits for the
+ * other's rings before submitting its waits on them, until
+ * cxls_order_clear, and their parts need threads of their own.  On two,
+ * 1: large parts need threads too (a driver blocks a submit while the
+ * stream's queue is full, and a thread blocked on rank 0's queue would
+ * never submit what rank 1 owes it). */
 int cxls_order_pair(struct cxls_comm *c, struct cxls_comm *d);
 void cxls_order_clear(struct cxls_comm *c);
+/* c's part of the group's end is over: its peers stop waiting for rings
+ * it did not submit. */
+void cxls_order_done(struct cxls_comm *c);
 /* c submitted a ring of b to v (not in a capture: a graph's rings are
  * submitted when it is launched, replay.h). */
 void cxls_order_queued(struct cxls_comm *c, struct cxls_bell *b, uint32_t v);
 /* Before c submits a wait for owner's doorbell b to reach v: returns once
  * owner submitted that ring if c waits for owner's rings (or b reached v,
- * or c was aborted, or the operation timeout passed: then a warning, and
- * owner is not waited for again). */
+ * c was aborted, owner's part is over, or the operation timeout passed:
+ * then a warning, and owner is not waited for again). */
 void cxls_order_await(struct cxls_comm *c, int owner, struct cxls_bell *b, uint32_t v);
 
 #endif

@@ -111,9 +111,11 @@ struct cxls_comm {
 	_Atomic uint32_t p2p_sent[CXLS_MAX_RANKS];
 	_Atomic uint32_t p2p_recvd[CXLS_MAX_RANKS];
 	/* during a group's end: the ranks of the group on this context whose
-	 * rings our waits follow (order.h) */
-	uint8_t order_local[CXLS_MAX_RANKS];
-	int order_nlocal;
+	 * rings our waits follow, by rank (order.h), and whether this one's
+	 * part of the group is over (nothing more to wait for from it) */
+	struct cxls_comm *order_peer[CXLS_MAX_RANKS];
+	int order_npeers;
+	_Atomic int order_done;
 	/* messages posted per peer and direction (p2p_match.c), and how many
 	 * of them the watchdog found matched by the other side */
 	_Atomic uint32_t p2p_msgs[2][CXLS_MAX_RANKS];

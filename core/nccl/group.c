@@ -553,6 +553,7 @@ static void *worker_main(void *arg)
 	grp.n_coll = w->group->n_coll;
 	joins_to = w->group;
 	w->r = run_comm(w->c, w->part);
+	cxls_order_done(w->c);
 	joins_to = NULL;
 	memset(&grp, 0, sizeof(grp));
 	return NULL;
@@ -579,32 +580,63 @@ static size_t make_workers(struct worker *w, struct part *parts, size_t np)
 	return n;
 }
 
-/* Whether a call of the group is being captured: a capture submits
- * nothing until its graph is launched, and its streams' capture mode is
- * this thread's, so the group runs here, unordered (order.h). */
-static int any_capture(const struct part *parts, size_t np)
+/* Whether the group must run on this thread, unordered (order.h): a
+ * call being captured (a capture submits nothing until its graph is
+ * launched, and the streams' capture mode is this thread's), or one on
+ * the per-thread default stream, which is this thread's own. */
+static int needs_this_thread(const struct part *parts, size_t np)
 {
 	for (size_t i = 0; i < grp.n_coll; i++)
-		if (grp.colls[i].capture)
+		if (grp.colls[i].capture || grp.colls[i].k.stream == CU_STREAM_PER_THREAD)
 			return 1;
 	for (size_t p = 0; p < np; p++)
-		if (parts[p].q[0].c->magic == CXLS_COMM_MAGIC &&
-		    cxls_stage_capture(&parts[p].q[0].c->st, parts[p].q[0].stream))
-			return 1;
+		for (size_t i = 0; i < parts[p].n; i++)
+			if (parts[p].q[i].stream == CU_STREAM_PER_THREAD ||
+			    (parts[p].q[i].c->magic == CXLS_COMM_MAGIC &&
+			     cxls_stage_capture(&parts[p].q[i].c->st, parts[p].q[i].stream)))
+				return 1;
 	return 0;
 }
 
-/* Marks the ranks of one communicator on one context among the group's
- * communicators (order.h); returns whether there are any. */
+/* Pairs the ranks of one communicator among the group's communicators
+ * (order.h); returns the highest cxls_order_pair answer. */
 static int pair_local_ranks(struct worker *w, size_t n)
 {
-	int any = 0;
+	int most = 0, r;
 
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = i + 1; j < n; j++)
-			if (w[i].c->magic == CXLS_COMM_MAGIC && w[j].c->magic == CXLS_COMM_MAGIC)
-				any |= cxls_order_pair(w[i].c, w[j].c);
-	return any;
+			if (w[i].c->magic == CXLS_COMM_MAGIC && w[j].c->magic == CXLS_COMM_MAGIC &&
+			    (r = cxls_order_pair(w[i].c, w[j].c)) > most)
+				most = r;
+	return most;
+}
+
+/* Rounds past which a communicator's part of the group might fill a
+ * stream's queue (a round is a few stream operations; drivers do not
+ * document their depth, and launches blocked at about a thousand). */
+#define QUEUE_ROUNDS 64
+
+/* Whether some communicator's part runs more rounds than that, roughly:
+ * its collectives' bytes over all ranks, its sends' and receives'. */
+static int parts_large(const struct worker *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct cxls_comm *c = w[i].c;
+		uint64_t rounds = 0;
+
+		if (c->magic != CXLS_COMM_MAGIC || !c->lay.chunk || !c->lay.p2p_chunk)
+			continue;
+		for (size_t k = 0; k < grp.n_coll; k++)
+			if (grp.colls[k].c == c)
+				rounds += 1 + grp.colls[k].k.bytes * (uint64_t)c->nranks /
+						      c->lay.chunk;
+		for (size_t k = 0; w[i].part && k < w[i].part->n; k++)
+			rounds += 1 + w[i].part->q[k].p.bytes / c->lay.p2p_chunk;
+		if (rounds > QUEUE_ROUNDS)
+			return 1;
+	}
+	return 0;
 }
 
 static void unpair(struct worker *w, size_t n)
@@ -614,21 +646,22 @@ static void unpair(struct worker *w, size_t n)
 			cxls_order_clear(w[i].c);
 }
 
-/* Each communicator on its own thread.  If one cannot start, none waits
- * for another's rings (it would wait for one this thread has yet to
- * enqueue): those that did not start run here afterwards, unordered. */
+/* Each communicator on its own thread.  One that cannot start runs on
+ * this thread, which is then its own; if two cannot, none waits for
+ * another's rings (one would wait for a part this thread has yet to
+ * enqueue), and they run here one after the other. */
 static ncclResult_t run_parallel(struct worker *w, size_t n)
 {
 	struct start st = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
 	ncclResult_t ret = ncclSuccess;
-	int all = 1;
+	size_t failed = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		w[i].start = &st;
 		w[i].started = !pthread_create(&w[i].tid, NULL, worker_main, &w[i]);
-		all &= w[i].started;
+		failed += !w[i].started;
 	}
-	if (!all) {
+	if (failed > 1) {
 		CXLS_WARN("ncclGroupEnd: no thread for each communicator: ranks of one GPU in this "
 			  "process are enqueued in an order a GPU may hang on");
 		unpair(w, n);
@@ -638,8 +671,10 @@ static ncclResult_t run_parallel(struct worker *w, size_t n)
 	pthread_cond_broadcast(&st.cond);
 	pthread_mutex_unlock(&st.lock);
 	for (size_t i = 0; i < n; i++)
-		if (!w[i].started)
+		if (!w[i].started) {
 			w[i].r = run_comm(w[i].c, w[i].part);
+			cxls_order_done(w[i].c);
+		}
 	for (size_t i = 0; i < n; i++) {
 		if (w[i].started)
 			pthread_join(w[i].tid, NULL);
@@ -650,19 +685,22 @@ static ncclResult_t run_parallel(struct worker *w, size_t n)
 
 /* The group's collectives, then its sends and receives, in one order on
  * every rank; on a thread per communicator when the group holds ranks of
- * one communicator on one context (order.h). */
+ * one communicator on one context, or large parts of several ranks of
+ * one communicator (order.h). */
 static ncclResult_t run_ops(void)
 {
 	size_t np = 0, n = 0;
 	struct part *parts = make_parts(&np);
 	struct worker *w = NULL;
 	ncclResult_t r;
+	int pair = 0;
 
 	if (np && !parts)
 		return merge(run_colls(NULL), ncclSystemError);
 	if (grp.n_coll + np > 1 && (w = calloc(grp.n_coll + np, sizeof(*w))))
 		n = make_workers(w, parts, np);
-	if (n > 1 && !any_capture(parts, np) && pair_local_ranks(w, n)) {
+	if (n > 1 && !needs_this_thread(parts, np) && (pair = pair_local_ranks(w, n)) &&
+	    (pair == 2 || parts_large(w, n))) {
 		r = run_parallel(w, n);
 		unpair(w, n);
 	} else {

@@ -44,6 +44,8 @@ struct emu_config {
 	bool check_ptrs;	/* CUDAEMU_CHECK_PTRS, default 1 */
 	bool serial_host_fns;	/* CUDAEMU_SERIAL_HOST_FNS, default 0 (op.c) */
 	bool stats;		/* CUDAEMU_STATS, default 0 (stats.c) */
+	unsigned queue_depth;	/* CUDAEMU_QUEUE_DEPTH, default 0: ops a stream
+				 * holds before a submit blocks (0: no limit) */
 	unsigned connections;	/* CUDAEMU_CONNECTIONS, default 0: hardware
 				 * queues per context (hwqueue.c), 0: none */
 	unsigned late_us;	/* CUDAEMU_LATE_US, default 20000: how long a

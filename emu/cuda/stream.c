@@ -297,6 +297,25 @@ static void enqueue(struct CUstream_st *s, struct emu_qop *q)
 	s->tail = q;
 }
 
+static bool wait_locked(struct CUstream_st *s, uint64_t target,
+			const struct timespec *deadline);
+
+/* Called with s->lock held, before an op and the chain ahead of it join
+ * the queue: with CUDAEMU_QUEUE_DEPTH, the caller blocks until they fit
+ * (or the queue is empty), as a driver blocks a launch while the stream's
+ * queue is full.  The lock is dropped while waiting: look again after. */
+static void make_room(struct CUstream_st *s, const struct emu_qop *chain)
+{
+	uint64_t n = 1, depth = emu_config.queue_depth;
+
+	for (; chain; chain = chain->next)
+		n++;
+	while (depth && s->submitted > s->completed &&
+	       s->submitted - s->completed + n > depth)
+		wait_locked(s, s->submitted + n > depth ? s->submitted + n - depth : s->submitted,
+			    NULL);
+}
+
 static CUresult submit(struct CUstream_st *s, const struct emu_op *op,
 		       bool late, bool snapshot)
 {
@@ -341,6 +360,7 @@ static CUresult submit(struct CUstream_st *s, const struct emu_op *op,
 		else
 			unused = chain, chain = NULL;
 	}
+	make_room(s, chain);
 	while ((w = chain)) {
 		chain = w->next;
 		w->next = NULL;

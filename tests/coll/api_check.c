@@ -533,26 +533,17 @@ struct one_rank {
 	char *small, *gathered;
 };
 
-static int case_onegpu(void)
+/* One thread's groups over ranks comms[0..ONE_N) of one process, rank i
+ * on device dev[i]. */
+static void one_process_groups(ncclComm_t *comms, const int *dev)
 {
 	struct one_rank o[ONE_N];
-	int devs[ONE_N] = { 0 }, ok = 1;
 	char *ring[ONE_N], *a2a[ONE_N];
+	int ok = 1;
 
-	ncclComm_t comms[ONE_N];
-	ncclUniqueId id;
-
-	/* as NCCL: InitAll takes a device once; ranks sharing one are made
-	 * by InitRank, here from one thread in a group */
-	CHECK(ncclCommInitAll(comms, ONE_N, devs) == ncclInvalidUsage,
-	      "InitAll with a device listed twice is refused");
-	CHECK(ncclGetUniqueId(&id) == ncclSuccess && ncclGroupStart() == ncclSuccess, "id");
-	cudaSetDevice(0);
-	for (int i = 0; i < ONE_N; i++)
-		CHECK(ncclCommInitRank(&comms[i], ONE_N, id, i) == ncclSuccess, "init rank %d", i);
-	CHECK(ncclGroupEnd() == ncclSuccess, "every rank on device 0 from one thread");
 	for (int i = 0; i < ONE_N; i++) {
 		o[i] = (struct one_rank){ 0 };
+		cudaSetDevice(dev[i]);
 		cudaStreamCreate(&o[i].s);
 		o[i].data = floats_on(i, ONE_FLOATS);
 		o[i].small = dev_alloc(4096, 'a' + i);
@@ -569,6 +560,7 @@ static int case_onegpu(void)
 			      ncclSuccess, "collectives of rank %d", i);
 	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
 	for (int i = 0; i < ONE_N; i++) {
+		cudaSetDevice(dev[i]);
 		CHECK(sum_is_right(o[i].data, ONE_FLOATS, o[i].s), "AllReduce of rank %d", i);
 		for (int r = 0; r < ONE_N; r++)
 			ok &= all_bytes_on(o[i].gathered + r * 4096, 4096, 'a' + r, o[i].s);
@@ -579,8 +571,10 @@ static int case_onegpu(void)
 	 * every rank's AlltoAll block r goes to rank r */
 	CHECK(ncclGroupStart() == ncclSuccess, "group start 2");
 	for (int i = 0; i < ONE_N; i++) {
-		char *got = dev_alloc(1 << 20, 0);
+		char *got;
 
+		cudaSetDevice(dev[i]);
+		got = dev_alloc(1 << 20, 0);
 		CHECK(ncclSend(ring[i], 1 << 20, ncclInt8, (i + 1) % ONE_N, comms[i], o[i].s) ==
 			      ncclSuccess &&
 		      ncclRecv(got, 1 << 20, ncclInt8, (i + ONE_N - 1) % ONE_N, comms[i], o[i].s) ==
@@ -591,14 +585,48 @@ static int case_onegpu(void)
 	}
 	CHECK(ncclGroupEnd() == ncclSuccess, "group end 2");
 	for (int i = 0; ok && i < ONE_N; i++) {
+		cudaSetDevice(dev[i]);
 		ok &= all_bytes_on(ring[i], 1 << 20, 'r' + (i + ONE_N - 1) % ONE_N, o[i].s);
 		for (int r = 0; r < ONE_N; r++)
 			ok &= all_bytes_on(a2a[i] + (r << 16), 1 << 16, 'A' + r, o[i].s);
 	}
 	CHECK(ok, "send/receive ring and AlltoAll");
-
 	for (int i = 0; i < ONE_N; i++)
 		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+}
+
+static int case_onegpu(void)
+{
+	int devs[ONE_N] = { 0 };
+	ncclComm_t comms[ONE_N];
+	ncclUniqueId id;
+
+	/* as NCCL: InitAll takes a device once; ranks sharing one are made
+	 * by InitRank, here from one thread in a group */
+	CHECK(ncclCommInitAll(comms, ONE_N, devs) == ncclInvalidUsage,
+	      "InitAll with a device listed twice is refused");
+	CHECK(ncclGetUniqueId(&id) == ncclSuccess && ncclGroupStart() == ncclSuccess, "id");
+	cudaSetDevice(0);
+	for (int i = 0; i < ONE_N; i++)
+		CHECK(ncclCommInitRank(&comms[i], ONE_N, id, i) == ncclSuccess, "init rank %d", i);
+	CHECK(ncclGroupEnd() == ncclSuccess, "every rank on device 0 from one thread");
+	one_process_groups(comms, devs);
+	return CHECK_SUMMARY();
+}
+
+/* The same over a device per rank (ncclCommInitAll): with many rounds
+ * (64K chunks), a rank's part of a group fills its streams' queues
+ * (emu: CUDAEMU_QUEUE_DEPTH), where one thread enqueueing it would wait
+ * for a rank it has yet to enqueue. */
+static int case_manydev(void)
+{
+	int devs[ONE_N];
+	ncclComm_t comms[ONE_N];
+
+	for (int i = 0; i < ONE_N; i++)
+		devs[i] = test_device(i);
+	CHECK(ncclCommInitAll(comms, ONE_N, devs) == ncclSuccess, "InitAll");
+	one_process_groups(comms, devs);
 	return CHECK_SUMMARY();
 }
 
@@ -3080,7 +3108,7 @@ static const struct rank_case rank_cases[] = {
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s noargs|initall|onegpu|splitgroup|shrinkgroup|splitnb1|graphall|"
+		fprintf(stderr, "usage: %s noargs|initall|onegpu|manydev|splitgroup|shrinkgroup|splitnb1|graphall|"
 				"graphdestroycap|wrongctx|badpool",
 			argv[0]);
 		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
@@ -3098,6 +3126,8 @@ int main(int argc, char **argv)
 		return case_shrinkgroup();
 	if (!strcmp(argv[1], "onegpu"))
 		return case_onegpu();
+	if (!strcmp(argv[1], "manydev"))
+		return case_manydev();
 	if (!strcmp(argv[1], "splitnb1"))
 		return case_split_nonblocking_one_thread();
 	if (!strcmp(argv[1], "graphall"))

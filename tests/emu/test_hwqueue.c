@@ -1,12 +1,14 @@
 /* test_hwqueue.c - CUDAEMU_CONNECTIONS: a context's streams share hardware
  * queues that start work in submission order, and a wait holds up what was
- * submitted behind it on the same queue, from any stream (hwqueue.c).
+ * submitted behind it on the same queue, from any stream (hwqueue.c);
+ * CUDAEMU_QUEUE_DEPTH: a submit blocks while its stream's queue is full.
  *
  * Each case runs in a child whose own cuInit reads the setting; the child
  * reports its checks, and its exit status is one check here.
  */
 #include "check.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,8 +113,45 @@ static void case_own_queues(void)
 	CHECK(*s.flag == 1, "streams on their own queues: the later write ends the wait");
 }
 
-/* Runs fn in a child with CUDAEMU_CONNECTIONS=conns (NULL: unset). */
-static int in_child(const char *conns, void (*fn)(void))
+struct filler {
+	struct setup *s;
+	atomic_int done;	/* memsets submitted */
+};
+
+static void *fill(void *arg)
+{
+	struct filler *f = arg;
+
+	cuCtxSetCurrent(f->s->ctx);
+	for (int i = 0; i < 6; i++) {
+		cuMemsetD8Async(f->s->buf + 64 * (CUdeviceptr)i, (unsigned char)i, 64, f->s->a);
+		atomic_fetch_add(&f->done, 1);
+	}
+	return NULL;
+}
+
+/* Depth 4: behind a wait, a thread's fourth op blocks until the wait ends. */
+static void case_queue_depth(void)
+{
+	struct setup s;
+	struct filler f = { .s = &s };
+	pthread_t t;
+
+	if (!CHECK(setup(&s) == 0, "setup"))
+		return;
+	cuStreamWaitValue32(s.a, dp(s.flag), 1, CU_STREAM_WAIT_VALUE_GEQ);
+	pthread_create(&t, NULL, fill, &f);
+	sleep_ms(200);
+	CHECK(atomic_load(&f.done) == 3, "a full queue blocks the submitter: %d of 6 went in",
+	      atomic_load(&f.done));
+	*s.flag = 1;
+	pthread_join(t, NULL);
+	CHECK(atomic_load(&f.done) == 6, "the rest went in once the wait ended");
+	CHECK_CU(cuStreamSynchronize(s.a), CUDA_SUCCESS);
+}
+
+/* Runs fn in a child with the environment variable name=value (NULL: unset). */
+static int in_child_env(const char *name, const char *value, void (*fn)(void))
 {
 	pid_t pid;
 	int st;
@@ -120,10 +159,10 @@ static int in_child(const char *conns, void (*fn)(void))
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
-		if (conns)
-			setenv("CUDAEMU_CONNECTIONS", conns, 1);
+		if (value)
+			setenv(name, value, 1);
 		else
-			unsetenv("CUDAEMU_CONNECTIONS");
+			unsetenv(name);
 		check_watchdog(20);
 		fn();
 		fflush(stdout);
@@ -132,6 +171,11 @@ static int in_child(const char *conns, void (*fn)(void))
 	if (pid < 0 || waitpid(pid, &st, 0) != pid)
 		return -1;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int in_child(const char *conns, void (*fn)(void))
+{
+	return in_child_env("CUDAEMU_CONNECTIONS", conns, fn);
 }
 
 int main(void)
@@ -143,5 +187,7 @@ int main(void)
 	CHECK(in_child("2", case_own_queues) == 0,
 	      "CUDAEMU_CONNECTIONS=2: streams on different queues are independent");
 	CHECK(in_child(NULL, case_own_queues) == 0, "default: every stream independent");
+	CHECK(in_child_env("CUDAEMU_QUEUE_DEPTH", "4", case_queue_depth) == 0,
+	      "CUDAEMU_QUEUE_DEPTH=4: a submit waits for room");
 	return check_done();
 }
