@@ -57,6 +57,15 @@ $(BENCH_DIR)/coll_perf: $(COLL_PERF_SRCS) $(COLL_PERF_HDRS) $(EMU_LIBS)
 # pthread_create must be the one libnccl's threads are made by)
 test-build: $(BENCH_DIR)/coll_perf
 
+# one thread's groups over several ranks of one communicator
+$(BENCH_DIR)/group_perf: bench/group_perf.c $(EMU_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -I$(CUDA_INC) -o $@ bench/group_perf.c \
+	    -L$(BENCH_EMU_DIR) -Wl,-rpath-link,$(BENCH_EMU_DIR) -lcudart \
+	    -L$(CUDA_LIB) -lnccl -Wl,--enable-new-dtags -Wl,-rpath,$(CUDA_LIB)
+
+bench-build: $(BENCH_DIR)/group_perf
+
 $(BENCH_DIR)/mpi_perf_openmpi: $(MPI_PERF_SRCS) bench/bench_util.h
 	@mkdir -p $(@D)
 	$(MPICC_OPENMPI) $(BENCH_CFLAGS) -Ibench -o $@ $(MPI_PERF_SRCS)

@@ -1,0 +1,97 @@
+/* group_perf.c - the cost of a group's end when one thread drives several
+ * ranks of one communicator (ncclCommInitAll, or ncclCommInitRank in a
+ * group for ranks on one device), as nccl-tests' -g mode does.
+ *
+ *   group_perf [-n ranks] [-c floats] [-i iterations] [-1]
+ *
+ * Each iteration is one group with an in-place AllReduce per rank; the
+ * figure is the wall time per group, enqueue to completion, after a
+ * warm-up of the same length.  -1 puts every rank on device 0 (the pool
+ * path then orders the ranks' submissions, core/coll/order.h). */
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS 8
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int init(ncclComm_t *c, int n, int one_device)
+{
+	ncclUniqueId id;
+	int ok = 1;
+
+	if (!one_device)
+		return ncclCommInitAll(c, n, NULL) == ncclSuccess;
+	ok = ncclGetUniqueId(&id) == ncclSuccess && ncclGroupStart() == ncclSuccess;
+	cudaSetDevice(0);
+	for (int i = 0; ok && i < n; i++)
+		ok = ncclCommInitRank(&c[i], n, id, i) == ncclSuccess;
+	return ncclGroupEnd() == ncclSuccess && ok;
+}
+
+static double groups(ncclComm_t *c, float **b, cudaStream_t *s, int n, size_t count, int iters,
+		     int one_device)
+{
+	double t0 = now_s();
+
+	for (int k = 0; k < iters; k++) {
+		ncclGroupStart();
+		for (int i = 0; i < n; i++)
+			ncclAllReduce(b[i], b[i], count, ncclFloat, ncclSum, c[i], s[i]);
+		ncclGroupEnd();
+	}
+	for (int i = 0; i < n; i++) {
+		cudaSetDevice(one_device ? 0 : i);
+		cudaStreamSynchronize(s[i]);
+	}
+	return (now_s() - t0) / iters;
+}
+
+int main(int argc, char **argv)
+{
+	int n = 4, iters = 1000, one_device = 0, opt;
+	size_t count = 1;
+	ncclComm_t c[MAX_RANKS];
+	cudaStream_t s[MAX_RANKS];
+	float *b[MAX_RANKS];
+
+	while ((opt = getopt(argc, argv, "n:c:i:1")) != -1) {
+		if (opt == 'n')
+			n = atoi(optarg);
+		else if (opt == 'c')
+			count = strtoull(optarg, NULL, 0);
+		else if (opt == 'i')
+			iters = atoi(optarg);
+		else if (opt == '1')
+			one_device = 1;
+		else
+			return fprintf(stderr, "usage: %s [-n ranks] [-c floats] [-i iters] [-1]\n",
+				       argv[0]), 2;
+	}
+	if (n < 2 || n > MAX_RANKS || iters < 1 || !count)
+		return fprintf(stderr, "group_perf: 2..%d ranks, iters and count > 0\n", MAX_RANKS), 2;
+	if (!init(c, n, one_device))
+		return fprintf(stderr, "group_perf: init failed\n"), 1;
+	for (int i = 0; i < n; i++) {
+		cudaSetDevice(one_device ? 0 : i);
+		if (cudaStreamCreate(&s[i]) != cudaSuccess ||
+		    cudaMalloc((void **)&b[i], count * sizeof(float)) != cudaSuccess)
+			return fprintf(stderr, "group_perf: no stream or buffer\n"), 1;
+	}
+	groups(c, b, s, n, count, iters, one_device);
+	printf("%d ranks%s, %zu floats: %.1f us per group\n", n, one_device ? " on one device" : "",
+	       count, groups(c, b, s, n, count, iters, one_device) * 1e6);
+	for (int i = 0; i < n; i++)
+		ncclCommDestroy(c[i]);
+	return 0;
+}
