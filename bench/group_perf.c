@@ -32,35 +32,40 @@ static int init(ncclComm_t *c, int n, int one_device)
 
 	if (!one_device)
 		return ncclCommInitAll(c, n, NULL) == ncclSuccess;
-	ok = ncclGetUniqueId(&id) == ncclSuccess && ncclGroupStart() == ncclSuccess;
+	if (ncclGetUniqueId(&id) != ncclSuccess || ncclGroupStart() != ncclSuccess)
+		return 0;
 	cudaSetDevice(0);
 	for (int i = 0; ok && i < n; i++)
 		ok = ncclCommInitRank(&c[i], n, id, i) == ncclSuccess;
 	return ncclGroupEnd() == ncclSuccess && ok;
 }
 
+/* Seconds per group, or -1 when a call failed. */
 static double groups(ncclComm_t *c, float **b, cudaStream_t *s, int n, size_t count, int iters,
 		     int one_device)
 {
 	double t0 = now_s();
+	int ok = 1;
 
-	for (int k = 0; k < iters; k++) {
-		ncclGroupStart();
-		for (int i = 0; i < n; i++)
-			ncclAllReduce(b[i], b[i], count, ncclFloat, ncclSum, c[i], s[i]);
-		ncclGroupEnd();
+	for (int k = 0; ok && k < iters; k++) {
+		ok = ncclGroupStart() == ncclSuccess;
+		for (int i = 0; ok && i < n; i++)
+			ok = ncclAllReduce(b[i], b[i], count, ncclFloat, ncclSum, c[i], s[i]) ==
+			     ncclSuccess;
+		ok = ncclGroupEnd() == ncclSuccess && ok;
 	}
 	for (int i = 0; i < n; i++) {
 		cudaSetDevice(one_device ? 0 : i);
-		cudaStreamSynchronize(s[i]);
+		ok = cudaStreamSynchronize(s[i]) == cudaSuccess && ok;
 	}
-	return (now_s() - t0) / iters;
+	return ok ? (now_s() - t0) / iters : -1;
 }
 
 int main(int argc, char **argv)
 {
 	int n = 4, iters = 1000, one_device = 0, opt;
 	size_t count = 1;
+	double t;
 	ncclComm_t c[MAX_RANKS];
 	cudaStream_t s[MAX_RANKS];
 	float *b[MAX_RANKS];
@@ -88,9 +93,11 @@ int main(int argc, char **argv)
 		    cudaMalloc((void **)&b[i], count * sizeof(float)) != cudaSuccess)
 			return fprintf(stderr, "group_perf: no stream or buffer\n"), 1;
 	}
-	groups(c, b, s, n, count, iters, one_device);
+	if (groups(c, b, s, n, count, iters, one_device) < 0 ||
+	    (t = groups(c, b, s, n, count, iters, one_device)) < 0)
+		return fprintf(stderr, "group_perf: a group failed\n"), 1;
 	printf("%d ranks%s, %zu floats: %.1f us per group\n", n, one_device ? " on one device" : "",
-	       count, groups(c, b, s, n, count, iters, one_device) * 1e6);
+	       count, t * 1e6);
 	for (int i = 0; i < n; i++)
 		ncclCommDestroy(c[i]);
 	return 0;

@@ -625,13 +625,13 @@ static int parts_large(const struct worker *w, size_t n)
 		const struct cxls_comm *c = w[i].c;
 		uint64_t rounds = 0;
 
-		if (c->magic != CXLS_COMM_MAGIC || !c->lay.chunk || !c->lay.p2p_chunk)
+		if (c->magic != CXLS_COMM_MAGIC)
 			continue;
-		for (size_t k = 0; k < grp.n_coll; k++)
+		for (size_t k = 0; c->lay.chunk && k < grp.n_coll; k++)
 			if (grp.colls[k].c == c)
 				rounds += 1 + grp.colls[k].k.bytes * (uint64_t)c->nranks /
 						      c->lay.chunk;
-		for (size_t k = 0; w[i].part && k < w[i].part->n; k++)
+		for (size_t k = 0; c->lay.p2p_chunk && w[i].part && k < w[i].part->n; k++)
 			rounds += 1 + w[i].part->q[k].p.bytes / c->lay.p2p_chunk;
 		if (rounds > QUEUE_ROUNDS)
 			return 1;
@@ -662,8 +662,8 @@ static ncclResult_t run_parallel(struct worker *w, size_t n)
 		failed += !w[i].started;
 	}
 	if (failed > 1) {
-		CXLS_WARN("ncclGroupEnd: no thread for each communicator: ranks of one GPU in this "
-			  "process are enqueued in an order a GPU may hang on");
+		CXLS_WARN("ncclGroupEnd: no thread for each communicator: this process's ranks "
+			  "are enqueued one after the other, which a GPU may hang on");
 		unpair(w, n);
 	}
 	pthread_mutex_lock(&st.lock);
@@ -695,8 +695,10 @@ static ncclResult_t run_ops(void)
 	ncclResult_t r;
 	int pair = 0;
 
-	if (np && !parts)
-		return merge(run_colls(NULL), ncclSystemError);
+	if (np && !parts) {
+		r = run_colls(NULL);
+		return merge(r, ncclSystemError);
+	}
 	if (grp.n_coll + np > 1 && (w = calloc(grp.n_coll + np, sizeof(*w))))
 		n = make_workers(w, parts, np);
 	if (n > 1 && !needs_this_thread(parts, np) && (pair = pair_local_ranks(w, n)) &&
@@ -704,7 +706,9 @@ static ncclResult_t run_ops(void)
 		r = run_parallel(w, n);
 		unpair(w, n);
 	} else {
-		r = merge(run_colls(NULL), run_p2p(parts, np));
+		/* two statements: the collectives first, on every rank */
+		r = run_colls(NULL);
+		r = merge(r, run_p2p(parts, np));
 	}
 	free(w);
 	free(parts);
