@@ -141,6 +141,9 @@ step "api: 3 ranks of one process on one device, queues in submission order: gro
 step "api: 3 ranks of one process on 3 devices, a queue of 256 ops per stream, 64K chunks: groups" env \
 	CUDAEMU_QUEUE_DEPTH=256 CXLSHIM_CCCL_CHUNK_SIZE=64K CXLSHIM_TIMEOUT_OP_MS=10000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" manydev
+step "api: 2 ranks of one process on one device beside a process with 1: a mixed group runs its collectives first on every rank" \
+	sh -c "for e in X=0 CUDAEMU_CONNECTIONS=1; do env \$e CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM \
+	 $BUILD/tests/api_check mixedpaths || exit 1; done"
 step "api: one thread splits 4 nonblocking ranks on one device, queues in submission order" env \
 	CUDAEMU_DEVICES=1 CUDAEMU_CONNECTIONS=1 CXLSHIM_TIMEOUT_OP_MS=10000 CXLSHIM_TIMEOUT_INIT_MS=5000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitnb1

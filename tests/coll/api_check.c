@@ -630,6 +630,68 @@ static int case_manydev(void)
 	return CHECK_SUMMARY();
 }
 
+/* Ranks first .. first+count-1 of a 3-rank communicator, on device 0,
+ * from this thread: one group with an AllReduce and a send/receive ring
+ * per rank. */
+static int mixed_ranks(const ncclUniqueId *id, int first, int count)
+{
+	ncclComm_t c[2];
+	cudaStream_t s[2];
+	float *x[2];
+	char *out[2], *in[2];
+	int ok = ncclGroupStart() == ncclSuccess;
+
+	cudaSetDevice(0);
+	for (int i = 0; ok && i < count; i++)
+		ok = ncclCommInitRank(&c[i], ONE_N, *id, first + i) == ncclSuccess;
+	ok = ncclGroupEnd() == ncclSuccess && ok;
+	for (int i = 0; ok && i < count; i++) {
+		ok = cudaStreamCreate(&s[i]) == cudaSuccess &&
+		     (x[i] = floats_on(first + i, ONE_FLOATS)) != NULL &&
+		     (out[i] = dev_alloc(1 << 16, 'a' + first + i)) != NULL &&
+		     (in[i] = dev_alloc(1 << 16, 0)) != NULL;
+	}
+	ok = ok && ncclGroupStart() == ncclSuccess;
+	for (int i = 0; ok && i < count; i++) {
+		int r = first + i;
+
+		ok = ncclAllReduce(x[i], x[i], ONE_FLOATS, ncclFloat, ncclSum, c[i], s[i]) ==
+			     ncclSuccess &&
+		     ncclSend(out[i], 1 << 16, ncclInt8, (r + 1) % ONE_N, c[i], s[i]) == ncclSuccess &&
+		     ncclRecv(in[i], 1 << 16, ncclInt8, (r + ONE_N - 1) % ONE_N, c[i], s[i]) ==
+			     ncclSuccess;
+	}
+	ok = ok && ncclGroupEnd() == ncclSuccess;
+	for (int i = 0; ok && i < count; i++)
+		ok = sum_is_right(x[i], ONE_FLOATS, s[i]) &&
+		     all_bytes_on(in[i], 1 << 16, 'a' + (first + i + ONE_N - 1) % ONE_N, s[i]);
+	for (int i = 0; ok && i < count; i++)
+		ok = ncclCommDestroy(c[i]) == ncclSuccess;
+	return ok;
+}
+
+/* One process drives ranks 0 and 1 on one device, whose group's end gives
+ * each a thread (order.h); another process drives rank 2 alone, whose
+ * group's end runs on its own thread.  Every rank must run the group's
+ * collectives before its sends and receives, or two ranks run a mixed
+ * group in opposite orders and wait for each other. */
+static int case_mixedpaths(void)
+{
+	ncclUniqueId id;
+	pid_t pid;
+	int st = -1;
+
+	CHECK(ncclGetUniqueId(&id) == ncclSuccess, "id");
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(mixed_ranks(&id, 2, 1) ? 0 : 1);
+	CHECK(mixed_ranks(&id, 0, 2), "ranks 0 and 1, threads of their own: AllReduce, ring");
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "rank 2 alone in its process: AllReduce, ring (status %d)", st);
+	return CHECK_SUMMARY();
+}
+
 /* One thread splits every rank of a communicator inside a group, as NCCL
  * allows (a grouped split completes at ncclGroupEnd): by parity, rank 3
  * out (NCCL_SPLIT_NOCOLOR); then a grouped AllGather on the children. */
@@ -3108,7 +3170,7 @@ static const struct rank_case rank_cases[] = {
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s noargs|initall|onegpu|manydev|splitgroup|shrinkgroup|splitnb1|graphall|"
+		fprintf(stderr, "usage: %s noargs|initall|onegpu|manydev|mixedpaths|splitgroup|shrinkgroup|splitnb1|graphall|"
 				"graphdestroycap|wrongctx|badpool",
 			argv[0]);
 		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
@@ -3128,6 +3190,8 @@ int main(int argc, char **argv)
 		return case_onegpu();
 	if (!strcmp(argv[1], "manydev"))
 		return case_manydev();
+	if (!strcmp(argv[1], "mixedpaths"))
+		return case_mixedpaths();
 	if (!strcmp(argv[1], "splitnb1"))
 		return case_split_nonblocking_one_thread();
 	if (!strcmp(argv[1], "graphall"))
