@@ -701,11 +701,14 @@ static ncclResult_t run_ops(void)
 	}
 	if (grp.n_coll + np > 1 && (w = calloc(grp.n_coll + np, sizeof(*w))))
 		n = make_workers(w, parts, np);
-	if (n > 1 && !needs_this_thread(parts, np) && (pair = pair_local_ranks(w, n)) &&
-	    (pair == 2 || parts_large(w, n))) {
+	/* pairing first: it only compares pointers, where the capture check
+	 * asks the driver, and most groups have no pair */
+	if (n > 1 && (pair = pair_local_ranks(w, n)) && (pair == 2 || parts_large(w, n)) &&
+	    !needs_this_thread(parts, np)) {
 		r = run_parallel(w, n);
 		unpair(w, n);
 	} else {
+		unpair(w, n); /* paired, but to run here: no waits on this thread */
 		/* two statements: the collectives first, on every rank */
 		r = run_colls(NULL);
 		r = merge(r, run_p2p(parts, np));

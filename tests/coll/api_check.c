@@ -753,6 +753,15 @@ static int case_splitgroup(void)
 	return CHECK_SUMMARY();
 }
 
+/* A captured graph and its instance, either of them possibly never made. */
+static void graph_free(cudaGraphExec_t exec, cudaGraph_t g)
+{
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (g)
+		cudaGraphDestroy(g);
+}
+
 /* One thread drives two ranks and replays what it captured of both: a
  * group with an AllReduce per rank, each on its rank's stream, captured
  * into a graph per stream and replayed 20 times, the two graphs at once.
@@ -807,10 +816,7 @@ static int case_graphall(void)
 	}
 	CHECK(bad < 0, "replay %d gave wrong sums", bad);
 	for (int i = 0; i < N; i++) {
-		if (exec[i])
-			cudaGraphExecDestroy(exec[i]);
-		if (g[i])
-			cudaGraphDestroy(g[i]);
+		graph_free(exec[i], g[i]);
 		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
 	}
 	return CHECK_SUMMARY();
@@ -938,8 +944,7 @@ static int case_graph_destroy_capturing(void)
 	bystander_wait(&b, 1);
 	CHECK(capture_all(comms, s, N, in, out, g, exec), "captured AllReduces replay");
 	for (int i = 0; i < N; i++) {
-		cudaGraphExecDestroy(exec[i]);
-		cudaGraphDestroy(g[i]);
+		graph_free(exec[i], g[i]);
 		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
 	}
 	bystander_step(&b, 2);
@@ -949,8 +954,7 @@ static int case_graph_destroy_capturing(void)
 	CHECK(ncclCommInitAll(comms, N, NULL) == ncclSuccess, "InitAll again");
 	CHECK(capture_all(comms, s, N, in, out, g, exec), "new communicators capture and replay");
 	for (int i = 0; i < N; i++) {
-		cudaGraphExecDestroy(exec[i]);
-		cudaGraphDestroy(g[i]);
+		graph_free(exec[i], g[i]);
 		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d again", i);
 		cudaFree(in[i]);
 		cudaFree(out[i]);
@@ -1067,10 +1071,7 @@ static int case_wrongctx(void)
 		err = ncclInternalError;
 		CHECK(ncclCommGetAsyncError(comms[i], &err) == ncclSuccess && err == ncclSuccess,
 		      "communicator %d healthy (%d)", i, (int)err);
-		if (exec[i])
-			cudaGraphExecDestroy(exec[i]);
-		if (g[i])
-			cudaGraphDestroy(g[i]);
+		graph_free(exec[i], g[i]);
 		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
 	}
 	return CHECK_SUMMARY();

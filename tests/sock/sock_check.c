@@ -1378,6 +1378,31 @@ static int epoll_registrations(int ep)
 	return n;
 }
 
+/* A connected pair a-b and a thread asleep in epoll_wait on a set (bl->fd)
+ * holding b. */
+static void epoll_waiter_start(struct blocked *bl, pthread_t *t, int *a, int *b)
+{
+	tcp_pair(a, b);
+	bl->fd = epoll_create1(0);
+	CHECK(epoll_ctl(bl->fd, EPOLL_CTL_ADD, *b, &(struct epoll_event){ EPOLLIN, { 0 } }) == 0,
+	      "epoll set");
+	pthread_create(t, NULL, blocked_epoll_5s, bl);
+	usleep(100000); /* asleep in the kernel */
+}
+
+/* A byte written to a wakes that waiter within a second; closes the pair. */
+static void epoll_waiter_wakes(struct blocked *bl, pthread_t t, int a, int b, const char *who)
+{
+	uint64_t t0 = tu_now_us();
+
+	CHECK(write(a, "x", 1) == 1, "write");
+	pthread_join(t, NULL);
+	CHECK(bl->r == 1 && tu_now_us() - t0 < 1000000, "%s woke: %zd after %llu us", who, bl->r,
+	      (unsigned long long)(tu_now_us() - t0));
+	close(a);
+	close(b);
+}
+
 /* A child forked while a thread of the parent waits in epoll_wait closes
  * its copy of the epoll fd (as before an exec): the epoll file is still
  * the parent's, and its set keeps the sockets' wake-ups (without them the
@@ -1386,16 +1411,10 @@ static void test_fork_epoll(void)
 {
 	struct blocked bl = { 0 };
 	pthread_t t;
-	uint64_t t0;
 	pid_t pid;
 	int a, b;
 
-	tcp_pair(&a, &b);
-	bl.fd = epoll_create1(0);
-	CHECK(epoll_ctl(bl.fd, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN, { 0 } }) == 0,
-	      "epoll set");
-	pthread_create(&t, NULL, blocked_epoll_5s, &bl);
-	usleep(100000); /* asleep in the kernel */
+	epoll_waiter_start(&bl, &t, &a, &b);
 	pid = fork();
 	if (pid == 0) {
 		close(bl.fd);
@@ -1403,14 +1422,8 @@ static void test_fork_epoll(void)
 	}
 	CHECK(tu_wait(pid) == 0, "child");
 	CHECK(epoll_registrations(bl.fd) == 1, "the epoll file still watches the socket");
-	t0 = tu_now_us();
-	CHECK(write(a, "x", 1) == 1, "write");
-	pthread_join(t, NULL);
-	CHECK(bl.r == 1 && tu_now_us() - t0 < 1000000, "the waiter woke: %zd after %llu us", bl.r,
-	      (unsigned long long)(tu_now_us() - t0));
+	epoll_waiter_wakes(&bl, t, a, b, "the waiter");
 	close(bl.fd);
-	close(a);
-	close(b);
 }
 
 /* ---- fork while other threads use epoll ----------------------------------
@@ -1453,31 +1466,18 @@ static void test_fork_epoll_orphan(void)
 {
 	struct blocked bl = { 0 };
 	pthread_t t;
-	uint64_t t0;
 	pid_t pid;
 	int a, b, st;
 
-	tcp_pair(&a, &b);
+	epoll_waiter_start(&bl, &t, &a, &b);
 	check_pooled(a, "pair");
-	bl.fd = epoll_create1(0);
-	CHECK(epoll_ctl(bl.fd, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN, { 0 } }) == 0,
-	      "epoll set");
-	pthread_create(&t, NULL, blocked_epoll_5s, &bl);
-	usleep(100000); /* asleep in the kernel */
 	close(bl.fd);
 	pid = fork();
 	if (pid == 0)
 		_exit(private_epoll_files());
 	st = tu_wait(pid);
 	CHECK(st == 0, "the child holds %d epoll files of its parent's waiters", st);
-	t0 = tu_now_us();
-	CHECK(write(a, "x", 1) == 1, "write");
-	pthread_join(t, NULL);
-	CHECK(bl.r == 1 && tu_now_us() - t0 < 1000000,
-	      "the waiter on the closed set woke: %zd after %llu us", bl.r,
-	      (unsigned long long)(tu_now_us() - t0));
-	close(a);
-	close(b);
+	epoll_waiter_wakes(&bl, t, a, b, "the waiter on the closed set");
 }
 
 /* A thread closes an epoll fd that held an fd the shim does not follow
