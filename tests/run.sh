@@ -66,6 +66,8 @@ done
 step "unit: ring fill level while both cursors move (issue 5)" "$BUILD/tests/test_ring"
 step "unit: peers that denied the pool, remembered (issue 5)" "$BUILD/tests/test_denial"
 step "unit: the tools' JSON strings: escapes, invalid UTF-8 replaced" "$BUILD/tests/test_json_str"
+step "unit: crew threads kept between group ends: reused, capped, signals blocked, fork" \
+	"$BUILD/tests/test_crew"
 step "unit: GPU reduction kernels embedded (names, no FMA)" \
 	"$BUILD/tests/test_fold_image" "$BUILD/kernels/fold.ptx"
 step "unit: bench medians and rounds (bench/medians.awk, lib.sh)" tests/unit/bench_medians.sh

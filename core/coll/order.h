@@ -12,7 +12,7 @@
  * between ranks of one communicator that one thread drives on one context
  * (ncclCommInitRank for each in a group, a split's children): a group's
  * end then enqueues each communicator of the group on a thread of its own
- * (group.c), and before submitting a wait on a doorbell of such a rank a
+ * (group.c; crew.h keeps those threads between groups), and before submitting a wait on a doorbell of such a rank a
  * thread waits until that rank's thread submitted the ring.  Each doorbell
  * line carries that value (struct cxls_bell: queued).
  *

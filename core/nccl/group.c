@@ -9,6 +9,7 @@
 #include "coll.h"
 #include "comm.h"
 #include "comm_split.h"
+#include "crew.h"
 #include "log.h"
 #include "order.h"
 #include "stage.h"
@@ -508,24 +509,15 @@ static ncclResult_t run_p2p(struct part *parts, size_t np)
 	return ret;
 }
 
-/* One communicator's part of the group's end on a thread of its own:
- * its collectives in call order, then its sends and receives.  The
- * threads start together (`go`), once it is known whether all of them
- * run: only then may one wait for another's rings (order.h). */
-struct start {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int go;
-};
-
+/* One communicator's part of the group's end on a thread of its own (a
+ * crew thread, crew.h, or this one): its collectives in call order, then
+ * its sends and receives. */
 struct worker {
 	struct group *group;
-	struct start *start;
 	struct cxls_comm *c;
 	struct part *part;      /* NULL: none */
+	struct cxls_crew_member *crew; /* NULL: this thread */
 	ncclResult_t r;
-	pthread_t tid;
-	int started;
 };
 
 static ncclResult_t run_comm(struct cxls_comm *c, struct part *pt)
@@ -539,14 +531,13 @@ static ncclResult_t run_comm(struct cxls_comm *c, struct part *pt)
 	return merge(r, part_end(pt));
 }
 
-static void *worker_main(void *arg)
+static void worker_main(void *arg)
 {
 	struct worker *w = arg;
 
-	pthread_mutex_lock(&w->start->lock);
-	while (!w->start->go)
-		pthread_cond_wait(&w->start->cond, &w->start->lock);
-	pthread_mutex_unlock(&w->start->lock);
+	/* this thread's log lines name the rank it now works for */
+	if (w->c->magic == CXLS_COMM_MAGIC)
+		cxls_log_set_rank(cxls_comm_known_rank(w->c));
 	/* the group's calls, as the parent holds them (written before the
 	 * threads started, read only); its joins go to the parent's group */
 	grp.colls = w->group->colls;
@@ -556,7 +547,6 @@ static void *worker_main(void *arg)
 	cxls_order_done(w->c);
 	joins_to = NULL;
 	memset(&grp, 0, sizeof(grp));
-	return NULL;
 }
 
 /* The group's communicators, each once, with its part. */
@@ -646,40 +636,35 @@ static void unpair(struct worker *w, size_t n)
 			cxls_order_clear(w[i].c);
 }
 
-/* Each communicator on its own thread.  One that cannot start runs on
- * this thread, which is then its own; if two cannot, none waits for
- * another's rings (one would wait for a part this thread has yet to
- * enqueue), and they run here one after the other. */
+/* Each communicator on its own thread: the first on this one, the others
+ * on the crew's, all hired before any starts.  One that gets no crew
+ * thread runs here too; then none waits for another's rings (one would
+ * wait for a part this thread has yet to enqueue), and this thread's
+ * parts run one after the other. */
 static ncclResult_t run_parallel(struct worker *w, size_t n)
 {
-	struct start st = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	struct cxls_crew_wait done = CXLS_CREW_WAIT_INIT;
 	ncclResult_t ret = ncclSuccess;
 	size_t failed = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		w[i].start = &st;
-		w[i].started = !pthread_create(&w[i].tid, NULL, worker_main, &w[i]);
-		failed += !w[i].started;
-	}
-	if (failed > 1) {
+	for (size_t i = 1; i < n; i++)
+		failed += !(w[i].crew = cxls_crew_hire());
+	if (failed) {
 		CXLS_WARN("ncclGroupEnd: no thread for each communicator: this process's ranks "
 			  "are enqueued one after the other, which a GPU may hang on");
 		unpair(w, n);
 	}
-	pthread_mutex_lock(&st.lock);
-	st.go = 1;
-	pthread_cond_broadcast(&st.cond);
-	pthread_mutex_unlock(&st.lock);
+	for (size_t i = 1; i < n; i++)
+		if (w[i].crew)
+			cxls_crew_run(w[i].crew, worker_main, &w[i], &done);
 	for (size_t i = 0; i < n; i++)
-		if (!w[i].started) {
+		if (!w[i].crew) {
 			w[i].r = run_comm(w[i].c, w[i].part);
 			cxls_order_done(w[i].c);
 		}
-	for (size_t i = 0; i < n; i++) {
-		if (w[i].started)
-			pthread_join(w[i].tid, NULL);
+	cxls_crew_wait(&done);
+	for (size_t i = 0; i < n; i++)
 		ret = merge(ret, w[i].r);
-	}
 	return ret;
 }
 
