@@ -57,6 +57,11 @@ void cxls_log_set_rank(int rank)
 	log_rank = rank;
 }
 
+int cxls_log_rank(void)
+{
+	return log_rank;
+}
+
 /* One write per line, so that lines of concurrent ranks never
  * interleave.  stderr is written by its number, past stdio and past the
  * shim's own write(): a line logged while the shim holds its locks must

@@ -12,6 +12,7 @@ void cxls_log_setup(int level, const char *file);
 int cxls_log_enabled(int level);
 /* Rank printed in the prefix by this thread's next lines (-1: none). */
 void cxls_log_set_rank(int rank);
+int cxls_log_rank(void);
 void cxls_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define CXLS_WARN(...) cxls_log(CXLS_LOG_WARN, __VA_ARGS__)

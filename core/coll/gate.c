@@ -4,13 +4,13 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "lib_thread.h"
 #include "log.h"
 
 /* Words come in pages that CUDA maps for the device (stream memory
@@ -99,18 +99,6 @@ static void queue(void *arg)
 	pthread_mutex_unlock(&gs->lock);
 }
 
-/* The thread takes no signal of the application's. */
-static int start_thread(struct cxls_gates *gs)
-{
-	sigset_t all, old;
-	int rc;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&gs->thread, NULL, gate_thread, gs);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return rc;
-}
 
 struct cxls_gates *cxls_gates_new(const struct cxls_cuda *cu)
 {
@@ -121,7 +109,7 @@ struct cxls_gates *cxls_gates_new(const struct cxls_cuda *cu)
 	gs->cu = cu;
 	pthread_mutex_init(&gs->lock, NULL);
 	pthread_cond_init(&gs->wake, NULL);
-	if (start_thread(gs)) {
+	if (cxls_thread_start(&gs->thread, NULL, gate_thread, gs)) {
 		pthread_cond_destroy(&gs->wake);
 		pthread_mutex_destroy(&gs->lock);
 		free(gs);

@@ -12,6 +12,7 @@
 #include "comm_split.h"
 #include "devmodel.h"
 #include "fold_gpu.h"
+#include "lib_thread.h"
 #include "log.h"
 #include "replay.h"
 #include "registry.h"
@@ -473,7 +474,7 @@ ncclResult_t cxls_comm_init(struct cxls_comm **out, const struct cxls_init_args 
 	cxls_registry_add(c);
 	*out = c;
 	if (!a->blocking) {
-		if (pthread_create(&c->init_thread, NULL, connect_thread, c) == 0) {
+		if (cxls_thread_start(&c->init_thread, NULL, connect_thread, c) == 0) {
 			c->init_thread_live = 1;
 			return ncclInProgress;
 		}

@@ -29,6 +29,7 @@
 
 #include "coherence.h"
 #include "group.h"
+#include "lib_thread.h"
 #include "log.h"
 #include "proc_id.h"
 #include "runtime.h"
@@ -313,7 +314,7 @@ static ncclResult_t launch(struct cxls_comm *c, struct cxls_split_job *j, ncclCo
 	if (pthread_attr_init(&attr))
 		return ncclSystemError;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&t, &attr, nocolor_thread, j);
+	rc = cxls_thread_start(&t, &attr, nocolor_thread, j);
 	pthread_attr_destroy(&attr);
 	return rc ? ncclSystemError : ncclInProgress;
 }

@@ -2,8 +2,9 @@
  * (crew.h). */
 #include "crew.h"
 
-#include <signal.h>
 #include <stdlib.h>
+
+#include "lib_thread.h"
 
 
 struct cxls_crew_member {
@@ -124,7 +125,6 @@ static struct cxls_crew_member *member_new(void)
 {
 	struct cxls_crew_member *m = calloc(1, sizeof(*m));
 	pthread_attr_t attr;
-	sigset_t all, old;
 	pthread_t t;
 	int rc;
 
@@ -135,10 +135,7 @@ static struct cxls_crew_member *member_new(void)
 	if (pthread_attr_init(&attr))
 		goto fail;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&t, &attr, member_main, m);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = cxls_thread_start(&t, &attr, member_main, m);
 	pthread_attr_destroy(&attr);
 	if (rc)
 		goto fail;

@@ -6,9 +6,9 @@
  * than a small AllReduce; the crew keeps them parked between groups, so
  * a group's end only wakes them.
  *
- * The threads block every signal (the application's handlers run on its
- * own threads), and a forked child starts with no crew: its threads did
- * not survive the fork.
+ * The threads take no signal of the application's but a fault's
+ * (lib_thread.h), and a forked child starts with no crew: its threads
+ * did not survive the fork.
  */
 #ifndef CXLSHIM_CORE_NCCL_CREW_H
 #define CXLSHIM_CORE_NCCL_CREW_H
@@ -36,7 +36,9 @@ struct cxls_crew_member;
  * front, which parts run at once. */
 struct cxls_crew_member *cxls_crew_hire(void);
 
-/* Runs fn(arg) on m, counted in w; m parks again when fn returns. */
+/* Runs fn(arg) on m, counted in w; m parks again when fn returns.  The
+ * job uses w until it is done: the caller must not be cancelled before
+ * its cxls_crew_wait(w) returns. */
 void cxls_crew_run(struct cxls_crew_member *m, void (*fn)(void *), void *arg,
 		   struct cxls_crew_wait *w);
 

@@ -25,6 +25,7 @@ struct held_coll {
 	struct cxls_comm *c;
 	struct cxls_coll k;
 	uint64_t capture;       /* its stream's at the call (stage.h), 0: none */
+	size_t order;           /* call order, for a stable sort */
 };
 
 struct queued_p2p {
@@ -163,7 +164,8 @@ ncclResult_t cxls_group_hold(struct cxls_comm *c, const struct cxls_coll *k)
 		cxls_comm_set_error(c, "ncclGroupStart: out of memory holding a collective");
 		return ncclSystemError;
 	}
-	h = &grp.colls[grp.n_coll++];
+	h = &grp.colls[grp.n_coll];
+	h->order = grp.n_coll++;
 	h->c = c;
 	h->k = *k;
 	h->k.held = 1;
@@ -356,19 +358,35 @@ static ncclResult_t run_joins(void)
 	return ret;
 }
 
-/* Communicators by job key (the same on every rank), calls in order. */
+/* Communicators by job key, the same on every rank (ranks of one
+ * communicator in this process: by address). */
+static int comm_cmp(const struct cxls_comm *c, const struct cxls_comm *d)
+{
+	if (c == d)
+		return 0;
+	if (c->key[0] != d->key[0])
+		return c->key[0] < d->key[0] ? -1 : 1;
+	if (c->key[1] != d->key[1])
+		return c->key[1] < d->key[1] ? -1 : 1;
+	return c < d ? -1 : 1;
+}
+
+/* Sends and receives by communicator, calls in order. */
 static int by_comm(const void *a, const void *b)
 {
 	const struct queued_p2p *x = a, *y = b;
+	int r = comm_cmp(x->c, y->c);
 
-	if (x->c != y->c) {
-		if (x->c->key[0] != y->c->key[0])
-			return x->c->key[0] < y->c->key[0] ? -1 : 1;
-		if (x->c->key[1] != y->c->key[1])
-			return x->c->key[1] < y->c->key[1] ? -1 : 1;
-		return x->c < y->c ? -1 : 1;
-	}
-	return x->order < y->order ? -1 : x->order > y->order;
+	return r ? r : (x->order < y->order ? -1 : x->order > y->order);
+}
+
+/* Collectives likewise. */
+static int by_comm_coll(const void *a, const void *b)
+{
+	const struct held_coll *x = a, *y = b;
+	int r = comm_cmp(x->c, y->c);
+
+	return r ? r : (x->order < y->order ? -1 : x->order > y->order);
 }
 
 /* The group's calls on one communicator may name several streams: the
@@ -531,20 +549,28 @@ static ncclResult_t run_comm(struct cxls_comm *c, struct part *pt)
 	return merge(r, part_end(pt));
 }
 
+/* w's part, on this thread; its log lines name w's rank meanwhile. */
+static void run_worker(struct worker *w)
+{
+	int was = cxls_log_rank();
+
+	if (w->c->magic == CXLS_COMM_MAGIC)
+		cxls_log_set_rank(cxls_comm_known_rank(w->c));
+	w->r = run_comm(w->c, w->part);
+	cxls_order_done(w->c);
+	cxls_log_set_rank(was);
+}
+
 static void worker_main(void *arg)
 {
 	struct worker *w = arg;
 
-	/* this thread's log lines name the rank it now works for */
-	if (w->c->magic == CXLS_COMM_MAGIC)
-		cxls_log_set_rank(cxls_comm_known_rank(w->c));
 	/* the group's calls, as the parent holds them (written before the
 	 * threads started, read only); its joins go to the parent's group */
 	grp.colls = w->group->colls;
 	grp.n_coll = w->group->n_coll;
 	joins_to = w->group;
-	w->r = run_comm(w->c, w->part);
-	cxls_order_done(w->c);
+	run_worker(w);
 	joins_to = NULL;
 	memset(&grp, 0, sizeof(grp));
 }
@@ -646,7 +672,11 @@ static ncclResult_t run_parallel(struct worker *w, size_t n)
 	struct cxls_crew_wait done = CXLS_CREW_WAIT_INIT;
 	ncclResult_t ret = ncclSuccess;
 	size_t failed = 0;
+	int cancel;
 
+	/* the crew's threads use w and `done` until the wait ends: this
+	 * thread must not be cancelled in between */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	for (size_t i = 1; i < n; i++)
 		failed += !(w[i].crew = cxls_crew_hire());
 	if (failed) {
@@ -658,11 +688,10 @@ static ncclResult_t run_parallel(struct worker *w, size_t n)
 		if (w[i].crew)
 			cxls_crew_run(w[i].crew, worker_main, &w[i], &done);
 	for (size_t i = 0; i < n; i++)
-		if (!w[i].crew) {
-			w[i].r = run_comm(w[i].c, w[i].part);
-			cxls_order_done(w[i].c);
-		}
+		if (!w[i].crew)
+			run_worker(&w[i]);
 	cxls_crew_wait(&done);
+	pthread_setcancelstate(cancel, NULL);
 	for (size_t i = 0; i < n; i++)
 		ret = merge(ret, w[i].r);
 	return ret;
@@ -680,6 +709,13 @@ static ncclResult_t run_ops(void)
 	ncclResult_t r;
 	int pair = 0;
 
+	/* A GPU may serve a context's streams in submission order (with
+	 * CUDA_DEVICE_MAX_CONNECTIONS=1, as Megatron-LM sets it): two ranks
+	 * that submit two communicators' operations in opposite orders would
+	 * each wait for the other's second.  NCCL completes a group whatever
+	 * its call order, so every rank submits the communicators in one
+	 * order; a communicator's own calls keep theirs. */
+	qsort(grp.colls, grp.n_coll, sizeof(*grp.colls), by_comm_coll);
 	if (np && !parts) {
 		r = run_colls(NULL);
 		return merge(r, ncclSystemError);

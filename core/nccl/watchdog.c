@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "comm.h"
+#include "lib_thread.h"
 #include "log.h"
 #include "op_desc.h"
 #include "p2p_match.h"
@@ -121,7 +122,7 @@ static void start(void)
 
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, watchdog, NULL))
+	if (cxls_thread_start(&t, &attr, watchdog, NULL))
 		CXLS_WARN("cannot start the watchdog thread: timeouts are not enforced");
 	pthread_attr_destroy(&attr);
 }

@@ -4,9 +4,8 @@
 #include <errno.h>
 #include <pthread.h>
 
+#include "lib_thread.h"
 #include "sock_claim.h"
-
-static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
 
 int cxls_sigwin_block(struct cxls_sigwin *w)
 {
@@ -16,9 +15,7 @@ int cxls_sigwin_block(struct cxls_sigwin *w)
 		/* glibc keeps its own signals (cancellation, setxid) out; a
 		 * fault's must come at once, to its handler (a blocked one
 		 * the kernel delivers by its default: the process dies) */
-		sigfillset(&all);
-		for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
-			sigdelset(&all, faults[i]);
+		cxls_sigfill_but_faults(&all);
 		w->blocked = pthread_sigmask(SIG_BLOCK, &all, &w->old) == 0;
 	}
 	cxls_claim_test_delay("slice-gap"); /* tests widen the gap */

@@ -1,7 +1,8 @@
 /* test_crew.c - the threads a group's end keeps between groups
  * (core/nccl/crew.h): jobs run on threads other than the caller's, the
  * same threads serve the next round, no more than the limit stay parked,
- * they block signals, and a forked child gets threads of its own. */
+ * callers on several threads share them, they take the application's
+ * signals only if faults, and a forked child gets threads of its own. */
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,7 +19,7 @@
 
 struct job {
 	pthread_t ran_on;
-	int signals_blocked;
+	int signals_blocked;    /* the application's, not a fault's */
 	pthread_barrier_t *meet;        /* NULL: none */
 	atomic_int done;
 };
@@ -30,14 +31,18 @@ static void job_main(void *arg)
 
 	j->ran_on = pthread_self();
 	pthread_sigmask(SIG_SETMASK, NULL, &cur);
-	j->signals_blocked = sigismember(&cur, SIGTERM) && sigismember(&cur, SIGUSR1);
+	j->signals_blocked = sigismember(&cur, SIGTERM) && sigismember(&cur, SIGUSR1) &&
+			     !sigismember(&cur, SIGSEGV) && !sigismember(&cur, SIGBUS);
 	if (j->meet)
 		pthread_barrier_wait(j->meet);
+	nanosleep(&(struct timespec){ 0, 200 * 1000L }, NULL);
 	atomic_store(&j->done, 1);
 }
 
-/* Runs n jobs on the crew; returns how many ran (all must: the caller
- * waited). */
+/* Runs n jobs on the crew; returns how many were done when the wait
+ * returned (all must be), or -1 when not all could be hired.  Each job
+ * takes a while, so that a wait that returned early would see it
+ * undone.  Checks nothing itself: callers may be on several threads. */
 static int round_of(struct job *jobs, int n, pthread_barrier_t *meet)
 {
 	struct cxls_crew_wait w = CXLS_CREW_WAIT_INIT;
@@ -48,14 +53,13 @@ static int round_of(struct job *jobs, int n, pthread_barrier_t *meet)
 		jobs[i] = (struct job){ .meet = meet };
 		hired += !!(m[i] = cxls_crew_hire());
 	}
-	CHECK(hired == n, "hired %d of %d", hired, n);
 	for (int i = 0; i < n; i++)
 		if (m[i])
 			cxls_crew_run(m[i], job_main, &jobs[i], &w);
 	cxls_crew_wait(&w);
 	for (int i = 0; i < n; i++)
 		ran += atomic_load(&jobs[i].done);
-	return ran;
+	return hired == n ? ran : -1;
 }
 
 static int threads_now(void)
@@ -118,6 +122,38 @@ static void test_many(void)
 	      before + CXLS_CREW_MAX_PARKED);
 }
 
+/* Callers on several threads share the crew: each gets its own jobs done
+ * and returns only when they are. */
+#define CALLERS 4
+#define CALLER_ROUNDS 300
+
+static void *caller_main(void *arg)
+{
+	int *bad = arg;
+
+	for (int r = 0; r < CALLER_ROUNDS; r++) {
+		struct job jobs[3];
+
+		*bad += round_of(jobs, 3, NULL) != 3;
+	}
+	return NULL;
+}
+
+static void test_callers(void)
+{
+	pthread_t t[CALLERS];
+	int bad[CALLERS] = { 0 }, started = 0, total = 0;
+
+	for (int i = 0; i < CALLERS; i++)
+		started += !pthread_create(&t[i], NULL, caller_main, &bad[i]);
+	CHECK(started == CALLERS, "started %d callers", started);
+	for (int i = 0; i < started; i++) {
+		pthread_join(t[i], NULL);
+		total += bad[i];
+	}
+	CHECK(total == 0, "%d rounds returned before their jobs were done", total);
+}
+
 /* The parked threads do not survive a fork: the child must make its own
  * (a hang here is killed by the alarm). */
 static void test_fork(void)
@@ -141,6 +177,7 @@ int main(void)
 {
 	test_rounds();
 	test_many();
+	test_callers();
 	test_fork();
 	return CHECK_SUMMARY();
 }
