@@ -237,11 +237,12 @@ step "groups: collectives of two communicators in opposite orders (2, 3 ranks)" 
 step "groups: same, overlap on, host waits (2 ranks)" env CXLSHIM_CCCL_OVERLAP=1 \
 	CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$P2P" collorder 2
 # CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM's setting) or 2: a process's
-# streams share queues served in submission order, so every rank must
-# submit a group's communicators in one order (core/nccl/group.c)
-step "groups: same, queues in submission order (1 and 2 queues; 2, 3 ranks)" sh -c \
-	"for q in 1 2; do for n in 2 3; do env CUDAEMU_CONNECTIONS=\$q CXLSHIM_TIMEOUT_OP_MS=10000 \
-	 LD_PRELOAD=$SHIM $P2P collorder \$n || exit 1; done; done"
+# streams share queues served in submission order; and a full queue
+# blocks the submitting thread: every rank must submit a group's
+# communicators in one order (core/nccl/group.c)
+step "groups: same, 1 or 2 queues, or a queue of 4 ops (2, 3 ranks)" sh -c \
+	"for e in CUDAEMU_CONNECTIONS=1 CUDAEMU_CONNECTIONS=2 CUDAEMU_QUEUE_DEPTH=4; do for n in 2 3; do \
+	 env \$e CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM $P2P collorder \$n || exit 1; done; done"
 step "p2p: bad arguments, nested groups" shim "$P2P" badargs 2
 step "p2p: receive smaller than its send fails both ranks" shim "$P2P" short 2
 step "p2p: receive larger than its send fails both ranks" shim "$P2P" long 2
