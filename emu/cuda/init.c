@@ -37,7 +37,10 @@ static void init_config(void)
 	emu_config.check_ptrs = env_long("CUDAEMU_CHECK_PTRS", 1, 0, 1);
 	emu_config.serial_host_fns = env_long("CUDAEMU_SERIAL_HOST_FNS", 0, 0, 1);
 	emu_config.queue_depth = (unsigned)env_long("CUDAEMU_QUEUE_DEPTH", 0, 0, 1 << 20);
-	emu_config.connections = (unsigned)env_long("CUDAEMU_CONNECTIONS", 0, 0, 1024);
+	/* an application's own setting (Megatron-LM sets 1) counts when
+	 * the emulation's is not given; CUDA's default 8 is not modelled */
+	emu_config.connections = (unsigned)env_long(
+		"CUDAEMU_CONNECTIONS", env_long("CUDA_DEVICE_MAX_CONNECTIONS", 0, 1, 1024), 0, 1024);
 	emu_config.stats = env_long("CUDAEMU_STATS", 0, 0, 1);
 	emu_config.late_us = (unsigned)env_long("CUDAEMU_LATE_US", 20000, 0,
 						60 * 1000 * 1000);

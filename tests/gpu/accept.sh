@@ -292,6 +292,12 @@ pool_tests() {
 	step pool "ranks of one process on one GPU in groups: InitRank, split children" 120 \
 		bash -c 'for c in onegpu splitnb1; do CXLSHIM_TIMEOUT_OP_MS=10000 \
 			CXLSHIM_TIMEOUT_INIT_MS=5000 "$0" $c || exit 1; done' "$T/api_check"
+	# one queue per context, as Megatron-LM sets it: every rank submits a
+	# group's communicators in one order (core/nccl/group.c)
+	# shellcheck disable=SC2016
+	step pool "one queue per context (CUDA_DEVICE_MAX_CONNECTIONS=1): group orders, collectives" 120 \
+		bash -c 'export CUDA_DEVICE_MAX_CONNECTIONS=1 CXLSHIM_TIMEOUT_OP_MS=10000
+			"$0" collorder 2 && "$1" -n 2 -c 1,odd,1M -t int8,float' "$T/p2p_check" "$T/coll_check"
 	step pool "send/receive alltoallv, 4 ranks" 120 "$T/p2p_check" alltoallv 4
 	step pool "ProcessGroupNCCL usage, 4 ranks" 120 "$T/pg_check" 4
 }
