@@ -18,7 +18,9 @@
  * registration.  Sets nested in sets are followed too (children).  As in
  * the kernel, a registration belongs to the fd number and the file: an
  * item whose fd is closed while a dup keeps the file open lives on, gone
- * from its number (fd_closing()), until the file's last fd closes.
+ * from its number (fd_closing()), until the file's last fd closes; its
+ * kernel registration stays too while a fork's copy of the set may wake
+ * by it (shared_reg()).
  *
  * A set lives until its last user leaves (refs): closing its epoll fd
  * takes it out of the table and empties it, while a thread still inside
@@ -63,6 +65,7 @@ pthread_mutex_t cxls_ep_sets_lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static _Atomic(set_slot *) set_chunks[SET_CHUNKS];
 int cxls_ep_nsets;
 _Atomic int cxls_ep_any_set;
+_Atomic unsigned cxls_ep_forks;
 static pthread_mutex_t free_lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static struct epset *free_sets;
 
@@ -355,6 +358,9 @@ void cxls_sock_epoll_fork_prepare(void)
 	fork_own = 0;
 	sets_forklock = fork_lock(&cxls_ep_sets_lock);
 	lock_sets();
+	/* with every set locked, no item is being made: those there now
+	 * are the child's too (sock_epoll_close.c) */
+	atomic_fetch_add(&cxls_ep_forks, 1);
 	free_forklock = fork_lock(&free_lock);
 	cxls_epseen_fork_prepare(); /* a leaf: nothing is taken under it */
 }

@@ -3,11 +3,14 @@
  * As in the kernel, a registration belongs to the fd number and the file:
  * closing an epoll fd empties its set (unless a dup still names it),
  * closing a followed fd takes its items out of every set, or keeps them,
- * gone, while a dup keeps the file open.
+ * gone, while a dup keeps the file open.  A set copied by fork is one
+ * epoll file in the kernel: a close leaves the kernel registrations the
+ * other side's copy may still wake by (shared_reg()).
  */
 #include "sock_epoll_int.h"
 
 #include "sock_epseen.h"
+#include "sock_meet.h"
 #include "sock_private_fd.h"
 #include "sock_sys.h"
 
@@ -212,39 +215,98 @@ static void give_back_closing(int epfd, struct epset *s, struct ep_item *it)
 	cxls_ep_drop_item(s, it);
 }
 
+/* The pooled item it leaves its fd's place, gone: reported from the
+ * rings from now on (fd_closing()). */
+static void make_gone(struct epset *s, struct ep_item *it)
+{
+	s->pos[it->fd] = 0;
+	it->fd = -1;
+	it->gone = 1;
+	it->quiet = 0;
+	s->ngone++;
+}
+
+/* Whether another process's waits may wake by the kernel registration
+ * of it, a pooled or meeting item (its doorbells): the item is older
+ * than the last fork, so the other side of that fork has its own copy
+ * of it, on the same epoll file, keyed as the kernel keys it (the
+ * socket's file and the number, which that side may still have open),
+ * and another live process holds the socket.  A child that closed its
+ * copy of the number (dup2(s, 0); close(s), before an exec) deleted that
+ * registration for the parent, whose waits then woke only at slice ends
+ * (sock_check fork-epoll-dupclose). */
+static int shared_reg(const struct ep_item *it)
+{
+	return it->epoch != atomic_load(&cxls_ep_forks) && cxls_sock_held_by_other(it->c);
+}
+
+/* The doorbell registration of it, whose number is being closed, is
+ * made edge-triggered if the socket's FIN or RST came, as a wait's next
+ * look would (doorbell_event()): another process may keep the file open
+ * (a fork), the kernel the registration with it, and once no process has
+ * the number any more nobody could, while the socket's lasting readiness
+ * woke every wait on the set. */
+static void edge_if_ended(int epfd, struct ep_item *it)
+{
+	struct epoll_event e;
+
+	if (!it->kpooled || it->kedge || !cxls_chan_tcp_ended(it->c))
+		return;
+	e = cxls_ep_tagged(it->fd, it->c, it->events);
+	it->kedge = sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &e) == 0;
+}
+
+/* The item of a number being closed whose kernel registration another
+ * process may rely on (shared_reg()): the registration stays as it is
+ * (edge_if_ended() aside), as the kernel's stays while the file is
+ * open, and only this process's item changes: active and pooled, it goes
+ * on gone (the kernel would still report the file to this process's
+ * waits), else it goes. */
+static void keep_shared(int epfd, struct epset *s, struct ep_item *it, int active)
+{
+	edge_if_ended(epfd, it);
+	if (active)
+		make_gone(s, it);
+	else
+		cxls_ep_drop_item(s, it);
+}
+
 /* The item of fd in set epfd, whose fd is being closed while its file
  * stays open through another fd (c is the item's connection): the kernel
  * keeps the registration, keyed by the file and this number, and the
  * application can no longer name it (nor delete it) but may register
- * something else under the number.  A pooled item is kept, gone: out of
- * fd's place, its doorbell registration deleted while fd still names it
- * (no later call could: a doorbell left unread would wake every sleep,
- * and one read through the number could be another socket's bytes), and
- * reported from the rings.  A connect in flight gets the application's
- * registration back (the kernel reports the socket as it asked; a
- * one-shot that fired stays silent: deleted), and a parked item goes with
- * the registration the shim kept for it. */
+ * something else under the number.  One another process may wake by is
+ * left to it (keep_shared()).  Else a pooled item is kept, gone: its
+ * doorbell registration deleted while fd still names it (no later call
+ * could: a doorbell left unread would wake every sleep, and one read
+ * through the number could be another socket's bytes).  A connect in
+ * flight gets the application's registration back (the kernel reports
+ * the socket as it asked; a one-shot that fired stays silent: deleted),
+ * and a parked item goes with the registration the shim kept for it. */
 static void item_closing(int epfd, struct epset *s, struct ep_item *it)
 {
-	if (!it->parked && !it->disabled && atomic_load(&it->c->mode) == CXLS_SC_POOL) {
+	int mode = atomic_load(&it->c->mode);
+	int active = !it->parked && !it->disabled && mode == CXLS_SC_POOL;
+
+	if ((mode == CXLS_SC_POOL || mode == CXLS_SC_PENDING) && shared_reg(it)) {
+		keep_shared(epfd, s, it, active);
+	} else if (active) {
 		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
-		s->pos[it->fd] = 0;
-		it->fd = -1;
-		it->gone = 1;
-		it->quiet = 0;
-		s->ngone++;
-		return;
+		make_gone(s, it);
+	} else {
+		give_back_closing(epfd, s, it);
 	}
-	give_back_closing(epfd, s, it);
 }
 
 /* fd, followed as c (or NULL), is being closed; set epfd locked.  The
  * kernel forgets a file in every set when its last fd closes: then all
- * of c's items go (fd's, parked and gone ones).  Else fd's item is its
- * file's under another fd number from now on (item_closing()).  An item
- * of fd that is not c's (its socket fell back to TCP, or connect
- * (AF_UNSPEC) left it) is the application's registration again, as the
- * application left it, and goes like a plain fd's. */
+ * of c's items go (fd's, parked and gone ones); the file may live on in
+ * another process (a fork), and fd's registration with it
+ * (edge_if_ended()).  Else fd's item is its file's under another fd
+ * number from now on (item_closing()).  An item of fd that is not c's
+ * (its socket fell back to TCP, or connect (AF_UNSPEC) left it) is the
+ * application's registration again, as the application left it, and
+ * goes like a plain fd's. */
 static void fd_closing(int epfd, struct epset *s, int fd, struct cxls_sconn *c, int last)
 {
 	struct ep_item *it = cxls_ep_find_item(s, fd);
@@ -253,6 +315,8 @@ static void fd_closing(int epfd, struct epset *s, int fd, struct cxls_sconn *c, 
 		give_back_closing(epfd, s, it);
 	} else if (it && !last) {
 		item_closing(epfd, s, it);
+	} else if (it) {
+		edge_if_ended(epfd, it);
 	}
 	for (int i = 0; c && last && i < s->n; i++)
 		if (s->items[i].c == c)

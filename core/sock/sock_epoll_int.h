@@ -41,6 +41,9 @@ struct ep_item {
 				* place (that number may be registered anew),
 				* with no kernel registration and no sleep on
 				* its socket (fd_closing()) */
+	unsigned epoch;        /* cxls_ep_forks when it was made: an older
+				* one is a fork's too, its kernel
+				* registration shared (sock_epoll_close.c) */
 	uint64_t look_at;      /* meeting under way: look again then (0: at
 				* once), cxls_sock_next_look() */
 	uint32_t last;         /* edge-triggered: bits reported last */
@@ -117,6 +120,9 @@ void cxls_ep_lock_init(pthread_mutex_t *m);
 extern pthread_mutex_t cxls_ep_sets_lock;
 extern int cxls_ep_nsets;
 extern _Atomic int cxls_ep_any_set;
+/* Forks so far (every set locked at each): an item made before the last
+ * one was copied to the child with its set, under one kernel epoll file. */
+extern _Atomic unsigned cxls_ep_forks;
 
 set_slot *cxls_ep_set_slot_of(int fd, int create);
 struct epset *cxls_ep_set_at(int fd);

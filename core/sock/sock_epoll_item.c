@@ -81,6 +81,7 @@ struct ep_item *cxls_ep_add_item(struct epset *s, int fd, struct cxls_sconn *c,
 	cxls_sconn_hold(c);
 	it->events = ev->events;
 	it->data = ev->data;
+	it->epoch = atomic_load(&cxls_ep_forks);
 	return it;
 }
 

@@ -63,6 +63,11 @@ void cxls_sock_peer_gone(struct cxls_sconn *c);
 #define CXLS_PEER_FORKING 2
 int cxls_sock_peer_dead(const struct cxls_sconn *c);
 
+/* Whether another process that is alive holds c's end (a pooled or
+ * pending connection), or may (a fork of it under way, holders beyond
+ * the array): one that died without closing holds nothing. */
+int cxls_sock_held_by_other(struct cxls_sconn *c);
+
 /* Lets the pool side of a connection go (last reference). */
 void cxls_sock_release(struct cxls_sconn *c);
 

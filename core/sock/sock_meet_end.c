@@ -123,6 +123,25 @@ int cxls_meet_held_elsewhere(const struct cxls_sock_end *e)
 	return 0;
 }
 
+int cxls_sock_held_by_other(struct cxls_sconn *c)
+{
+	const struct cxls_sock_end *e = c->me;
+	struct cxls_proc_id self;
+
+	cxls_refresh(c->tx.flush, e, offsetof(struct cxls_sock_end, sleeper));
+	if (atomic_load(&e->forking) || atomic_load(&e->extra))
+		return 1;
+	cxls_proc_self(&self);
+	for (int i = 0; i < CXLS_SOCK_HOLDERS; i++) {
+		struct cxls_proc_id id = { atomic_load(&e->holder[i].pid), e->boot_hash,
+					   e->holder[i].start_time };
+
+		if (id.pid && id.pid != self.pid && cxls_proc_alive(&id) != 0)
+			return 1;
+	}
+	return 0;
+}
+
 void cxls_sock_fork(struct cxls_sconn *c, int phase)
 {
 	int mode = atomic_load(&c->mode);

@@ -1426,6 +1426,124 @@ static void test_fork_epoll(void)
 	close(bl.fd);
 }
 
+/* ---- a child's close of one of two fds of a socket in a shared set ------
+ * The kernel keys a registration by the file and the fd number, and keeps
+ * it while the file is open anywhere: a child that closes its copy of the
+ * number (dup2(s, 0); close(s), as before an exec) leaves the parent's
+ * registration, and its wake-ups, as they were.  The shim's child took
+ * the socket's doorbell registration out of the epoll file both share:
+ * the parent's waits then found a reply written by another process only
+ * at the end of a wait slice (100 ms a round trip; 20 took 2 s). */
+
+#define DUPCLOSE_ROUNDS 20
+
+/* The writer: echoes bytes one at a time, each a millisecond late (the
+ * reply comes once the parent sleeps: sooner, its wait finds it in the
+ * ring before sleeping, at times); 0 when it got them all. */
+static int echo_bytes(int fd, int n)
+{
+	char c;
+
+	for (int i = 0; i < n; i++) {
+		if (tu_read_all(fd, &c, 1))
+			return 1;
+		usleep(1000);
+		if (tu_write_all(fd, &c, 1))
+			return 1;
+	}
+	return 0;
+}
+
+/* DUPCLOSE_ROUNDS round trips of a byte, each reply waited for in
+ * epoll_wait on ep; *lost counts the replies missing or wrong.  The time
+ * they took, in us. */
+static uint64_t epoll_round_trips(int ep, int fd, int *lost)
+{
+	uint64_t t0 = tu_now_us();
+
+	for (int i = 0; i < DUPCLOSE_ROUNDS; i++) {
+		struct epoll_event ev = { 0 };
+		char c = (char)('a' + i), r = 0;
+
+		if (write(fd, &c, 1) != 1 || epoll_wait(ep, &ev, 1, 2000) != 1 ||
+		    ev.data.u64 != 5 || read(fd, &r, 1) != 1 || r != c)
+			(*lost)++;
+	}
+	return tu_now_us() - t0;
+}
+
+/* The child: closes fd s keeping its file as fd 0, says so on done, and
+ * lives until the parent closes its end of hold. */
+static int dupclose_child(int s, int done, int hold)
+{
+	char c;
+
+	if (dup2(s, 0) != 0 || close(s) || write(done, "d", 1) != 1)
+		return 1;
+	return read(hold, &c, 1) == 0 ? 0 : 2;
+}
+
+/* The same close in the parent, now that no other process holds the
+ * socket: the shim's doorbell registration goes with the number (no
+ * other side wakes by it; the kernel keeps the application's), and the
+ * set still reports the socket's bytes, as the kernel's would. */
+static void dupclose_alone(int ep, int b)
+{
+	struct epoll_event ev = { 0 };
+	int x = dup(b);
+	char r = 0;
+
+	CHECK(x >= 0 && close(b) == 0, "dup and close");
+	CHECK(epoll_registrations(ep) == !expect_pool, "%d registrations left in the epoll file",
+	      epoll_registrations(ep));
+	CHECK(write(x, "z", 1) == 1 && epoll_wait(ep, &ev, 1, 2000) == 1 && ev.data.u64 == 5 &&
+		      read(x, &r, 1) == 1 && r == 'z',
+	      "the closed number's registration reports the reply");
+	close(x);
+}
+
+static void test_fork_epoll_dupclose(void)
+{
+	int a, b, ep, done[2], hold[2], lost = 0;
+	uint64_t us;
+	pid_t echo, child;
+	char c;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	echo = fork();
+	if (echo == 0) {
+		close(b);
+		_exit(echo_bytes(a, 2 * DUPCLOSE_ROUNDS + 1));
+	}
+	close(a);
+	ep = epoll_create1(0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN, { .u64 = 5 } }) == 0,
+	      "epoll set");
+	CHECK(pipe(done) == 0 && pipe(hold) == 0, "pipes");
+	child = fork();
+	if (child == 0) {
+		close(done[0]);
+		close(hold[1]);
+		_exit(dupclose_child(b, done[1], hold[0]));
+	}
+	close(done[1]);
+	close(hold[0]);
+	CHECK(read(done[0], &c, 1) == 1, "the child closed its copy of the number");
+	us = epoll_round_trips(ep, b, &lost);
+	CHECK(!lost && us < 1000000, "while the child lives: %d round trips in %llu us, %d lost",
+	      DUPCLOSE_ROUNDS, (unsigned long long)us, lost);
+	close(hold[1]);
+	CHECK(tu_wait(child) == 0, "child");
+	us = epoll_round_trips(ep, b, &lost);
+	CHECK(!lost && us < 1000000, "once it exited: %d round trips in %llu us, %d lost",
+	      DUPCLOSE_ROUNDS, (unsigned long long)us, lost);
+	dupclose_alone(ep, b);
+	close(done[0]);
+	close(ep);
+	CHECK(tu_wait(echo) == 0, "the writer echoed every byte");
+}
+
 /* ---- fork while other threads use epoll ----------------------------------
  * The child copies the shim's epoll sets as the parent's other threads
  * left them.  Three ways that went wrong: a set whose fd was closed under
@@ -3251,6 +3369,7 @@ static const struct tu_case cases[] = {
 	{ "fork-epoll-orphan", test_fork_epoll_orphan },
 	{ "fork-epoll-seen", test_fork_epoll_seen },
 	{ "fork-epoll-churn", test_fork_epoll_churn },
+	{ "fork-epoll-dupclose", test_fork_epoll_dupclose },
 	{ "epoll-dup", test_epoll_dup },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
