@@ -715,7 +715,8 @@ static ncclResult_t run_ops(void)
 	 * each wait for the other's second.  NCCL completes a group whatever
 	 * its call order, so every rank submits the communicators in one
 	 * order; a communicator's own calls keep theirs. */
-	qsort(grp.colls, grp.n_coll, sizeof(*grp.colls), by_comm_coll);
+	if (grp.n_coll > 1)
+		qsort(grp.colls, grp.n_coll, sizeof(*grp.colls), by_comm_coll);
 	if (np && !parts) {
 		r = run_colls(NULL);
 		return merge(r, ncclSystemError);
