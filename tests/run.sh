@@ -19,6 +19,9 @@ TAG=cxlshim-test-$$
 export CXLSHIM_POOL_PATH=$POOLDIR/$TAG.pool
 export CXLSHIM_TIMEOUT_OP_MS=${CXLSHIM_TIMEOUT_OP_MS:-20000}
 export CXLSHIM_POOL_SIZE=${CXLSHIM_POOL_SIZE:-256M}
+# an application's setting (Megatron-LM exports 1), which the emulation
+# takes for its hardware queues: steps that want queues ask for them
+unset CUDA_DEVICE_MAX_CONNECTIONS
 trap 'rm -f $POOLDIR/$TAG*.pool' EXIT
 
 passed=0
@@ -148,6 +151,9 @@ step "api: 3 ranks of one process on 3 devices, a queue of 256 ops per stream, 6
 step "api: 2 ranks of one process on one device beside a process with 1: a mixed group runs its collectives first on every rank" \
 	sh -c "for e in X=0 CUDAEMU_CONNECTIONS=1; do env \$e CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM \
 	 $BUILD/tests/api_check mixedpaths || exit 1; done"
+step "api: two communicators over two processes on one device, called in opposite orders: one queue, a queue of 16 ops" \
+	sh -c "for e in CUDAEMU_CONNECTIONS=1 CUDAEMU_QUEUE_DEPTH=16; do env \$e CUDAEMU_DEVICES=1 \
+	 CXLSHIM_TIMEOUT_OP_MS=10000 LD_PRELOAD=$SHIM $BUILD/tests/api_check twocomms || exit 1; done"
 step "api: one thread splits 4 nonblocking ranks on one device, queues in submission order" env \
 	CUDAEMU_DEVICES=1 CUDAEMU_CONNECTIONS=1 CXLSHIM_TIMEOUT_OP_MS=10000 CXLSHIM_TIMEOUT_INIT_MS=5000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" splitnb1

@@ -46,6 +46,11 @@ void cxls_order_done(struct cxls_comm *c)
 	atomic_store(&c->order_done, 1);
 }
 
+void cxls_order_begin(struct cxls_comm *c)
+{
+	atomic_store(&c->order_done, 0);
+}
+
 void cxls_order_queued(struct cxls_comm *c, struct cxls_bell *b, uint32_t v)
 {
 	/* only a rank of this process reads it: unpaired, nothing to say */

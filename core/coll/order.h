@@ -36,9 +36,11 @@
  * never submit what rank 1 owes it). */
 int cxls_order_pair(struct cxls_comm *c, struct cxls_comm *d);
 void cxls_order_clear(struct cxls_comm *c);
-/* c's part of the group's end is over: its peers stop waiting for rings
- * it did not submit. */
+/* c's part of the group's end (or of one of its phases: collectives,
+ * then sends and receives) is over: its peers stop waiting for rings it
+ * did not submit, until cxls_order_begin(c) starts its next phase. */
 void cxls_order_done(struct cxls_comm *c);
+void cxls_order_begin(struct cxls_comm *c);
 /* c submitted a ring of b to v (not in a capture: a graph's rings are
  * submitted when it is launched, replay.h). */
 void cxls_order_queued(struct cxls_comm *c, struct cxls_bell *b, uint32_t v);

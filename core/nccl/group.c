@@ -528,35 +528,49 @@ static ncclResult_t run_p2p(struct part *parts, size_t np)
 }
 
 /* One communicator's part of the group's end on a thread of its own (a
- * crew thread, crew.h, or this one): its collectives in call order, then
- * its sends and receives. */
+ * crew thread, crew.h, or this one), one phase at a time: its
+ * collectives in call order, then, once every communicator's are
+ * enqueued, its sends and receives. */
+enum phase { PHASE_COLLS, PHASE_P2P };
+
 struct worker {
 	struct group *group;
 	struct cxls_comm *c;
 	struct part *part;      /* NULL: none */
+	enum phase phase;
 	struct cxls_crew_member *crew; /* NULL: this thread */
-	ncclResult_t r;
+	ncclResult_t r;         /* over both phases */
 };
 
-static ncclResult_t run_comm(struct cxls_comm *c, struct part *pt)
+static int has_colls(const struct cxls_comm *c)
 {
-	ncclResult_t r = run_colls(c);
-
-	if (!pt)
-		return r;
-	part_start(pt);
-	part_enqueue(pt);
-	return merge(r, part_end(pt));
+	for (size_t i = 0; i < grp.n_coll; i++)
+		if (grp.colls[i].c == c)
+			return 1;
+	return 0;
 }
 
-/* w's part, on this thread; its log lines name w's rank meanwhile. */
+/* Whether w has anything to enqueue in its phase. */
+static int has_work(const struct worker *w)
+{
+	return w->phase == PHASE_COLLS ? has_colls(w->c) : w->part != NULL;
+}
+
+/* w's phase, on this thread; its log lines name w's rank meanwhile.  Its
+ * peers stop waiting for its rings at the end (order.h). */
 static void run_worker(struct worker *w)
 {
 	int was = cxls_log_rank();
 
 	if (w->c->magic == CXLS_COMM_MAGIC)
 		cxls_log_set_rank(cxls_comm_known_rank(w->c));
-	w->r = run_comm(w->c, w->part);
+	if (w->phase == PHASE_COLLS) {
+		w->r = merge(w->r, run_colls(w->c));
+	} else if (w->part) {
+		part_start(w->part);
+		part_enqueue(w->part);
+		w->r = merge(w->r, part_end(w->part));
+	}
 	cxls_order_done(w->c);
 	cxls_log_set_rank(was);
 }
@@ -662,36 +676,72 @@ static void unpair(struct worker *w, size_t n)
 			cxls_order_clear(w[i].c);
 }
 
-/* Each communicator on its own thread: the first on this one, the others
- * on the crew's, all hired before any starts.  One that gets no crew
- * thread runs here too; then none waits for another's rings (one would
- * wait for a part this thread has yet to enqueue), and this thread's
- * parts run one after the other. */
-static ncclResult_t run_parallel(struct worker *w, size_t n)
+/* One phase of w[0..n), ranks of one communicator, each on its own
+ * thread: the first with work on this one, the others on the crew's, all
+ * hired before any starts.  One that gets no crew thread runs here too;
+ * then none waits for another's rings (one would wait for a part this
+ * thread has yet to enqueue), and this thread's run one after the other. */
+static void run_batch(struct worker *w, size_t n, enum phase ph)
 {
 	struct cxls_crew_wait done = CXLS_CREW_WAIT_INIT;
-	ncclResult_t ret = ncclSuccess;
-	size_t failed = 0;
+	size_t failed = 0, here = n;
 	int cancel;
 
+	for (size_t i = 0; i < n; i++) {
+		w[i].phase = ph;
+		w[i].crew = NULL;
+		cxls_order_begin(w[i].c);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!has_work(&w[i]))
+			cxls_order_done(w[i].c); /* nothing of it to wait for */
+		else if (here == n)
+			here = i;
 	/* the crew's threads use w and `done` until the wait ends: this
 	 * thread must not be cancelled in between */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	for (size_t i = 1; i < n; i++)
-		failed += !(w[i].crew = cxls_crew_hire());
+	for (size_t i = here + 1; i < n; i++)
+		if (has_work(&w[i]))
+			failed += !(w[i].crew = cxls_crew_hire());
 	if (failed) {
 		CXLS_WARN("ncclGroupEnd: no thread for each communicator: this process's ranks "
 			  "are enqueued one after the other, which a GPU may hang on");
 		unpair(w, n);
 	}
-	for (size_t i = 1; i < n; i++)
+	for (size_t i = 0; i < n; i++)
 		if (w[i].crew)
 			cxls_crew_run(w[i].crew, worker_main, &w[i], &done);
-	for (size_t i = 0; i < n; i++)
-		if (!w[i].crew)
+	for (size_t i = here; i < n; i++)
+		if (!w[i].crew && has_work(&w[i]))
 			run_worker(&w[i]);
 	cxls_crew_wait(&done);
 	pthread_setcancelstate(cancel, NULL);
+}
+
+static int by_worker_comm(const void *a, const void *b)
+{
+	return comm_cmp(((const struct worker *)a)->c, ((const struct worker *)b)->c);
+}
+
+static int same_key(const struct cxls_comm *c, const struct cxls_comm *d)
+{
+	return c->key[0] == d->key[0] && c->key[1] == d->key[1];
+}
+
+/* The group's communicators in job-key order, as on every rank (run_ops),
+ * one phase after the other: the ranks of one communicator in parallel,
+ * communicators one after the other. */
+static ncclResult_t run_parallel(struct worker *w, size_t n)
+{
+	ncclResult_t ret = ncclSuccess;
+
+	qsort(w, n, sizeof(*w), by_worker_comm);
+	for (enum phase ph = PHASE_COLLS; ph <= PHASE_P2P; ph++)
+		for (size_t i = 0, j; i < n; i = j) {
+			for (j = i + 1; j < n && same_key(w[i].c, w[j].c); j++)
+				;
+			run_batch(&w[i], j - i, ph);
+		}
 	for (size_t i = 0; i < n; i++)
 		ret = merge(ret, w[i].r);
 	return ret;

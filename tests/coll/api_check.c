@@ -692,6 +692,93 @@ static int case_mixedpaths(void)
 	return CHECK_SUMMARY();
 }
 
+/* A rank this process drives in case_twocomms: of communicator id (n
+ * ranks), its buffers filled with base + rank. */
+struct comm_rank {
+	const ncclUniqueId *id;
+	int n, rank;
+	char base;
+};
+
+#define TWO_BYTES (5 * (1 << 20) + 3) /* larger than the staging window */
+
+/* Initialises the k ranks of r on device 0 from this thread, then runs 3
+ * groups, each with an AllGather and a send/receive ring on every rank,
+ * called in r's order. */
+static int comm_ranks(const struct comm_rank *r, int k)
+{
+	ncclComm_t c[3];
+	cudaStream_t s[3];
+	char *send[3], *recv[3], *out[3], *in[3];
+	int ok = ncclGroupStart() == ncclSuccess;
+
+	cudaSetDevice(0);
+	for (int i = 0; ok && i < k; i++)
+		ok = ncclCommInitRank(&c[i], r[i].n, *r[i].id, r[i].rank) == ncclSuccess;
+	ok = ncclGroupEnd() == ncclSuccess && ok;
+	for (int i = 0; ok && i < k; i++)
+		ok = cudaStreamCreate(&s[i]) == cudaSuccess &&
+		     (send[i] = dev_alloc(TWO_BYTES, r[i].base + r[i].rank)) != NULL &&
+		     (recv[i] = dev_alloc((size_t)TWO_BYTES * (size_t)r[i].n, 0)) != NULL &&
+		     (out[i] = dev_alloc(1 << 16, r[i].base + r[i].rank)) != NULL &&
+		     (in[i] = dev_alloc(1 << 16, 0)) != NULL;
+	for (int rep = 0; ok && rep < 3; rep++) {
+		ok = ncclGroupStart() == ncclSuccess;
+		for (int i = 0; ok && i < k; i++) {
+			int n = r[i].n, me = r[i].rank;
+
+			ok = ncclAllGather(send[i], recv[i], TWO_BYTES, ncclInt8, c[i], s[i]) ==
+				     ncclSuccess &&
+			     ncclSend(out[i], 1 << 16, ncclInt8, (me + 1) % n, c[i], s[i]) ==
+				     ncclSuccess &&
+			     ncclRecv(in[i], 1 << 16, ncclInt8, (me + n - 1) % n, c[i], s[i]) ==
+				     ncclSuccess;
+		}
+		ok = ncclGroupEnd() == ncclSuccess && ok;
+		for (int i = 0; ok && i < k; i++) {
+			int n = r[i].n;
+
+			for (int p = 0; ok && p < n; p++)
+				ok = all_bytes_on(recv[i] + (size_t)TWO_BYTES * (size_t)p, TWO_BYTES,
+						  r[i].base + p, s[i]);
+			ok = ok && all_bytes_on(in[i], 1 << 16, r[i].base + (r[i].rank + n - 1) % n,
+						s[i]);
+		}
+	}
+	for (int i = 0; i < k; i++)
+		ok = ncclCommDestroy(c[i]) == ncclSuccess && ok;
+	return ok;
+}
+
+/* Two communicators over two processes on one device: this one drives
+ * ranks 0 and 1 of A (so its group's end gives each a thread, order.h)
+ * and rank 0 of B, and calls B first; the other drives rank 2 of A and
+ * rank 1 of B, and calls A first.  With the device's streams on one
+ * queue, every rank must submit the communicators in one order (job
+ * key), on either path of the group's end, or each waits for the
+ * other's second. */
+static int case_twocomms(void)
+{
+	ncclUniqueId a, b;
+	pid_t pid;
+	int st = -1;
+
+	CHECK(ncclGetUniqueId(&a) == ncclSuccess && ncclGetUniqueId(&b) == ncclSuccess, "ids");
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		const struct comm_rank q[] = { { &a, 3, 2, 'a' }, { &b, 2, 1, 'A' } };
+
+		_exit(comm_ranks(q, 2) ? 0 : 1);
+	}
+	const struct comm_rank p[] = { { &b, 2, 0, 'A' }, { &a, 3, 0, 'a' }, { &a, 3, 1, 'a' } };
+
+	CHECK(comm_ranks(p, 3), "ranks 0 and 1 of A, 0 of B: AllGathers, rings");
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "rank 2 of A and 1 of B in the other process (status %d)", st);
+	return CHECK_SUMMARY();
+}
+
 /* One thread splits every rank of a communicator inside a group, as NCCL
  * allows (a grouped split completes at ncclGroupEnd): by parity, rank 3
  * out (NCCL_SPLIT_NOCOLOR); then a grouped AllGather on the children. */
@@ -3171,7 +3258,7 @@ static const struct rank_case rank_cases[] = {
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s noargs|initall|onegpu|manydev|mixedpaths|splitgroup|shrinkgroup|splitnb1|graphall|"
+		fprintf(stderr, "usage: %s noargs|initall|onegpu|manydev|mixedpaths|twocomms|splitgroup|shrinkgroup|splitnb1|graphall|"
 				"graphdestroycap|wrongctx|badpool",
 			argv[0]);
 		for (size_t i = 0; i < sizeof(rank_cases) / sizeof(rank_cases[0]); i++)
@@ -3193,6 +3280,8 @@ int main(int argc, char **argv)
 		return case_manydev();
 	if (!strcmp(argv[1], "mixedpaths"))
 		return case_mixedpaths();
+	if (!strcmp(argv[1], "twocomms"))
+		return case_twocomms();
 	if (!strcmp(argv[1], "splitnb1"))
 		return case_split_nonblocking_one_thread();
 	if (!strcmp(argv[1], "graphall"))
