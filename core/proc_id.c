@@ -21,6 +21,20 @@ uint64_t cxls_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t cxls_proc_now_ticks(void)
+{
+	static long hz;
+	struct timespec ts;
+
+	if (!hz)
+		hz = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
+	/* the clock /proc/PID/stat's start time counts by, rounded the
+	 * same way (down) */
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * (uint64_t)hz +
+	       (uint64_t)ts.tv_nsec / (1000000000ull / (uint64_t)hz);
+}
+
 /* FNV-1a: stable across hosts and builds, which is all we need. */
 uint64_t cxls_hash64(const void *data, unsigned long len)
 {

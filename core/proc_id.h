@@ -29,6 +29,9 @@ int cxls_proc_state(uint32_t pid);
  * when it cannot be read. */
 long cxls_proc_status(const char *field);
 uint64_t cxls_now_ns(void);
+/* Now in a start time's units (clock ticks since boot): a process forked
+ * after this call has a start time at least this. */
+uint64_t cxls_proc_now_ticks(void);
 uint64_t cxls_hash64(const void *data, unsigned long len);
 
 #endif

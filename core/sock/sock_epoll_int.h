@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 
+#include "proc_id.h"
 #include "sock.h"
 #include "sock_chan.h"
 
@@ -44,6 +45,10 @@ struct ep_item {
 	unsigned epoch;        /* cxls_ep_forks when it was made: an older
 				* one is a fork's too, its kernel
 				* registration shared (sock_epoll_close.c) */
+	struct cxls_proc_id maker; /* the process that made it, */
+	uint64_t born;         /* when (cxls_proc_now_ticks()): the
+				* processes that may have a copy of it are
+				* the maker and those started since */
 	uint64_t look_at;      /* meeting under way: look again then (0: at
 				* once), cxls_sock_next_look() */
 	uint32_t last;         /* edge-triggered: bits reported last */

@@ -82,6 +82,8 @@ struct ep_item *cxls_ep_add_item(struct epset *s, int fd, struct cxls_sconn *c,
 	it->events = ev->events;
 	it->data = ev->data;
 	it->epoch = atomic_load(&cxls_ep_forks);
+	cxls_proc_self(&it->maker);
+	it->born = cxls_proc_now_ticks();
 	return it;
 }
 

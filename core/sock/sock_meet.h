@@ -64,9 +64,10 @@ void cxls_sock_peer_gone(struct cxls_sconn *c);
 int cxls_sock_peer_dead(const struct cxls_sconn *c);
 
 /* Whether another process that is alive holds c's end (a pooled or
- * pending connection), or may (a fork of it under way, holders beyond
- * the array): one that died without closing holds nothing. */
-int cxls_sock_held_by_other(struct cxls_sconn *c);
+ * pending connection) and is `maker` or was started at or after `since`
+ * (cxls_proc_now_ticks()), or may (a fork of it under way, holders
+ * beyond the array): one that died without closing holds nothing. */
+int cxls_sock_held_since(struct cxls_sconn *c, const struct cxls_proc_id *maker, uint64_t since);
 
 /* Lets the pool side of a connection go (last reference). */
 void cxls_sock_release(struct cxls_sconn *c);

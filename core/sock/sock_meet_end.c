@@ -123,7 +123,7 @@ int cxls_meet_held_elsewhere(const struct cxls_sock_end *e)
 	return 0;
 }
 
-int cxls_sock_held_by_other(struct cxls_sconn *c)
+int cxls_sock_held_since(struct cxls_sconn *c, const struct cxls_proc_id *maker, uint64_t since)
 {
 	const struct cxls_sock_end *e = c->me;
 	struct cxls_proc_id self;
@@ -135,8 +135,10 @@ int cxls_sock_held_by_other(struct cxls_sconn *c)
 	for (int i = 0; i < CXLS_SOCK_HOLDERS; i++) {
 		struct cxls_proc_id id = { atomic_load(&e->holder[i].pid), e->boot_hash,
 					   e->holder[i].start_time };
+		int is_maker = id.pid == maker->pid && id.start_time == maker->start_time;
 
-		if (id.pid && id.pid != self.pid && cxls_proc_alive(&id) != 0)
+		if (id.pid && id.pid != self.pid && (is_maker || id.start_time >= since) &&
+		    cxls_proc_alive(&id) != 0)
 			return 1;
 	}
 	return 0;

@@ -1544,6 +1544,48 @@ static void test_fork_epoll_dupclose(void)
 	CHECK(tu_wait(echo) == 0, "the writer echoed every byte");
 }
 
+/* A process that holds the socket but was forked before the set was made
+ * has no copy of it: the parent's close must not keep the doorbell
+ * registration for it (nobody could delete it afterwards, and a FIN
+ * coming then would wake every wait on the set at once, again and
+ * again), though a fork since made the item older than the last fork. */
+static void test_fork_epoll_dupclose_older(void)
+{
+	int a, b, ep, hold[2];
+	pid_t echo, holder, other;
+	char c;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	echo = fork();
+	if (echo == 0) {
+		close(b);
+		_exit(echo_bytes(a, 1));
+	}
+	close(a);
+	CHECK(pipe(hold) == 0, "pipe");
+	holder = fork();
+	if (holder == 0) {
+		close(hold[1]);
+		_exit(read(hold[0], &c, 1) == 0 ? 0 : 2);
+	}
+	close(hold[0]);
+	/* start times count in clock ticks: the set is made a few later */
+	usleep(50 * 1000);
+	ep = epoll_create1(0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN, { .u64 = 5 } }) == 0,
+	      "epoll set");
+	other = fork();
+	if (other == 0)
+		_exit(0);
+	CHECK(tu_wait(other) == 0, "a child forked with the set");
+	dupclose_alone(ep, b);
+	close(hold[1]);
+	CHECK(tu_wait(holder) == 0, "the holder forked before the set");
+	close(ep);
+	CHECK(tu_wait(echo) == 0, "the writer echoed the byte");
+}
+
 /* ---- fork while other threads use epoll ----------------------------------
  * The child copies the shim's epoll sets as the parent's other threads
  * left them.  Three ways that went wrong: a set whose fd was closed under
@@ -3370,6 +3412,7 @@ static const struct tu_case cases[] = {
 	{ "fork-epoll-seen", test_fork_epoll_seen },
 	{ "fork-epoll-churn", test_fork_epoll_churn },
 	{ "fork-epoll-dupclose", test_fork_epoll_dupclose },
+	{ "fork-epoll-dupclose-older", test_fork_epoll_dupclose_older },
 	{ "epoll-dup", test_epoll_dup },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
