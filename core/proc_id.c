@@ -23,11 +23,11 @@ uint64_t cxls_now_ns(void)
 
 uint64_t cxls_proc_now_ticks(void)
 {
-	static long hz;
+	long hz = sysconf(_SC_CLK_TCK); /* from the auxiliary vector: cheap */
 	struct timespec ts;
 
-	if (!hz)
-		hz = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
+	if (hz <= 0)
+		hz = 100;
 	/* the clock /proc/PID/stat's start time counts by, rounded the
 	 * same way (down) */
 	clock_gettime(CLOCK_BOOTTIME, &ts);

@@ -530,7 +530,8 @@ static ncclResult_t run_p2p(struct part *parts, size_t np)
 /* One communicator's part of the group's end on a thread of its own (a
  * crew thread, crew.h, or this one), one phase at a time: its
  * collectives in call order, then, once every communicator's are
- * enqueued, its sends and receives. */
+ * enqueued, its sends and receives (forked and joined on this thread,
+ * all before and after all, as run_p2p does). */
 enum phase { PHASE_COLLS, PHASE_P2P };
 
 struct worker {
@@ -564,13 +565,10 @@ static void run_worker(struct worker *w)
 
 	if (w->c->magic == CXLS_COMM_MAGIC)
 		cxls_log_set_rank(cxls_comm_known_rank(w->c));
-	if (w->phase == PHASE_COLLS) {
+	if (w->phase == PHASE_COLLS)
 		w->r = merge(w->r, run_colls(w->c));
-	} else if (w->part) {
-		part_start(w->part);
-		part_enqueue(w->part);
-		w->r = merge(w->r, part_end(w->part));
-	}
+	else if (w->part)
+		part_enqueue(w->part); /* started and ended by run_parallel */
 	cxls_order_done(w->c);
 	cxls_log_set_rank(was);
 }
@@ -736,14 +734,21 @@ static ncclResult_t run_parallel(struct worker *w, size_t n)
 	ncclResult_t ret = ncclSuccess;
 
 	qsort(w, n, sizeof(*w), by_worker_comm);
-	for (enum phase ph = PHASE_COLLS; ph <= PHASE_P2P; ph++)
+	for (enum phase ph = PHASE_COLLS; ph <= PHASE_P2P; ph++) {
+		for (size_t i = 0; ph == PHASE_P2P && i < n; i++)
+			if (w[i].part)
+				part_start(w[i].part);
 		for (size_t i = 0, j; i < n; i = j) {
 			for (j = i + 1; j < n && same_key(w[i].c, w[j].c); j++)
 				;
 			run_batch(&w[i], j - i, ph);
 		}
-	for (size_t i = 0; i < n; i++)
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (w[i].part)
+			w[i].r = merge(w[i].r, part_end(w[i].part));
 		ret = merge(ret, w[i].r);
+	}
 	return ret;
 }
 

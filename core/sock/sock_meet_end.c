@@ -137,7 +137,9 @@ int cxls_sock_held_since(struct cxls_sconn *c, const struct cxls_proc_id *maker,
 					   e->holder[i].start_time };
 		int is_maker = id.pid == maker->pid && id.start_time == maker->start_time;
 
-		if (id.pid && id.pid != self.pid && (is_maker || id.start_time >= since) &&
+		/* a start time of 0 is unknown (no /proc): it may have a copy */
+		if (id.pid && id.pid != self.pid &&
+		    (is_maker || !id.start_time || id.start_time >= since) &&
 		    cxls_proc_alive(&id) != 0)
 			return 1;
 	}
