@@ -1454,6 +1454,24 @@ static int echo_bytes(int fd, int n)
 	return 0;
 }
 
+/* A pooled pair whose other end a child echoes n bytes on (echo_bytes());
+ * *b is this end.  The child's pid. */
+static pid_t echo_pair(int *b, int n)
+{
+	int a;
+	pid_t echo;
+
+	tcp_pair(&a, b);
+	check_pooled(a, "pair");
+	echo = fork();
+	if (echo == 0) {
+		close(*b);
+		_exit(echo_bytes(a, n));
+	}
+	close(a);
+	return echo;
+}
+
 /* DUPCLOSE_ROUNDS round trips of a byte, each reply waited for in
  * epoll_wait on ep; *lost counts the replies missing or wrong.  The time
  * they took, in us. */
@@ -1504,19 +1522,12 @@ static void dupclose_alone(int ep, int b)
 
 static void test_fork_epoll_dupclose(void)
 {
-	int a, b, ep, done[2], hold[2], lost = 0;
+	int b, ep, done[2], hold[2], lost = 0;
 	uint64_t us;
 	pid_t echo, child;
 	char c;
 
-	tcp_pair(&a, &b);
-	check_pooled(a, "pair");
-	echo = fork();
-	if (echo == 0) {
-		close(b);
-		_exit(echo_bytes(a, 2 * DUPCLOSE_ROUNDS + 1));
-	}
-	close(a);
+	echo = echo_pair(&b, 2 * DUPCLOSE_ROUNDS + 1);
 	ep = epoll_create1(0);
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN, { .u64 = 5 } }) == 0,
 	      "epoll set");
@@ -1551,18 +1562,11 @@ static void test_fork_epoll_dupclose(void)
  * again), though a fork since made the item older than the last fork. */
 static void test_fork_epoll_dupclose_older(void)
 {
-	int a, b, ep, hold[2];
+	int b, ep, hold[2];
 	pid_t echo, holder, other;
 	char c;
 
-	tcp_pair(&a, &b);
-	check_pooled(a, "pair");
-	echo = fork();
-	if (echo == 0) {
-		close(b);
-		_exit(echo_bytes(a, 1));
-	}
-	close(a);
+	echo = echo_pair(&b, 1);
 	CHECK(pipe(hold) == 0, "pipe");
 	holder = fork();
 	if (holder == 0) {
