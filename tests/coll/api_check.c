@@ -670,6 +670,43 @@ static int mixed_ranks(const ncclUniqueId *id, int first, int count)
 	return ok;
 }
 
+/* Forks this process, then makes n unique ids in the parent and hands
+ * them to the child through a pipe: NCCL's id starts a thread, and a
+ * child forked while a thread held a lock (ASan's allocator's, as the
+ * thread started) hung at its first allocation.  fork()'s answer; *ok (in
+ * the parent): the ids were made and sent.  The child leaves if it got
+ * none. */
+static pid_t fork_then_ids(ncclUniqueId *ids, int n, int *ok)
+{
+	size_t len = (size_t)n * sizeof(*ids), got = 0;
+	int p[2];
+	pid_t pid;
+
+	*ok = 0;
+	if (pipe(p))
+		return -1;
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		ssize_t r = 1;
+
+		close(p[1]);
+		while (got < len && (r = read(p[0], (char *)ids + got, len - got)) > 0)
+			got += (size_t)r;
+		if (got < len)
+			_exit(3);
+		close(p[0]);
+		return 0;
+	}
+	close(p[0]);
+	*ok = pid > 0;
+	for (int i = 0; *ok && i < n; i++)
+		*ok = ncclGetUniqueId(&ids[i]) == ncclSuccess;
+	*ok = *ok && write(p[1], ids, len) == (ssize_t)len;
+	close(p[1]);
+	return pid;
+}
+
 /* One process drives ranks 0 and 1 on one device, whose group's end gives
  * each a thread (order.h); another process drives rank 2 alone, whose
  * group's end runs on its own thread.  Every rank must run the group's
@@ -678,14 +715,12 @@ static int mixed_ranks(const ncclUniqueId *id, int first, int count)
 static int case_mixedpaths(void)
 {
 	ncclUniqueId id;
-	pid_t pid;
-	int st = -1;
+	int ok, st = -1;
+	pid_t pid = fork_then_ids(&id, 1, &ok);
 
-	CHECK(ncclGetUniqueId(&id) == ncclSuccess, "id");
-	fflush(stdout);
-	pid = fork();
 	if (pid == 0)
 		_exit(mixed_ranks(&id, 2, 1) ? 0 : 1);
+	CHECK(ok, "id");
 	CHECK(mixed_ranks(&id, 0, 2), "ranks 0 and 1, threads of their own: AllReduce, ring");
 	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 	      "rank 2 alone in its process: AllReduce, ring (status %d)", st);
@@ -759,19 +794,18 @@ static int comm_ranks(const struct comm_rank *r, int k)
  * other's second. */
 static int case_twocomms(void)
 {
-	ncclUniqueId a, b;
-	pid_t pid;
-	int st = -1;
+	ncclUniqueId ids[2];
+	int ok, st = -1;
+	pid_t pid = fork_then_ids(ids, 2, &ok);
 
-	CHECK(ncclGetUniqueId(&a) == ncclSuccess && ncclGetUniqueId(&b) == ncclSuccess, "ids");
-	fflush(stdout);
-	pid = fork();
 	if (pid == 0) {
-		const struct comm_rank q[] = { { &a, 3, 2, 'a' }, { &b, 2, 1, 'A' } };
+		const struct comm_rank q[] = { { &ids[0], 3, 2, 'a' }, { &ids[1], 2, 1, 'A' } };
 
 		_exit(comm_ranks(q, 2) ? 0 : 1);
 	}
-	const struct comm_rank p[] = { { &b, 2, 0, 'A' }, { &a, 3, 0, 'a' }, { &a, 3, 1, 'a' } };
+	CHECK(ok, "ids");
+	const struct comm_rank p[] = { { &ids[1], 2, 0, 'A' }, { &ids[0], 3, 0, 'a' },
+				       { &ids[0], 3, 1, 'a' } };
 
 	CHECK(comm_ranks(p, 3), "ranks 0 and 1 of A, 0 of B: AllGathers, rings");
 	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
