@@ -358,17 +358,23 @@ static ncclResult_t run_joins(void)
 	return ret;
 }
 
-/* Communicators by job key, the same on every rank (ranks of one
- * communicator in this process: by address). */
-static int comm_cmp(const struct cxls_comm *c, const struct cxls_comm *d)
+/* Communicators by job key, the same on every rank; 0 for ranks of one
+ * communicator. */
+static int key_cmp(const struct cxls_comm *c, const struct cxls_comm *d)
 {
-	if (c == d)
-		return 0;
 	if (c->key[0] != d->key[0])
 		return c->key[0] < d->key[0] ? -1 : 1;
 	if (c->key[1] != d->key[1])
 		return c->key[1] < d->key[1] ? -1 : 1;
-	return c < d ? -1 : 1;
+	return 0;
+}
+
+/* The same, ranks of one communicator in this process by address. */
+static int comm_cmp(const struct cxls_comm *c, const struct cxls_comm *d)
+{
+	int r = key_cmp(c, d);
+
+	return r || c == d ? r : (c < d ? -1 : 1);
 }
 
 /* Sends and receives by communicator, calls in order. */
@@ -721,11 +727,6 @@ static int by_worker_comm(const void *a, const void *b)
 	return comm_cmp(((const struct worker *)a)->c, ((const struct worker *)b)->c);
 }
 
-static int same_key(const struct cxls_comm *c, const struct cxls_comm *d)
-{
-	return c->key[0] == d->key[0] && c->key[1] == d->key[1];
-}
-
 /* The group's communicators in job-key order, as on every rank (run_ops),
  * one phase after the other: the ranks of one communicator in parallel,
  * communicators one after the other. */
@@ -739,7 +740,7 @@ static ncclResult_t run_parallel(struct worker *w, size_t n)
 			if (w[i].part)
 				part_start(w[i].part);
 		for (size_t i = 0, j; i < n; i = j) {
-			for (j = i + 1; j < n && same_key(w[i].c, w[j].c); j++)
+			for (j = i + 1; j < n && !key_cmp(w[i].c, w[j].c); j++)
 				;
 			run_batch(&w[i], j - i, ph);
 		}
