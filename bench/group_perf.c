@@ -6,7 +6,9 @@
  *
  * Each iteration is one group with an in-place AllReduce per rank; the
  * figure is the wall time per group, enqueue to completion, after a
- * warm-up of the same length.  -1 puts every rank on device 0 (the pool
+ * warm-up of the same length, and beside it what ncclGroupSimulateEnd
+ * estimates for that group (core/coll/estimate.c: fit nccl.sim_bw and
+ * nccl.sim_round_ns to it).  -1 puts every rank on device 0 (the pool
  * path then orders the ranks' submissions, core/coll/order.h). */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -61,6 +63,18 @@ static double groups(ncclComm_t *c, float **b, cudaStream_t *s, int n, size_t co
 	return ok ? (now_s() - t0) / iters : -1;
 }
 
+/* ncclGroupSimulateEnd's estimate of the same group, in us (negative:
+ * none). */
+static double simulated(ncclComm_t *c, float **b, cudaStream_t *s, int n, size_t count)
+{
+	ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+
+	ncclGroupStart();
+	for (int i = 0; i < n; i++)
+		ncclAllReduce(b[i], b[i], count, ncclFloat, ncclSum, c[i], s[i]);
+	return ncclGroupSimulateEnd(&sim) == ncclSuccess ? sim.estimatedTime : -1;
+}
+
 int main(int argc, char **argv)
 {
 	int n = 4, iters = 1000, one_device = 0, opt;
@@ -96,8 +110,8 @@ int main(int argc, char **argv)
 	if (groups(c, b, s, n, count, iters, one_device) < 0 ||
 	    (t = groups(c, b, s, n, count, iters, one_device)) < 0)
 		return fprintf(stderr, "group_perf: a group failed\n"), 1;
-	printf("%d ranks%s, %zu floats: %.1f us per group\n", n, one_device ? " on one device" : "",
-	       count, t * 1e6);
+	printf("%d ranks%s, %zu floats: %.1f us per group (ncclGroupSimulateEnd: %.1f)\n", n,
+	       one_device ? " on one device" : "", count, t * 1e6, simulated(c, b, s, n, count));
 	for (int i = 0; i < n; i++)
 		ncclCommDestroy(c[i]);
 	return 0;

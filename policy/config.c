@@ -100,6 +100,10 @@ static const struct key keys[] = {
 	{ "nccl", "allreduce_direct_max", K_SIZE, OFF(nccl_allreduce_direct_max), NULL,
 	  "AllReduce up to this many bytes in CCCL's direct scheme (every rank folds every "
 	  "buffer), larger ones as ReduceScatter + AllGather" },
+	{ "nccl", "sim_bw", K_SIZE, OFF(nccl_sim_bw), NULL,
+	  "bytes/s the busiest rank moves through the pool, for ncclGroupSimulateEnd" },
+	{ "nccl", "sim_round_ns", K_U32, OFF(nccl_sim_round_ns), NULL,
+	  "ns per chunk round (a doorbell's hand-off), for ncclGroupSimulateEnd" },
 	{ "nccl", "fallback", K_ENUM, OFF(nccl_fallback), fallback_names,
 	  "when the pool rendezvous fails: nccl (real library) or fail" },
 	{ "cccl", "variant", K_ENUM, OFF(cccl_variant), variant_names, "all, aggregate or naive" },
@@ -185,6 +189,8 @@ void cxls_config_defaults(struct cxls_config *cfg)
 	cfg->nccl_min_ranks = 1;
 	cfg->nccl_max_ranks = 1u << 20;
 	cfg->nccl_fallback = CXLS_FALLBACK_NCCL;
+	cfg->nccl_sim_bw = 10ull << 30;
+	cfg->nccl_sim_round_ns = 10000;
 	cfg->cccl_variant = CXLS_VARIANT_ALL;
 	cfg->cccl_interleave = -1;
 	cfg->cccl_overlap = -1;
@@ -795,6 +801,8 @@ static int validate(const struct cxls_config *cfg, struct cxls_config_error *err
 		return set_error(err, src, 0, "wait.sleep_max_us", "must be 1..1000000"), -1;
 	if (cfg->cccl_device_bw < (1u << 20))
 		return set_error(err, src, 0, "cccl.device_bw", "must be at least 1M (bytes/s)"), -1;
+	if (cfg->nccl_sim_bw < (1u << 20))
+		return set_error(err, src, 0, "nccl.sim_bw", "must be at least 1M (bytes/s)"), -1;
 	if (cfg->cccl_chunks < 1 || cfg->cccl_chunks > 1024)
 		return set_error(err, src, 0, "cccl.chunks", "must be 1..1024"), -1;
 	if (cfg->nccl_min_bytes > cfg->nccl_max_bytes)

@@ -72,6 +72,8 @@ struct cxls_config {
 	uint32_t nccl_max_ranks;
 	uint64_t nccl_allreduce_direct_max; /* 0: never the direct scheme */
 	int nccl_fallback;
+	uint64_t nccl_sim_bw;      /* ncclGroupSimulateEnd's model (estimate.c) */
+	uint32_t nccl_sim_round_ns;
 
 	/* [cccl] techniques */
 	int cccl_variant;

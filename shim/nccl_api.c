@@ -791,36 +791,48 @@ EXPORT ncclResult_t ncclGroupEnd(void)
 }
 PALIAS(GroupEnd);
 
+/* Whether sim, checked by NCCL's rule, has room for an estimate. */
+static int sim_has_time(const ncclSimInfo_t *sim)
+{
+	return sim->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float);
+}
+
 /* A simulated group without the real library: NCCL's check of the
- * struct, and an estimate of 0 where its size has room for one. */
+ * struct, and an estimate of 0 (the pool's is added). */
 static ncclResult_t sim_nothing(ncclSimInfo_t *sim)
 {
 	if (sim->magic != SIM_INFO_MAGIC) {
 		CXLS_WARN("ncclSimInfo_t not initialised with NCCL_SIM_INFO_INITIALIZER");
 		return ncclInvalidArgument;
 	}
-	if (sim->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
+	if (sim_has_time(sim))
 		sim->estimatedTime = 0.0f;
 	return ncclSuccess;
 }
 
-/* Ends the group without running it, as NCCL does; the pool's estimate is
- * not modelled, so only the real library's (or 0) is reported.  Without a
- * simInfo NCCL simulates nothing: the group ends and runs, as at
- * ncclGroupEnd (and outside a group it is the same misuse). */
+/* Ends the group without running it, as NCCL does.  The estimate is the
+ * real library's for its operations (NCCL_UNDEF_FLOAT, negative, when it
+ * held none) plus the pool's model of those the shim held (estimate.h),
+ * in microseconds.  Without a simInfo NCCL simulates nothing: the group
+ * ends and runs, as at ncclGroupEnd (and outside a group it is the same
+ * misuse). */
 EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
 	ncclResult_t r, rr = ncclSuccess;
+	double pool_us = 0;
 	int outermost;
 
 	if (!simInfo)
 		return ncclGroupEnd();
 	outermost = cxls_group_depth() == 1; /* NCCL reads simInfo only there */
-	r = cxls_group_discard();
+	r = cxls_group_discard(&pool_us);
 	if (REAL(GroupSimulateEnd))
 		rr = REAL(GroupSimulateEnd)(simInfo);
 	else if (outermost)
 		rr = sim_nothing(simInfo);
+	if (rr == ncclSuccess && outermost && pool_us > 0 && sim_has_time(simInfo))
+		simInfo->estimatedTime = (float)((simInfo->estimatedTime > 0 ?
+						  simInfo->estimatedTime : 0) + pool_us);
 	/* a call that failed in the group fails its end, simulated too */
 	return r != ncclSuccess ? r : rr;
 }

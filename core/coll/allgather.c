@@ -71,7 +71,8 @@ ncclResult_t cxls_allgather(struct cxls_comm *c, const void *sendbuff, void *rec
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .kind = CXLS_OP_ALLGATHER,
+							.send = sendbuff,
 							.recv = recvbuff, .count = sendcount,
 							.bytes = bytes, .type = type, .root = -1,
 							.stream = stream });

@@ -212,10 +212,8 @@ static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
 {
 	struct ar a = { .send = k->send, .recv = k->recv, .count = k->count, .type = k->type,
 			.rop = k->rop, .es = cxls_type_size(k->type) };
-	/* every rank must pick the same scheme: the policy is the job's */
-	int direct = k->bytes <= cxls_runtime()->cfg.nccl_allreduce_direct_max;
-	struct cxls_call call = { direct ? CXLS_OP_ALLREDUCE_DIRECT : CXLS_OP_ALLREDUCE, k->count,
-				  k->type, (int)k->redop, -1 };
+	int direct = k->kind == CXLS_OP_ALLREDUCE_DIRECT;
+	struct cxls_call call = { k->kind, k->count, k->type, (int)k->redop, -1 };
 	ncclResult_t r;
 
 	a.q = (k->count + (size_t)c->nranks - 1) / (size_t)c->nranks;
@@ -236,6 +234,7 @@ static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
 ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *recvbuff,
 			    size_t count, ncclDataType_t type, ncclRedOp_t redop, CUstream stream)
 {
+	enum cxls_op_kind kind;
 	struct cxls_redop rop;
 	size_t bytes;
 	ncclResult_t r;
@@ -248,7 +247,11 @@ ncclResult_t cxls_allreduce(struct cxls_comm *c, const void *sendbuff, void *rec
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+	/* every rank must pick the same scheme: the policy is the job's */
+	kind = bytes <= cxls_runtime()->cfg.nccl_allreduce_direct_max ? CXLS_OP_ALLREDUCE_DIRECT :
+									CXLS_OP_ALLREDUCE;
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .kind = kind,
+							.send = sendbuff,
 							.recv = recvbuff, .count = count,
 							.bytes = bytes, .type = type,
 							.redop = redop, .rop = rop, .root = -1,

@@ -152,7 +152,8 @@ ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recv
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .kind = CXLS_OP_ALLTOALL,
+							.send = sendbuff,
 							.recv = recvbuff, .count = count,
 							.bytes = bytes, .type = type, .root = -1,
 							.stream = stream });

@@ -42,6 +42,7 @@ ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recv
  * may be destroyed as soon as the call that names it returns. */
 struct cxls_coll {
 	ncclResult_t (*enqueue)(struct cxls_comm *c, const struct cxls_coll *k);
+	enum cxls_op_kind kind; /* AllReduce's scheme chosen at the call */
 	const void *send;
 	void *recv;
 	size_t count;           /* as the call gave it */

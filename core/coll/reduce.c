@@ -76,7 +76,8 @@ ncclResult_t cxls_reduce(struct cxls_comm *c, const void *sendbuff, void *recvbu
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .kind = CXLS_OP_REDUCE,
+							.send = sendbuff,
 							.recv = recvbuff, .count = count,
 							.bytes = bytes, .type = type,
 							.redop = redop, .rop = rop, .root = root,

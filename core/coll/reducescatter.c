@@ -96,7 +96,8 @@ ncclResult_t cxls_reducescatter(struct cxls_comm *c, const void *sendbuff, void 
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .kind = CXLS_OP_REDUCESCATTER,
+							.send = sendbuff,
 							.recv = recvbuff, .count = recvcount,
 							.bytes = bytes, .type = type,
 							.redop = redop, .rop = rop, .root = -1,

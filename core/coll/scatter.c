@@ -102,7 +102,8 @@ ncclResult_t cxls_scatter(struct cxls_comm *c, const void *sendbuff, void *recvb
 		return r;
 	if (!bytes)
 		return ncclSuccess;
-	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .send = sendbuff,
+	return cxls_coll_submit(c, &(struct cxls_coll){ .enqueue = enqueue, .kind = CXLS_OP_SCATTER,
+							.send = sendbuff,
 							.recv = recvbuff, .count = count,
 							.bytes = bytes, .type = type, .root = root,
 							.stream = stream });

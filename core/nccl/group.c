@@ -10,6 +10,7 @@
 #include "comm.h"
 #include "comm_split.h"
 #include "crew.h"
+#include "estimate.h"
 #include "log.h"
 #include "order.h"
 #include "stage.h"
@@ -545,6 +546,7 @@ struct worker {
 	struct cxls_comm *c;
 	struct part *part;      /* NULL: none */
 	enum phase phase;
+	int busy;               /* has something to enqueue in this phase */
 	struct cxls_crew_member *crew; /* NULL: this thread */
 	ncclResult_t r;         /* over both phases */
 };
@@ -693,11 +695,12 @@ static void run_batch(struct worker *w, size_t n, enum phase ph)
 
 	for (size_t i = 0; i < n; i++) {
 		w[i].phase = ph;
+		w[i].busy = has_work(&w[i]);
 		w[i].crew = NULL;
 		cxls_order_begin(w[i].c);
 	}
 	for (size_t i = 0; i < n; i++)
-		if (!has_work(&w[i]))
+		if (!w[i].busy)
 			cxls_order_done(w[i].c); /* nothing of it to wait for */
 		else if (here == n)
 			here = i;
@@ -705,7 +708,7 @@ static void run_batch(struct worker *w, size_t n, enum phase ph)
 	 * thread must not be cancelled in between */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	for (size_t i = here + 1; i < n; i++)
-		if (has_work(&w[i]))
+		if (w[i].busy)
 			failed += !(w[i].crew = cxls_crew_hire());
 	if (failed) {
 		CXLS_WARN("ncclGroupEnd: no thread for each communicator: this process's ranks "
@@ -716,7 +719,7 @@ static void run_batch(struct worker *w, size_t n, enum phase ph)
 		if (w[i].crew)
 			cxls_crew_run(w[i].crew, worker_main, &w[i], &done);
 	for (size_t i = here; i < n; i++)
-		if (!w[i].crew && has_work(&w[i]))
+		if (!w[i].crew && w[i].busy)
 			run_worker(&w[i]);
 	cxls_crew_wait(&done);
 	pthread_setcancelstate(cancel, NULL);
@@ -921,7 +924,61 @@ ncclResult_t cxls_group_end(void)
 	return merge(err, merge(merge(r, r2), r3));
 }
 
-ncclResult_t cxls_group_discard(void)
+/* The pool's time for c's part of the group (estimate.h): its calls one
+ * after the other. */
+static double part_us(const struct cxls_comm *c)
+{
+	double us = 0;
+
+	for (size_t i = 0; i < grp.n_coll; i++)
+		if (grp.colls[i].c == c)
+			us += cxls_coll_estimate_us(c, &grp.colls[i].k);
+	for (size_t i = 0; i < grp.n_p2p; i++)
+		if (grp.p2p[i].c == c)
+			us += cxls_p2p_estimate_us(c, grp.p2p[i].p.bytes);
+	return us;
+}
+
+/* Adds c's part to the group's time, once per communicator: ranks of one
+ * communicator that this thread drives run its calls together (the
+ * slowest counts); communicators add up, as they share the pool. */
+static void add_part(struct cxls_comm *c, struct cxls_comm **seen, double *us, size_t *n)
+{
+	size_t k;
+
+	if (c->magic != CXLS_COMM_MAGIC)
+		return;
+	for (k = 0; k < *n && key_cmp(seen[k], c); k++)
+		;
+	if (k < *n) {
+		double t = part_us(c);
+
+		us[k] = t > us[k] ? t : us[k];
+		return;
+	}
+	seen[*n] = c;
+	us[(*n)++] = part_us(c);
+}
+
+/* The pool's time for what the group holds, or 0 (no memory). */
+static double held_us(void)
+{
+	size_t cap = grp.n_coll + grp.n_p2p, n = 0;
+	struct cxls_comm **seen = malloc(cap * sizeof(*seen) + 1);
+	double *us = malloc(cap * sizeof(*us) + 1), total = 0;
+
+	for (size_t i = 0; seen && us && i < grp.n_coll; i++)
+		add_part(grp.colls[i].c, seen, us, &n);
+	for (size_t i = 0; seen && us && i < grp.n_p2p; i++)
+		add_part(grp.p2p[i].c, seen, us, &n);
+	for (size_t k = 0; k < n; k++)
+		total += us[k];
+	free(seen);
+	free(us);
+	return total;
+}
+
+ncclResult_t cxls_group_discard(double *us)
 {
 	ncclResult_t err = grp.err, r;
 
@@ -934,6 +991,8 @@ ncclResult_t cxls_group_discard(void)
 	 * under way) */
 	r = run_splits();
 	r = merge(r, wait_inits());
+	if (us)
+		*us += held_us();
 	reset();
 	return merge(err, r);
 }

@@ -32,8 +32,10 @@ struct cxls_coll;
 void cxls_group_start(void);
 /* ncclInvalidUsage when no group is open on this thread. */
 ncclResult_t cxls_group_end(void);
-/* Ends the group without running what it holds (ncclGroupSimulateEnd). */
-ncclResult_t cxls_group_discard(void);
+/* Ends the group without running what it holds (ncclGroupSimulateEnd);
+ * at the outermost end, adds the pool's estimate of it to *us (estimate.h;
+ * us may be NULL). */
+ncclResult_t cxls_group_discard(double *us);
 int cxls_group_depth(void);
 /* Returns r; inside a group an error also fails the group, as NCCL's
  * ncclGroupError: the outermost end drops the sends and receives and

@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -2604,6 +2605,50 @@ static void CUDART_CB nap(void *ms)
 	usleep((useconds_t)(uintptr_t)ms * 1000);
 }
 
+/* The estimate of a simulated group of calls on comm (SIM_*). */
+enum { SIM_AR = 1, SIM_AG = 2, SIM_P2P = 4 };
+
+static float simulate(ncclComm_t comm, unsigned what, float *in, float *out, float *all,
+		      size_t n, int rank, int nranks, cudaStream_t s)
+{
+	ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+	int peer = (rank + 1) % nranks, from = (rank + nranks - 1) % nranks;
+
+	ncclGroupStart();
+	if (what & SIM_AR)
+		ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm, s);
+	if (what & SIM_AG)
+		ncclAllGather(in, all, n, ncclFloat, comm, s);
+	if (what & SIM_P2P) {
+		ncclSend(in, n, ncclFloat, peer, comm, s);
+		ncclRecv(out, n, ncclFloat, from, comm, s);
+	}
+	if (ncclGroupSimulateEnd(&sim) != ncclSuccess)
+		return -2;
+	return sim.estimatedTime;
+}
+
+/* ncclGroupSimulateEnd's estimate (core/coll/estimate.c): the pool's time
+ * for what the group held, summed over its calls, growing with their
+ * sizes; none for a group that held nothing (the real library's
+ * NCCL_UNDEF_FLOAT, or 0 without one). */
+static void check_estimates(ncclComm_t comm, float *in, float *out, float *all, size_t n,
+			   float both, int rank, int nranks, cudaStream_t s)
+{
+	float ar = simulate(comm, SIM_AR, in, out, all, n, rank, nranks, s);
+	float ag = simulate(comm, SIM_AG, in, out, all, n, rank, nranks, s);
+	float half = simulate(comm, SIM_AR, in, out, all, n / 2, rank, nranks, s);
+	float p2p = simulate(comm, SIM_P2P, in, out, all, n, rank, nranks, s);
+	float none = simulate(comm, 0, in, out, all, n, rank, nranks, s);
+
+	CHECK(ar > 0 && ag > 0 && p2p > 0, "estimates: AllReduce %g, AllGather %g, send/recv %g us",
+	      ar, ag, p2p);
+	CHECK(fabsf(both - (ar + ag)) <= 1e-3f * both, "a group's estimate is its calls' sum: "
+	      "%g against %g + %g", both, ar, ag);
+	CHECK(half > 0 && half < ar, "half the message, less time: %g against %g", half, ar);
+	CHECK(none <= 0, "an empty simulated group: %g (NCCL_UNDEF_FLOAT or 0)", none);
+}
+
 /* NCCL enqueues a group's operations at ncclGroupEnd: what the caller puts
  * on their streams between a call and the end runs first.  Here each
  * rank's input is rewritten after the calls, behind a 50 ms host function
@@ -2675,6 +2720,7 @@ static int case_group_order(int rank, int n, const ncclUniqueId *id, void *arg)
 	      "the streams complete");
 	CHECK(all_bytes((const char *)sum, N * sizeof(float), 0),
 	      "the simulated group's AllReduce wrote its output");
+	check_estimates(comm, in, sum, all, N, sim.estimatedTime, rank, n, s);
 	CHECK(allgather_ok(comm, s, rank, n, 4096), "a collective after the simulated group");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	cudaStreamDestroy(t);

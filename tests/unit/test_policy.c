@@ -231,6 +231,10 @@ static void test_env(void)
 	CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "cccl.device_bw"),
 	      "device bandwidth: %s", e.key);
 	unsetenv("CXLSHIM_CCCL_DEVICE_BW");
+	setenv("CXLSHIM_NCCL_SIM_BW", "1000", 1);
+	CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "nccl.sim_bw"),
+	      "simulated bandwidth: %s", e.key);
+	unsetenv("CXLSHIM_NCCL_SIM_BW");
 	setenv("CXLSHIM_CCCL_CHUNK_SIZE", "lots", 1);
 	CHECK(cxls_config_load(&c, p, &e) == -1 && !strcmp(e.key, "CXLSHIM_CCCL_CHUNK_SIZE") &&
 	      !strcmp(e.file, "environment"), "env error names the variable: %s", e.key);
