@@ -566,7 +566,10 @@ static char *read_line(char *buf, int size, void *stream)
 			buf[len] = (char)ch;
 		nul |= ch == '\0';
 		last = ch;
-		len++;
+		/* too long even with a CR before its end: refused below, and
+		 * read no further (a "file" such as /dev/zero has no end) */
+		if (++len > limit + 1)
+			break;
 	}
 	if (ferror(c->file)) {
 		fail_line(c, "", strerror(errno));

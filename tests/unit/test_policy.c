@@ -176,6 +176,10 @@ static void test_lines(void)
 	CHECK(cxls_config_load(&c, p, &e) == 0 && c.mem_rules.r[0].place == CXLS_PLACE_CXL &&
 	      c.mem_rules.r[0].max_size == 4096, "indented key: %s", e.msg);
 	unlink(p);
+	/* a line without end is refused at its limit, not read for ever */
+	CHECK(cxls_config_load(&c, "/dev/zero", &e) == -1 && e.line == 1 &&
+	      !strcmp(e.msg, "line longer than 1023 characters"), "/dev/zero: %d %s", e.line,
+	      e.msg);
 	/* a directory opens but cannot be read: refused, not an empty policy */
 	CHECK(cxls_config_load(&c, "/tmp", &e) == -1 && strstr(e.msg, "directory"),
 	      "directory: %s", e.msg);
