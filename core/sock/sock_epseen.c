@@ -65,6 +65,10 @@ void cxls_epseen_added(int epfd, int fd)
 {
 	struct seen *e;
 
+	/* noted before the kernel's call: a negative number, which it
+	 * refuses (EBADF), names no entry of the table */
+	if (fd < 0 || epfd < 0)
+		return;
 	/* a process with no TCP socket takes the lock too: a child forked
 	 * while another thread held it waited for it for ever */
 	cxls_sock_watch_forks();

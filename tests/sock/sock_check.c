@@ -2865,6 +2865,16 @@ static void test_badargs(void)
 	v = epoll_create1(0);
 	CHECK(epoll_ctl(v, 99, b, &ev) == -1 && errno == EINVAL, "epoll_ctl op 99");
 	CHECK(epoll_ctl(v, EPOLL_CTL_ADD, b, NULL) == -1 && errno == EFAULT, "epoll_ctl NULL");
+	/* negative numbers, noted before the kernel refuses them: the shim's
+	 * table of registrations wrote before its start (heap corruption,
+	 * SIGSEGV far below it) */
+	CHECK(epoll_ctl(v, EPOLL_CTL_ADD, -1, &ev) == -1 && errno == EBADF, "epoll_ctl fd -1");
+	CHECK(epoll_ctl(v, EPOLL_CTL_ADD, -100000, &ev) == -1 && errno == EBADF,
+	      "epoll_ctl fd -100000");
+	CHECK(epoll_ctl(-1, EPOLL_CTL_ADD, 0, &ev) == -1 && errno == EBADF,
+	      "epoll_ctl(-1) of an fd not followed");
+	CHECK(epoll_ctl(-100000, EPOLL_CTL_ADD, 0, &ev) == -1 && errno == EBADF,
+	      "epoll_ctl(-100000) of an fd not followed");
 	CHECK(epoll_wait(v, &ev, 0, 0) == -1 && errno == EINVAL, "epoll_wait max 0");
 	close(v);
 	CHECK(poll(NULL, 0, 0) == 0, "poll of nothing");
