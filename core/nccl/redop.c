@@ -56,10 +56,11 @@ static int op_tag(const struct cxls_comm *c)
 
 struct cxls_user_op *cxls_redop_user(struct cxls_comm *c, ncclRedOp_t op)
 {
-	int v = (int)op - (int)ncclNumOps;
+	/* in 64 bits: any int may come in (INT_MIN - ncclNumOps overflowed) */
+	long long v = (long long)(int)op - (long long)ncclNumOps;
 	struct cxls_user_op *u;
 
-	if (v < 0 || v % OP_TAGS != op_tag(c) || (uint32_t)(v / OP_TAGS) >= c->n_uops)
+	if (v < 0 || v % OP_TAGS != op_tag(c) || (uint64_t)(v / OP_TAGS) >= c->n_uops)
 		return NULL;
 	u = &c->uops[v / OP_TAGS];
 	return u->used ? u : NULL;

@@ -160,6 +160,15 @@ static void bad_collectives(ncclComm_t comm, cudaStream_t s, int n)
 	      "AlltoAll datatype");
 	CHECK(ncclAlltoAll(buf, buf + MIB / 2, SIZE_MAX / 4, ncclInt8, comm, s) ==
 		      ncclInvalidArgument, "AlltoAll count overflow");
+	/* operators that are neither built in nor made here; INT_MIN overflowed
+	 * the handle's arithmetic (UBSan stopped the process) */
+	CHECK(ncclAllReduce(buf, buf, 16, ncclFloat, (ncclRedOp_t)ncclNumOps, comm, s) ==
+		      ncclInvalidArgument, "AllReduce operator ncclNumOps");
+	CHECK(ncclAllReduce(buf, buf, 16, ncclFloat, (ncclRedOp_t)(-2147483647 - 1), comm, s) ==
+		      ncclInvalidArgument, "AllReduce operator INT_MIN");
+	CHECK(ncclRedOpDestroy((ncclRedOp_t)(-2147483647 - 1), comm) == ncclInvalidArgument,
+	      "destroy operator INT_MIN");
+	CHECK(ncclRedOpDestroy(ncclSum, comm) == ncclInvalidArgument, "destroy a built-in operator");
 	CHECK(ncclAllGather(buf, buf, 16, ncclInt8, NULL, s) == ncclInvalidArgument, "NULL comm");
 	CHECK(ncclAllGather(buf, buf, 16, ncclInt8, (ncclComm_t)foreign, s) ==
 		      ncclInvalidArgument, "foreign comm goes to real NCCL, which refuses it");
