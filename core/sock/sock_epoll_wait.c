@@ -462,10 +462,13 @@ int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeou
 			   const sigset_t *mask, int n)
 {
 	struct epset *s;
+	uint64_t deadline = 0;
 	int m;
 
 	if (n <= 0 || !atomic_load(&cxls_ep_any_set))
 		return n;
+	if (timeout_ms > 0)
+		deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	for (;;) {
 		s = cxls_ep_set_lock(epfd, 0);
 		if (!s)
@@ -474,7 +477,18 @@ int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeou
 		cxls_ep_set_unlock(s);
 		if (m)
 			return m;
-		/* only tags: wait again, through the set now */
+		/* only tags: wait again, through the set now, for what is left
+		 * of the timeout (a tag that stays, one no item of this
+		 * process answers, made it a wait for ever) */
+		if (timeout_ms == 0)
+			return 0;
+		if (timeout_ms > 0) {
+			uint64_t now = cxls_now_ns();
+
+			if (now >= deadline)
+				return 0;
+			timeout_ms = (int)((deadline - now + 999999) / 1000000);
+		}
 		n = cxls_sock_epoll_wait(epfd, ev, max, timeout_ms, mask);
 		if (n != -2)
 			return n;

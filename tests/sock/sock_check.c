@@ -1590,6 +1590,42 @@ static void test_fork_epoll_dupclose_older(void)
 	CHECK(tu_wait(echo) == 0, "the writer echoed the byte");
 }
 
+/* A child forked with the set, which may have a copy of it (it closed
+ * the set: the shim cannot know), holds the socket whose last fd the
+ * parent closes: the doorbell registration stays (README, "Not yet"),
+ * and the FIN then wakes every wait on the now empty set for nothing.
+ * epoll_wait(300 ms) must still end after its timeout; it never did. */
+static void test_epoll_waited_timeout(void)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = 5 } }, out;
+	int a, b, ep = epoll_create1(0), h[2], r;
+	pid_t child;
+	uint64_t t0;
+	char c;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	CHECK(pipe(h) == 0 && epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev) == 0, "epoll set");
+	child = fork();
+	if (child == 0) {
+		close(h[1]);
+		close(a);
+		close(ep);
+		_exit(read(h[0], &c, 1) == 0 ? 0 : 2);
+	}
+	close(h[0]);
+	close(b);
+	close(a); /* the FIN */
+	usleep(50 * 1000);
+	t0 = tu_now_us();
+	r = epoll_wait(ep, &out, 1, 300);
+	CHECK(r >= 0 && tu_now_us() - t0 < 2000000, "epoll_wait(300 ms): %d in %llu us", r,
+	      (unsigned long long)(tu_now_us() - t0));
+	close(h[1]);
+	CHECK(tu_wait(child) == 0, "the holder");
+	close(ep);
+}
+
 /* ---- fork while other threads use epoll ----------------------------------
  * The child copies the shim's epoll sets as the parent's other threads
  * left them.  Three ways that went wrong: a set whose fd was closed under
@@ -3428,6 +3464,7 @@ static const struct tu_case cases[] = {
 	{ "fork-epoll-dupclose", test_fork_epoll_dupclose },
 	{ "fork-epoll-dupclose-older", test_fork_epoll_dupclose_older },
 	{ "epoll-dup", test_epoll_dup },
+	{ "epoll-waited-timeout", test_epoll_waited_timeout },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
