@@ -198,6 +198,23 @@ static void close_set(int fd)
 	cxls_ep_set_put(s); /* the table's */
 }
 
+void cxls_ep_forget_empty(int epfd)
+{
+	struct epset *s;
+	int empty = 0;
+
+	pthread_mutex_lock(&cxls_ep_sets_lock);
+	s = cxls_ep_set_at(epfd);
+	if (s && s->nfds == 1) {
+		pthread_mutex_lock(&s->lock);
+		empty = !s->closed && !s->n && !s->nchild && !s->waiters;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (empty)
+		close_set(epfd);
+	pthread_mutex_unlock(&cxls_ep_sets_lock);
+}
+
 /* The item it, not pooled, of an fd being closed: the kernel's
  * registration becomes the application's as the application left it, and
  * the item goes.  One the application deleted (parked) or a one-shot that

@@ -69,10 +69,16 @@ void cxls_ep_child_drop(struct epset *s, int i)
 static int ctl_nested(int epfd, int op, int fd, struct epoll_event *ev, struct epset *inner)
 {
 	struct epset *s = cxls_ep_set_lock(epfd, op == EPOLL_CTL_ADD);
-	int r = sys_epoll_ctl(epfd, op, fd, ev), i;
+	int r = sys_epoll_ctl(epfd, op, fd, ev), i, err = errno;
 
 	if (!s)
 		return r;
+	if (r && err == EBADF) {
+		cxls_ep_set_unlock(s);
+		cxls_ep_forget_empty(epfd);
+		errno = err;
+		return r;
+	}
 	i = child_index(s, fd);
 	if (!r && op == EPOLL_CTL_DEL && i < s->nchild)
 		cxls_ep_child_drop(s, i);
@@ -260,12 +266,15 @@ static int ctl_del(int epfd, struct epset *s, struct ep_item *it, int fd, struct
 static int ctl_followed(int epfd, int op, int fd, const struct epoll_event *ev,
 			struct cxls_sconn *c)
 {
-	struct epset *s = cxls_ep_set_lock(epfd, 1);
+	struct epset *s = cxls_ep_set_lock(epfd, op == EPOLL_CTL_ADD);
 	struct ep_item *it;
-	int r;
+	int r, err;
 
+	/* No set: nothing of fd's in it, so the kernel answers anything but
+	 * an ADD (EBADF, EINVAL for an fd that is no epoll fd, ENOENT), and
+	 * no set is made for a number that may be none */
 	if (!s)
-		return fail(ENOMEM);
+		return op == EPOLL_CTL_ADD ? fail(ENOMEM) : -2;
 	it = cxls_ep_find_item(s, fd);
 	switch (op) {
 	case EPOLL_CTL_ADD:
@@ -280,7 +289,13 @@ static int ctl_followed(int epfd, int op, int fd, const struct epoll_event *ev,
 	default:
 		r = fail(EINVAL);
 	}
+	err = errno;
 	cxls_ep_set_unlock(s);
+	/* epfd is no open fd: the set made for it goes (a later dup of an
+	 * epoll fd onto that number found it there and was not followed) */
+	if (r && err == EBADF && op == EPOLL_CTL_ADD)
+		cxls_ep_forget_empty(epfd);
+	errno = err;
 	return r;
 }
 

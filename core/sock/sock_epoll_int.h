@@ -140,6 +140,12 @@ struct epset *cxls_ep_set_get(int epfd, int create);
 struct epset *cxls_ep_set_lock(int epfd, int create);
 void cxls_ep_set_unlock(struct epset *s);
 
+/* epfd's set leaves the table if it holds nothing, no thread waits in
+ * it and no dup names it: made for an epoll_ctl the kernel refused with
+ * EBADF (epfd names no open file), it would stand for the next epoll fd
+ * that number names, a dup's, which then went unfollowed. */
+void cxls_ep_forget_empty(int epfd);
+
 /* Sets closed under waiters (sock_epoll_close.c): those no thread waits
  * in any more are emptied and let go.  fn on each (cxls_ep_sets_lock
  * held).  In the child of fork none has waiters, and unless whole is 0

@@ -1626,6 +1626,43 @@ static void test_epoll_waited_timeout(void)
 	close(ep);
 }
 
+/* ---- epoll_ctl through a number that is no epoll fd ----------------------
+ * The kernel's errno (EBADF, EINVAL), not ENOENT; and the set the shim
+ * made for the number stood for the next epoll fd dup'd onto it, which
+ * then reported nothing of its pooled sockets. */
+static int ctl_errno(int ep, int op, int fd)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = 7 } };
+
+	errno = 0;
+	return epoll_ctl(ep, op, fd, &ev) ? errno : 0;
+}
+
+static void test_epoll_ctl_badepfd(void)
+{
+	struct epoll_event out = { 0 };
+	int a, b, p[2], ep = epoll_create1(0), none = dup(0), d;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	CHECK(pipe(p) == 0 && none >= 0 && close(none) == 0, "fds");
+	CHECK(ctl_errno(ep, EPOLL_CTL_ADD, b) == 0, "epoll set");
+	CHECK(ctl_errno(none, EPOLL_CTL_MOD, b) == EBADF, "MOD through a closed number");
+	CHECK(ctl_errno(p[0], EPOLL_CTL_MOD, b) == EINVAL, "MOD through a pipe");
+	CHECK(ctl_errno(b, EPOLL_CTL_MOD, b) == EINVAL, "MOD through the socket itself");
+	CHECK(ctl_errno(none, 77, b) == EBADF, "a bad op through a closed number");
+	CHECK(ctl_errno(none, EPOLL_CTL_ADD, b) == EBADF, "ADD through a closed number");
+	d = dup(ep);
+	CHECK(d == none && close(ep) == 0, "the set dup'd onto that number");
+	CHECK(write(a, "y", 1) == 1 && epoll_wait(d, &out, 1, 2000) == 1 && out.data.u64 == 7,
+	      "the set reports the byte through its dup");
+	close(d);
+	close(p[0]);
+	close(p[1]);
+	close(a);
+	close(b);
+}
+
 /* ---- fork while other threads use epoll ----------------------------------
  * The child copies the shim's epoll sets as the parent's other threads
  * left them.  Three ways that went wrong: a set whose fd was closed under
@@ -3465,6 +3502,7 @@ static const struct tu_case cases[] = {
 	{ "fork-epoll-dupclose-older", test_fork_epoll_dupclose_older },
 	{ "epoll-dup", test_epoll_dup },
 	{ "epoll-waited-timeout", test_epoll_waited_timeout },
+	{ "epoll-ctl-badepfd", test_epoll_ctl_badepfd },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
