@@ -319,6 +319,34 @@ static void item_closing(int epfd, struct epset *s, struct ep_item *it)
 	}
 }
 
+/* The item it of this process's last fd of its socket, being closed.
+ * The kernel keeps the registration while the file is open in another
+ * process (a fork, an exec'd child): unless another process's copy of
+ * the set may wake by it (shared_reg()), it becomes the application's as
+ * the application left it (deleted, when deleted or a spent one-shot),
+ * as the kernel's would be.  The shim's doorbell registration, left,
+ * woke every wait on the set at the socket's next doorbell or its FIN,
+ * for nothing any item of this process reports (sock_check
+ * epoll-lastclose-held).  The item goes with the others of its socket
+ * (fd_closing()). */
+static void last_closing(int epfd, struct epset *s, struct ep_item *it)
+{
+	int mode = atomic_load(&it->c->mode);
+	struct epoll_event app = { .events = it->events, .data = it->data };
+
+	if ((mode == CXLS_SC_POOL || mode == CXLS_SC_PENDING) && shared_reg(it)) {
+		edge_if_ended(epfd, it);
+		return;
+	}
+	(void)s;
+	if ((mode == CXLS_SC_POOL || mode == CXLS_SC_PENDING) && !cxls_sock_held_elsewhere(it->c))
+		return; /* the file closes with the fd: the kernel forgets it */
+	if (it->parked || it->disabled)
+		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
+	else
+		sys_epoll_ctl(epfd, EPOLL_CTL_MOD, it->fd, &app);
+}
+
 /* fd, followed as c (or NULL), is being closed; set epfd locked.  The
  * kernel forgets a file in every set when its last fd closes: then all
  * of c's items go (fd's, parked and gone ones); the file may live on in
@@ -337,7 +365,7 @@ static void fd_closing(int epfd, struct epset *s, int fd, struct cxls_sconn *c, 
 	} else if (it && !last) {
 		item_closing(epfd, s, it);
 	} else if (it) {
-		edge_if_ended(epfd, it);
+		last_closing(epfd, s, it);
 	}
 	for (int i = 0; c && last && i < s->n; i++)
 		if (s->items[i].c == c)

@@ -69,6 +69,10 @@ int cxls_sock_peer_dead(const struct cxls_sconn *c);
  * beyond the array): one that died without closing holds nothing. */
 int cxls_sock_held_since(struct cxls_sconn *c, const struct cxls_proc_id *maker, uint64_t since);
 
+/* Whether another process holds c's end (a pooled or pending
+ * connection), or is being forked with it. */
+int cxls_sock_held_elsewhere(struct cxls_sconn *c);
+
 /* Lets the pool side of a connection go (last reference). */
 void cxls_sock_release(struct cxls_sconn *c);
 

@@ -123,6 +123,12 @@ int cxls_meet_held_elsewhere(const struct cxls_sock_end *e)
 	return 0;
 }
 
+int cxls_sock_held_elsewhere(struct cxls_sconn *c)
+{
+	cxls_refresh(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
+	return cxls_meet_held_elsewhere(c->me);
+}
+
 int cxls_sock_held_since(struct cxls_sconn *c, const struct cxls_proc_id *maker, uint64_t since)
 {
 	const struct cxls_sock_end *e = c->me;

@@ -1663,6 +1663,83 @@ static void test_epoll_ctl_badepfd(void)
 	close(b);
 }
 
+/* ---- a pooled socket's last fd here closed while a child holds it ----
+ * The kernel keeps a registration while its file is open anywhere: an
+ * application that deleted it (or whose one-shot fired) sees nothing more
+ * of it, one that left it registered sees its events.  The shim's
+ * doorbell registration stayed instead: the peer's FIN woke every wait on
+ * the set at once, for nothing, and epoll_wait(300 ms) never returned
+ * (cxls_sock_epoll_waited() waited again for the whole timeout). */
+
+/* A pair whose end *b a child holds until *hold closes (the child
+ * forked before the set is made: it has no copy of it). */
+static pid_t held_pair(int *a, int *b, int *hold)
+{
+	int h[2];
+	pid_t child;
+	char c;
+
+	tcp_pair(a, b);
+	check_pooled(*a, "pair");
+	CHECK(pipe(h) == 0, "pipe");
+	child = fork();
+	if (child == 0) {
+		close(h[1]);
+		close(*a);
+		_exit(read(h[0], &c, 1) == 0 ? 0 : 2);
+	}
+	close(h[0]);
+	*hold = h[1];
+	usleep(30 * 1000); /* start times count in clock ticks */
+	return child;
+}
+
+/* how: 0 registered, 1 deleted, 2 a one-shot that fired.  What a wait of
+ * 300 ms on the set says once b's last fd here closed and its peer's FIN
+ * came, in *us. */
+static int lastclose_wait(int how, uint64_t *us)
+{
+	struct epoll_event ev = { EPOLLIN | (how == 2 ? EPOLLONESHOT : 0), { .u64 = 5 } }, out;
+	int a, b, hold, ep = epoll_create1(0), r;
+	pid_t child = held_pair(&a, &b, &hold);
+	char c;
+	uint64_t t0;
+
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev) == 0, "epoll set");
+	if (how == 2)
+		CHECK(write(a, "q", 1) == 1 && epoll_wait(ep, &out, 1, 2000) == 1 &&
+			      read(b, &c, 1) == 1, "the one shot");
+	if (how == 1)
+		CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, b, NULL) == 0, "deleted");
+	close(b);
+	close(a); /* the FIN */
+	usleep(50 * 1000);
+	t0 = tu_now_us();
+	r = epoll_wait(ep, &out, 1, 300);
+	*us = tu_now_us() - t0;
+	CHECK(r != 1 || out.data.u64 == 5, "the application's data");
+	close(hold);
+	CHECK(tu_wait(child) == 0, "the holder");
+	close(ep);
+	return r;
+}
+
+static void test_epoll_lastclose_held(void)
+{
+	uint64_t us;
+	int r;
+
+	r = lastclose_wait(1, &us);
+	CHECK(r == 0 && us >= 250000 && us < 2000000, "deleted: %d events in %llu us", r,
+	      (unsigned long long)us);
+	r = lastclose_wait(2, &us);
+	CHECK(r == 0 && us >= 250000 && us < 2000000, "one-shot spent: %d events in %llu us", r,
+	      (unsigned long long)us);
+	r = lastclose_wait(0, &us);
+	CHECK(r == 1 && us < 200000, "registered: %d events in %llu us (the kernel reports the "
+	      "file it keeps)", r, (unsigned long long)us);
+}
+
 /* ---- fork while other threads use epoll ----------------------------------
  * The child copies the shim's epoll sets as the parent's other threads
  * left them.  Three ways that went wrong: a set whose fd was closed under
@@ -3503,6 +3580,7 @@ static const struct tu_case cases[] = {
 	{ "epoll-dup", test_epoll_dup },
 	{ "epoll-waited-timeout", test_epoll_waited_timeout },
 	{ "epoll-ctl-badepfd", test_epoll_ctl_badepfd },
+	{ "epoll-lastclose-held", test_epoll_lastclose_held },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
