@@ -357,16 +357,21 @@ static int use_device(const struct cxls_cuda *cu, int dev)
 }
 
 /* As NCCL, before anything is made: every device of the list exists
- * (ncclInvalidArgument) and is named once (ncclInvalidUsage). */
+ * (ncclInvalidArgument) and is named once (ncclInvalidUsage); without a
+ * list, devices 0 .. ndev-1 exist. */
 static ncclResult_t devlist_check(const struct cxls_cuda *cu, int ndev, const int *devlist)
 {
 	CUdevice d;
 
-	for (int i = 0; devlist && i < ndev; i++) {
-		if (devlist[i] < 0 || cu->DeviceGet(&d, devlist[i]) != CUDA_SUCCESS) {
-			CXLS_WARN("ncclCommInitAll: invalid device %d", devlist[i]);
+	for (int i = 0; i < ndev; i++) {
+		int dev = devlist ? devlist[i] : i;
+
+		if (dev < 0 || cu->DeviceGet(&d, dev) != CUDA_SUCCESS) {
+			CXLS_WARN("ncclCommInitAll: invalid device %d", dev);
 			return ncclInvalidArgument;
 		}
+		if (!devlist)
+			continue;
 		for (int j = 0; j < i; j++)
 			if (devlist[j] == devlist[i]) {
 				CXLS_WARN("ncclCommInitAll: device %d listed twice", devlist[i]);

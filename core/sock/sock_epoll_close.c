@@ -329,17 +329,17 @@ static void item_closing(int epfd, struct epset *s, struct ep_item *it)
  * for nothing any item of this process reports (sock_check
  * epoll-lastclose-held).  The item goes with the others of its socket
  * (fd_closing()). */
-static void last_closing(int epfd, struct epset *s, struct ep_item *it)
+static void last_closing(int epfd, struct ep_item *it)
 {
 	int mode = atomic_load(&it->c->mode);
+	int pooled = mode == CXLS_SC_POOL || mode == CXLS_SC_PENDING;
 	struct epoll_event app = { .events = it->events, .data = it->data };
 
-	if ((mode == CXLS_SC_POOL || mode == CXLS_SC_PENDING) && shared_reg(it)) {
+	if (pooled && shared_reg(it)) {
 		edge_if_ended(epfd, it);
 		return;
 	}
-	(void)s;
-	if ((mode == CXLS_SC_POOL || mode == CXLS_SC_PENDING) && !cxls_sock_held_elsewhere(it->c))
+	if (pooled && !cxls_sock_held_elsewhere(it->c))
 		return; /* the file closes with the fd: the kernel forgets it */
 	if (it->parked || it->disabled)
 		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
@@ -365,7 +365,7 @@ static void fd_closing(int epfd, struct epset *s, int fd, struct cxls_sconn *c, 
 	} else if (it && !last) {
 		item_closing(epfd, s, it);
 	} else if (it) {
-		last_closing(epfd, s, it);
+		last_closing(epfd, it);
 	}
 	for (int i = 0; c && last && i < s->n; i++)
 		if (s->items[i].c == c)

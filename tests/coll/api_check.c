@@ -276,7 +276,8 @@ static int case_badargs(int rank, int n, const ncclUniqueId *id, void *arg)
 
 static int case_noargs(void)
 {
-	int v = 0;
+	ncclComm_t more[9];
+	int v = 0, ndev = 0;
 
 	CHECK(ncclGetVersion(NULL) == ncclInvalidArgument, "NULL version");
 	CHECK(ncclGetVersion(&v) == ncclSuccess && v == NCCL_VERSION_CODE,
@@ -284,6 +285,9 @@ static int case_noargs(void)
 	CHECK(ncclGetUniqueId(NULL) == ncclInvalidArgument, "NULL id");
 	CHECK(ncclGetErrorString((ncclResult_t)999) != NULL, "unknown error string");
 	CHECK(ncclCommInitAll(NULL, 2, NULL) == ncclInvalidArgument, "InitAll NULL");
+	CHECK(cudaGetDeviceCount(&ndev) == cudaSuccess && ndev <= 8, "devices: %d", ndev);
+	CHECK(ncclCommInitAll(more, ndev + 1, NULL) == ncclInvalidArgument,
+	      "InitAll of more ranks than devices, without a list");
 	/* NCCL: without a simInfo, a plain group end */
 	CHECK(ncclGroupSimulateEnd(NULL) == ncclInvalidUsage, "SimulateEnd NULL, no group");
 	CHECK(ncclGroupStart() == ncclSuccess, "group start");
