@@ -691,7 +691,6 @@ static void run_batch(struct worker *w, size_t n, enum phase ph)
 {
 	struct cxls_crew_wait done = CXLS_CREW_WAIT_INIT;
 	size_t failed = 0, here = n;
-	int cancel;
 
 	for (size_t i = 0; i < n; i++) {
 		w[i].phase = ph;
@@ -704,9 +703,6 @@ static void run_batch(struct worker *w, size_t n, enum phase ph)
 			cxls_order_done(w[i].c); /* nothing of it to wait for */
 		else if (here == n)
 			here = i;
-	/* the crew's threads use w and `done` until the wait ends: this
-	 * thread must not be cancelled in between */
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	for (size_t i = here + 1; i < n; i++)
 		if (w[i].busy)
 			failed += !(w[i].crew = cxls_crew_hire());
@@ -722,7 +718,6 @@ static void run_batch(struct worker *w, size_t n, enum phase ph)
 		if (!w[i].crew && w[i].busy)
 			run_worker(&w[i]);
 	cxls_crew_wait(&done);
-	pthread_setcancelstate(cancel, NULL);
 }
 
 static int by_worker_comm(const void *a, const void *b)
@@ -905,6 +900,7 @@ static ncclResult_t wait_inits(void)
 ncclResult_t cxls_group_end(void)
 {
 	ncclResult_t err = grp.err, r, r2 = ncclSuccess, r3;
+	int cancel;
 
 	if (!grp.depth) {
 		CXLS_WARN("ncclGroupEnd without ncclGroupStart");
@@ -912,6 +908,12 @@ ncclResult_t cxls_group_end(void)
 	}
 	if (--grp.depth)
 		return ncclSuccess;
+	/* Not cancelled half way: the crew's threads use this stack until
+	 * they are done, and an operation cancelled between its start and
+	 * its end would hold its communicator's enqueue count for good
+	 * (ncclCommDestroy would wait for ever); a write of a warning or a
+	 * full stream queue are cancellation points in between. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	/* splits, then inits (theirs too): the group's operations may use
 	 * those communicators */
 	r = run_splits();
@@ -921,6 +923,7 @@ ncclResult_t cxls_group_end(void)
 	}
 	r3 = run_joins();
 	reset();
+	pthread_setcancelstate(cancel, NULL);
 	return merge(err, merge(merge(r, r2), r3));
 }
 
