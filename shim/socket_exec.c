@@ -134,25 +134,41 @@ static char **with_spec(char *const envp[], char *(*spec)(void), const char *pat
 	return env_buf;
 }
 
+/* The exec itself: this process counts it on its pooled connections
+ * first (another holder's epoll close asks whether this image may still
+ * have its items: the new one has none), and takes it back when the
+ * call returned (it failed). */
+static int exec_counted(int r)
+{
+	int err = errno;
+
+	cxls_sock_exec_failed();
+	errno = err;
+	return r;
+}
+
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	char **env = with_spec(envp, cxls_sock_exec_spec, path);
 
-	return REAL(execve)(path, argv, env ? env : envp);
+	cxls_sock_exec_begin();
+	return exec_counted(REAL(execve)(path, argv, env ? env : envp));
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	char **env = with_spec(envp, cxls_sock_exec_spec, file);
 
-	return REAL(execvpe)(file, argv, env ? env : envp);
+	cxls_sock_exec_begin();
+	return exec_counted(REAL(execvpe)(file, argv, env ? env : envp));
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	char **env = with_spec(envp, cxls_sock_exec_spec, NULL);
 
-	return REAL(fexecve)(fd, argv, env ? env : envp);
+	cxls_sock_exec_begin();
+	return exec_counted(REAL(fexecve)(fd, argv, env ? env : envp));
 }
 
 EXPORT int execv(const char *path, char *const argv[])

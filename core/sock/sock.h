@@ -163,6 +163,11 @@ char *cxls_sock_exec_spec(void);
 char *cxls_sock_spawn_spec(void);
 void cxls_sock_spawned(pid_t pid);
 void cxls_sock_adopt(const char *spec);
+/* Right before the exec system call (after the list was made): this
+ * process counts the exec on each of its pooled connections (sock_format.h,
+ * cxls_sock_holder); cxls_sock_exec_failed() when the call returned. */
+void cxls_sock_exec_begin(void);
+void cxls_sock_exec_failed(void);
 /* SCM_RIGHTS (sock_pass.c): before a sendmsg that is not on the pool,
  * its pooled fds count as holders on the way; undone when it fails.
  * After a recvmsg, the pooled sockets it received are taken over. */

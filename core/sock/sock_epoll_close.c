@@ -249,16 +249,18 @@ static void make_gone(struct epset *s, struct ep_item *it)
  * of it, on the same epoll file, keyed as the kernel keys it (the
  * socket's file and the number, which that side may still have open),
  * and a live process that may have that copy holds the socket: the one
- * that made the item, or one started since (a process forked before
- * it, holding the socket, has no copy: keeping the registration for it
- * could only leave one nobody can delete).  A child that closed its
+ * that made the item, or one started since, neither having exec'd since
+ * (a process forked before it, holding the socket, has no copy, nor has
+ * an exec'd image, whose shim has no items of the earlier one's, even
+ * when the epoll fd stayed open: keeping the registration for them
+ * could only leave one nobody can delete; sock_check exec-epoll-held).  A child that closed its
  * copy of the number (dup2(s, 0); close(s), before an exec) deleted that
  * registration for the parent, whose waits then woke only at slice ends
  * (sock_check fork-epoll-dupclose). */
 static int shared_reg(const struct ep_item *it)
 {
 	return it->epoch != atomic_load(&cxls_ep_forks) &&
-	       cxls_sock_held_since(it->c, &it->maker, it->born);
+	       cxls_sock_held_since(it->c, &it->maker, it->maker_execs, it->born);
 }
 
 /* The doorbell registration of it, whose number is being closed, is

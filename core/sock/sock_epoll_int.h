@@ -46,6 +46,9 @@ struct ep_item {
 				* one is a fork's too, its kernel
 				* registration shared (sock_epoll_close.c) */
 	struct cxls_proc_id maker; /* the process that made it, */
+	uint32_t maker_execs;  /* its exec count on the socket then
+				* (cxls_sock_execs(): after an exec it has
+				* no copy of the item), */
 	uint64_t born;         /* when (cxls_proc_now_ticks()): the
 				* processes that may have a copy of it are
 				* the maker and those started since */

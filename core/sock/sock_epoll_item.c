@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sock_meet.h"
+
 /* Items belong to their set: each holds a reference to its connection, taken
  * by cxls_ep_add_item and given back by cxls_ep_drop_item.  A pointer to an
  * item is good while the set stays locked and no item is dropped
@@ -83,6 +85,7 @@ struct ep_item *cxls_ep_add_item(struct epset *s, int fd, struct cxls_sconn *c,
 	it->data = ev->data;
 	it->epoch = atomic_load(&cxls_ep_forks);
 	cxls_proc_self(&it->maker);
+	it->maker_execs = cxls_sock_execs(c);
 	it->born = cxls_proc_now_ticks();
 	return it;
 }

@@ -215,7 +215,7 @@ static int put_held(int fd, void *arg)
 		if (!fd_is(&f, c->role, &c->rec->tuple))
 			continue;
 		put(h->b, fd, c);
-		cxls_sock_hold(c, NULL);
+		cxls_sock_hold(c, NULL, 1); /* its image is about to go */
 		break;
 	}
 	return 0;
@@ -261,6 +261,38 @@ char *cxls_sock_spawn_spec(void)
 	return spec(1);
 }
 
+/* ---- this process's exec count -------------------------------------- */
+
+/* Each of the process's pooled connections, once, counts the exec that
+ * this process is about to make (delta 1) or that failed (-1): its image
+ * has no epoll item of the earlier one, which another holder's close
+ * needs to know (cxls_sock_held_since()).  A child of vfork was recorded
+ * with its count (put_held()); the records here are its parent's. */
+static void exec_count(int delta)
+{
+	struct snapshot s;
+
+	if (cxls_sock_borrowed())
+		return;
+	if (snapshot_take(&s)) {
+		qsort(s.v, (size_t)s.n, sizeof(*s.v), by_conn);
+		for (int i = 0; i < s.n; i++)
+			if (!i || s.v[i].c != s.v[i - 1].c)
+				cxls_sock_exec_count(s.v[i].c, delta);
+	}
+	snapshot_drop(&s);
+}
+
+void cxls_sock_exec_begin(void)
+{
+	exec_count(1);
+}
+
+void cxls_sock_exec_failed(void)
+{
+	exec_count(-1);
+}
+
 /* ---- after posix_spawn ---------------------------------------------- */
 
 struct spawned {
@@ -278,7 +310,7 @@ static int hold_for_child(int fd, void *arg)
 
 		if (sp->s->v[i].ino != ino)
 			continue;
-		cxls_sock_hold(c, &sp->id);
+		cxls_sock_hold(c, &sp->id, 1); /* it exec'd */
 		break;
 	}
 	return 0;
@@ -366,7 +398,7 @@ static int parse(struct adoption *a, const char *spec)
  * share it, as dup'd fds do. */
 static void attach(const struct cxls_sock_region *r, struct entry *e, int fd)
 {
-	if (!e->c && !(e->c = cxls_sock_rejoin(r, e->slot, e->gen, e->role)))
+	if (!e->c && !(e->c = cxls_sock_rejoin(r, e->slot, e->gen, e->role, 1)))
 		return;
 	if (!cxls_sock_follow(fd, e->c))
 		CXLS_INFO("fd %d: pooled connection (slot %u) kept across exec", fd, e->slot);

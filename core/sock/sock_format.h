@@ -34,9 +34,18 @@
 #define CXLS_SOCK_BUF_MAX (64u << 20)
 #define CXLS_SOCK_BUF_COUNT_MAX 65536u
 
+/* execs: how many times the holder exec'd while recorded (the old image
+ * counts its own before exec; a holder recorded by another process, a
+ * child of vfork, posix_spawn's, or by an exec'd image starts at 1).  An
+ * exec'd image has none of the epoll items its earlier image had (the
+ * shim's memory went), which decides whether a kernel registration may
+ * still be another process's (sock_epoll_close.c, shared_reg()).  It was
+ * padding, written 0 by releases before it and meaning "never exec'd"
+ * there, which is what they assumed: the layout is the same, so is the
+ * format version.  Listeners leave it 0. */
 struct cxls_sock_holder {
 	_Atomic uint32_t pid;
-	uint32_t pad;
+	_Atomic uint32_t execs;
 	uint64_t start_time;
 };
 

@@ -1,19 +1,30 @@
 /* sock_holder.c - see sock_holder.h. */
 #include "sock_holder.h"
 
+#include <unistd.h>
+
 #include "proc_id.h"
 
-int cxls_holder_add_id(struct cxls_sock_holder *h, int n, const struct cxls_proc_id *id)
+/* The entry h is id's now: its start time and exec count.  Until they
+ * are written a reader sees 0 for both (a free entry has them 0): a start
+ * time it cannot tell, and no exec, which both count the holder in. */
+static void took(struct cxls_sock_holder *h, const struct cxls_proc_id *id, uint32_t execs)
+{
+	h->start_time = id->start_time;
+	atomic_store(&h->execs, execs);
+}
+
+int cxls_holder_add_id(struct cxls_sock_holder *h, int n, const struct cxls_proc_id *id,
+		       uint32_t execs)
 {
 	for (int i = 0; i < n; i++)
 		if (atomic_load(&h[i].pid) == id->pid)
 			return 0;
-	/* start_time stays 0 (unknown: alive) until written */
 	for (int i = 0; i < n; i++) {
 		uint32_t zero = 0;
 
 		if (atomic_compare_exchange_strong(&h[i].pid, &zero, id->pid)) {
-			h[i].start_time = id->start_time;
+			took(&h[i], id, execs);
 			return 0;
 		}
 	}
@@ -24,7 +35,7 @@ int cxls_holder_add_id(struct cxls_sock_holder *h, int n, const struct cxls_proc
 
 		if (old.pid && cxls_proc_alive(&old) == 0 &&
 		    atomic_compare_exchange_strong(&h[i].pid, &old.pid, id->pid)) {
-			h[i].start_time = id->start_time;
+			took(&h[i], id, execs);
 			return 0;
 		}
 	}
@@ -36,7 +47,7 @@ int cxls_holder_add(struct cxls_sock_holder *h, int n)
 	struct cxls_proc_id self;
 
 	cxls_proc_self(&self);
-	return cxls_holder_add_id(h, n, &self);
+	return cxls_holder_add_id(h, n, &self, 0);
 }
 
 int cxls_holder_remove(struct cxls_sock_holder *h, int n)
@@ -48,11 +59,31 @@ int cxls_holder_remove(struct cxls_sock_holder *h, int n)
 	for (int i = 0; i < n; i++) {
 		if (atomic_load(&h[i].pid) == self.pid) {
 			h[i].start_time = 0;
+			atomic_store(&h[i].execs, 0);
 			atomic_store(&h[i].pid, 0);
 		}
 		left += atomic_load(&h[i].pid) != 0;
 	}
 	return left;
+}
+
+void cxls_holder_exec(struct cxls_sock_holder *h, int n, int delta)
+{
+	uint32_t pid = (uint32_t)getpid();
+
+	for (int i = 0; i < n; i++)
+		if (atomic_load(&h[i].pid) == pid)
+			atomic_fetch_add(&h[i].execs, (uint32_t)delta);
+}
+
+uint32_t cxls_holder_execs(const struct cxls_sock_holder *h, int n)
+{
+	uint32_t pid = (uint32_t)getpid();
+
+	for (int i = 0; i < n; i++)
+		if (atomic_load(&h[i].pid) == pid)
+			return atomic_load(&h[i].execs);
+	return 0;
 }
 
 int cxls_holder_left(const struct cxls_sock_holder *h, int n, uint64_t boot_hash)

@@ -64,10 +64,18 @@ void cxls_sock_peer_gone(struct cxls_sconn *c);
 int cxls_sock_peer_dead(const struct cxls_sconn *c);
 
 /* Whether another process that is alive holds c's end (a pooled or
- * pending connection) and is `maker` or was started at or after `since`
- * (cxls_proc_now_ticks()), or may (a fork of it under way, holders
- * beyond the array): one that died without closing holds nothing. */
-int cxls_sock_held_since(struct cxls_sconn *c, const struct cxls_proc_id *maker, uint64_t since);
+ * pending connection) and is `maker`, with the exec count maker_execs
+ * still, or was started at or after `since` (cxls_proc_now_ticks()) and
+ * never exec'd holding it, or may (a fork of it under way, holders
+ * beyond the array): one that died without closing holds nothing, and
+ * an exec'd image no copy of what its earlier image made. */
+int cxls_sock_held_since(struct cxls_sconn *c, const struct cxls_proc_id *maker,
+			 uint32_t maker_execs, uint64_t since);
+/* This process's exec count on c's end (sock_format.h; 0 when it is not
+ * recorded), and a move of it by delta, published: +1 right before an
+ * exec, -1 when the exec failed. */
+uint32_t cxls_sock_execs(struct cxls_sconn *c);
+void cxls_sock_exec_count(struct cxls_sconn *c, int delta);
 
 /* Whether another process holds c's end (a pooled or pending
  * connection), or is being forked with it. */
@@ -80,11 +88,13 @@ void cxls_sock_release(struct cxls_sconn *c);
  * holder), 1 in the child after (it records itself). */
 void cxls_sock_fork(struct cxls_sconn *c, int phase);
 
-/* Records a process (id; NULL: this one) as holding c's end; when the
+/* Records a process (id; NULL: this one) as holding c's end, with the
+ * exec count execs (1 for an image that exec'd since it came to hold
+ * it: sock_format.h); when the
  * holder array is full this process counts itself in the end's extra
  * holders instead (c->held_extra), to take itself off at its close.
  * Published. */
-void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id);
+void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id, uint32_t execs);
 /* A holder on the way (a fork's child, a socket sent over a UNIX socket)
  * arrived: one fewer, never below 0 (a count nobody made is not ours to
  * take).  The caller publishes. */
@@ -123,9 +133,12 @@ void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, ui
 		      uint32_t gen, int role, uint32_t cap);
 /* A new entry, in POOL mode, for our end (role) of slot's record, which
  * must be JOINED with gen and checked by the caller: a socket that came
- * by exec or over a UNIX socket.  This process is recorded as a holder. */
+ * by exec (execs 1: this image has no epoll items of an earlier one) or
+ * over a UNIX socket (0).  This process is recorded as a holder, with
+ * that exec count unless it was already (exec keeps the pid, and the
+ * earlier image counted its exec). */
 struct cxls_sconn *cxls_sock_rejoin(const struct cxls_sock_region *r, uint32_t slot,
-				    uint32_t gen, int role);
+				    uint32_t gen, int role, uint32_t execs);
 /* Makes the TCP socket a doorbell channel (TCP_NODELAY on, no cork). */
 void cxls_sock_control_channel(struct cxls_sconn *c, int fd);
 

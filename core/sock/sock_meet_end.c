@@ -73,7 +73,7 @@ int cxls_sock_peer_dead(const struct cxls_sconn *c)
 	return atomic_load(&c->peer->forking) ? CXLS_PEER_FORKING : 1;
 }
 
-void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id)
+void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id, uint32_t execs)
 {
 	struct cxls_proc_id self;
 	int mine = !id, full;
@@ -82,7 +82,7 @@ void cxls_sock_hold(struct cxls_sconn *c, const struct cxls_proc_id *id)
 		cxls_proc_self(&self);
 		id = &self;
 	}
-	full = cxls_holder_add_id(c->me->holder, CXLS_SOCK_HOLDERS, id) != 0;
+	full = cxls_holder_add_id(c->me->holder, CXLS_SOCK_HOLDERS, id, execs) != 0;
 	/* full: this process counts itself beyond the array (a fork's child
 	 * inherits c but not its parent's count); another process (a child
 	 * of posix_spawn) will when it loads */
@@ -129,7 +129,37 @@ int cxls_sock_held_elsewhere(struct cxls_sconn *c)
 	return cxls_meet_held_elsewhere(c->me);
 }
 
-int cxls_sock_held_since(struct cxls_sconn *c, const struct cxls_proc_id *maker, uint64_t since)
+uint32_t cxls_sock_execs(struct cxls_sconn *c)
+{
+	return c->me ? cxls_holder_execs(c->me->holder, CXLS_SOCK_HOLDERS) : 0;
+}
+
+void cxls_sock_exec_count(struct cxls_sconn *c, int delta)
+{
+	if (!c->me)
+		return;
+	cxls_holder_exec(c->me->holder, CXLS_SOCK_HOLDERS, delta);
+	cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
+}
+
+/* Whether holder id, recorded with exec count execs, may still have the
+ * copy of an item that maker made at since with its count maker_execs:
+ * the maker as long as it did not exec since; another process started
+ * since (or of unknown start) as long as it never exec'd while holding
+ * the socket, as a fork of the maker's would, with the item, and one
+ * that exec'd would not (an exec'd image has no items of the earlier
+ * one's). */
+static int may_have_copy(const struct cxls_proc_id *id, uint32_t execs,
+			 const struct cxls_proc_id *maker, uint32_t maker_execs, uint64_t since)
+{
+	if (id->pid == maker->pid && id->start_time == maker->start_time)
+		return execs == maker_execs;
+	/* a start time of 0 is unknown (no /proc): it may have a copy */
+	return execs == 0 && (!id->start_time || id->start_time >= since);
+}
+
+int cxls_sock_held_since(struct cxls_sconn *c, const struct cxls_proc_id *maker,
+			 uint32_t maker_execs, uint64_t since)
 {
 	const struct cxls_sock_end *e = c->me;
 	struct cxls_proc_id self;
@@ -141,11 +171,10 @@ int cxls_sock_held_since(struct cxls_sconn *c, const struct cxls_proc_id *maker,
 	for (int i = 0; i < CXLS_SOCK_HOLDERS; i++) {
 		struct cxls_proc_id id = { atomic_load(&e->holder[i].pid), e->boot_hash,
 					   e->holder[i].start_time };
-		int is_maker = id.pid == maker->pid && id.start_time == maker->start_time;
 
-		/* a start time of 0 is unknown (no /proc): it may have a copy */
 		if (id.pid && id.pid != self.pid &&
-		    (is_maker || !id.start_time || id.start_time >= since) &&
+		    may_have_copy(&id, atomic_load(&e->holder[i].execs), maker, maker_execs,
+				  since) &&
 		    cxls_proc_alive(&id) != 0)
 			return 1;
 	}
@@ -168,7 +197,7 @@ void cxls_sock_fork(struct cxls_sconn *c, int phase)
 	/* recorded before the count drops: a close meanwhile sees one or
 	 * the other */
 	cxls_claim_test_delay("fork-child"); /* tests: a child slow to run */
-	cxls_sock_hold(c, NULL);
+	cxls_sock_hold(c, NULL, 0);
 	cxls_end_arrived(c->me);
 	cxls_publish(c->tx.flush, c->me, offsetof(struct cxls_sock_end, sleeper));
 }

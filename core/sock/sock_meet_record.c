@@ -85,7 +85,7 @@ void cxls_sock_attach(struct cxls_sconn *c, const struct cxls_sock_region *r, ui
 }
 
 struct cxls_sconn *cxls_sock_rejoin(const struct cxls_sock_region *r, uint32_t slot,
-				    uint32_t gen, int role)
+				    uint32_t gen, int role, uint32_t execs)
 {
 	struct cxls_sconn *c = cxls_sconn_new(CXLS_SC_POOL);
 	/* the creator's word, read once: checked as a join checks it */
@@ -99,7 +99,7 @@ struct cxls_sconn *cxls_sock_rejoin(const struct cxls_sock_region *r, uint32_t s
 		cxls_sconn_break(c, "record with a bad ring size (corrupt pool?)");
 	c->tuple = c->rec->tuple;
 	/* a process is recorded once: exec keeps the pid */
-	cxls_sock_hold(c, NULL);
+	cxls_sock_hold(c, NULL, execs);
 	atomic_store(&c->app_nodelay, 1);
 	return c;
 }

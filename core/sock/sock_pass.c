@@ -143,7 +143,7 @@ static void take_over(int fd, void *arg)
 		c = entry_of((uint32_t)slot, gen, role);
 		if (!c && !atomic_load(&e->forking))
 			continue; /* nobody sent it: not this end */
-		if (!c && !(c = cxls_sock_rejoin(r, (uint32_t)slot, gen, role))) {
+		if (!c && !(c = cxls_sock_rejoin(r, (uint32_t)slot, gen, role, 0))) {
 			CXLS_WARN("fd %d: received pooled connection (slot %d) cannot be taken "
 				  "over: out of memory", fd, slot);
 			return;

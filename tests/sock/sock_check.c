@@ -1740,6 +1740,135 @@ static void test_epoll_lastclose_held(void)
 	      "file it keeps)", r, (unsigned long long)us);
 }
 
+/* ---- a holder that exec'd has no copy of the set ------------------------
+ * A child forked with the set, which execs with the epoll fd closed on
+ * exec and the socket kept, holds the socket but has no registration to
+ * wake by: the new image's shim has no epoll items.  It still counted as
+ * having a copy, so the parent's dup2+close left the doorbell
+ * registration in the epoll file (the kernel's, like the dup, would
+ * stay), and its last close left it too, where the kernel gives the
+ * application's back: the peer's FIN then woke every wait on the set for
+ * nothing (a busy loop inside epoll_wait) and a registration the
+ * application left reported nothing. */
+
+/* The new image of exec_holder(): says it runs, and holds its fds until
+ * the parent closes its end of hold. */
+static int exec_hold(const char *donearg, const char *holdarg)
+{
+	char c;
+
+	if (write(atoi(donearg), "e", 1) != 1)
+		return 1;
+	return read(atoi(holdarg), &c, 1) == 0 ? 0 : 2;
+}
+
+/* A child that closes fd other (-1: none) and execs exec_hold(), keeping
+ * every other fd without FD_CLOEXEC; returned once the new image runs,
+ * *hold the end to close to let it go. */
+static pid_t exec_holder(int other, int *hold)
+{
+	int done[2], h[2];
+	char d[16], k[16], c;
+	pid_t child;
+
+	CHECK(pipe(done) == 0 && pipe(h) == 0, "pipes");
+	child = fork();
+	if (child == 0) {
+		if (other >= 0)
+			close(other);
+		close(done[0]);
+		close(h[1]);
+		snprintf(d, sizeof(d), "%d", done[1]);
+		snprintf(k, sizeof(k), "%d", h[0]);
+		execl(self_path, self_path, "exec-hold", d, k, (char *)NULL);
+		_exit(127);
+	}
+	close(done[1]);
+	close(h[0]);
+	CHECK(read(done[0], &c, 1) == 1, "the exec'd holder runs");
+	close(done[0]);
+	*hold = h[1];
+	return child;
+}
+
+static void let_go(pid_t child, int hold)
+{
+	close(hold);
+	CHECK(tu_wait(child) == 0, "the exec'd holder");
+}
+
+static uint64_t cpu_us(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* how: 0 registered, 1 deleted.  What a wait of 300 ms on the set says
+ * once b's last fd here closed (the exec'd holder keeps the socket) and
+ * its peer's FIN came; its wall and CPU time in *us, *cpu. */
+static int exec_lastclose_wait(int how, uint64_t *us, uint64_t *cpu)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = 5 } }, out = { 0 };
+	int a, b, hold, ep = epoll_create1(EPOLL_CLOEXEC), r;
+	uint64_t t0, c0;
+	pid_t child;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev) == 0, "epoll set");
+	child = exec_holder(a, &hold);
+	if (how == 1)
+		CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, b, NULL) == 0, "deleted");
+	close(b);
+	close(a); /* the FIN */
+	usleep(50 * 1000);
+	t0 = tu_now_us();
+	c0 = cpu_us();
+	r = epoll_wait(ep, &out, 1, 300);
+	*cpu = cpu_us() - c0;
+	*us = tu_now_us() - t0;
+	CHECK(r != 1 || out.data.u64 == 5, "the application's data (%llx)",
+	      (unsigned long long)out.data.u64);
+	let_go(child, hold);
+	close(ep);
+	return r;
+}
+
+static void test_exec_epoll_held(void)
+{
+	int b, ep, hold, r;
+	uint64_t us, cpu;
+	pid_t echo, child;
+	char c;
+
+	/* dup2+close: the registration goes with the number, as when no
+	 * other process holds the socket (dupclose_alone()).  A round trip
+	 * first: the writer, forked with b, has recorded itself and closed
+	 * it (a fork in flight counts as a holder with a copy) */
+	echo = echo_pair(&b, 2);
+	CHECK(write(b, "w", 1) == 1 && tu_read_all(b, &c, 1) == 0, "the writer runs");
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN, { .u64 = 5 } }) == 0,
+	      "epoll set");
+	child = exec_holder(-1, &hold);
+	dupclose_alone(ep, b);
+	let_go(child, hold);
+	close(ep);
+	CHECK(tu_wait(echo) == 0, "the writer echoed the byte");
+
+	/* the last close here: the application's registration, as it left it */
+	r = exec_lastclose_wait(1, &us, &cpu);
+	CHECK(r == 0 && us >= 250000 && us < 2000000 && cpu < 100000,
+	      "deleted: %d events in %llu us, %llu us of CPU", r, (unsigned long long)us,
+	      (unsigned long long)cpu);
+	r = exec_lastclose_wait(0, &us, &cpu);
+	CHECK(r == 1 && us < 200000, "registered: %d events in %llu us (the kernel reports the "
+	      "file it keeps)", r, (unsigned long long)us);
+}
+
 /* ---- fork while other threads use epoll ----------------------------------
  * The child copies the shim's epoll sets as the parent's other threads
  * left them.  Three ways that went wrong: a set whose fd was closed under
@@ -3581,6 +3710,7 @@ static const struct tu_case cases[] = {
 	{ "epoll-waited-timeout", test_epoll_waited_timeout },
 	{ "epoll-ctl-badepfd", test_epoll_ctl_badepfd },
 	{ "epoll-lastclose-held", test_epoll_lastclose_held },
+	{ "exec-epoll-held", test_exec_epoll_held },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
@@ -3610,6 +3740,8 @@ int main(int argc, char **argv)
 	expect_pool = pool_expected();
 	if (argc == 3 && !strcmp(argv[1], "exec-child"))
 		return exec_child(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "exec-hold"))
+		return exec_hold(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "net-server"))
 		return net_server(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "net-client"))
