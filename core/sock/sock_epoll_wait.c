@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 
 #include "proc_id.h"
 #include "sock_meet.h"
@@ -455,26 +456,100 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
 	return n;
 }
 
+/* Whether fd's registration in epfd is edge-triggered already, as the
+ * kernel says (/proc/self/fdinfo): a MOD queues the ready file again, so
+ * one made at every event would report it for ever. */
+static int kernel_edge(int epfd, int fd)
+{
+	char path[64], line[256];
+	unsigned int tfd, events;
+	int edge = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "tfd: %u events: %x", &tfd, &events) == 2 && (int)tfd == fd)
+			edge = (events & EPOLLET) != 0;
+	if (f)
+		fclose(f);
+	return edge;
+}
+
+/* A tag in a set this process does not follow: the shim's registration
+ * of a pooled socket in an epoll file inherited across exec (the earlier
+ * image's items went with its memory; a process forked from it may
+ * still wake by the registration, which therefore stays).  No event for
+ * the application, which never registered it.  When fd names that
+ * socket here, its doorbells are read, as a wait that did not sleep on
+ * it reads them (doorbell_event()), and once its FIN or RST came the
+ * registration is made edge-triggered, as any process's next look at it
+ * would: else their lasting readiness woke every wait on the file again
+ * and again (2 s of CPU in a 2 s wait). */
+static void foreign_tag(int epfd, int fd)
+{
+	struct cxls_sconn *c = cxls_fdtab_get(fd);
+	struct epoll_event e;
+
+	if (c && atomic_load(&c->mode) == CXLS_SC_POOL) {
+		cxls_chan_drain(c, fd);
+		if (cxls_chan_tcp_ended(c) && !kernel_edge(epfd, fd)) {
+			e = cxls_ep_tagged(fd, c, 0);
+			sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e);
+		}
+	}
+	if (c)
+		cxls_sconn_put(c);
+}
+
+/* The kernel's m events on epfd, which this process follows no set of,
+ * without the shim's tags (foreign_tag()); how many stay. */
+static int drop_foreign_tags(int epfd, struct epoll_event *ev, int m)
+{
+	int keep = 0;
+
+	for (int i = 0; i < m; i++) {
+		uint64_t d = ev[i].data.u64;
+
+		if ((d & TAG_MASK) == TAG)
+			foreign_tag(epfd, (int)(uint32_t)d);
+		else
+			ev[keep++] = ev[i];
+	}
+	return keep;
+}
+
+/* The kernel's n events on epfd sorted: through its set, when this
+ * process follows one, else without the shim's tags. */
+static int sort_waited(int epfd, struct epoll_event *ev, int n)
+{
+	struct epset *s = atomic_load(&cxls_ep_any_set) ? cxls_ep_set_lock(epfd, 0) : NULL;
+	int m;
+
+	if (!s)
+		return drop_foreign_tags(epfd, ev, n);
+	m = sort_kernel(epfd, s, ev, n, NULL);
+	cxls_ep_set_unlock(s);
+	return m;
+}
+
 /* After a real epoll_wait on a set without followed fds: a connect in
  * another thread may have taken its registrations over meanwhile
- * (cxls_sock_epoll_adopt), and the kernel reported the shim's tags. */
+ * (cxls_sock_epoll_adopt), and the kernel reported the shim's tags, also
+ * in a set this image never followed (an epoll fd inherited across exec,
+ * foreign_tag()). */
 int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeout_ms,
 			   const sigset_t *mask, int n)
 {
-	struct epset *s;
 	uint64_t deadline = 0;
 	int m;
 
-	if (n <= 0 || !atomic_load(&cxls_ep_any_set))
+	if (n <= 0)
 		return n;
 	if (timeout_ms > 0)
 		deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	for (;;) {
-		s = cxls_ep_set_lock(epfd, 0);
-		if (!s)
-			return n;
-		m = sort_kernel(epfd, s, ev, n, NULL);
-		cxls_ep_set_unlock(s);
+		m = sort_waited(epfd, ev, n);
 		if (m)
 			return m;
 		/* only tags: wait again, through the set now, for what is left

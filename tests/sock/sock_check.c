@@ -1869,6 +1869,72 @@ static void test_exec_epoll_held(void)
 	      "file it keeps)", r, (unsigned long long)us);
 }
 
+/* ---- an epoll fd inherited across exec ----------------------------------
+ * The kernel keeps the set's registrations in the epoll file, which the
+ * new image inherits; the shim's doorbell registration of a pooled
+ * socket (its data TAG | fd) is in there too, and an epoll_wait of the
+ * new image, whose shim follows no set, returned it as it came: epoll
+ * data the application never registered. */
+
+static uint64_t cpu_us(void);
+
+/* The new image: says it runs on done, waits up to 2 s on epoll fd ep
+ * for one event.  0: none, or the application's data (5); 3: other data,
+ * which it prints; 4: it spun (the FIN's lasting readiness woke it again
+ * and again). */
+static int exec_epwait(const char *eparg, const char *donearg)
+{
+	struct epoll_event ev = { 0 };
+	uint64_t c0;
+	int n;
+
+	if (write(atoi(donearg), "e", 1) != 1)
+		return 1;
+	c0 = cpu_us();
+	n = epoll_wait(atoi(eparg), &ev, 1, 2000);
+	c0 = cpu_us() - c0;
+	if (n == 1 && ev.data.u64 != 5) {
+		printf("exec'd image: epoll data %#llx, never registered\n",
+		       (unsigned long long)ev.data.u64);
+		return 3;
+	}
+	printf("exec'd image: %d events%s, %llu us of CPU\n", n, n == 1 ? ", data 5" : "",
+	       (unsigned long long)c0);
+	return n < 0 ? 2 : c0 > 500000 ? 4 : 0;
+}
+
+static void test_exec_epoll_inherited(void)
+{
+	int a, b, ep = epoll_create1(0), done[2];
+	char e[16], d[16], c;
+	pid_t child;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN, { .u64 = 5 } }) == 0,
+	      "epoll set");
+	CHECK(pipe(done) == 0, "pipe");
+	child = fork();
+	if (child == 0) {
+		close(a);
+		close(done[0]);
+		snprintf(e, sizeof(e), "%d", ep);
+		snprintf(d, sizeof(d), "%d", done[1]);
+		execl(self_path, self_path, "exec-epwait", e, d, (char *)NULL);
+		_exit(127);
+	}
+	close(done[1]);
+	CHECK(read(done[0], &c, 1) == 1, "the exec'd image runs");
+	usleep(50 * 1000); /* asleep in its epoll_wait, mostly */
+	CHECK(write(a, "x", 1) == 1, "a byte for b");
+	close(a); /* the FIN, which the doorbell registration reports */
+	CHECK(tu_wait(child) == 0, "the exec'd image saw no data it never registered");
+	CHECK(read(b, &c, 1) == 1 && c == 'x', "the byte, here");
+	close(done[0]);
+	close(ep);
+	close(b);
+}
+
 /* ---- fork while other threads use epoll ----------------------------------
  * The child copies the shim's epoll sets as the parent's other threads
  * left them.  Three ways that went wrong: a set whose fd was closed under
@@ -3711,6 +3777,7 @@ static const struct tu_case cases[] = {
 	{ "epoll-ctl-badepfd", test_epoll_ctl_badepfd },
 	{ "epoll-lastclose-held", test_epoll_lastclose_held },
 	{ "exec-epoll-held", test_exec_epoll_held },
+	{ "exec-epoll-inherited", test_exec_epoll_inherited },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
@@ -3742,6 +3809,8 @@ int main(int argc, char **argv)
 		return exec_child(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "exec-hold"))
 		return exec_hold(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "exec-epwait"))
+		return exec_epwait(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "net-server"))
 		return net_server(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "net-client"))
