@@ -68,6 +68,8 @@ for t in policy layout pool arith; do
 done
 step "unit: ring fill level while both cursors move (issue 5)" "$BUILD/tests/test_ring"
 step "unit: peers that denied the pool, remembered (issue 5)" "$BUILD/tests/test_denial"
+step "unit: holders of a pooled connection: one entry each, exec counts, reused pids (issue 5)" \
+	"$BUILD/tests/test_holder"
 step "unit: the tools' JSON strings: escapes, invalid UTF-8 replaced" "$BUILD/tests/test_json_str"
 # TSan stops a child that starts threads after a multi-threaded fork
 # unless told otherwise; this test does that on purpose

@@ -17,9 +17,15 @@ static void took(struct cxls_sock_holder *h, const struct cxls_proc_id *id, uint
 int cxls_holder_add_id(struct cxls_sock_holder *h, int n, const struct cxls_proc_id *id,
 		       uint32_t execs)
 {
-	for (int i = 0; i < n; i++)
-		if (atomic_load(&h[i].pid) == id->pid)
-			return 0;
+	for (int i = 0; i < n; i++) {
+		if (atomic_load(&h[i].pid) != id->pid)
+			continue;
+		/* the number of one that died without closing, reused: its
+		 * start time would make this holder look dead */
+		if (id->start_time && h[i].start_time && h[i].start_time != id->start_time)
+			took(&h[i], id, execs);
+		return 0;
+	}
 	for (int i = 0; i < n; i++) {
 		uint32_t zero = 0;
 

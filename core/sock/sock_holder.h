@@ -19,7 +19,8 @@ int cxls_holder_add(struct cxls_sock_holder *h, int n);
 /* The same for another process (a child that posix_spawn started), or
  * this one, with its exec count to start with (sock_format.h: 1 for an
  * image that exec'd since it came to hold the socket).  A process
- * recorded already keeps its count. */
+ * recorded already keeps its count; an entry of its pid whose start time
+ * differs was a dead process's, and becomes its. */
 int cxls_holder_add_id(struct cxls_sock_holder *h, int n, const struct cxls_proc_id *id,
 		       uint32_t execs);
 /* Removes this process; returns how many holders are left. */
