@@ -27,10 +27,12 @@ static unsigned cycle_len(const struct cxls_plan *p)
 	return c;
 }
 
-/* Bytes of [prefix, prefix+len) that land on plan node index i. */
+/* Bytes of [prefix, prefix+len) that land on plan node index i.  The last
+ * chunk may be shorter than the stripe: only its own bytes count, on the
+ * node it falls to. */
 static uint64_t share(const struct cxls_plan *p, int i, size_t len)
 {
-	uint64_t chunks, full, rem, before = 0, extra;
+	uint64_t chunks, full, rem, before = 0, extra, last;
 	unsigned cyc = cycle_len(p);
 
 	if (p->mode != CXLS_PLAN_STRIPE)
@@ -43,6 +45,11 @@ static uint64_t share(const struct cxls_plan *p, int i, size_t len)
 	extra = rem > before ? rem - before : 0;
 	if (extra > p->weights[i])
 		extra = p->weights[i];
+	/* the last chunk's place in the cycle: node i's when it lies in
+	 * [before, before + weight) */
+	last = chunks ? (chunks - 1) % cyc : 0;
+	if (chunks && last >= before && last < before + p->weights[i])
+		return (full + extra) * p->stripe - (chunks * p->stripe - len);
 	return (full + extra) * p->stripe;
 }
 

@@ -340,6 +340,25 @@ static void test_topo_plan(void)
 		CHECK(cxls_plan_node_at(&p, (size_t)i << 21) == want[i], "chunk %d -> %d", i,
 		      cxls_plan_node_at(&p, (size_t)i << 21));
 	CHECK(p.tier_bytes[CXLS_TIER_CXL] == 12 << 20, "tier bytes");
+	/* a last chunk shorter than the stripe counts its own bytes: 3 MiB in
+	 * 2 MiB chunks is 2 MiB on node 1 and 1 MiB on node 2, and over DRAM
+	 * and CXL nodes 2 MiB on DRAM (the spill watermark counts those) */
+	in.len = 3 << 20;
+	cxls_plan_make(&in, &p);
+	CHECK(p.tier_bytes[CXLS_TIER_CXL] == 3 << 20, "tier bytes of a partial chunk: %llu",
+	      (unsigned long long)p.tier_bytes[CXLS_TIER_CXL]);
+	rule.nodes[0] = 0;
+	rule.nodes[1] = 1;
+	rule.weights[1] = 1;
+	cxls_plan_make(&in, &p);
+	CHECK(p.tier_bytes[CXLS_TIER_DRAM] == 2 << 20 && p.tier_bytes[CXLS_TIER_CXL] == 1 << 20,
+	      "dram + cxl stripe of 3 MiB: dram %llu cxl %llu",
+	      (unsigned long long)p.tier_bytes[CXLS_TIER_DRAM],
+	      (unsigned long long)p.tier_bytes[CXLS_TIER_CXL]);
+	rule.nodes[0] = 1;
+	rule.nodes[1] = 2;
+	rule.weights[1] = 2;
+	in.len = 12 << 20;
 
 	in.node_free = exact_free; /* node 2 has 1 MiB free */
 	rule.fallback = CXLS_FB_DRAM;
