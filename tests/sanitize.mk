@@ -19,7 +19,7 @@ TSAN_CFLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread -Wno-tsan
 # after this file, and a prerequisite list is expanded where it is read
 # (valgrind's steps found no build/cxlshim in a fresh clone).
 SAN_TARGETS = $(LIB) $(BUILD)/cxlshim $(UNIT_TESTS) $(NCCL_TESTS) $(OPS_TESTS) $(SOCK_TESTS) \
-	      $(BUILD)/bench/coll_perf
+	      $(BUILD)/bench/coll_perf $(BUILD)/tests/hostmem_check
 
 sanitize-build: $(EMU_LIBS) $(SAN_TARGETS)
 	@mkdir -p build-asan && ln -sfn ../$(EMU_OUT) build-asan/emu

@@ -27,7 +27,7 @@ CFLAGS="$ASAN_CFLAGS" SANITIZE="-fsanitize=address,undefined" BUILD=build-asan \
 echo "=== TSan (build-tsan)"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0 \
 CFLAGS="$TSAN_CFLAGS" SANITIZE="-fsanitize=thread" BUILD=build-tsan \
-	CXLSHIM_TEST_ONLY='^(unit: (pool|crew)|api: (nonblocking|abort|rank SIGKILLed|ops on different|ncclCommInitAll|3 ranks of one process|two communicators|one thread splits|split and shrink of a nonblocking|a captured group|each rank called)|coll: 3 ranks, counts|reduce: 2 ranks|host waits|replay gates|ops: (doctor|trace))' \
+	CXLSHIM_TEST_ONLY='^(unit: (pool|crew)|api: (nonblocking|abort|rank SIGKILLed|ops on different|ncclCommInitAll|3 ranks of one process|two communicators|one thread splits|split and shrink of a nonblocking|a captured group|each rank called)|coll: 3 ranks, counts|reduce: 2 ranks|host waits|replay gates|ops: (doctor|trace)|mem: (4 threads|8 threads))' \
 	tests/run.sh || rc=1
 
 echo "=== valgrind memcheck ($BUILD)"

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <numaif.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -15,13 +16,18 @@
 #define MASK_BITS (CXLS_MEM_MAX_NODE + 1)
 #define VERIFY_BATCH 1024
 
+/* Threads placing buffers at once all come here: the cached value is an
+ * atomic (each may store the same value; a plain static was a data race). */
 static size_t page_size(void)
 {
-	static size_t ps;
+	static _Atomic size_t ps;
+	size_t v = atomic_load_explicit(&ps, memory_order_relaxed);
 
-	if (!ps)
-		ps = (size_t)sysconf(_SC_PAGESIZE);
-	return ps;
+	if (!v) {
+		v = (size_t)sysconf(_SC_PAGESIZE);
+		atomic_store_explicit(&ps, v, memory_order_relaxed);
+	}
+	return v;
 }
 
 void *cxls_place_map(size_t len)
