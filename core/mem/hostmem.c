@@ -40,6 +40,7 @@ enum once_bits {
 	ONCE_WC_KEPT = 1u << 9,
 	ONCE_REGISTER = 1u << 10,
 	ONCE_UNREGISTER = 1u << 11,
+	ONCE_OWNPOLICY = 1u << 12,
 };
 
 static _Atomic unsigned reported[CXLS_MEM_MAX_RULES];
@@ -449,6 +450,18 @@ int cxls_hostmem_register(void *p, size_t size, unsigned memf, const void *calle
 		/* the memory exists already: registering it in place is the
 		 * only fallback there is */
 		cxls_memstats_plain(ri, size);
+		return CXLS_HM_PASS;
+	}
+	/* memory the application bound itself stays where it put it: our
+	 * policy would replace its own, and unregistering could only give
+	 * the range the default back, not the application's */
+	if (cxls_place_has_policy((void *)start, len) > 0) {
+		if (first_time(ri, ONCE_OWNPOLICY))
+			CXLS_INFO("rule.%s: registered memory with a NUMA policy of the "
+				  "application's own is registered where it is",
+				  cfg->mem_rules.r[ri].name);
+		cxls_memstats_plain(ri, size);
+		plan_settle(&plan);
 		return CXLS_HM_PASS;
 	}
 	/* migrate first, then pin: pinned pages are not moved any more */

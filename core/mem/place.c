@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <numaif.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -107,6 +110,33 @@ int cxls_place_bind(void *addr, size_t len, const struct cxls_plan *p, int move)
 void cxls_place_unbind(void *addr, size_t len)
 {
 	mbind(addr, len, MPOL_DEFAULT, NULL, 0, 0);
+}
+
+int cxls_place_has_policy(void *addr, size_t len)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	FILE *f = fopen("/proc/self/maps", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+
+	if (!f)
+		return -errno;
+	/* a mapping's policy is one for all of it: ask at its first byte
+	 * in the range (no policy of its own reads MPOL_DEFAULT) */
+	while (!found && getline(&line, &cap, f) > 0) {
+		unsigned long lo, hi;
+		int mode;
+
+		if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || hi <= start || lo >= end)
+			continue;
+		found = get_mempolicy(&mode, NULL, 0, (void *)(lo > start ? lo : start),
+				      MPOL_F_ADDR) == 0 &&
+			mode != MPOL_DEFAULT;
+	}
+	free(line);
+	fclose(f);
+	return found;
 }
 
 int cxls_place_populate(void *addr, size_t len)

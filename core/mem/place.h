@@ -30,6 +30,10 @@ void cxls_place_unmap(void *addr, size_t len);
 int cxls_place_bind(void *addr, size_t len, const struct cxls_plan *p, int move);
 /* Back to the default policy (after unregistering memory we moved). */
 void cxls_place_unbind(void *addr, size_t len);
+/* Whether a mapping of [addr, addr+len) has a memory policy of its own
+ * (the application's mbind, numa_alloc_onnode): 1, 0, or -errno when
+ * /proc/self/maps cannot be read. */
+int cxls_place_has_policy(void *addr, size_t len);
 /* Faults every page in for writing; 0 or -errno. */
 int cxls_place_populate(void *addr, size_t len);
 /* Where the pages are: all of them (every = 1) or the first page of every

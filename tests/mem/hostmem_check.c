@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <numaif.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -100,6 +101,41 @@ static int round_trip(void *a, void *b, size_t len)
 	cudaFree(dev);
 	cudaStreamDestroy(s);
 	return ok;
+}
+
+/* The policy of the mapping at p (get_mempolicy), -1 when unknown. */
+static int policy_at(void *p)
+{
+	int mode;
+
+	return get_mempolicy(&mode, NULL, 0, p, MPOL_F_ADDR) ? -1 : mode;
+}
+
+/* Memory the application bound itself (mbind to node 0, as
+ * numa_alloc_onnode does) is registered where it is, not placed by
+ * rule.reg, and keeps its policy after unregistering; memory without a
+ * policy of its own is placed and gets the default back. */
+static void check_own_policy(size_t len, void *pinned)
+{
+	unsigned long node0 = 1;
+	char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct cxlshim_mem_stats s0 = stats("rule.reg");
+
+	CHECK(m != MAP_FAILED && mbind(m, len, MPOL_BIND, &node0, 2, 0) == 0,
+	      "application binds its memory");
+	memset(m, 2, len);
+	CHECK(cudaHostRegister(m, len, 0) == cudaSuccess, "register bound memory");
+	CHECK(stats("rule.reg").allocs == s0.allocs, "not placed by the rule");
+	CHECK(round_trip(m, pinned, len), "copies from it");
+	CHECK(cudaHostUnregister(m) == cudaSuccess, "unregister");
+	CHECK(policy_at(m) == MPOL_BIND && policy_at(m + len - 1) == MPOL_BIND,
+	      "the application's policy kept: %d", policy_at(m));
+	CHECK(mbind(m, len, MPOL_DEFAULT, NULL, 0, 0) == 0 &&
+	      cudaHostRegister(m, len, 0) == cudaSuccess &&
+	      stats("rule.reg").allocs == s0.allocs + 1, "without it, placed");
+	CHECK(cudaHostUnregister(m) == cudaSuccess && policy_at(m) == MPOL_DEFAULT,
+	      "and the default back after: %d", policy_at(m));
+	munmap(m, len);
 }
 
 static void *cu_lib;
@@ -284,6 +320,7 @@ static void test_api(void)
 	CHECK(reg_v1 && in_shim((void *)reg_v1) && reg_v1(m, len, 0) == CUDA_SUCCESS &&
 	      stats("rule.reg").allocs == s0.allocs + 3, "cuMemHostRegister (unversioned name)");
 	CHECK(cuMemHostUnregister(m) == CUDA_SUCCESS, "and unregistered");
+	check_own_policy(len, p);
 	cudaFreeHost(p);
 	free(m);
 	cxlshim_mem_stats_print(stdout);
