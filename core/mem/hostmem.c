@@ -61,9 +61,15 @@ static size_t page_size(void)
 	return (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* The process whose report it is: a forked child (a DataLoader worker)
+ * holds a copy of its parent's counters and, CUDA being the parent's,
+ * nothing of its own to add; its exit prints nothing. */
+static pid_t stats_pid;
+
 static void print_at_exit(void)
 {
-	cxls_hostmem_stats_print(stderr);
+	if (getpid() == stats_pid)
+		cxls_hostmem_stats_print(stderr);
 }
 
 /* A child must not inherit plan_lock held by a thread it does not have. */
@@ -82,8 +88,10 @@ static void init(void)
 	const struct cxls_config *cfg = cxls_runtime_config();
 
 	pthread_atfork(plan_lock_take, plan_lock_give, plan_lock_give);
-	if (cfg && cfg->mem_stats)
+	if (cfg && cfg->mem_stats) {
+		stats_pid = getpid();
 		atexit(print_at_exit);
+	}
 }
 
 /* The policy when placement is on and has rules, else NULL. */
