@@ -263,6 +263,9 @@ step "api: mismatched roots fail every rank (3 ranks)" shim "$BUILD/tests/api_ch
 step "api: mismatched collectives fail every rank" shim "$BUILD/tests/api_check" argcoll
 step "api: rank SIGKILLed mid-collective" env CXLSHIM_TIMEOUT_OP_MS=5000 \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" kill
+step "api: an enqueue blocked on a full stream queue: timeout and dead peer still seen" sh -c \
+	"for c in enqblocked enqblockeddead; do env CUDAEMU_QUEUE_DEPTH=4 CXLSHIM_TIMEOUT_OP_MS=3000 \
+	 LD_PRELOAD=$SHIM $BUILD/tests/api_check \$c || exit 1; done"
 step "api: new job on the pool after the kill" shim "$BUILD/tests/coll_check" -n 3 -c 1,odd,1M -t int8,float
 step "api: pool with foreign data is refused" env "$(pool bad)" LD_PRELOAD="$SHIM" \
 	"$BUILD/tests/api_check" badpool

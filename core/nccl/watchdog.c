@@ -76,7 +76,14 @@ static void check_comm(struct cxls_comm *c, void *arg)
 	ops = atomic_load(&c->ops);
 	done = cxls_bell_read(&c->view.done[c->rank], c->pool->flush_mode);
 	p2p_done = cxls_bell_read(&c->view.p2p_done[c->rank], c->pool->flush_mode);
-	idle = done == ops && p2p_done == atomic_load(&c->p2p_ops);
+	/* An enqueue under way is work in flight too: c->ops and p2p_ops
+	 * count an operation only once its enqueue ends, and an enqueue can
+	 * block in the driver, its stream's queue full behind a doorbell
+	 * wait for a peer that died or never comes (close_enqueues, comm.c);
+	 * counted idle, the timeout and a dead peer went unnoticed and the
+	 * call never returned. */
+	idle = done == ops && p2p_done == atomic_load(&c->p2p_ops) &&
+	       !(atomic_load(&c->enq) & ~CXLS_ENQ_CLOSED);
 	if (done != c->wd_done)
 		cxls_trace_done(cxls_trace_comm_id(c), done);
 	if (idle || done != c->wd_done || p2p_done != c->wd_p2p_done) {

@@ -1335,6 +1335,49 @@ static void *abort_later(void *arg)
 	return NULL;
 }
 
+/* An enqueue that blocks in the driver, its stream's queue full behind a
+ * doorbell wait (run with CUDAEMU_QUEUE_DEPTH=4, as a GPU's bounded queue,
+ * and a short CXLSHIM_TIMEOUT_OP_MS): rank 0's large AllGather, which
+ * rank 1 never joins ("never") or which it cannot join, having died
+ * ("dead").  The operation is not counted before its enqueue ends, and
+ * the watchdog took the communicator for idle: neither the timeout nor
+ * the dead peer was noticed and the call never returned. */
+static int case_enqueue_blocked(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	const char *how = arg;
+	size_t bytes = 16 * MIB;
+	ncclResult_t r, e = ncclSuccess;
+	ncclComm_t comm;
+	cudaStream_t s;
+	char *buf;
+	double t0;
+
+	comm = join(rank, n, id, &s);
+	buf = dev_alloc(bytes * (size_t)n, 0);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "first collective");
+	launch_barrier();
+	if (rank == 1) {
+		if (!strcmp(how, "dead"))
+			_exit(0); /* dies without a word, its communicator joined */
+		CHECK(wait_error(comm, &e, 30) >= 0 && e == ncclRemoteError,
+		      "%s: the peer's timeout seen: %d", how, e);
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+		return CHECK_SUMMARY();
+	}
+	usleep(100000);
+	t0 = now_s();
+	r = ncclAllGather(buf, buf, bytes, ncclInt8, comm, s);
+	CHECK(now_s() - t0 < 30, "%s: the blocked enqueue returned after %.2fs", how, now_s() - t0);
+	CHECK(r == ncclSuccess || r == ncclSystemError || r == ncclRemoteError, "%s: call %d", how,
+	      r);
+	CHECK(wait_error(comm, &e, 30) >= 0 &&
+		      e == (!strcmp(how, "dead") ? ncclRemoteError : ncclSystemError),
+	      "%s: error %d", how, e);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "%s: the stream drained", how);
+	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
+	return CHECK_SUMMARY();
+}
+
 /* Rank 0 enqueues a collective rank 1 never joins; another thread aborts. */
 static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 {
@@ -3309,6 +3352,8 @@ static const struct rank_case rank_cases[] = {
 	{ "nonblocking", 3, case_nonblocking, NULL },
 	{ "kill", 3, case_kill, NULL },
 	{ "abort", 2, case_abort, NULL },
+	{ "enqblocked", 2, case_enqueue_blocked, "never" },
+	{ "enqblockeddead", 2, case_enqueue_blocked, "dead" },
 	{ "abortenq", 2, case_abort_enqueue, "coll" },
 	{ "abortenqp2p", 2, case_abort_enqueue, "p2p" },
 	{ "mismatch", 2, case_mismatch, NULL },
