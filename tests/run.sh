@@ -121,6 +121,8 @@ step "mem: no rules = plain calls, CXLSHIM_STATS=1 report (once: not a forked ch
 echo "== NCCL API through the shim"
 step "api: library calls" shim "$BUILD/tests/api_check" noargs
 step "api: bad arguments (2 ranks)" shim "$BUILD/tests/api_check" badargs
+step "api: ranks with and without overlap cut ops in the creator's rounds (2 ranks)" shim \
+	"$BUILD/tests/api_check" mixedoverlap
 step "api: bad configs, registrations, windows, InitAll device lists, MemAlloc first (2 ranks)" \
 	shim "$BUILD/tests/api_check" badargs2
 step "api: buffers across cuMemMap seams (expandable segments)" shim "$BUILD/tests/api_check" \

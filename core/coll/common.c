@@ -62,26 +62,16 @@ ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
 }
 
 /* Bytes per round: the policy's chunk for large messages; smaller ones are
- * cut in at least min_rounds() pieces (down to MIN_CHUNK) so that
+ * cut in at least the communicator's least rounds (down to MIN_CHUNK) so that
  * publishing and fetching still overlap.  Depends only on the message size
  * and the communicator's settings, which every rank shares (the descriptor
  * check compares the rounds), so every rank derives the same rounds. */
 #define MIN_CHUNK (64u << 10)
 
-/* With two streams, 8 rounds keep both busy.  On one stream the overlap is
- * between ranks (a chunk published ahead, allgather.c) and 2 rounds give
- * it; each further round is another doorbell wait, which on a CPU shared
- * by every rank is a sleep and a wake-up more often than not: 4 MiB at 4
- * ranks ran 1.5-2x faster in 2 rounds of 512 KiB than in 8 of 128 KiB,
- * and at 2 ranks 4 rounds of 512 KiB beat 8 of 256 KiB (bench/README.md). */
-static size_t min_rounds(const struct cxls_comm *c)
-{
-	return c->st.overlap ? 8 : 2;
-}
-
 static size_t op_chunk(const struct cxls_comm *c, size_t bytes)
 {
-	size_t chunk = (bytes / min_rounds(c) + 4095) & ~(size_t)4095;
+	/* the communicator's least rounds (comm.c: min_rounds) */
+	size_t chunk = (bytes / c->st.min_rounds + 4095) & ~(size_t)4095;
 
 	if (chunk < MIN_CHUNK)
 		chunk = MIN_CHUNK;

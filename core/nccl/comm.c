@@ -94,6 +94,21 @@ static int overlap(int cfg)
 	return cfg < 0 ? !cxls_cuda_emulated() : cfg;
 }
 
+/* The least rounds an op is cut in (common.c: op_chunk), this rank's
+ * proposal; the communicator's is its creator's, as the geometry (a rank
+ * whose overlap differs would cut ops in other rounds, and every
+ * collective would fail the descriptor check).  With two streams, 8
+ * rounds keep both busy.  On one stream the overlap is between ranks (a
+ * chunk published ahead, allgather.c) and 2 rounds give it; each further
+ * round is another doorbell wait, which on a CPU shared by every rank is
+ * a sleep and a wake-up more often than not: 4 MiB at 4 ranks ran 1.5-2x
+ * faster in 2 rounds of 512 KiB than in 8 of 128 KiB, and at 2 ranks 4
+ * rounds of 512 KiB beat 8 of 256 KiB (bench/README.md). */
+static uint32_t min_rounds(int overlapped)
+{
+	return overlapped ? 8 : 2;
+}
+
 /* The ordering event and the work streams (collectives use them with
  * overlap; sends and receives always). */
 static int create_streams(struct cxls_comm *c)
@@ -187,6 +202,7 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	c->st.flush = c->pool->flush_mode;
 	c->st.host_wait = wait_in_host_fns(rt);
 	c->st.overlap = overlap(rt->cfg.cccl_overlap);
+	c->st.min_rounds = ja->min_rounds ? ja->min_rounds : 2; /* 0: none said */
 	c->st.model = rt->cfg.cccl_model_devices;
 	if (c->st.model) {
 		c->st.rec_w = cxls_devmodel_record();
@@ -274,6 +290,7 @@ static int connect_comm(struct cxls_comm *c)
 		.slots = rt->cfg.cccl_chunks,
 		.interleave = (uint32_t)rt->cfg.cccl_interleave,
 		.window = staging_window(rt->cfg.cccl_window),
+		.min_rounds = min_rounds(overlap(rt->cfg.cccl_overlap)),
 		.route = c->route,
 	};
 	int err;

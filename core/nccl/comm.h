@@ -68,6 +68,8 @@ struct cxls_stage {
 	int host_wait;          /* wait.mode = host: host functions, not memops */
 	int flush;
 	int overlap;            /* separate write and read streams */
+	uint32_t min_rounds;    /* least rounds an op is cut in, the
+				 * communicator's (adopted at the join) */
 	int model;              /* devmodel.h: emulate device bandwidth */
 	int rec_w, rec_r;       /* devmodel records of the two work streams */
 	struct cxls_pair work;  /* the work streams of its eager operations */

@@ -79,7 +79,7 @@ uint32_t cxls_comm_rec_sum(const struct cxls_comm_rec *rec)
 		((uint64_t)rec->slots << 32) | rec->interleave,
 		rec->window,
 		((uint64_t)rec->route_min_ranks << 32) | rec->route_colls,
-		((uint64_t)rec->zero << 32) | rec->route_max_ranks,
+		((uint64_t)rec->min_rounds << 32) | rec->route_max_ranks,
 		rec->route_min_bytes,
 		rec->route_max_bytes,
 		CXLS_POOL_VERSION,
@@ -320,7 +320,7 @@ static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 			v.rec->route_max_ranks = a->route.max_ranks;
 			v.rec->route_min_bytes = a->route.min_bytes;
 			v.rec->route_max_bytes = a->route.max_bytes;
-			v.rec->zero = 0;
+			v.rec->min_rounds = a->min_rounds;
 			atomic_store(&v.rec->key_lo, a->key[0]);
 			atomic_store(&v.rec->key_hi, a->key[1]);
 			v.rec->sum = cxls_comm_rec_sum(v.rec);
@@ -484,6 +484,7 @@ int cxls_comm_join(struct cxls_pool *pool, struct cxls_join_args *a,
 		a->slots = out->rec->slots;
 		a->interleave = out->rec->interleave;
 		a->window = out->rec->window;
+		a->min_rounds = out->rec->min_rounds;
 		a->route = (struct cxls_route){
 			.colls = out->rec->route_colls,
 			.min_ranks = out->rec->route_min_ranks,

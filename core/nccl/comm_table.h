@@ -50,6 +50,7 @@ struct cxls_join_args {
 	uint32_t slots;
 	uint32_t interleave;
 	uint64_t window;
+	uint32_t min_rounds;    /* least rounds per op (common.c) */
 	/* routing rules (policy/route.c), in and out as the geometry */
 	struct cxls_route route;
 };

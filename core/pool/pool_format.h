@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 15u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 16u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
 				* 8: socket lines with one writer, sleepers;
 				* 9: replayed calls; 10: socket claims identified,
@@ -31,7 +31,8 @@
 				* holders, a count beyond them, sends in flight;
 				* 13: the communicator's staging window, group
 				* gates; 14: the communicator's routing rules;
-				* 15: no group gates (groups enqueue at their end) */
+				* 15: no group gates (groups enqueue at their end);
+				* 16: the communicator's least rounds per op */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -203,8 +204,11 @@ struct cxls_comm_rec {
 	 * rank runs on the pool and another on NCCL hangs both */
 	uint32_t route_colls;
 	uint32_t route_min_ranks, route_max_ranks;
-	uint32_t zero;          /* 0, hashed: no padding up to sum, every
-				 * byte of the header is checked */
+	/* the least rounds an op is cut in (common.c: op_chunk), 8 with
+	 * two work streams, 2 with one: per rank that is a local choice
+	 * (cccl.overlap), but the rounds must agree, so they are adopted
+	 * too; no padding up to sum, every byte of the header is hashed */
+	uint32_t min_rounds;
 	uint64_t route_min_bytes, route_max_bytes;
 	/* hash of key .. route_max_bytes, written before the phase leaves FREE
 	 * (comm_table.c); state and the abort words change, it does not */
@@ -234,7 +238,7 @@ struct cxls_comm_rec {
 _Static_assert(offsetof(struct cxls_comm_rec, sum) ==
 		       offsetof(struct cxls_comm_rec, route_max_bytes) + 8 &&
 	       offsetof(struct cxls_comm_rec, route_min_bytes) ==
-		       offsetof(struct cxls_comm_rec, zero) + 4,
+		       offsetof(struct cxls_comm_rec, min_rounds) + 4,
 	       "no padding in the communicator header");
 
 #define CXLS_PHASE(st) ((unsigned)((st) >> 56))

@@ -112,6 +112,28 @@ static ncclComm_t join(int rank, int n, const ncclUniqueId *id, cudaStream_t *s)
 	return comm;
 }
 
+/* Ranks whose policies differ in cccl.overlap (two work streams or one)
+ * cut ops in as many rounds: the communicator's least rounds are its
+ * creator's (rank 0 here), adopted as the geometry is.  Rank 1 turns
+ * overlap on before its first call; each cut its collectives in other
+ * rounds, and every collective above 128 KiB failed the descriptor
+ * check on both ranks (ncclInvalidUsage, "mismatched operations"). */
+static int case_mixed_overlap(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	cudaStream_t s;
+	ncclComm_t comm;
+
+	(void)arg;
+	if (rank == 1)
+		setenv("CXLSHIM_CCCL_OVERLAP", "1", 1);
+	comm = join(rank, n, id, &s);
+	for (size_t bytes = 4096; bytes <= 3 * MIB; bytes *= 8)
+		CHECK(allgather_ok(comm, s, rank, n, bytes), "AllGather of %zu bytes", bytes);
+	CHECK(allgather_ok(comm, s, rank, n, 3 * MIB + 5), "AllGather of 3 MiB + 5");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	return CHECK_SUMMARY();
+}
+
 /* ---- bad input ---------------------------------------------------------- */
 
 static void bad_collectives(ncclComm_t comm, cudaStream_t s, int n)
@@ -3351,6 +3373,7 @@ static const struct rank_case rank_cases[] = {
 	{ "expandable", 2, case_expandable, NULL },
 	{ "nonblocking", 3, case_nonblocking, NULL },
 	{ "kill", 3, case_kill, NULL },
+	{ "mixedoverlap", 2, case_mixed_overlap, NULL },
 	{ "abort", 2, case_abort, NULL },
 	{ "enqblocked", 2, case_enqueue_blocked, "never" },
 	{ "enqblockeddead", 2, case_enqueue_blocked, "dead" },
