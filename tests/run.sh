@@ -256,6 +256,7 @@ step "groups: same, 1 or 2 queues, or a queue of 4 ops (2, 3 ranks)" sh -c \
 step "p2p: bad arguments, nested groups" shim "$P2P" badargs 2
 step "p2p: receive smaller than its send fails both ranks" shim "$P2P" short 2
 step "p2p: receive larger than its send fails both ranks" shim "$P2P" long 2
+step "p2p: a mismatch the match ring no longer holds (6 messages to one peer) fails both ranks" shim "$P2P" manymis 2
 step "PyTorch ProcessGroupNCCL usage (4 ranks)" shim "$BUILD/tests/pg_check" 4
 step "PyTorch ProcessGroupNCCL usage (1 and 3 ranks)" sh -c \
 	"env LD_PRELOAD=$SHIM $BUILD/tests/pg_check 1 && env LD_PRELOAD=$SHIM $BUILD/tests/pg_check 3"

@@ -41,7 +41,8 @@ static void post(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint
 
 /* Message seq of ring r: 1 read, 0 not posted yet (or being written), -1
  * overwritten by a later one. */
-static int peek(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint64_t *bytes)
+static int peek(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint64_t *bytes,
+		uint32_t *chunk0)
 {
 	__typeof__(r->m[0]) *e = &r->m[(seq - 1) % CXLS_P2P_MSG_RING];
 	int got;
@@ -50,24 +51,37 @@ static int peek(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint6
 	if ((got = seq_record_begin(&e->seq, seq)) != 1)
 		return got;
 	*bytes = atomic_load_explicit(&e->bytes, memory_order_relaxed);
+	*chunk0 = e->chunk0;
 	return seq_record_end(&e->seq, seq);
 }
 
-/* 1: the other side posted message seq with the same size (or is too far
- * ahead to tell), 0: not posted yet, -1: a different size (failed). */
-static int compare(struct cxls_comm *c, int side, int peer, uint32_t seq, uint64_t bytes)
+/* 1: the other side posted message seq with the same size at the same
+ * channel chunk (or is too far ahead to tell), 0: not posted yet, -1: a
+ * different size, or a different start, which an earlier message of
+ * another size left behind when the ring no longer held it (a group of
+ * more than CXLS_P2P_MSG_RING messages to one peer): failed. */
+static int compare(struct cxls_comm *c, int side, int peer, uint32_t seq, uint64_t bytes,
+		   uint32_t chunk0)
 {
 	uint64_t other;
-	int got = peek(c, theirs(c, side, peer), seq, &other);
+	uint32_t other0;
+	int got = peek(c, theirs(c, side, peer), seq, &other, &other0);
 
 	if (got <= 0)
 		return got < 0 ? 1 : 0;
-	if (other == bytes)
+	if (other == bytes && other0 == chunk0)
 		return 1;
-	cxls_comm_set_error(c, "message %u %s rank %d: %llu bytes here, %llu bytes there: failing "
-			       "the communicator on every rank",
-			    seq, side == SEND ? "sent to" : "received from", peer,
-			    (unsigned long long)bytes, (unsigned long long)other);
+	if (other != bytes)
+		cxls_comm_set_error(c, "message %u %s rank %d: %llu bytes here, %llu bytes there: "
+				       "failing the communicator on every rank",
+				    seq, side == SEND ? "sent to" : "received from", peer,
+				    (unsigned long long)bytes, (unsigned long long)other);
+	else
+		cxls_comm_set_error(c, "message %u %s rank %d starts at channel chunk %u here, %u "
+				       "there (an earlier message's sizes differed): failing the "
+				       "communicator on every rank",
+				    seq, side == SEND ? "sent to" : "received from", peer, chunk0,
+				    other0);
 	cxls_comm_fail(c, CXLS_ABORT_MISMATCH, ncclInvalidUsage);
 	return -1;
 }
@@ -94,15 +108,16 @@ ncclResult_t cxls_p2p_match_post(struct cxls_comm *c, const struct cxls_p2p *ops
 
 	for (int i = 0; i < n && !bad; i++) {
 		int side = ops[i].send ? SEND : RECV, peer = ops[i].peer;
-		uint32_t seq;
+		uint32_t seq, chunk0;
 
 		/* an empty message moves nothing through the channel (and NCCL
 		 * pairs nothing for it): only real ones are numbered */
 		if (peer == c->rank || !ops[i].bytes)
 			continue;
+		chunk0 = chunk0_of(c, ops, i);
 		seq = atomic_fetch_add(&c->p2p_msgs[side][peer], 1) + 1;
-		post(c, mine(c, side, peer), seq, ops[i].bytes, chunk0_of(c, ops, i));
-		bad = compare(c, side, peer, seq, ops[i].bytes) < 0;
+		post(c, mine(c, side, peer), seq, ops[i].bytes, chunk0);
+		bad = compare(c, side, peer, seq, ops[i].bytes, chunk0) < 0;
 	}
 	return bad ? ncclInvalidUsage : ncclSuccess;
 }
@@ -114,15 +129,16 @@ static int verify_channel(struct cxls_comm *c, int side, int peer)
 	uint32_t posted = atomic_load(&c->p2p_msgs[side][peer]);
 	uint32_t *ok = &c->p2p_msgs_ok[side][peer];
 	uint64_t bytes;
+	uint32_t chunk0;
 
 	if (posted - *ok > CXLS_P2P_MSG_RING)
 		*ok = posted - CXLS_P2P_MSG_RING;
 	while (*ok != posted) {
 		int r;
 
-		if (peek(c, mine(c, side, peer), *ok + 1, &bytes) != 1)
+		if (peek(c, mine(c, side, peer), *ok + 1, &bytes, &chunk0) != 1)
 			return 0;
-		r = compare(c, side, peer, *ok + 1, bytes);
+		r = compare(c, side, peer, *ok + 1, bytes, chunk0);
 		if (r <= 0)
 			return r;
 		(*ok)++;

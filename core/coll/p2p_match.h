@@ -5,7 +5,12 @@
  * would take bytes of the next message, or wait for bytes that never come.
  * Each side posts the size of every message it enqueues on a channel in
  * the pool (pool_format.h: struct cxls_p2p_msg) and compares it with the
- * other side's post of the same message number.  The side that posts
+ * other side's post of the same message number, with the channel chunk
+ * where it starts: the ring holds the last CXLS_P2P_MSG_RING messages, so
+ * in a longer group a mismatch may be gone before the other side compares
+ * it, but the chunk where every later message starts then differs (a
+ * mismatch of sizes that round to the same chunks still goes unseen, and
+ * stays within those messages).  The side that posts
  * second sees a mismatch at once and gets ncclInvalidUsage with nothing
  * enqueued; the first learns it from its watchdog.  Either way the
  * communicator fails on both ranks, as mismatched collectives do

@@ -21,6 +21,8 @@
  *             without GroupStart
  *   short, long  a receive smaller / larger than its send (after one that
  *             matches): ncclInvalidUsage on both ranks, streams not hung
+ *   manymis   the same in a group of more messages to one peer than the
+ *             match ring holds, the mismatch in one that left it
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -466,6 +468,42 @@ static int case_long(int rank, int n, const ncclUniqueId *id, void *arg)
 	return mismatch(rank, n, id, 8192);
 }
 
+/* A group of more messages to one peer than the pool's match ring holds
+ * (CXLS_P2P_MSG_RING): rank 0 posts all six before rank 1 posts any, so
+ * the first two sizes are gone when rank 1 compares them.  The first
+ * receive is one chunk short of its send: every later message of the
+ * channel would start a chunk early, and a chunk would be left over for
+ * the next group.  Both ranks must still get ncclInvalidUsage. */
+static int case_manymis(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	enum { M = 6 };
+	size_t big = 2 * MIB + 10; /* more than one chunk at any geometry */
+	cudaStream_t s;
+	ncclComm_t comm = init(rank, n, id, &s);
+	void *b[M];
+	ncclResult_t r, e = ncclSuccess;
+
+	(void)arg;
+	for (int m = 0; m < M; m++)
+		b[m] = rank ? dev_zero(big) : dev_fill(m ? 10 : big, 0, 1, m);
+	if (rank)
+		usleep(300000);
+	CHECK(ncclGroupStart() == ncclSuccess, "start");
+	for (int m = 0; m < M; m++)
+		CHECK((rank ? ncclRecv(b[m], 10, ncclInt8, 0, comm, s) :
+			      ncclSend(b[m], m ? 10 : big, ncclInt8, 1, comm, s)) == ncclSuccess,
+		      "call %d", m);
+	r = ncclGroupEnd();
+	CHECK(r == ncclSuccess || r == ncclInvalidUsage, "group end: %d", (int)r);
+	for (int i = 0; i < 1000 && ncclCommGetAsyncError(comm, &e) == ncclSuccess && e == ncclSuccess;
+	     i++)
+		usleep(10000);
+	CHECK(e == ncclInvalidUsage, "rank %d: async error %d, want ncclInvalidUsage", rank, (int)e);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "no stream waits on the mismatch");
+	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
+	return CHECK_SUMMARY();
+}
+
 struct p2p_case {
 	const char *name;
 	launch_rank_fn fn;
@@ -476,6 +514,7 @@ static const struct p2p_case cases[] = {
 	{ "self", case_self },         { "multi", case_multi },         { "badargs", case_badargs },
 	{ "collorder", case_collorder },
 	{ "uneven", case_uneven },     { "short", case_short },         { "long", case_long },
+	{ "manymis", case_manymis },
 };
 
 int main(int argc, char **argv)
@@ -489,6 +528,6 @@ int main(int argc, char **argv)
 			printf("p2p_check %s %d ranks: %s\n", argv[1], n, rc ? "FAILED" : "ok");
 			return rc;
 		}
-	fprintf(stderr, "usage: %s ring|alltoallv|pingpong|self|multi|collorder|uneven|badargs|short|long NRANKS\n", argv[0]);
+	fprintf(stderr, "usage: %s ring|alltoallv|pingpong|self|multi|collorder|uneven|badargs|short|long|manymis NRANKS\n", argv[0]);
 	return 2;
 }
