@@ -34,7 +34,7 @@ static void post(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint
 
 	seq_record_open(&e->seq);
 	atomic_store_explicit(&e->bytes, bytes, memory_order_relaxed);
-	e->chunk0 = chunk0;
+	atomic_store_explicit(&e->chunk0, chunk0, memory_order_relaxed);
 	seq_record_close(&e->seq, seq);
 	cxls_publish(c->pool->flush_mode, r, sizeof(*r));
 }
@@ -51,7 +51,7 @@ static int peek(struct cxls_comm *c, struct cxls_p2p_msg *r, uint32_t seq, uint6
 	if ((got = seq_record_begin(&e->seq, seq)) != 1)
 		return got;
 	*bytes = atomic_load_explicit(&e->bytes, memory_order_relaxed);
-	*chunk0 = e->chunk0;
+	*chunk0 = atomic_load_explicit(&e->chunk0, memory_order_relaxed);
 	return seq_record_end(&e->seq, seq);
 }
 

@@ -176,7 +176,7 @@ _Static_assert(sizeof(struct cxls_op_desc) == CXLS_LINE, "a descriptor is one li
 struct cxls_p2p_msg {
 	_Alignas(CXLS_LINE) struct {
 		_Atomic uint32_t seq;   /* 1-based message number; 0: being written */
-		uint32_t chunk0;        /* the channel's chunk count where it starts
+		_Atomic uint32_t chunk0; /* the channel's chunk count where it starts
 					 * (for `cxlshim doctor`: bytes moved) */
 		_Atomic uint64_t bytes;
 	} m[CXLS_P2P_MSG_RING];

@@ -110,7 +110,7 @@ static void copy_msg(const struct cxls_p2p_msg *r, uint32_t seq, struct snap_p2p
 	if (!seq || seq_record_begin(&e->seq, seq) != 1)
 		return;
 	o->bytes = atomic_load_explicit(&e->bytes, memory_order_relaxed);
-	o->chunk0 = e->chunk0;
+	o->chunk0 = atomic_load_explicit(&e->chunk0, memory_order_relaxed);
 	o->valid = seq_record_end(&e->seq, seq);
 }
 
