@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "sock.h"
+#include "sock_chan.h"
 #include "socket_real.h"
 
 #define BOUNCE (64u << 10)
@@ -986,33 +987,57 @@ static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec 
 	return r;
 }
 
-/* pooled socket -> pipe: peek, write what the pipe takes, consume that.
- * SPLICE_F_NONBLOCK is the pipe's side only, as the kernel's: the socket
- * waits as its own O_NONBLOCK says; a pipe with no room says EAGAIN, and
- * where poll found room a write of a page at most (PIPE_BUF) never waits
- * for the pipe's reader (a write to an O_NONBLOCK pipe does not anyway).
- * The peek and the read ignore SO_PEEK_OFF, whose offset stays where it
- * was, as tcp_splice_read leaves it. */
+/* What a pooled socket's splice hands the pipe, under the socket's
+ * consumer lock (cxls_sock_take_to): never waiting for room, so a pipe
+ * whose file is blocking is written with RWF_NOWAIT; a kernel whose pipes
+ * do not take it (before 6.0) gets a page at most, which fits once poll
+ * found room (the pipe's other writers aside). */
+static ssize_t pipe_sink(void *arg, const void *buf, size_t n)
+{
+	int out = *(const int *)arg;
+	struct iovec v = { (void *)buf, n };
+	ssize_t r = pwritev2(out, &v, 1, -1, RWF_NOWAIT);
+
+	if (r < 0 && errno == EOPNOTSUPP)
+		r = REAL(write)(out, buf, n < PIPE_BUF ? n : PIPE_BUF);
+	return r;
+}
+
+/* pooled socket -> pipe: wait for bytes (a peek), then for room in the
+ * pipe, as the kernel's splice does, then hand the pipe what the stream
+ * holds and take from it what the pipe took, in one step under the
+ * socket's consumer lock: a peek, a write and a read apart let another
+ * reader of the socket take the bytes between, which then reached both
+ * (and the splice took others).  SPLICE_F_NONBLOCK is the pipe's side
+ * only, as the kernel's: the socket waits as its own O_NONBLOCK says.
+ * SO_PEEK_OFF's offset stays where it was, as tcp_splice_read leaves it. */
 static ssize_t pool_to_pipe(int in, int out, struct cxls_sconn *c, struct iovec *iov,
 			    unsigned int flags)
 {
-	ssize_t r = cxls_sock_recvv_off(c, in, iov, 1, MSG_PEEK, CXLS_PEEK_OFF_NONE);
+	int nb = (flags & SPLICE_F_NONBLOCK) || (REAL(fcntl)(out, F_GETFL) & O_NONBLOCK);
 
-	if (r > 0 && (flags & SPLICE_F_NONBLOCK) && !(REAL(fcntl)(out, F_GETFL) & O_NONBLOCK)) {
-		if (poll(&(struct pollfd){ out, POLLOUT, 0 }, 1, 0) != 1) {
+	for (;;) {
+		ssize_t r = cxls_sock_recvv_off(c, in, iov, 1, MSG_PEEK, CXLS_PEEK_OFF_NONE);
+		struct pollfd p = { out, POLLOUT, 0 };
+		struct iovec have;
+
+		if (r <= 0)
+			return r;
+		while ((r = poll(&p, 1, nb ? 0 : -1)) < 0 && errno == EINTR &&
+		       cxls_chan_restartable())
+			;
+		if (r < 0)
+			return -1;
+		if (r == 0) {
 			errno = EAGAIN;
 			return -1;
 		}
-		if (r > PIPE_BUF)
-			r = PIPE_BUF;
+		have = (struct iovec){ iov->iov_base, iov->iov_len };
+		r = cxls_sock_take_to(c, in, &have, pipe_sink, &out);
+		if (r != 0)
+			return r;
+		/* another reader took the bytes the peek saw: wait for more */
 	}
-	if (r > 0)
-		r = REAL(write)(out, iov->iov_base, (size_t)r);
-	if (r > 0) {
-		iov->iov_len = (size_t)r;
-		r = cxls_sock_recvv_off(c, in, iov, 1, MSG_DONTWAIT, CXLS_PEEK_OFF_NONE);
-	}
-	return r;
 }
 
 /* pipe <-> pooled socket through a bounce buffer (pipe_to_pool(),

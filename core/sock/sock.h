@@ -105,6 +105,15 @@ static inline ssize_t cxls_sock_recvv(struct cxls_sconn *c, int fd, const struct
 }
 ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, int iovcnt,
 			int flags);
+/* splice's read (tcp_read_sock): under the consumer lock, copies what the
+ * stream holds (up to iov's length) into iov's buffer, hands it to sink,
+ * which must not wait, and takes from the stream only what sink took, so
+ * no other reader of the socket (a thread, a process holding it) reads
+ * those bytes too or in between.  The bytes sink took, or -1 with errno
+ * (sink's, or a broken connection's); 0 when the stream held nothing
+ * (another reader took what a peek saw).  SO_PEEK_OFF stays. */
+ssize_t cxls_sock_take_to(struct cxls_sconn *c, int fd, const struct iovec *iov,
+			  ssize_t (*sink)(void *arg, const void *buf, size_t n), void *arg);
 /* recvmmsg's error handling (__sys_recvmmsg): a reset not reported yet is
  * reported before any data (its errno, or 0); a reset that ends the call
  * after some messages is kept for the next call (the kernel keeps any

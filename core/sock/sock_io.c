@@ -419,6 +419,40 @@ ssize_t cxls_sock_recvv_off(struct cxls_sconn *c, int fd, const struct iovec *io
 	return r;
 }
 
+ssize_t cxls_sock_take_to(struct cxls_sconn *c, int fd, const struct iovec *iov,
+			  ssize_t (*sink)(void *arg, const void *buf, size_t n), void *arg)
+{
+	struct iovec none = { NULL, 0 };
+	struct cxls_iovc cur;
+	int64_t k;
+	ssize_t took = 0;
+	int err = 0;
+
+	if (atomic_load(&c->broken))
+		return read_reset(c, fd, 0);
+	if (cxls_ring_lock(&c->rx.hdr->cons_lock))
+		return broken(c, fd, WHY_LOCK);
+	cxls_iovc_init(&cur, iov, 1);
+	k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, iov->iov_len, 1, 0);
+	if (k > 0) {
+		took = sink(arg, iov->iov_base, (size_t)k);
+		err = errno;
+		if (took > 0) {
+			none.iov_len = (size_t)took;
+			cxls_iovc_init(&cur, &none, 1);
+			cur.discard = 1;
+			k = cxls_stream_get(&c->rx, c->bufs, c->owner, &cur, (size_t)took, 0, 0);
+		}
+	}
+	cxls_ring_unlock(&c->rx.hdr->cons_lock);
+	if (k < 0)
+		return broken(c, fd, WHY_CURSORS);
+	if (took > 0)
+		cxls_chan_notify_writer(c, fd);
+	errno = err ? err : errno;
+	return took;
+}
+
 /* A write the peer cannot take: past a reset already reported, TCP says
  * EPIPE. */
 static ssize_t write_error(struct cxls_sconn *c, int fd, size_t sent, int err, int flags)

@@ -3411,6 +3411,85 @@ static void test_sendfile_splice(void)
 	free(in);
 }
 
+/* splice from a pooled socket while another thread reads it: each byte
+ * reaches the pipe or the reader, once (the splice peeked, wrote the pipe
+ * and then read apart: bytes the other thread took in between went to
+ * both, and the splice took others; 4 runs of 4 doubled bytes each). */
+struct splice_race {
+	int sock, pipe_w, pipe_r;
+	uint64_t read_n, read_sum, piped_n, piped_sum;
+};
+
+static void *splice_race_reader(void *arg)
+{
+	struct splice_race *s = arg;
+	unsigned char buf[4096];
+	unsigned k = 1;
+	ssize_t r;
+
+	while ((r = read(s->sock, buf, 1 + (k = k * 1103515245u + 12345u) % sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < r; i++)
+			s->read_n++, s->read_sum += buf[i];
+	return NULL;
+}
+
+static void *splice_race_splicer(void *arg)
+{
+	struct splice_race *s = arg;
+
+	while (splice(s->sock, NULL, s->pipe_w, NULL, 4096, 0) > 0)
+		;
+	close(s->pipe_w);
+	return NULL;
+}
+
+static void *splice_race_drain(void *arg)
+{
+	struct splice_race *s = arg;
+	unsigned char buf[65536];
+	ssize_t r;
+
+	while ((r = read(s->pipe_r, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < r; i++)
+			s->piped_n++, s->piped_sum += buf[i];
+	return NULL;
+}
+
+static void test_splice_race(void)
+{
+	enum { TOTAL = 8000000, PIECE = 1000 };
+	struct splice_race s = { 0 };
+	unsigned char w[PIECE];
+	uint64_t sum = 0;
+	pthread_t t[3];
+	int a, p[2], wrote = 1;
+
+	tcp_pair(&a, &s.sock);
+	CHECK(pipe(p) == 0, "pipe");
+	s.pipe_r = p[0];
+	s.pipe_w = p[1];
+	pthread_create(&t[0], NULL, splice_race_reader, &s);
+	pthread_create(&t[1], NULL, splice_race_splicer, &s);
+	pthread_create(&t[2], NULL, splice_race_drain, &s);
+	for (unsigned d = 0; d < TOTAL; d += PIECE) {
+		for (unsigned i = 0; i < PIECE; i++)
+			sum += w[i] = (unsigned char)(d + i * 7);
+		wrote = wrote && tu_write_all(a, w, PIECE) == 0;
+	}
+	CHECK(wrote, "write");
+	check_pooled(a, "splice-race pair");
+	shutdown(a, SHUT_WR);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	CHECK(s.read_n + s.piped_n == TOTAL && s.read_sum + s.piped_sum == sum,
+	      "splice beside a reader: %llu bytes read + %llu spliced of %u, sums %s",
+	      (unsigned long long)s.read_n, (unsigned long long)s.piped_n, TOTAL,
+	      s.read_sum + s.piped_sum == sum ? "match" : "differ");
+	close(p[0]);
+	close(a);
+	close(s.sock);
+}
+
 /* ---- io_uring ----------------------------------------------------------- */
 
 static void test_uring(void)
@@ -3792,6 +3871,7 @@ static const struct tu_case cases[] = {
 	{ "badargs", test_badargs },
 	{ "mmsg", test_mmsg },
 	{ "sendfile", test_sendfile_splice },
+	{ "splice-race", test_splice_race },
 	{ "stress", test_stress },
 	{ "uring", test_uring }, /* last: a ring, once seen, stays */
 };
