@@ -1034,6 +1034,8 @@ static ssize_t pool_to_pipe(int in, int out, struct cxls_sconn *c, struct iovec 
 		}
 		have = (struct iovec){ iov->iov_base, iov->iov_len };
 		r = cxls_sock_take_to(c, in, &have, pipe_sink, &out);
+		if (r < 0 && errno == EAGAIN && !nb)
+			continue; /* another writer filled the pipe since poll */
 		if (r != 0)
 			return r;
 		/* another reader took the bytes the peek saw: wait for more */
