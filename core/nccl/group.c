@@ -927,57 +927,58 @@ ncclResult_t cxls_group_end(void)
 	return merge(err, merge(merge(r, r2), r3));
 }
 
-/* The pool's time for c's part of the group (estimate.h): its calls one
- * after the other. */
-static double part_us(const struct cxls_comm *c)
-{
-	double us = 0;
+/* One handle's part of a simulated group (held_us()). */
+struct part_time {
+	struct cxls_comm *c;
+	double us;
+};
 
-	for (size_t i = 0; i < grp.n_coll; i++)
-		if (grp.colls[i].c == c)
-			us += cxls_coll_estimate_us(c, &grp.colls[i].k);
-	for (size_t i = 0; i < grp.n_p2p; i++)
-		if (grp.p2p[i].c == c)
-			us += cxls_p2p_estimate_us(c, grp.p2p[i].p.bytes);
-	return us;
-}
-
-/* Adds c's part to the group's time, once per communicator: ranks of one
- * communicator that this thread drives run its calls together (the
- * slowest counts); communicators add up, as they share the pool. */
-static void add_part(struct cxls_comm *c, struct cxls_comm **seen, double *us, size_t *n)
+/* Adds us to c's entry of t[0..*n), a new one for a handle not there. */
+static void add_time(struct part_time *t, size_t *n, struct cxls_comm *c, double us)
 {
 	size_t k;
 
-	if (c->magic != CXLS_COMM_MAGIC)
-		return;
-	for (k = 0; k < *n && key_cmp(seen[k], c); k++)
+	for (k = 0; k < *n && t[k].c != c; k++)
 		;
-	if (k < *n) {
-		double t = part_us(c);
-
-		us[k] = t > us[k] ? t : us[k];
-		return;
-	}
-	seen[*n] = c;
-	us[(*n)++] = part_us(c);
+	if (k == *n)
+		t[(*n)++] = (struct part_time){ c, 0 };
+	t[k].us += us;
 }
 
-/* The pool's time for what the group holds, or 0 (no memory). */
+static int by_time_comm(const void *a, const void *b)
+{
+	return comm_cmp(((const struct part_time *)a)->c, ((const struct part_time *)b)->c);
+}
+
+/* The pool's time for what the group holds (estimate.h), or 0 (no
+ * memory): each handle's calls one after the other; ranks of one
+ * communicator that this thread drives run its calls together (the
+ * slowest counts); communicators add up, as they share the pool. */
 static double held_us(void)
 {
-	size_t cap = grp.n_coll + grp.n_p2p, n = 0;
-	struct cxls_comm **seen = malloc(cap * sizeof(*seen) + 1);
-	double *us = malloc(cap * sizeof(*us) + 1), total = 0;
+	struct part_time *t = malloc((grp.n_coll + grp.n_p2p) * sizeof(*t) + 1);
+	size_t n = 0;
+	double total = 0;
 
-	for (size_t i = 0; seen && us && i < grp.n_coll; i++)
-		add_part(grp.colls[i].c, seen, us, &n);
-	for (size_t i = 0; seen && us && i < grp.n_p2p; i++)
-		add_part(grp.p2p[i].c, seen, us, &n);
-	for (size_t k = 0; k < n; k++)
-		total += us[k];
-	free(seen);
-	free(us);
+	if (!t)
+		return 0;
+	for (size_t i = 0; i < grp.n_coll; i++)
+		if (grp.colls[i].c->magic == CXLS_COMM_MAGIC)
+			add_time(t, &n, grp.colls[i].c,
+				 cxls_coll_estimate_us(grp.colls[i].c, &grp.colls[i].k));
+	for (size_t i = 0; i < grp.n_p2p; i++)
+		if (grp.p2p[i].c->magic == CXLS_COMM_MAGIC)
+			add_time(t, &n, grp.p2p[i].c,
+				 cxls_p2p_estimate_us(grp.p2p[i].c, grp.p2p[i].p.bytes));
+	qsort(t, n, sizeof(*t), by_time_comm);
+	for (size_t i = 0, j; i < n; i = j) {
+		double most = t[i].us;
+
+		for (j = i + 1; j < n && !key_cmp(t[i].c, t[j].c); j++)
+			most = t[j].us > most ? t[j].us : most;
+		total += most;
+	}
+	free(t);
 	return total;
 }
 
