@@ -39,9 +39,7 @@ static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
 	struct cxls_op op;
 	ncclResult_t r;
 
-	if ((r = cxls_op_begin(&op, c, k,
-			       &(struct cxls_call){ CXLS_OP_ALLGATHER, k->count, k->type, 0, -1 },
-			       k->bytes, 1)))
+	if ((r = cxls_op_begin(&op, c, k, k->bytes, 1)))
 		return r;
 	/* out of place, our own slice goes straight to its place */
 	if (cxls_op_local_copy(&op, (char *)k->recv + (size_t)c->rank * k->bytes, send, k->bytes))

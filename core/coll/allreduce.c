@@ -213,14 +213,13 @@ static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
 	struct ar a = { .send = k->send, .recv = k->recv, .count = k->count, .type = k->type,
 			.rop = k->rop, .es = cxls_type_size(k->type) };
 	int direct = k->kind == CXLS_OP_ALLREDUCE_DIRECT;
-	struct cxls_call call = { k->kind, k->count, k->type, (int)k->redop, -1 };
 	ncclResult_t r;
 
 	a.q = (k->count + (size_t)c->nranks - 1) / (size_t)c->nranks;
 	if (direct)
-		r = cxls_op_begin(&a.op, c, k, &call, k->bytes, 1);
+		r = cxls_op_begin(&a.op, c, k, k->bytes, 1);
 	else
-		r = cxls_op_begin(&a.op, c, k, &call, a.q * a.es,
+		r = cxls_op_begin(&a.op, c, k, a.q * a.es,
 				  c->nranks > 1 ? (uint32_t)c->nranks : 0);
 	if (r)
 		return r;

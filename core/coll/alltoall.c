@@ -123,9 +123,7 @@ static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
 	struct cxls_op op;
 	ncclResult_t r;
 
-	if ((r = cxls_op_begin(&op, c, k,
-			       &(struct cxls_call){ CXLS_OP_ALLTOALL, k->count, k->type, 0, -1 },
-			       k->bytes, rounds_per_chunk(c->nranks))))
+	if ((r = cxls_op_begin(&op, c, k, k->bytes, rounds_per_chunk(c->nranks))))
 		return r;
 	if (cxls_op_local_copy(&op, (char *)k->recv + own, (const char *)k->send + own,
 			       k->bytes))

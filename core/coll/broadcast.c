@@ -64,9 +64,7 @@ static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
 	ncclResult_t r;
 	int rc;
 
-	if ((r = cxls_op_begin(&op, c, k,
-			       &(struct cxls_call){ CXLS_OP_BROADCAST, k->count, k->type, 0, k->root },
-			       k->bytes, 1)))
+	if ((r = cxls_op_begin(&op, c, k, k->bytes, 1)))
 		return r;
 	if (c->rank == k->root)
 		rc = root_publish(&op, k->send, k->recv);

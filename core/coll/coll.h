@@ -42,7 +42,8 @@ ncclResult_t cxls_alltoall(struct cxls_comm *c, const void *sendbuff, void *recv
  * may be destroyed as soon as the call that names it returns. */
 struct cxls_coll {
 	ncclResult_t (*enqueue)(struct cxls_comm *c, const struct cxls_coll *k);
-	enum cxls_op_kind kind; /* AllReduce's scheme chosen at the call */
+	enum cxls_op_kind kind; /* the descriptor's (AllReduce's scheme chosen
+				 * at the call) */
 	const void *send;
 	void *recv;
 	size_t count;           /* as the call gave it */
@@ -115,10 +116,11 @@ ncclResult_t cxls_op_check_alias(struct cxls_comm *c, const char *coll, const vo
 				 size_t sbytes, size_t s_off, const void *recv, size_t rbytes,
 				 size_t r_off);
 /* `bytes` per slice; the op runs `slices` x ceil(bytes / chunk) rounds.
- * Posts the call's descriptor first: ncclInvalidUsage when a peer called
- * something else as this operation. */
+ * Posts the call's descriptor first (kind, count, type, operator and root
+ * as k holds them): ncclInvalidUsage when a peer called something else as
+ * this operation. */
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct cxls_coll *k,
-			   const struct cxls_call *call, size_t bytes, uint32_t slices);
+			   size_t bytes, uint32_t slices);
 ncclResult_t cxls_op_end(struct cxls_op *op);
 /* Enqueueing failed half way: the ranks can no longer agree on rounds. */
 ncclResult_t cxls_op_abandon(struct cxls_op *op);

@@ -149,8 +149,9 @@ ncclResult_t cxls_coll_submit(struct cxls_comm *c, const struct cxls_coll *k)
 }
 
 ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct cxls_coll *k,
-			   const struct cxls_call *call, size_t bytes, uint32_t slices)
+			   size_t bytes, uint32_t slices)
 {
+	const struct cxls_call call = { k->kind, k->count, k->type, (int)k->redop, k->root };
 	CUstream stream = k->stream, from;
 	const struct cxls_stage *s = &c->st;
 	uint64_t cap = cxls_stage_capture(s, stream);
@@ -179,8 +180,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
 	op->rounds = op->cpr * slices;
 	op->replay = NULL;
-	op->staging = staging_of(call->kind);
-	op->depth = depth_of(c, call->kind);
+	op->staging = staging_of(call.kind);
+	op->depth = depth_of(c, call.kind);
 	op->same_staging = atomic_load(&c->last_staging) == op->staging &&
 			   atomic_load(&c->last_depth) == op->depth;
 	/* a held op starts on the write stream, behind the user stream: a
@@ -189,20 +190,20 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	from = op->deferred ? op->pr.ws : stream;
 	if (op->deferred && cxls_stage_follow(s, from, stream))
 		return cxls_op_abandon(op);
-	if (op->capturing && !(op->replay = cxls_replay_begin(c, from, call, op->rounds))) {
+	if (op->capturing && !(op->replay = cxls_replay_begin(c, from, &call, op->rounds))) {
 		r = ncclSystemError;
 		goto fail;
 	}
 	/* descriptors describe the live sequence, which captures do not
 	 * extend (replay.h) */
-	if (!op->capturing && (r = cxls_desc_post(c, call, op->rounds, stream)))
+	if (!op->capturing && (r = cxls_desc_post(c, &call, op->rounds, stream)))
 		goto fail;
 	/* the read stream only when it is used (overlap): a held op without
 	 * it runs on the write stream, which follow() put behind the user
 	 * stream, and would leave the read stream in a capture unjoined */
 	if (cxls_stage_fork(s, &op->pr, from, op->capturing, s->overlap))
 		return cxls_op_abandon(op);
-	cxls_trace_op_begin(op, call);
+	cxls_trace_op_begin(op, &call);
 	return ncclSuccess;
 fail:
 	cxls_comm_enq_leave(c);

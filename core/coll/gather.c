@@ -23,9 +23,7 @@ static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
 	ncclResult_t r;
 	int rc;
 
-	if ((r = cxls_op_begin(&op, c, k,
-			       &(struct cxls_call){ CXLS_OP_GATHER, k->count, k->type, 0, k->root },
-			       k->bytes, 1)))
+	if ((r = cxls_op_begin(&op, c, k, k->bytes, 1)))
 		return r;
 	if (c->rank == k->root)
 		rc = cxls_op_local_copy(&op, (char *)k->recv + (size_t)k->root * k->bytes, k->send,

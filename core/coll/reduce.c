@@ -43,10 +43,7 @@ static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
 	ncclResult_t r;
 	int rc;
 
-	if ((r = cxls_op_begin(&op, c, k,
-			       &(struct cxls_call){ CXLS_OP_REDUCE, k->count, k->type, (int)k->redop,
-						    k->root },
-			       k->bytes, 1)))
+	if ((r = cxls_op_begin(&op, c, k, k->bytes, 1)))
 		return r;
 	op.scale = &k->rop;
 	op.type = k->type;

@@ -61,10 +61,7 @@ static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
 	struct cxls_op op;
 	ncclResult_t r;
 
-	if ((r = cxls_op_begin(&op, c, k,
-			       &(struct cxls_call){ CXLS_OP_REDUCESCATTER, k->count, k->type,
-						    (int)k->redop, -1 },
-			       k->bytes, (uint32_t)c->nranks - 1)))
+	if ((r = cxls_op_begin(&op, c, k, k->bytes, (uint32_t)c->nranks - 1)))
 		return r;
 	op.scale = &k->rop;
 	op.type = k->type;

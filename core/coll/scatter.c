@@ -67,9 +67,7 @@ static ncclResult_t enqueue(struct cxls_comm *c, const struct cxls_coll *k)
 	ncclResult_t r;
 	int rc;
 
-	if ((r = cxls_op_begin(&op, c, k,
-			       &(struct cxls_call){ CXLS_OP_SCATTER, k->count, k->type, 0, k->root },
-			       k->bytes, (uint32_t)c->nranks)))
+	if ((r = cxls_op_begin(&op, c, k, k->bytes, (uint32_t)c->nranks)))
 		return r;
 	if (c->rank == k->root)
 		rc = cxls_op_local_copy(&op, k->recv,
