@@ -452,24 +452,23 @@ int cxls_hostmem_register(void *p, size_t size, unsigned memf, const void *calle
 	start = (uintptr_t)p & ~(uintptr_t)(ps - 1);
 	end = ((uintptr_t)p + size + ps - 1) & ~(uintptr_t)(ps - 1);
 	len = end - start;
-	make_plan(cfg, ri, len, ops, &plan);
-	explain_plan(&cfg->mem_rules.r[ri], ri, &plan, size);
-	if (plan.mode == CXLS_PLAN_PASS || plan.mode == CXLS_PLAN_FAIL) {
-		/* the memory exists already: registering it in place is the
-		 * only fallback there is */
-		cxls_memstats_plain(ri, size);
-		return CXLS_HM_PASS;
-	}
 	/* memory the application bound itself stays where it put it: our
 	 * policy would replace its own, and unregistering could only give
-	 * the range the default back, not the application's */
+	 * the range the default back, not the application's; no plan is made */
 	if (cxls_place_has_policy((void *)start, len) > 0) {
 		if (first_time(ri, ONCE_OWNPOLICY))
 			CXLS_INFO("rule.%s: registered memory with a NUMA policy of the "
 				  "application's own is registered where it is",
 				  cfg->mem_rules.r[ri].name);
 		cxls_memstats_plain(ri, size);
-		plan_settle(&plan);
+		return CXLS_HM_PASS;
+	}
+	make_plan(cfg, ri, len, ops, &plan);
+	explain_plan(&cfg->mem_rules.r[ri], ri, &plan, size);
+	if (plan.mode == CXLS_PLAN_PASS || plan.mode == CXLS_PLAN_FAIL) {
+		/* the memory exists already: registering it in place is the
+		 * only fallback there is */
+		cxls_memstats_plain(ri, size);
 		return CXLS_HM_PASS;
 	}
 	/* migrate first, then pin: pinned pages are not moved any more */
