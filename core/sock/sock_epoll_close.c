@@ -243,6 +243,15 @@ static void make_gone(struct epset *s, struct ep_item *it)
 	s->ngone++;
 }
 
+/* Whether the socket of it is pooled or meeting: its kernel registration is
+ * the shim's, tagged, for doorbells. */
+static int has_doorbells(const struct ep_item *it)
+{
+	int mode = atomic_load(&it->c->mode);
+
+	return mode == CXLS_SC_POOL || mode == CXLS_SC_PENDING;
+}
+
 /* Whether another process's waits may wake by the kernel registration
  * of it, a pooled or meeting item (its doorbells): the item is older
  * than the last fork, so the other side of that fork has its own copy
@@ -259,7 +268,7 @@ static void make_gone(struct epset *s, struct ep_item *it)
  * (sock_check fork-epoll-dupclose). */
 static int shared_reg(const struct ep_item *it)
 {
-	return it->epoch != atomic_load(&cxls_ep_forks) &&
+	return has_doorbells(it) && it->epoch != atomic_load(&cxls_ep_forks) &&
 	       cxls_sock_held_since(it->c, &it->maker, it->maker_execs, it->born);
 }
 
@@ -308,10 +317,10 @@ static void keep_shared(int epfd, struct epset *s, struct ep_item *it, int activ
  * and a parked item goes with the registration the shim kept for it. */
 static void item_closing(int epfd, struct epset *s, struct ep_item *it)
 {
-	int mode = atomic_load(&it->c->mode);
-	int active = !it->parked && !it->disabled && mode == CXLS_SC_POOL;
+	int active = !it->parked && !it->disabled &&
+		     atomic_load(&it->c->mode) == CXLS_SC_POOL;
 
-	if ((mode == CXLS_SC_POOL || mode == CXLS_SC_PENDING) && shared_reg(it)) {
+	if (shared_reg(it)) {
 		keep_shared(epfd, s, it, active);
 	} else if (active) {
 		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
@@ -333,15 +342,13 @@ static void item_closing(int epfd, struct epset *s, struct ep_item *it)
  * (fd_closing()). */
 static void last_closing(int epfd, struct ep_item *it)
 {
-	int mode = atomic_load(&it->c->mode);
-	int pooled = mode == CXLS_SC_POOL || mode == CXLS_SC_PENDING;
 	struct epoll_event app = { .events = it->events, .data = it->data };
 
-	if (pooled && shared_reg(it)) {
+	if (shared_reg(it)) {
 		edge_if_ended(epfd, it);
 		return;
 	}
-	if (pooled && !cxls_sock_held_elsewhere(it->c))
+	if (has_doorbells(it) && !cxls_sock_held_elsewhere(it->c))
 		return; /* the file closes with the fd: the kernel forgets it */
 	if (it->parked || it->disabled)
 		sys_epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
