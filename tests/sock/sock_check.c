@@ -1694,6 +1694,38 @@ static pid_t held_pair(int *a, int *b, int *hold)
 	return child;
 }
 
+static uint64_t cpu_us(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* b's last fd here closes, then its peer a (the FIN); what a wait of 300
+ * ms on ep says 50 ms later, its wall time in *us and, unless cpu is
+ * NULL, its CPU time in *cpu.  An event carries the application's data. */
+static int fin_then_wait(int ep, int a, int b, uint64_t *us, uint64_t *cpu)
+{
+	struct epoll_event out = { 0 };
+	uint64_t t0, c0;
+	int r;
+
+	close(b);
+	close(a); /* the FIN */
+	usleep(50 * 1000);
+	t0 = tu_now_us();
+	c0 = cpu_us();
+	r = epoll_wait(ep, &out, 1, 300);
+	if (cpu)
+		*cpu = cpu_us() - c0;
+	*us = tu_now_us() - t0;
+	CHECK(r != 1 || out.data.u64 == 5, "the application's data (%llx)",
+	      (unsigned long long)out.data.u64);
+	return r;
+}
+
 /* how: 0 registered, 1 deleted, 2 a one-shot that fired.  What a wait of
  * 300 ms on the set says once b's last fd here closed and its peer's FIN
  * came, in *us. */
@@ -1703,7 +1735,6 @@ static int lastclose_wait(int how, uint64_t *us)
 	int a, b, hold, ep = epoll_create1(0), r;
 	pid_t child = held_pair(&a, &b, &hold);
 	char c;
-	uint64_t t0;
 
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev) == 0, "epoll set");
 	if (how == 2)
@@ -1711,13 +1742,7 @@ static int lastclose_wait(int how, uint64_t *us)
 			      read(b, &c, 1) == 1, "the one shot");
 	if (how == 1)
 		CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, b, NULL) == 0, "deleted");
-	close(b);
-	close(a); /* the FIN */
-	usleep(50 * 1000);
-	t0 = tu_now_us();
-	r = epoll_wait(ep, &out, 1, 300);
-	*us = tu_now_us() - t0;
-	CHECK(r != 1 || out.data.u64 == 5, "the application's data");
+	r = fin_then_wait(ep, a, b, us, NULL);
 	close(hold);
 	CHECK(tu_wait(child) == 0, "the holder");
 	close(ep);
@@ -1797,23 +1822,13 @@ static void let_go(pid_t child, int hold)
 	CHECK(tu_wait(child) == 0, "the exec'd holder");
 }
 
-static uint64_t cpu_us(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
-	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
 /* how: 0 registered, 1 deleted.  What a wait of 300 ms on the set says
  * once b's last fd here closed (the exec'd holder keeps the socket) and
  * its peer's FIN came; its wall and CPU time in *us, *cpu. */
 static int exec_lastclose_wait(int how, uint64_t *us, uint64_t *cpu)
 {
-	struct epoll_event ev = { EPOLLIN, { .u64 = 5 } }, out = { 0 };
+	struct epoll_event ev = { EPOLLIN, { .u64 = 5 } };
 	int a, b, hold, ep = epoll_create1(EPOLL_CLOEXEC), r;
-	uint64_t t0, c0;
 	pid_t child;
 
 	tcp_pair(&a, &b);
@@ -1822,16 +1837,7 @@ static int exec_lastclose_wait(int how, uint64_t *us, uint64_t *cpu)
 	child = exec_holder(a, &hold);
 	if (how == 1)
 		CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, b, NULL) == 0, "deleted");
-	close(b);
-	close(a); /* the FIN */
-	usleep(50 * 1000);
-	t0 = tu_now_us();
-	c0 = cpu_us();
-	r = epoll_wait(ep, &out, 1, 300);
-	*cpu = cpu_us() - c0;
-	*us = tu_now_us() - t0;
-	CHECK(r != 1 || out.data.u64 == 5, "the application's data (%llx)",
-	      (unsigned long long)out.data.u64);
+	r = fin_then_wait(ep, a, b, us, cpu);
 	let_go(child, hold);
 	close(ep);
 	return r;
@@ -1875,8 +1881,6 @@ static void test_exec_epoll_held(void)
  * socket (its data TAG | fd) is in there too, and an epoll_wait of the
  * new image, whose shim follows no set, returned it as it came: epoll
  * data the application never registered. */
-
-static uint64_t cpu_us(void);
 
 /* The new image: says it runs on done, waits up to 2 s on epoll fd ep
  * for one event.  0: none, or the application's data (5); 3: other data,
