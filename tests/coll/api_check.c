@@ -3031,7 +3031,9 @@ static int case_badargs2(int rank, int n, const ncclUniqueId *id, void *arg)
  * graph), or destroys the second (the end cannot make the first wait for
  * it).  Neither may run on rank 0 then, or rank 1 would pair its
  * AllReduce n with rank 0's n + 1: the communicator fails on both ranks,
- * and nothing hangs. */
+ * and nothing hangs.  The destroyed stream is for the emulation only:
+ * CUDA leaves using a destroyed stream undefined, and the driver faults
+ * (tests/gpu/accept.sh runs the capture variant). */
 static int case_group_meet_fail(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	char *a = dev_alloc(4096, 1), *b = dev_alloc(4096, 0);

@@ -280,10 +280,13 @@ pool_tests() {
 			grouporder grouperr groupmeet groupmixcap premulsum64; do "$0" $c || exit 1; done' "$T/api_check"
 	# captured groups: each open capture's own stream pair, communicators
 	# called in other orders per rank, 20 replays; eager use during a capture;
-	# an invalidated capture stream; a capture ended before its group's end
+	# an invalidated capture stream; a capture ended before its group's end.
+	# Not groupmeet2 (a call's stream destroyed before the group's end):
+	# the emulation refuses a destroyed handle, the driver dereferences it
+	# (an H200 faulted in cuStreamGetCaptureInfo), as it would under NCCL
 	# shellcheck disable=SC2016
 	step pool "captured groups: orders, replays, mixed, ended" 180 bash -c \
-		'for c in groupcapture groupcapmix groupcapstreams groupcapend groupmeet2; do
+		'for c in groupcapture groupcapmix groupcapstreams groupcapend; do
 			CXLSHIM_TIMEOUT_OP_MS=10000 "$0" $c || exit 1; done' "$T/api_check"
 	# several ranks of one process on the GPU: each rank's doorbell waits
 	# submitted after the rings they wait for (core/coll/order.h); splitnb1
