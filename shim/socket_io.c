@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -881,110 +882,68 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	return r;
 }
 
-/* Waits until c's ring has room, as the socket's mode says: 0, or -1
- * with errno (EAGAIN on a nonblocking socket, EPIPE/ECONNRESET when the
- * peer is gone, EINTR). */
-static int wait_room(int out, struct cxls_sconn *c)
-{
-	while (cxls_sock_room(c) == 0) {
-		struct pollfd p = { out, POLLOUT, 0 };
-		struct iovec none = { NULL, 0 };
+/* What a pipe holds now, at most n bytes, never waiting
+ * (cxls_sock_give_from's source): RWF_NOWAIT, or where pipes do not take
+ * it (kernels before 6.0) no more than FIONREAD says is there, which only
+ * another reader of the pipe can take first.  empty: there was nothing. */
+struct pipe_source {
+	int fd;
+	int empty;
+};
 
-		if (cxls_sock_nonblocking(c)) {
-			errno = EAGAIN;
-			return -1;
-		}
-		if (poll(&p, 1, -1) < 0)
-			return -1;
-		/* a peer gone leaves the ring full: the write's error says so */
-		if ((p.revents & (POLLERR | POLLHUP)) && cxls_sock_sendv(c, out, &none, 1, 0) < 0)
-			return -1;
+static ssize_t pipe_source(void *arg, void *buf, size_t n)
+{
+	struct pipe_source *p = arg;
+	struct iovec v = { buf, n };
+	ssize_t r = preadv2(p->fd, &v, 1, -1, RWF_NOWAIT);
+	int have = 0;
+
+	if (r < 0 && errno == EOPNOTSUPP) {
+		if (REAL(ioctl)(p->fd, FIONREAD, &have) == 0 && have > 0)
+			r = REAL(read)(p->fd, buf, n < (size_t)have ? n : (size_t)have);
+		else
+			errno = EAGAIN; /* at its end, poll says so */
 	}
-	return 0;
+	p->empty = r < 0 && errno == EAGAIN;
+	return r;
 }
 
-/* Sends all n bytes of buf, which were taken from a pipe and cannot go
- * back: past a signal, and waiting for room whatever the socket's mode.
- * Only a connection's end stops it (what went is returned, or -1). */
-static ssize_t send_taken(int out, struct cxls_sconn *c, char *buf, size_t n)
-{
-	size_t sent = 0;
-
-	while (sent < n) {
-		struct iovec rest = { buf + sent, n - sent };
-		ssize_t k = cxls_sock_sendv(c, out, &rest, 1, 0);
-
-		if (k > 0)
-			sent += (size_t)k;
-		else if (k < 0 && errno == EAGAIN)
-			poll(&(struct pollfd){ out, POLLOUT, 0 }, 1, -1);
-		else if (k < 0 && errno != EINTR)
-			return sent ? (ssize_t)sent : -1;
-	}
-	return (ssize_t)sent;
-}
-
-/* pipe -> pooled socket with no fd for a scratch pipe (the process's or
- * the system's limit, where the kernel's splice needs none): as the
- * kernel, the pipe first (EAGAIN with SPLICE_F_NONBLOCK when empty, 0 at
- * its end), a socket that takes no more fails with nothing taken; then,
- * once the ring has room, only as many bytes are read from the pipe as it
- * has, so the socket takes every byte read at once.  Only another writer
- * of the same socket (a thread, or a process holding it) could take that
- * room between the look and the read: the bytes out of the pipe then wait
- * for room, even on a nonblocking socket. */
-static ssize_t pipe_to_pool_room(int in, int out, struct cxls_sconn *c, struct iovec *iov,
-				 unsigned int flags)
-{
-	struct pollfd p = { in, POLLIN, 0 };
-	struct iovec none = { NULL, 0 };
-	size_t room;
-	ssize_t r;
-
-	if (poll(&p, 1, 0) == 0 && (flags & SPLICE_F_NONBLOCK)) {
-		errno = EAGAIN;
-		return -1;
-	}
-	if ((p.revents & (POLLHUP | POLLIN)) == POLLHUP)
-		return 0; /* no writer and nothing left */
-	if (cxls_sock_sendv(c, out, &none, 1, 0) < 0 || wait_room(out, c))
-		return -1;
-	room = cxls_sock_room(c);
-	r = REAL(read)(in, iov->iov_base, iov->iov_len < room ? iov->iov_len : room);
-	return r > 0 ? send_taken(out, c, iov->iov_base, (size_t)r) : r;
-}
-
-/* pipe -> pooled socket: the pipe's bytes are copied (tee) into a
- * scratch pipe and from there into iov's buffer, sent, and only what the
- * socket took is then taken from the pipe.  A send cut short (a signal,
- * SO_SNDTIMEO, a reset, a nonblocking socket that is full) leaves the rest
- * in the pipe, as the kernel's splice does: a pipe's bytes, once read,
- * cannot go back.  tee waits for the pipe as splice does (EAGAIN with
- * SPLICE_F_NONBLOCK or on an O_NONBLOCK pipe); SPLICE_F_NONBLOCK is the
- * pipe's side only, the socket waits as its own O_NONBLOCK says. */
+/* pipe -> pooled socket, as the kernel's splice: the pipe first (EAGAIN
+ * with SPLICE_F_NONBLOCK or on an O_NONBLOCK pipe when it is empty, 0 at
+ * its end, a signal's EINTR or restart), then the socket, which waits for
+ * room as its own mode says.  The bytes are read from the pipe once the
+ * ring has room for all of them, and put in it in the same step under the
+ * producer lock (cxls_sock_give_from): read first and then sent, what the
+ * socket did not take could not go back into the pipe; copied (tee), sent
+ * and then read, bytes another reader of the pipe took in between reached
+ * both, and the splice took others. */
 static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec *iov,
 			    unsigned int flags)
 {
-	int s[2], err;
-	ssize_t r;
+	int nb = (flags & SPLICE_F_NONBLOCK) || (REAL(fcntl)(in, F_GETFL) & O_NONBLOCK);
+	struct pipe_source src = { in, 0 };
 
-	if (pipe2(s, O_CLOEXEC))
-		return errno == EMFILE || errno == ENFILE ? pipe_to_pool_room(in, out, c, iov, flags)
-							  : -1;
-	r = tee(in, s[1], iov->iov_len, flags & SPLICE_F_NONBLOCK);
-	if (r > 0)
-		r = REAL(read)(s[0], iov->iov_base, (size_t)r);
-	if (r > 0) {
-		iov->iov_len = (size_t)r;
-		r = cxls_sock_sendv(c, out, iov, 1, 0);
+	for (;;) {
+		struct pollfd p = { in, POLLIN, 0 };
+		ssize_t r;
+
+		while ((r = poll(&p, 1, nb ? 0 : -1)) < 0 && errno == EINTR &&
+		       cxls_chan_restartable())
+			;
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if ((p.revents & (POLLHUP | POLLIN)) == POLLHUP)
+			return 0; /* no writer and nothing left */
+		src.empty = 0;
+		r = cxls_sock_give_from(c, out, iov, pipe_source, &src);
+		if (!(r < 0 && src.empty))
+			return r;
+		/* another reader took what poll saw: wait for more */
 	}
-	err = errno;
-	if (r > 0) /* the bytes sent, still at the head of the pipe */
-		REAL(read)(in, iov->iov_base, (size_t)r);
-	REAL(close)(s[0]);
-	REAL(close)(s[1]);
-	errno = err;
-	return r;
 }
 
 /* What a pooled socket's splice hands the pipe, under the socket's

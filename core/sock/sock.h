@@ -114,6 +114,15 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
  * (another reader took what a peek saw).  SO_PEEK_OFF stays. */
 ssize_t cxls_sock_take_to(struct cxls_sconn *c, int fd, const struct iovec *iov,
 			  ssize_t (*sink)(void *arg, const void *buf, size_t n), void *arg);
+/* splice's write from a pipe, the counterpart of cxls_sock_take_to: once
+ * the ring has room (waiting for it as a send does: O_NONBLOCK,
+ * SO_SNDTIMEO, signals), under the producer lock, source reads at most
+ * that room (and iov's length) into iov's buffer, and the ring takes all
+ * of it, so bytes read from a pipe (which cannot go back) are read once
+ * and only by this call.  source must not wait.  The bytes sent; else
+ * source's answer (0, or -1 with its errno), or the socket's -1. */
+ssize_t cxls_sock_give_from(struct cxls_sconn *c, int fd, const struct iovec *iov,
+			    ssize_t (*source)(void *arg, void *buf, size_t n), void *arg);
 /* recvmmsg's error handling (__sys_recvmmsg): a reset not reported yet is
  * reported before any data (its errno, or 0); a reset that ends the call
  * after some messages is kept for the next call (the kernel keeps any

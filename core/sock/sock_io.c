@@ -564,6 +564,85 @@ ssize_t cxls_sock_sendv(struct cxls_sconn *c, int fd, const struct iovec *iov, i
 	return r;
 }
 
+/* The bytes source gives, at most n and never more than the ring has
+ * room for, put in the ring at once: source reads into buf, the ring
+ * takes all of it.  Holds the producer lock, so the room cannot shrink
+ * between the look and the put.  source's answer when it gave nothing;
+ * -2 for cursors that make no sense. */
+static ssize_t give(struct cxls_sconn *c, void *buf, size_t n,
+		    ssize_t (*source)(void *arg, void *buf, size_t n), void *arg)
+{
+	int64_t room = cxls_ring_free(&c->tx);
+	struct iovec got = { buf, 0 };
+	struct cxls_iovc cur;
+	ssize_t r;
+
+	if (room < 0)
+		return -2;
+	r = source(arg, buf, n < (size_t)room ? n : (size_t)room);
+	if (r <= 0)
+		return r;
+	got.iov_len = (size_t)r;
+	cxls_iovc_init(&cur, &got, 1);
+	return cxls_ring_put(&c->tx, &cur, (size_t)r) == r ? r : -2;
+}
+
+static ssize_t give_loop(struct cxls_sconn *c, int fd, const struct iovec *iov,
+			 ssize_t (*source)(void *arg, void *buf, size_t n), void *arg,
+			 struct io_call *call)
+{
+	int nb = cxls_sock_nonblocking(c), timed = 0, full, err;
+	uint64_t deadline = 0;
+	ssize_t r;
+
+	cxls_chan_look_writer(c, fd);
+	err = cxls_chan_write_error(c);
+	if (err)
+		return write_error(c, fd, 0, err, 0);
+	if (iov->iov_len == 0)
+		return 0;
+	if (cxls_chan_refused(c, fd)) /* sent, as far as TCP's sender knows */
+		return source(arg, iov->iov_base, iov->iov_len);
+	for (;;) {
+		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
+			return broken(c, fd, WHY_LOCK);
+		full = cxls_ring_free(&c->tx) == 0;
+		r = full ? 0 : give(c, iov->iov_base, iov->iov_len, source, arg);
+		cxls_ring_unlock(&c->tx.hdr->prod_lock);
+		if (r == -2)
+			return broken(c, fd, WHY_CURSORS);
+		if (r > 0)
+			cxls_chan_notify_reader(c, fd);
+		if (!full)
+			return r; /* what went, source's end or its error */
+		if (nb)
+			return done(0, EAGAIN);
+		cxls_chan_look_writer(c, fd); /* a full ring: is its reader there? */
+		err = cxls_chan_write_error(c);
+		if (err)
+			return write_error(c, fd, 0, err, 0);
+		if (!timed) {
+			deadline = timeout_of(c, fd, 0);
+			timed = 1;
+		}
+		if (wait_for(c, &fd, POLLOUT, deadline, 0, call) && !restarts(0, deadline))
+			return done(0, errno);
+		nb = call->found_nonblock;
+	}
+}
+
+ssize_t cxls_sock_give_from(struct cxls_sconn *c, int fd, const struct iovec *iov,
+			    ssize_t (*source)(void *arg, void *buf, size_t n), void *arg)
+{
+	struct io_call k;
+	ssize_t r;
+
+	io_call_init(&k, c);
+	r = give_loop(c, fd, iov, source, arg, &k);
+	io_call_end(&k);
+	return r;
+}
+
 int cxls_sock_unread(struct cxls_sconn *c)
 {
 	int64_t used = cxls_stream_used(&c->rx);

@@ -3415,12 +3415,16 @@ static void test_sendfile_splice(void)
 	free(in);
 }
 
-/* splice from a pooled socket while another thread reads it: each byte
- * reaches the pipe or the reader, once (the splice peeked, wrote the pipe
- * and then read apart: bytes the other thread took in between went to
- * both, and the splice took others; 4 runs of 4 doubled bytes each). */
+/* splice beside another reader of its source, both ways: from a pooled
+ * socket into a pipe, and from a pipe into a pooled socket.  Each byte
+ * reaches the other reader or, through the splice, the drain, once.  The
+ * splice peeked the socket (or tee'd the pipe), wrote the other end and
+ * then took the bytes, three steps apart: bytes the other reader took in
+ * between went to both, and the splice took others (socket to pipe: 4
+ * runs of 4 doubled bytes each; pipe to socket: 3 of 3). */
 struct splice_race {
-	int sock, pipe_w, pipe_r;
+	int from, to;   /* the splice's ends */
+	int drain;      /* where what the splice wrote is read back */
 	uint64_t read_n, read_sum, piped_n, piped_sum;
 };
 
@@ -3431,7 +3435,7 @@ static void *splice_race_reader(void *arg)
 	unsigned k = 1;
 	ssize_t r;
 
-	while ((r = read(s->sock, buf, 1 + (k = k * 1103515245u + 12345u) % sizeof(buf))) > 0)
+	while ((r = read(s->from, buf, 1 + (k = k * 1103515245u + 12345u) % sizeof(buf))) > 0)
 		for (ssize_t i = 0; i < r; i++)
 			s->read_n++, s->read_sum += buf[i];
 	return NULL;
@@ -3441,9 +3445,9 @@ static void *splice_race_splicer(void *arg)
 {
 	struct splice_race *s = arg;
 
-	while (splice(s->sock, NULL, s->pipe_w, NULL, 4096, 0) > 0)
+	while (splice(s->from, NULL, s->to, NULL, 4096, 0) > 0)
 		;
-	close(s->pipe_w);
+	close(s->to);
 	return NULL;
 }
 
@@ -3453,45 +3457,70 @@ static void *splice_race_drain(void *arg)
 	unsigned char buf[65536];
 	ssize_t r;
 
-	while ((r = read(s->pipe_r, buf, sizeof(buf))) > 0)
+	while ((r = read(s->drain, buf, sizeof(buf))) > 0)
 		for (ssize_t i = 0; i < r; i++)
 			s->piped_n++, s->piped_sum += buf[i];
 	return NULL;
 }
 
-static void test_splice_race(void)
+/* 8 MB written to `in`, ended by end(); the three threads above on s */
+static void splice_race_run(struct splice_race *s, int in, void (*end)(int), const char *what)
 {
 	enum { TOTAL = 8000000, PIECE = 1000 };
-	struct splice_race s = { 0 };
 	unsigned char w[PIECE];
 	uint64_t sum = 0;
 	pthread_t t[3];
-	int a, p[2], wrote = 1;
+	int wrote = 1;
 
-	tcp_pair(&a, &s.sock);
-	CHECK(pipe(p) == 0, "pipe");
-	s.pipe_r = p[0];
-	s.pipe_w = p[1];
-	pthread_create(&t[0], NULL, splice_race_reader, &s);
-	pthread_create(&t[1], NULL, splice_race_splicer, &s);
-	pthread_create(&t[2], NULL, splice_race_drain, &s);
+	pthread_create(&t[0], NULL, splice_race_reader, s);
+	pthread_create(&t[1], NULL, splice_race_splicer, s);
+	pthread_create(&t[2], NULL, splice_race_drain, s);
 	for (unsigned d = 0; d < TOTAL; d += PIECE) {
 		for (unsigned i = 0; i < PIECE; i++)
 			sum += w[i] = (unsigned char)(d + i * 7);
-		wrote = wrote && tu_write_all(a, w, PIECE) == 0;
+		wrote = wrote && tu_write_all(in, w, PIECE) == 0;
 	}
-	CHECK(wrote, "write");
-	check_pooled(a, "splice-race pair");
-	shutdown(a, SHUT_WR);
+	CHECK(wrote, "%s: write", what);
+	end(in);
 	for (int i = 0; i < 3; i++)
 		pthread_join(t[i], NULL);
-	CHECK(s.read_n + s.piped_n == TOTAL && s.read_sum + s.piped_sum == sum,
-	      "splice beside a reader: %llu bytes read + %llu spliced of %u, sums %s",
-	      (unsigned long long)s.read_n, (unsigned long long)s.piped_n, TOTAL,
-	      s.read_sum + s.piped_sum == sum ? "match" : "differ");
+	CHECK(s->read_n + s->piped_n == TOTAL && s->read_sum + s->piped_sum == sum,
+	      "%s: %llu bytes read beside + %llu spliced of %u, sums %s", what,
+	      (unsigned long long)s->read_n, (unsigned long long)s->piped_n, TOTAL,
+	      s->read_sum + s->piped_sum == sum ? "match" : "differ");
+}
+
+static void shut_wr(int fd)
+{
+	shutdown(fd, SHUT_WR);
+}
+
+static void close_fd(int fd)
+{
+	close(fd);
+}
+
+static void test_splice_race(void)
+{
+	struct splice_race s = { 0 };
+	int a, b, p[2];
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "splice-race pair");
+	CHECK(pipe(p) == 0, "pipe");
+	s = (struct splice_race){ .from = b, .to = p[1], .drain = p[0] };
+	splice_race_run(&s, a, shut_wr, "socket to pipe");
 	close(p[0]);
 	close(a);
-	close(s.sock);
+	close(b);
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "splice-race pair 2");
+	CHECK(pipe(p) == 0, "pipe 2");
+	s = (struct splice_race){ .from = p[0], .to = a, .drain = b };
+	splice_race_run(&s, p[1], close_fd, "pipe to socket");
+	close(p[0]);
+	close(b);
 }
 
 /* ---- io_uring ----------------------------------------------------------- */
