@@ -181,9 +181,11 @@ step "api: two splits of one communicator in a group, a third after it, one rank
 step "api: CUDA graph: 100 replays, eager ops between" shim "$BUILD/tests/api_check" graph
 step "api: CUDA graph: AlltoAll in place, 5 ranks, 30 replays, two work streams" env \
 	CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" grapha2a
+step "api: CUDA graph: a pipeline's sends and receives captured outside groups, 3 and 4 ranks" \
+	shim sh -c '"$0" graphpipe && "$0" graphpipe4' "$BUILD/tests/api_check"
 step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphcount
-step "api: CUDA graph: ranks replay different calls (group vs op): ncclInvalidUsage" \
+step "api: CUDA graph: ranks replay different calls (pair group vs op): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphkind
 step "api: CUDA graph: AllReduce, ReduceScatter (PreMulSum), Reduce, 20 replays" shim \
 	"$BUILD/tests/api_check" graphreduce

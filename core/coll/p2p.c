@@ -51,10 +51,6 @@ ncclResult_t cxls_p2p_check(struct cxls_comm *c, int send, const void *buf, size
 	return ncclSuccess;
 }
 
-/* What a captured send/receive group is compared as across ranks at its
- * replays (replay.h). */
-static const struct cxls_call p2p_call = { .kind = CXLS_OP_SENDRECV, .root = -1 };
-
 /* seq counts in 32 bits and wraps; p2p_slots is 4, 2 or 1 (layout.c), a
  * divisor of 2^32, so the slot sequence runs on unbroken across the wrap
  * (the collectives' depths need not divide it: comm.h round). */
@@ -297,9 +293,8 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 		r = ncclSystemError;
 		goto fail;
 	}
-	/* a group's sizes differ per pair (p2p_match.h): every rank must only
-	 * replay a send/receive group where the others do */
-	if (b->capturing && !(b->replay = cxls_replay_begin(c, stream, &p2p_call, 0))) {
+	/* its replays meet its peers alone (replay.h) */
+	if (b->capturing && !(b->replay = cxls_replay_begin_p2p(c, stream, ops, n))) {
 		r = ncclSystemError;
 		goto fail;
 	}

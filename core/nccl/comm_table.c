@@ -21,8 +21,8 @@ uint64_t cxls_comm_stride(uint32_t max_ranks)
 {
 	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 5 * sizeof(struct cxls_bell) +
 			    (CXLS_DESC_RING + 1) * sizeof(struct cxls_op_desc);
-	uint64_t pairs = 2ull * max_ranks * max_ranks *
-			 (sizeof(struct cxls_bell) + sizeof(struct cxls_p2p_msg));
+	uint64_t pairs = (uint64_t)max_ranks * max_ranks *
+			 (3 * sizeof(struct cxls_bell) + 2 * sizeof(struct cxls_p2p_msg));
 
 	return align64(align64(sizeof(struct cxls_comm_rec)) + per_rank * max_ranks + pairs);
 }
@@ -46,7 +46,8 @@ void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_
 	v->p2p_ack = v->p2p_pub + (size_t)n * n;
 	v->p2p_done = v->p2p_ack + (size_t)n * n;
 	v->graph = v->p2p_done + n;
-	v->replay = (struct cxls_op_desc *)(v->graph + n);
+	v->graph_pair = v->graph + n;
+	v->replay = (struct cxls_op_desc *)(v->graph_pair + (size_t)n * n);
 	v->p2p_smsg = (struct cxls_p2p_msg *)(v->replay + n);
 	v->p2p_rmsg = v->p2p_smsg + (size_t)n * n;
 	v->max_ranks = n;

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 16u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 17u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
 				* 8: socket lines with one writer, sleepers;
 				* 9: replayed calls; 10: socket claims identified,
@@ -32,7 +32,8 @@
 				* 13: the communicator's staging window, group
 				* gates; 14: the communicator's routing rules;
 				* 15: no group gates (groups enqueue at their end);
-				* 16: the communicator's least rounds per op */
+				* 16: the communicator's least rounds per op;
+				* 17: replay barriers per pair of ranks */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -224,6 +225,8 @@ struct cxls_comm_rec {
 	 * struct cxls_bell     p2p_ack[max_ranks][max_ranks];  [src][dst] chunks received
 	 * struct cxls_bell     p2p_done[max_ranks];  send/receive groups completed
 	 * struct cxls_bell     graph[max_ranks];     CUDA graph replay barriers
+	 * struct cxls_bell     graph_pair[max_ranks][max_ranks];  [rank][peer]
+	 *                      the barriers of send/receive replays (replay.h)
 	 * struct cxls_op_desc  replay[max_ranks];    the captured call each
 	 *                      rank's replay starts, numbered by its barrier
 	 * struct cxls_p2p_msg  p2p_smsg[max_ranks][max_ranks]; [src][dst] as sent

@@ -2254,7 +2254,8 @@ static int case_graph(int rank, int n, const ncclUniqueId *id, void *arg)
 }
 
 /* Rank 1 captured another call than the others (an AllGather of half the
- * count, or a send/receive group to itself): the capture cannot tell, the
+ * count, or a send/receive group with rank 0, whose replay meets rank 0
+ * alone while rank 0 waits for everyone): the capture cannot tell, the
  * first replay must.  Every rank gets ncclInvalidUsage asynchronously
  * within the timeout, the replay's stream completes (no hang), and the
  * communicator refuses further work. */
@@ -2284,8 +2285,8 @@ static int case_graph_mismatch(int rank, int n, const ncclUniqueId *id, void *ar
 		      "captured, half the count");
 	} else {
 		CHECK(ncclGroupStart() == ncclSuccess, "group");
-		CHECK(ncclSend(send, bytes, ncclInt8, rank, comm, s) == ncclSuccess, "send to self");
-		CHECK(ncclRecv(recv, bytes, ncclInt8, rank, comm, s) == ncclSuccess, "recv from self");
+		CHECK(ncclSend(send, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "send to 0");
+		CHECK(ncclRecv(recv, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "recv from 0");
 		CHECK(ncclGroupEnd() == ncclSuccess, "group end");
 	}
 	CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
@@ -2300,6 +2301,65 @@ static int case_graph_mismatch(int rank, int n, const ncclUniqueId *id, void *ar
 	cudaGraphExecDestroy(exec);
 	cudaGraphDestroy(graph);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after the mismatch");
+	return CHECK_SUMMARY();
+}
+
+/* A pipeline captured outside groups, as a pipeline-parallel step does:
+ * rank 0 sends to 1, rank 1 receives from 0 and sends on to 2 (two
+ * captures), rank 2 receives.  Each replay's send/receive meets its peer
+ * alone (replay.h), so the ranks need not capture as many of them; before,
+ * every replay met the whole communicator and the first one timed out.
+ * Each replay carries new bytes end to end, and eager AllGathers run
+ * between replays. */
+#define PIPE_REPLAYS 20
+
+static int case_graph_pipe(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t bytes = MIB + 4096 + 7;
+	char *buf, *host = malloc(bytes);
+	ncclComm_t comm;
+	cudaStream_t s;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	int bad = -1;
+
+	(void)arg;
+	cudaSetDevice(test_device(rank));
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	buf = dev_alloc(bytes, 0);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "eager op before the capture");
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	if (rank > 0)
+		CHECK(ncclRecv(buf, bytes, ncclInt8, rank - 1, comm, s) == ncclSuccess, "captured recv");
+	if (rank < n - 1)
+		CHECK(ncclSend(buf, bytes, ncclInt8, rank + 1, comm, s) == ncclSuccess, "captured send");
+	CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
+	CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; it < PIPE_REPLAYS; it++) {
+		int v = (it * 3 + 1) & 0xff;
+
+		if (rank == 0)
+			cudaMemsetAsync(buf, v, bytes, s);
+		else
+			cudaMemsetAsync(buf, 0xee, bytes, s);
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		cudaMemcpy(host, buf, bytes, cudaMemcpyDeviceToHost);
+		for (size_t i = 0; bad < 0 && i < bytes; i++)
+			if ((unsigned char)host[i] != v)
+				bad = it;
+		if (it % 5 == 2)
+			CHECK(allgather_ok(comm, s, rank, n, 3 * 4096 + 1), "eager op after replay %d",
+			      it);
+	}
+	CHECK(bad < 0, "rank %d: replay %d carried wrong bytes", rank, bad);
+	CHECK(allgather_ok(comm, s, rank, n, MIB), "eager op after the replays");
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(graph);
+	cudaFree(buf);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	free(host);
 	return CHECK_SUMMARY();
 }
 
@@ -3383,6 +3443,8 @@ static const struct rank_case rank_cases[] = {
 	{ "abortenqp2p", 2, case_abort_enqueue, "p2p" },
 	{ "mismatch", 2, case_mismatch, NULL },
 	{ "graph", 3, case_graph, NULL },
+	{ "graphpipe", 3, case_graph_pipe, NULL },
+	{ "graphpipe4", 4, case_graph_pipe, NULL },
 	{ "grapha2a", 5, case_graph_a2a, NULL },
 	{ "graphcount", 2, case_graph_mismatch, "count" },
 	{ "graphkind", 3, case_graph_mismatch, "kind" },
