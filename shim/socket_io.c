@@ -15,7 +15,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -883,9 +882,14 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 }
 
 /* What a pipe holds now, at most n bytes, never waiting
- * (cxls_sock_give_from's source): RWF_NOWAIT, or where pipes do not take
- * it (kernels before 6.0) no more than FIONREAD says is there, which only
- * another reader of the pipe can take first.  empty: there was nothing. */
+ * (cxls_sock_give_from's source, under the socket's producer lock):
+ * RWF_NOWAIT, or where the pipe's file does not take it (kernels before
+ * 6.0, and a pipe's file the kernel's own splice used: pipe_clear_nowait)
+ * vmsplice's copy to memory with SPLICE_F_NONBLOCK, which never waits
+ * either.  A read of what FIONREAD said was there waited, the lock held,
+ * when another reader of the pipe took those bytes between, until the
+ * pipe's writer wrote again: the socket's other writers gave up on the
+ * lock and reset the connection.  empty: there was nothing. */
 struct pipe_source {
 	int fd;
 	int empty;
@@ -896,14 +900,9 @@ static ssize_t pipe_source(void *arg, void *buf, size_t n)
 	struct pipe_source *p = arg;
 	struct iovec v = { buf, n };
 	ssize_t r = preadv2(p->fd, &v, 1, -1, RWF_NOWAIT);
-	int have = 0;
 
-	if (r < 0 && errno == EOPNOTSUPP) {
-		if (REAL(ioctl)(p->fd, FIONREAD, &have) == 0 && have > 0)
-			r = REAL(read)(p->fd, buf, n < (size_t)have ? n : (size_t)have);
-		else
-			errno = EAGAIN; /* at its end, poll says so */
-	}
+	if (r < 0 && errno == EOPNOTSUPP)
+		r = vmsplice(p->fd, &v, 1, SPLICE_F_NONBLOCK); /* 0 at its end */
 	p->empty = r < 0 && errno == EAGAIN;
 	return r;
 }
