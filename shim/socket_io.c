@@ -1026,6 +1026,20 @@ static ssize_t splice_pool(int in, struct cxls_sconn *cin, int out, struct cxls_
 	return r;
 }
 
+/* The flags splice(2) knows (the kernel's SPLICE_F_ALL). */
+#define SPLICE_FLAGS_KNOWN (SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT)
+
+/* Whether the pipe end fd is open the way splice uses it (want: O_RDONLY
+ * to read from it, O_WRONLY to write to it); the kernel says EBADF for the
+ * other end, where poll waited for ever for what that end never is. */
+static int pipe_end_open_for(int fd, int want)
+{
+	int fl = REAL(fcntl)(fd, F_GETFL);
+
+	return fl >= 0 && !(fl & O_PATH) &&
+	       (fl & O_ACCMODE) != (want == O_RDONLY ? O_WRONLY : O_RDONLY);
+}
+
 EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		      unsigned int flags)
 {
@@ -1034,11 +1048,21 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 
 	if (!cin && !cout)
 		return REAL(splice)(in, off_in, out, off_out, len, flags);
-	if (fd_kind(cin ? out : in) != S_IFIFO || (cin && off_in) || (cout && off_out)) {
+	if (len == 0) {
+		r = 0; /* the kernel's first answer, before flags and fds (an
+			* empty pipe was waited for, for ever when blocking, and
+			* a gone peer's EPIPE said with SIGPIPE) */
+	} else if (flags & ~SPLICE_FLAGS_KNOWN) {
+		errno = EINVAL;
+		r = -1;
+	} else if (fd_kind(cin ? out : in) != S_IFIFO || (cin && off_in) || (cout && off_out)) {
 		errno = EINVAL;
 		r = -1;
 	} else if (off_in || off_out) {
 		errno = ESPIPE;
+		r = -1;
+	} else if (cin ? !pipe_end_open_for(out, O_WRONLY) : !pipe_end_open_for(in, O_RDONLY)) {
+		errno = EBADF;
 		r = -1;
 	} else {
 		r = splice_pool(in, cin, out, cout, len, flags);

@@ -3523,6 +3523,62 @@ static void test_splice_race(void)
 	close(b);
 }
 
+/* splice's answers before it looks at the pipe, as the kernel's: len 0
+ * is 0 whatever else (the shim waited for an empty pipe, for ever on a
+ * blocking one, and said a gone peer's EPIPE with SIGPIPE), unknown flags
+ * EINVAL, a pipe end open the other way EBADF (poll waited for ever for
+ * it to be readable, or writable).  The pipes here are nonblocking, so
+ * the shim's old answers came back (EAGAIN) instead of hanging. */
+static void test_splice_args(void)
+{
+	int a, b, p[2], gone[2];
+	ssize_t r;
+	char c;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "splice-args pair");
+	CHECK(pipe2(p, O_NONBLOCK) == 0, "pipe");
+	errno = 0;
+	r = splice(p[0], NULL, a, NULL, 0, 0);
+	CHECK(r == 0, "len 0, empty pipe: %zd, errno %d (kernel: 0)", r, errno);
+	errno = 0;
+	r = splice(p[0], NULL, a, NULL, 100, SPLICE_F_NONBLOCK | 0x100);
+	CHECK(r == -1 && errno == EINVAL, "unknown flag: %zd, errno %d (kernel: EINVAL)", r, errno);
+	errno = 0;
+	r = splice(p[1], NULL, a, NULL, 100, 0);
+	CHECK(r == -1 && errno == EBADF, "from a pipe's write end: %zd, errno %d (kernel: EBADF)",
+	      r, errno);
+	CHECK(write(a, "x", 1) == 1, "write");
+	errno = 0;
+	r = splice(b, NULL, p[0], NULL, 100, 0);
+	CHECK(r == -1 && errno == EBADF, "into a pipe's read end: %zd, errno %d (kernel: EBADF)", r,
+	      errno);
+	CHECK(read(b, &c, 1) == 1, "read"); /* unread, the close would reset */
+	/* a peer gone: len 0 is still 0, with no SIGPIPE */
+	close(b);
+	usleep(100000);
+	CHECK(pipe(gone) == 0 && write(gone[1], "abc", 3) == 3, "pipe 2");
+	CHECK(splice(gone[0], NULL, a, NULL, 3, 0) == 3, "first splice to a gone peer");
+	usleep(100000);
+	CHECK(write(gone[1], "abc", 3) == 3, "pipe 2 again");
+	signal(SIGPIPE, on_sigpipe);
+	sigpipes = 0;
+	errno = 0;
+	r = splice(gone[0], NULL, a, NULL, 0, 0);
+	CHECK(r == 0 && sigpipes == 0, "len 0 to a gone peer: %zd, errno %d, %d SIGPIPE", r, errno,
+	      (int)sigpipes);
+	errno = 0;
+	r = splice(gone[0], NULL, a, NULL, 3, 0);
+	CHECK(r == -1 && errno == EPIPE && sigpipes == 1, "then 3 bytes: %zd, errno %d, %d SIGPIPE",
+	      r, errno, (int)sigpipes);
+	signal(SIGPIPE, SIG_IGN);
+	close(gone[0]);
+	close(gone[1]);
+	close(p[0]);
+	close(p[1]);
+	close(a);
+}
+
 /* splice from a pipe into a pooled socket reads the pipe under the
  * socket's producer lock, so the read must never wait.  A pipe's read end
  * that the kernel's own splice touched takes RWF_NOWAIT no more
@@ -4011,6 +4067,7 @@ static const struct tu_case cases[] = {
 	{ "mmsg", test_mmsg },
 	{ "sendfile", test_sendfile_splice },
 	{ "splice-race", test_splice_race },
+	{ "splice-args", test_splice_args },
 	{ "splice-nowait", test_splice_nowait },
 	{ "stress", test_stress },
 	{ "uring", test_uring }, /* last: a ring, once seen, stays */
