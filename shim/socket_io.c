@@ -945,11 +945,33 @@ static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec 
 	}
 }
 
+/* A write to pipe fd that does not wait, where fd's file refuses
+ * RWF_NOWAIT (kernels before 6.0, and a pipe's file the kernel's own
+ * splice used: pipe_clear_nowait): through a file of the pipe's own,
+ * opened O_NONBLOCK by /proc (fd's O_NONBLOCK belongs to every holder of
+ * its file).  Without one (no /proc, no fd left) a page at most, which
+ * fits once poll found room unless another writer of the pipe filled it
+ * between; without a reader the write says EPIPE at once. */
+static ssize_t pipe_write_nowait(int fd, const void *buf, size_t n)
+{
+	char path[48];
+	int own, err;
+	ssize_t r;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	own = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (own < 0)
+		return REAL(write)(fd, buf, n < PIPE_BUF ? n : PIPE_BUF);
+	r = REAL(write)(own, buf, n);
+	err = errno;
+	REAL(close)(own);
+	errno = err;
+	return r;
+}
+
 /* What a pooled socket's splice hands the pipe, under the socket's
  * consumer lock (cxls_sock_take_to): never waiting for room, so a pipe
- * whose file is blocking is written with RWF_NOWAIT; a kernel whose pipes
- * do not take it (before 6.0) gets a page at most, which fits once poll
- * found room (the pipe's other writers aside). */
+ * whose file is blocking is written with RWF_NOWAIT. */
 static ssize_t pipe_sink(void *arg, const void *buf, size_t n)
 {
 	int out = *(const int *)arg;
@@ -957,7 +979,7 @@ static ssize_t pipe_sink(void *arg, const void *buf, size_t n)
 	ssize_t r = pwritev2(out, &v, 1, -1, RWF_NOWAIT);
 
 	if (r < 0 && errno == EOPNOTSUPP)
-		r = REAL(write)(out, buf, n < PIPE_BUF ? n : PIPE_BUF);
+		r = pipe_write_nowait(out, buf, n);
 	return r;
 }
 

@@ -3685,6 +3685,125 @@ static void test_splice_nowait(void)
 	close(b);
 }
 
+/* The other way: splice from a pooled socket writes the pipe under the
+ * socket's consumer lock, so that write must never wait.  A pipe's write
+ * end the kernel's own splice touched takes RWF_NOWAIT no more; the shim
+ * then wrote a page with a blocking write, which waited, holding the lock,
+ * when another writer of the pipe filled it between poll and write.  Here
+ * that other writer fills the pipe whenever it has room (its own
+ * nonblocking file, a few microseconds after poll), and the only reader of
+ * the pipe is the thread that, each round, also reads the socket beside
+ * the splice: a splice waiting for room under the lock held that read
+ * for the lock's 5 s, and the connection was reset. */
+struct splice_sink_race {
+	int pipe_out;
+	atomic_int stop;
+};
+
+static void *splice_sink_rival(void *arg)
+{
+	struct splice_sink_race *s = arg;
+	char path[64], fill[4096];
+	unsigned k = 1;
+	int fd;
+
+	memset(fill, 'r', sizeof(fill));
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", s->pipe_out);
+	fd = open(path, O_WRONLY | O_NONBLOCK);
+	while (fd >= 0 && !atomic_load(&s->stop)) {
+		struct pollfd p = { fd, POLLOUT, 0 };
+		uint64_t until;
+
+		if (poll(&p, 1, 20) <= 0)
+			continue;
+		k = k * 1103515245u + 12345u;
+		until = tu_now_us() + (k >> 16) % 16;
+		while (tu_now_us() < until)
+			;
+		while (write(fd, fill, sizeof(fill)) > 0)
+			;
+	}
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+static void *splice_sink_splicer(void *arg)
+{
+	int *fds = arg;
+
+	while (splice(fds[0], NULL, fds[1], NULL, 4096, 0) > 0)
+		;
+	return NULL;
+}
+
+static void test_splice_sink(void)
+{
+	enum { ROUNDS = 3000 };
+	struct splice_sink_race s = { 0 };
+	int a, b, p[2], q[2], fds[2], in, ok = 1;
+	long through = 0, beside = 0;
+	pthread_t t[2];
+	char c, buf[65536], path[64];
+	ssize_t r;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "splice-sink pair");
+	CHECK(pipe(p) == 0 && pipe(q) == 0, "pipes");
+	/* the kernel's splice into p[1] (from a pipe, no shim there) */
+	CHECK(write(q[1], "z", 1) == 1 && splice(q[0], NULL, p[1], NULL, 1, SPLICE_F_NONBLOCK) == 1 &&
+		      read(p[0], &c, 1) == 1,
+	      "the kernel's splice");
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", p[0]);
+	in = open(path, O_RDONLY | O_NONBLOCK);
+	CHECK(in >= 0, "a nonblocking file of the pipe");
+	s.pipe_out = p[1];
+	fds[0] = b;
+	fds[1] = p[1];
+	pthread_create(&t[0], NULL, splice_sink_splicer, fds);
+	pthread_create(&t[1], NULL, splice_sink_rival, &s);
+	for (int i = 0; i < ROUNDS && ok && in >= 0; i++) {
+		uint64_t t0;
+
+		/* the byte, then time for the splice to peek it and wait for
+		 * room; room, raced for; then the read beside */
+		ok = write(a, "x", 1) == 1;
+		usleep(20);
+		for (int k = 0; k < 4 && (r = read(in, buf, sizeof(buf))) > 0; k++)
+			for (ssize_t j = 0; j < r; j++)
+				through += buf[j] == 'x';
+		for (t0 = tu_now_us(); tu_now_us() - t0 < 30;)
+			;
+		t0 = tu_now_us();
+		r = recv(b, &c, 1, MSG_DONTWAIT);
+		ok = ok && (r == 1 || (r < 0 && errno == EAGAIN)) && tu_now_us() - t0 < 1000000;
+		if (!ok)
+			CHECK(0, "round %d: a read of the socket beside the splice: %zd, errno %d, "
+			      "%llu ms", i, r, errno, (unsigned long long)(tu_now_us() - t0) / 1000);
+		beside += r == 1;
+	}
+	CHECK(ok, "%d rounds: every read of the socket beside the splice went at once", ROUNDS);
+	atomic_store(&s.stop, 1);
+	pthread_join(t[1], NULL);
+	shutdown(a, SHUT_WR);
+	/* the splicer ends at the socket's end, once the pipe took the rest */
+	while (pthread_tryjoin_np(t[0], NULL) == EBUSY)
+		if ((r = read(in, buf, sizeof(buf))) > 0)
+			for (ssize_t j = 0; j < r; j++)
+				through += buf[j] == 'x';
+	while ((r = read(in, buf, sizeof(buf))) > 0)
+		for (ssize_t j = 0; j < r; j++)
+			through += buf[j] == 'x';
+	CHECK(!ok || (through + beside == ROUNDS && through > 0),
+	      "each socket byte once: %ld spliced + %ld read beside of %d", through, beside, ROUNDS);
+	if (in >= 0)
+		close(in);
+	for (int i = 0; i < 2; i++)
+		close(p[i]), close(q[i]);
+	close(a);
+	close(b);
+}
+
 /* ---- io_uring ----------------------------------------------------------- */
 
 static void test_uring(void)
@@ -4069,6 +4188,7 @@ static const struct tu_case cases[] = {
 	{ "splice-race", test_splice_race },
 	{ "splice-args", test_splice_args },
 	{ "splice-nowait", test_splice_nowait },
+	{ "splice-sink", test_splice_sink },
 	{ "stress", test_stress },
 	{ "uring", test_uring }, /* last: a ring, once seen, stays */
 };
