@@ -881,6 +881,21 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	return r;
 }
 
+/* Waits until pipe end fd is ready for ev, as splice waits for its pipe:
+ * not at all with nb (EAGAIN), past signals whose handlers restart calls
+ * (EINTR for the others).  The poll's revents, or -1 with errno. */
+static int wait_pipe(int fd, short ev, int nb)
+{
+	struct pollfd p = { fd, ev, 0 };
+	int r;
+
+	while ((r = poll(&p, 1, nb ? 0 : -1)) < 0 && errno == EINTR && cxls_chan_restartable())
+		;
+	if (r == 0)
+		errno = EAGAIN;
+	return r > 0 ? p.revents : -1;
+}
+
 /* What a pipe holds now, at most n bytes, never waiting
  * (cxls_sock_give_from's source, under the socket's producer lock):
  * RWF_NOWAIT, or where the pipe's file does not take it (kernels before
@@ -923,19 +938,12 @@ static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec 
 	struct pipe_source src = { in, 0 };
 
 	for (;;) {
-		struct pollfd p = { in, POLLIN, 0 };
+		int ev = wait_pipe(in, POLLIN, nb);
 		ssize_t r;
 
-		while ((r = poll(&p, 1, nb ? 0 : -1)) < 0 && errno == EINTR &&
-		       cxls_chan_restartable())
-			;
-		if (r < 0)
+		if (ev < 0)
 			return -1;
-		if (r == 0) {
-			errno = EAGAIN;
-			return -1;
-		}
-		if ((p.revents & (POLLHUP | POLLIN)) == POLLHUP)
+		if ((ev & (POLLHUP | POLLIN)) == POLLHUP)
 			return 0; /* no writer and nothing left */
 		src.empty = 0;
 		r = cxls_sock_give_from(c, out, iov, pipe_source, &src);
@@ -998,20 +1006,12 @@ static ssize_t pool_to_pipe(int in, int out, struct cxls_sconn *c, struct iovec 
 
 	for (;;) {
 		ssize_t r = cxls_sock_recvv_off(c, in, iov, 1, MSG_PEEK, CXLS_PEEK_OFF_NONE);
-		struct pollfd p = { out, POLLOUT, 0 };
 		struct iovec have;
 
 		if (r <= 0)
 			return r;
-		while ((r = poll(&p, 1, nb ? 0 : -1)) < 0 && errno == EINTR &&
-		       cxls_chan_restartable())
-			;
-		if (r < 0)
+		if (wait_pipe(out, POLLOUT, nb) < 0)
 			return -1;
-		if (r == 0) {
-			errno = EAGAIN;
-			return -1;
-		}
 		have = (struct iovec){ iov->iov_base, iov->iov_len };
 		r = cxls_sock_take_to(c, in, &have, pipe_sink, &out);
 		if (r < 0 && errno == EAGAIN && !nb)
