@@ -14,19 +14,28 @@ static void took(struct cxls_sock_holder *h, const struct cxls_proc_id *id, uint
 	atomic_store(&h->execs, execs);
 }
 
+/* pid's entry, or -1: a process has one at most (cxls_holder_add_id). */
+static int entry_of(const struct cxls_sock_holder *h, int n, uint32_t pid)
+{
+	for (int i = 0; i < n; i++)
+		if (atomic_load(&h[i].pid) == pid)
+			return i;
+	return -1;
+}
+
 int cxls_holder_add_id(struct cxls_sock_holder *h, int n, const struct cxls_proc_id *id,
 		       uint32_t execs)
 {
-	for (int i = 0; i < n; i++) {
-		if (atomic_load(&h[i].pid) != id->pid)
-			continue;
+	int i = entry_of(h, n, id->pid);
+
+	if (i >= 0) {
 		/* the number of one that died without closing, reused: its
 		 * start time would make this holder look dead */
 		if (id->start_time && h[i].start_time && h[i].start_time != id->start_time)
 			took(&h[i], id, execs);
 		return 0;
 	}
-	for (int i = 0; i < n; i++) {
+	for (i = 0; i < n; i++) {
 		uint32_t zero = 0;
 
 		if (atomic_compare_exchange_strong(&h[i].pid, &zero, id->pid)) {
@@ -36,7 +45,7 @@ int cxls_holder_add_id(struct cxls_sock_holder *h, int n, const struct cxls_proc
 	}
 	/* full: a holder that died without closing (a child that exec'd a
 	 * program that exited) gives its entry up; holders are of one host */
-	for (int i = 0; i < n; i++) {
+	for (i = 0; i < n; i++) {
 		struct cxls_proc_id old = { atomic_load(&h[i].pid), id->boot_hash, h[i].start_time };
 
 		if (old.pid && cxls_proc_alive(&old) == 0 &&
@@ -75,21 +84,17 @@ int cxls_holder_remove(struct cxls_sock_holder *h, int n)
 
 void cxls_holder_exec(struct cxls_sock_holder *h, int n, int delta)
 {
-	uint32_t pid = (uint32_t)getpid();
+	int i = entry_of(h, n, (uint32_t)getpid());
 
-	for (int i = 0; i < n; i++)
-		if (atomic_load(&h[i].pid) == pid)
-			atomic_fetch_add(&h[i].execs, (uint32_t)delta);
+	if (i >= 0)
+		atomic_fetch_add(&h[i].execs, (uint32_t)delta);
 }
 
 uint32_t cxls_holder_execs(const struct cxls_sock_holder *h, int n)
 {
-	uint32_t pid = (uint32_t)getpid();
+	int i = entry_of(h, n, (uint32_t)getpid());
 
-	for (int i = 0; i < n; i++)
-		if (atomic_load(&h[i].pid) == pid)
-			return atomic_load(&h[i].execs);
-	return 0;
+	return i >= 0 ? atomic_load(&h[i].execs) : 0;
 }
 
 int cxls_holder_left(const struct cxls_sock_holder *h, int n, uint64_t boot_hash)
