@@ -56,11 +56,6 @@ static int first_time(int rule, unsigned bit)
 	return !(atomic_fetch_or(&reported[rule], bit) & bit);
 }
 
-static size_t page_size(void)
-{
-	return (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* The process whose report it is: a forked child (a DataLoader worker)
  * holds a copy of its parent's counters and, CUDA being the parent's,
  * nothing of its own to add; its exit prints nothing. */
@@ -334,7 +329,7 @@ int cxls_hostmem_alloc(size_t size, unsigned memf, const void *caller,
 		       const struct cxls_hostmem_ops *ops, void **out, int *rc)
 {
 	const struct cxls_config *cfg = policy();
-	size_t ps = page_size(), len;
+	size_t ps = cxls_page_size(), len;
 	struct cxls_plan plan;
 	struct cxls_buf *b;
 	void *map;
@@ -435,7 +430,7 @@ int cxls_hostmem_register(void *p, size_t size, unsigned memf, const void *calle
 			  const struct cxls_hostmem_ops *ops, int *rc)
 {
 	const struct cxls_config *cfg = policy();
-	size_t ps = page_size(), len;
+	size_t ps = cxls_page_size(), len;
 	uintptr_t start, end;
 	struct cxls_plan plan;
 	struct cxls_buf *b;

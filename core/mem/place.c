@@ -21,7 +21,7 @@
 
 /* Threads placing buffers at once all come here: the cached value is an
  * atomic (each may store the same value; a plain static was a data race). */
-static size_t page_size(void)
+size_t cxls_page_size(void)
 {
 	static _Atomic size_t ps;
 	size_t v = atomic_load_explicit(&ps, memory_order_relaxed);
@@ -148,7 +148,7 @@ int cxls_place_populate(void *addr, size_t len)
 	if (errno != EINVAL)
 		return -errno; /* ENOMEM, EFAULT, EHWPOISON: the caller falls back */
 	/* kernels before 5.14: touch each page (fresh memory reads as 0) */
-	for (size_t off = 0; off < len; off += page_size())
+	for (size_t off = 0; off < len; off += cxls_page_size())
 		c[off] = 0;
 	return 0;
 }
@@ -175,13 +175,13 @@ static size_t next_offset(size_t off, size_t len, const struct cxls_plan *p, int
 	size_t step, next;
 
 	if (every)
-		return off + page_size();
+		return off + cxls_page_size();
 	step = p->mode == CXLS_PLAN_STRIPE && p->stripe < (2u << 20) ? p->stripe : 2u << 20;
 	next = (off / step + 1) * step;
 	if (p->prefix && off < p->prefix && next > p->prefix)
 		next = p->prefix;
-	if (next >= len && off + page_size() < len)
-		next = len - page_size();
+	if (next >= len && off + cxls_page_size() < len)
+		next = len - cxls_page_size();
 	return next;
 }
 

@@ -40,5 +40,7 @@ int cxls_place_populate(void *addr, size_t len);
  * stripe chunk and of every 2 MiB.  0, or -errno when move_pages failed. */
 int cxls_place_verify(void *addr, size_t len, const struct cxls_plan *p, int every,
 		      struct cxls_verify *v);
+/* The system's page size, asked once. */
+size_t cxls_page_size(void);
 
 #endif
