@@ -88,7 +88,7 @@ static size_t keep_shim(char **env, size_t k, const char *path)
 	env[i < k ? i : k++] = var;
 	for (char **e = environ; e && *e; e++)
 		if (var_is(*e, "CXLSHIM_") && !var_is(*e, CXLS_SOCK_FDS_ENV "=") &&
-		    !has_var(env, pre, *e))
+		    !var_is(*e, CXLS_SOCK_EPOLL_ENV "=") && !has_var(env, pre, *e))
 			env[k++] = *e;
 	CXLS_INFO("exec of %s with pooled connections: its environment lacked the shim, "
 		  "LD_PRELOAD and the CXLSHIM_* settings put back", path ? path : "a program");
@@ -104,19 +104,29 @@ static size_t count_shim_vars(void)
 	return m;
 }
 
-/* envp with CXLSHIM_SOCK_FDS replaced by the list spec() makes (and the
- * shim kept, above); NULL: it names nothing (or no memory), use envp as
- * it is. */
-static char **with_spec(char *const envp[], char *(*spec)(void), const char *path)
+/* Whether envp's entry is one of the lists this shim writes for the new
+ * image (replaced, never passed on as the application had it). */
+static int shim_list(const char *var)
 {
-	size_t n = 0, k = 0, pre = strlen(CXLS_SOCK_FDS_ENV) + 1, cap;
-	char *var = spec();
+	return var_is(var, CXLS_SOCK_FDS_ENV "=") || var_is(var, CXLS_SOCK_EPOLL_ENV "=");
+}
+
+/* envp with CXLSHIM_SOCK_FDS replaced by the list spec() makes, and
+ * CXLSHIM_SOCK_EPOLL by the one epoll() makes when given and it names
+ * something (and the shim kept, above); NULL: spec() names nothing (or no
+ * memory), use envp as it is. */
+static char **with_spec(char *const envp[], char *(*spec)(void), char *(*epoll)(void),
+			const char *path)
+{
+	size_t n = 0, k = 0, cap;
+	char *var = spec(), *epvar;
 
 	if (!var)
 		return NULL;
+	epvar = epoll ? epoll() : NULL;
 	while (envp && envp[n])
 		n++;
-	cap = n + count_shim_vars() + 3;
+	cap = n + count_shim_vars() + 4;
 	if (cap > env_cap) {
 		char **p = realloc(env_buf, cap * sizeof(*p));
 
@@ -126,9 +136,11 @@ static char **with_spec(char *const envp[], char *(*spec)(void), const char *pat
 		env_cap = cap;
 	}
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(envp[i], var, pre))
+		if (!shim_list(envp[i]))
 			env_buf[k++] = envp[i];
 	env_buf[k++] = var;
+	if (epvar)
+		env_buf[k++] = epvar;
 	k = keep_shim(env_buf, k, path);
 	env_buf[k] = NULL;
 	return env_buf;
@@ -149,7 +161,7 @@ static int exec_counted(int r)
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_exec_spec, path);
+	char **env = with_spec(envp, cxls_sock_exec_spec, cxls_sock_epoll_exec_spec, path);
 
 	cxls_sock_exec_begin();
 	return exec_counted(REAL(execve)(path, argv, env ? env : envp));
@@ -157,7 +169,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_exec_spec, file);
+	char **env = with_spec(envp, cxls_sock_exec_spec, cxls_sock_epoll_exec_spec, file);
 
 	cxls_sock_exec_begin();
 	return exec_counted(REAL(execvpe)(file, argv, env ? env : envp));
@@ -165,7 +177,7 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_exec_spec, NULL);
+	char **env = with_spec(envp, cxls_sock_exec_spec, cxls_sock_epoll_exec_spec, NULL);
 
 	cxls_sock_exec_begin();
 	return exec_counted(REAL(fexecve)(fd, argv, env ? env : envp));
@@ -244,7 +256,7 @@ static int spawned(int r, pid_t child, pid_t *pid, char **env)
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_spawn_spec, path);
+	char **env = with_spec(envp, cxls_sock_spawn_spec, NULL, path);
 	pid_t child = 0;
 	int r = REAL(posix_spawn)(&child, path, fa, attr, argv, env ? env : envp);
 
@@ -254,7 +266,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_spawn_spec, file);
+	char **env = with_spec(envp, cxls_sock_spawn_spec, NULL, file);
 	pid_t child = 0;
 	int r = REAL(posix_spawnp)(&child, file, fa, attr, argv, env ? env : envp);
 
@@ -342,11 +354,12 @@ EXPORT FILE *popen(const char *cmd, const char *mode)
 	return f;
 }
 
-/* Only a program exec'd with pooled connections open has the variable;
- * everybody else pays one getenv at load. */
+/* Only a program exec'd with pooled connections open has the variables;
+ * everybody else pays two getenv at load.  The epoll sets are rebuilt
+ * once the connections are the shim's again (their items name them). */
 __attribute__((constructor)) static void adopt_inherited(void)
 {
-	const char *spec = getenv(CXLS_SOCK_FDS_ENV);
+	const char *spec = getenv(CXLS_SOCK_FDS_ENV), *epoll = getenv(CXLS_SOCK_EPOLL_ENV);
 	Dl_info info;
 
 	if (!dladdr((void *)adopt_inherited, &info) || !info.dli_fname ||
@@ -355,6 +368,14 @@ __attribute__((constructor)) static void adopt_inherited(void)
 
 	if (spec && *spec) {
 		cxls_sock_adopt(spec);
-		unsetenv(CXLS_SOCK_FDS_ENV);
+		if (epoll && *epoll)
+			cxls_sock_epoll_inherit(epoll);
+	} else if (epoll) {
+		CXLS_WARN("%s without pooled connections to go with it: ignored",
+			  CXLS_SOCK_EPOLL_ENV);
 	}
+	if (spec)
+		unsetenv(CXLS_SOCK_FDS_ENV);
+	if (epoll)
+		unsetenv(CXLS_SOCK_EPOLL_ENV);
 }

@@ -17,8 +17,9 @@
 #include "sock_origin.h"
 #include "sock_sys.h"
 
-/* Is fd an epoll instance?  (Asked when it is added to another set.) */
-static int is_epoll(int fd)
+/* Is fd an epoll instance?  (Asked when it is added to another set, and
+ * of an epoll fd named across exec, sock_epoll_exec.c.) */
+int cxls_ep_is_epoll(int fd)
 {
 	char path[64], link[32];
 	ssize_t n;
@@ -116,7 +117,7 @@ static struct epset *nested_set(int epfd, int op, int fd)
 		return NULL; /* the kernel's EINVAL */
 	inner = atomic_load(&cxls_ep_any_set) ? cxls_ep_set_get(fd, 0) : NULL;
 	if (!inner && op == EPOLL_CTL_ADD && !cxls_fdtab_empty() && !cxls_sock_origin_socket(fd) &&
-	    is_epoll(fd))
+	    cxls_ep_is_epoll(fd))
 		inner = cxls_ep_set_get(fd, 1);
 	return inner;
 }

@@ -166,6 +166,9 @@ void cxls_ep_drop_item(struct epset *s, struct ep_item *it);
 struct epoll_event cxls_ep_tagged(int fd, struct cxls_sconn *c, uint32_t app_events);
 void cxls_ep_kernel_has(struct ep_item *it, const struct epoll_event *e, int ok);
 
+/* Whether fd is an epoll instance (sock_epoll_ctl.c, /proc). */
+int cxls_ep_is_epoll(int fd);
+
 /* A nested set's entry goes (sock_epoll_ctl.c); s locked. */
 void cxls_ep_child_drop(struct epset *s, int i);
 

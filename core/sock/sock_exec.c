@@ -42,13 +42,6 @@
 /* "fd:slot:gen:role," at its longest */
 #define ENTRY_MAX 40
 
-static int survives_exec(int fd)
-{
-	long fl = syscall(SYS_fcntl, fd, F_GETFD);
-
-	return fl >= 0 && !(fl & FD_CLOEXEC);
-}
-
 /* fd's 4-tuple for each role, computed when first asked. */
 struct fd_tuples {
 	int fd;
@@ -174,7 +167,7 @@ static char *spec_close(struct spec_buf *b)
 static void put_kept(struct spec_buf *b, const struct snapshot *s)
 {
 	for (int i = 0; i < s->n; i++)
-		if (survives_exec(s->v[i].fd))
+		if (cxls_fd_survives_exec(s->v[i].fd))
 			put(b, s->v[i].fd, s->v[i].c);
 }
 
@@ -207,7 +200,7 @@ static int put_held(int fd, void *arg)
 	struct held *h = arg;
 	struct fd_tuples f = { .fd = fd };
 
-	if (!survives_exec(fd) || !cxls_fd_sock_ino(0, fd))
+	if (!cxls_fd_survives_exec(fd) || !cxls_fd_sock_ino(0, fd))
 		return 0;
 	for (int i = 0; i < h->s->n; i++) {
 		struct cxls_sconn *c = h->s->v[i].c;

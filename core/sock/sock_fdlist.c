@@ -83,3 +83,10 @@ unsigned long cxls_fd_sock_ino(pid_t pid, int fd)
 	link[n] = '\0';
 	return sscanf(link, "socket:[%lu]", &ino) == 1 ? ino : 0;
 }
+
+int cxls_fd_survives_exec(int fd)
+{
+	long fl = syscall(SYS_fcntl, fd, F_GETFD);
+
+	return fl >= 0 && !(fl & FD_CLOEXEC);
+}

@@ -20,4 +20,7 @@ int cxls_fd_each(pid_t pid, unsigned lo, unsigned hi, int (*fn)(int fd, void *ar
  * it is not a socket or cannot be read. */
 unsigned long cxls_fd_sock_ino(pid_t pid, int fd);
 
+/* Whether fd of this process stays open across exec (no FD_CLOEXEC). */
+int cxls_fd_survives_exec(int fd);
+
 #endif

@@ -1939,6 +1939,342 @@ static void test_exec_epoll_inherited(void)
 	close(b);
 }
 
+/* ---- an epoll set taken over across exec ---------------------------------
+ * The exec'd image waits in the epoll fd it inherited: the shim carries
+ * the set's items of pooled sockets (CXLSHIM_SOCK_EPOLL) and the new
+ * image's shim rebuilds the set, so the application gets its own events
+ * and data, level and edge triggered, its one-shot state, and the peer's
+ * close; MOD, DEL and ADD go on as before.  Without it those waits
+ * reported nothing of the pooled sockets (their bytes are in the rings). */
+
+/* The exec'd image's epoll_wait on ep: 0 when it reports exactly one event,
+ * with data d and at least the bits want; else what it got is printed. */
+static int got_one(int ep, int ms, uint64_t d, uint32_t want, const char *what)
+{
+	struct epoll_event ev[4];
+	int n = epoll_wait(ep, ev, 4, ms);
+
+	if (n == 1 && ev[0].data.u64 == d && (ev[0].events & want) == want)
+		return 0;
+	printf("exec'd image, %s: %d events", what, n);
+	for (int i = 0; i < n; i++)
+		printf(" (%#x, data %#llx)", ev[i].events, (unsigned long long)ev[i].data.u64);
+	printf(" (wanted one, %#x, data %#llx)\n", want, (unsigned long long)d);
+	return 1;
+}
+
+static int got_none(int ep, int ms, const char *what)
+{
+	struct epoll_event ev[4];
+	int n = epoll_wait(ep, ev, 4, ms);
+
+	if (n == 0)
+		return 0;
+	printf("exec'd image, %s: %d events, first %#x data %#llx (wanted none)\n", what, n,
+	       n > 0 ? ev[0].events : 0, n > 0 ? (unsigned long long)ev[0].data.u64 : 0ull);
+	return 1;
+}
+
+/* Edge-triggered with data 6: the peer's "yz" and then its close, each
+ * an edge (read in between), until EPOLLRDHUP; then no edge more. */
+static int edges_to_rdhup(int ep, int b)
+{
+	struct epoll_event ev[4];
+	char buf[8];
+
+	for (int i = 0; i < 3; i++) {
+		int n = epoll_wait(ep, ev, 4, 2000);
+
+		if (n != 1 || ev[0].data.u64 != 6 || !(ev[0].events & EPOLLIN)) {
+			printf("exec'd image, edge %d: %d events, first %#x data %#llx\n", i, n,
+			       n > 0 ? ev[0].events : 0,
+			       n > 0 ? (unsigned long long)ev[0].data.u64 : 0ull);
+			return 1;
+		}
+		if (ev[0].events & EPOLLRDHUP)
+			return got_none(ep, 100, "edge-triggered after the close");
+		if (read(b, buf, sizeof(buf)) <= 0)
+			return 1;
+	}
+	printf("exec'd image: no EPOLLRDHUP after the peer's close\n");
+	return 1;
+}
+
+/* The data of fd's registration in epoll fd ep, as the kernel shows it
+ * (/proc/self/fdinfo); 0 when there is none. */
+static unsigned long long kernel_reg_data(int ep, int fd)
+{
+	unsigned long long data = 0, d;
+	char path[64], line[256];
+	int tfd;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ep);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "tfd: %d events: %*x data: %llx", &tfd, &d) == 2 && tfd == fd)
+			data = d;
+	if (f)
+		fclose(f);
+	return data;
+}
+
+/* The new image of test_exec_epoll_takeover: ep holds b (EPOLLIN |
+ * EPOLLRDHUP, data 5) and b2 (one-shot, data 7, fired before the exec
+ * with a byte left unread); epdup is a dup of ep (the upper half of the
+ * first argument).  Says it runs on back, waits for the parent's byte,
+ * and tells it on back when it may close. */
+static int exec_eptake(char **arg)
+{
+	int ep = atoi(arg[0]) & 0xffff, epdup = atoi(arg[0]) >> 16, b = atoi(arg[1]),
+	    b2 = atoi(arg[2]), back = atoi(arg[3]);
+	struct epoll_event mod;
+	char c;
+
+	if (write(back, "e", 1) != 1)
+		return 1;
+	if (got_one(epdup, 2000, 5, EPOLLIN, "the peer's byte, through the dup"))
+		return 10;
+	/* the parent closed its b: the registration it shares with this
+	 * image stays the shim's (the application's data there would be
+	 * reported at every doorbell, and after the FIN for ever) */
+	if (kernel_reg_data(ep, b) >> 48 != 0xc5c5) {
+		printf("exec'd image: b's registration has data %#llx, not the shim's\n",
+		       kernel_reg_data(ep, b));
+		return 20;
+	}
+	if (got_one(ep, 0, 5, EPOLLIN, "level-triggered, unread"))
+		return 11;
+	if (read(b, &c, 1) != 1 || c != 'x')
+		return 12;
+	if (got_none(ep, 100, "all read (the one-shot stays spent)"))
+		return 13;
+	mod = (struct epoll_event){ EPOLLIN | EPOLLONESHOT, { .u64 = 8 } };
+	if (epoll_ctl(ep, EPOLL_CTL_MOD, b2, &mod))
+		return 14;
+	if (got_one(ep, 0, 8, EPOLLIN, "the one-shot re-armed") || got_none(ep, 0, "spent again"))
+		return 15;
+	if (read(b2, &c, 1) != 1 || c != 'o')
+		return 16;
+	mod = (struct epoll_event){ EPOLLIN | EPOLLRDHUP | EPOLLET, { .u64 = 6 } };
+	if (epoll_ctl(ep, EPOLL_CTL_MOD, b, &mod))
+		return 17;
+	if (write(back, "r", 1) != 1)
+		return 1;
+	if (edges_to_rdhup(ep, b))
+		return 18;
+	/* deleted and added again: level-triggered, at the end of the stream */
+	mod = (struct epoll_event){ EPOLLIN, { .u64 = 9 } };
+	if (epoll_ctl(ep, EPOLL_CTL_DEL, b, NULL) || got_none(ep, 0, "deleted") ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, b, &mod) || got_one(ep, 0, 9, EPOLLIN, "added again"))
+		return 19;
+	return 0;
+}
+
+/* A child that closes a and a2 and execs op with ep, b, b2 and the
+ * write end of a new pipe; returned once the new image runs, *back the
+ * read end. */
+static pid_t exec_epoll_child(const char *op, int a, int a2, int ep, int b, int b2, int *back)
+{
+	char s[4][16];
+	int p[2];
+	pid_t child;
+
+	CHECK(pipe(p) == 0, "pipe");
+	child = fork();
+	if (child == 0) {
+		close(a);
+		if (a2 >= 0)
+			close(a2);
+		close(p[0]);
+		snprintf(s[0], sizeof(s[0]), "%d", ep);
+		snprintf(s[1], sizeof(s[1]), "%d", b);
+		snprintf(s[2], sizeof(s[2]), "%d", b2);
+		snprintf(s[3], sizeof(s[3]), "%d", p[1]);
+		execl(self_path, self_path, op, s[0], s[1], s[2], s[3], (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	*back = p[0];
+	return child;
+}
+
+static void test_exec_epoll_takeover(void)
+{
+	int a, b, a2, b2, back, ep = epoll_create1(0), epdup, st;
+	struct epoll_event ev;
+	char c;
+	pid_t child;
+
+	tcp_pair(&a, &b);
+	tcp_pair(&a2, &b2);
+	check_pooled(a, "pair");
+	check_pooled(a2, "second pair");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN | EPOLLRDHUP,
+								   { .u64 = 5 } }) == 0 &&
+	      epoll_ctl(ep, EPOLL_CTL_ADD, b2, &(struct epoll_event){ EPOLLIN | EPOLLONESHOT,
+								    { .u64 = 7 } }) == 0,
+	      "epoll set");
+	CHECK(write(a2, "o", 1) == 1 && epoll_wait(ep, &ev, 1, 2000) == 1 && ev.data.u64 == 7,
+	      "the one-shot fired before the exec");
+	epdup = dup(ep);
+	CHECK(ep < 0x10000 && epdup > 0 && epdup < 0x8000, "a dup of the epoll fd");
+	/* ep and its dup share one argument */
+	child = exec_epoll_child("exec-eptake", a, a2, ep | epdup << 16, b, b2, &back);
+	CHECK(read(back, &c, 1) == 1 && c == 'e', "the exec'd image runs");
+	/* the kernel registration is the exec'd image's too: this close
+	 * leaves it (made the application's data, it reported the doorbells
+	 * to the exec'd image as its events) */
+	close(b);
+	usleep(50 * 1000); /* asleep in its epoll_wait, mostly */
+	CHECK(write(a, "x", 1) == 1, "a byte for b");
+	if (read(back, &c, 1) == 1 && c == 'r') {
+		CHECK(write(a, "yz", 2) == 2, "two more");
+		usleep(50 * 1000);
+	}
+	close(a); /* the FIN */
+	st = tu_wait(child);
+	CHECK(st == 0, "the exec'd image got its own events from the inherited set (exit %d)", st);
+	close(back);
+	close(ep);
+	close(epdup);
+	close(a2);
+	close(b2);
+}
+
+/* ---- a forged CXLSHIM_SOCK_EPOLL -----------------------------------------
+ * The list comes from the environment, which may be stale or forged:
+ * every entry the kernel does not confirm is refused, the others taken. */
+
+/* name's value in this process's first environment (/proc/self/environ:
+ * the shim took its own variables out of environ at load), or NULL. */
+static char *first_env(const char *name)
+{
+	static char buf[1 << 20];
+	size_t len = strlen(name), have = 0;
+	int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+	ssize_t k;
+
+	while (fd >= 0 && have < sizeof(buf) - 1 &&
+	       (k = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0)
+		have += (size_t)k;
+	if (fd >= 0)
+		close(fd);
+	buf[have] = '\0';
+	for (char *p = buf; p < buf + have; p += strlen(p) + 1)
+		if (!strncmp(p, name, len) && p[len] == '=')
+			return strdup(p + len + 1);
+	return NULL;
+}
+
+/* The stage between (exec'd through the shim): takes the genuine lists it
+ * was given and execs stage 3 past the shim (the raw system call) with
+ * the connections' list as it was and a forged epoll list around the
+ * genuine entry: garbled entries, an epoll fd holding no registration of
+ * the socket (p0's ep2), a pipe for the epoll fd, a pipe for the socket,
+ * numbers out of range, a dup that is another epoll file, the entry
+ * twice, one too long. */
+static int exec_epforge(char **arg)
+{
+	int ep = atoi(arg[0]), b = atoi(arg[1]), p0 = atoi(arg[2]) & 0xffff,
+	    ep2 = atoi(arg[2]) >> 16;
+	char *fds = first_env("CXLSHIM_SOCK_FDS"), *eps = first_env("CXLSHIM_SOCK_EPOLL");
+	char *rest, *forged, *fdsvar, **env, *argv[8], lng[400];
+	size_t n = 0, size;
+
+	if (!fds || !eps) {
+		printf("exec'd image: no %s\n", fds ? "CXLSHIM_SOCK_EPOLL" : "CXLSHIM_SOCK_FDS");
+		return 20;
+	}
+	/* the genuine entry "ep:b:rest" */
+	rest = strchr(eps, ':') ? strchr(strchr(eps, ':') + 1, ':') : NULL;
+	if (!rest || atoi(eps) != ep || atoi(strchr(eps, ':') + 1) != b || strchr(eps, ',')) {
+		printf("exec'd image: CXLSHIM_SOCK_EPOLL=%s\n", eps);
+		return 21;
+	}
+	rest++;
+	memset(lng, '7', sizeof(lng) - 1);
+	lng[sizeof(lng) - 1] = '\0';
+	size = 16 * strlen(eps) + sizeof(lng) + 512;
+	forged = malloc(size);
+	snprintf(forged, size,
+		 "CXLSHIM_SOCK_EPOLL=junk,,%d:%d:%s,%d:%d:%s,%d:%d:%s,%d:%d:%sX,-1:%d:%s,"
+		 "%d:%d:1:5:0:0:0:0:0:0:0:99999999999999999999999,%d:%d:5,%s,"
+		 "%d:%d:%s,%d=%d,%d:%d:%s,%d=x",
+		 ep2, b, rest, p0, b, rest, ep, p0, rest, ep, b, rest, b, rest, ep, b, ep, b, lng,
+		 ep, b, rest, ep2, ep, ep, b, rest, ep);
+	if (asprintf(&fdsvar, "CXLSHIM_SOCK_FDS=%s", fds) < 0)
+		return 22;
+	while (environ[n])
+		n++;
+	env = calloc(n + 3, sizeof(*env));
+	memcpy(env, environ, n * sizeof(*env));
+	env[n] = fdsvar;
+	env[n + 1] = forged;
+	argv[0] = (char *)self_path;
+	argv[1] = "exec-epforged";
+	for (int i = 0; i < 4; i++)
+		argv[2 + i] = arg[i];
+	argv[6] = NULL;
+	syscall(SYS_execve, self_path, argv, env);
+	return 23;
+}
+
+/* Stage 3: ep2 is the plain set it was (p0, data 9); ep reports b's
+ * byte and the peer's close with data 5, from the genuine entry. */
+static int exec_epforged(char **arg)
+{
+	int ep = atoi(arg[0]), b = atoi(arg[1]), ep2 = atoi(arg[2]) >> 16, back = atoi(arg[3]);
+	char c;
+
+	if (write(back, "e", 1) != 1)
+		return 1;
+	if (got_one(ep2, 0, 9, EPOLLIN, "the plain set"))
+		return 30;
+	if (got_one(ep, 2000, 5, EPOLLIN, "the peer's byte"))
+		return 31;
+	if (read(b, &c, 1) != 1 || c != 'x' || got_none(ep, 100, "all read"))
+		return 32;
+	if (write(back, "r", 1) != 1)
+		return 1;
+	if (got_one(ep, 2000, 5, EPOLLIN | EPOLLRDHUP, "the peer's close"))
+		return 33;
+	return 0;
+}
+
+static void test_exec_epoll_forged(void)
+{
+	int a, b, p[2], back, ep = epoll_create1(0), ep2 = epoll_create1(0), st;
+	char c;
+	pid_t child;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	CHECK(pipe(p) == 0 && write(p[1], "p", 1) == 1 && p[0] < 0x10000 && ep2 < 0x8000,
+	      "a pipe with a byte");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN | EPOLLRDHUP,
+								   { .u64 = 5 } }) == 0 &&
+	      epoll_ctl(ep2, EPOLL_CTL_ADD, p[0], &(struct epoll_event){ EPOLLIN,
+									{ .u64 = 9 } }) == 0,
+	      "epoll sets");
+	/* p0 and ep2 share one argument */
+	child = exec_epoll_child("exec-epforge", a, -1, ep, b, p[0] | ep2 << 16, &back);
+	CHECK(read(back, &c, 1) == 1 && c == 'e', "the exec'd image runs");
+	usleep(50 * 1000);
+	CHECK(write(a, "x", 1) == 1, "a byte for b");
+	if (read(back, &c, 1) == 1 && c == 'r')
+		close(a); /* the FIN */
+	st = tu_wait(child);
+	CHECK(st == 0, "the forged entries refused, the genuine one taken (exit %d)", st);
+	close(a);
+	close(back);
+	close(ep);
+	close(ep2);
+	close(b);
+	close(p[0]);
+	close(p[1]);
+}
+
 /* ---- fork while other threads use epoll ----------------------------------
  * The child copies the shim's epoll sets as the parent's other threads
  * left them.  Three ways that went wrong: a set whose fd was closed under
@@ -4180,6 +4516,8 @@ static const struct tu_case cases[] = {
 	{ "epoll-lastclose-held", test_epoll_lastclose_held },
 	{ "exec-epoll-held", test_exec_epoll_held },
 	{ "exec-epoll-inherited", test_exec_epoll_inherited },
+	{ "exec-epoll-takeover", test_exec_epoll_takeover },
+	{ "exec-epoll-forged", test_exec_epoll_forged },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
@@ -4217,6 +4555,12 @@ int main(int argc, char **argv)
 		return exec_hold(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "exec-epwait"))
 		return exec_epwait(argv[2], argv[3]);
+	if (argc == 6 && !strcmp(argv[1], "exec-eptake"))
+		return exec_eptake(argv + 2);
+	if (argc == 6 && !strcmp(argv[1], "exec-epforge"))
+		return exec_epforge(argv + 2);
+	if (argc == 6 && !strcmp(argv[1], "exec-epforged"))
+		return exec_epforged(argv + 2);
 	if (argc == 4 && !strcmp(argv[1], "net-server"))
 		return net_server(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "net-client"))
