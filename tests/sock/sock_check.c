@@ -2037,8 +2037,9 @@ static int exec_eptake(char **arg)
 		return 10;
 	/* the parent closed its b: the registration it shares with this
 	 * image stays the shim's (the application's data there would be
-	 * reported at every doorbell, and after the FIN for ever) */
-	if (kernel_reg_data(ep, b) >> 48 != 0xc5c5) {
+	 * reported at every doorbell, and after the FIN for ever); without
+	 * the shim it is the application's, as the kernel keeps it */
+	if (expect_pool && kernel_reg_data(ep, b) >> 48 != 0xc5c5) {
 		printf("exec'd image: b's registration has data %#llx, not the shim's\n",
 		       kernel_reg_data(ep, b));
 		return 20;
@@ -2167,6 +2168,8 @@ static char *first_env(const char *name)
 	return NULL;
 }
 
+static int exec_epforged(char **arg);
+
 /* The stage between (exec'd through the shim): takes the genuine lists it
  * was given and execs stage 3 past the shim (the raw system call) with
  * the connections' list as it was and a forged epoll list around the
@@ -2182,6 +2185,8 @@ static int exec_epforge(char **arg)
 	char *rest, *forged, *fdsvar, **env, *argv[8], lng[400];
 	size_t n = 0, size;
 
+	if (!expect_pool) /* the kernel's sets: nothing to forge */
+		return exec_epforged(arg);
 	if (!fds || !eps) {
 		printf("exec'd image: no %s\n", fds ? "CXLSHIM_SOCK_EPOLL" : "CXLSHIM_SOCK_FDS");
 		return 20;
