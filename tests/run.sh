@@ -183,6 +183,14 @@ step "api: CUDA graph: AlltoAll in place, 5 ranks, 30 replays, two work streams"
 	CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" grapha2a
 step "api: CUDA graph: a pipeline's sends and receives captured outside groups, 3 and 4 ranks" \
 	shim sh -c '"$0" graphpipe && "$0" graphpipe4' "$BUILD/tests/api_check"
+step "api: CUDA graph: collectives and send/receive groups mixed, eager work behind replays" \
+	shim sh -c 'for m in pingpong bystander mixed mixedb grpcoll self; do "$0" graphmix-$m || exit 1; done' \
+	"$BUILD/tests/api_check"
+step "api: CUDA graph: abort while a send/receive replay waits for its peer" \
+	shim sh -c '"$0" graphpairabort && "$0" graphpairabort3' "$BUILD/tests/api_check"
+step "api: CUDA graph: send/receive replays that do not match fail within the op timeout" \
+	env CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" sh -c \
+	'"$0" graphsendsend && "$0" graphsepgrp && "$0" graphorder3' "$BUILD/tests/api_check"
 step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphcount
 step "api: CUDA graph: ranks replay different calls (pair group vs op): ncclInvalidUsage" \

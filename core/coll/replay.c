@@ -237,6 +237,8 @@ static void start(struct cxls_replay *r)
 		barrier(c, v);
 	}
 	bells_read(r, &r->saved);
+	/* the stream work runs from here to end(): watched (watchdog.c) */
+	atomic_fetch_add(&c->replays_running, 1);
 	if ((!r->peers && cxls_desc_check_replay(c, v) < 0) || atomic_load(&c->aborted))
 		return;
 	bells_write(r, &r->base);
@@ -255,6 +257,7 @@ static void end(struct cxls_replay *r)
 {
 	struct cxls_comm *c = r->c;
 
+	atomic_fetch_sub(&c->replays_running, 1);
 	meet(r);
 	/* the live values back, also on a failed communicator, where the
 	 * replay's own doorbells (its completion too) went below them and

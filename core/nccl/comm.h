@@ -142,6 +142,10 @@ struct cxls_comm {
 	_Atomic int record_gone;
 	_Atomic uint32_t graph_barriers;
 	uint32_t *pair_barriers;   /* [peer]: send/receive replays' (replay.c) */
+	/* replays whose stream work runs (between their start and end jobs):
+	 * the watchdog times them as enqueued work, which c->ops and p2p_ops
+	 * do not count */
+	_Atomic uint32_t replays_running;
 	/* enqueues under way (cxls_comm_enq_enter), plus CXLS_ENQ_CLOSED once
 	 * a destroy or abort began: c->ops and p2p_ops count an operation
 	 * only once its enqueue ends, so until then only this tells that the

@@ -81,9 +81,12 @@ static void check_comm(struct cxls_comm *c, void *arg)
 	 * block in the driver, its stream's queue full behind a doorbell
 	 * wait for a peer that died or never comes (close_enqueues, comm.c);
 	 * counted idle, the timeout and a dead peer went unnoticed and the
-	 * call never returned. */
+	 * call never returned.  So is a replay between its start and end
+	 * (replay.c): its doorbells may stand where the live sequence does,
+	 * and a replay stuck in its stream (a send a peer's graph receives
+	 * in another group) hung for ever. */
 	idle = done == ops && p2p_done == atomic_load(&c->p2p_ops) &&
-	       !(atomic_load(&c->enq) & ~CXLS_ENQ_CLOSED);
+	       !(atomic_load(&c->enq) & ~CXLS_ENQ_CLOSED) && !atomic_load(&c->replays_running);
 	if (done != c->wd_done)
 		cxls_trace_done(cxls_trace_comm_id(c), done);
 	if (idle || done != c->wd_done || p2p_done != c->wd_p2p_done) {

@@ -2363,6 +2363,311 @@ static int case_graph_pipe(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* Graphs that mix collectives and send/receive groups (mode): "pingpong"
+ * (2 ranks: rank 0 sends then receives, rank 1 receives then sends back,
+ * outside groups), "bystander" (the same on ranks 0 and 1 while rank 2,
+ * which captured nothing, exchanges eagerly with rank 1 right behind each
+ * replay), "mixed" (AllGather, a pipeline outside groups, Broadcast),
+ * "mixedb" (the pipeline, AllGather, a ring group), "grpcoll" (a group
+ * holding a ring's send and receive and an AllGather), "self" (a group
+ * sending to itself and to a peer).  Eager sends or AllGathers are queued
+ * right behind every replay, no host sync; MIX_SLOW=rank delays that
+ * rank's launches. */
+#define MIX_REPLAYS 40
+
+static int fill_is(const char *dev, size_t n, int v, char *host)
+{
+	int ok = cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess;
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (unsigned char)host[i] == (unsigned char)v;
+	return ok;
+}
+
+static int capture_pipe(char *buf, size_t bytes, int rank, int n, ncclComm_t comm, cudaStream_t s)
+{
+	int ok = 1;
+
+	if (rank > 0)
+		ok &= ncclRecv(buf, bytes, ncclInt8, rank - 1, comm, s) == ncclSuccess;
+	if (rank < n - 1)
+		ok &= ncclSend(buf, bytes, ncclInt8, rank + 1, comm, s) == ncclSuccess;
+	return ok;
+}
+
+static int case_graph_mix(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	const char *mode = arg;
+	size_t bytes = MIB + 4096 + 7;
+	char *a, *b, *e, *x, *y, *host = malloc(bytes * n);
+	ncclComm_t comm;
+	cudaStream_t s;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec = NULL;
+	int bad = -1, captures = 1, slow = getenv("MIX_SLOW") ? atoi(getenv("MIX_SLOW")) : -1;
+
+	cudaSetDevice(test_device(rank));
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	a = dev_alloc(bytes, 0);
+	b = dev_alloc(bytes, 0);
+	e = dev_alloc(bytes, 0);
+	x = dev_alloc(bytes, 0);
+	y = dev_alloc(bytes * n, 0);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "eager op before the capture");
+	if (!strcmp(mode, "bystander") && rank == 2)
+		captures = 0;
+	if (captures) {
+		CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess,
+		      "capture");
+		if (!strcmp(mode, "pingpong") || !strcmp(mode, "bystander")) {
+			if (rank == 0) {
+				CHECK(ncclSend(a, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "send");
+				CHECK(ncclRecv(b, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "recv");
+			} else {
+				CHECK(ncclRecv(a, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "recv");
+				CHECK(ncclSend(a, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "send");
+			}
+		} else if (!strcmp(mode, "mixed")) {
+			CHECK(ncclAllGather(x, y, bytes, ncclInt8, comm, s) == ncclSuccess, "ag");
+			CHECK(capture_pipe(a, bytes, rank, n, comm, s), "pipe");
+			CHECK(ncclBroadcast(x, x, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "bc");
+		} else if (!strcmp(mode, "mixedb")) {
+			CHECK(capture_pipe(a, bytes, rank, n, comm, s), "pipe");
+			CHECK(ncclAllGather(x, y, bytes, ncclInt8, comm, s) == ncclSuccess, "ag");
+			CHECK(ncclGroupStart() == ncclSuccess, "group");
+			CHECK(ncclSend(x, bytes, ncclInt8, (rank + 1) % n, comm, s) == ncclSuccess, "s");
+			CHECK(ncclRecv(b, bytes, ncclInt8, (rank + n - 1) % n, comm, s) == ncclSuccess,
+			      "r");
+			CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+		} else if (!strcmp(mode, "grpcoll")) {
+			CHECK(capture_pipe(a, bytes, rank, n, comm, s), "pipe");
+			CHECK(ncclGroupStart() == ncclSuccess, "group");
+			CHECK(ncclSend(x, bytes, ncclInt8, (rank + 1) % n, comm, s) == ncclSuccess, "s");
+			CHECK(ncclAllGather(x, y, bytes, ncclInt8, comm, s) == ncclSuccess, "ag");
+			CHECK(ncclRecv(b, bytes, ncclInt8, (rank + n - 1) % n, comm, s) == ncclSuccess,
+			      "r");
+			CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+		} else if (!strcmp(mode, "self")) {
+			if (rank == 0) {
+				CHECK(ncclGroupStart() == ncclSuccess, "group");
+				CHECK(ncclSend(a, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "s0");
+				CHECK(ncclRecv(b, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "r0");
+				CHECK(ncclSend(a, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "s1");
+				CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+			} else {
+				CHECK(ncclRecv(a, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "r");
+			}
+		}
+		CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
+		CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+	}
+	for (int it = 0; it < MIX_REPLAYS; it++) {
+		int v = (it * 3 + 1) & 0xff, w = v ^ 0x55;
+
+		cudaMemsetAsync(a, rank == 0 ? v : 0xee, bytes, s);
+		cudaMemsetAsync(b, 0xee, bytes, s);
+		cudaMemsetAsync(x, 'A' + rank + it % 40, bytes, s);
+		if (rank == slow && it % 3 == 0)
+			usleep(20000);
+		if (exec)
+			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		/* eager work right behind the replay, no host sync */
+		if (!strcmp(mode, "bystander")) {
+			cudaMemsetAsync(e, rank == 2 ? w : 0xee, bytes, s);
+			if (rank == 2)
+				CHECK(ncclSend(e, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "eager s");
+			else if (rank == 1)
+				CHECK(ncclRecv(e, bytes, ncclInt8, 2, comm, s) == ncclSuccess, "eager r");
+		} else if (it % 2) {
+			cudaMemsetAsync(e, rank != 1 ? w : 0xee, bytes, s);
+			if (rank == 0)
+				CHECK(ncclSend(e, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "eager s");
+			else if (rank == 1)
+				CHECK(ncclRecv(e, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "eager r");
+		} else {
+			CHECK(allgather_ok(comm, s, rank, n, 3 * 4096 + 1), "eager ag after %d", it);
+			cudaMemsetAsync(e, w, bytes, s);
+		}
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		if (bad >= 0)
+			continue;
+		if ((strcmp(mode, "bystander") || rank > 0) && !fill_is(e, bytes, w, host))
+			bad = it, fprintf(stderr, "rank %d it %d: eager bytes\n", rank, it);
+		if (!strcmp(mode, "pingpong") || (!strcmp(mode, "bystander") && rank < 2)) {
+			if (!fill_is(rank == 0 ? b : a, bytes, v, host))
+				bad = it;
+		} else if (!strcmp(mode, "self")) {
+			if (!fill_is(rank == 0 ? b : a, bytes, v, host))
+				bad = it;
+		} else if (!strcmp(mode, "mixed") || !strcmp(mode, "mixedb") ||
+			   !strcmp(mode, "grpcoll")) {
+			if (!fill_is(a, bytes, v, host))
+				bad = it, fprintf(stderr, "rank %d it %d: pipe\n", rank, it);
+			for (int r = 0; r < n; r++)
+				if (bad < 0 && !fill_is(y + r * bytes, bytes, 'A' + r + it % 40, host))
+					bad = it, fprintf(stderr, "rank %d it %d: ag\n", rank, it);
+			if (bad < 0 && !strcmp(mode, "mixed") &&
+			    !fill_is(x, bytes, 'A' + 1 + it % 40, host))
+				bad = it, fprintf(stderr, "rank %d it %d: bc\n", rank, it);
+			if (bad < 0 && strcmp(mode, "mixed") &&
+			    !fill_is(b, bytes, 'A' + (rank + n - 1) % n + it % 40, host))
+				bad = it, fprintf(stderr, "rank %d it %d: ring\n", rank, it);
+		}
+	}
+	CHECK(bad < 0, "%s rank %d: replay %d gave wrong results", mode, rank, bad);
+	CHECK(allgather_ok(comm, s, rank, n, MIB), "eager op after the replays");
+	if (exec) {
+		cudaGraphExecDestroy(exec);
+		cudaGraphDestroy(graph);
+	}
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	free(host);
+	return CHECK_SUMMARY();
+}
+
+/* Send/receive replays that do not match (mode): "sepgrp" (rank 0
+ * captures two sends to 1, rank 1 one group of two receives), "order3"
+ * (a send before an AllGather on rank 0, its receive after it on rank 1:
+ * ncclInvalidUsage), "sendsend" (both ranks send, then receive, outside
+ * groups: each send's receive is in the peer's next replayed group, which
+ * rebases the channel below it; both streams waited in their receives for
+ * ever, unwatched).  Every rank must fail within the op timeout
+ * (CXLSHIM_TIMEOUT_OP_MS=3000), its stream complete, destroy return. */
+static int case_graph_bad(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	const char *mode = arg;
+	size_t bytes = MIB + 4096 + 7;
+	char *a = dev_alloc(bytes, 0), *b = dev_alloc(bytes, 0), *y;
+	ncclResult_t e = ncclSuccess;
+	ncclComm_t comm;
+	cudaStream_t s;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	double t0, took;
+
+	cudaSetDevice(test_device(rank));
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init");
+	y = dev_alloc(bytes * n, 0);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "eager op before the capture");
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	if (!strcmp(mode, "sepgrp")) {
+		if (rank == 0) {
+			CHECK(ncclSend(a, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "send 1");
+			CHECK(ncclSend(b, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "send 2");
+		} else {
+			CHECK(ncclGroupStart() == ncclSuccess, "group");
+			CHECK(ncclRecv(a, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "recv 1");
+			CHECK(ncclRecv(b, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "recv 2");
+			CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+		}
+	} else if (!strcmp(mode, "sendsend")) {
+		CHECK(ncclSend(a, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "send");
+		CHECK(ncclRecv(b, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "recv");
+	} else if (!strcmp(mode, "order3")) {
+		if (rank == 0)
+			CHECK(ncclSend(a, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "send");
+		CHECK(ncclAllGather(a, y, bytes, ncclInt8, comm, s) == ncclSuccess, "ag");
+		if (rank == 1)
+			CHECK(ncclRecv(b, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "recv");
+	}
+	CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
+	CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+	t0 = now_s();
+	for (int it = 0; it < 2; it++)
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch");
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "%s: the replay's stream completes", mode);
+	took = wait_error(comm, &e, 15);
+	fprintf(stderr, "%s rank %d: error %d after %.2fs (stream done after %.2fs)\n", mode, rank,
+		e, took, now_s() - t0);
+	CHECK(took >= 0 && e != ncclSuccess, "%s: rank %d async error %d", mode, rank, e);
+	if (!strcmp(mode, "order3"))
+		CHECK(e == ncclInvalidUsage, "%s: rank %d: ncclInvalidUsage, got %d", mode, rank, e);
+	CHECK(now_s() - t0 < 8, "%s: rank %d: done in %.2fs", mode, rank, now_s() - t0);
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(graph);
+	t0 = now_s();
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after the mismatch");
+	CHECK(now_s() - t0 < 5, "%s: rank %d: destroy took %.2fs", mode, rank, now_s() - t0);
+	return CHECK_SUMMARY();
+}
+
+/* Rank 0 replays a send/receive pair with rank 1 alone, its gate thread
+ * waiting in the pair barrier, and is aborted: by another thread of its
+ * own (arg NULL) or by rank 2, which captured nothing (arg "2").  The
+ * stream completes, later replays complete, the others see the error. */
+static int case_graph_pair_abort(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t bytes = 4096;
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	char *a = dev_alloc(bytes, rank + 1), *b = dev_alloc(bytes, 0);
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	ncclResult_t e = ncclSuccess;
+	int aborter = arg ? atoi(arg) : 0;
+	double t0;
+
+	if (rank < 2) {
+		CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess,
+		      "capture");
+		if (rank == 0)
+			CHECK(ncclSend(a, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "send");
+		CHECK(ncclRecv(b, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "recv");
+		if (rank == 1)
+			CHECK(ncclSend(a, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "send");
+		CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+		CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+		for (int it = 0; exec && it < 2; it++) {
+			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+			CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		}
+	}
+	launch_barrier();
+	if (rank == 0) {
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch alone");
+		t0 = now_s();
+		if (aborter == 0) {
+			struct aborter ab = { comm, 300 };
+			pthread_t t;
+
+			pthread_create(&t, NULL, abort_later, &ab);
+			CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync after the abort");
+			pthread_join(t, NULL);
+		} else {
+			CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync after the remote abort");
+			CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d",
+			      e);
+		}
+		CHECK(now_s() - t0 < 3, "abort and stream done after %.2fs", now_s() - t0);
+		t0 = now_s();
+		for (int it = 0; it < 3; it++)
+			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after abort", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync replays after the abort");
+		CHECK(now_s() - t0 < 3, "replays after the abort done in %.2fs", now_s() - t0);
+		if (aborter)
+			CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
+	} else if (rank == aborter) {
+		usleep(300000);
+		CHECK(ncclCommAbort(comm) == ncclSuccess, "abort from bystander");
+	} else {
+		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d", e);
+		t0 = now_s();
+		for (int it = 0; exec && it < 3; it++)
+			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after failure", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync replays after the failure");
+		CHECK(now_s() - t0 < 3, "replays after the failure done in %.2fs", now_s() - t0);
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
+	}
+	launch_barrier();
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (g)
+		cudaGraphDestroy(g);
+	return CHECK_SUMMARY();
+}
+
 /* ---- pools the shim must not use --------------------------------------- */
 
 static int case_badpool(void)
@@ -3445,6 +3750,17 @@ static const struct rank_case rank_cases[] = {
 	{ "graph", 3, case_graph, NULL },
 	{ "graphpipe", 3, case_graph_pipe, NULL },
 	{ "graphpipe4", 4, case_graph_pipe, NULL },
+	{ "graphpairabort", 2, case_graph_pair_abort, NULL },
+	{ "graphpairabort3", 3, case_graph_pair_abort, "2" },
+	{ "graphsepgrp", 2, case_graph_bad, "sepgrp" },
+	{ "graphorder3", 3, case_graph_bad, "order3" },
+	{ "graphsendsend", 2, case_graph_bad, "sendsend" },
+	{ "graphmix-pingpong", 2, case_graph_mix, "pingpong" },
+	{ "graphmix-bystander", 3, case_graph_mix, "bystander" },
+	{ "graphmix-mixed", 3, case_graph_mix, "mixed" },
+	{ "graphmix-mixedb", 3, case_graph_mix, "mixedb" },
+	{ "graphmix-grpcoll", 3, case_graph_mix, "grpcoll" },
+	{ "graphmix-self", 2, case_graph_mix, "self" },
 	{ "grapha2a", 5, case_graph_a2a, NULL },
 	{ "graphcount", 2, case_graph_mismatch, "count" },
 	{ "graphkind", 3, case_graph_mismatch, "kind" },
