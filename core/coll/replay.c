@@ -112,7 +112,9 @@ static int pair_ahead(struct cxls_comm *c, int r)
 {
 	uint32_t seen = cxls_bell_read(cxls_graph_pair(&c->view, r, c->rank), c->pool->flush_mode);
 
-	return seen != c->pair_barriers[r] && cxls_seq_reached(seen, c->pair_barriers[r] + 1);
+	uint32_t mine = atomic_load(&c->pair_barriers[r]);
+
+	return seen != mine && cxls_seq_reached(seen, mine + 1);
 }
 
 static int whole_ahead(struct cxls_comm *c, int r)
@@ -177,14 +179,16 @@ static void pair_barrier(struct cxls_replay *r)
 		int p = r->peers[i];
 
 		if (p != c->rank)
-			cxls_bell_ring(cxls_graph_pair(&c->view, c->rank, p), ++c->pair_barriers[p],
+			cxls_bell_ring(cxls_graph_pair(&c->view, c->rank, p),
+				       atomic_fetch_add(&c->pair_barriers[p], 1) + 1,
 				       c->pool->flush_mode);
 	}
 	for (int i = 0; i < r->npeers; i++) {
 		int p = r->peers[i];
 
 		if (p != c->rank)
-			await(c, p, cxls_graph_pair(&c->view, p, c->rank), c->pair_barriers[p],
+			await(c, p, cxls_graph_pair(&c->view, p, c->rank),
+			      atomic_load(&c->pair_barriers[p]),
 			      whole_ahead);
 	}
 }

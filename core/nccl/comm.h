@@ -141,7 +141,9 @@ struct cxls_comm {
 	_Atomic uint32_t replay_jobs;
 	_Atomic int record_gone;
 	_Atomic uint32_t graph_barriers;
-	uint32_t *pair_barriers;   /* [peer]: send/receive replays' (replay.c) */
+	/* [peer]: send/receive replays' barriers (replay.c); atomic: after an
+	 * abort the replay jobs run inline, on the driver's threads */
+	_Atomic uint32_t *pair_barriers;
 	/* replays whose stream work runs (between their start and end jobs):
 	 * the watchdog times them as enqueued work, which c->ops and p2p_ops
 	 * do not count */
