@@ -270,6 +270,15 @@ pool_tests() {
 	step pool "nonblocking init" 60 "$T/api_check" nonblocking
 	step pool "ops on several streams" 60 "$T/api_check" streams
 	step pool "CUDA graph replays" 120 "$T/api_check" graph
+	# send/receive replays meet their peers alone: a pipeline captured
+	# outside groups, ranks that captured nothing exchanging beside a
+	# pair's replays, collectives and pipelines in one graph, a pair
+	# group against a collective (ncclInvalidUsage)
+	# shellcheck disable=SC2016
+	step pool "CUDA graph replays: pipelines, pairs beside others, mixed graphs" 120 bash -c \
+		'for c in graphpipe graphpipe4 graphmix-pingpong graphmix-bystander graphmix-mixed \
+			graphmix-mixedb graphkind; do CXLSHIM_TIMEOUT_OP_MS=10000 "$0" $c || exit 1; done' \
+		"$T/api_check"
 	# communicator calls: splits (nonblocking too), shrink, revoke, abort
 	# during a split, the device API teams, group ordering and failures,
 	# 64-bit PreMulSum ($0 is the program, for the inner shell to expand).
