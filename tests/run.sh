@@ -70,6 +70,8 @@ step "unit: ring fill level while both cursors move (issue 5)" "$BUILD/tests/tes
 step "unit: peers that denied the pool, remembered (issue 5)" "$BUILD/tests/test_denial"
 step "unit: holders of a pooled connection: one entry each, exec counts, reused pids (issue 5)" \
 	"$BUILD/tests/test_holder"
+step "unit: the superblock checked once, then only the checked copy used (issue 5)" \
+	"$BUILD/tests/test_live_super"
 step "unit: the tools' JSON strings: escapes, invalid UTF-8 replaced" "$BUILD/tests/test_json_str"
 # TSan stops a child that starts threads after a multi-threaded fork
 # unless told otherwise; this test does that on purpose

@@ -5,7 +5,7 @@ TEST_CFLAGS = $(CFLAGS) -I$(CUDA_INC)
 UNIT_TESTS  = $(BUILD)/tests/test_policy $(BUILD)/tests/test_layout $(BUILD)/tests/test_pool \
               $(BUILD)/tests/test_arith $(BUILD)/tests/test_fold_image $(BUILD)/tests/test_ring \
               $(BUILD)/tests/test_denial $(BUILD)/tests/test_json_str \
-              $(BUILD)/tests/test_crew $(BUILD)/tests/test_holder
+              $(BUILD)/tests/test_crew $(BUILD)/tests/test_holder $(BUILD)/tests/test_live_super
 NCCL_TESTS  = $(BUILD)/tests/coll_check $(BUILD)/tests/api_check $(BUILD)/tests/reduce_check \
               $(BUILD)/tests/p2p_check $(BUILD)/tests/pg_check
 CORE_OBJ    = $(filter $(BUILD)/obj/core/% $(BUILD)/obj/policy/%,$(LIB_OBJ))

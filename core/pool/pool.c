@@ -430,7 +430,13 @@ static int pool_open(struct cxls_pool *pool, const struct cxls_config *cfg, int 
 		flock(pool->fd, LOCK_UN);
 	if (err)
 		goto fail;
+	/* format_or_attach() checked the live superblock, which any process
+	 * mapping the file may rewrite meanwhile: what this process uses from
+	 * now on is one copy, and that copy is what must pass the checks */
 	pool->geo = *pool->sb;
+	err = cxls_super_check(&pool->geo, pool->size);
+	if (err)
+		goto fail;
 	/* the pool's own mode wins over this process's policy */
 	pool->flush_mode = pool->geo.coherence == CXLS_FLUSH;
 	/* the mapping keeps the file: an fd left open took the lowest free

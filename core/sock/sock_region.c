@@ -22,7 +22,10 @@ static void load(void)
 	pool = cxls_runtime_pool();
 	if (!pool)
 		return;
-	sb = pool->sb;
+	/* the copy validated when the pool was opened, never the live
+	 * superblock: another process may have rewritten that since, and
+	 * every pointer below comes from these numbers */
+	sb = &pool->geo;
 	if (!sb->sock_slots) {
 		CXLS_INFO("pool %s has no socket region: TCP stays TCP", pool->path);
 		return;
