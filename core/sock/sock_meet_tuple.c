@@ -83,7 +83,7 @@ uint64_t cxls_meet_tuple_key(const struct cxls_sock_region *r, const struct cxls
 {
 	uint8_t buf[16 + sizeof(*t)];
 
-	memcpy(buf, r->pool->sb->uuid, 16);
+	memcpy(buf, r->pool->geo.uuid, 16); /* the checked copy (pool.h) */
 	memcpy(buf + 16, t, sizeof(*t));
 	return cxls_hash64(buf, sizeof(buf)) | 1;
 }
