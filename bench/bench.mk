@@ -158,6 +158,13 @@ $(BENCH_DIR)/sock_accept: bench/sock_accept.c tests/sock/sock_util.c tests/sock/
 bench-build: $(BENCH_DIR)/sock_accept
 test-build: $(BENCH_DIR)/sock_accept
 
+# splice(2) between a pipe and a socket, both ways (TCP without the
+# preload, the pool under it)
+$(BENCH_DIR)/splice_perf: bench/splice_perf.c tests/sock/sock_util.c tests/sock/sock_util.h
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -Itests/sock -o $@ $(filter %.c,$^) -pthread
+bench-build: $(BENCH_DIR)/splice_perf
+
 .PHONY: bench-sock
 bench-sock: $(BENCH_DIR)/sock_perf $(BUILD)/libcxlshim.so
 	$(BENCH_DIR)/sock_perf -L $(BUILD)/libcxlshim.so -b 16 -e 1M -f 4 -B 200
