@@ -29,18 +29,45 @@ failed=0
 skipped=0
 failures=()
 
+# A step that runs longer than this is killed with every process it
+# started (it runs in a process group of its own), so that a hang fails
+# that step and the run goes on, rather than holding CI to its limit.
+# The longest step of `make test` takes about 30 s here.
+STEP_LIMIT_S=${CXLSHIM_STEP_LIMIT_S:-$([ "$LONG" = 1 ] && echo 3600 || echo 600)}
+
+# watch PID LOG: PID's process group, killed after STEP_LIMIT_S
+watch() {
+	local pid=$1 log=$2 nap
+	trap 'kill $nap 2>/dev/null; exit 0' TERM
+	sleep "$STEP_LIMIT_S" &
+	nap=$!
+	wait $nap
+	echo "run.sh: the step ran past ${STEP_LIMIT_S}s (CXLSHIM_STEP_LIMIT_S): killed" >>"$log"
+	kill -TERM -- -"$pid" 2>/dev/null
+	sleep 5
+	kill -KILL -- -"$pid" 2>/dev/null
+}
+
 # step NAME CMD...: run, time, record.  Exit status 77 means the test
 # cannot run on this machine: counted as skipped, with its last line (the
 # reason) printed.
 step() {
-	local name=$1 log start rc
+	local name=$1 log start rc pid watcher
 	shift
 	# CXLSHIM_TEST_ONLY=REGEX: run only the steps whose name matches
 	[ -n "${CXLSHIM_TEST_ONLY:-}" ] && ! [[ $name =~ $CXLSHIM_TEST_ONLY ]] && return
 	log=$LOGS/$(echo "$name" | tr ' /=,' '____').log
 	start=$(date +%s%N)
-	"$@" >"$log" 2>&1
+	set -m # the step's own process group
+	"$@" >"$log" 2>&1 </dev/null &
+	pid=$!
+	set +m
+	watch "$pid" "$log" &
+	watcher=$!
+	wait "$pid"
 	rc=$?
+	kill "$watcher" 2>/dev/null
+	wait "$watcher" 2>/dev/null
 	printf '%-58s %s %6dms\n' "$name" "$(case $rc in 0) echo PASS ;; 77) echo SKIP ;;
 		*) echo FAIL ;; esac)" $((($(date +%s%N) - start) / 1000000))
 	if [ $rc = 0 ]; then
