@@ -430,6 +430,11 @@ step "flush + host waits" env "$(pool flush)" CXLSHIM_WAIT_MODE=host \
 step "non-coherent pool: Reduce, AllReduce, ReduceScatter (3 ranks)" env "$(pool flush)" \
 	CXLSHIM_POOL_COHERENCE=flush LD_PRELOAD="$SHIM" "$BUILD/tests/reduce_check" -n 3 \
 	-c 7,100000 -t float,int8,half -o sum,avg,premulsum-dev
+# replays rebase doorbells, whole-communicator and pair barriers, on a
+# pool whose writes reach the others only flushed
+step "non-coherent pool: CUDA graph replays, a pipeline, a pair against a collective" \
+	env "$(pool flush)" CXLSHIM_POOL_COHERENCE=flush LD_PRELOAD="$SHIM" sh -c \
+	'"$0" graph && "$0" graphpipe && "$0" graphmix-mixed && "$0" graphkind' "$BUILD/tests/api_check"
 step "device bandwidth model" env CXLSHIM_CCCL_MODEL_DEVICES=1 CXLSHIM_CCCL_DEVICE_BW=8G \
 	LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 step "1 device" env "$(pool d1)" CXLSHIM_POOL_DEVICES=1 LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
