@@ -158,10 +158,18 @@ static int first_number(const struct epset *s, int e)
 }
 
 /* Each set with an epoll fd that survives: its items under its first
- * such number, its other numbers as dups of that one. */
+ * such number, its other numbers as dups of that one.  The locks are
+ * error-checking: an exec from a signal handler that interrupted this
+ * thread inside them gets EDEADLK, and reading what that thread was
+ * changing (or unlocking it under it, should the exec fail) would be
+ * worse than carrying nothing of those sets. */
 static void put_sets(struct spec_buf *b)
 {
-	pthread_mutex_lock(&cxls_ep_sets_lock);
+	if (pthread_mutex_lock(&cxls_ep_sets_lock)) {
+		CXLS_WARN("exec: epoll sets in use by this thread (a signal handler's exec?): "
+			  "the new image's waits report none of their pooled sockets");
+		return;
+	}
 	for (int e = 0; e < cxls_ep_nsets; e++) {
 		struct epset *s = cxls_ep_set_at(e);
 		int first;
@@ -173,7 +181,11 @@ static void put_sets(struct spec_buf *b)
 			put(b, "%d=%d", e, first);
 			continue;
 		}
-		pthread_mutex_lock(&s->lock);
+		if (pthread_mutex_lock(&s->lock)) {
+			CXLS_WARN("exec: epoll fd %d in use by this thread (a signal handler's "
+				  "exec?): not carried", e);
+			continue;
+		}
 		for (int i = 0; i < s->n; i++)
 			if (carried(&s->items[i]))
 				put_item(b, e, &s->items[i]);
