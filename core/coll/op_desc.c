@@ -121,10 +121,6 @@ static int read_desc(struct cxls_comm *c, int rank, uint32_t seq, int replay, st
 
 static void describe(char *buf, size_t len, const struct desc *d)
 {
-	if (d->kind == CXLS_OP_SENDRECV) {
-		snprintf(buf, len, "a send/receive group"); /* its sizes are per pair */
-		return;
-	}
 	snprintf(buf, len, "%s(count %llu, type %u, op %u, root %d)",
 		 cxls_op_kind_name((enum cxls_op_kind)d->kind), (unsigned long long)d->count,
 		 d->type, d->redop, d->root);

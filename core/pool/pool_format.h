@@ -142,7 +142,9 @@ enum cxls_op_kind {
 	CXLS_OP_NONE = 0,
 	CXLS_OP_ALLGATHER, CXLS_OP_BROADCAST, CXLS_OP_GATHER, CXLS_OP_SCATTER,
 	CXLS_OP_ALLTOALL, CXLS_OP_REDUCE, CXLS_OP_ALLREDUCE, CXLS_OP_REDUCESCATTER,
-	CXLS_OP_SENDRECV, /* a group of sends and receives */
+	CXLS_OP_SENDRECV, /* a group of sends and receives (posted by none
+			   * since their replays meet their pairs alone,
+			   * replay.h; kept, the numbers after it stay) */
 	CXLS_OP_ALLREDUCE_DIRECT, /* AllReduce in CCCL's direct scheme */
 	CXLS_OP_KINDS
 };

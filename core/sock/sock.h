@@ -134,8 +134,6 @@ int cxls_sock_unread(struct cxls_sconn *c); /* FIONREAD */
  * are and the peer's FIN came (a reader goes on to read the end). */
 int cxls_sock_inq(struct cxls_sconn *c);
 int cxls_sock_unsent(struct cxls_sconn *c); /* TIOCOUTQ */
-/* Bytes a write could put in c's ring now without waiting (0: full). */
-size_t cxls_sock_room(struct cxls_sconn *c);
 
 /* Waiting (sock_poll.c, sock_epoll*.c).  Return -2 when no fd of the call
  * is on the pool: the caller then makes the real call. */

@@ -650,13 +650,6 @@ int cxls_sock_unread(struct cxls_sconn *c)
 	return used < 0 ? 0 : (int)(used > 0x7fffffff ? 0x7fffffff : used);
 }
 
-size_t cxls_sock_room(struct cxls_sconn *c)
-{
-	int64_t room = cxls_ring_free(&c->tx);
-
-	return room > 0 ? (size_t)room : 0;
-}
-
 /* TCP counts bytes sent but not yet acknowledged.  The ring is the peer's
  * receive queue: a byte in it has arrived, as an acknowledged one has, so
  * none is outstanding (a loop that waits for 0 before close must not wait
