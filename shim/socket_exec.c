@@ -71,6 +71,13 @@ static char *preload_var(const char *old)
 	return preload_buf;
 }
 
+/* Whether envp's entry is one of the lists this shim writes for the new
+ * image (replaced, never passed on as the application had it). */
+static int shim_list(const char *var)
+{
+	return var_is(var, CXLS_SOCK_FDS_ENV "=") || var_is(var, CXLS_SOCK_EPOLL_ENV "=");
+}
+
 /* The new image must load the shim to take the pooled connections over:
  * an environment that dropped it (inetd scrubs LD_*, `env -i` all) gets
  * LD_PRELOAD and this process's CXLSHIM_* settings (the pool's path)
@@ -87,8 +94,7 @@ static size_t keep_shim(char **env, size_t k, const char *path)
 		return k;
 	env[i < k ? i : k++] = var;
 	for (char **e = environ; e && *e; e++)
-		if (var_is(*e, "CXLSHIM_") && !var_is(*e, CXLS_SOCK_FDS_ENV "=") &&
-		    !var_is(*e, CXLS_SOCK_EPOLL_ENV "=") && !has_var(env, pre, *e))
+		if (var_is(*e, "CXLSHIM_") && !shim_list(*e) && !has_var(env, pre, *e))
 			env[k++] = *e;
 	CXLS_INFO("exec of %s with pooled connections: its environment lacked the shim, "
 		  "LD_PRELOAD and the CXLSHIM_* settings put back", path ? path : "a program");
@@ -102,13 +108,6 @@ static size_t count_shim_vars(void)
 	for (char **e = environ; e && *e; e++)
 		m += var_is(*e, "CXLSHIM_");
 	return m;
-}
-
-/* Whether envp's entry is one of the lists this shim writes for the new
- * image (replaced, never passed on as the application had it). */
-static int shim_list(const char *var)
-{
-	return var_is(var, CXLS_SOCK_FDS_ENV "=") || var_is(var, CXLS_SOCK_EPOLL_ENV "=");
 }
 
 /* envp with CXLSHIM_SOCK_FDS replaced by the list spec() makes, and

@@ -787,17 +787,29 @@ static mode_t fd_kind(int fd)
 	return fstat(fd, &st) ? 0 : st.st_mode & S_IFMT;
 }
 
+/* Whether fd is open the way a call uses it (want: O_RDONLY to read from
+ * it, O_WRONLY to write to it): the kernel says EBADF otherwise (for a
+ * pipe's other end, where splice's poll waited for ever for what that end
+ * never is). */
+static int open_for(int fd, int want)
+{
+	int fl = REAL(fcntl)(fd, F_GETFL);
+
+	return fl >= 0 && !(fl & O_PATH) &&
+	       (fl & O_ACCMODE) != (want == O_RDONLY ? O_WRONLY : O_RDONLY);
+}
+
 /* The kernel's answer to sendfile from `in` where it cannot be read as a
  * file, in its order: EBADF for a descriptor not open for reading, ESPIPE
  * for an offset on a socket or pipe (they have none), EINVAL for those
  * and directories; 0 where it can. */
 static int sendfile_source_error(int in, const off_t *off)
 {
-	int fl = REAL(fcntl)(in, F_GETFL);
-	mode_t kind = fd_kind(in);
+	mode_t kind;
 
-	if (fl < 0 || (fl & O_PATH) || (fl & O_ACCMODE) == O_WRONLY)
+	if (!open_for(in, O_RDONLY))
 		return EBADF;
+	kind = fd_kind(in);
 	if (kind == S_IFSOCK || kind == S_IFIFO)
 		return off ? ESPIPE : EINVAL;
 	return kind == S_IFDIR ? EINVAL : 0;
@@ -1051,17 +1063,6 @@ static ssize_t splice_pool(int in, struct cxls_sconn *cin, int out, struct cxls_
 /* The flags splice(2) knows (the kernel's SPLICE_F_ALL). */
 #define SPLICE_FLAGS_KNOWN (SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT)
 
-/* Whether the pipe end fd is open the way splice uses it (want: O_RDONLY
- * to read from it, O_WRONLY to write to it); the kernel says EBADF for the
- * other end, where poll waited for ever for what that end never is. */
-static int pipe_end_open_for(int fd, int want)
-{
-	int fl = REAL(fcntl)(fd, F_GETFL);
-
-	return fl >= 0 && !(fl & O_PATH) &&
-	       (fl & O_ACCMODE) != (want == O_RDONLY ? O_WRONLY : O_RDONLY);
-}
-
 EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		      unsigned int flags)
 {
@@ -1083,7 +1084,7 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 	} else if (off_in || off_out) {
 		errno = ESPIPE;
 		r = -1;
-	} else if (cin ? !pipe_end_open_for(out, O_WRONLY) : !pipe_end_open_for(in, O_RDONLY)) {
+	} else if (cin ? !open_for(out, O_WRONLY) : !open_for(in, O_RDONLY)) {
 		errno = EBADF;
 		r = -1;
 	} else {

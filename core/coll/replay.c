@@ -111,7 +111,6 @@ static void bells_write(const struct cxls_replay *r, const struct bells *b)
 static int pair_ahead(struct cxls_comm *c, int r)
 {
 	uint32_t seen = cxls_bell_read(cxls_graph_pair(&c->view, r, c->rank), c->pool->flush_mode);
-
 	uint32_t mine = atomic_load(&c->pair_barriers[r]);
 
 	return seen != mine && cxls_seq_reached(seen, mine + 1);
