@@ -268,25 +268,9 @@ static int parse_item(const char *s, struct inherited *x)
 	return x->ep == x->fd ? -1 : 0;
 }
 
-/* A registration in an epoll file, as /proc/self/fdinfo shows it. */
-struct kreg {
-	int tfd;
-	uint32_t events;
-	uint64_t data;
-	unsigned long ino;
-};
-
-/* The registrations of epoll fd ep, read once for its entries (they come
- * together). */
-struct kregs {
-	int ep; /* -1: none read */
-	int n, cap;
-	struct kreg *v;
-};
-
 /* One reading of the list. */
 struct taking {
-	struct kregs k;
+	struct cxls_ep_kregs k;
 	int said;                  /* entries refused */
 	int taken;                 /* items made */
 	struct cxls_sconn **conns; /* those items' connections, once each,
@@ -294,59 +278,17 @@ struct taking {
 	int nconns, capconns;
 };
 
-static int kregs_add(struct kregs *k, const struct kreg *r)
-{
-	if (k->n == k->cap) {
-		int cap = k->cap ? 2 * k->cap : 16;
-		struct kreg *grown = realloc(k->v, (size_t)cap * sizeof(*grown));
-
-		if (!grown)
-			return -1;
-		k->v = grown;
-		k->cap = cap;
-	}
-	k->v[k->n++] = *r;
-	return 0;
-}
-
-static void kregs_load(struct kregs *k, int ep)
-{
-	char path[64], line[256];
-	FILE *f;
-
-	if (k->ep == ep)
-		return;
-	k->ep = ep;
-	k->n = 0;
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ep);
-	f = fopen(path, "re");
-	while (f && fgets(line, sizeof(line), f)) {
-		struct kreg r;
-		unsigned long long data;
-		long long pos;
-
-		if (sscanf(line, "tfd: %d events: %x data: %llx pos:%lld ino:%lx", &r.tfd,
-			   &r.events, &data, &pos, &r.ino) != 5)
-			continue;
-		r.data = data;
-		if (kregs_add(k, &r))
-			break;
-	}
-	if (f)
-		fclose(f);
-}
-
 /* The kernel's registration of fd in k's file when it is the shim's
  * doorbell registration of fd's socket (its tag, its inode); NULL
  * otherwise. */
-static const struct kreg *shim_reg(const struct kregs *k, int fd)
+static const struct cxls_ep_kreg *shim_reg(const struct cxls_ep_kregs *k, int fd)
 {
 	struct stat st;
 
 	if (fstat(fd, &st))
 		return NULL;
 	for (int i = 0; i < k->n; i++) {
-		const struct kreg *r = &k->v[i];
+		const struct cxls_ep_kreg *r = &k->v[i];
 
 		if (r->tfd == fd && r->data == (TAG | (uint32_t)fd) && r->ino == st.st_ino)
 			return r;
@@ -354,8 +296,10 @@ static const struct kreg *shim_reg(const struct kregs *k, int fd)
 	return NULL;
 }
 
-/* The item made in s from x, for c; the kernel holds r for it. */
-static void fill_item(struct ep_item *it, const struct inherited *x, const struct kreg *r)
+/* The states of the item made from x, whose registration r the kernel
+ * holds. */
+static void fill_item(struct ep_item *it, const struct inherited *x,
+		      const struct cxls_ep_kreg *r)
 {
 	struct epoll_event kev = { .events = r->events, .data.u64 = r->data };
 
@@ -403,7 +347,7 @@ static const char *take_item(struct taking *t, const struct inherited *x)
 {
 	struct epoll_event app = { .events = x->events, .data.u64 = x->data };
 	struct cxls_sconn *c;
-	const struct kreg *r;
+	const struct cxls_ep_kreg *r;
 	const char *why = NULL;
 	struct epset *s;
 	struct ep_item *it;
@@ -415,7 +359,7 @@ static const char *take_item(struct taking *t, const struct inherited *x)
 		why = "not a pooled connection carried over";
 		goto out;
 	}
-	kregs_load(&t->k, x->ep);
+	cxls_ep_kregs_load(&t->k, x->ep);
 	r = shim_reg(&t->k, x->fd);
 	if (!r) {
 		why = "the epoll file holds no doorbell registration of that socket";
@@ -442,15 +386,11 @@ out:
 /* "dup=ep": dup names ep's set too; NULL, or why not. */
 static const char *take_alias(const char *entry)
 {
-	char *end;
-	long dup = strtol(entry, &end, 10), ep;
+	uint64_t dup, ep;
 	int self = getpid();
 
-	if (end == entry || *end != '=' || dup < 0 || dup > INT32_MAX)
-		return "garbled";
-	entry = end + 1;
-	ep = strtol(entry, &end, 10);
-	if (end == entry || *end || ep < 0 || ep > INT32_MAX || ep == dup)
+	if (field(&entry, 10, INT32_MAX, '=', &dup) || field(&entry, 10, INT32_MAX, '\0', &ep) ||
+	    ep == dup)
 		return "garbled";
 	if (!cxls_ep_set_at((int)ep))
 		return NULL; /* none of ep's items was taken: nothing to name */
@@ -508,7 +448,7 @@ static void copies_again(struct taking *t)
 
 void cxls_sock_epoll_inherit(const char *spec)
 {
-	struct taking t = { .k = { -1, 0, 0, NULL } };
+	struct taking t = { .k = CXLS_EP_KREGS_INIT };
 	char entry[ENTRY_MAX];
 
 	for (const char *p = spec; *p;) {
@@ -523,7 +463,7 @@ void cxls_sock_epoll_inherit(const char *spec)
 		}
 		p += len + (p[len] == ',');
 	}
-	free(t.k.v);
+	cxls_ep_kregs_free(&t.k);
 	copies_again(&t);
 	if (t.said > SAID_MAX)
 		CXLS_WARN("%s: %d more entries not taken over", CXLS_SOCK_EPOLL_ENV,

@@ -169,6 +169,28 @@ void cxls_ep_kernel_has(struct ep_item *it, const struct epoll_event *e, int ok)
 /* Whether fd is an epoll instance (sock_epoll_ctl.c, /proc). */
 int cxls_ep_is_epoll(int fd);
 
+/* A registration in an epoll file, as /proc/self/fdinfo shows it. */
+struct cxls_ep_kreg {
+	int tfd;
+	uint32_t events;
+	uint64_t data;
+	unsigned long ino;
+};
+
+/* The registrations of epoll fd ep, read once for the questions about it
+ * that come together (sock_epoll_kregs.c). */
+struct cxls_ep_kregs {
+	int ep; /* -1: none read */
+	int n, cap;
+	struct cxls_ep_kreg *v;
+};
+#define CXLS_EP_KREGS_INIT { -1, 0, 0, NULL }
+
+/* Reads ep's registrations into k, unless k holds them already; on an
+ * error (no /proc, no memory) k holds those read so far. */
+void cxls_ep_kregs_load(struct cxls_ep_kregs *k, int ep);
+void cxls_ep_kregs_free(struct cxls_ep_kregs *k);
+
 /* A nested set's entry goes (sock_epoll_ctl.c); s locked. */
 void cxls_ep_child_drop(struct epset *s, int i);
 

@@ -461,18 +461,14 @@ int cxls_sock_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_
  * one made at every event would report it for ever. */
 static int kernel_edge(int epfd, int fd)
 {
-	char path[64], line[256];
-	unsigned int tfd, events;
+	struct cxls_ep_kregs k = CXLS_EP_KREGS_INIT;
 	int edge = 0;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
-	f = fopen(path, "re");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "tfd: %u events: %x", &tfd, &events) == 2 && (int)tfd == fd)
-			edge = (events & EPOLLET) != 0;
-	if (f)
-		fclose(f);
+	cxls_ep_kregs_load(&k, epfd);
+	for (int i = 0; i < k.n; i++)
+		if (k.v[i].tfd == fd)
+			edge = (k.v[i].events & EPOLLET) != 0;
+	cxls_ep_kregs_free(&k);
 	return edge;
 }
 
