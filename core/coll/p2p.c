@@ -8,7 +8,6 @@
 #include "log.h"
 #include "order.h"
 #include "p2p_match.h"
-#include "replay.h"
 #include "stage.h"
 
 /* Where one direction of one channel stands while a group is enqueued:
@@ -53,11 +52,26 @@ ncclResult_t cxls_p2p_check(struct cxls_comm *c, int send, const void *buf, size
 
 /* seq counts in 32 bits and wraps; p2p_slots is 4, 2 or 1 (layout.c), a
  * divisor of 2^32, so the slot sequence runs on unbroken across the wrap
- * (the collectives' depths need not divide it: comm.h round). */
-static uint8_t *slot_of(struct cxls_comm *c, int src, int dst, uint32_t seq)
+ * (the collectives' depths need not divide it: comm.h round).  Captured
+ * sends have slots of their own (gp2p_, as many or fewer, smaller). */
+static uint8_t *slot_of(const struct cxls_p2p_batch *b, int src, int dst, uint32_t seq)
 {
-	return c->pool->base + cxls_layout_p2p(&c->lay, (uint32_t)src, (uint32_t)dst,
-					       seq % c->lay.p2p_slots);
+	const struct cxls_layout *l = &b->c->lay;
+	uint64_t off = b->capturing ?
+		cxls_layout_gp2p(l, (uint32_t)src, (uint32_t)dst, seq % l->gp2p_slots) :
+		cxls_layout_p2p(l, (uint32_t)src, (uint32_t)dst, seq % l->p2p_slots);
+
+	return b->c->pool->base + off;
+}
+
+static size_t chunk_of(const struct cxls_p2p_batch *b)
+{
+	return b->capturing ? b->c->lay.gp2p_chunk : b->c->lay.p2p_chunk;
+}
+
+static struct cxls_flag *flag_of(struct cxls_comm *c, int src, int dst, uint32_t seq)
+{
+	return &cxls_p2p_flag(&c->view, src, dst)->slot[seq % c->lay.gp2p_slots];
 }
 
 /* The next chunk of the cursor's messages: where, and how long. */
@@ -96,27 +110,73 @@ static int wait_bell(const struct cxls_p2p_batch *b, CUstream st, struct cxls_be
 	return cxls_stage_wait(&b->c->st, st, bell, v);
 }
 
-/* Chunk seq of the channel to l->peer: once the peer consumed what the
- * slot held (chunk seq - slots; doorbells compare cyclically, so for the
- * channel's first chunks the wait passes at once), copy it in and ring. */
+/* The hand-offs of channel slot seq between sender and receiver.  Eager:
+ * the channel's doorbells count chunks, so the sender waits until the
+ * peer consumed what the slot held (chunk seq - slots; doorbells compare
+ * cyclically, so for the channel's first chunks the wait passes at once).
+ * Captured: a graph freezes its values, which must then hold at every
+ * replay, so the slot's flag goes EMPTY -> FULL -> EMPTY instead, and a
+ * replay needs no barrier with its peer: a send completes into free
+ * slots whether or not the receive is replayed yet, as NCCL's does into
+ * its buffers. */
+static int slot_free(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
+{
+	struct cxls_comm *c = b->c;
+
+	if (b->capturing)
+		return cxls_stage_flag_wait(&c->st, st, flag_of(c, c->rank, peer, seq),
+					    CXLS_FLAG_EMPTY);
+	return wait_bell(b, st, cxls_p2p_ack(&c->view, c->rank, peer), peer,
+			 seq - c->lay.p2p_slots + 1);
+}
+
+static int slot_filled(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
+{
+	struct cxls_comm *c = b->c;
+
+	if (b->capturing)
+		return cxls_stage_flag_set(&c->st, st, flag_of(c, c->rank, peer, seq),
+					   CXLS_FLAG_FULL);
+	return ring(b, st, cxls_p2p_pub(&c->view, c->rank, peer), seq + 1);
+}
+
+static int slot_full(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
+{
+	struct cxls_comm *c = b->c;
+
+	if (b->capturing)
+		return cxls_stage_flag_wait(&c->st, st, flag_of(c, peer, c->rank, seq),
+					    CXLS_FLAG_FULL);
+	return wait_bell(b, st, cxls_p2p_pub(&c->view, peer, c->rank), peer, seq + 1);
+}
+
+static int slot_emptied(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
+{
+	struct cxls_comm *c = b->c;
+
+	if (b->capturing)
+		return cxls_stage_flag_set(&c->st, st, flag_of(c, peer, c->rank, seq),
+					   CXLS_FLAG_EMPTY);
+	return ring(b, st, cxls_p2p_ack(&c->view, peer, c->rank), seq + 1);
+}
+
 static int send_chunk(const struct cxls_p2p_batch *b, CUstream st, struct lane_cursor *l,
 		      uint32_t k)
 {
 	struct cxls_comm *c = b->c;
 	const struct cxls_stage *s = &c->st;
 	uint32_t seq = l->seq0 + k;
-	uint8_t *slot = slot_of(c, c->rank, l->peer, seq);
+	uint8_t *slot = slot_of(b, c->rank, l->peer, seq);
 	char *src = NULL;
-	size_t len = next_chunk(l, c->lay.p2p_chunk, &src);
+	size_t len = next_chunk(l, chunk_of(b), &src);
 
-	if (wait_bell(b, st, cxls_p2p_ack(&c->view, c->rank, l->peer), l->peer,
-		      seq - c->lay.p2p_slots + 1) ||
+	if (slot_free(b, st, l->peer, seq) ||
 	    cxls_stage_pool_copy(s, st, s->rec_w, cxls_stage_dev(s, slot), cxls_dptr(src), len,
 				 cxls_op_slot_device(c, slot)) ||
 	    cxls_stage_flush(s, st, slot, len))
 		return -1;
 	cxls_comm_count_io(c, len, 0);
-	return ring(b, st, cxls_p2p_pub(&c->view, c->rank, l->peer), seq + 1);
+	return slot_filled(b, st, l->peer, seq);
 }
 
 static int recv_chunk(const struct cxls_p2p_batch *b, CUstream st, struct lane_cursor *l,
@@ -125,17 +185,17 @@ static int recv_chunk(const struct cxls_p2p_batch *b, CUstream st, struct lane_c
 	struct cxls_comm *c = b->c;
 	const struct cxls_stage *s = &c->st;
 	uint32_t seq = l->seq0 + k;
-	uint8_t *slot = slot_of(c, l->peer, c->rank, seq);
+	uint8_t *slot = slot_of(b, l->peer, c->rank, seq);
 	char *dst = NULL;
-	size_t len = next_chunk(l, c->lay.p2p_chunk, &dst);
+	size_t len = next_chunk(l, chunk_of(b), &dst);
 
-	if (wait_bell(b, st, cxls_p2p_pub(&c->view, l->peer, c->rank), l->peer, seq + 1) ||
+	if (slot_full(b, st, l->peer, seq) ||
 	    cxls_stage_flush(s, st, slot, len) ||
 	    cxls_stage_pool_copy(s, st, s->rec_r, cxls_dptr(dst), cxls_stage_dev(s, slot), len,
 				 cxls_op_slot_device(c, slot)))
 		return -1;
 	cxls_comm_count_io(c, 0, len);
-	return ring(b, st, cxls_p2p_ack(&c->view, l->peer, c->rank), seq + 1);
+	return slot_emptied(b, st, l->peer, seq);
 }
 
 static uint32_t chunks_of(const struct cxls_p2p *ops, int n, int peer, int send, size_t chunk)
@@ -192,11 +252,23 @@ static int self_copies(struct cxls_comm *c, CUstream st, const struct cxls_p2p *
 	return 0;
 }
 
-/* One cursor per peer and direction the group uses; returns how many. */
-static int make_cursors(struct cxls_comm *c, const struct cxls_p2p *ops, int n,
-			struct lane_cursor *cur, uint32_t *rounds)
+/* The chunks enqueued so far on the channel to (send) or from a peer,
+ * eager or captured: the two kinds use slots of their own. */
+static _Atomic uint32_t *channel_count(struct cxls_comm *c, int capturing, int send, int peer)
 {
-	int m = 0;
+	if (capturing)
+		return send ? &c->p2p_gsent[peer] : &c->p2p_grecvd[peer];
+	return send ? &c->p2p_sent[peer] : &c->p2p_recvd[peer];
+}
+
+/* One cursor per peer and direction the group uses; returns how many. */
+static int make_cursors(struct cxls_p2p_batch *b)
+{
+	struct cxls_comm *c = b->c;
+	const struct cxls_p2p *ops = b->ops;
+	struct lane_cursor *cur = b->cur;
+	uint32_t *rounds = &b->rounds;
+	int m = 0, n = b->n;
 
 	*rounds = 0;
 	/* peers in ring order from this rank, so that ranks start on
@@ -205,13 +277,13 @@ static int make_cursors(struct cxls_comm *c, const struct cxls_p2p *ops, int n,
 		int peer = (c->rank + d) % c->nranks;
 
 		for (int send = 1; send >= 0; send--) {
-			uint32_t k = chunks_of(ops, n, peer, send, c->lay.p2p_chunk);
+			uint32_t k = chunks_of(ops, n, peer, send, chunk_of(b));
 
 			if (!k)
 				continue;
 			cur[m] = (struct lane_cursor){
 				.peer = peer, .send = send, .chunks = k, .ops = ops, .n = n,
-				.seq0 = atomic_load(send ? &c->p2p_sent[peer] : &c->p2p_recvd[peer]),
+				.seq0 = atomic_load(channel_count(c, b->capturing, send, peer)),
 			};
 			*rounds = k > *rounds ? k : *rounds;
 			m++;
@@ -235,15 +307,12 @@ static int enqueue_rounds(const struct cxls_p2p_batch *b)
 	return 0;
 }
 
-/* The group's chunks join the live channel sequences (captures do not
- * advance them, replay.h). */
+/* The group's chunks join their channels' sequences, the eager or the
+ * captured ones. */
 static void advance_channels(struct cxls_p2p_batch *b)
 {
-	struct cxls_comm *c = b->c;
-
-	for (int i = 0; i < b->m && !b->capturing; i++)
-		atomic_fetch_add(b->cur[i].send ? &c->p2p_sent[b->cur[i].peer] :
-						  &c->p2p_recvd[b->cur[i].peer],
+	for (int i = 0; i < b->m; i++)
+		atomic_fetch_add(channel_count(b->c, b->capturing, b->cur[i].send, b->cur[i].peer),
 				 b->cur[i].chunks);
 }
 
@@ -287,14 +356,9 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 		r = ncclInvalidUsage;
 		goto fail;
 	}
-	b->m = make_cursors(c, ops, n, b->cur, &b->rounds);
+	b->m = make_cursors(b);
 	if (cxls_stage_pair(&c->st, cap, &b->pr)) {
 		cxls_comm_set_error(c, "no work streams for another capture of this communicator");
-		r = ncclSystemError;
-		goto fail;
-	}
-	/* its replays meet its peers alone (replay.h) */
-	if (b->capturing && !(b->replay = cxls_replay_begin_p2p(c, stream, ops, n))) {
 		r = ncclSystemError;
 		goto fail;
 	}
@@ -322,10 +386,11 @@ ncclResult_t cxls_p2p_end(struct cxls_p2p_batch *b)
 	const struct cxls_stage *s = &c->st;
 	uint32_t done = atomic_load(&c->p2p_ops) + 1;
 
+	/* a replay is not counted as done: its frozen count would go below
+	 * the live one */
 	if (cxls_stage_join(s, &b->pr, b->stream, 1) ||
-	    ring(b, b->stream, &c->view.p2p_done[c->rank], done) ||
-	    cxls_stage_mark_done(s, b->stream, b->capturing) ||
-	    (b->replay && cxls_replay_end(b->replay, b->stream)))
+	    (!b->capturing && ring(b, b->stream, &c->view.p2p_done[c->rank], done)) ||
+	    cxls_stage_mark_done(s, b->stream, b->capturing))
 		return abandon(b);
 	advance_channels(b);
 	if (!b->capturing)

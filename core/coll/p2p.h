@@ -5,6 +5,16 @@
  * published and the receiver consumed (pool_format.h).  The n-th send from
  * A to B matches the n-th receive on B from A, as in NCCL.
  *
+ * Sends and receives captured in a CUDA graph use as many slots again,
+ * each with a flag that goes EMPTY -> FULL -> EMPTY (flag.h) instead of
+ * counting, so that the values the graph froze hold at every replay
+ * without moving any doorbell: a replay meets nobody, and a captured send
+ * completes into free slots before its receive is replayed, as NCCL's
+ * does into its buffers (both ranks send, then receive).  The captured
+ * sends and receives of a channel match in the order they were captured,
+ * across graphs, and the two kinds never mix: an eager send matches an
+ * eager receive.
+ *
  * A group of sends and receives on one communicator runs in lockstep
  * rounds: round k moves chunk k of every channel the group uses, sends
  * before receives.  A send in round k waits only for what its peer
@@ -19,7 +29,6 @@
 
 #include "comm.h"
 
-struct cxls_replay;
 struct lane_cursor;
 
 struct cxls_p2p {
@@ -46,7 +55,6 @@ struct cxls_p2p_batch {
 	CUstream stream;
 	struct cxls_pair pr;    /* the work streams (stage.h: cxls_stage_pair) */
 	int capturing;
-	struct cxls_replay *replay;
 	struct lane_cursor *cur; /* one per peer and direction */
 	int m;
 	uint32_t rounds;

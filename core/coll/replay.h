@@ -33,22 +33,14 @@
  * every rank, and the doorbells of a failed communicator stay raised, so
  * the replay completes instead of hanging.
  *
- * A send/receive group concerns its peers only, and NCCL lets each rank
- * capture its own: a pipeline's middle stage captures a receive and a
- * send, its ends one each.  So its replay meets each peer on the pair's
- * own barrier doorbell (graph_pair[rank][peer], counted per peer) and
- * moves only the doorbells of its channels with them and its group
- * count.  A rank waiting in a barrier of one kind for a peer that waits in
- * one of the other kind for it fails the communicator with
- * ncclInvalidUsage; a group sent to itself alone meets nobody, and a peer
- * replaying a collective meanwhile times out.
+ * Captured sends and receives need none of this: their slots hand off
+ * with flags whose values do not count up (p2p.h).
  */
 #ifndef CXLSHIM_CORE_REPLAY_H
 #define CXLSHIM_CORE_REPLAY_H
 
 #include "comm.h"
 #include "op_desc.h"
-#include "p2p.h"
 
 struct cxls_replay;
 
@@ -57,10 +49,6 @@ struct cxls_replay;
  * every rank must replay there.  NULL on failure. */
 struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st,
 				      const struct cxls_call *call, uint32_t rounds);
-/* The same for a send/receive group (ops, n): its replays meet and move
- * the doorbells of its peers only. */
-struct cxls_replay *cxls_replay_begin_p2p(struct cxls_comm *c, CUstream st,
-					  const struct cxls_p2p *ops, int n);
 /* After the operation's final doorbells: enqueues the end node. */
 int cxls_replay_end(struct cxls_replay *r, CUstream st);
 /* Zeroed memory that a host node of the captured operation uses at every

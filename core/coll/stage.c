@@ -5,6 +5,7 @@
 
 #include "coherence.h"
 #include "devmodel.h"
+#include "flag.h"
 #include "log.h"
 #include "runtime.h"
 
@@ -52,6 +53,42 @@ static void host_wait(void *data)
 
 	wait_cfg(&w);
 	cxls_bell_wait(b, v, &w);
+}
+
+/* A slot flag's host function: its line, which flag of the line (bits
+ * 8..15 of the value) and the state (bits 0..7). */
+static void *pack_flag(const struct cxls_stage *s, struct cxls_flag *f, uint32_t state)
+{
+	uint32_t i = (uint32_t)(((uintptr_t)f % CXLS_LINE) / sizeof(*f));
+
+	return pack(s, f, i << 8 | state);
+}
+
+static struct cxls_flag *unpack_flag(void *data, uint32_t *state)
+{
+	uint32_t v;
+	struct cxls_flag *line = unpack(data, &v);
+
+	*state = v & 0xff;
+	return line + (v >> 8);
+}
+
+static void host_flag_set(void *data)
+{
+	uint32_t state;
+	struct cxls_flag *f = unpack_flag(data, &state);
+
+	cxls_flag_set(f, state, cxls_runtime_pool()->flush_mode);
+}
+
+static void host_flag_wait(void *data)
+{
+	struct cxls_wait_cfg w;
+	uint32_t state;
+	struct cxls_flag *f = unpack_flag(data, &state);
+
+	wait_cfg(&w);
+	cxls_flag_wait(f, state, &w);
 }
 
 static void host_flush(void *data)
@@ -108,6 +145,27 @@ int cxls_stage_wait(const struct cxls_stage *s, CUstream st, struct cxls_bell *b
 	return check(s, s->cu->StreamWaitValue32(st, cxls_stage_dev(s, &b->seq), v,
 						 CU_STREAM_WAIT_VALUE_GEQ),
 		     "cuStreamWaitValue32");
+}
+
+int cxls_stage_flag_set(const struct cxls_stage *s, CUstream st, struct cxls_flag *f,
+			uint32_t state)
+{
+	if (s->host_wait)
+		return check(s, s->cu->LaunchHostFunc(st, host_flag_set, pack_flag(s, f, state)),
+			     "cuLaunchHostFunc(flag)");
+	return check(s, s->cu->StreamWriteValue32(st, cxls_stage_dev(s, &f->state), state, 0),
+		     "cuStreamWriteValue32");
+}
+
+int cxls_stage_flag_wait(const struct cxls_stage *s, CUstream st, struct cxls_flag *f,
+			 uint32_t state)
+{
+	if (s->host_wait || s->flag_host_wait)
+		return check(s, s->cu->LaunchHostFunc(st, host_flag_wait, pack_flag(s, f, state)),
+			     "cuLaunchHostFunc(flag wait)");
+	return check(s, s->cu->StreamWaitValue64(st, cxls_stage_dev(s, f), cxls_flag_mask(state),
+						 CU_STREAM_WAIT_VALUE_AND),
+		     "cuStreamWaitValue64");
 }
 
 int cxls_stage_flush(const struct cxls_stage *s, CUstream st, const void *p, size_t bytes)

@@ -27,6 +27,7 @@ static const struct entry entries[] = {
 	E(CtxPopCurrent, "cuCtxPopCurrent_v2"),
 	E(CtxGetDevice, "cuCtxGetDevice"),
 	E(DeviceGet, "cuDeviceGet"),
+	OPT(DeviceGetAttribute, "cuDeviceGetAttribute"),
 	E(DeviceGetName, "cuDeviceGetName"),
 	E(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
 	E(MemAlloc, "cuMemAlloc_v2"),
@@ -43,6 +44,7 @@ static const struct entry entries[] = {
 	E(StreamWaitEvent, "cuStreamWaitEvent"),
 	E(StreamWriteValue32, "cuStreamWriteValue32_v2"),
 	E(StreamWaitValue32, "cuStreamWaitValue32_v2"),
+	E(StreamWaitValue64, "cuStreamWaitValue64_v2"),
 	E(StreamGetCaptureInfo, "cuStreamGetCaptureInfo"), /* the first ABI: status, id */
 	E(LaunchHostFunc, "cuLaunchHostFunc"),
 	E(EventCreate, "cuEventCreate"),
@@ -109,6 +111,16 @@ const struct cxls_cuda *cxls_cuda(void)
 int cxls_cuda_emulated(void)
 {
 	return cxls_cuda() && emulated;
+}
+
+int cxls_cuda_wait64(const struct cxls_cuda *cu, CUdevice dev)
+{
+	int v = 0;
+
+	return cu->DeviceGetAttribute &&
+	       cu->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) ==
+		       CUDA_SUCCESS &&
+	       v;
 }
 
 const char *cxls_cuda_strerror(CUresult r)

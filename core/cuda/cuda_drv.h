@@ -18,6 +18,7 @@ struct cxls_cuda {
 	CUresult (*CtxPopCurrent)(CUcontext *);
 	CUresult (*CtxGetDevice)(CUdevice *);
 	CUresult (*DeviceGet)(CUdevice *, int);
+	CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
 	CUresult (*DeviceGetName)(char *, int, CUdevice);
 	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
@@ -34,6 +35,7 @@ struct cxls_cuda {
 	CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned int);
 	CUresult (*StreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 	CUresult (*StreamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	CUresult (*StreamWaitValue64)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 	CUresult (*StreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus *, cuuint64_t *);
 	CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void *);
 	CUresult (*EventCreate)(CUevent *, unsigned int);
@@ -58,6 +60,8 @@ const char *cxls_cuda_strerror(CUresult r);
 /* 1 when the driver is the CPU emulation (emu/cuda): device memory is
  * host memory there, so the CPU may compute on it. */
 int cxls_cuda_emulated(void);
+/* 1 when dev's streams can wait on 64-bit words (cuStreamWaitValue64). */
+int cxls_cuda_wait64(const struct cxls_cuda *cu, CUdevice dev);
 
 /* Around the shim's own "potentially unsafe" calls (registering memory,
  * loading a module) that may run while the application captures a CUDA

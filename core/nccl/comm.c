@@ -11,6 +11,7 @@
 #include "comm_reg.h"
 #include "comm_split.h"
 #include "devmodel.h"
+#include "flag.h"
 #include "fold_gpu.h"
 #include "lib_thread.h"
 #include "log.h"
@@ -201,6 +202,7 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	c->st.host_base = c->pool->base;
 	c->st.flush = c->pool->flush_mode;
 	c->st.host_wait = wait_in_host_fns(rt);
+	c->st.flag_host_wait = !cxls_cuda_wait64(c->st.cu, (CUdevice)c->device);
 	c->st.overlap = overlap(rt->cfg.cccl_overlap);
 	c->st.min_rounds = ja->min_rounds ? ja->min_rounds : 2; /* 0: none said */
 	c->st.model = rt->cfg.cccl_model_devices;
@@ -209,9 +211,10 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 		c->st.rec_r = cxls_devmodel_record();
 	}
 	/* host functions carry pool offsets in 32 bits of 64-byte lines */
-	if ((c->st.host_wait || c->st.flush || c->st.model) && c->pool->size >> 38) {
-		cxls_comm_set_error(c, "wait.mode=host, flush pools and the device model "
-				       "need a pool below 256 GiB");
+	if ((c->st.host_wait || c->st.flag_host_wait || c->st.flush || c->st.model) &&
+	    c->pool->size >> 38) {
+		cxls_comm_set_error(c, "wait.mode=host, flush pools, the device model and "
+				       "devices without 64-bit stream waits need a pool below 256 GiB");
 		return -1;
 	}
 	if (create_streams(c)) {
@@ -222,11 +225,16 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	c->wd_since_ns = cxls_now_ns();
 	preload_kernels(c);
 	CXLS_INFO("comm %p rank %d/%d ready: pool slot %u, chunk %llu x %u slots (%u in the window), "
-		  "%s, %s, %s",
+		  "send/receive slots %u x %llu per channel (captured: %u x %llu), %s, %s, %s",
 		  (void *)c, c->rank, c->nranks, c->view.slot, (unsigned long long)c->lay.chunk,
-		  c->lay.slots, c->lay.win_slots, c->lay.interleave ? "interleaved" : "sequential",
+		  c->lay.slots, c->lay.win_slots, c->lay.p2p_slots,
+		  (unsigned long long)c->lay.p2p_chunk, c->lay.gp2p_slots,
+		  (unsigned long long)c->lay.gp2p_chunk,
+		  c->lay.interleave ? "interleaved" : "sequential",
 		  c->st.overlap ? "overlapped" : "single stream",
-		  c->st.host_wait ? "host waits" : "stream memops");
+		  c->st.host_wait ? "host waits" :
+		  c->st.flag_host_wait ? "stream memops (captured sends' waits in host functions)" :
+					 "stream memops");
 	return 0;
 }
 
@@ -601,6 +609,14 @@ static void raise_bell(struct cxls_bell *b, uint32_t v, int flush)
 	}
 }
 
+/* The captured sends' slot flags of one channel: failed for good. */
+static void flags_fail(struct cxls_comm *c, struct cxls_p2p_flags *f)
+{
+	for (int k = 0; k < CXLS_FLAG_SLOTS; k++)
+		if (!atomic_load(&f->slot[k].failed))
+			cxls_flag_fail(&f->slot[k], c->pool->flush_mode);
+}
+
 /* How far past the live sequence unblocking raises a doorbell: a replayed
  * operation waits for values relative to its capture, which the live
  * sequence may not have reached yet; half the sequence space is still
@@ -608,9 +624,10 @@ static void raise_bell(struct cxls_bell *b, uint32_t v, int flush)
 #define UNBLOCK_LEAD (1u << 30)
 
 /* Raises every doorbell of the communicator far enough that every wait
- * this rank enqueued passes, eager or replayed.  Streams may still ring
- * lower values afterwards, so the watchdog and drain() repeat it while
- * this rank has work in flight. */
+ * this rank enqueued passes, eager or replayed, and fails the slot flags
+ * of its captured sends and receives.  Streams may still ring lower
+ * values afterwards (the flags' failure stays), so the watchdog and
+ * drain() repeat it while this rank has work in flight. */
 void cxls_comm_unblock(struct cxls_comm *c)
 {
 	uint32_t v = (uint32_t)atomic_load(&c->round) + UNBLOCK_LEAD;
@@ -626,6 +643,8 @@ void cxls_comm_unblock(struct cxls_comm *c)
 			   atomic_load(&c->p2p_recvd[r]) + UNBLOCK_LEAD, c->pool->flush_mode);
 		raise_bell(cxls_p2p_ack(&c->view, c->rank, r),
 			   atomic_load(&c->p2p_sent[r]) + UNBLOCK_LEAD, c->pool->flush_mode);
+		flags_fail(c, cxls_p2p_flag(&c->view, r, c->rank));
+		flags_fail(c, cxls_p2p_flag(&c->view, c->rank, r));
 	}
 }
 

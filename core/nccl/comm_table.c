@@ -22,7 +22,8 @@ uint64_t cxls_comm_stride(uint32_t max_ranks)
 	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 5 * sizeof(struct cxls_bell) +
 			    (CXLS_DESC_RING + 1) * sizeof(struct cxls_op_desc);
 	uint64_t pairs = (uint64_t)max_ranks * max_ranks *
-			 (3 * sizeof(struct cxls_bell) + 2 * sizeof(struct cxls_p2p_msg));
+			 (2 * sizeof(struct cxls_bell) + sizeof(struct cxls_p2p_flags) +
+			  2 * sizeof(struct cxls_p2p_msg));
 
 	return align64(align64(sizeof(struct cxls_comm_rec)) + per_rank * max_ranks + pairs);
 }
@@ -46,8 +47,8 @@ void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_
 	v->p2p_ack = v->p2p_pub + (size_t)n * n;
 	v->p2p_done = v->p2p_ack + (size_t)n * n;
 	v->graph = v->p2p_done + n;
-	v->graph_pair = v->graph + n;
-	v->replay = (struct cxls_op_desc *)(v->graph_pair + (size_t)n * n);
+	v->p2p_flag = (struct cxls_p2p_flags *)(v->graph + n);
+	v->replay = (struct cxls_op_desc *)(v->p2p_flag + (size_t)n * n);
 	v->p2p_smsg = (struct cxls_p2p_msg *)(v->replay + n);
 	v->p2p_rmsg = v->p2p_smsg + (size_t)n * n;
 	v->max_ranks = n;
@@ -282,12 +283,26 @@ uint32_t cxls_comm_test_round0(void)
 	return v ? (uint32_t)strtoul(v, NULL, 0) : 0;
 }
 
+/* Every graph slot of every channel starts EMPTY: a captured send waits
+ * for that bit (p2p.c), which a zeroed word would not have. */
+static void start_flags(const struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t nranks)
+{
+	for (uint32_t i = 0; i < nranks * nranks; i++) {
+		struct cxls_p2p_flags *f = cxls_p2p_flag(v, (int)(i / nranks), (int)(i % nranks));
+
+		for (int k = 0; k < CXLS_FLAG_SLOTS; k++)
+			atomic_store(&f->slot[k].state, CXLS_FLAG_EMPTY);
+		cxls_publish(pool->flush_mode, f, sizeof(*f));
+	}
+}
+
 /* The first rank to claim a record starts every rank's doorbells: no rank
  * has joined yet, so none can read them before. */
 static void start_bells(const struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t nranks)
 {
 	uint32_t r0 = cxls_comm_test_round0();
 
+	start_flags(pool, v, nranks);
 	for (uint32_t r = 0; r < nranks && r0; r++) {
 		cxls_bell_ring(&v->pub[r], r0, pool->flush_mode);
 		cxls_bell_ring(&v->ack[r], r0, pool->flush_mode);

@@ -28,7 +28,7 @@ struct cxls_comm_view {
 	struct cxls_bell *p2p_ack;  /* [src * max_ranks + dst] */
 	struct cxls_bell *p2p_done; /* [rank] */
 	struct cxls_bell *graph;    /* [rank] */
-	struct cxls_bell *graph_pair; /* [rank * max_ranks + peer] */
+	struct cxls_p2p_flags *p2p_flag; /* [src * max_ranks + dst] */
 	struct cxls_op_desc *replay; /* [rank] */
 	struct cxls_p2p_msg *p2p_smsg; /* [src * max_ranks + dst] sizes as sent */
 	struct cxls_p2p_msg *p2p_rmsg; /* [src * max_ranks + dst] sizes as received */
@@ -78,10 +78,11 @@ static inline struct cxls_bell *cxls_p2p_ack(const struct cxls_comm_view *v, int
 	return &v->p2p_ack[(size_t)src * v->max_ranks + (size_t)dst];
 }
 
-/* The replay barriers rank has passed with peer (replay.c). */
-static inline struct cxls_bell *cxls_graph_pair(const struct cxls_comm_view *v, int rank, int peer)
+/* The slot flags of the channel's captured sends and receives (p2p.c). */
+static inline struct cxls_p2p_flags *cxls_p2p_flag(const struct cxls_comm_view *v, int src,
+						    int dst)
 {
-	return &v->graph_pair[(size_t)rank * v->max_ranks + (size_t)peer];
+	return &v->p2p_flag[(size_t)src * v->max_ranks + (size_t)dst];
 }
 
 /* Test hook (CXLSHIM_TEST_ROUND0): the round a new communicator starts

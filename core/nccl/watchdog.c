@@ -81,10 +81,10 @@ static void check_comm(struct cxls_comm *c, void *arg)
 	 * block in the driver, its stream's queue full behind a doorbell
 	 * wait for a peer that died or never comes (close_enqueues, comm.c);
 	 * counted idle, the timeout and a dead peer went unnoticed and the
-	 * call never returned.  So is a replay between its start and end
-	 * (replay.c): its doorbells may stand where the live sequence does,
-	 * and a replay stuck in its stream (a send a peer's graph receives
-	 * in another group) hung for ever. */
+	 * call never returned.  So is a collective's replay between its
+	 * start and end (replay.c): its doorbells may stand where the live
+	 * sequence does.  (A replayed send or receive is not watched: it
+	 * waits for its peer as NCCL's does, until an abort.) */
 	idle = done == ops && p2p_done == atomic_load(&c->p2p_ops) &&
 	       !(atomic_load(&c->enq) & ~CXLS_ENQ_CLOSED) && !atomic_load(&c->replays_running);
 	if (done != c->wd_done)

@@ -29,25 +29,26 @@ static int fits(const struct cxls_layout *l)
 #define P2P_SLOTS 4 /* a power of two (p2p_init) */
 #define P2P_MAX_CHUNK (1u << 20)
 
-/* Cuts the p2p part (`bytes` per device) into P2P_SLOTS slots per ordered
+/* Cuts a p2p part (`bytes` per device) into P2P_SLOTS slots per ordered
  * pair, or fewer slots of at least one page when ranks are many; with less
- * than that the communicator has no p2p channels (p2p_slots == 0). */
-static void p2p_init(struct cxls_layout *l, uint64_t bytes)
+ * than that the communicator has no such channels (*slots == 0). */
+static void p2p_init(const struct cxls_layout *l, uint64_t bytes, uint32_t *slots,
+		     uint64_t *chunk)
 {
 	uint64_t pairs = (uint64_t)l->nranks * l->nranks;
 
 	/* powers of two only: p2p.c takes a 32-bit sequence modulo the count */
-	for (l->p2p_slots = P2P_SLOTS; l->p2p_slots >= 1; l->p2p_slots /= 2) {
-		uint64_t per_dev = div_up(pairs * l->p2p_slots, l->ndev);
+	for (*slots = P2P_SLOTS; *slots >= 1; *slots /= 2) {
+		uint64_t per_dev = div_up(pairs * *slots, l->ndev);
 
-		l->p2p_chunk = (bytes / per_dev) & ~(uint64_t)4095;
-		if (l->p2p_chunk > P2P_MAX_CHUNK)
-			l->p2p_chunk = P2P_MAX_CHUNK;
-		if (l->p2p_chunk >= 4096)
+		*chunk = (bytes / per_dev) & ~(uint64_t)4095;
+		if (*chunk > P2P_MAX_CHUNK)
+			*chunk = P2P_MAX_CHUNK;
+		if (*chunk >= 4096)
 			return;
 	}
-	l->p2p_slots = 0;
-	l->p2p_chunk = 0;
+	*slots = 0;
+	*chunk = 0;
 }
 
 /* A loop of collectives cycles through every staging slot, nranks x
@@ -81,9 +82,15 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 	l->interleave = interleave;
 	l->dev_size = sb->dev_size;
 	l->lane_base = sb->dev_offset + (uint64_t)lane * sb->lane_size;
-	coll_bytes = (sb->lane_size - sb->lane_size / 4) & ~(uint64_t)4095;
-	l->p2p_off = coll_bytes;
-	p2p_init(l, sb->lane_size - coll_bytes);
+	/* the last quarter for eager sends, an eighth before it for captured
+	 * ones (layout.h) */
+	l->p2p_off = (sb->lane_size - sb->lane_size / 4) & ~(uint64_t)4095;
+	l->gp2p_off = (l->p2p_off - sb->lane_size / 8) & ~(uint64_t)4095;
+	coll_bytes = l->gp2p_off;
+	p2p_init(l, sb->lane_size - l->p2p_off, &l->p2p_slots, &l->p2p_chunk);
+	p2p_init(l, l->p2p_off - l->gp2p_off, &l->gp2p_slots, &l->gp2p_chunk);
+	if (!l->gp2p_slots)
+		l->p2p_slots = 0; /* neither kind, so that a call fails alike */
 	for (l->chunk = chunk; l->chunk >= (64u << 10); l->chunk /= 2) {
 		l->lane_blocks = coll_bytes / l->chunk;
 		for (l->slots = slots; l->slots >= 1; l->slots = l->slots > 2 ? l->slots / 2 :
@@ -143,6 +150,14 @@ uint64_t cxls_layout_p2p(const struct cxls_layout *l, uint32_t src, uint32_t dst
 	uint64_t g = ((uint64_t)src * l->nranks + dst) * l->p2p_slots + j;
 
 	return l->lane_base + (g % l->ndev) * l->dev_size + l->p2p_off + (g / l->ndev) * l->p2p_chunk;
+}
+
+uint64_t cxls_layout_gp2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j)
+{
+	uint64_t g = ((uint64_t)src * l->nranks + dst) * l->gp2p_slots + j;
+
+	return l->lane_base + (g % l->ndev) * l->dev_size + l->gp2p_off +
+	       (g / l->ndev) * l->gp2p_chunk;
 }
 
 uint32_t cxls_layout_device(const struct cxls_layout *l, uint64_t off)

@@ -19,7 +19,9 @@
  * p2p_slots blocks of p2p_chunk bytes for each ordered pair of ranks, slot
  * g = pair * p2p_slots + j on device g % ND, so that a rank's channels to
  * different peers, and consecutive slots of one channel, use different
- * devices.
+ * devices.  The eighth before it holds as many channels, with smaller
+ * slots, for sends and receives captured in CUDA graphs (gp2p_, p2p.h),
+ * which hand off their slots otherwise.
  */
 #ifndef CXLSHIM_CORE_LAYOUT_H
 #define CXLSHIM_CORE_LAYOUT_H
@@ -46,6 +48,10 @@ struct cxls_layout {
 	uint64_t p2p_off;      /* start of the p2p part of each device lane */
 	uint64_t p2p_chunk;
 	uint32_t p2p_slots;    /* staging slots per ordered pair; 0: no room */
+	/* the same for captured sends and receives */
+	uint64_t gp2p_off;
+	uint64_t gp2p_chunk;
+	uint32_t gp2p_slots;
 };
 
 /* Fits nranks x slots chunks into the lane, shrinking slots (down to 2,
@@ -58,8 +64,10 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 /* Pool offset of rank's N-to-N slot, and of 1-to-N chunk slot c. */
 uint64_t cxls_layout_n2n(const struct cxls_layout *l, uint32_t rank, uint32_t slot);
 uint64_t cxls_layout_1n(const struct cxls_layout *l, uint32_t c);
-/* Pool offset of slot j of the channel from rank src to rank dst. */
+/* Pool offset of slot j of the channel from rank src to rank dst, for
+ * eager and for captured sends. */
 uint64_t cxls_layout_p2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j);
+uint64_t cxls_layout_gp2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j);
 /* Device index of a pool offset produced above. */
 uint32_t cxls_layout_device(const struct cxls_layout *l, uint64_t off);
 

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 17u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 18u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
 				* 8: socket lines with one writer, sleepers;
 				* 9: replayed calls; 10: socket claims identified,
@@ -33,7 +33,9 @@
 				* gates; 14: the communicator's routing rules;
 				* 15: no group gates (groups enqueue at their end);
 				* 16: the communicator's least rounds per op;
-				* 17: replay barriers per pair of ranks */
+				* 17: replay barriers per pair of ranks;
+				* 18: slot flags for captured sends (no pair
+				* barriers) */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -88,6 +90,34 @@ struct cxls_bell {
 	_Alignas(CXLS_LINE) _Atomic uint32_t seq;
 	_Atomic uint32_t queued;
 };
+
+/* The slot flags of one channel's captured sends and receives (p2p.c).
+ * A slot's flag is two words that a device reads as one little-endian
+ * 64-bit word: streams write `state` (EMPTY, FULL), only hosts write
+ * `failed`, all ones once the communicator failed, so that every wait on
+ * the flag (state bit | failed, CU_STREAM_WAIT_VALUE_AND) passes for good
+ * whatever the streams write afterwards: a replayed graph keeps writing
+ * its frozen values. */
+#define CXLS_FLAG_SLOTS 8 /* at least layout.c's P2P_SLOTS */
+#define CXLS_FLAG_FULL 1u
+#define CXLS_FLAG_EMPTY 2u
+
+struct cxls_flag {
+	_Alignas(8) _Atomic uint32_t state;
+	_Atomic uint32_t failed;
+};
+
+struct cxls_p2p_flags {
+	_Alignas(CXLS_LINE) struct cxls_flag slot[CXLS_FLAG_SLOTS];
+};
+
+_Static_assert(sizeof(struct cxls_flag) == 8 && offsetof(struct cxls_flag, failed) == 4,
+	       "a flag is one 64-bit word to a device");
+_Static_assert(sizeof(struct cxls_p2p_flags) == sizeof(struct cxls_bell),
+	       "a channel's flags take the line a pair barrier took");
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "struct cxls_flag: `state` must be the low half of the device's 64-bit word"
+#endif
 
 enum cxls_rank_state { CXLS_RANK_EMPTY = 0, CXLS_RANK_JOINED = 1, CXLS_RANK_LEFT = 2 };
 
@@ -227,8 +257,8 @@ struct cxls_comm_rec {
 	 * struct cxls_bell     p2p_ack[max_ranks][max_ranks];  [src][dst] chunks received
 	 * struct cxls_bell     p2p_done[max_ranks];  send/receive groups completed
 	 * struct cxls_bell     graph[max_ranks];     CUDA graph replay barriers
-	 * struct cxls_bell     graph_pair[max_ranks][max_ranks];  [rank][peer]
-	 *                      the barriers of send/receive replays (replay.h)
+	 * struct cxls_p2p_flags p2p_flag[max_ranks][max_ranks]; [src][dst]
+	 *                      captured sends' slot flags (p2p.c)
 	 * struct cxls_op_desc  replay[max_ranks];    the captured call each
 	 *                      rank's replay starts, numbered by its barrier
 	 * struct cxls_p2p_msg  p2p_smsg[max_ranks][max_ranks]; [src][dst] as sent

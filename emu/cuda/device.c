@@ -141,6 +141,10 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
 	case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:
 		*pi = dev;
 		break;
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1:
+		*pi = emu_config.memops64;
+		break;
 	default:
 		*pi = attr_values[attrib];
 	}

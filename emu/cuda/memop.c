@@ -192,6 +192,8 @@ static CUresult memop_fill(struct emu_op *op, enum emu_op_kind kind,
 	bool ok = kind == EMU_OP_WAIT_VALUE ? wait_flags_ok(flags) :
 					      write_flags_ok(flags);
 
+	if (is64 && !emu_config.memops64)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	op->kind = kind;
 	op->u.memop.addr = (void *)(uintptr_t)addr;
 	op->u.memop.value = value;

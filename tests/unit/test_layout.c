@@ -131,37 +131,60 @@ static void bounded(void)
 	CHECK(cxls_layout_init(&l, &sb, 0, 0, 1 << 20, 8, 1, 0) == -1, "zero ranks");
 }
 
-/* Point-to-point channels: inside the lane's last quarter, never
- * overlapping each other or the collectives' blocks, consecutive slots of
- * a channel on different devices. */
+/* Slot a of the eager channels (a < n * n * p2p_slots), then of the
+ * captured ones: its offset and size. */
+static uint64_t p2p_slot(const struct cxls_layout *l, uint32_t n, uint32_t a, uint64_t *size)
+{
+	uint32_t eager = n * n * l->p2p_slots;
+
+	if (a < eager) {
+		*size = l->p2p_chunk;
+		return cxls_layout_p2p(l, a / l->p2p_slots / n, a / l->p2p_slots % n,
+				       a % l->p2p_slots);
+	}
+	a -= eager;
+	*size = l->gp2p_chunk;
+	return cxls_layout_gp2p(l, a / l->gp2p_slots / n, a / l->gp2p_slots % n, a % l->gp2p_slots);
+}
+
+/* Point-to-point channels, eager ones in the lane's last quarter,
+ * captured ones before them: never overlapping each other or the
+ * collectives' blocks, consecutive slots of a channel on different
+ * devices. */
 static void p2p_channels(void)
 {
 	struct cxls_super sb = geometry(4, 4, 8 << 20);
 	struct cxls_layout l;
-	uint32_t n = 3;
+	uint32_t n = 3, all;
 
 	CHECK(cxls_layout_init(&l, &sb, 2, n, 256 << 10, 8, 1, 0) == 0, "init");
 	CHECK(l.p2p_slots >= 2 && l.p2p_chunk >= 4096, "%u slots of %llu", l.p2p_slots,
 	      (unsigned long long)l.p2p_chunk);
-	CHECK(l.lane_blocks * l.chunk <= l.p2p_off, "collective blocks end before p2p");
-	for (uint32_t a = 0; a < n * n * l.p2p_slots; a++) {
-		uint64_t oa = cxls_layout_p2p(&l, a / l.p2p_slots / n, a / l.p2p_slots % n,
-					      a % l.p2p_slots);
+	CHECK(l.gp2p_slots >= 2 && l.gp2p_chunk >= 4096, "%u captured slots of %llu",
+	      l.gp2p_slots, (unsigned long long)l.gp2p_chunk);
+	CHECK(l.lane_blocks * l.chunk <= l.gp2p_off && l.gp2p_off < l.p2p_off,
+	      "collective blocks end before the captured channels, those before the eager ones");
+	all = n * n * (l.p2p_slots + l.gp2p_slots);
+	for (uint32_t a = 0; a < all; a++) {
+		uint64_t sa, sb2, oa = p2p_slot(&l, n, a, &sa);
 		uint64_t in_lane = (oa - l.lane_base) % l.dev_size;
 
-		CHECK(in_lane >= l.p2p_off && in_lane + l.p2p_chunk <= sb.lane_size,
+		CHECK(in_lane >= l.gp2p_off && in_lane + sa <= sb.lane_size,
 		      "slot %u inside the p2p part", a);
-		for (uint32_t b = a + 1; b < n * n * l.p2p_slots; b++) {
-			uint64_t ob = cxls_layout_p2p(&l, b / l.p2p_slots / n,
-						      b / l.p2p_slots % n, b % l.p2p_slots);
+		CHECK((in_lane >= l.p2p_off) == (a < n * n * l.p2p_slots),
+		      "slot %u in its kind's part", a);
+		for (uint32_t b = a + 1; b < all; b++) {
+			uint64_t ob = p2p_slot(&l, n, b, &sb2);
 
-			CHECK(oa + l.p2p_chunk <= ob || ob + l.p2p_chunk <= oa,
-			      "slots %u and %u overlap", a, b);
+			CHECK(oa + sa <= ob || ob + sb2 <= oa, "slots %u and %u overlap", a, b);
 		}
 	}
 	CHECK(cxls_layout_device(&l, cxls_layout_p2p(&l, 0, 1, 0)) !=
 		      cxls_layout_device(&l, cxls_layout_p2p(&l, 0, 1, 1)),
 	      "consecutive slots on different devices");
+	CHECK(cxls_layout_device(&l, cxls_layout_gp2p(&l, 0, 1, 0)) !=
+		      cxls_layout_device(&l, cxls_layout_gp2p(&l, 0, 1, 1)),
+	      "consecutive captured slots on different devices");
 	sb = geometry(2, 16, 1 << 20);
 	CHECK(cxls_layout_init(&l, &sb, 0, 16, 1 << 20, 8, 1, 0) == 0 && l.p2p_slots == 0,
 	      "no room for 16x16 channels: collectives only");

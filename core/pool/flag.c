@@ -1,0 +1,51 @@
+/* flag.c - set, wait for and fail slot flags from the CPU. */
+#include "flag.h"
+
+#include "coherence.h"
+#include "futex.h"
+#include "proc_id.h"
+
+static int holds(struct cxls_flag *f, uint32_t state, int flush)
+{
+	cxls_refresh(flush, f, sizeof(*f));
+	return (atomic_load_explicit(&f->state, memory_order_acquire) & state) ||
+	       atomic_load_explicit(&f->failed, memory_order_acquire);
+}
+
+void cxls_flag_set(struct cxls_flag *f, uint32_t state, int flush)
+{
+	atomic_store_explicit(&f->state, state, memory_order_release);
+	cxls_publish(flush, f, sizeof(*f));
+	if (!flush)
+		cxls_futex_wake(&f->state);
+}
+
+/* As cxls_bell_wait: spin, then sleep on the state word (a failure wakes
+ * it too), or back off where futexes do not reach (flush mode). */
+void cxls_flag_wait(struct cxls_flag *f, uint32_t state, const struct cxls_wait_cfg *w)
+{
+	uint64_t spin_end = cxls_now_ns() + (uint64_t)w->spin_us * 1000ull;
+	long sleep_ns = 1000;
+
+	while (!holds(f, state, w->flush)) {
+		if (cxls_now_ns() < spin_end) {
+			cxls_cpu_relax();
+		} else if (!w->flush) {
+			cxls_futex_wait(&f->state, atomic_load(&f->state), 10 * 1000000L);
+		} else {
+			struct timespec ts = { 0, sleep_ns };
+
+			nanosleep(&ts, NULL);
+			if (sleep_ns < (long)w->sleep_max_us * 1000L)
+				sleep_ns *= 2;
+		}
+	}
+}
+
+void cxls_flag_fail(struct cxls_flag *f, int flush)
+{
+	atomic_store_explicit(&f->failed, 0xffffffffu, memory_order_release);
+	cxls_publish(flush, f, sizeof(*f));
+	/* a device's (or the emulation's) 64-bit wait sleeps on the low word */
+	cxls_futex_wake(&f->state);
+}

@@ -1,0 +1,26 @@
+/* flag.h - CPU side of the slot flags of captured sends (pool_format.h:
+ * struct cxls_flag): hand-offs of one staging slot between its writer and
+ * its reader, EMPTY -> FULL -> EMPTY, whose values do not count up, so a
+ * graph that froze them replays any number of times.
+ */
+#ifndef CXLSHIM_CORE_FLAG_H
+#define CXLSHIM_CORE_FLAG_H
+
+#include <stdint.h>
+
+#include "doorbell.h"
+
+/* The 64-bit word a device waits on for `state` with
+ * CU_STREAM_WAIT_VALUE_AND: that bit of the state, or any of the failure. */
+static inline uint64_t cxls_flag_mask(uint32_t state)
+{
+	return 0xffffffff00000000ull | state;
+}
+
+void cxls_flag_set(struct cxls_flag *f, uint32_t state, int flush);
+/* Until the flag holds `state` or failed. */
+void cxls_flag_wait(struct cxls_flag *f, uint32_t state, const struct cxls_wait_cfg *w);
+/* Every wait on f passes from now on (the communicator failed). */
+void cxls_flag_fail(struct cxls_flag *f, int flush);
+
+#endif
