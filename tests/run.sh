@@ -222,6 +222,9 @@ step "api: CUDA graph: captured sends whose receives the peer replays later or g
 	"$BUILD/tests/api_check"
 step "api: CUDA graph: both ranks' sends wait for the other's receive: an abort ends the replays" \
 	shim "$BUILD/tests/api_check" graphstuck
+step "api: CUDA graph: a device without 64-bit stream waits: captured sends' flags waited in host functions" \
+	env CUDAEMU_NO_MEMOPS64=1 LD_PRELOAD="$SHIM" sh -c \
+	'"$0" graphsendsend && "$0" graphstuck && "$0" graphpipe' "$BUILD/tests/api_check"
 step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphcount
 step "api: CUDA graph: ranks replay different calls (pair group vs op): failed, no hang" \

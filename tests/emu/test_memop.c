@@ -442,13 +442,65 @@ static void test_wakes(void)
 	      "every waiter woken by the write that reached its value (child status %d)", status);
 }
 
-int main(void)
+/* CUDAEMU_NO_MEMOPS64=1, in a process of its own (the knob is read at
+ * cuInit): the device says it has no 64-bit memory operations and
+ * refuses them, 32-bit ones still work. */
+static int no_memops64_child(void)
+{
+	CUcontext ctx;
+	CUstream s;
+	CUdevice dev;
+	uint64_t *words;
+	int v = -1;
+
+	if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS)
+		return 2;
+	cuDevicePrimaryCtxRetain(&ctx, dev);
+	cuCtxSetCurrent(ctx);
+	cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+	cuMemHostAlloc((void **)&words, 4096, CU_MEMHOSTALLOC_DEVICEMAP);
+	CHECK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) ==
+			      CUDA_SUCCESS && v == 0,
+	      "no 64-bit memops: the attribute reads 0");
+	CHECK(cuStreamWaitValue64(s, dp(words), 1, CU_STREAM_WAIT_VALUE_AND) ==
+		      CUDA_ERROR_NOT_SUPPORTED,
+	      "no 64-bit memops: a 64-bit wait is refused");
+	CHECK(cuStreamWriteValue64(s, dp(words), 1, 0) == CUDA_ERROR_NOT_SUPPORTED,
+	      "no 64-bit memops: a 64-bit write is refused");
+	CHECK(cuStreamWriteValue32(s, dp(words), 7, 0) == CUDA_SUCCESS &&
+		      cuStreamSynchronize(s) == CUDA_SUCCESS && *(uint32_t *)words == 7,
+	      "no 64-bit memops: 32-bit ones still work");
+	cuStreamDestroy(s);
+	cuMemFreeHost(words);
+	return check_done();
+}
+
+static void test_no_memops64(const char *self)
+{
+	int status = -1;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		setenv("CUDAEMU_NO_MEMOPS64", "1", 1);
+		execl(self, self, "nomemops64", (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "CUDAEMU_NO_MEMOPS64=1: the child's "
+	      "checks passed");
+}
+
+int main(int argc, char **argv)
 {
 	CUcontext ctx;
 	CUstream s, w;
 	uint32_t *words;
 
 	check_watchdog(60);
+	if (argc > 1 && !strcmp(argv[1], "nomemops64"))
+		return no_memops64_child();
+	test_no_memops64("/proc/self/exe");
 
 	test_wakes();
 	test_two_processes();
