@@ -893,7 +893,9 @@ static void usage(const char *prog, int is_mpi, int code)
 		   "  -a 0|1|2|3    time across ranks: rank 0 | mean | min | max (default 3)\n"
 		   "  -g n, -t n    accepted for nccl-tests compatibility, ignored\n");
 	if (!is_mpi)
-		fprintf(f, "  -N nranks     rank processes to fork (default 2)\n"
+		fprintf(f, "  -G launches   CUDA graph mode, as nccl-tests: the timed iterations\n"
+			   "                captured in one graph, launched this many times (0: off)\n"
+			   "  -N nranks     rank processes to fork (default 2)\n"
 			   "  -p 0|1        pool efficiency table for sizes >= 1 MiB (default 0)\n"
 			   "  -T seconds    kill every rank after this long (default 900)\n"
 			   "env: NCCL_TESTS_DEVICE=k puts every rank on device k, otherwise rank "
@@ -963,11 +965,14 @@ static void parse_one(int c, const char *arg, struct bu_opts *o, const char *pro
 	case 'T':
 		bad = parse_int(arg, &o->timeout_s);
 		break;
+	case 'G':
+		if (!is_mpi)
+			bad = parse_int(arg, &o->graph) || o->graph < 0;
+		break; /* MPI: ignored */
 	case 'g':
 	case 't':
 	case 'm':
 	case 'z':
-	case 'G':
 		break; /* ignored */
 	case 'd':
 		o->type = strcasecmp(arg, "all") == 0 ? -1 : bu_type_find(arg);

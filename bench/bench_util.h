@@ -158,6 +158,7 @@ struct bu_opts {
 	int avg;       /* enum bu_avg */
 	int pool_eff;  /* coll_perf only */
 	int timeout_s; /* coll_perf only */
+	int graph;     /* coll_perf only: graph launches (0: eager) */
 	const struct bu_coll *coll;
 };
 

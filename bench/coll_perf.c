@@ -329,12 +329,40 @@ static void run_op(const struct rank_ctx *x, const struct bu_case *k, int inplac
 	NCCL(x, ncclRedOpDestroy(c.redop, x->comm));
 }
 
+/* -G: the timed iterations captured into one graph, launched o->graph
+ * times (once untimed first, as a warm-up); the time of one call. */
+static double time_graph(const struct rank_ctx *x, const struct bu_case *k, int inplace)
+{
+	cudaGraph_t g;
+	cudaGraphExec_t exec;
+
+	CUDA(x, cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal));
+	for (int i = 0; i < x->o->iters; i++)
+		run_op(x, k, inplace);
+	CUDA(x, cudaStreamEndCapture(x->stream, &g));
+	CUDA(x, cudaGraphInstantiate(&exec, g, 0));
+	CUDA(x, cudaGraphLaunch(exec, x->stream));
+	CUDA(x, cudaStreamSynchronize(x->stream));
+	launch_barrier();
+	double t0 = bu_now();
+	for (int i = 0; i < x->o->graph; i++)
+		CUDA(x, cudaGraphLaunch(exec, x->stream));
+	CUDA(x, cudaStreamSynchronize(x->stream));
+	double us = (bu_now() - t0) * 1e6 / ((double)x->o->iters * x->o->graph);
+
+	CUDA(x, cudaGraphExecDestroy(exec));
+	CUDA(x, cudaGraphDestroy(g));
+	return us;
+}
+
 /* Average time of one call in microseconds, as seen by this rank. */
 static double time_op(const struct rank_ctx *x, const struct bu_case *k, int inplace)
 {
 	for (int i = 0; i < x->o->warmup; i++)
 		run_op(x, k, inplace);
 	CUDA(x, cudaStreamSynchronize(x->stream));
+	if (x->o->graph)
+		return time_graph(x, k, inplace);
 	launch_barrier(); /* start the timed loop together */
 	double t0 = bu_now();
 	for (int i = 0; i < x->o->iters; i++)
