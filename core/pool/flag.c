@@ -1,9 +1,32 @@
 /* flag.c - set, wait for and fail slot flags from the CPU. */
 #include "flag.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include "coherence.h"
 #include "futex.h"
 #include "proc_id.h"
+
+/* Unlike a doorbell's line, a channel's flag line has two writers, the
+ * sender and the receiver, each on its own words.  Without coherence a
+ * store to a cached line followed by a write-back writes the whole line,
+ * and could put back a word the other end wrote meanwhile; a
+ * non-temporal store writes those four bytes alone. */
+static void store_word(_Atomic uint32_t *w, uint32_t v, int flush)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (flush) {
+		_mm_sfence();
+		_mm_stream_si32((int *)(uintptr_t)w, (int)v);
+		_mm_sfence();
+		return;
+	}
+#endif
+	atomic_store_explicit(w, v, memory_order_release);
+	cxls_publish(flush, w, sizeof(*w));
+}
 
 static int holds(struct cxls_flag *f, uint32_t state, int flush)
 {
@@ -14,8 +37,7 @@ static int holds(struct cxls_flag *f, uint32_t state, int flush)
 
 void cxls_flag_set(struct cxls_flag *f, uint32_t state, int flush)
 {
-	atomic_store_explicit(&f->state, state, memory_order_release);
-	cxls_publish(flush, f, sizeof(*f));
+	store_word(&f->state, state, flush);
 	if (!flush)
 		cxls_futex_wake(&f->state);
 }
@@ -44,8 +66,7 @@ void cxls_flag_wait(struct cxls_flag *f, uint32_t state, const struct cxls_wait_
 
 void cxls_flag_fail(struct cxls_flag *f, int flush)
 {
-	atomic_store_explicit(&f->failed, 0xffffffffu, memory_order_release);
-	cxls_publish(flush, f, sizeof(*f));
+	store_word(&f->failed, 0xffffffffu, flush);
 	/* a device's (or the emulation's) 64-bit wait sleeps on the low word */
 	cxls_futex_wake(&f->state);
 }

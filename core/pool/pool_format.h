@@ -97,7 +97,8 @@ struct cxls_bell {
  * `failed`, all ones once the communicator failed, so that every wait on
  * the flag (state bit | failed, CU_STREAM_WAIT_VALUE_AND) passes for good
  * whatever the streams write afterwards: a replayed graph keeps writing
- * its frozen values. */
+ * its frozen values.  Both ends write the line, unlike a doorbell's
+ * (flag.c writes its words without writing the line back). */
 #define CXLS_FLAG_SLOTS 8 /* at least layout.c's P2P_SLOTS */
 #define CXLS_FLAG_FULL 1u
 #define CXLS_FLAG_EMPTY 2u
