@@ -2787,6 +2787,141 @@ static int case_graph_pair_abort(int rank, int n, const ncclUniqueId *id, void *
 	return CHECK_SUMMARY();
 }
 
+/* Review repro: the n-th send of a channel matches its n-th receive in
+ * execution order, as NCCL's do, also when the ranks put them in graphs
+ * differently: "counts": rank 0 captures one send and replays it twice
+ * per step, rank 1 captures both receives in one graph replayed once;
+ * "split": rank 0 captures its two sends in two graphs, rank 1 one
+ * receive replayed twice.  Each step must complete within 10 s with the
+ * bytes of each send in order; a stuck step aborts (so the case ends). */
+static int case_graph_replays(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	const char *mode = arg;
+	size_t bytes = 8192;
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	char *a = dev_alloc(bytes, 0), *b = dev_alloc(2 * bytes, 0), *host = malloc(bytes);
+	cudaGraph_t g[2] = { NULL, NULL };
+	cudaGraphExec_t exec[2] = { NULL, NULL };
+	int graphs = !strcmp(mode, "split") && rank == 0 ? 2 : 1, stuck = 0, bad = -1;
+
+	(void)n;
+	for (int k = 0; k < graphs; k++) {
+		CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess,
+		      "capture");
+		if (rank == 0) {
+			CHECK(ncclSend(a, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "send");
+		} else {
+			CHECK(ncclRecv(b, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "recv");
+			if (!strcmp(mode, "counts"))
+				CHECK(ncclRecv(b + bytes, bytes, ncclInt8, 0, comm, s) == ncclSuccess,
+				      "recv 2");
+		}
+		CHECK(cudaStreamEndCapture(s, &g[k]) == cudaSuccess, "end capture");
+		CHECK(cudaGraphInstantiate(&exec[k], g[k], 0) == cudaSuccess, "instantiate");
+	}
+	for (int it = 0; it < 5 && !stuck; it++) {
+		double t0;
+
+		if (rank == 0) {
+			for (int j = 0; j < 2; j++) {
+				cudaMemsetAsync(a, 'a' + 2 * it + j, bytes, s);
+				cudaGraphLaunch(exec[graphs == 2 ? j : 0], s);
+			}
+		} else {
+			cudaMemsetAsync(b, 0xee, 2 * bytes, s);
+			for (int j = 0; j < (!strcmp(mode, "counts") ? 1 : 2); j++) {
+				cudaGraphLaunch(exec[0], s);
+				if (strcmp(mode, "counts") && j == 0)
+					cudaMemcpyAsync(b + bytes, b, bytes, cudaMemcpyDeviceToDevice, s);
+			}
+		}
+		t0 = now_s();
+		while (cudaStreamQuery(s) == cudaErrorNotReady && now_s() - t0 < 10)
+			usleep(1000);
+		if (cudaStreamQuery(s) == cudaErrorNotReady) {
+			stuck = 1;
+			break;
+		}
+		if (rank == 1 && bad < 0) {
+			/* "split": b + bytes holds the first receive, b the second */
+			int first = !strcmp(mode, "counts") ? 0 : 1;
+
+			if (!fill_is(b + first * bytes, bytes, 'a' + 2 * it, host) ||
+			    !fill_is(b + (1 - first) * bytes, bytes, 'a' + 2 * it + 1, host))
+				bad = it;
+		}
+	}
+	CHECK(!stuck, "%s rank %d: a step did not complete in 10 s", mode, rank);
+	CHECK(bad < 0, "%s rank %d: step %d received other bytes", mode, rank, bad);
+	if (stuck) {
+		CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
+		cudaStreamSynchronize(s);
+	} else {
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	}
+	for (int k = 0; k < graphs; k++) {
+		cudaGraphExecDestroy(exec[k]);
+		cudaGraphDestroy(g[k]);
+	}
+	free(host);
+	return CHECK_SUMMARY();
+}
+
+/* Review repro: rank 1 (a child process) replays a captured send once
+ * and dies; rank 0 then replays its captured receive, which waits for a
+ * send that never comes.  The death must be reported (ncclRemoteError by
+ * ncclCommGetAsyncError), as for an eager receive (case_kill). */
+static int case_graph_dead(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t bytes = 8192;
+	ncclResult_t e = ncclSuccess;
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	cudaStream_t s;
+	ncclComm_t comm;
+	char *buf;
+	double took;
+
+	(void)arg;
+	if (rank == 1) {
+		pid_t pid = fork();
+		int st;
+
+		if (pid == 0) {
+			comm = join(rank, n, id, &s);
+			buf = dev_alloc(bytes, 1);
+			cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+			ncclSend(buf, bytes, ncclInt8, 0, comm, s);
+			cudaStreamEndCapture(s, &g);
+			cudaGraphInstantiate(&exec, g, 0);
+			cudaGraphLaunch(exec, s);
+			cudaStreamSynchronize(s);
+			raise(SIGKILL);
+		}
+		waitpid(pid, &st, 0);
+		launch_barrier();
+		return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? 0 : 1;
+	}
+	comm = join(rank, n, id, &s);
+	buf = dev_alloc(bytes, 0);
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	CHECK(ncclRecv(buf, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "recv");
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	CHECK(cudaGraphLaunch(exec, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess,
+	      "first replay");
+	launch_barrier();
+	CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "replay after the peer died");
+	took = wait_error(comm, &e, 20);
+	CHECK(took >= 0 && e == ncclRemoteError, "peer death reported: %d after %.2fs", e, took);
+	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the stream drained after the abort");
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(g);
+	return CHECK_SUMMARY();
+}
+
 /* ---- pools the shim must not use --------------------------------------- */
 
 static int case_badpool(void)
@@ -3876,6 +4011,9 @@ static const struct rank_case rank_cases[] = {
 	{ "graphsendsend", 2, case_graph_later, "sendsend" },
 	{ "graphtwographs", 2, case_graph_later, "twographs" },
 	{ "graphstuck", 2, case_graph_stuck, NULL },
+	{ "graphreplays-counts", 2, case_graph_replays, "counts" },
+	{ "graphdead", 2, case_graph_dead, NULL },
+	{ "graphreplays-split", 2, case_graph_replays, "split" },
 	{ "graphmix-pingpong", 2, case_graph_mix, "pingpong" },
 	{ "graphmix-bystander", 3, case_graph_mix, "bystander" },
 	{ "graphmix-mixed", 3, case_graph_mix, "mixed" },
