@@ -222,9 +222,16 @@ step "api: CUDA graph: captured sends whose receives the peer replays later or g
 	"$BUILD/tests/api_check"
 step "api: CUDA graph: both ranks' sends wait for the other's receive: an abort ends the replays" \
 	shim "$BUILD/tests/api_check" graphstuck
-step "api: CUDA graph: a device without 64-bit stream waits: captured sends' flags waited in host functions" \
-	env CUDAEMU_NO_MEMOPS64=1 LD_PRELOAD="$SHIM" sh -c \
-	'"$0" graphsendsend && "$0" graphstuck && "$0" graphpipe' "$BUILD/tests/api_check"
+step "api: CUDA graph: captured sends and receives grouped differently in graphs by the two ranks" \
+	shim sh -c '"$0" graphreplays-counts && "$0" graphreplays-split' "$BUILD/tests/api_check"
+step "api: CUDA graph: a replayed receive whose peer died fails the communicator" env \
+	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graphdead
+# 32-bit waits on the flags' state; host functions one at a time, which
+# blocking flag waits there would deadlock
+step "api: CUDA graph: a device without 64-bit stream waits, host functions one at a time" \
+	env CUDAEMU_NO_MEMOPS64=1 CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD="$SHIM" sh -c \
+	'for c in graphsendsend graphpipe graphmix-grpcoll graphmix-mixedb graphreplays-counts graphpairabort; do
+	 "$0" $c || exit 1; done' "$BUILD/tests/api_check"
 step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphcount
 step "api: CUDA graph: ranks replay different calls (pair group vs op): failed, no hang" \

@@ -15,7 +15,7 @@
 struct lane_cursor {
 	int peer;
 	int send;
-	uint32_t seq0;          /* channel chunks before this group */
+	uint32_t seq0;          /* eager: channel chunks before this group */
 	uint32_t chunks;        /* chunks of this group */
 	const struct cxls_p2p *ops;
 	int n;                  /* the group's ops, filtered by peer/direction */
@@ -74,9 +74,21 @@ static struct cxls_flag *flag_of(struct cxls_comm *c, int src, int dst, uint32_t
 	return &cxls_p2p_flag(&c->view, src, dst)->slot[seq % c->lay.gp2p_slots];
 }
 
-/* The next chunk of the cursor's messages: where, and how long. */
-static size_t next_chunk(struct lane_cursor *l, size_t chunk, char **buf)
+/* The next chunk of the cursor's messages: where, and how long.  Its
+ * slot: eager, the channel's chunk count (k: this group's chunks so
+ * far); captured, its place in its message, so that every message starts
+ * at the channel's first captured slot.  A graph freezes slots, and the
+ * peer may have put the same messages in other graphs (two captured as
+ * one, one replayed twice): only a slot that does not depend on where a
+ * message was captured matches in the order the messages run, as NCCL's
+ * do.  (So a captured message waits for the receive of the one before it
+ * to begin: a rank's second send to a peer that sends to it first does
+ * not complete before the peer receives.) */
+static size_t next_chunk(const struct cxls_p2p_batch *b, struct lane_cursor *l, uint32_t k,
+			 char **buf, uint32_t *seq)
 {
+	size_t chunk = chunk_of(b);
+
 	for (; l->msg < l->n; l->msg++, l->off = 0) {
 		const struct cxls_p2p *p = &l->ops[l->msg];
 		size_t len;
@@ -85,6 +97,7 @@ static size_t next_chunk(struct lane_cursor *l, size_t chunk, char **buf)
 			continue;
 		len = p->bytes - l->off < chunk ? p->bytes - l->off : chunk;
 		*buf = p->buf + l->off;
+		*seq = b->capturing ? (uint32_t)(l->off / chunk) : l->seq0 + k;
 		l->off += len;
 		return len;
 	}
@@ -135,7 +148,7 @@ static int slot_filled(const struct cxls_p2p_batch *b, CUstream st, int peer, ui
 	struct cxls_comm *c = b->c;
 
 	if (b->capturing)
-		return cxls_stage_flag_set(&c->st, st, flag_of(c, c->rank, peer, seq),
+		return cxls_stage_word_set(&c->st, st, &flag_of(c, c->rank, peer, seq)->state,
 					   CXLS_FLAG_FULL);
 	return ring(b, st, cxls_p2p_pub(&c->view, c->rank, peer), seq + 1);
 }
@@ -155,7 +168,7 @@ static int slot_emptied(const struct cxls_p2p_batch *b, CUstream st, int peer, u
 	struct cxls_comm *c = b->c;
 
 	if (b->capturing)
-		return cxls_stage_flag_set(&c->st, st, flag_of(c, peer, c->rank, seq),
+		return cxls_stage_word_set(&c->st, st, &flag_of(c, peer, c->rank, seq)->state,
 					   CXLS_FLAG_EMPTY);
 	return ring(b, st, cxls_p2p_ack(&c->view, peer, c->rank), seq + 1);
 }
@@ -165,10 +178,10 @@ static int send_chunk(const struct cxls_p2p_batch *b, CUstream st, struct lane_c
 {
 	struct cxls_comm *c = b->c;
 	const struct cxls_stage *s = &c->st;
-	uint32_t seq = l->seq0 + k;
-	uint8_t *slot = slot_of(b, c->rank, l->peer, seq);
 	char *src = NULL;
-	size_t len = next_chunk(l, chunk_of(b), &src);
+	uint32_t seq = 0;
+	size_t len = next_chunk(b, l, k, &src, &seq);
+	uint8_t *slot = slot_of(b, c->rank, l->peer, seq);
 
 	if (slot_free(b, st, l->peer, seq) ||
 	    cxls_stage_pool_copy(s, st, s->rec_w, cxls_stage_dev(s, slot), cxls_dptr(src), len,
@@ -184,10 +197,10 @@ static int recv_chunk(const struct cxls_p2p_batch *b, CUstream st, struct lane_c
 {
 	struct cxls_comm *c = b->c;
 	const struct cxls_stage *s = &c->st;
-	uint32_t seq = l->seq0 + k;
-	uint8_t *slot = slot_of(b, l->peer, c->rank, seq);
 	char *dst = NULL;
-	size_t len = next_chunk(l, chunk_of(b), &dst);
+	uint32_t seq = 0;
+	size_t len = next_chunk(b, l, k, &dst, &seq);
+	uint8_t *slot = slot_of(b, l->peer, c->rank, seq);
 
 	if (slot_full(b, st, l->peer, seq) ||
 	    cxls_stage_flush(s, st, slot, len) ||
@@ -252,12 +265,9 @@ static int self_copies(struct cxls_comm *c, CUstream st, const struct cxls_p2p *
 	return 0;
 }
 
-/* The chunks enqueued so far on the channel to (send) or from a peer,
- * eager or captured: the two kinds use slots of their own. */
-static _Atomic uint32_t *channel_count(struct cxls_comm *c, int capturing, int send, int peer)
+/* The chunks enqueued so far on the channel to (send) or from a peer. */
+static _Atomic uint32_t *channel_count(struct cxls_comm *c, int send, int peer)
 {
-	if (capturing)
-		return send ? &c->p2p_gsent[peer] : &c->p2p_grecvd[peer];
 	return send ? &c->p2p_sent[peer] : &c->p2p_recvd[peer];
 }
 
@@ -283,7 +293,7 @@ static int make_cursors(struct cxls_p2p_batch *b)
 				continue;
 			cur[m] = (struct lane_cursor){
 				.peer = peer, .send = send, .chunks = k, .ops = ops, .n = n,
-				.seq0 = atomic_load(channel_count(c, b->capturing, send, peer)),
+				.seq0 = atomic_load(channel_count(c, send, peer)),
 			};
 			*rounds = k > *rounds ? k : *rounds;
 			m++;
@@ -292,27 +302,52 @@ static int make_cursors(struct cxls_p2p_batch *b)
 	return m;
 }
 
+/* A captured lane's busy mark, up before its first chunk and down after
+ * its last (pool_format.h: struct cxls_p2p_flags). */
+static int mark_busy(const struct cxls_p2p_batch *b, CUstream st, const struct lane_cursor *l,
+		     uint32_t k, int after)
+{
+	struct cxls_comm *c = b->c;
+	struct cxls_p2p_flags *f = l->send ? cxls_p2p_flag(&c->view, c->rank, l->peer) :
+					     cxls_p2p_flag(&c->view, l->peer, c->rank);
+
+	if (!b->capturing || k != (after ? l->chunks - 1 : 0))
+		return 0;
+	return cxls_stage_word_set(&c->st, st, &f->busy[!l->send], !after);
+}
+
+static int lane_chunk(const struct cxls_p2p_batch *b, struct lane_cursor *l, uint32_t k)
+{
+	CUstream st = l->send ? b->pr.ws : b->pr.rs;
+
+	if (k >= l->chunks)
+		return 0;
+	return mark_busy(b, st, l, k, 0) ||
+	       (l->send ? send_chunk(b, st, l, k) : recv_chunk(b, st, l, k)) ||
+	       mark_busy(b, st, l, k, 1);
+}
+
 static int enqueue_rounds(const struct cxls_p2p_batch *b)
 {
 	struct lane_cursor *cur = b->cur;
 
 	for (uint32_t k = 0; k < b->rounds; k++) {
 		for (int i = 0; i < b->m; i++)
-			if (cur[i].send && k < cur[i].chunks && send_chunk(b, b->pr.ws, &cur[i], k))
+			if (cur[i].send && lane_chunk(b, &cur[i], k))
 				return -1;
 		for (int i = 0; i < b->m; i++)
-			if (!cur[i].send && k < cur[i].chunks && recv_chunk(b, b->pr.rs, &cur[i], k))
+			if (!cur[i].send && lane_chunk(b, &cur[i], k))
 				return -1;
 	}
 	return 0;
 }
 
-/* The group's chunks join their channels' sequences, the eager or the
- * captured ones. */
+/* The group's chunks join their channels' sequences (a capture's do not:
+ * its slots are placed by message). */
 static void advance_channels(struct cxls_p2p_batch *b)
 {
-	for (int i = 0; i < b->m; i++)
-		atomic_fetch_add(channel_count(b->c, b->capturing, b->cur[i].send, b->cur[i].peer),
+	for (int i = 0; i < b->m && !b->capturing; i++)
+		atomic_fetch_add(channel_count(b->c, b->cur[i].send, b->cur[i].peer),
 				 b->cur[i].chunks);
 }
 
@@ -352,6 +387,8 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 	}
 	cap = cxls_stage_capture(s, stream);
 	b->capturing = cap != 0;
+	if (b->capturing)
+		atomic_store(&c->p2p_captured, 1);
 	if (!b->capturing && cxls_p2p_match_post(c, ops, n)) {
 		r = ncclInvalidUsage;
 		goto fail;

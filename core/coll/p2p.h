@@ -5,15 +5,16 @@
  * published and the receiver consumed (pool_format.h).  The n-th send from
  * A to B matches the n-th receive on B from A, as in NCCL.
  *
- * Sends and receives captured in a CUDA graph use as many slots again,
+ * Sends and receives captured in a CUDA graph use slots of their own,
  * each with a flag that goes EMPTY -> FULL -> EMPTY (flag.h) instead of
  * counting, so that the values the graph froze hold at every replay
  * without moving any doorbell: a replay meets nobody, and a captured send
  * completes into free slots before its receive is replayed, as NCCL's
- * does into its buffers (both ranks send, then receive).  The captured
- * sends and receives of a channel match in the order they were captured,
- * across graphs, and the two kinds never mix: an eager send matches an
- * eager receive.
+ * does into its buffers (both ranks send, then receive).  Every captured
+ * message starts at the channel's first slot, so the captured sends and
+ * receives of a channel match in the order they run, however the two
+ * ranks put them in graphs; the two kinds never mix: an eager send
+ * matches an eager receive.
  *
  * A group of sends and receives on one communicator runs in lockstep
  * rounds: round k moves chunk k of every channel the group uses, sends

@@ -55,40 +55,41 @@ static void host_wait(void *data)
 	cxls_bell_wait(b, v, &w);
 }
 
-/* A slot flag's host function: its line, which flag of the line (bits
- * 8..15 of the value) and the state (bits 0..7). */
-static void *pack_flag(const struct cxls_stage *s, struct cxls_flag *f, uint32_t state)
+/* A host function on a word of a flag line: the line, which 32-bit word
+ * of it (bits 8..11 of the value) and the value (bits 0..7). */
+static void *pack_word(const struct cxls_stage *s, _Atomic uint32_t *w, uint32_t v)
 {
-	uint32_t i = (uint32_t)(((uintptr_t)f % CXLS_LINE) / sizeof(*f));
+	uint32_t i = (uint32_t)(((uintptr_t)w % CXLS_LINE) / sizeof(*w));
 
-	return pack(s, f, i << 8 | state);
+	return pack(s, w, i << 8 | v);
 }
 
-static struct cxls_flag *unpack_flag(void *data, uint32_t *state)
+static _Atomic uint32_t *unpack_word(void *data, uint32_t *v)
+{
+	uint32_t x;
+	_Atomic uint32_t *line = unpack(data, &x);
+
+	*v = x & 0xff;
+	return line + (x >> 8);
+}
+
+static void host_word_set(void *data)
 {
 	uint32_t v;
-	struct cxls_flag *line = unpack(data, &v);
+	_Atomic uint32_t *w = unpack_word(data, &v);
 
-	*state = v & 0xff;
-	return line + (v >> 8);
+	cxls_word_set(w, v, cxls_runtime_pool()->flush_mode);
 }
 
-static void host_flag_set(void *data)
-{
-	uint32_t state;
-	struct cxls_flag *f = unpack_flag(data, &state);
-
-	cxls_flag_set(f, state, cxls_runtime_pool()->flush_mode);
-}
-
+/* w is a flag's state word, the flag's first (flag.h) */
 static void host_flag_wait(void *data)
 {
-	struct cxls_wait_cfg w;
+	struct cxls_wait_cfg cfg;
 	uint32_t state;
-	struct cxls_flag *f = unpack_flag(data, &state);
+	struct cxls_flag *f = (struct cxls_flag *)unpack_word(data, &state);
 
-	wait_cfg(&w);
-	cxls_flag_wait(f, state, &w);
+	wait_cfg(&cfg);
+	cxls_flag_wait(f, state, &cfg);
 }
 
 static void host_flush(void *data)
@@ -147,22 +148,25 @@ int cxls_stage_wait(const struct cxls_stage *s, CUstream st, struct cxls_bell *b
 		     "cuStreamWaitValue32");
 }
 
-int cxls_stage_flag_set(const struct cxls_stage *s, CUstream st, struct cxls_flag *f,
-			uint32_t state)
+int cxls_stage_word_set(const struct cxls_stage *s, CUstream st, _Atomic uint32_t *w, uint32_t v)
 {
 	if (s->host_wait)
-		return check(s, s->cu->LaunchHostFunc(st, host_flag_set, pack_flag(s, f, state)),
+		return check(s, s->cu->LaunchHostFunc(st, host_word_set, pack_word(s, w, v)),
 			     "cuLaunchHostFunc(flag)");
-	return check(s, s->cu->StreamWriteValue32(st, cxls_stage_dev(s, &f->state), state, 0),
+	return check(s, s->cu->StreamWriteValue32(st, cxls_stage_dev(s, w), v, 0),
 		     "cuStreamWriteValue32");
 }
 
 int cxls_stage_flag_wait(const struct cxls_stage *s, CUstream st, struct cxls_flag *f,
 			 uint32_t state)
 {
-	if (s->host_wait || s->flag_host_wait)
-		return check(s, s->cu->LaunchHostFunc(st, host_flag_wait, pack_flag(s, f, state)),
+	if (s->host_wait)
+		return check(s, s->cu->LaunchHostFunc(st, host_flag_wait, pack_word(s, &f->state, state)),
 			     "cuLaunchHostFunc(flag wait)");
+	if (!s->wait64)
+		return check(s, s->cu->StreamWaitValue32(st, cxls_stage_dev(s, &f->state), state,
+							 CU_STREAM_WAIT_VALUE_AND),
+			     "cuStreamWaitValue32");
 	return check(s, s->cu->StreamWaitValue64(st, cxls_stage_dev(s, f), cxls_flag_mask(state),
 						 CU_STREAM_WAIT_VALUE_AND),
 		     "cuStreamWaitValue64");

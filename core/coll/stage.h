@@ -16,10 +16,10 @@ int cxls_stage_pool_copy(const struct cxls_stage *s, CUstream st, int rec, CUdev
 			 CUdeviceptr src, size_t bytes, uint32_t dev);
 int cxls_stage_ring(const struct cxls_stage *s, CUstream st, struct cxls_bell *b, uint32_t v);
 int cxls_stage_wait(const struct cxls_stage *s, CUstream st, struct cxls_bell *b, uint32_t v);
-/* A graph slot's flag (flag.h): set its state, or wait until it holds
- * `state` or the communicator failed. */
-int cxls_stage_flag_set(const struct cxls_stage *s, CUstream st, struct cxls_flag *f,
-			uint32_t state);
+/* A word of a channel's flag line (flag.h): a slot flag's state, a busy
+ * mark (values below 256).  Or wait until a slot flag holds `state` or
+ * the communicator failed. */
+int cxls_stage_word_set(const struct cxls_stage *s, CUstream st, _Atomic uint32_t *w, uint32_t v);
 int cxls_stage_flag_wait(const struct cxls_stage *s, CUstream st, struct cxls_flag *f,
 			 uint32_t state);
 /* flush mode only: write back / drop pool lines the CPU copied */

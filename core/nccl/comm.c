@@ -202,7 +202,7 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	c->st.host_base = c->pool->base;
 	c->st.flush = c->pool->flush_mode;
 	c->st.host_wait = wait_in_host_fns(rt);
-	c->st.flag_host_wait = !cxls_cuda_wait64(c->st.cu, (CUdevice)c->device);
+	c->st.wait64 = cxls_cuda_wait64(c->st.cu, (CUdevice)c->device);
 	c->st.overlap = overlap(rt->cfg.cccl_overlap);
 	c->st.min_rounds = ja->min_rounds ? ja->min_rounds : 2; /* 0: none said */
 	c->st.model = rt->cfg.cccl_model_devices;
@@ -211,10 +211,9 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 		c->st.rec_r = cxls_devmodel_record();
 	}
 	/* host functions carry pool offsets in 32 bits of 64-byte lines */
-	if ((c->st.host_wait || c->st.flag_host_wait || c->st.flush || c->st.model) &&
-	    c->pool->size >> 38) {
-		cxls_comm_set_error(c, "wait.mode=host, flush pools, the device model and "
-				       "devices without 64-bit stream waits need a pool below 256 GiB");
+	if ((c->st.host_wait || c->st.flush || c->st.model) && c->pool->size >> 38) {
+		cxls_comm_set_error(c, "wait.mode=host, flush pools and the device model "
+				       "need a pool below 256 GiB");
 		return -1;
 	}
 	if (create_streams(c)) {
@@ -233,8 +232,7 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 		  c->lay.interleave ? "interleaved" : "sequential",
 		  c->st.overlap ? "overlapped" : "single stream",
 		  c->st.host_wait ? "host waits" :
-		  c->st.flag_host_wait ? "stream memops (captured sends' waits in host functions)" :
-					 "stream memops");
+		  c->st.wait64 ? "stream memops" : "stream memops (32-bit waits only)");
 	return 0;
 }
 
@@ -609,12 +607,11 @@ static void raise_bell(struct cxls_bell *b, uint32_t v, int flush)
 	}
 }
 
-/* The captured sends' slot flags of one channel: failed for good. */
+/* The captured sends' slot flags of one channel: failed (flag.h). */
 static void flags_fail(struct cxls_comm *c, struct cxls_p2p_flags *f)
 {
 	for (int k = 0; k < CXLS_FLAG_SLOTS; k++)
-		if (!atomic_load(&f->slot[k].failed))
-			cxls_flag_fail(&f->slot[k], c->pool->flush_mode);
+		cxls_flag_fail(&f->slot[k], c->pool->flush_mode);
 }
 
 /* How far past the live sequence unblocking raises a doorbell: a replayed

@@ -66,9 +66,9 @@ struct cxls_stage {
 	CUdeviceptr dev_base;   /* device address of the pool's first byte */
 	uint8_t *host_base;
 	int host_wait;          /* wait.mode = host: host functions, not memops */
-	/* the device cannot wait on 64-bit words: captured sends' slot flags
-	 * are waited for in host functions (stage.c) */
-	int flag_host_wait;
+	/* the device waits on 64-bit words: a captured send's slot flag with
+	 * its failure half (flag.h); without, on its state alone */
+	int wait64;
 	int flush;
 	int overlap;            /* separate write and read streams */
 	uint32_t min_rounds;    /* least rounds an op is cut in, the
@@ -111,13 +111,11 @@ struct cxls_comm {
 	 * include the folds' pool operands); a captured graph counts once */
 	_Atomic uint64_t pool_written, pool_read;
 	/* point-to-point (p2p.c): send/receive groups enqueued, and chunks
-	 * enqueued so far on the channel to / from each peer, eagerly and in
-	 * captures (which have slots of their own) */
+	 * enqueued so far on the channel to / from each peer (eagerly:
+	 * captures have slots of their own) */
 	_Atomic uint32_t p2p_ops;
 	_Atomic uint32_t p2p_sent[CXLS_MAX_RANKS];
 	_Atomic uint32_t p2p_recvd[CXLS_MAX_RANKS];
-	_Atomic uint32_t p2p_gsent[CXLS_MAX_RANKS];
-	_Atomic uint32_t p2p_grecvd[CXLS_MAX_RANKS];
 	/* during a group's end: the ranks of the group on this context whose
 	 * rings our waits follow, by rank (order.h), and whether this one's
 	 * part of the group is over (nothing more to wait for from it) */
@@ -147,6 +145,9 @@ struct cxls_comm {
 	_Atomic uint32_t replay_jobs;
 	_Atomic int record_gone;
 	_Atomic uint32_t graph_barriers;
+	/* set at its first captured send or receive: the watchdog looks at
+	 * the channels' busy marks from then on (watchdog.c) */
+	_Atomic int p2p_captured;
 	/* replays whose stream work runs (between their start and end jobs):
 	 * the watchdog times them as enqueued work, which c->ops and p2p_ops
 	 * do not count */

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "coherence.h"
 #include "comm.h"
 #include "lib_thread.h"
 #include "log.h"
@@ -30,6 +31,32 @@ static int peer_gone(struct cxls_comm *c, uint32_t ops)
 			return r;
 		done = cxls_bell_read(&c->view.done[r], c->pool->flush_mode);
 		if (st == CXLS_RANK_LEFT && !cxls_seq_reached(done, ops))
+			return r;
+	}
+	return -1;
+}
+
+/* A replayed send or receive is not counted as work (its graph runs when
+ * the application launches it, no host node says so), but its stream
+ * marks each channel it is in (pool_format.h: struct cxls_p2p_flags): a
+ * peer that died meanwhile never fills or empties the slot waited for,
+ * as with NCCL, whose own wait would last until an abort. */
+static int captured_peer_dead(struct cxls_comm *c)
+{
+	int f = c->pool->flush_mode;
+
+	for (int r = 0; r < c->nranks; r++) {
+		struct cxls_p2p_flags *out = cxls_p2p_flag(&c->view, c->rank, r);
+		struct cxls_p2p_flags *in = cxls_p2p_flag(&c->view, r, c->rank);
+
+		if (r == c->rank)
+			continue;
+		cxls_refresh(f, out, sizeof(*out));
+		cxls_refresh(f, in, sizeof(*in));
+		if (!atomic_load(&out->busy[0]) && !atomic_load(&in->busy[1]))
+			continue;
+		if (atomic_load(&c->view.ranks[r].state) == CXLS_RANK_JOINED &&
+		    cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
 			return r;
 	}
 	return -1;
@@ -73,6 +100,13 @@ static void check_comm(struct cxls_comm *c, void *arg)
 	cxls_p2p_match_verify(c);
 	if (atomic_load(&c->aborted))
 		return;
+	if (atomic_load(&c->p2p_captured) && (dead = captured_peer_dead(c)) >= 0) {
+		cxls_log_set_rank(c->rank);
+		CXLS_WARN("comm %p: rank %d died during a replayed send or receive: aborting",
+			  (void *)c, dead);
+		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, ncclRemoteError);
+		return;
+	}
 	ops = atomic_load(&c->ops);
 	done = cxls_bell_read(&c->view.done[c->rank], c->pool->flush_mode);
 	p2p_done = cxls_bell_read(&c->view.p2p_done[c->rank], c->pool->flush_mode);
@@ -83,8 +117,9 @@ static void check_comm(struct cxls_comm *c, void *arg)
 	 * counted idle, the timeout and a dead peer went unnoticed and the
 	 * call never returned.  So is a collective's replay between its
 	 * start and end (replay.c): its doorbells may stand where the live
-	 * sequence does.  (A replayed send or receive is not watched: it
-	 * waits for its peer as NCCL's does, until an abort.) */
+	 * sequence does.  (A replayed send or receive is not timed: it
+	 * waits for its peer as NCCL's does, until an abort or the peer's
+	 * death, captured_peer_dead().) */
 	idle = done == ops && p2p_done == atomic_load(&c->p2p_ops) &&
 	       !(atomic_load(&c->enq) & ~CXLS_ENQ_CLOSED) && !atomic_load(&c->replays_running);
 	if (done != c->wd_done)

@@ -35,11 +35,11 @@ static int holds(struct cxls_flag *f, uint32_t state, int flush)
 	       atomic_load_explicit(&f->failed, memory_order_acquire);
 }
 
-void cxls_flag_set(struct cxls_flag *f, uint32_t state, int flush)
+void cxls_word_set(_Atomic uint32_t *w, uint32_t v, int flush)
 {
-	store_word(&f->state, state, flush);
+	store_word(w, v, flush);
 	if (!flush)
-		cxls_futex_wake(&f->state);
+		cxls_futex_wake(w);
 }
 
 /* As cxls_bell_wait: spin, then sleep on the state word (a failure wakes
@@ -67,6 +67,9 @@ void cxls_flag_wait(struct cxls_flag *f, uint32_t state, const struct cxls_wait_
 void cxls_flag_fail(struct cxls_flag *f, int flush)
 {
 	store_word(&f->failed, 0xffffffffu, flush);
+	/* for a device that waits on the state alone: every state at once,
+	 * until a stream writes it again (cxls_comm_unblock repeats) */
+	store_word(&f->state, CXLS_FLAG_FULL | CXLS_FLAG_EMPTY, flush);
 	/* a device's (or the emulation's) 64-bit wait sleeps on the low word */
 	cxls_futex_wake(&f->state);
 }

@@ -97,9 +97,11 @@ struct cxls_bell {
  * `failed`, all ones once the communicator failed, so that every wait on
  * the flag (state bit | failed, CU_STREAM_WAIT_VALUE_AND) passes for good
  * whatever the streams write afterwards: a replayed graph keeps writing
- * its frozen values.  Both ends write the line, unlike a doorbell's
- * (flag.c writes its words without writing the line back). */
-#define CXLS_FLAG_SLOTS 8 /* at least layout.c's P2P_SLOTS */
+ * its frozen values (a device without 64-bit waits waits on `state`
+ * alone, which a failure sets to both bits, again at every watchdog
+ * tick).  Both ends write the line, unlike a doorbell's (flag.c writes
+ * its words without writing the line back). */
+#define CXLS_FLAG_SLOTS 7 /* at least layout.c's P2P_SLOTS */
 #define CXLS_FLAG_FULL 1u
 #define CXLS_FLAG_EMPTY 2u
 
@@ -108,8 +110,12 @@ struct cxls_flag {
 	_Atomic uint32_t failed;
 };
 
+/* busy[0]: the sender's stream is in a captured send of the channel,
+ * busy[1]: the receiver's in a captured receive, so that the watchdog
+ * fails the communicator when the other end is gone (watchdog.c). */
 struct cxls_p2p_flags {
 	_Alignas(CXLS_LINE) struct cxls_flag slot[CXLS_FLAG_SLOTS];
+	_Atomic uint32_t busy[2];
 };
 
 _Static_assert(sizeof(struct cxls_flag) == 8 && offsetof(struct cxls_flag, failed) == 4,

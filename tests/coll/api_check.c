@@ -2787,7 +2787,7 @@ static int case_graph_pair_abort(int rank, int n, const ncclUniqueId *id, void *
 	return CHECK_SUMMARY();
 }
 
-/* Review repro: the n-th send of a channel matches its n-th receive in
+/* The n-th send of a channel matches its n-th receive in
  * execution order, as NCCL's do, also when the ranks put them in graphs
  * differently: "counts": rank 0 captures one send and replays it twice
  * per step, rank 1 captures both receives in one graph replayed once;
@@ -2868,7 +2868,7 @@ static int case_graph_replays(int rank, int n, const ncclUniqueId *id, void *arg
 	return CHECK_SUMMARY();
 }
 
-/* Review repro: rank 1 (a child process) replays a captured send once
+/* Rank 1 (a child process) replays a captured send once
  * and dies; rank 0 then replays its captured receive, which waits for a
  * send that never comes.  The death must be reported (ncclRemoteError by
  * ncclCommGetAsyncError), as for an eager receive (case_kill). */
