@@ -2658,6 +2658,27 @@ static int case_graph_later(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
+/* Synchronizes s, whose replay waits for a peer that does not come,
+ * through an abort: by another thread of ours after delay_ms (self), or
+ * by a peer, which this rank's async error then tells. */
+static int sync_through_abort(ncclComm_t comm, cudaStream_t s, int self, int delay_ms)
+{
+	ncclResult_t e = ncclSuccess;
+	int ok;
+
+	if (self) {
+		struct aborter ab = { comm, delay_ms };
+		pthread_t t;
+
+		pthread_create(&t, NULL, abort_later, &ab);
+		ok = cudaStreamSynchronize(s) == cudaSuccess;
+		pthread_join(t, NULL);
+		return ok;
+	}
+	ok = cudaStreamSynchronize(s) == cudaSuccess;
+	return ok && wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError;
+}
+
 /* Both ranks capture a send larger than the captured slots hold, then the
  * receive: NCCL hangs there too (each send waits for the other's
  * receive).  An abort from another thread must end both replays: the
@@ -2667,7 +2688,6 @@ static int case_graph_stuck(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	size_t bytes = 64 * MIB;
 	char *a = dev_alloc(bytes, 0), *b = dev_alloc(bytes, 0);
-	ncclResult_t e = ncclSuccess;
 	cudaGraphExec_t exec = NULL;
 	cudaGraph_t graph = NULL;
 	ncclComm_t comm;
@@ -2687,17 +2707,7 @@ static int case_graph_stuck(int rank, int n, const ncclUniqueId *id, void *arg)
 	usleep(500000);
 	CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "rank %d: the replay waits", rank);
 	t0 = now_s();
-	if (rank == 0) {
-		struct aborter ab = { comm, 0 };
-		pthread_t t;
-
-		pthread_create(&t, NULL, abort_later, &ab);
-		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync after the abort");
-		pthread_join(t, NULL);
-	} else {
-		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync after the remote abort");
-		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d", e);
-	}
+	CHECK(sync_through_abort(comm, s, rank == 0, 0), "rank %d: the abort ends the replay", rank);
 	CHECK(now_s() - t0 < 3, "rank %d: stream done %.2fs after the abort", rank, now_s() - t0);
 	t0 = now_s();
 	for (int it = 0; it < 3; it++)
@@ -2747,18 +2757,7 @@ static int case_graph_pair_abort(int rank, int n, const ncclUniqueId *id, void *
 	if (rank == 0) {
 		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch alone");
 		t0 = now_s();
-		if (aborter == 0) {
-			struct aborter ab = { comm, 300 };
-			pthread_t t;
-
-			pthread_create(&t, NULL, abort_later, &ab);
-			CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync after the abort");
-			pthread_join(t, NULL);
-		} else {
-			CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync after the remote abort");
-			CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d",
-			      e);
-		}
+		CHECK(sync_through_abort(comm, s, aborter == 0, 300), "the abort ends the replay");
 		CHECK(now_s() - t0 < 3, "abort and stream done after %.2fs", now_s() - t0);
 		t0 = now_s();
 		for (int it = 0; it < 3; it++)
