@@ -225,12 +225,18 @@ step "api: CUDA graph: both ranks' sends wait for the other's receive: an abort 
 step "api: CUDA graph: captured sends and receives grouped differently in graphs by the two ranks" \
 	shim sh -c '"$0" graphreplays-counts && "$0" graphreplays-split' "$BUILD/tests/api_check"
 step "api: CUDA graph: a replayed receive whose peer died fails the communicator" env \
-	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graphdead
+	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" sh -c '"$0" graphdead && "$0" graphdeadbig' \
+	"$BUILD/tests/api_check"
+step "api: CUDA graph: replays launched after the abort, the peer's communicator destroyed" \
+	shim "$BUILD/tests/api_check" graphreleased
+step "api: CUDA graph: a group to every rank, sizes around the captured chunk; split children" \
+	shim sh -c 'for c in graphfuzz graphfuzz4 graphfuzzg graphsplitp2p graphallp2p; do
+	 "$0" $c || exit 1; done' "$BUILD/tests/api_check"
 # 32-bit waits on the flags' state; host functions one at a time, which
 # blocking flag waits there would deadlock
 step "api: CUDA graph: a device without 64-bit stream waits, host functions one at a time" \
 	env CUDAEMU_NO_MEMOPS64=1 CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD="$SHIM" sh -c \
-	'for c in graphsendsend graphpipe graphmix-grpcoll graphmix-mixedb graphreplays-counts graphpairabort; do
+	'for c in graphsendsend graphpipe graphmix-grpcoll graphmix-mixedb graphreplays-counts graphpairabort graphdeadbig; do
 	 "$0" $c || exit 1; done' "$BUILD/tests/api_check"
 step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphcount

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coherence.h"
 #include "comm_reg.h"
 #include "comm_split.h"
 #include "devmodel.h"
@@ -657,15 +658,43 @@ void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err)
 	cxls_comm_unblock(c);
 }
 
+/* 1 while a stream of this rank is inside a captured send or receive
+ * lane of a failed communicator whose device waits on the flags' state
+ * word alone (flag.h): the stream's own writes take the failure back at
+ * each slot it reuses, so the failure must be set again until the stream
+ * left the lane; once the communicator is released nobody would, and
+ * the replay waited for ever (api_check graphdeadbig).  With 64-bit
+ * waits (or host waits) the failure half holds by itself. */
+static int captured_in_flight(struct cxls_comm *c)
+{
+	int f = c->pool->flush_mode;
+
+	if (c->st.wait64 || c->st.host_wait || !atomic_load(&c->p2p_captured) ||
+	    !atomic_load(&c->aborted))
+		return 0;
+	for (int r = 0; r < c->nranks; r++) {
+		struct cxls_p2p_flags *out = cxls_p2p_flag(&c->view, c->rank, r);
+		struct cxls_p2p_flags *in = cxls_p2p_flag(&c->view, r, c->rank);
+
+		cxls_refresh(f, out, sizeof(*out));
+		cxls_refresh(f, in, sizeof(*in));
+		if (r != c->rank && (atomic_load(&out->busy[0]) || atomic_load(&in->busy[1])))
+			return 1;
+	}
+	return 0;
+}
+
 /* Waits until every collective and send/receive group this rank enqueued
- * has completed (its done doorbells caught up), unblocking doorbells meanwhile when the communicator
- * failed.  Returns 0 when nothing of ours is in flight any more. */
+ * has completed (its done doorbells caught up), and a failed
+ * communicator's replays left their captured lanes (captured_in_flight),
+ * unblocking doorbells and flags meanwhile when the communicator failed.
+ * Returns 0 when nothing of ours is in flight any more. */
 static int drain(struct cxls_comm *c, uint32_t timeout_ms)
 {
 	uint64_t deadline = cxls_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct timespec nap = { 0, 200000 };
 
-	while (!quiescent(c)) {
+	while (!quiescent(c) || captured_in_flight(c)) {
 		if (cxls_now_ns() > deadline)
 			return -1;
 		if (atomic_load(&c->aborted))

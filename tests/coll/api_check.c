@@ -910,6 +910,8 @@ static int case_splitgroup(void)
 	return CHECK_SUMMARY();
 }
 
+static int fill_is(const char *dev, size_t n, int v, char *host);
+
 /* A captured graph and its instance, either of them possibly never made. */
 static void graph_free(cudaGraphExec_t exec, cudaGraph_t g)
 {
@@ -976,6 +978,70 @@ static int case_graphall(void)
 		graph_free(exec[i], g[i]);
 		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
 	}
+	return CHECK_SUMMARY();
+}
+
+/* As graphall, with a send/receive pair per rank (each rank sends to the
+ * other and receives from it, bigger than the captured slots hold), and
+ * the two graphs launched one after the other from one thread. */
+static int case_graphall_p2p(void)
+{
+	enum { N = 2, REPLAYS = 20 };
+	const size_t B = 3 * MIB + 5;
+	ncclComm_t comms[N];
+	cudaStream_t s[N];
+	cudaGraph_t g[N] = { NULL, NULL };
+	cudaGraphExec_t exec[N] = { NULL, NULL };
+	char *in[N], *out[N], *host = malloc(B);
+	int bad = -1;
+
+	CHECK(ncclCommInitAll(comms, N, NULL) == ncclSuccess, "InitAll");
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(i);
+		cudaStreamCreate(&s[i]);
+		in[i] = dev_alloc(B, 0);
+		out[i] = dev_alloc(B, 0);
+	}
+	for (int i = 0; i < N; i++) {
+		cudaSetDevice(i);
+		CHECK(cudaStreamBeginCapture(s[i], cudaStreamCaptureModeThreadLocal) ==
+			      cudaSuccess, "capture %d", i);
+		CHECK(ncclGroupStart() == ncclSuccess, "group start");
+		CHECK(ncclSend(in[i], B, ncclInt8, 1 - i, comms[i], s[i]) == ncclSuccess, "send %d", i);
+		CHECK(ncclRecv(out[i], B, ncclInt8, 1 - i, comms[i], s[i]) == ncclSuccess, "recv %d", i);
+		CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+		CHECK(cudaStreamEndCapture(s[i], &g[i]) == cudaSuccess && g[i], "end capture %d", i);
+		CHECK(g[i] && cudaGraphInstantiate(&exec[i], g[i], 0) == cudaSuccess,
+		      "instantiate %d", i);
+	}
+	for (int it = 0; exec[0] && exec[1] && it < REPLAYS && bad < 0; it++) {
+		double t0 = now_s();
+
+		for (int i = 0; i < N; i++) {
+			cudaSetDevice(i);
+			cudaMemsetAsync(in[i], it + 1 + i, B, s[i]);
+			CHECK(cudaGraphLaunch(exec[i], s[i]) == cudaSuccess, "launch %d/%d", i, it);
+		}
+		for (int i = 0; i < N; i++) {
+			cudaSetDevice(i);
+			while (cudaStreamQuery(s[i]) == cudaErrorNotReady && now_s() - t0 < 10)
+				usleep(1000);
+			if (cudaStreamQuery(s[i]) == cudaErrorNotReady) {
+				CHECK(0, "replay %d of rank %d stuck", it, i);
+				(void)CHECK_SUMMARY();
+				fflush(NULL);
+				_exit(1);
+			}
+			if (!fill_is(out[i], B, it + 1 + (1 - i), host))
+				bad = it;
+		}
+	}
+	CHECK(bad < 0, "replay %d received wrong bytes", bad);
+	for (int i = 0; i < N; i++) {
+		graph_free(exec[i], g[i]);
+		CHECK(ncclCommDestroy(comms[i]) == ncclSuccess, "destroy %d", i);
+	}
+	free(host);
 	return CHECK_SUMMARY();
 }
 
@@ -2764,8 +2830,6 @@ static int case_graph_pair_abort(int rank, int n, const ncclUniqueId *id, void *
 			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after abort", it);
 		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync replays after the abort");
 		CHECK(now_s() - t0 < 3, "replays after the abort done in %.2fs", now_s() - t0);
-		if (aborter)
-			CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
 	} else if (rank == aborter) {
 		usleep(300000);
 		CHECK(ncclCommAbort(comm) == ncclSuccess, "abort from bystander");
@@ -2776,8 +2840,15 @@ static int case_graph_pair_abort(int rank, int n, const ncclUniqueId *id, void *
 			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after failure", it);
 		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync replays after the failure");
 		CHECK(now_s() - t0 < 3, "replays after the failure done in %.2fs", now_s() - t0);
-		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
 	}
+	/* Rank 0's replays after its own abort pass the flags because rank
+	 * 1's failed communicator lives: on a device that waits on the state
+	 * word alone only a live failed communicator fails them again (once
+	 * none is left, such replays wait for ever: api_check graphreleased).
+	 * So rank 1 destroys after rank 0 replayed, not while it may. */
+	launch_barrier();
+	if (rank != aborter)
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after the failure");
 	launch_barrier();
 	if (exec)
 		cudaGraphExecDestroy(exec);
@@ -2918,6 +2989,273 @@ static int case_graph_dead(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the stream drained after the abort");
 	cudaGraphExecDestroy(exec);
 	cudaGraphDestroy(g);
+	return CHECK_SUMMARY();
+}
+
+/* Polls st until it drained or `limit` seconds passed: seconds taken, or
+ * -1 (a stream that never drains must fail the case, not hang it). */
+static double stream_drains(cudaStream_t st, double limit)
+{
+	double t0 = now_s();
+
+	while (cudaStreamQuery(st) == cudaErrorNotReady)
+		if (now_s() - t0 > limit)
+			return -1;
+		else
+			usleep(1000);
+	return now_s() - t0;
+}
+
+/* As graphdead, with a message of many more chunks than the channel has
+ * captured slots (4 MiB): after the death is reported and ncclCommAbort
+ * returns, the replay in flight drains.  On a device without 64-bit
+ * stream waits the failure is the flag's state word, which the replay's
+ * own writes (EMPTY after each chunk) take back: with the communicator
+ * released and the peer dead nobody failed it again, and the stream
+ * waited for ever at its first reused slot (CUDAEMU_NO_MEMOPS64=1). */
+static int case_graph_dead_big(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t bytes = 4 * MIB;
+	ncclResult_t e = ncclSuccess;
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	cudaStream_t s;
+	ncclComm_t comm;
+	char *buf;
+	double took;
+
+	(void)arg;
+	if (rank == 1) {
+		pid_t pid = fork();
+		int st;
+
+		if (pid == 0) {
+			comm = join(rank, n, id, &s);
+			raise(SIGKILL);
+		}
+		waitpid(pid, &st, 0);
+		launch_barrier();
+		return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? 0 : 1;
+	}
+	comm = join(rank, n, id, &s);
+	buf = dev_alloc(bytes, 0);
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	CHECK(ncclRecv(buf, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "recv");
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	launch_barrier();
+	CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "replay after the peer died");
+	took = wait_error(comm, &e, 20);
+	CHECK(took >= 0 && e == ncclRemoteError, "peer death reported: %d after %.2fs", e, took);
+	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
+	took = stream_drains(s, 10);
+	CHECK(took >= 0, "the replay in flight drained after the abort (%.2fs)", took);
+	if (took < 0) {
+		/* the stream's worker would wait for ever: leave without it */
+		(void)CHECK_SUMMARY();
+		fflush(NULL);
+		_exit(1);
+	}
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(g);
+	return CHECK_SUMMARY();
+}
+
+/* A send/receive pair captured by both ranks and replayed twice; rank 0
+ * aborts, rank 1 sees the failure and destroys its communicator; then
+ * rank 0 launches the graph three times more.  The failed flags must let
+ * these replays through ("also in later replays", README), as they do
+ * with 64-bit waits.  On a device that waits on the state word alone the
+ * first replay's own writes take the failure back, and with neither
+ * communicator left no watchdog sets it again: the second replay waits
+ * for ever (CUDAEMU_NO_MEMOPS64=1). */
+static int case_graph_replay_released(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t bytes = 4096;
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	char *a = dev_alloc(bytes, rank + 1), *b = dev_alloc(bytes, 0);
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	ncclResult_t e = ncclSuccess;
+	double took;
+
+	(void)arg;
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	CHECK(ncclGroupStart() == ncclSuccess, "group");
+	CHECK(ncclSend(a, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "send");
+	CHECK(ncclRecv(b, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "recv");
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; exec && it < 2; it++) {
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+	}
+	launch_barrier();
+	if (rank == 0) {
+		CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
+	} else {
+		CHECK(wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError, "remote abort: %d", e);
+		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	}
+	launch_barrier();
+	if (rank == 0) {
+		for (int it = 0; it < 3; it++)
+			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after the abort", it);
+		took = stream_drains(s, 10);
+		CHECK(took >= 0, "replays after the abort drained (%.2fs)", took);
+		if (took < 0) {
+			(void)CHECK_SUMMARY();
+			fflush(NULL);
+			_exit(1);
+		}
+	}
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(g);
+	return CHECK_SUMMARY();
+}
+
+/* Every rank captures one group that sends FUZZ_MSGS messages to every
+ * rank (itself included) and receives as many from each, of sizes around
+ * the captured chunk (45056 at 3 ranks in a 256 MiB pool: 0, 1, one
+ * chunk less, exactly 1, 2, 4 (every slot) and 5 chunks, one more), and
+ * replays it FUZZ_REPLAYS times with new bytes, checked each time. */
+#define FUZZ_MSGS 3
+#define FUZZ_REPLAYS 8
+
+static const size_t fuzz_sizes[] = { 0, 1, 45055, 45056, 45057, 90112, 180224, 180225,
+				     225280, 4096, 1 << 20 };
+#define FUZZ_NS (sizeof(fuzz_sizes) / sizeof(fuzz_sizes[0]))
+
+static size_t fuzz_size(int src, int dst, int m, int salt)
+{
+	return fuzz_sizes[(size_t)(src * 7 + dst * 3 + m * 5 + salt) % FUZZ_NS];
+}
+
+static int fuzz_val(int src, int dst, int m, int it)
+{
+	int v = (1 + src * 31 + dst * 7 + m * 3 + it * 11) & 0xff;
+
+	return v == 0xee ? 0x11 : v;
+}
+
+static int case_graph_fuzz(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	const char *a = arg ? arg : "0";
+	enum cudaStreamCaptureMode mode = a[0] == 'g' ? cudaStreamCaptureModeGlobal :
+				     a[0] == 'r' ? cudaStreamCaptureModeRelaxed :
+						   cudaStreamCaptureModeThreadLocal;
+	int salt = atoi(a[0] == 'g' || a[0] == 'r' ? a + 1 : a);
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	char *sb[16][FUZZ_MSGS], *rb[16][FUZZ_MSGS], *host = malloc(1 << 20);
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	int bad = -1;
+
+	for (int p = 0; p < n; p++)
+		for (int m = 0; m < FUZZ_MSGS; m++) {
+			sb[p][m] = dev_alloc(fuzz_size(rank, p, m, salt) + 1, 0);
+			rb[p][m] = dev_alloc(fuzz_size(p, rank, m, salt) + 1, 0);
+		}
+	CHECK(cudaStreamBeginCapture(s, mode) == cudaSuccess, "capture");
+	CHECK(ncclGroupStart() == ncclSuccess, "group");
+	for (int p = 0; p < n; p++)
+		for (int m = 0; m < FUZZ_MSGS; m++) {
+			CHECK(ncclSend(sb[p][m], fuzz_size(rank, p, m, salt), ncclInt8, p, comm, s) ==
+				      ncclSuccess, "send");
+			CHECK(ncclRecv(rb[p][m], fuzz_size(p, rank, m, salt), ncclInt8, p, comm, s) ==
+				      ncclSuccess, "recv");
+		}
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; exec && it < FUZZ_REPLAYS; it++) {
+		double t0 = now_s();
+
+		for (int p = 0; p < n; p++)
+			for (int m = 0; m < FUZZ_MSGS; m++) {
+				cudaMemsetAsync(sb[p][m], fuzz_val(rank, p, m, it),
+						fuzz_size(rank, p, m, salt), s);
+				cudaMemsetAsync(rb[p][m], 0xee, fuzz_size(p, rank, m, salt), s);
+			}
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		while (cudaStreamQuery(s) == cudaErrorNotReady && now_s() - t0 < 20)
+			usleep(1000);
+		if (cudaStreamQuery(s) == cudaErrorNotReady) {
+			CHECK(0, "rank %d: replay %d stuck", rank, it);
+			(void)CHECK_SUMMARY();
+			fflush(NULL);
+			_exit(1);
+		}
+		for (int p = 0; bad < 0 && p < n; p++)
+			for (int m = 0; bad < 0 && m < FUZZ_MSGS; m++)
+				if (!fill_is(rb[p][m], fuzz_size(p, rank, m, salt),
+					     fuzz_val(p, rank, m, it), host)) {
+					bad = it;
+					fprintf(stderr, "rank %d replay %d: from %d msg %d (%zu bytes) wrong\n",
+						rank, it, p, m, fuzz_size(p, rank, m, salt));
+				}
+	}
+	CHECK(bad < 0, "rank %d: replay %d received wrong bytes", rank, bad);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "eager op after the replays");
+	graph_free(exec, g);
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	free(host);
+	return CHECK_SUMMARY();
+}
+
+/* Split children (colors rank % 2 of 4 ranks) capture a send/receive
+ * exchange each; parent AllGathers and a parent captured exchange run
+ * between the children's replays. */
+static int case_graph_split_p2p(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	const size_t B = 300 * 1024 + 3;
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s), kid = NULL;
+	char *a = dev_alloc(B, 0), *b = dev_alloc(B, 0), *pa = dev_alloc(B, 0),
+	     *pb = dev_alloc(B, 0), *host = malloc(B);
+	cudaGraph_t g[2] = { NULL, NULL };
+	cudaGraphExec_t exec[2] = { NULL, NULL };
+	int kr = -1, kn = 0, bad = -1, pp = rank ^ 1;
+
+	(void)arg;
+	CHECK(ncclCommSplit(comm, rank % 2, rank, &kid, NULL) == ncclSuccess, "split");
+	CHECK(ncclCommUserRank(kid, &kr) == ncclSuccess && ncclCommCount(kid, &kn) == ncclSuccess,
+	      "child rank");
+	for (int k = 0; k < 2; k++) {
+		ncclComm_t c = k ? comm : kid;
+		int peer = k ? pp : 1 - kr;
+
+		CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess,
+		      "capture");
+		CHECK(ncclGroupStart() == ncclSuccess, "group");
+		CHECK(ncclSend(k ? pa : a, B, ncclInt8, peer, c, s) == ncclSuccess, "send");
+		CHECK(ncclRecv(k ? pb : b, B, ncclInt8, peer, c, s) == ncclSuccess, "recv");
+		CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+		CHECK(cudaStreamEndCapture(s, &g[k]) == cudaSuccess, "end capture");
+		CHECK(cudaGraphInstantiate(&exec[k], g[k], 0) == cudaSuccess, "instantiate");
+	}
+	for (int it = 0; it < 10; it++) {
+		cudaMemsetAsync(a, 1 + rank + it, B, s);
+		cudaMemsetAsync(pa, 101 + rank + it, B, s);
+		CHECK(cudaGraphLaunch(exec[0], s) == cudaSuccess, "launch child");
+		CHECK(cudaGraphLaunch(exec[1], s) == cudaSuccess, "launch parent");
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
+		/* child peer 1 - kr is parent rank (1 - kr) * 2 + rank % 2 */
+		if (bad < 0 && (!fill_is(b, B, 1 + (1 - kr) * 2 + rank % 2 + it, host) ||
+				!fill_is(pb, B, 101 + pp + it, host)))
+			bad = it;
+		CHECK(allgather_ok(comm, s, rank, n, 4096 * 3 + 1), "parent ag %d", it);
+		CHECK(allgather_ok(kid, s, kr, kn, 4096 * 3 + 1), "child ag %d", it);
+	}
+	CHECK(bad < 0, "rank %d: replay %d received wrong bytes", rank, bad);
+	for (int k = 0; k < 2; k++)
+		graph_free(exec[k], g[k]);
+	CHECK(ncclCommDestroy(kid) == ncclSuccess, "destroy child");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	free(host);
 	return CHECK_SUMMARY();
 }
 
@@ -4012,6 +4350,17 @@ static const struct rank_case rank_cases[] = {
 	{ "graphstuck", 2, case_graph_stuck, NULL },
 	{ "graphreplays-counts", 2, case_graph_replays, "counts" },
 	{ "graphdead", 2, case_graph_dead, NULL },
+	{ "graphdeadbig", 2, case_graph_dead_big, NULL },
+	{ "graphreleased", 2, case_graph_replay_released, NULL },
+	{ "graphfuzz", 3, case_graph_fuzz, NULL },
+	{ "graphfuzz1", 3, case_graph_fuzz, "1" },
+	{ "graphfuzz2", 3, case_graph_fuzz, "2" },
+	{ "graphfuzz4", 4, case_graph_fuzz, "3" },
+	{ "graphfuzzg", 3, case_graph_fuzz, "g1" },
+	{ "graphsplitp2p", 4, case_graph_split_p2p, NULL },
+	{ "graphfuzz8", 8, case_graph_fuzz, "5" },
+	{ "graphfuzz11", 11, case_graph_fuzz, "6" },
+	{ "graphfuzzr", 3, case_graph_fuzz, "r2" },
 	{ "graphreplays-split", 2, case_graph_replays, "split" },
 	{ "graphmix-pingpong", 2, case_graph_mix, "pingpong" },
 	{ "graphmix-bystander", 3, case_graph_mix, "bystander" },
@@ -4085,6 +4434,8 @@ int main(int argc, char **argv)
 		return case_split_nonblocking_one_thread();
 	if (!strcmp(argv[1], "graphall"))
 		return case_graphall();
+	if (!strcmp(argv[1], "graphallp2p"))
+		return case_graphall_p2p();
 	if (!strcmp(argv[1], "graphdestroycap"))
 		return case_graph_destroy_capturing();
 	if (!strcmp(argv[1], "wrongctx"))
