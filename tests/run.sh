@@ -227,6 +227,8 @@ step "api: CUDA graph: captured sends and receives grouped differently in graphs
 step "api: CUDA graph: a replayed receive whose peer died fails the communicator" env \
 	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" sh -c '"$0" graphdead && "$0" graphdeadbig' \
 	"$BUILD/tests/api_check"
+step "api: 24 ranks, a lane with eager channels only: eager ring, captured one refused" shim \
+	"$BUILD/tests/api_check" graphnoroom
 step "api: CUDA graph: replays launched after the abort, the peer's communicator destroyed" \
 	shim "$BUILD/tests/api_check" graphreleased
 step "api: CUDA graph: a group to every rank, sizes around the captured chunk; split children" \

@@ -367,6 +367,21 @@ static ncclResult_t abandon(struct cxls_p2p_batch *b)
 	return ncclUnhandledCudaError;
 }
 
+/* The captured channels are smaller than the eager ones (layout.h): with
+ * many ranks a lane may hold eager channels only.  Sends to self need
+ * none. */
+static int captured_room(struct cxls_comm *c, const struct cxls_p2p *ops, int n)
+{
+	for (int i = 0; i < n && !c->lay.gp2p_slots; i++)
+		if (ops[i].peer != c->rank) {
+			cxls_comm_set_error(c, "the pool lane has no room for %d x %d captured "
+					       "point-to-point channels (raise pool.size or lower "
+					       "pool.max_comms)", c->nranks, c->nranks);
+			return 0;
+		}
+	return 1;
+}
+
 ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 			    const struct cxls_p2p *ops, int n, CUstream stream)
 {
@@ -389,7 +404,8 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 	b->capturing = cap != 0;
 	if (b->capturing)
 		atomic_store(&c->p2p_captured, 1);
-	if (!b->capturing && cxls_p2p_match_post(c, ops, n)) {
+	if ((b->capturing && !captured_room(c, ops, n)) ||
+	    (!b->capturing && cxls_p2p_match_post(c, ops, n))) {
 		r = ncclInvalidUsage;
 		goto fail;
 	}

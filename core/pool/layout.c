@@ -89,8 +89,6 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 	coll_bytes = l->gp2p_off;
 	p2p_init(l, sb->lane_size - l->p2p_off, &l->p2p_slots, &l->p2p_chunk);
 	p2p_init(l, l->p2p_off - l->gp2p_off, &l->gp2p_slots, &l->gp2p_chunk);
-	if (!l->gp2p_slots)
-		l->p2p_slots = 0; /* neither kind, so that a call fails alike */
 	for (l->chunk = chunk; l->chunk >= (64u << 10); l->chunk /= 2) {
 		l->lane_blocks = coll_bytes / l->chunk;
 		for (l->slots = slots; l->slots >= 1; l->slots = l->slots > 2 ? l->slots / 2 :

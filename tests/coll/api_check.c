@@ -2745,6 +2745,42 @@ static int sync_through_abort(ncclComm_t comm, cudaStream_t s, int self, int del
 	return ok && wait_error(comm, &e, 20) >= 0 && e == ncclRemoteError;
 }
 
+/* Many ranks in a small pool (24 in 256 MiB): the lane holds eager
+ * channels but no captured ones.  Eager sends and receives work; a
+ * captured group is refused with ncclInvalidUsage, nothing enqueued, and
+ * the communicator stays usable. */
+static int case_graph_noroom(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t bytes = 1000;
+	char *a = dev_alloc(bytes, 'a' + rank % 20), *b = dev_alloc(bytes, 0);
+	char *host = malloc(bytes);
+	int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+	cudaGraph_t graph = NULL;
+	ncclResult_t r;
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+
+	(void)arg;
+	CHECK(ncclGroupStart() == ncclSuccess && ncclSend(a, bytes, ncclInt8, next, comm, s) ==
+		      ncclSuccess && ncclRecv(b, bytes, ncclInt8, prev, comm, s) == ncclSuccess &&
+		      ncclGroupEnd() == ncclSuccess,
+	      "eager ring");
+	CHECK(fill_is(b, bytes, 'a' + prev % 20, host), "eager ring: the bytes of rank %d", prev);
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	ncclGroupStart();
+	ncclSend(a, bytes, ncclInt8, next, comm, s);
+	ncclRecv(b, bytes, ncclInt8, prev, comm, s);
+	r = ncclGroupEnd();
+	CHECK(r == ncclInvalidUsage, "captured ring refused: %d", r);
+	CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
+	if (graph)
+		cudaGraphDestroy(graph);
+	CHECK(allgather_ok(comm, s, rank, n, 4096), "the communicator still works");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	free(host);
+	return CHECK_SUMMARY();
+}
+
 /* Both ranks capture a send larger than the captured slots hold, then the
  * receive: NCCL hangs there too (each send waits for the other's
  * receive).  An abort from another thread must end both replays: the
@@ -4348,6 +4384,7 @@ static const struct rank_case rank_cases[] = {
 	{ "graphsendsend", 2, case_graph_later, "sendsend" },
 	{ "graphtwographs", 2, case_graph_later, "twographs" },
 	{ "graphstuck", 2, case_graph_stuck, NULL },
+	{ "graphnoroom", 24, case_graph_noroom, NULL },
 	{ "graphreplays-counts", 2, case_graph_replays, "counts" },
 	{ "graphdead", 2, case_graph_dead, NULL },
 	{ "graphdeadbig", 2, case_graph_dead_big, NULL },

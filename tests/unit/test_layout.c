@@ -185,6 +185,10 @@ static void p2p_channels(void)
 	CHECK(cxls_layout_device(&l, cxls_layout_gp2p(&l, 0, 1, 0)) !=
 		      cxls_layout_device(&l, cxls_layout_gp2p(&l, 0, 1, 1)),
 	      "consecutive captured slots on different devices");
+	/* the captured channels run out first: eager ones stay */
+	for (n = 2; cxls_layout_init(&l, &sb, 0, n, 256 << 10, 8, 1, 0) == 0 && l.gp2p_slots; n++)
+		;
+	CHECK(l.p2p_slots >= 1 && !l.gp2p_slots, "%u ranks: eager channels, no captured ones", n);
 	sb = geometry(2, 16, 1 << 20);
 	CHECK(cxls_layout_init(&l, &sb, 0, 16, 1 << 20, 8, 1, 0) == 0 && l.p2p_slots == 0,
 	      "no room for 16x16 channels: collectives only");
