@@ -243,7 +243,7 @@ step "api: CUDA graph: a device without 64-bit stream waits, host functions one 
 step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphcount
 step "api: CUDA graph: ranks replay different calls (pair group vs op): failed, no hang" \
-	shim "$BUILD/tests/api_check" graphkind
+	env CXLSHIM_TIMEOUT_OP_MS=5000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graphkind
 step "api: CUDA graph: AllReduce, ReduceScatter (PreMulSum), Reduce, 20 replays" shim \
 	"$BUILD/tests/api_check" graphreduce
 step "api: same, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 \
@@ -456,7 +456,8 @@ step "non-coherent pool: Reduce, AllReduce, ReduceScatter (3 ranks)" env "$(pool
 # reach the others only flushed
 step "non-coherent pool: CUDA graph replays, a pipeline, sends before receives, a pair against a collective" \
 	env "$(pool flush)" CXLSHIM_POOL_COHERENCE=flush LD_PRELOAD="$SHIM" sh -c \
-	'"$0" graph && "$0" graphpipe && "$0" graphmix-mixed && "$0" graphsendsend && "$0" graphkind &&
+	'"$0" graph && "$0" graphpipe && "$0" graphmix-mixed && "$0" graphsendsend &&
+	 CXLSHIM_TIMEOUT_OP_MS=5000 "$0" graphkind &&
 	 CXLSHIM_WAIT_MODE=host "$0" graphsendsend' \
 	"$BUILD/tests/api_check"
 step "device bandwidth model" env CXLSHIM_CCCL_MODEL_DEVICES=1 CXLSHIM_CCCL_DEVICE_BW=8G \
