@@ -104,22 +104,20 @@ static size_t next_chunk(const struct cxls_p2p_batch *b, struct lane_cursor *l, 
 	return 0;
 }
 
-/* A ring, and a wait for owner's doorbell, ordered for the ranks of this
- * process (order.h); a capture's are submitted at its launches. */
+/* An eager group's ring, and its wait for owner's doorbell, ordered for
+ * the ranks of this process (order.h); captured groups use flags. */
 static int ring(const struct cxls_p2p_batch *b, CUstream st, struct cxls_bell *bell, uint32_t v)
 {
 	if (cxls_stage_ring(&b->c->st, st, bell, v))
 		return -1;
-	if (!b->capturing)
-		cxls_order_queued(b->c, bell, v);
+	cxls_order_queued(b->c, bell, v);
 	return 0;
 }
 
 static int wait_bell(const struct cxls_p2p_batch *b, CUstream st, struct cxls_bell *bell,
 		     int owner, uint32_t v)
 {
-	if (!b->capturing)
-		cxls_order_await(b->c, owner, bell, v);
+	cxls_order_await(b->c, owner, bell, v);
 	return cxls_stage_wait(&b->c->st, st, bell, v);
 }
 
@@ -132,7 +130,7 @@ static int wait_bell(const struct cxls_p2p_batch *b, CUstream st, struct cxls_be
  * replay needs no barrier with its peer: a send completes into free
  * slots whether or not the receive is replayed yet, as NCCL's does into
  * its buffers. */
-static int slot_free(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
+static int wait_slot_empty(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
 {
 	struct cxls_comm *c = b->c;
 
@@ -143,17 +141,17 @@ static int slot_free(const struct cxls_p2p_batch *b, CUstream st, int peer, uint
 			 seq - c->lay.p2p_slots + 1);
 }
 
-static int slot_filled(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
+static int post_slot_full(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
 {
 	struct cxls_comm *c = b->c;
 
 	if (b->capturing)
-		return cxls_stage_word_set(&c->st, st, &flag_of(c, c->rank, peer, seq)->state,
+		return cxls_stage_flag_set(&c->st, st, &flag_of(c, c->rank, peer, seq)->state,
 					   CXLS_FLAG_FULL);
 	return ring(b, st, cxls_p2p_pub(&c->view, c->rank, peer), seq + 1);
 }
 
-static int slot_full(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
+static int wait_slot_full(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
 {
 	struct cxls_comm *c = b->c;
 
@@ -163,12 +161,12 @@ static int slot_full(const struct cxls_p2p_batch *b, CUstream st, int peer, uint
 	return wait_bell(b, st, cxls_p2p_pub(&c->view, peer, c->rank), peer, seq + 1);
 }
 
-static int slot_emptied(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
+static int post_slot_empty(const struct cxls_p2p_batch *b, CUstream st, int peer, uint32_t seq)
 {
 	struct cxls_comm *c = b->c;
 
 	if (b->capturing)
-		return cxls_stage_word_set(&c->st, st, &flag_of(c, peer, c->rank, seq)->state,
+		return cxls_stage_flag_set(&c->st, st, &flag_of(c, peer, c->rank, seq)->state,
 					   CXLS_FLAG_EMPTY);
 	return ring(b, st, cxls_p2p_ack(&c->view, peer, c->rank), seq + 1);
 }
@@ -183,13 +181,13 @@ static int send_chunk(const struct cxls_p2p_batch *b, CUstream st, struct lane_c
 	size_t len = next_chunk(b, l, k, &src, &seq);
 	uint8_t *slot = slot_of(b, c->rank, l->peer, seq);
 
-	if (slot_free(b, st, l->peer, seq) ||
+	if (wait_slot_empty(b, st, l->peer, seq) ||
 	    cxls_stage_pool_copy(s, st, s->rec_w, cxls_stage_dev(s, slot), cxls_dptr(src), len,
 				 cxls_op_slot_device(c, slot)) ||
 	    cxls_stage_flush(s, st, slot, len))
 		return -1;
 	cxls_comm_count_io(c, len, 0);
-	return slot_filled(b, st, l->peer, seq);
+	return post_slot_full(b, st, l->peer, seq);
 }
 
 static int recv_chunk(const struct cxls_p2p_batch *b, CUstream st, struct lane_cursor *l,
@@ -202,13 +200,13 @@ static int recv_chunk(const struct cxls_p2p_batch *b, CUstream st, struct lane_c
 	size_t len = next_chunk(b, l, k, &dst, &seq);
 	uint8_t *slot = slot_of(b, l->peer, c->rank, seq);
 
-	if (slot_full(b, st, l->peer, seq) ||
+	if (wait_slot_full(b, st, l->peer, seq) ||
 	    cxls_stage_flush(s, st, slot, len) ||
 	    cxls_stage_pool_copy(s, st, s->rec_r, cxls_dptr(dst), cxls_stage_dev(s, slot), len,
 				 cxls_op_slot_device(c, slot)))
 		return -1;
 	cxls_comm_count_io(c, 0, len);
-	return slot_emptied(b, st, l->peer, seq);
+	return post_slot_empty(b, st, l->peer, seq);
 }
 
 static uint32_t chunks_of(const struct cxls_p2p *ops, int n, int peer, int send, size_t chunk)
@@ -302,29 +300,28 @@ static int make_cursors(struct cxls_p2p_batch *b)
 	return m;
 }
 
-/* A captured lane's busy mark, up before its first chunk and down after
- * its last (pool_format.h: struct cxls_p2p_flags). */
-static int mark_busy(const struct cxls_p2p_batch *b, CUstream st, const struct lane_cursor *l,
-		     uint32_t k, int after)
+/* A captured lane's busy mark (pool_format.h: struct cxls_p2p_flags). */
+static int set_busy(const struct cxls_p2p_batch *b, CUstream st, const struct lane_cursor *l,
+		    int on)
 {
 	struct cxls_comm *c = b->c;
 	struct cxls_p2p_flags *f = l->send ? cxls_p2p_flag(&c->view, c->rank, l->peer) :
 					     cxls_p2p_flag(&c->view, l->peer, c->rank);
 
-	if (!b->capturing || k != (after ? l->chunks - 1 : 0))
-		return 0;
-	return cxls_stage_word_set(&c->st, st, &f->busy[!l->send], !after);
+	return cxls_stage_flag_set(&c->st, st, &f->busy[!l->send], (uint32_t)on);
 }
 
+/* Chunk k of a lane; a captured lane's busy mark goes up before its first
+ * chunk and down after its last. */
 static int lane_chunk(const struct cxls_p2p_batch *b, struct lane_cursor *l, uint32_t k)
 {
 	CUstream st = l->send ? b->pr.ws : b->pr.rs;
 
 	if (k >= l->chunks)
 		return 0;
-	return mark_busy(b, st, l, k, 0) ||
+	return (b->capturing && k == 0 && set_busy(b, st, l, 1)) ||
 	       (l->send ? send_chunk(b, st, l, k) : recv_chunk(b, st, l, k)) ||
-	       mark_busy(b, st, l, k, 1);
+	       (b->capturing && k == l->chunks - 1 && set_busy(b, st, l, 0));
 }
 
 static int enqueue_rounds(const struct cxls_p2p_batch *b)
@@ -372,7 +369,9 @@ static ncclResult_t abandon(struct cxls_p2p_batch *b)
  * none. */
 static int captured_room(struct cxls_comm *c, const struct cxls_p2p *ops, int n)
 {
-	for (int i = 0; i < n && !c->lay.gp2p_slots; i++)
+	if (c->lay.gp2p_slots)
+		return 1;
+	for (int i = 0; i < n; i++)
 		if (ops[i].peer != c->rank) {
 			cxls_comm_set_error(c, "the pool lane has no room for %d x %d captured "
 					       "point-to-point channels (raise pool.size or lower "
@@ -402,13 +401,13 @@ ncclResult_t cxls_p2p_begin(struct cxls_p2p_batch *b, struct cxls_comm *c,
 	}
 	cap = cxls_stage_capture(s, stream);
 	b->capturing = cap != 0;
-	if (b->capturing)
-		atomic_store(&c->p2p_captured, 1);
 	if ((b->capturing && !captured_room(c, ops, n)) ||
 	    (!b->capturing && cxls_p2p_match_post(c, ops, n))) {
 		r = ncclInvalidUsage;
 		goto fail;
 	}
+	if (b->capturing)
+		atomic_store(&c->p2p_captured, 1);
 	b->m = make_cursors(b);
 	if (cxls_stage_pair(&c->st, cap, &b->pr)) {
 		cxls_comm_set_error(c, "no work streams for another capture of this communicator");

@@ -18,10 +18,11 @@
  *
  * A group of sends and receives on one communicator runs in lockstep
  * rounds: round k moves chunk k of every channel the group uses, sends
- * before receives.  A send in round k waits only for what its peer
+ * before receives.  An eager send in round k waits only for what its peer
  * consumed in round k - p2p_slots, so whatever order the calls were made
  * in, and however large the messages are, no two ranks wait for each
- * other.
+ * other (a captured message waits for the one before it on the channel
+ * to be received from its first slot on: p2p.c next_chunk()).
  */
 #ifndef CXLSHIM_CORE_P2P_H
 #define CXLSHIM_CORE_P2P_H

@@ -22,8 +22,8 @@
  * barrier waiting behind another.  A barrier gives up after the op
  * timeout and fails the communicator.
  *
- * A capture does not advance the live sequence (the host's round, op and
- * channel counters), so eager operations enqueued after a capture, before
+ * A capture does not advance the live sequence (the host's round and op
+ * counters), so eager operations enqueued after a capture, before
  * or between its replays, find the doorbells where they expect them.  The
  * barriers count up forever on a doorbell per rank (pool_format.h:
  * graph[]), and every rank runs the same collective replays in the same

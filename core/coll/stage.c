@@ -1,6 +1,9 @@
-/* stage.c - enqueue pool copies, doorbells and flushes on CUDA streams. */
+/* stage.c - enqueue pool copies, doorbells, slot flags and flushes on
+ * CUDA streams. */
 #include "stage.h"
 
+#include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "coherence.h"
@@ -9,8 +12,8 @@
 #include "log.h"
 #include "runtime.h"
 
-/* Host functions get one pointer of payload.  Packing the doorbell's line
- * number and the value into it needs no allocation, so a captured graph
+/* Host functions get one pointer of payload.  Packing the line number of
+ * a doorbell (or flag line) and the value into it needs no allocation, so a captured graph
  * can replay it any number of times.  Pools up to 256 GiB fit. */
 static void *pack(const struct cxls_stage *s, const void *p, uint32_t v)
 {
@@ -61,6 +64,7 @@ static void *pack_word(const struct cxls_stage *s, _Atomic uint32_t *w, uint32_t
 {
 	uint32_t i = (uint32_t)(((uintptr_t)w % CXLS_LINE) / sizeof(*w));
 
+	assert(v < 256);
 	return pack(s, w, i << 8 | v);
 }
 
@@ -78,10 +82,12 @@ static void host_word_set(void *data)
 	uint32_t v;
 	_Atomic uint32_t *w = unpack_word(data, &v);
 
-	cxls_word_set(w, v, cxls_runtime_pool()->flush_mode);
+	cxls_flag_set_word(w, v, cxls_runtime_pool()->flush_mode);
 }
 
-/* w is a flag's state word, the flag's first (flag.h) */
+_Static_assert(offsetof(struct cxls_flag, state) == 0, "a flag starts with its state word");
+
+/* the word packed is a flag's state, so the flag's own address */
 static void host_flag_wait(void *data)
 {
 	struct cxls_wait_cfg cfg;
@@ -148,7 +154,7 @@ int cxls_stage_wait(const struct cxls_stage *s, CUstream st, struct cxls_bell *b
 		     "cuStreamWaitValue32");
 }
 
-int cxls_stage_word_set(const struct cxls_stage *s, CUstream st, _Atomic uint32_t *w, uint32_t v)
+int cxls_stage_flag_set(const struct cxls_stage *s, CUstream st, _Atomic uint32_t *w, uint32_t v)
 {
 	if (s->host_wait)
 		return check(s, s->cu->LaunchHostFunc(st, host_word_set, pack_word(s, w, v)),

@@ -1,8 +1,9 @@
-/* stage.h - the four things a pooled collective enqueues on a stream:
- * a copy, a doorbell ring, a doorbell wait, and (non-coherent pools) a
- * cache write-back.  With wait.mode=memop the ring and wait are stream
- * memory operations (no CPU thread blocks, CUDA-graph capturable); with
- * wait.mode=host they are host functions that use doorbell.c.
+/* stage.h - what a pooled operation enqueues on a stream: a copy, a
+ * doorbell ring and wait, a slot flag's set and wait (captured sends and
+ * receives), and (non-coherent pools) a cache write-back.  With
+ * wait.mode=memop rings, waits and sets are stream memory operations (no
+ * CPU thread blocks, CUDA-graph capturable); with wait.mode=host they are
+ * host functions that use doorbell.c and flag.c.
  */
 #ifndef CXLSHIM_CORE_STAGE_H
 #define CXLSHIM_CORE_STAGE_H
@@ -19,7 +20,7 @@ int cxls_stage_wait(const struct cxls_stage *s, CUstream st, struct cxls_bell *b
 /* A word of a channel's flag line (flag.h): a slot flag's state, a busy
  * mark (values below 256).  Or wait until a slot flag holds `state` or
  * the communicator failed. */
-int cxls_stage_word_set(const struct cxls_stage *s, CUstream st, _Atomic uint32_t *w, uint32_t v);
+int cxls_stage_flag_set(const struct cxls_stage *s, CUstream st, _Atomic uint32_t *w, uint32_t v);
 int cxls_stage_flag_wait(const struct cxls_stage *s, CUstream st, struct cxls_flag *f,
 			 uint32_t state);
 /* flush mode only: write back / drop pool lines the CPU copied */

@@ -608,10 +608,11 @@ static void raise_bell(struct cxls_bell *b, uint32_t v, int flush)
 	}
 }
 
-/* The captured sends' slot flags of one channel: failed (flag.h). */
+/* The captured sends' slot flags of one channel: failed (flag.h).  A
+ * rank that never captured waits on none (its peers fail their own). */
 static void flags_fail(struct cxls_comm *c, struct cxls_p2p_flags *f)
 {
-	for (int k = 0; k < CXLS_FLAG_SLOTS; k++)
+	for (uint32_t k = 0; k < c->lay.gp2p_slots && atomic_load(&c->p2p_captured); k++)
 		cxls_flag_fail(&f->slot[k], c->pool->flush_mode);
 }
 
@@ -624,8 +625,9 @@ static void flags_fail(struct cxls_comm *c, struct cxls_p2p_flags *f)
 /* Raises every doorbell of the communicator far enough that every wait
  * this rank enqueued passes, eager or replayed, and fails the slot flags
  * of its captured sends and receives.  Streams may still ring lower
- * values afterwards (the flags' failure stays), so the watchdog and
- * drain() repeat it while this rank has work in flight. */
+ * values afterwards (and write a flag's state, which is all a device
+ * without 64-bit waits looks at), so the watchdog and drain() repeat it
+ * while this rank has work in flight. */
 void cxls_comm_unblock(struct cxls_comm *c)
 {
 	uint32_t v = (uint32_t)atomic_load(&c->round) + UNBLOCK_LEAD;
@@ -658,29 +660,29 @@ void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err)
 	cxls_comm_unblock(c);
 }
 
-/* 1 while a stream of this rank is inside a captured send or receive
- * lane of a failed communicator whose device waits on the flags' state
- * word alone (flag.h): the stream's own writes take the failure back at
- * each slot it reuses, so the failure must be set again until the stream
- * left the lane; once the communicator is released nobody would, and
- * the replay waited for ever (api_check graphdeadbig).  With 64-bit
- * waits (or host waits) the failure half holds by itself. */
-static int captured_in_flight(struct cxls_comm *c)
+int cxls_comm_captured_busy(struct cxls_comm *c, int r)
 {
+	struct cxls_p2p_flags *out = cxls_p2p_flag(&c->view, c->rank, r);
+	struct cxls_p2p_flags *in = cxls_p2p_flag(&c->view, r, c->rank);
 	int f = c->pool->flush_mode;
 
-	if (c->st.wait64 || c->st.host_wait || !atomic_load(&c->p2p_captured) ||
-	    !atomic_load(&c->aborted))
-		return 0;
-	for (int r = 0; r < c->nranks; r++) {
-		struct cxls_p2p_flags *out = cxls_p2p_flag(&c->view, c->rank, r);
-		struct cxls_p2p_flags *in = cxls_p2p_flag(&c->view, r, c->rank);
+	cxls_refresh(f, out, sizeof(*out));
+	cxls_refresh(f, in, sizeof(*in));
+	return atomic_load(&out->busy[0]) || atomic_load(&in->busy[1]);
+}
 
-		cxls_refresh(f, out, sizeof(*out));
-		cxls_refresh(f, in, sizeof(*in));
-		if (r != c->rank && (atomic_load(&out->busy[0]) || atomic_load(&in->busy[1])))
+/* 1 while a stream of this rank is inside a captured send or receive
+ * lane: its writes reach the record until it leaves, and on a failed
+ * communicator whose device waits on the flags' state word alone
+ * (flag.h) its own writes take the failure back at each slot it reuses,
+ * so unblocking must go on until then (api_check graphdeadbig). */
+static int captured_in_flight(struct cxls_comm *c)
+{
+	if (!atomic_load(&c->p2p_captured))
+		return 0;
+	for (int r = 0; r < c->nranks; r++)
+		if (r != c->rank && cxls_comm_captured_busy(c, r))
 			return 1;
-	}
 	return 0;
 }
 

@@ -291,6 +291,9 @@ ncclResult_t cxls_comm_abort(struct cxls_comm *c);
  * destroy and abort (nccl.h). */
 ncclResult_t cxls_comm_revoke(struct cxls_comm *c);
 ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err);
+/* 1 when a stream of this rank is inside a captured send to or receive
+ * from rank r (the channels' busy marks, pool_format.h). */
+int cxls_comm_captured_busy(struct cxls_comm *c, int r);
 /* Marks the communicator failed everywhere and unblocks every waiter. */
 void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err);
 /* Raises every doorbell to the highest value this rank may wait for. */

@@ -283,8 +283,8 @@ uint32_t cxls_comm_test_round0(void)
 	return v ? (uint32_t)strtoul(v, NULL, 0) : 0;
 }
 
-/* Every graph slot of every channel starts EMPTY: a captured send waits
- * for that bit (p2p.c), which a zeroed word would not have. */
+/* Every captured slot of every channel starts EMPTY: a captured send
+ * waits for that bit (p2p.c), which a zeroed word would not have. */
 static void start_flags(const struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t nranks)
 {
 	for (uint32_t i = 0; i < nranks * nranks; i++) {
@@ -302,7 +302,6 @@ static void start_bells(const struct cxls_pool *pool, struct cxls_comm_view *v, 
 {
 	uint32_t r0 = cxls_comm_test_round0();
 
-	start_flags(pool, v, nranks);
 	for (uint32_t r = 0; r < nranks && r0; r++) {
 		cxls_bell_ring(&v->pub[r], r0, pool->flush_mode);
 		cxls_bell_ring(&v->ack[r], r0, pool->flush_mode);
@@ -341,6 +340,7 @@ static int claim_locked(struct cxls_pool *pool, const struct cxls_join_args *a)
 			atomic_store(&v.rec->key_hi, a->key[1]);
 			v.rec->sum = cxls_comm_rec_sum(v.rec);
 			start_bells(pool, &v, a->nranks);
+			start_flags(pool, &v, a->nranks);
 			atomic_store(&v.rec->state, CXLS_STATE(CXLS_COMM_JOINING, 0));
 			return (int)s;
 		}

@@ -435,8 +435,8 @@ static CUstream colls_tail(const struct cxls_comm *c)
 }
 
 /* The sends and receives of c start after c's collectives of the group,
- * wherever those ran: in a capture nothing else orders them (eager, the
- * done event does), and their replays' barriers would interleave. */
+ * wherever those ran, as NCCL orders a group's work: in a capture nothing
+ * else orders them (eager, the done event does). */
 static void part_begin(struct part *pt)
 {
 	struct cxls_comm *c = pt->q[0].c;

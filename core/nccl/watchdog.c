@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "coherence.h"
 #include "comm.h"
 #include "lib_thread.h"
 #include "log.h"
@@ -19,18 +18,25 @@
 /* A peer whose process died, or that left before finishing the
  * collectives this rank is still running (a peer that completed them and
  * destroyed its communicator is fine). */
+/* Rank r joined and its process is gone. */
+static int died(struct cxls_comm *c, int r)
+{
+	return atomic_load(&c->view.ranks[r].state) == CXLS_RANK_JOINED &&
+	       cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0;
+}
+
 static int peer_gone(struct cxls_comm *c, uint32_t ops)
 {
 	for (int r = 0; r < c->nranks; r++) {
-		uint32_t st = atomic_load(&c->view.ranks[r].state);
 		uint32_t done;
 
 		if (r == c->rank)
 			continue;
-		if (st == CXLS_RANK_JOINED && cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
+		if (died(c, r))
 			return r;
 		done = cxls_bell_read(&c->view.done[r], c->pool->flush_mode);
-		if (st == CXLS_RANK_LEFT && !cxls_seq_reached(done, ops))
+		if (atomic_load(&c->view.ranks[r].state) == CXLS_RANK_LEFT &&
+		    !cxls_seq_reached(done, ops))
 			return r;
 	}
 	return -1;
@@ -43,22 +49,9 @@ static int peer_gone(struct cxls_comm *c, uint32_t ops)
  * as with NCCL, whose own wait would last until an abort. */
 static int captured_peer_dead(struct cxls_comm *c)
 {
-	int f = c->pool->flush_mode;
-
-	for (int r = 0; r < c->nranks; r++) {
-		struct cxls_p2p_flags *out = cxls_p2p_flag(&c->view, c->rank, r);
-		struct cxls_p2p_flags *in = cxls_p2p_flag(&c->view, r, c->rank);
-
-		if (r == c->rank)
-			continue;
-		cxls_refresh(f, out, sizeof(*out));
-		cxls_refresh(f, in, sizeof(*in));
-		if (!atomic_load(&out->busy[0]) && !atomic_load(&in->busy[1]))
-			continue;
-		if (atomic_load(&c->view.ranks[r].state) == CXLS_RANK_JOINED &&
-		    cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0)
+	for (int r = 0; r < c->nranks; r++)
+		if (r != c->rank && cxls_comm_captured_busy(c, r) && died(c, r))
 			return r;
-	}
 	return -1;
 }
 

@@ -10,9 +10,11 @@
 #include "proc_id.h"
 
 /* Unlike a doorbell's line, a channel's flag line has two writers, the
- * sender and the receiver, each on its own words.  Without coherence a
- * store to a cached line followed by a write-back writes the whole line,
- * and could put back a word the other end wrote meanwhile; a
+ * sender and the receiver: a slot's state is written by whichever end
+ * holds the slot (the hand-off keeps their writes apart), other slots'
+ * by the other end meanwhile, the busy marks by one end each.  Without
+ * coherence a store to a cached line followed by a write-back writes the
+ * whole line, and could put back a word the other end wrote meanwhile; a
  * non-temporal store writes those four bytes alone. */
 static void store_word(_Atomic uint32_t *w, uint32_t v, int flush)
 {
@@ -28,14 +30,15 @@ static void store_word(_Atomic uint32_t *w, uint32_t v, int flush)
 	cxls_publish(flush, w, sizeof(*w));
 }
 
-static int holds(struct cxls_flag *f, uint32_t state, int flush)
+/* 1 when f holds state or failed; *seen: the state word it read. */
+static int holds(struct cxls_flag *f, uint32_t state, int flush, uint32_t *seen)
 {
 	cxls_refresh(flush, f, sizeof(*f));
-	return (atomic_load_explicit(&f->state, memory_order_acquire) & state) ||
-	       atomic_load_explicit(&f->failed, memory_order_acquire);
+	*seen = atomic_load_explicit(&f->state, memory_order_acquire);
+	return (*seen & state) || atomic_load_explicit(&f->failed, memory_order_acquire);
 }
 
-void cxls_word_set(_Atomic uint32_t *w, uint32_t v, int flush)
+void cxls_flag_set_word(_Atomic uint32_t *w, uint32_t v, int flush)
 {
 	store_word(w, v, flush);
 	if (!flush)
@@ -48,12 +51,14 @@ void cxls_flag_wait(struct cxls_flag *f, uint32_t state, const struct cxls_wait_
 {
 	uint64_t spin_end = cxls_now_ns() + (uint64_t)w->spin_us * 1000ull;
 	long sleep_ns = 1000;
+	uint32_t seen;
 
-	while (!holds(f, state, w->flush)) {
+	while (!holds(f, state, w->flush, &seen)) {
 		if (cxls_now_ns() < spin_end) {
 			cxls_cpu_relax();
 		} else if (!w->flush) {
-			cxls_futex_wait(&f->state, atomic_load(&f->state), 10 * 1000000L);
+			/* the word as checked: a write since wakes at once */
+			cxls_futex_wait(&f->state, seen, 10 * 1000000L);
 		} else {
 			struct timespec ts = { 0, sleep_ns };
 

@@ -19,7 +19,7 @@ static inline uint64_t cxls_flag_mask(uint32_t state)
 
 /* A word of a flag line: a flag's state (the stream's writes, host
  * functions'), a busy mark. */
-void cxls_word_set(_Atomic uint32_t *w, uint32_t v, int flush);
+void cxls_flag_set_word(_Atomic uint32_t *w, uint32_t v, int flush);
 /* Until the flag holds `state` or failed. */
 void cxls_flag_wait(struct cxls_flag *f, uint32_t state, const struct cxls_wait_cfg *w);
 /* Every wait on f passes from now on (the communicator failed); on a

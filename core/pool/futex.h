@@ -1,4 +1,5 @@
-/* futex.h - sleeping on a word of the pool, and the spin hint.
+/* futex.h - sleeping on a word of the pool, and the spin hint (also the
+ * socket rings').
  *
  * Shared (not FUTEX_PRIVATE) futexes work across processes mapping the
  * same file; a wake from another host's kernel cannot reach us, so every
@@ -19,6 +20,8 @@ static inline void cxls_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
 #endif
 }
 

@@ -27,6 +27,7 @@ static int fits(const struct cxls_layout *l)
 }
 
 #define P2P_SLOTS 4 /* a power of two (p2p_init) */
+_Static_assert(P2P_SLOTS <= CXLS_FLAG_SLOTS, "a flag for every captured slot");
 #define P2P_MAX_CHUNK (1u << 20)
 
 /* Cuts a p2p part (`bytes` per device) into P2P_SLOTS slots per ordered

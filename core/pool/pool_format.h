@@ -120,8 +120,7 @@ struct cxls_p2p_flags {
 
 _Static_assert(sizeof(struct cxls_flag) == 8 && offsetof(struct cxls_flag, failed) == 4,
 	       "a flag is one 64-bit word to a device");
-_Static_assert(sizeof(struct cxls_p2p_flags) == sizeof(struct cxls_bell),
-	       "a channel's flags take the line a pair barrier took");
+_Static_assert(sizeof(struct cxls_p2p_flags) == CXLS_LINE, "one line per channel");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "struct cxls_flag: `state` must be the low half of the device's 64-bit word"
 #endif

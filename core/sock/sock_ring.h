@@ -21,6 +21,7 @@
 #include <sys/uio.h>
 
 #include "coherence.h"
+#include "futex.h"
 #include "sock_format.h"
 
 struct cxls_ring {
@@ -59,15 +60,6 @@ static inline void cxls_ring_data_lines(const struct cxls_ring *r, uint64_t pos,
 {
 	if (r->flush && n)
 		cxls_ring_flush_data(r, pos, n);
-}
-
-static inline void cxls_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield");
-#endif
 }
 
 /* Walks an iovec array as one buffer. */

@@ -143,7 +143,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
 		break;
 	case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
 	case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1:
-		*pi = emu_config.memops64;
+		*pi = !emu_config.no_memops64;
 		break;
 	default:
 		*pi = attr_values[attrib];

@@ -48,7 +48,7 @@ struct emu_config {
 				 * holds before a submit blocks (0: no limit) */
 	unsigned connections;	/* CUDAEMU_CONNECTIONS, default 0: hardware
 				 * queues per context (hwqueue.c), 0: none */
-	bool memops64;		/* CUDAEMU_NO_MEMOPS64=1 clears it: 64-bit
+	bool no_memops64;	/* CUDAEMU_NO_MEMOPS64, default 0; 1: 64-bit
 				 * memory operations are not supported, as on
 				 * devices whose driver does not enable them */
 	unsigned late_us;	/* CUDAEMU_LATE_US, default 20000: how long a

@@ -42,7 +42,7 @@ static void init_config(void)
 	emu_config.connections = (unsigned)env_long(
 		"CUDAEMU_CONNECTIONS", env_long("CUDA_DEVICE_MAX_CONNECTIONS", 0, 1, 1024), 0, 1024);
 	emu_config.stats = env_long("CUDAEMU_STATS", 0, 0, 1);
-	emu_config.memops64 = !env_long("CUDAEMU_NO_MEMOPS64", 0, 0, 1);
+	emu_config.no_memops64 = env_long("CUDAEMU_NO_MEMOPS64", 0, 0, 1);
 	emu_config.late_us = (unsigned)env_long("CUDAEMU_LATE_US", 20000, 0,
 						60 * 1000 * 1000);
 	atomic_store(&initialized, true);

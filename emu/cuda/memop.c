@@ -182,9 +182,10 @@ static bool write_flags_ok(unsigned int flags)
 }
 
 /* One wait on or write of a 32- or 64-bit word, as a single call or a
- * batch entry gives it.  Only the flags are checked here: the address is
- * checked (check_memop) once the stream is taken, so that a bad stream or
- * an uninitialised driver is reported first. */
+ * batch entry gives it.  Only the flags (and the width, under
+ * CUDAEMU_NO_MEMOPS64) are checked here: the address is checked
+ * (check_memop) once the stream is taken, so that a bad stream or an
+ * uninitialised driver is reported first. */
 static CUresult memop_fill(struct emu_op *op, enum emu_op_kind kind,
 			   CUdeviceptr addr, uint64_t value,
 			   unsigned int flags, bool is64)
@@ -192,7 +193,7 @@ static CUresult memop_fill(struct emu_op *op, enum emu_op_kind kind,
 	bool ok = kind == EMU_OP_WAIT_VALUE ? wait_flags_ok(flags) :
 					      write_flags_ok(flags);
 
-	if (is64 && !emu_config.memops64)
+	if (is64 && emu_config.no_memops64)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	op->kind = kind;
 	op->u.memop.addr = (void *)(uintptr_t)addr;

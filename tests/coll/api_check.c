@@ -112,6 +112,22 @@ static ncclComm_t join(int rank, int n, const ncclUniqueId *id, cudaStream_t *s)
 	return comm;
 }
 
+/* Ends the capture on s, instantiates it and replays it `replays` times,
+ * each synchronized; NULL when that failed (reported). */
+static cudaGraphExec_t end_and_replay(cudaStream_t s, cudaGraph_t *g, int replays)
+{
+	cudaGraphExec_t exec = NULL;
+
+	*g = NULL;
+	CHECK(cudaStreamEndCapture(s, g) == cudaSuccess, "end capture");
+	CHECK(*g && cudaGraphInstantiate(&exec, *g, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; exec && it < replays; it++) {
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+	}
+	return exec;
+}
+
 /* Ranks whose policies differ in cccl.overlap (two work streams or one)
  * cut ops in as many rounds: the communicator's least rounds are its
  * creator's (rank 0 here), adopted as the geometry is.  Rank 1 turns
@@ -1518,12 +1534,7 @@ static int case_graph_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 	(void)arg;
 	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
 	CHECK(ncclAllGather(send, recv, bytes, ncclInt8, comm, s) == ncclSuccess, "captured");
-	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
-	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
-	for (int it = 0; exec && it < 2; it++) {
-		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
-		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
-	}
+	exec = end_and_replay(s, &g, 2);
 	launch_barrier();
 	if (rank == 0) {
 		struct aborter a = { comm, 300 };
@@ -2848,12 +2859,7 @@ static int case_graph_pair_abort(int rank, int n, const ncclUniqueId *id, void *
 		CHECK(ncclRecv(b, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "recv");
 		if (rank == 1)
 			CHECK(ncclSend(a, bytes, ncclInt8, 0, comm, s) == ncclSuccess, "send");
-		CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
-		CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
-		for (int it = 0; exec && it < 2; it++) {
-			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
-			CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
-		}
+		exec = end_and_replay(s, &g, 2);
 	}
 	launch_barrier();
 	if (rank == 0) {
@@ -3042,6 +3048,20 @@ static double stream_drains(cudaStream_t st, double limit)
 	return now_s() - t0;
 }
 
+/* The stream drains within limit seconds, or the rank reports and leaves
+ * at once: the stream's worker would wait for ever, and exit with it. */
+static void drains_or_leave(cudaStream_t st, double limit, const char *what)
+{
+	double took = stream_drains(st, limit);
+
+	CHECK(took >= 0, "%s drained (%.2fs)", what, took);
+	if (took < 0) {
+		(void)CHECK_SUMMARY();
+		fflush(NULL);
+		_exit(1);
+	}
+}
+
 /* As graphdead, with a message of many more chunks than the channel has
  * captured slots (4 MiB): after the death is reported and ncclCommAbort
  * returns, the replay in flight drains.  On a device without 64-bit
@@ -3084,14 +3104,7 @@ static int case_graph_dead_big(int rank, int n, const ncclUniqueId *id, void *ar
 	took = wait_error(comm, &e, 20);
 	CHECK(took >= 0 && e == ncclRemoteError, "peer death reported: %d after %.2fs", e, took);
 	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
-	took = stream_drains(s, 10);
-	CHECK(took >= 0, "the replay in flight drained after the abort (%.2fs)", took);
-	if (took < 0) {
-		/* the stream's worker would wait for ever: leave without it */
-		(void)CHECK_SUMMARY();
-		fflush(NULL);
-		_exit(1);
-	}
+	drains_or_leave(s, 10, "the replay in flight, after the abort,");
 	cudaGraphExecDestroy(exec);
 	cudaGraphDestroy(g);
 	return CHECK_SUMMARY();
@@ -3114,7 +3127,6 @@ static int case_graph_replay_released(int rank, int n, const ncclUniqueId *id, v
 	cudaGraph_t g = NULL;
 	cudaGraphExec_t exec = NULL;
 	ncclResult_t e = ncclSuccess;
-	double took;
 
 	(void)arg;
 	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
@@ -3122,12 +3134,7 @@ static int case_graph_replay_released(int rank, int n, const ncclUniqueId *id, v
 	CHECK(ncclSend(a, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "send");
 	CHECK(ncclRecv(b, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "recv");
 	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
-	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
-	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
-	for (int it = 0; exec && it < 2; it++) {
-		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
-		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
-	}
+	exec = end_and_replay(s, &g, 2);
 	launch_barrier();
 	if (rank == 0) {
 		CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
@@ -3139,13 +3146,7 @@ static int case_graph_replay_released(int rank, int n, const ncclUniqueId *id, v
 	if (rank == 0) {
 		for (int it = 0; it < 3; it++)
 			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after the abort", it);
-		took = stream_drains(s, 10);
-		CHECK(took >= 0, "replays after the abort drained (%.2fs)", took);
-		if (took < 0) {
-			(void)CHECK_SUMMARY();
-			fflush(NULL);
-			_exit(1);
-		}
+		drains_or_leave(s, 10, "the replays after the abort");
 	}
 	cudaGraphExecDestroy(exec);
 	cudaGraphDestroy(g);
@@ -3208,8 +3209,6 @@ static int case_graph_fuzz(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
 	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
 	for (int it = 0; exec && it < FUZZ_REPLAYS; it++) {
-		double t0 = now_s();
-
 		for (int p = 0; p < n; p++)
 			for (int m = 0; m < FUZZ_MSGS; m++) {
 				cudaMemsetAsync(sb[p][m], fuzz_val(rank, p, m, it),
@@ -3217,14 +3216,7 @@ static int case_graph_fuzz(int rank, int n, const ncclUniqueId *id, void *arg)
 				cudaMemsetAsync(rb[p][m], 0xee, fuzz_size(p, rank, m, salt), s);
 			}
 		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
-		while (cudaStreamQuery(s) == cudaErrorNotReady && now_s() - t0 < 20)
-			usleep(1000);
-		if (cudaStreamQuery(s) == cudaErrorNotReady) {
-			CHECK(0, "rank %d: replay %d stuck", rank, it);
-			(void)CHECK_SUMMARY();
-			fflush(NULL);
-			_exit(1);
-		}
+		drains_or_leave(s, 20, "a replay");
 		for (int p = 0; bad < 0 && p < n; p++)
 			for (int m = 0; bad < 0 && m < FUZZ_MSGS; m++)
 				if (!fill_is(rb[p][m], fuzz_size(p, rank, m, salt),
