@@ -612,7 +612,9 @@ static void raise_bell(struct cxls_bell *b, uint32_t v, int flush)
  * rank that never captured waits on none (its peers fail their own). */
 static void flags_fail(struct cxls_comm *c, struct cxls_p2p_flags *f)
 {
-	for (uint32_t k = 0; k < c->lay.gp2p_slots && atomic_load(&c->p2p_captured); k++)
+	if (!atomic_load(&c->p2p_captured))
+		return;
+	for (uint32_t k = 0; k < c->lay.gp2p_slots; k++)
 		cxls_flag_fail(&f->slot[k], c->pool->flush_mode);
 }
 

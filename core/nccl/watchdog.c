@@ -15,9 +15,6 @@
 
 #define TICK_NS (10 * 1000000L)
 
-/* A peer whose process died, or that left before finishing the
- * collectives this rank is still running (a peer that completed them and
- * destroyed its communicator is fine). */
 /* Rank r joined and its process is gone. */
 static int died(struct cxls_comm *c, int r)
 {
@@ -25,6 +22,9 @@ static int died(struct cxls_comm *c, int r)
 	       cxls_comm_rank_alive(&c->view, (uint32_t)r) == 0;
 }
 
+/* A peer whose process died, or that left before finishing the
+ * collectives this rank is still running (a peer that completed them and
+ * destroyed its communicator is fine). */
 static int peer_gone(struct cxls_comm *c, uint32_t ops)
 {
 	for (int r = 0; r < c->nranks; r++) {

@@ -30,15 +30,15 @@ void cxls_bell_poison(struct cxls_bell *b, int flush)
 	cxls_futex_wake(&b->seq);
 }
 
-void cxls_bell_wait(struct cxls_bell *b, uint32_t v, const struct cxls_wait_cfg *w)
+void cxls_wait_until(_Atomic uint32_t *word, int (*ready)(void *arg, uint32_t *seen),
+		     void *arg, const struct cxls_wait_cfg *w)
 {
 	uint64_t spin_end = cxls_now_ns() + (uint64_t)w->spin_us * 1000ull;
 	long sleep_ns = 1000;
-	uint32_t seq;
+	uint32_t seen;
 
 	for (;;) {
-		seq = cxls_bell_read(b, w->flush);
-		if (cxls_seq_reached(seq, v))
+		if (ready(arg, &seen))
 			return;
 		if (cxls_now_ns() < spin_end) {
 			cxls_cpu_relax();
@@ -46,8 +46,9 @@ void cxls_bell_wait(struct cxls_bell *b, uint32_t v, const struct cxls_wait_cfg 
 		}
 		if (!w->flush) {
 			/* bounded, so a ring from a host without futex access
-			 * (or a lost wake) still gets noticed */
-			cxls_futex_wait(&b->seq, seq, 10 * 1000000L);
+			 * (or a lost wake) still gets noticed; on the word as
+			 * checked, so a write since wakes at once */
+			cxls_futex_wait(word, seen, 10 * 1000000L);
 			continue;
 		}
 		struct timespec ts = { 0, sleep_ns };
@@ -55,4 +56,25 @@ void cxls_bell_wait(struct cxls_bell *b, uint32_t v, const struct cxls_wait_cfg 
 		if (sleep_ns < (long)w->sleep_max_us * 1000L)
 			sleep_ns *= 2;
 	}
+}
+
+struct bell_wait {
+	struct cxls_bell *b;
+	uint32_t v;
+	int flush;
+};
+
+static int bell_reached(void *arg, uint32_t *seen)
+{
+	struct bell_wait *bw = arg;
+
+	*seen = cxls_bell_read(bw->b, bw->flush);
+	return cxls_seq_reached(*seen, bw->v);
+}
+
+void cxls_bell_wait(struct cxls_bell *b, uint32_t v, const struct cxls_wait_cfg *w)
+{
+	struct bell_wait bw = { b, v, w->flush };
+
+	cxls_wait_until(&b->seq, bell_reached, &bw, w);
 }

@@ -27,6 +27,11 @@ static inline int cxls_seq_reached(uint32_t seq, uint32_t v)
 
 void cxls_bell_ring(struct cxls_bell *b, uint32_t v, int flush);
 void cxls_bell_wait(struct cxls_bell *b, uint32_t v, const struct cxls_wait_cfg *w);
+/* Spins, then sleeps on `word` (bounded futex waits; backing off in flush
+ * mode, where futexes do not reach) until ready(arg, &seen) says so;
+ * seen: the word's value as ready() checked it. */
+void cxls_wait_until(_Atomic uint32_t *word, int (*ready)(void *arg, uint32_t *seen),
+		     void *arg, const struct cxls_wait_cfg *w);
 /* Pushes the bell far ahead so that every waiter passes (abort). */
 void cxls_bell_poison(struct cxls_bell *b, int flush);
 uint32_t cxls_bell_read(struct cxls_bell *b, int flush);

@@ -7,7 +7,6 @@
 
 #include "coherence.h"
 #include "futex.h"
-#include "proc_id.h"
 
 /* Unlike a doorbell's line, a channel's flag line has two writers, the
  * sender and the receiver: a slot's state is written by whichever end
@@ -30,12 +29,20 @@ static void store_word(_Atomic uint32_t *w, uint32_t v, int flush)
 	cxls_publish(flush, w, sizeof(*w));
 }
 
-/* 1 when f holds state or failed; *seen: the state word it read. */
-static int holds(struct cxls_flag *f, uint32_t state, int flush, uint32_t *seen)
+struct flag_wait {
+	struct cxls_flag *f;
+	uint32_t state;
+	int flush;
+};
+
+/* 1 when the flag holds the state or failed; *seen: the state word read. */
+static int holds(void *arg, uint32_t *seen)
 {
-	cxls_refresh(flush, f, sizeof(*f));
-	*seen = atomic_load_explicit(&f->state, memory_order_acquire);
-	return (*seen & state) || atomic_load_explicit(&f->failed, memory_order_acquire);
+	struct flag_wait *fw = arg;
+
+	cxls_refresh(fw->flush, fw->f, sizeof(*fw->f));
+	*seen = atomic_load_explicit(&fw->f->state, memory_order_acquire);
+	return (*seen & fw->state) || atomic_load_explicit(&fw->f->failed, memory_order_acquire);
 }
 
 void cxls_flag_set_word(_Atomic uint32_t *w, uint32_t v, int flush)
@@ -45,28 +52,12 @@ void cxls_flag_set_word(_Atomic uint32_t *w, uint32_t v, int flush)
 		cxls_futex_wake(w);
 }
 
-/* As cxls_bell_wait: spin, then sleep on the state word (a failure wakes
- * it too), or back off where futexes do not reach (flush mode). */
+/* Sleeps on the state word: a failure wakes it too (cxls_flag_fail). */
 void cxls_flag_wait(struct cxls_flag *f, uint32_t state, const struct cxls_wait_cfg *w)
 {
-	uint64_t spin_end = cxls_now_ns() + (uint64_t)w->spin_us * 1000ull;
-	long sleep_ns = 1000;
-	uint32_t seen;
+	struct flag_wait fw = { f, state, w->flush };
 
-	while (!holds(f, state, w->flush, &seen)) {
-		if (cxls_now_ns() < spin_end) {
-			cxls_cpu_relax();
-		} else if (!w->flush) {
-			/* the word as checked: a write since wakes at once */
-			cxls_futex_wait(&f->state, seen, 10 * 1000000L);
-		} else {
-			struct timespec ts = { 0, sleep_ns };
-
-			nanosleep(&ts, NULL);
-			if (sleep_ns < (long)w->sleep_max_us * 1000L)
-				sleep_ns *= 2;
-		}
-	}
+	cxls_wait_until(&f->state, holds, &fw, w);
 }
 
 void cxls_flag_fail(struct cxls_flag *f, int flush)

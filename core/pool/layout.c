@@ -144,19 +144,24 @@ uint64_t cxls_layout_1n(const struct cxls_layout *l, uint32_t c)
 	return place(l, c % l->ndev, c / l->ndev);
 }
 
+/* Slot j of the channel src -> dst in a p2p part at `off` of each device
+ * lane, `slots` per channel of `chunk` bytes (layout.h). */
+static uint64_t channel_slot(const struct cxls_layout *l, uint64_t off, uint32_t slots,
+			     uint64_t chunk, uint32_t src, uint32_t dst, uint32_t j)
+{
+	uint64_t g = ((uint64_t)src * l->nranks + dst) * slots + j;
+
+	return l->lane_base + (g % l->ndev) * l->dev_size + off + (g / l->ndev) * chunk;
+}
+
 uint64_t cxls_layout_p2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j)
 {
-	uint64_t g = ((uint64_t)src * l->nranks + dst) * l->p2p_slots + j;
-
-	return l->lane_base + (g % l->ndev) * l->dev_size + l->p2p_off + (g / l->ndev) * l->p2p_chunk;
+	return channel_slot(l, l->p2p_off, l->p2p_slots, l->p2p_chunk, src, dst, j);
 }
 
 uint64_t cxls_layout_gp2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j)
 {
-	uint64_t g = ((uint64_t)src * l->nranks + dst) * l->gp2p_slots + j;
-
-	return l->lane_base + (g % l->ndev) * l->dev_size + l->gp2p_off +
-	       (g / l->ndev) * l->gp2p_chunk;
+	return channel_slot(l, l->gp2p_off, l->gp2p_slots, l->gp2p_chunk, src, dst, j);
 }
 
 uint32_t cxls_layout_device(const struct cxls_layout *l, uint64_t off)
