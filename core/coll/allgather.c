@@ -23,7 +23,7 @@ static int put_k(struct cxls_op *op, const char *send, uint32_t k)
 		return 0;
 	return cxls_op_wait_consumed(op, k, op->depth, -1) ||
 	       cxls_op_put(op, k, cxls_op_slot(op, op->c->rank, k), send + off,
-			   cxls_op_len(op, k));
+			   cxls_op_len(op, k), -1);
 }
 
 /* Chunks published ahead of the one fetched: one, where the staging depth

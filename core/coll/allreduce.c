@@ -100,7 +100,7 @@ static int gather_put(struct ar *a, uint32_t k, uint32_t t1)
 	    cxls_op_wait_consumed(op, t, op->depth, -1))
 		return -1;
 	return cxls_op_put(op, t, cxls_op_slot(op, me, t), a->recv + slice_off(a, me, k),
-			   slice_len(a, me, k));
+			   slice_len(a, me, k), -1);
 }
 
 /* Phase 2, round t1 + k: fetch chunk k of every other slice. */
@@ -134,7 +134,7 @@ static int direct_round(struct ar *a, uint32_t k)
 	if (cxls_op_wait_consumed(op, k, depth, -1) ||
 	    (k >= depth && cxls_op_wait_bell(op, op->ws, &c->view.ack[c->rank], c->rank,
 					     op->g0 + k - depth + 1)) ||
-	    cxls_op_put(op, k, cxls_op_slot(op, c->rank, k), a->send + off, n * a->es) ||
+	    cxls_op_put(op, k, cxls_op_slot(op, c->rank, k), a->send + off, n * a->es, -1) ||
 	    cxls_op_wait_bell(op, op->rs, &c->view.pub[c->rank], c->rank, op->g0 + k + 1) ||
 	    cxls_op_fold_first(op, k, 0, cxls_op_slot(op, 0, k), dst, n, a->type, &a->rop,
 			       c->nranks == 1))

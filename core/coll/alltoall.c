@@ -80,7 +80,7 @@ static int put_t(struct cxls_op *op, const char *send, uint32_t t)
 	if (p == c->rank)
 		return cxls_op_ring(op, op->ws, &c->view.pub[c->rank], op->g0 + t + 1);
 	return cxls_op_put(op, t, cxls_op_slot(op, c->rank, t), send + block_at(op, p, t),
-			   block_len(op, t));
+			   block_len(op, t), p);
 }
 
 /* Round t, fetching: the partner's block for us. */

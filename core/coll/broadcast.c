@@ -17,7 +17,7 @@ static int root_publish(struct cxls_op *op, const char *send, char *recv)
 	for (uint32_t k = 0; k < op->rounds; k++)
 		if (cxls_op_wait_consumed(op, k, op->depth, -1) ||
 		    cxls_op_put(op, k, cxls_op_slot_1n(op, k), send + cxls_op_off(op, k),
-				cxls_op_len(op, k)))
+				cxls_op_len(op, k), -1))
 			return -1;
 	return 0;
 }

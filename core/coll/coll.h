@@ -11,6 +11,7 @@
 
 #include "comm.h"
 #include "arith.h"
+#include "coll_flag.h"
 #include "op_desc.h"
 
 
@@ -88,12 +89,17 @@ struct cxls_op {
 	size_t bytes;           /* bytes per rank-slice */
 	size_t chunk;           /* bytes per round, <= the layout's block */
 	int capturing;          /* the user stream is being captured */
+	/* captured: its slots hand off with flags, not doorbells
+	 * (coll_flag.h), and it runs on one stream */
+	int flags;
+	int split;              /* on the write and read streams (overlap) */
+	int root;               /* the call's, -1 without */
 	/* enqueued at a group's end: the work runs on the communicator's own
 	 * streams and the user stream waits for it after the group's last
 	 * operation (group.h), so that the group's communicators progress
 	 * together whatever order each rank called them in */
 	int deferred;
-	struct cxls_replay *replay; /* then: rebases doorbells per replay */
+	struct cxls_replay *replay; /* then: its start node (replay.h) */
 	/* PreMulSum: every rank scales its own input as it publishes it (the
 	 * scalar may differ per rank), so readers only add */
 	const struct cxls_redop *scale;
@@ -136,12 +142,19 @@ int cxls_op_ring(struct cxls_op *op, CUstream st, struct cxls_bell *b, uint32_t 
 int cxls_op_wait_bell(struct cxls_op *op, CUstream st, struct cxls_bell *b, int owner, uint32_t v);
 /* Round k's data: write stream copies src into the slot and rings our
  * publish doorbell; the read stream waits for peer's, copies out and
- * (cxls_op_ack) acknowledges the round. */
-int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len);
+ * (cxls_op_ack) acknowledges the round.  `reader`: the rank that reads
+ * this content of the slot, -1 when every peer does (a captured op marks
+ * the slot FULL for them, coll_flag.h).  `peer` of a get is the slot's
+ * owner (the root for the 1-to-N slots). */
+int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len,
+		int reader);
 int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *dst, size_t len);
 /* Its first half, for a reader other than a copy (a fold): on the read
- * stream, wait for peer's round k and make the slot's len bytes visible. */
+ * stream, wait for peer's round k and make the slot's len bytes visible;
+ * and after the read, cxls_op_read_done (a captured op gives the slot
+ * back to its owner there; an eager one acknowledges whole rounds). */
 int cxls_op_await(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, size_t len);
+int cxls_op_read_done(struct cxls_op *op, int peer, uint8_t *slot);
 int cxls_op_ack(struct cxls_op *op, uint32_t k);
 /* Reductions (fold.c: a host function on the CPU under the emulation,
  * where device memory is host memory; a GPU kernel otherwise).  fold_init: dst = src (x scalar),
@@ -234,14 +247,19 @@ static inline uint8_t *cxls_op_slot(const struct cxls_op *op, int rank, uint32_t
 {
 	const struct cxls_comm *c = op->c;
 
+	if (op->flags)
+		return cxls_cflag_slot(op, rank, k);
 	return c->pool->base +
 	       cxls_layout_n2n(&c->lay, (uint32_t)rank, (uint32_t)((op->s0 + k) % op->depth));
 }
 
+/* (A captured op has no shared slots: the root stages in its own.) */
 static inline uint8_t *cxls_op_slot_1n(const struct cxls_op *op, uint32_t k)
 {
 	const struct cxls_comm *c = op->c;
 
+	if (op->flags)
+		return cxls_cflag_slot(op, op->root, k);
 	return c->pool->base + cxls_layout_1n(&c->lay, (uint32_t)((op->s0 + k) % op->depth));
 }
 static inline size_t cxls_op_off(const struct cxls_op *op, uint32_t k)

@@ -68,14 +68,15 @@ ncclResult_t cxls_op_check_buf(struct cxls_comm *c, const void *p, size_t bytes,
  * check compares the rounds), so every rank derives the same rounds. */
 #define MIN_CHUNK (64u << 10)
 
-static size_t op_chunk(const struct cxls_comm *c, size_t bytes)
+static size_t op_chunk(const struct cxls_comm *c, size_t bytes, int captured)
 {
 	/* the communicator's least rounds (comm.c: min_rounds) */
 	size_t chunk = (bytes / c->st.min_rounds + 4095) & ~(size_t)4095;
+	size_t most = captured ? c->lay.gcoll_chunk : c->lay.chunk;
 
 	if (chunk < MIN_CHUNK)
 		chunk = MIN_CHUNK;
-	return chunk < c->lay.chunk ? chunk : c->lay.chunk;
+	return chunk < most ? chunk : most;
 }
 
 /* Context current for the enqueue, fork onto the work streams. */
@@ -164,25 +165,35 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->trace = 0;
 	op->user = stream;
 	op->capturing = cap != 0;
+	op->flags = op->capturing;
+	op->split = s->overlap && !op->flags;
+	op->root = k->root;
 	op->deferred = k->held;
+	if (op->flags && !c->lay.gcoll_slots) {
+		cxls_comm_set_error(c, "no staging slots for captured collectives at %d ranks in "
+				       "this pool: a bigger pool, or capture outside graphs",
+				    c->nranks);
+		r = ncclInvalidUsage;
+		goto fail;
+	}
 	if (cxls_stage_pair(&c->st, cap, &op->pr)) {
 		/* nothing enqueued, and a capture moves no live sequence */
 		cxls_comm_set_error(c, "no work streams for another capture of this communicator");
 		r = ncclSystemError;
 		goto fail;
 	}
-	op->ws = s->overlap || op->deferred ? op->pr.ws : stream;
-	op->rs = s->overlap ? op->pr.rs : op->ws;
-	op->s0 = atomic_load(&c->round);
+	op->ws = op->split || op->deferred ? op->pr.ws : stream;
+	op->rs = op->split ? op->pr.rs : op->ws;
+	op->s0 = op->flags ? 0 : atomic_load(&c->round);
 	op->g0 = (uint32_t)op->s0;
 	op->bytes = bytes;
-	op->chunk = op_chunk(c, bytes);
+	op->chunk = op_chunk(c, bytes, op->flags);
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
 	op->rounds = op->cpr * slices;
 	op->replay = NULL;
 	op->staging = staging_of(call.kind);
-	op->depth = depth_of(c, call.kind);
-	op->same_staging = atomic_load(&c->last_staging) == op->staging &&
+	op->depth = op->flags ? c->lay.gcoll_slots : depth_of(c, call.kind);
+	op->same_staging = !op->flags && atomic_load(&c->last_staging) == op->staging &&
 			   atomic_load(&c->last_depth) == op->depth;
 	/* a held op starts on the write stream, behind the user stream: a
 	 * replay's first node goes there, before either work stream starts,
@@ -198,10 +209,13 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	 * extend (replay.h) */
 	if (!op->capturing && (r = cxls_desc_post(c, &call, op->rounds, stream)))
 		goto fail;
+	if (op->flags)
+		atomic_store(&c->coll_captured, 1); /* before its flags are used */
 	/* the read stream only when it is used (overlap): a held op without
 	 * it runs on the write stream, which follow() put behind the user
 	 * stream, and would leave the read stream in a capture unjoined */
-	if (cxls_stage_fork(s, &op->pr, from, op->capturing, s->overlap))
+	if (cxls_stage_fork(s, &op->pr, from, op->capturing, op->split) ||
+	    (op->flags && cxls_cflag_busy(op, 1)))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, &call);
 	return ncclSuccess;
@@ -213,7 +227,9 @@ fail:
 /* Join back; then, in stream order: this rank is done reading and writing
  * every slot of the op (final publish and acknowledge, which also keep the
  * doorbells of ranks that published or consumed nothing in step with the
- * rounds), and one more collective is complete. */
+ * rounds), and one more collective is complete.  A captured op touches no
+ * doorbell: its flags are all back to EMPTY once its readers are done,
+ * and its busy mark goes down. */
 ncclResult_t cxls_op_end(struct cxls_op *op)
 {
 	struct cxls_comm *c = op->c;
@@ -223,15 +239,15 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	CUstream tail = op->deferred ? op->ws : op->user;
 
 	cxls_trace_op_streams(op);
-	if (cxls_stage_join(s, &op->pr, tail, s->overlap) ||
-	    cxls_op_ring(op, tail, &c->view.pub[c->rank], last) ||
-	    cxls_op_ring(op, tail, &c->view.ack[c->rank], last) ||
-	    cxls_op_ring(op, tail, &c->view.done[c->rank], ops) ||
+	if (cxls_stage_join(s, &op->pr, tail, op->split) ||
+	    (op->flags ? cxls_cflag_busy(op, 0) :
+			 cxls_op_ring(op, tail, &c->view.pub[c->rank], last) ||
+				 cxls_op_ring(op, tail, &c->view.ack[c->rank], last) ||
+				 cxls_op_ring(op, tail, &c->view.done[c->rank], ops)) ||
 	    cxls_stage_mark_done(s, tail, op->capturing) ||
-	    (op->replay && cxls_replay_end(op->replay, tail)) ||
 	    (op->deferred && cxls_group_defer_join(c, op->user, op->pr.ws)))
 		return cxls_op_abandon(op);
-	if (!op->capturing) { /* replays rebase the doorbells (replay.h) */
+	if (!op->capturing) { /* a capture moves no live sequence (replay.h) */
 		atomic_store(&c->round, op->s0 + op->rounds);
 		atomic_store(&c->ops, ops);
 		atomic_store(&c->last_staging, op->staging);
@@ -257,6 +273,8 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	struct cxls_comm *c = op->c;
 	uint32_t target;
 
+	if (op->flags)
+		return 0; /* cxls_op_put waits for the slot's own flags */
 	/* Within the first `depth` rounds only the previous ops' data can be in
 	 * the slots, placed by any rank: once, at round 0, wait until every rank
 	 * acknowledged it (acknowledgements count every round a rank is done
@@ -294,8 +312,13 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	return 0;
 }
 
+/* A captured op's algorithm rings and waits on doorbells only for itself
+ * (allreduce.c: a reduced chunk is published once our own fold of it is
+ * done), which its one stream orders already: nothing to do. */
 int cxls_op_ring(struct cxls_op *op, CUstream st, struct cxls_bell *b, uint32_t v)
 {
+	if (op->flags)
+		return 0;
 	if (cxls_stage_ring(&op->c->st, st, b, v))
 		return -1;
 	if (!op->capturing)
@@ -305,17 +328,22 @@ int cxls_op_ring(struct cxls_op *op, CUstream st, struct cxls_bell *b, uint32_t 
 
 int cxls_op_wait_bell(struct cxls_op *op, CUstream st, struct cxls_bell *b, int owner, uint32_t v)
 {
+	if (op->flags)
+		return 0;
 	if (!op->capturing && owner != op->c->rank)
 		cxls_order_await(op->c, owner, b, v);
 	return cxls_stage_wait(&op->c->st, st, b, v);
 }
 
-int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len)
+int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len,
+		int reader)
 {
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
 	int scaled = op->scale && op->scale->kind == CXLS_RED_PREMULSUM;
 
+	if (op->flags && cxls_cflag_wait_free(op, slot))
+		return -1;
 	if (scaled ? cxls_op_scale_put(op, slot, src, len) :
 		     cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), cxls_dptr(src),
 					  len, cxls_op_slot_device(c, slot)))
@@ -323,6 +351,8 @@ int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, 
 	if (cxls_stage_flush(s, op->ws, slot, len))
 		return -1;
 	cxls_comm_count_io(c, len, 0);
+	if (op->flags)
+		return cxls_cflag_post(op, slot, reader);
 	return cxls_op_ring(op, op->ws, &c->view.pub[c->rank], op->g0 + k + 1);
 }
 
@@ -331,7 +361,8 @@ int cxls_op_await(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, size_
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
 
-	if (cxls_op_wait_bell(op, op->rs, &c->view.pub[peer], peer, op->g0 + k + 1) ||
+	if ((op->flags ? cxls_cflag_wait_full(op, peer, slot) :
+			 cxls_op_wait_bell(op, op->rs, &c->view.pub[peer], peer, op->g0 + k + 1)) ||
 	    cxls_stage_flush(s, op->rs, slot, len))
 		return -1;
 	cxls_comm_count_io(c, 0, len);
@@ -342,10 +373,16 @@ int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *d
 {
 	const struct cxls_stage *s = &op->c->st;
 
-	if (cxls_op_await(op, k, peer, slot, len))
+	if (cxls_op_await(op, k, peer, slot, len) ||
+	    cxls_stage_pool_copy(s, op->rs, s->rec_r, cxls_dptr(dst), cxls_stage_dev(s, slot), len,
+				 cxls_op_slot_device(op->c, slot)))
 		return -1;
-	return cxls_stage_pool_copy(s, op->rs, s->rec_r, cxls_dptr(dst), cxls_stage_dev(s, slot), len,
-				    cxls_op_slot_device(op->c, slot));
+	return cxls_op_read_done(op, peer, slot);
+}
+
+int cxls_op_read_done(struct cxls_op *op, int peer, uint8_t *slot)
+{
+	return op->flags ? cxls_cflag_release(op, peer, slot) : 0;
 }
 
 int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer)
@@ -353,7 +390,7 @@ int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer)
 	for (uint32_t k = 0; k < op->rounds; k++)
 		if (cxls_op_wait_consumed(op, k, op->depth, consumer) ||
 		    cxls_op_put(op, k, cxls_op_slot(op, op->c->rank, k), send + cxls_op_off(op, k),
-				cxls_op_len(op, k)))
+				cxls_op_len(op, k), consumer))
 			return -1;
 	return 0;
 }
@@ -365,7 +402,8 @@ int cxls_op_pair_put(struct cxls_op *op, uint32_t t, const char *src, size_t len
 
 	if (cxls_op_wait_consumed(op, t, depth, consumer))
 		return -1;
-	return cxls_op_put(op, t, cxls_op_slot(op, op->c->rank, t), src, len);
+	return cxls_op_put(op, t, cxls_op_slot(op, op->c->rank, t), src, len,
+			   cxls_op_pair(op, t, 1));
 }
 
 int cxls_op_get_all(struct cxls_op *op, uint32_t k, char *recv)
@@ -387,6 +425,8 @@ int cxls_op_ack(struct cxls_op *op, uint32_t k)
 {
 	struct cxls_comm *c = op->c;
 
+	if (op->flags)
+		return 0; /* each read gave its slot back (cxls_op_read_done) */
 	return cxls_op_ring(op, op->rs, &c->view.ack[c->rank], op->g0 + k + 1);
 }
 

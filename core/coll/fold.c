@@ -110,10 +110,11 @@ static int fold_slot(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, vo
 {
 	struct cxls_redop add = slot_op(rop);
 
-	if (cxls_op_await(op, k, peer, slot, n * cxls_type_size(t)))
+	if (cxls_op_await(op, k, peer, slot, n * cxls_type_size(t)) ||
+	    enqueue_fold(op, op->rs, dst, cxls_dptr(dst), slot, cxls_stage_dev(&op->c->st, slot), n,
+			 t, &add, init, last))
 		return -1;
-	return enqueue_fold(op, op->rs, dst, cxls_dptr(dst), slot, cxls_stage_dev(&op->c->st, slot),
-			    n, t, &add, init, last);
+	return cxls_op_read_done(op, peer, slot);
 }
 
 int cxls_op_fold(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, void *dst, size_t n,
@@ -150,13 +151,12 @@ int cxls_op_fold_own(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, vo
 {
 	if (!own || !cxls_cuda_emulated())
 		return fold_slot(op, k, peer, slot, dst, n, t, rop, 0, last);
-	if (cxls_op_await(op, k, peer, slot, n * cxls_type_size(t)))
+	if (cxls_op_await(op, k, peer, slot, n * cxls_type_size(t)) ||
+	    (n && enqueue_host(op, op->rs,
+			       &(struct fold){ .dst = dst, .own = own, .src = slot, .n = n,
+					       .type = t, .op = *rop, .last = last })))
 		return -1;
-	if (!n)
-		return 0;
-	return enqueue_host(op, op->rs,
-			    &(struct fold){ .dst = dst, .own = own, .src = slot, .n = n, .type = t,
-					    .op = *rop, .last = last });
+	return cxls_op_read_done(op, peer, slot);
 }
 
 ncclResult_t cxls_op_check_reducible(struct cxls_comm *c, const char *coll)

@@ -39,13 +39,13 @@ struct desc {
 	uint64_t queue;          /* not compared: ranks may use any stream */
 };
 
-/* Where rank posts operation seq: its ring of live operations, or for a
- * replay (seq: the replay's barrier number) its one replay record. */
+/* Where rank posts operation seq: its ring of live operations, or of
+ * collective replays (seq: the replay's number). */
 static struct cxls_op_desc *slot_of(struct cxls_comm *c, int rank, uint32_t seq, int replay)
 {
-	if (replay)
-		return &c->view.replay[rank];
-	return &c->view.desc[(size_t)rank * CXLS_DESC_RING + seq % CXLS_DESC_RING];
+	struct cxls_op_desc *ring = replay ? c->view.replay : c->view.desc;
+
+	return &ring[(size_t)rank * CXLS_DESC_RING + seq % CXLS_DESC_RING];
 }
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -129,7 +129,7 @@ static void describe(char *buf, size_t len, const struct desc *d)
 static void mismatch(struct cxls_comm *c, const struct desc *mine, int peer,
 		     const struct desc *theirs, int replay)
 {
-	const char *what = replay ? "replay at barrier" : "operation";
+	const char *what = replay ? "collective replay" : "operation";
 	char a[96], b[96];
 
 	describe(a, sizeof(a), mine);
@@ -205,37 +205,33 @@ ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, u
 }
 
 void cxls_desc_post_replay(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds,
-			   uint32_t barrier)
+			   uint32_t n)
 {
 	struct desc d;
 
-	desc_of(&d, call, rounds, barrier, 0);
+	desc_of(&d, call, rounds, n, 0);
 	write_desc(c, &d, 1);
+	compare(c, &d, 1);
 }
 
-int cxls_desc_check_replay(struct cxls_comm *c, uint32_t barrier)
+/* Advances *verified towards `upto` over this rank's descriptors of one
+ * ring that every peer has matched (older ones may be overwritten). */
+static void verify_ring(struct cxls_comm *c, uint32_t *verified, uint32_t upto, int replay)
 {
-	struct desc mine;
+	if (upto - *verified > CXLS_DESC_RING - 1)
+		*verified = upto - (CXLS_DESC_RING - 1);
+	while (*verified != upto) {
+		struct desc mine;
+		uint32_t seq = *verified + 1;
 
-	/* our own record, as posted: it cannot be torn, a peer does not write it */
-	if (read_desc(c, c->rank, barrier, 1, &mine) != 1)
-		return 0;
-	return compare(c, &mine, 1) < 0 ? -1 : 0;
+		if (read_desc(c, c->rank, seq, replay, &mine) != 1 || compare(c, &mine, replay) != 1)
+			return;
+		*verified = seq;
+	}
 }
 
 void cxls_desc_verify(struct cxls_comm *c)
 {
-	uint32_t ops = atomic_load(&c->ops);
-
-	/* older descriptors of ours may already be overwritten */
-	if (ops - c->desc_verified > CXLS_DESC_RING - 1)
-		c->desc_verified = ops - (CXLS_DESC_RING - 1);
-	while (c->desc_verified != ops) {
-		struct desc mine;
-		uint32_t seq = c->desc_verified + 1;
-
-		if (read_desc(c, c->rank, seq, 0, &mine) != 1 || compare(c, &mine, 0) != 1)
-			return;
-		c->desc_verified = seq;
-	}
+	verify_ring(c, &c->desc_verified, atomic_load(&c->ops), 0);
+	verify_ring(c, &c->replay_verified, atomic_load(&c->replays_started), 1);
 }

@@ -38,20 +38,21 @@ const char *cxls_op_kind_name(enum cxls_op_kind kind);
 ncclResult_t cxls_desc_post(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds,
 			    CUstream stream);
 
-/* Replays of captured operations (replay.h), which the live sequence does
- * not number: at the start of a replay, before replay barrier `barrier`,
- * each rank posts the call the captured operation was made of in its
- * replay record; after that barrier every rank compares them.  -1 on a
- * mismatch (the communicator failed, ncclInvalidUsage), else 0. */
+/* Replays of captured collectives (replay.h), which the live sequence
+ * does not number: at the start of its n-th collective replay a rank
+ * posts the call that collective was captured from under number n and
+ * compares it with the peers' n-th, as they appear (the watchdog goes
+ * on comparing: cxls_desc_verify).  A mismatch fails the communicator
+ * with ncclInvalidUsage.  Does not block (a host node calls it). */
 void cxls_desc_post_replay(struct cxls_comm *c, const struct cxls_call *call, uint32_t rounds,
-			   uint32_t barrier);
-int cxls_desc_check_replay(struct cxls_comm *c, uint32_t barrier);
+			   uint32_t n);
 
 /* The queue an op on `stream` of c's device joins (pool_format.h). */
 uint64_t cxls_queue_id(const struct cxls_comm *c, CUstream stream);
 
-/* Watchdog: compares the descriptors of operations this rank enqueued with
- * the peers' as they appear; fails the communicator on a mismatch. */
+/* Watchdog: compares the descriptors of operations this rank enqueued,
+ * and of collectives it replayed, with the peers' as they appear; fails
+ * the communicator on a mismatch. */
 void cxls_desc_verify(struct cxls_comm *c);
 
 #endif

@@ -300,12 +300,12 @@ static int make_cursors(struct cxls_p2p_batch *b)
 	return m;
 }
 
-/* A captured lane's busy mark (pool_format.h: struct cxls_p2p_flags). */
+/* A captured lane's busy mark (pool_format.h: struct cxls_flag_line). */
 static int set_busy(const struct cxls_p2p_batch *b, CUstream st, const struct lane_cursor *l,
 		    int on)
 {
 	struct cxls_comm *c = b->c;
-	struct cxls_p2p_flags *f = l->send ? cxls_p2p_flag(&c->view, c->rank, l->peer) :
+	struct cxls_flag_line *f = l->send ? cxls_p2p_flag(&c->view, c->rank, l->peer) :
 					     cxls_p2p_flag(&c->view, l->peer, c->rank);
 
 	return cxls_stage_flag_set(&c->st, st, &f->busy[!l->send], (uint32_t)on);

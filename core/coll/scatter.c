@@ -40,7 +40,7 @@ static int root_publish(struct cxls_op *op, const char *send)
 			continue; /* our own slice is copied locally */
 		if (cxls_op_put(op, t, cxls_op_slot_1n(op, t),
 				send + (size_t)dest * op->bytes + cxls_op_off(op, k),
-				cxls_op_len(op, k)))
+				cxls_op_len(op, k), dest))
 			return -1;
 	}
 	return 0;

@@ -239,9 +239,8 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 
 /* Gives the record back exactly once; a rank whose streams may still
  * touch the record keeps it (quarantine until the process exits). */
-/* Gives the record back once no replay job uses it (replay.c: a job
- * under way ends within the op timeout, at once on a failed
- * communicator); later ones see record_gone. */
+/* Gives the record back once no replay start node uses it (replay.c:
+ * they do not block); later ones see record_gone. */
 static void comm_leave(struct cxls_comm *c)
 {
 	struct timespec nap = { 0, 200000 };
@@ -608,14 +607,27 @@ static void raise_bell(struct cxls_bell *b, uint32_t v, int flush)
 	}
 }
 
-/* The captured sends' slot flags of one channel: failed (flag.h).  A
- * rank that never captured waits on none (its peers fail their own). */
-static void flags_fail(struct cxls_comm *c, struct cxls_p2p_flags *f)
+/* The first `slots` slot flags of a line: failed (flag.h). */
+static void flags_fail(struct cxls_comm *c, struct cxls_flag_line *f, uint32_t slots)
 {
-	if (!atomic_load(&c->p2p_captured))
-		return;
-	for (uint32_t k = 0; k < c->lay.gp2p_slots; k++)
+	for (uint32_t k = 0; k < slots; k++)
 		cxls_flag_fail(&f->slot[k], c->pool->flush_mode);
+}
+
+/* The slot flags this rank's captured work waits on, in each direction
+ * with rank r: a channel's (sends and receives), a captured collective's
+ * (our slots as r reads them, r's as we read them).  A rank that never
+ * captured waits on none (its peers fail their own). */
+static void captured_fail(struct cxls_comm *c, int r)
+{
+	if (atomic_load(&c->p2p_captured)) {
+		flags_fail(c, cxls_p2p_flag(&c->view, r, c->rank), c->lay.gp2p_slots);
+		flags_fail(c, cxls_p2p_flag(&c->view, c->rank, r), c->lay.gp2p_slots);
+	}
+	if (atomic_load(&c->coll_captured) && r != c->rank) {
+		flags_fail(c, cxls_coll_flag(&c->view, r, c->rank), c->lay.gcoll_slots);
+		flags_fail(c, cxls_coll_flag(&c->view, c->rank, r), c->lay.gcoll_slots);
+	}
 }
 
 /* How far past the live sequence unblocking raises a doorbell: a replayed
@@ -645,8 +657,7 @@ void cxls_comm_unblock(struct cxls_comm *c)
 			   atomic_load(&c->p2p_recvd[r]) + UNBLOCK_LEAD, c->pool->flush_mode);
 		raise_bell(cxls_p2p_ack(&c->view, c->rank, r),
 			   atomic_load(&c->p2p_sent[r]) + UNBLOCK_LEAD, c->pool->flush_mode);
-		flags_fail(c, cxls_p2p_flag(&c->view, r, c->rank));
-		flags_fail(c, cxls_p2p_flag(&c->view, c->rank, r));
+		captured_fail(c, r);
 	}
 }
 
@@ -662,24 +673,41 @@ void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err)
 	cxls_comm_unblock(c);
 }
 
+int cxls_comm_coll_busy(struct cxls_comm *c)
+{
+	struct cxls_flag_line *own = cxls_coll_flag(&c->view, c->rank, c->rank);
+
+	if (!atomic_load(&c->coll_captured))
+		return 0;
+	cxls_refresh(c->pool->flush_mode, own, sizeof(*own));
+	return atomic_load(&own->busy[0]) != 0;
+}
+
 int cxls_comm_captured_busy(struct cxls_comm *c, int r)
 {
-	struct cxls_p2p_flags *out = cxls_p2p_flag(&c->view, c->rank, r);
-	struct cxls_p2p_flags *in = cxls_p2p_flag(&c->view, r, c->rank);
+	struct cxls_flag_line *out = cxls_p2p_flag(&c->view, c->rank, r);
+	struct cxls_flag_line *in = cxls_p2p_flag(&c->view, r, c->rank);
 	int f = c->pool->flush_mode;
 
+	if (cxls_comm_coll_busy(c))
+		return 1;
+	if (!atomic_load(&c->p2p_captured))
+		return 0;
 	cxls_refresh(f, out, sizeof(*out));
 	cxls_refresh(f, in, sizeof(*in));
 	return atomic_load(&out->busy[0]) || atomic_load(&in->busy[1]);
 }
 
 /* 1 while a stream of this rank is inside a captured send or receive
- * lane: its writes reach the record until it leaves, and on a failed
- * communicator whose device waits on the flags' state word alone
- * (flag.h) its own writes take the failure back at each slot it reuses,
- * so unblocking must go on until then (api_check graphdeadbig). */
+ * lane, or a captured collective: its writes reach the record until it
+ * leaves, and on a failed communicator whose device waits on the flags'
+ * state word alone (flag.h) its own writes take the failure back at each
+ * slot it reuses, so unblocking must go on until then (api_check
+ * graphdeadbig). */
 static int captured_in_flight(struct cxls_comm *c)
 {
+	if (cxls_comm_coll_busy(c))
+		return 1;
 	if (!atomic_load(&c->p2p_captured))
 		return 0;
 	for (int r = 0; r < c->nranks; r++)
@@ -805,8 +833,6 @@ static ncclResult_t release(struct cxls_comm *c, int aborting, ncclComm_t *real)
 		destroy_streams(c);
 		/* graphs that replay our operations die with the communicator */
 		cxls_replay_free_all(c);
-	} else {
-		cxls_replay_stop(c);
 	}
 	c->magic = CXLS_COMM_DEAD;
 	*real = c->real;

@@ -25,7 +25,6 @@
 
 struct cxls_uid; /* uid.h */
 struct cxls_replay; /* replay.h */
-struct cxls_gates; /* gate.h */
 struct cxls_init_later; /* nccl_init.c */
 struct cxls_split_job; /* comm_split.c */
 struct cxls_comm;
@@ -135,23 +134,27 @@ struct cxls_comm {
 	uint32_t wd_done, wd_p2p_done;
 	uint64_t wd_since_ns;
 	uint32_t desc_verified;  /* ops whose descriptors every peer matched */
-	/* CUDA graphs (replay.c): operations captured so far, and the replay
-	 * barriers this rank has passed */
+	/* CUDA graphs (replay.c): collectives captured so far (their start
+	 * nodes' records), and how many of their replays this rank started
+	 * (the replay descriptors' numbers), of which the peers matched
+	 * replay_verified */
 	struct cxls_replay *replays;
-	struct cxls_gates *gates;  /* their start and end jobs' thread (gate.h) */
-	/* replay jobs touching the record, and 1 once it is given back: a
-	 * job that comes later (a replay of an aborted communicator's graph)
-	 * must not write doorbells another communicator may own by then */
+	_Atomic uint32_t replays_started;
+	uint32_t replay_verified;
+	/* watchdog: replays_started as last seen while a captured collective
+	 * was busy, and since when */
+	uint32_t wd_replays;
+	uint64_t wd_replay_since_ns;
+	/* start nodes touching the record, and 1 once it is given back: a
+	 * node that runs later (a replay of an aborted communicator's graph)
+	 * must not write descriptors another communicator may own by then */
 	_Atomic uint32_t replay_jobs;
 	_Atomic int record_gone;
-	_Atomic uint32_t graph_barriers;
-	/* set at its first captured send or receive: the watchdog looks at
-	 * the channels' busy marks from then on (watchdog.c) */
+	/* set at its first captured send or receive, and collective: the
+	 * watchdog looks at the busy marks from then on (watchdog.c), and an
+	 * abort fails those slot flags */
 	_Atomic int p2p_captured;
-	/* replays whose stream work runs (between their start and end jobs):
-	 * the watchdog times them as enqueued work, which c->ops and p2p_ops
-	 * do not count */
-	_Atomic uint32_t replays_running;
+	_Atomic int coll_captured;
 	/* enqueues under way (cxls_comm_enq_enter), plus CXLS_ENQ_CLOSED once
 	 * a destroy or abort began: c->ops and p2p_ops count an operation
 	 * only once its enqueue ends, so until then only this tells that the
@@ -292,8 +295,10 @@ ncclResult_t cxls_comm_abort(struct cxls_comm *c);
 ncclResult_t cxls_comm_revoke(struct cxls_comm *c);
 ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err);
 /* 1 when a stream of this rank is inside a captured send to or receive
- * from rank r (the channels' busy marks, pool_format.h). */
+ * from rank r, or a captured collective (the busy marks, pool_format.h). */
 int cxls_comm_captured_busy(struct cxls_comm *c, int r);
+/* 1 when a stream of this rank is inside a captured collective. */
+int cxls_comm_coll_busy(struct cxls_comm *c);
 /* Marks the communicator failed everywhere and unblocks every waiter. */
 void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err);
 /* Raises every doorbell to the highest value this rank may wait for. */

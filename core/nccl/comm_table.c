@@ -19,10 +19,10 @@ static uint64_t align64(uint64_t v)
 
 uint64_t cxls_comm_stride(uint32_t max_ranks)
 {
-	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 5 * sizeof(struct cxls_bell) +
-			    (CXLS_DESC_RING + 1) * sizeof(struct cxls_op_desc);
+	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 4 * sizeof(struct cxls_bell) +
+			    2 * CXLS_DESC_RING * sizeof(struct cxls_op_desc);
 	uint64_t pairs = (uint64_t)max_ranks * max_ranks *
-			 (2 * sizeof(struct cxls_bell) + sizeof(struct cxls_p2p_flags) +
+			 (2 * sizeof(struct cxls_bell) + 2 * sizeof(struct cxls_flag_line) +
 			  2 * sizeof(struct cxls_p2p_msg));
 
 	return align64(align64(sizeof(struct cxls_comm_rec)) + per_rank * max_ranks + pairs);
@@ -46,10 +46,10 @@ void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_
 	v->p2p_pub = (struct cxls_bell *)(v->desc + (size_t)n * CXLS_DESC_RING);
 	v->p2p_ack = v->p2p_pub + (size_t)n * n;
 	v->p2p_done = v->p2p_ack + (size_t)n * n;
-	v->graph = v->p2p_done + n;
-	v->p2p_flag = (struct cxls_p2p_flags *)(v->graph + n);
-	v->replay = (struct cxls_op_desc *)(v->p2p_flag + (size_t)n * n);
-	v->p2p_smsg = (struct cxls_p2p_msg *)(v->replay + n);
+	v->p2p_flag = (struct cxls_flag_line *)(v->p2p_done + n);
+	v->coll_flag = v->p2p_flag + (size_t)n * n;
+	v->replay = (struct cxls_op_desc *)(v->coll_flag + (size_t)n * n);
+	v->p2p_smsg = (struct cxls_p2p_msg *)(v->replay + (size_t)n * CXLS_DESC_RING);
 	v->p2p_rmsg = v->p2p_smsg + (size_t)n * n;
 	v->max_ranks = n;
 }
@@ -283,16 +283,21 @@ uint32_t cxls_comm_test_round0(void)
 	return v ? (uint32_t)strtoul(v, NULL, 0) : 0;
 }
 
-/* Every captured slot of every channel starts EMPTY: a captured send
- * waits for that bit (p2p.c), which a zeroed word would not have. */
+static void line_start(const struct cxls_pool *pool, struct cxls_flag_line *f)
+{
+	for (int k = 0; k < CXLS_FLAG_SLOTS; k++)
+		atomic_store(&f->slot[k].state, CXLS_FLAG_EMPTY);
+	cxls_publish(pool->flush_mode, f, sizeof(*f));
+}
+
+/* Every captured slot of every channel and every rank starts EMPTY: a
+ * captured send or collective waits for that bit before it writes the
+ * slot (p2p.c, coll_flag.c), which a zeroed word would not have. */
 static void start_flags(const struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t nranks)
 {
 	for (uint32_t i = 0; i < nranks * nranks; i++) {
-		struct cxls_p2p_flags *f = cxls_p2p_flag(v, (int)(i / nranks), (int)(i % nranks));
-
-		for (int k = 0; k < CXLS_FLAG_SLOTS; k++)
-			atomic_store(&f->slot[k].state, CXLS_FLAG_EMPTY);
-		cxls_publish(pool->flush_mode, f, sizeof(*f));
+		line_start(pool, cxls_p2p_flag(v, (int)(i / nranks), (int)(i % nranks)));
+		line_start(pool, cxls_coll_flag(v, (int)(i / nranks), (int)(i % nranks)));
 	}
 }
 

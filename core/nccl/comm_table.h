@@ -27,9 +27,9 @@ struct cxls_comm_view {
 	struct cxls_bell *p2p_pub;  /* [src * max_ranks + dst] */
 	struct cxls_bell *p2p_ack;  /* [src * max_ranks + dst] */
 	struct cxls_bell *p2p_done; /* [rank] */
-	struct cxls_bell *graph;    /* [rank] */
-	struct cxls_p2p_flags *p2p_flag; /* [src * max_ranks + dst] */
-	struct cxls_op_desc *replay; /* [rank] */
+	struct cxls_flag_line *p2p_flag;  /* [src * max_ranks + dst] */
+	struct cxls_flag_line *coll_flag; /* [owner * max_ranks + reader] */
+	struct cxls_op_desc *replay; /* [rank * CXLS_DESC_RING + seq % CXLS_DESC_RING] */
 	struct cxls_p2p_msg *p2p_smsg; /* [src * max_ranks + dst] sizes as sent */
 	struct cxls_p2p_msg *p2p_rmsg; /* [src * max_ranks + dst] sizes as received */
 	uint32_t max_ranks;
@@ -79,10 +79,19 @@ static inline struct cxls_bell *cxls_p2p_ack(const struct cxls_comm_view *v, int
 }
 
 /* The slot flags of the channel's captured sends and receives (p2p.c). */
-static inline struct cxls_p2p_flags *cxls_p2p_flag(const struct cxls_comm_view *v, int src,
+static inline struct cxls_flag_line *cxls_p2p_flag(const struct cxls_comm_view *v, int src,
 						    int dst)
 {
 	return &v->p2p_flag[(size_t)src * v->max_ranks + (size_t)dst];
+}
+
+/* The slot flags of owner's captured staging slots, as reader sees them
+ * (coll_flag.c); owner == reader: the rank's captured-collective busy
+ * mark. */
+static inline struct cxls_flag_line *cxls_coll_flag(const struct cxls_comm_view *v, int owner,
+						     int reader)
+{
+	return &v->coll_flag[(size_t)owner * v->max_ranks + (size_t)reader];
 }
 
 /* Test hook (CXLSHIM_TEST_ROUND0): the round a new communicator starts

@@ -42,17 +42,34 @@ static int peer_gone(struct cxls_comm *c, uint32_t ops)
 	return -1;
 }
 
-/* A replayed send or receive is not counted as work (its graph runs when
- * the application launches it, no host node says so), but its stream
- * marks each channel it is in (pool_format.h: struct cxls_p2p_flags): a
- * peer that died meanwhile never fills or empties the slot waited for,
- * as with NCCL, whose own wait would last until an abort. */
+/* A replay is not counted as work (its graph runs when the application
+ * launches it), but its stream marks each channel it is in, and its
+ * captured collectives (pool_format.h: struct cxls_flag_line): a peer
+ * that died meanwhile never fills or empties the slot waited for, as
+ * with NCCL, whose own wait would last until an abort. */
 static int captured_peer_dead(struct cxls_comm *c)
 {
 	for (int r = 0; r < c->nranks; r++)
 		if (r != c->rank && cxls_comm_captured_busy(c, r) && died(c, r))
 			return r;
 	return -1;
+}
+
+/* A rank busy in a captured collective while no collective replay of
+ * it starts (replay.h) for the op timeout waits for peers that replay
+ * something else (a send/receive group, api_check graphkind) or nothing
+ * at all: as an eager collective would, it times out.  A captured send or
+ * receive is not timed (p2p.h). */
+static int replay_stuck(struct cxls_comm *c, uint64_t now)
+{
+	uint32_t n = atomic_load(&c->replays_started);
+
+	if (!cxls_comm_coll_busy(c) || n != c->wd_replays) {
+		c->wd_replays = n;
+		c->wd_replay_since_ns = now;
+		return 0;
+	}
+	return now - c->wd_replay_since_ns > (uint64_t)c->timeout_ms * 1000000ull;
 }
 
 static const char *abort_reason_name(uint32_t reason)
@@ -93,11 +110,20 @@ static void check_comm(struct cxls_comm *c, void *arg)
 	cxls_p2p_match_verify(c);
 	if (atomic_load(&c->aborted))
 		return;
-	if (atomic_load(&c->p2p_captured) && (dead = captured_peer_dead(c)) >= 0) {
+	if ((atomic_load(&c->p2p_captured) || atomic_load(&c->coll_captured)) &&
+	    (dead = captured_peer_dead(c)) >= 0) {
 		cxls_log_set_rank(c->rank);
-		CXLS_WARN("comm %p: rank %d died during a replayed send or receive: aborting",
+		CXLS_WARN("comm %p: rank %d died during a replayed send, receive or collective: "
+			  "aborting",
 			  (void *)c, dead);
 		cxls_comm_fail(c, CXLS_ABORT_PEER_DEAD, ncclRemoteError);
+		return;
+	}
+	if (replay_stuck(c, now)) {
+		cxls_log_set_rank(c->rank);
+		CXLS_WARN("comm %p: replayed collective %u made no progress for %u ms: aborting",
+			  (void *)c, atomic_load(&c->replays_started), c->timeout_ms);
+		cxls_comm_fail(c, CXLS_ABORT_TIMEOUT, ncclSystemError);
 		return;
 	}
 	ops = atomic_load(&c->ops);
@@ -108,13 +134,10 @@ static void check_comm(struct cxls_comm *c, void *arg)
 	 * block in the driver, its stream's queue full behind a doorbell
 	 * wait for a peer that died or never comes (close_enqueues, comm.c);
 	 * counted idle, the timeout and a dead peer went unnoticed and the
-	 * call never returned.  So is a collective's replay between its
-	 * start and end (replay.c): its doorbells may stand where the live
-	 * sequence does.  (A replayed send or receive is not timed: it
-	 * waits for its peer as NCCL's does, until an abort or the peer's
-	 * death, captured_peer_dead().) */
+	 * call never returned.  (Replays are watched apart:
+	 * captured_peer_dead(), replay_stuck().) */
 	idle = done == ops && p2p_done == atomic_load(&c->p2p_ops) &&
-	       !(atomic_load(&c->enq) & ~CXLS_ENQ_CLOSED) && !atomic_load(&c->replays_running);
+	       !(atomic_load(&c->enq) & ~CXLS_ENQ_CLOSED);
 	if (done != c->wd_done)
 		cxls_trace_done(cxls_trace_comm_id(c), done);
 	if (idle || done != c->wd_done || p2p_done != c->wd_p2p_done) {

@@ -27,7 +27,9 @@ static int fits(const struct cxls_layout *l)
 }
 
 #define P2P_SLOTS 4 /* a power of two (p2p_init) */
-_Static_assert(P2P_SLOTS <= CXLS_FLAG_SLOTS, "a flag for every captured slot");
+#define GCOLL_SLOTS 4
+_Static_assert(P2P_SLOTS <= CXLS_FLAG_SLOTS && GCOLL_SLOTS <= CXLS_FLAG_SLOTS,
+	       "a flag for every captured slot");
 #define P2P_MAX_CHUNK (1u << 20)
 
 /* Cuts a p2p part (`bytes` per device) into P2P_SLOTS slots per ordered
@@ -50,6 +52,24 @@ static void p2p_init(const struct cxls_layout *l, uint64_t bytes, uint32_t *slot
 	}
 	*slots = 0;
 	*chunk = 0;
+}
+
+/* Cuts the captured collectives' part (`bytes` per device) into
+ * GCOLL_SLOTS slots per rank, or fewer, of at least a page and at most
+ * the collectives' chunk; none when a page each does not fit. */
+static void gcoll_init(struct cxls_layout *l, uint64_t bytes)
+{
+	for (l->gcoll_slots = GCOLL_SLOTS; l->gcoll_slots >= 1; l->gcoll_slots /= 2) {
+		uint64_t per_dev = div_up((uint64_t)l->nranks * l->gcoll_slots, l->ndev);
+
+		l->gcoll_chunk = (bytes / per_dev) & ~(uint64_t)4095;
+		if (l->gcoll_chunk > l->chunk)
+			l->gcoll_chunk = l->chunk;
+		if (l->gcoll_chunk >= 4096)
+			return;
+	}
+	l->gcoll_slots = 0;
+	l->gcoll_chunk = 0;
 }
 
 /* A loop of collectives cycles through every staging slot, nranks x
@@ -87,7 +107,8 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 	 * ones (layout.h) */
 	l->p2p_off = (sb->lane_size - sb->lane_size / 4) & ~(uint64_t)4095;
 	l->gp2p_off = (l->p2p_off - sb->lane_size / 8) & ~(uint64_t)4095;
-	coll_bytes = l->gp2p_off;
+	l->gcoll_off = (l->gp2p_off - sb->lane_size / 16) & ~(uint64_t)4095;
+	coll_bytes = l->gcoll_off;
 	p2p_init(l, sb->lane_size - l->p2p_off, &l->p2p_slots, &l->p2p_chunk);
 	p2p_init(l, l->p2p_off - l->gp2p_off, &l->gp2p_slots, &l->gp2p_chunk);
 	for (l->chunk = chunk; l->chunk >= (64u << 10); l->chunk /= 2) {
@@ -101,6 +122,7 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 	memset(l, 0, sizeof(*l));
 	return -1;
 found:
+	gcoll_init(l, l->gp2p_off - l->gcoll_off);
 	/* The root of a 1-to-N op may use every block the N-to-N layout
 	 * reserves, which keeps the footprint the same for both. */
 	l->bcast_slots = nranks * l->slots;
@@ -162,6 +184,13 @@ uint64_t cxls_layout_p2p(const struct cxls_layout *l, uint32_t src, uint32_t dst
 uint64_t cxls_layout_gp2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j)
 {
 	return channel_slot(l, l->gp2p_off, l->gp2p_slots, l->gp2p_chunk, src, dst, j);
+}
+
+uint64_t cxls_layout_gcoll(const struct cxls_layout *l, uint32_t rank, uint32_t j)
+{
+	uint64_t g = (uint64_t)rank * l->gcoll_slots + j;
+
+	return l->lane_base + (g % l->ndev) * l->dev_size + l->gcoll_off + (g / l->ndev) * l->gcoll_chunk;
 }
 
 uint32_t cxls_layout_device(const struct cxls_layout *l, uint64_t off)

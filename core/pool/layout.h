@@ -21,7 +21,11 @@
  * different peers, and consecutive slots of one channel, use different
  * devices.  The eighth before it holds as many channels, with smaller
  * slots, for sends and receives captured in CUDA graphs (gp2p_, p2p.h),
- * which hand off their slots otherwise.
+ * which hand off their slots otherwise.  The sixteenth before that holds
+ * GCOLL_SLOTS staging slots per rank for collectives captured in graphs
+ * (gcoll_, coll_flag.h), slot g = rank * gcoll_slots + j on device
+ * g % ND: their flags, unlike the doorbells, do not count, so eager and
+ * captured collectives must not hand the same slots to each other.
  */
 #ifndef CXLSHIM_CORE_LAYOUT_H
 #define CXLSHIM_CORE_LAYOUT_H
@@ -52,6 +56,10 @@ struct cxls_layout {
 	uint64_t gp2p_off;
 	uint64_t gp2p_chunk;
 	uint32_t gp2p_slots;
+	/* captured collectives' staging slots per rank; 0: no room */
+	uint64_t gcoll_off;
+	uint64_t gcoll_chunk;
+	uint32_t gcoll_slots;
 };
 
 /* Fits nranks x slots chunks into the lane, shrinking slots (down to 2,
@@ -68,6 +76,8 @@ uint64_t cxls_layout_1n(const struct cxls_layout *l, uint32_t c);
  * eager and for captured sends. */
 uint64_t cxls_layout_p2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j);
 uint64_t cxls_layout_gp2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j);
+/* Pool offset of rank's captured-collective staging slot j. */
+uint64_t cxls_layout_gcoll(const struct cxls_layout *l, uint32_t rank, uint32_t j);
 /* Device index of a pool offset produced above. */
 uint32_t cxls_layout_device(const struct cxls_layout *l, uint64_t off);
 

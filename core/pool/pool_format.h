@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 18u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 19u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
 				* 8: socket lines with one writer, sleepers;
 				* 9: replayed calls; 10: socket claims identified,
@@ -35,7 +35,9 @@
 				* 16: the communicator's least rounds per op;
 				* 17: replay barriers per pair of ranks;
 				* 18: slot flags for captured sends (no pair
-				* barriers) */
+				* barriers); 19: slot flags for captured
+				* collectives (no replay barriers), replay
+				* descriptor rings */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */
@@ -91,7 +93,8 @@ struct cxls_bell {
 	_Atomic uint32_t queued;
 };
 
-/* The slot flags of one channel's captured sends and receives (p2p.c).
+/* Slot flags of what CUDA graphs captured: a captured send's channel
+ * slots (p2p.c), a captured collective's staging slots (coll_flag.c).
  * A slot's flag is two words that a device reads as one little-endian
  * 64-bit word: streams write `state` (EMPTY, FULL), only hosts write
  * `failed`, all ones once the communicator failed, so that every wait on
@@ -101,7 +104,7 @@ struct cxls_bell {
  * alone, which a failure sets to both bits, again at every watchdog
  * tick).  Both ends write the line, unlike a doorbell's (flag.c writes
  * its words without writing the line back). */
-#define CXLS_FLAG_SLOTS 7 /* at least layout.c's P2P_SLOTS */
+#define CXLS_FLAG_SLOTS 7 /* at least layout.c's P2P_SLOTS and GCOLL_SLOTS */
 #define CXLS_FLAG_FULL 1u
 #define CXLS_FLAG_EMPTY 2u
 
@@ -110,17 +113,22 @@ struct cxls_flag {
 	_Atomic uint32_t failed;
 };
 
-/* busy[0]: the sender's stream is in a captured send of the channel,
- * busy[1]: the receiver's in a captured receive, so that the watchdog
- * fails the communicator when the other end is gone (watchdog.c). */
-struct cxls_p2p_flags {
+/* One line of slot flags.  A channel's (src -> dst): slot[j] is its
+ * captured slot j; busy[0]: the sender's stream is in a captured send of
+ * the channel, busy[1]: the receiver's in a captured receive.  A
+ * collective's (owner -> reader): slot[j] is the owner's captured staging
+ * slot j as that reader sees it; the line owner == reader holds no slot
+ * flags, and its busy[0] says the rank's stream is in a captured
+ * collective.  The watchdog fails the communicator when a busy rank's
+ * peer is gone (watchdog.c). */
+struct cxls_flag_line {
 	_Alignas(CXLS_LINE) struct cxls_flag slot[CXLS_FLAG_SLOTS];
 	_Atomic uint32_t busy[2];
 };
 
 _Static_assert(sizeof(struct cxls_flag) == 8 && offsetof(struct cxls_flag, failed) == 4,
 	       "a flag is one 64-bit word to a device");
-_Static_assert(sizeof(struct cxls_p2p_flags) == CXLS_LINE, "one line per channel");
+_Static_assert(sizeof(struct cxls_flag_line) == CXLS_LINE, "one line per channel");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "struct cxls_flag: `state` must be the low half of the device's 64-bit word"
 #endif
@@ -262,11 +270,12 @@ struct cxls_comm_rec {
 	 * struct cxls_bell     p2p_pub[max_ranks][max_ranks];  [src][dst] chunks sent
 	 * struct cxls_bell     p2p_ack[max_ranks][max_ranks];  [src][dst] chunks received
 	 * struct cxls_bell     p2p_done[max_ranks];  send/receive groups completed
-	 * struct cxls_bell     graph[max_ranks];     CUDA graph replay barriers
-	 * struct cxls_p2p_flags p2p_flag[max_ranks][max_ranks]; [src][dst]
+	 * struct cxls_flag_line p2p_flag[max_ranks][max_ranks]; [src][dst]
 	 *                      captured sends' slot flags (p2p.c)
-	 * struct cxls_op_desc  replay[max_ranks];    the captured call each
-	 *                      rank's replay starts, numbered by its barrier
+	 * struct cxls_flag_line coll_flag[max_ranks][max_ranks]; [owner][reader]
+	 *                      captured collectives' slot flags (coll_flag.c)
+	 * struct cxls_op_desc  replay[max_ranks][CXLS_DESC_RING]; the captured
+	 *                      collectives each rank replayed, by number
 	 * struct cxls_p2p_msg  p2p_smsg[max_ranks][max_ranks]; [src][dst] as sent
 	 * struct cxls_p2p_msg  p2p_rmsg[max_ranks][max_ranks]; [src][dst] as received
 	 * Point-to-point traffic involves two ranks, not the communicator, so

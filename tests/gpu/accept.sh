@@ -279,6 +279,17 @@ pool_tests() {
 		'for c in graphpipe graphpipe4 graphmix-pingpong graphmix-bystander graphmix-mixed \
 			graphmix-mixedb graphkind; do CXLSHIM_TIMEOUT_OP_MS=10000 "$0" $c || exit 1; done' \
 		"$T/api_check"
+	# captured sends and receives on slot flags (pool format 18, 64-bit
+	# stream waits): sends whose receives the peer replays later or groups
+	# otherwise, replays matched in run order, an abort ending stuck
+	# replays, a dead peer, random sizes to every rank, split children,
+	# two ranks of one process
+	# shellcheck disable=SC2016
+	step pool "CUDA graph replays: captured sends and receives on slot flags" 150 bash -c \
+		'for c in graphsendsend graphsepgrp graphorder3 graphtwographs graphreplays-counts \
+			graphreplays-split graphstuck graphdead graphreleased graphfuzz graphfuzz4 \
+			graphsplitp2p graphallp2p; do CXLSHIM_TIMEOUT_OP_MS=5000 "$0" $c || exit 1; done' \
+		"$T/api_check"
 	# communicator calls: splits (nonblocking too), shrink, revoke, abort
 	# during a split, the device API teams, group ordering and failures,
 	# 64-bit PreMulSum ($0 is the program, for the inner shell to expand).

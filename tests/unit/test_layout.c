@@ -194,6 +194,46 @@ static void p2p_channels(void)
 	      "no room for 16x16 channels: collectives only");
 }
 
+/* Captured collectives' slots: GCOLL_SLOTS per rank in the sixteenth of
+ * the lane before the captured channels, never overlapping each other,
+ * the eager collectives' blocks or the channels; a rank's consecutive
+ * slots on different devices; at most the collectives' chunk. */
+static void gcoll_slots(void)
+{
+	struct cxls_super sb = geometry(4, 4, 8 << 20);
+	struct cxls_layout l;
+	uint32_t n = 3;
+
+	CHECK(cxls_layout_init(&l, &sb, 1, n, 256 << 10, 8, 1, 0) == 0, "init");
+	CHECK(l.gcoll_slots == 4 && l.gcoll_chunk >= 4096 && l.gcoll_chunk <= l.chunk,
+	      "%u captured collective slots of %llu", l.gcoll_slots,
+	      (unsigned long long)l.gcoll_chunk);
+	CHECK(l.lane_blocks * l.chunk <= l.gcoll_off && l.gcoll_off < l.gp2p_off,
+	      "eager blocks end before the captured collectives' part, it before the channels");
+	for (uint32_t a = 0; a < n * l.gcoll_slots; a++) {
+		uint64_t oa = cxls_layout_gcoll(&l, a / l.gcoll_slots, a % l.gcoll_slots);
+		uint64_t in_lane = (oa - l.lane_base) % l.dev_size;
+
+		CHECK(oa >= l.lane_base && in_lane >= l.gcoll_off &&
+			      in_lane + l.gcoll_chunk <= l.gp2p_off,
+		      "slot %u inside its part", a);
+		for (uint32_t b = a + 1; b < n * l.gcoll_slots; b++) {
+			uint64_t ob = cxls_layout_gcoll(&l, b / l.gcoll_slots, b % l.gcoll_slots);
+
+			CHECK(oa + l.gcoll_chunk <= ob || ob + l.gcoll_chunk <= oa,
+			      "captured slots %u and %u overlap", a, b);
+		}
+	}
+	CHECK(cxls_layout_device(&l, cxls_layout_gcoll(&l, 1, 0)) !=
+		      cxls_layout_device(&l, cxls_layout_gcoll(&l, 1, 1)),
+	      "consecutive captured slots on different devices");
+	/* many ranks: fewer slots of a page or more, as long as the eager
+	 * collectives fit (a 64 KiB block per rank against a page) */
+	for (n = 2; cxls_layout_init(&l, &sb, 0, n, 64 << 10, 1, 1, 0) == 0; n++)
+		CHECK(l.gcoll_slots >= 1 && l.gcoll_chunk >= 4096, "%u ranks: captured slots", n);
+	CHECK(n > 64, "eager collectives fit up to %u ranks", n - 1);
+}
+
 /* The window bounds the depth of the collectives whose ranks move alike:
  * bytes over all ranks, at least 2 slots, at most all of them. */
 static void window(void)
@@ -235,6 +275,7 @@ int main(void)
 {
 	window();
 	p2p_channels();
+	gcoll_slots();
 	sweep();
 	exclusive_devices();
 	round_robin();

@@ -1,0 +1,55 @@
+/* coll_flag.h - how a captured collective hands its staging slots over.
+ *
+ * Eager collectives count rounds on doorbells, which a CUDA graph would
+ * freeze at their capture-time values.  A captured collective stages in
+ * slots of its own instead (layout.h: gcoll_, GCOLL_SLOTS per rank), and
+ * every (slot, reader) pair has a flag (pool_format.h: coll_flag) that
+ * goes EMPTY -> FULL -> EMPTY, so each replay leaves them as it found
+ * them:
+ *
+ *   writer, before writing its slot:  wait until every peer's flag of
+ *                                     the slot is EMPTY (all its readers
+ *                                     are done with what it held, in this
+ *                                     collective or an earlier one);
+ *          after writing it:          set FULL for the ranks that read
+ *                                     this content (all peers, or one);
+ *   reader, before reading a slot:    wait until its flag is FULL;
+ *          after reading it:          set it EMPTY.
+ *
+ * Only the slot's owner ever writes it, so a rank's own stream order
+ * keeps its writes and FULL marks in sequence.  Each captured collective
+ * starts at its rank's first slot, and slot j of the owner takes round
+ * k with k % slots == j: every rank derives the same slots from the
+ * rounds, and collectives match in the order they run, however the ranks
+ * put them in graphs.  A captured collective runs on one stream (no
+ * write/read overlap), so the algorithms' waits between a rank's own
+ * streams have nothing to wait for (common.c).
+ *
+ * The rank's busy mark (its own line, owner == reader) is up while its
+ * stream is inside a captured collective: the watchdog fails the
+ * communicator when a peer dies meanwhile, or when no replay starts for
+ * the op timeout while it stays up (replay.h), and a destroy waits while
+ * it is up (comm.c).
+ */
+#ifndef CXLSHIM_CORE_COLL_FLAG_H
+#define CXLSHIM_CORE_COLL_FLAG_H
+
+#include <stdint.h>
+
+struct cxls_op;
+
+/* The owner's captured staging slot of round k. */
+uint8_t *cxls_cflag_slot(const struct cxls_op *op, int owner, uint32_t k);
+/* Writer side, on the op's stream: before writing our `slot`, wait until
+ * every peer emptied it; after, mark it FULL for `reader` (-1: every
+ * peer). */
+int cxls_cflag_wait_free(const struct cxls_op *op, const uint8_t *slot);
+int cxls_cflag_post(const struct cxls_op *op, const uint8_t *slot, int reader);
+/* Reader side: wait for owner's `slot` to be FULL for us, and give it
+ * back once read.  Our own slot needs neither (one stream). */
+int cxls_cflag_wait_full(const struct cxls_op *op, int owner, const uint8_t *slot);
+int cxls_cflag_release(const struct cxls_op *op, int owner, const uint8_t *slot);
+/* The rank's busy mark, up (1) or down (0), on the op's stream. */
+int cxls_cflag_busy(const struct cxls_op *op, int on);
+
+#endif
