@@ -244,6 +244,15 @@ step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphcount
 step "api: CUDA graph: ranks replay different calls (pair group vs op): failed, no hang" \
 	env CXLSHIM_TIMEOUT_OP_MS=5000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graphkind
+step "api: CUDA graph: every collective in one graph, 2-8 ranks, 1 byte to many captured slots, 20 replays" \
+	shim sh -c 'for c in graphcolls graphcolls4 graphcolls5 graphcolls2s graphcolls8; do "$0" $c || exit 1; done' \
+	"$BUILD/tests/api_check"
+step "api: CUDA graph: every collective, direct AllReduce, two work streams, host waits, 32-bit waits" \
+	sh -c 'for e in CXLSHIM_NCCL_ALLREDUCE_DIRECT_MAX=1G CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host \
+	 "CUDAEMU_NO_MEMOPS64=1 CUDAEMU_SERIAL_HOST_FNS=1"; do env $e LD_PRELOAD="$1" "$0" graphcolls4 || exit 1; done' \
+	"$BUILD/tests/api_check" "$SHIM"
+step "api: CUDA graph: the same collectives grouped in graphs differently per rank, eager ones between" \
+	shim sh -c '"$0" graphgrouped && "$0" graphgrouped4' "$BUILD/tests/api_check"
 step "api: CUDA graph: AllReduce, ReduceScatter (PreMulSum), Reduce, 20 replays" shim \
 	"$BUILD/tests/api_check" graphreduce
 step "api: same, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 \
@@ -457,6 +466,7 @@ step "non-coherent pool: Reduce, AllReduce, ReduceScatter (3 ranks)" env "$(pool
 step "non-coherent pool: CUDA graph replays, a pipeline, sends before receives, a pair against a collective" \
 	env "$(pool flush)" CXLSHIM_POOL_COHERENCE=flush LD_PRELOAD="$SHIM" sh -c \
 	'"$0" graph && "$0" graphpipe && "$0" graphmix-mixed && "$0" graphsendsend &&
+	 "$0" graphcolls && "$0" graphgrouped &&
 	 CXLSHIM_TIMEOUT_OP_MS=5000 "$0" graphkind &&
 	 CXLSHIM_WAIT_MODE=host "$0" graphsendsend' \
 	"$BUILD/tests/api_check"

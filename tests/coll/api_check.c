@@ -4354,6 +4354,311 @@ struct rank_case {
 	void *arg;
 };
 
+/* ---- every collective captured, replayed with new inputs ------------- */
+
+#define COLLS_REPLAYS 20
+#define COLLS_N 9 /* the collectives struct colls captures */
+
+/* Buffers of one rank for every collective, b bytes a slice (c 32-bit
+ * integers for the reductions, cr per rank for ReduceScatter). */
+struct colls {
+	int rank, n;
+	size_t b, c, cr;
+	char *ag_s, *ag_r, *bc, *ga_s, *ga_r, *sc_s, *sc_r, *a2a_s, *a2a_r;
+	int32_t *rd_s, *rd_r, *ar_s, *ar_r, *ard, *rs_s, *rs_r;
+};
+
+/* The roots: a different one for each rooted collective. */
+static int colls_root(const struct colls *a, int k)
+{
+	return (k == 1 ? 1 : k == 2 ? a->n - 1 : k == 3 ? 2 : 1) % a->n;
+}
+
+/* What rank r feeds element i of collective k's input at replay it. */
+static uint8_t colls_byte(int r, int k, size_t i, int it)
+{
+	return (uint8_t)(r * 37 + k * 11 + i * 7 + (i >> 9) + (size_t)it * 13);
+}
+
+static int32_t colls_int(int r, int k, size_t i, int it)
+{
+	return r * 100003 + k * 17 + (int32_t)(i % 100019) * 3 + it * 7;
+}
+
+static int32_t colls_sum(int n, int k, size_t i, int it)
+{
+	int32_t s = 0;
+
+	for (int r = 0; r < n; r++)
+		s += colls_int(r, k, i, it);
+	return s;
+}
+
+static int colls_alloc(struct colls *a, int rank, int n, size_t b)
+{
+	size_t nb = (size_t)n * b;
+
+	a->rank = rank;
+	a->n = n;
+	a->b = b;
+	a->c = b / 4 + 1;
+	a->cr = a->c / (size_t)n + 1;
+	a->ag_s = dev_alloc(b, 0);
+	a->ag_r = dev_alloc(nb, 0);
+	a->bc = dev_alloc(b, 0);
+	a->ga_s = dev_alloc(b, 0);
+	a->ga_r = dev_alloc(nb, 0);
+	a->sc_s = dev_alloc(nb, 0);
+	a->sc_r = dev_alloc(b, 0);
+	a->a2a_s = dev_alloc(nb, 0);
+	a->a2a_r = dev_alloc(nb, 0);
+	a->rd_s = (int32_t *)dev_alloc(a->c * 4, 0);
+	a->rd_r = (int32_t *)dev_alloc(a->c * 4, 0);
+	a->ar_s = (int32_t *)dev_alloc(a->c * 4, 0);
+	a->ar_r = (int32_t *)dev_alloc(a->c * 4, 0);
+	a->ard = (int32_t *)dev_alloc(37 * 4, 0);
+	a->rs_s = (int32_t *)dev_alloc(a->cr * (size_t)n * 4, 0);
+	a->rs_r = (int32_t *)dev_alloc(a->cr * 4, 0);
+	return a->ag_s && a->ag_r && a->bc && a->ga_s && a->ga_r && a->sc_s && a->sc_r &&
+	       a->a2a_s && a->a2a_r && a->rd_s && a->rd_r && a->ar_s && a->ar_r && a->ard &&
+	       a->rs_s && a->rs_r;
+}
+
+static void colls_free(struct colls *a)
+{
+	void *p[] = { a->ag_s, a->ag_r, a->bc, a->ga_s, a->ga_r, a->sc_s, a->sc_r, a->a2a_s,
+		      a->a2a_r, a->rd_s, a->rd_r, a->ar_s, a->ar_r, a->ard, a->rs_s, a->rs_r };
+
+	for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+		cudaFree(p[i]);
+}
+
+/* Collective k of the sequence on stream s. */
+static ncclResult_t colls_call(const struct colls *a, int k, ncclComm_t comm, cudaStream_t s)
+{
+	size_t b = a->b, c = a->c;
+
+	switch (k) {
+	case 0:
+		return ncclAllGather(a->ag_s, a->ag_r, b, ncclUint8, comm, s);
+	case 1:
+		return ncclBroadcast(a->bc, a->bc, b, ncclUint8, colls_root(a, 1), comm, s);
+	case 2:
+		return ncclGather(a->ga_s, a->ga_r, b, ncclUint8, colls_root(a, 2), comm, s);
+	case 3:
+		return ncclScatter(a->sc_s, a->sc_r, b, ncclUint8, colls_root(a, 3), comm, s);
+	case 4:
+		return ncclReduce(a->rd_s, a->rd_r, c, ncclInt32, ncclSum, colls_root(a, 4), comm, s);
+	case 5:
+		return ncclAllReduce(a->ar_s, a->ar_r, c, ncclInt32, ncclSum, comm, s);
+	case 6:
+		return ncclAllReduce(a->ard, a->ard, 37, ncclInt32, ncclSum, comm, s);
+	case 7:
+		return ncclReduceScatter(a->rs_s, a->rs_r, a->cr, ncclInt32, ncclSum, comm, s);
+	default:
+		return ncclAlltoAll(a->a2a_s, a->a2a_r, b, ncclUint8, comm, s);
+	}
+}
+
+static int put_bytes(char *dev, size_t len, int r, int k, size_t from, int it)
+{
+	uint8_t *h = malloc(len ? len : 1);
+	int ok = h != NULL;
+
+	for (size_t i = 0; ok && i < len; i++)
+		h[i] = colls_byte(r, k, from + i, it);
+	ok = ok && cudaMemcpy(dev, h, len, cudaMemcpyHostToDevice) == cudaSuccess;
+	free(h);
+	return ok;
+}
+
+static int put_ints(int32_t *dev, size_t len, int r, int k, int it)
+{
+	int32_t *h = malloc(len * 4);
+	int ok = h != NULL;
+
+	for (size_t i = 0; ok && i < len; i++)
+		h[i] = colls_int(r, k, i, it);
+	ok = ok && cudaMemcpy(dev, h, len * 4, cudaMemcpyHostToDevice) == cudaSuccess;
+	free(h);
+	return ok;
+}
+
+/* Every input of replay it, outputs poisoned. */
+static int colls_inputs(const struct colls *a, int it)
+{
+	int me = a->rank, n = a->n, ok;
+	size_t b = a->b, nb = (size_t)n * b;
+
+	ok = put_bytes(a->ag_s, b, me, 0, 0, it) &&
+	     put_bytes(a->bc, b, me == colls_root(a, 1) ? me : me + 1000, 1, 0, it) &&
+	     put_bytes(a->ga_s, b, me, 2, 0, it) && put_bytes(a->sc_s, nb, me, 3, 0, it) &&
+	     put_ints(a->rd_s, a->c, me, 4, it) && put_ints(a->ar_s, a->c, me, 5, it) &&
+	     put_ints(a->ard, 37, me, 6, it) && put_ints(a->rs_s, a->cr * (size_t)n, me, 7, it) &&
+	     put_bytes(a->a2a_s, nb, me, 8, 0, it);
+	return ok && cudaMemset(a->ag_r, 0xee, nb) == cudaSuccess &&
+	       cudaMemset(a->ga_r, 0xee, nb) == cudaSuccess &&
+	       cudaMemset(a->sc_r, 0xee, b) == cudaSuccess &&
+	       cudaMemset(a->rd_r, 0xee, a->c * 4) == cudaSuccess &&
+	       cudaMemset(a->ar_r, 0xee, a->c * 4) == cudaSuccess &&
+	       cudaMemset(a->rs_r, 0xee, a->cr * 4) == cudaSuccess &&
+	       cudaMemset(a->a2a_r, 0xee, nb) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
+}
+
+static void *from_dev(const void *dev, size_t len)
+{
+	void *h = malloc(len ? len : 1);
+
+	if (h && cudaMemcpy(h, dev, len, cudaMemcpyDeviceToHost) != cudaSuccess) {
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
+/* Collective k's output of replay it: first wrong byte or element, -1
+ * when all are right (-2: could not look). */
+static long colls_wrong(const struct colls *a, int k, int it)
+{
+	int me = a->rank, n = a->n;
+	size_t b = a->b, nb = (size_t)n * b, i, len;
+	const void *dev;
+	uint8_t *h8;
+	int32_t *h32;
+	long bad = -1;
+
+	switch (k) {
+	case 0: case 2: case 8:
+		if (k == 2 && me != colls_root(a, 2))
+			return -1;
+		dev = k == 0 ? a->ag_r : k == 2 ? a->ga_r : a->a2a_r;
+		if (!(h8 = from_dev(dev, nb)))
+			return -2;
+		for (i = 0; bad < 0 && i < nb; i++)
+			if (h8[i] != colls_byte((int)(i / b), k, (k == 8 ? (size_t)me * b : 0) + i % b,
+						it))
+				bad = (long)i;
+		break;
+	case 1: case 3:
+		if (!(h8 = from_dev(k == 1 ? a->bc : a->sc_r, b)))
+			return -2;
+		for (i = 0; bad < 0 && i < b; i++)
+			if (h8[i] != colls_byte(colls_root(a, k), k, (k == 3 ? (size_t)me * b : 0) + i,
+						it))
+				bad = (long)i;
+		break;
+	default:
+		if (k == 4 && me != colls_root(a, 4))
+			return -1;
+		len = k == 6 ? 37 : k == 7 ? a->cr : a->c;
+		dev = k == 4 ? a->rd_r : k == 5 ? a->ar_r : k == 6 ? a->ard : a->rs_r;
+		if (!(h32 = from_dev(dev, len * 4)))
+			return -2;
+		for (i = 0; bad < 0 && i < len; i++)
+			if (h32[i] != colls_sum(n, k, (k == 7 ? (size_t)me * a->cr : 0) + i, it))
+				bad = (long)i;
+		h8 = (uint8_t *)h32;
+	}
+	free(h8);
+	return bad;
+}
+
+static int colls_check(const struct colls *a, int it, const char *what)
+{
+	int ok = 1;
+
+	for (int k = 0; k < COLLS_N; k++) {
+		long bad = colls_wrong(a, k, it);
+
+		CHECK(bad == -1, "%s: rank %d replay %d: collective %d wrong at %ld (b=%zu)", what,
+		      a->rank, it, k, bad, a->b);
+		ok = ok && bad == -1;
+	}
+	return ok;
+}
+
+/* All nine collectives (AllReduce in both schemes where
+ * nccl.allreduce_direct_max says so) captured in one graph on each rank,
+ * replayed with new inputs each time; every result checked bit for bit.
+ * arg: bytes per slice. */
+static int case_graph_colls(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	struct colls a;
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	int ok = colls_alloc(&a, rank, n, strtoul(arg, NULL, 0));
+
+	CHECK(ok, "buffers");
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	for (int k = 0; k < COLLS_N; k++)
+		CHECK(colls_call(&a, k, comm, s) == ncclSuccess, "captured collective %d", k);
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	for (int it = 0; ok && exec && it < COLLS_REPLAYS; it++) {
+		CHECK(colls_inputs(&a, it), "inputs %d", it);
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", it);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		ok = colls_check(&a, it, "one graph");
+		if (it % 5 == 2)
+			CHECK(allgather_ok(comm, s, rank, n, 3 * 4096 + 1), "eager op after %d", it);
+	}
+	CHECK(allgather_ok(comm, s, rank, n, MIB + 3), "eager op after the replays");
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (g)
+		cudaGraphDestroy(g);
+	colls_free(&a);
+	return CHECK_SUMMARY();
+}
+
+/* The same sequence of collectives, which the ranks put in graphs in
+ * different ways: rank 0 all in one graph, rank 1 one graph per
+ * collective, the others two graphs (the first four, the rest).
+ * Collectives match in the order they run, whatever graph holds them;
+ * eager collectives run between the replays.  arg: bytes per slice. */
+static int case_graph_grouped(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	struct colls a;
+	cudaStream_t s;
+	ncclComm_t comm = join(rank, n, id, &s);
+	cudaGraph_t g[COLLS_N] = { NULL };
+	cudaGraphExec_t exec[COLLS_N] = { NULL };
+	int ok = colls_alloc(&a, rank, n, strtoul(arg, NULL, 0));
+	int graphs = rank == 0 ? 1 : rank == 1 ? COLLS_N : 2, k = 0;
+
+	CHECK(ok, "buffers");
+	for (int j = 0; j < graphs; j++) {
+		int end = graphs == 1 ? COLLS_N : graphs == COLLS_N ? j + 1 : j ? COLLS_N : 4;
+
+		CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess,
+		      "capture");
+		for (; k < end; k++)
+			CHECK(colls_call(&a, k, comm, s) == ncclSuccess, "captured collective %d", k);
+		CHECK(cudaStreamEndCapture(s, &g[j]) == cudaSuccess, "end capture");
+		CHECK(g[j] && cudaGraphInstantiate(&exec[j], g[j], 0) == cudaSuccess, "instantiate");
+	}
+	CHECK(allgather_ok(comm, s, rank, n, 5000), "eager op before the replays");
+	for (int it = 0; ok && it < COLLS_REPLAYS; it++) {
+		CHECK(colls_inputs(&a, it), "inputs %d", it);
+		for (int j = 0; j < graphs; j++)
+			CHECK(cudaGraphLaunch(exec[j], s) == cudaSuccess, "launch %d.%d", it, j);
+		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync %d", it);
+		ok = colls_check(&a, it, "grouped");
+		CHECK(allgather_ok(comm, s, rank, n, it % 2 ? 3 * 4096 + 1 : 1), "eager op after %d",
+		      it);
+	}
+	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+	for (int j = 0; j < graphs; j++) {
+		cudaGraphExecDestroy(exec[j]);
+		cudaGraphDestroy(g[j]);
+	}
+	colls_free(&a);
+	return CHECK_SUMMARY();
+}
+
 static const struct rank_case rank_cases[] = {
 	{ "badargs", 2, case_badargs, NULL },
 	{ "expandable", 2, case_expandable, NULL },
@@ -4403,6 +4708,13 @@ static const struct rank_case rank_cases[] = {
 	{ "graphreduce", 3, case_graph_reduce, NULL },
 	{ "graphmany", 2, case_graph_many, NULL },
 	{ "graphabort", 2, case_graph_abort, NULL },
+	{ "graphcolls", 3, case_graph_colls, "300001" },
+	{ "graphcolls4", 4, case_graph_colls, "200003" },
+	{ "graphcolls5", 5, case_graph_colls, "65536" },
+	{ "graphcolls2s", 2, case_graph_colls, "1" },
+	{ "graphcolls8", 8, case_graph_colls, "40001" },
+	{ "graphgrouped", 3, case_graph_grouped, "150001" },
+	{ "graphgrouped4", 4, case_graph_grouped, "7" },
 	{ "premulsum64", 2, case_premulsum64, NULL },
 	{ "devapi", 3, case_devapi, NULL },
 	{ "splitabort", 2, case_split_abort, NULL },
