@@ -225,12 +225,12 @@ step "api: CUDA graph: both ranks' sends wait for the other's receive: an abort 
 step "api: CUDA graph: captured sends and receives grouped differently in graphs by the two ranks" \
 	shim sh -c '"$0" graphreplays-counts && "$0" graphreplays-split' "$BUILD/tests/api_check"
 step "api: CUDA graph: a replayed receive whose peer died fails the communicator" env \
-	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" sh -c '"$0" graphdead && "$0" graphdeadbig' \
+	CXLSHIM_TIMEOUT_OP_MS=3000 LD_PRELOAD="$SHIM" sh -c '"$0" graphdead && "$0" graphdeadbig && "$0" graphdeadcoll' \
 	"$BUILD/tests/api_check"
 step "api: 24 ranks, a lane with eager channels only: eager ring, captured one refused" shim \
 	"$BUILD/tests/api_check" graphnoroom
 step "api: CUDA graph: replays launched after the abort, the peer's communicator destroyed" \
-	shim "$BUILD/tests/api_check" graphreleased
+	shim sh -c '"$0" graphreleased && "$0" graphreleasedc' "$BUILD/tests/api_check"
 step "api: CUDA graph: a group to every rank, sizes around the captured chunk; split children" \
 	shim sh -c 'for c in graphfuzz graphfuzz4 graphfuzzg graphsplitp2p graphallp2p; do
 	 "$0" $c || exit 1; done' "$BUILD/tests/api_check"
@@ -238,18 +238,19 @@ step "api: CUDA graph: a group to every rank, sizes around the captured chunk; s
 # blocking flag waits there would deadlock
 step "api: CUDA graph: a device without 64-bit stream waits, host functions one at a time" \
 	env CUDAEMU_NO_MEMOPS64=1 CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD="$SHIM" sh -c \
-	'for c in graphsendsend graphpipe graphmix-grpcoll graphmix-mixedb graphreplays-counts graphpairabort graphdeadbig; do
+	'for c in graphsendsend graphpipe graphmix-grpcoll graphmix-mixedb graphreplays-counts graphpairabort graphdeadbig graphdeadcoll; do
 	 "$0" $c || exit 1; done' "$BUILD/tests/api_check"
 step "api: CUDA graph: ranks replay different calls (count): ncclInvalidUsage" \
 	shim "$BUILD/tests/api_check" graphcount
 step "api: CUDA graph: ranks replay different calls (pair group vs op): failed, no hang" \
 	env CXLSHIM_TIMEOUT_OP_MS=5000 LD_PRELOAD="$SHIM" "$BUILD/tests/api_check" graphkind
 step "api: CUDA graph: every collective in one graph, 2-8 ranks, 1 byte to many captured slots, 20 replays" \
-	shim sh -c 'for c in graphcolls graphcolls4 graphcolls5 graphcolls2s graphcolls8; do "$0" $c || exit 1; done' \
+	shim sh -c 'for c in graphcolls graphcolls4 graphcolls5 graphcolls2s graphcolls8 graphcollsi graphcollsi4; do "$0" $c || exit 1; done' \
 	"$BUILD/tests/api_check"
 step "api: CUDA graph: every collective, direct AllReduce, two work streams, host waits, 32-bit waits" \
 	sh -c 'for e in CXLSHIM_NCCL_ALLREDUCE_DIRECT_MAX=1G CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host \
-	 "CUDAEMU_NO_MEMOPS64=1 CUDAEMU_SERIAL_HOST_FNS=1"; do env $e LD_PRELOAD="$1" "$0" graphcolls4 || exit 1; done' \
+	 "CUDAEMU_NO_MEMOPS64=1 CUDAEMU_SERIAL_HOST_FNS=1"; do env $e LD_PRELOAD="$1" sh -c '"'"'"$0" graphcolls4 &&
+	 "$0" graphcollsi'"'"' "$0" || exit 1; done' \
 	"$BUILD/tests/api_check" "$SHIM"
 step "api: CUDA graph: the same collectives grouped in graphs differently per rank, eager ones between" \
 	shim sh -c '"$0" graphgrouped && "$0" graphgrouped4' "$BUILD/tests/api_check"

@@ -3068,7 +3068,9 @@ static void drains_or_leave(cudaStream_t st, double limit, const char *what)
  * stream waits the failure is the flag's state word, which the replay's
  * own writes (EMPTY after each chunk) take back: with the communicator
  * released and the peer dead nobody failed it again, and the stream
- * waited for ever at its first reused slot (CUDAEMU_NO_MEMOPS64=1). */
+ * waited for ever at its first reused slot (CUDAEMU_NO_MEMOPS64=1).
+ * arg "coll": a captured Reduce of as many bytes instead, which waits for
+ * the dead rank at every chunk of its slot flags (coll_flag.h). */
 static int case_graph_dead_big(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	size_t bytes = 4 * MIB;
@@ -3080,7 +3082,6 @@ static int case_graph_dead_big(int rank, int n, const ncclUniqueId *id, void *ar
 	char *buf;
 	double took;
 
-	(void)arg;
 	if (rank == 1) {
 		pid_t pid = fork();
 		int st;
@@ -3096,7 +3097,11 @@ static int case_graph_dead_big(int rank, int n, const ncclUniqueId *id, void *ar
 	comm = join(rank, n, id, &s);
 	buf = dev_alloc(bytes, 0);
 	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
-	CHECK(ncclRecv(buf, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "recv");
+	if (arg) /* a collective that waits for the dead rank at every chunk */
+		CHECK(ncclReduce(buf, buf, bytes / 4, ncclFloat32, ncclSum, 0, comm, s) ==
+		      ncclSuccess, "Reduce");
+	else
+		CHECK(ncclRecv(buf, bytes, ncclInt8, 1, comm, s) == ncclSuccess, "recv");
 	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
 	CHECK(cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
 	launch_barrier();
@@ -3117,7 +3122,8 @@ static int case_graph_dead_big(int rank, int n, const ncclUniqueId *id, void *ar
  * with 64-bit waits.  On a device that waits on the state word alone the
  * first replay's own writes take the failure back, and with neither
  * communicator left no watchdog sets it again: the second replay waits
- * for ever (CUDAEMU_NO_MEMOPS64=1). */
+ * for ever (CUDAEMU_NO_MEMOPS64=1).  arg "coll": an AllGather and a
+ * Broadcast of many captured slots each instead. */
 static int case_graph_replay_released(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	size_t bytes = 4096;
@@ -3127,13 +3133,21 @@ static int case_graph_replay_released(int rank, int n, const ncclUniqueId *id, v
 	cudaGraph_t g = NULL;
 	cudaGraphExec_t exec = NULL;
 	ncclResult_t e = ncclSuccess;
+	char *big = arg ? dev_alloc(2 * MIB, rank + 1) : NULL;
+	char *all = arg ? dev_alloc(4 * MIB, 0) : NULL;
 
-	(void)arg;
 	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
-	CHECK(ncclGroupStart() == ncclSuccess, "group");
-	CHECK(ncclSend(a, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "send");
-	CHECK(ncclRecv(b, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "recv");
-	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	if (arg) { /* collectives of several captured slots */
+		CHECK(ncclAllGather(big, all, 2 * MIB, ncclInt8, comm, s) == ncclSuccess,
+		      "AllGather");
+		CHECK(ncclBroadcast(big, big, 2 * MIB, ncclInt8, 0, comm, s) == ncclSuccess,
+		      "Broadcast");
+	} else {
+		CHECK(ncclGroupStart() == ncclSuccess, "group");
+		CHECK(ncclSend(a, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "send");
+		CHECK(ncclRecv(b, bytes, ncclInt8, 1 - rank, comm, s) == ncclSuccess, "recv");
+		CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	}
 	exec = end_and_replay(s, &g, 2);
 	launch_barrier();
 	if (rank == 0) {
@@ -4362,7 +4376,7 @@ struct rank_case {
 /* Buffers of one rank for every collective, b bytes a slice (c 32-bit
  * integers for the reductions, cr per rank for ReduceScatter). */
 struct colls {
-	int rank, n;
+	int rank, n, inplace; /* inplace: every input inside its output */
 	size_t b, c, cr;
 	char *ag_s, *ag_r, *bc, *ga_s, *ga_r, *sc_s, *sc_r, *a2a_s, *a2a_r;
 	int32_t *rd_s, *rd_r, *ar_s, *ar_r, *ard, *rs_s, *rs_r;
@@ -4434,29 +4448,57 @@ static void colls_free(struct colls *a)
 }
 
 /* Collective k of the sequence on stream s. */
+/* Where collective k reads its input and writes its output: in place,
+ * inside the output as NCCL defines it (the root's slice, our slice). */
+static void *colls_in(const struct colls *a, int k)
+{
+	size_t me = (size_t)a->rank;
+
+	if (!a->inplace)
+		return k == 0 ? a->ag_s : k == 2 ? a->ga_s : k == 3 ? a->sc_s : k == 4 ? (void *)a->rd_s :
+		       k == 5 ? (void *)a->ar_s : k == 6 ? (void *)a->ard : k == 7 ? (void *)a->rs_s :
+		       k == 8 ? a->a2a_s : a->bc;
+	return k == 0 ? a->ag_r + me * a->b : k == 2 ? a->ga_r + me * a->b : k == 3 ? a->sc_s :
+	       k == 4 ? (void *)a->rd_r : k == 5 ? (void *)a->ar_r : k == 6 ? (void *)a->ard :
+	       k == 7 ? (void *)a->rs_s : k == 8 ? a->a2a_r : a->bc;
+}
+
+static void *colls_out(const struct colls *a, int k)
+{
+	int root = a->rank == colls_root(a, 3);
+
+	if (k == 3)
+		return a->inplace && root ? a->sc_s + (size_t)a->rank * a->b : a->sc_r;
+	if (k == 7)
+		return a->inplace ? (void *)(a->rs_s + (size_t)a->rank * a->cr) : (void *)a->rs_r;
+	return k == 0 ? a->ag_r : k == 2 ? a->ga_r : k == 4 ? (void *)a->rd_r :
+	       k == 5 ? (void *)a->ar_r : k == 6 ? (void *)a->ard : k == 8 ? a->a2a_r : a->bc;
+}
+
 static ncclResult_t colls_call(const struct colls *a, int k, ncclComm_t comm, cudaStream_t s)
 {
 	size_t b = a->b, c = a->c;
+	void *in = colls_in(a, k), *out = colls_out(a, k);
 
 	switch (k) {
 	case 0:
-		return ncclAllGather(a->ag_s, a->ag_r, b, ncclUint8, comm, s);
+		return ncclAllGather(in, out, b, ncclUint8, comm, s);
 	case 1:
-		return ncclBroadcast(a->bc, a->bc, b, ncclUint8, colls_root(a, 1), comm, s);
+		return ncclBroadcast(in, out, b, ncclUint8, colls_root(a, 1), comm, s);
 	case 2:
-		return ncclGather(a->ga_s, a->ga_r, b, ncclUint8, colls_root(a, 2), comm, s);
+		return ncclGather(in, out, b, ncclUint8, colls_root(a, 2), comm, s);
 	case 3:
-		return ncclScatter(a->sc_s, a->sc_r, b, ncclUint8, colls_root(a, 3), comm, s);
+		return ncclScatter(in, out, b, ncclUint8, colls_root(a, 3), comm, s);
 	case 4:
-		return ncclReduce(a->rd_s, a->rd_r, c, ncclInt32, ncclSum, colls_root(a, 4), comm, s);
+		return ncclReduce(in, out, c, ncclInt32, ncclSum, colls_root(a, 4), comm, s);
 	case 5:
-		return ncclAllReduce(a->ar_s, a->ar_r, c, ncclInt32, ncclSum, comm, s);
+		return ncclAllReduce(in, out, c, ncclInt32, ncclSum, comm, s);
 	case 6:
-		return ncclAllReduce(a->ard, a->ard, 37, ncclInt32, ncclSum, comm, s);
+		return ncclAllReduce(in, out, 37, ncclInt32, ncclSum, comm, s);
 	case 7:
-		return ncclReduceScatter(a->rs_s, a->rs_r, a->cr, ncclInt32, ncclSum, comm, s);
+		return ncclReduceScatter(in, out, a->cr, ncclInt32, ncclSum, comm, s);
 	default:
-		return ncclAlltoAll(a->a2a_s, a->a2a_r, b, ncclUint8, comm, s);
+		return ncclAlltoAll(in, out, b, ncclUint8, comm, s);
 	}
 }
 
@@ -4490,19 +4532,20 @@ static int colls_inputs(const struct colls *a, int it)
 	int me = a->rank, n = a->n, ok;
 	size_t b = a->b, nb = (size_t)n * b;
 
-	ok = put_bytes(a->ag_s, b, me, 0, 0, it) &&
-	     put_bytes(a->bc, b, me == colls_root(a, 1) ? me : me + 1000, 1, 0, it) &&
-	     put_bytes(a->ga_s, b, me, 2, 0, it) && put_bytes(a->sc_s, nb, me, 3, 0, it) &&
-	     put_ints(a->rd_s, a->c, me, 4, it) && put_ints(a->ar_s, a->c, me, 5, it) &&
-	     put_ints(a->ard, 37, me, 6, it) && put_ints(a->rs_s, a->cr * (size_t)n, me, 7, it) &&
-	     put_bytes(a->a2a_s, nb, me, 8, 0, it);
-	return ok && cudaMemset(a->ag_r, 0xee, nb) == cudaSuccess &&
-	       cudaMemset(a->ga_r, 0xee, nb) == cudaSuccess &&
-	       cudaMemset(a->sc_r, 0xee, b) == cudaSuccess &&
-	       cudaMemset(a->rd_r, 0xee, a->c * 4) == cudaSuccess &&
-	       cudaMemset(a->ar_r, 0xee, a->c * 4) == cudaSuccess &&
-	       cudaMemset(a->rs_r, 0xee, a->cr * 4) == cudaSuccess &&
-	       cudaMemset(a->a2a_r, 0xee, nb) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
+	/* outputs poisoned first: in place, the inputs go inside them */
+	ok = cudaMemset(a->ag_r, 0xee, nb) == cudaSuccess &&
+	     cudaMemset(a->ga_r, 0xee, nb) == cudaSuccess &&
+	     cudaMemset(a->sc_r, 0xee, b) == cudaSuccess &&
+	     cudaMemset(a->rd_r, 0xee, a->c * 4) == cudaSuccess &&
+	     cudaMemset(a->ar_r, 0xee, a->c * 4) == cudaSuccess &&
+	     cudaMemset(a->rs_r, 0xee, a->cr * 4) == cudaSuccess &&
+	     cudaMemset(a->a2a_r, 0xee, nb) == cudaSuccess;
+	return ok && put_bytes(colls_in(a, 0), b, me, 0, 0, it) &&
+	       put_bytes(a->bc, b, me == colls_root(a, 1) ? me : me + 1000, 1, 0, it) &&
+	       put_bytes(colls_in(a, 2), b, me, 2, 0, it) && put_bytes(a->sc_s, nb, me, 3, 0, it) &&
+	       put_ints(colls_in(a, 4), a->c, me, 4, it) && put_ints(colls_in(a, 5), a->c, me, 5, it) &&
+	       put_ints(a->ard, 37, me, 6, it) && put_ints(a->rs_s, a->cr * (size_t)n, me, 7, it) &&
+	       put_bytes(colls_in(a, 8), nb, me, 8, 0, it) && cudaDeviceSynchronize() == cudaSuccess;
 }
 
 static void *from_dev(const void *dev, size_t len)
@@ -4522,7 +4565,6 @@ static long colls_wrong(const struct colls *a, int k, int it)
 {
 	int me = a->rank, n = a->n;
 	size_t b = a->b, nb = (size_t)n * b, i, len;
-	const void *dev;
 	uint8_t *h8;
 	int32_t *h32;
 	long bad = -1;
@@ -4531,8 +4573,7 @@ static long colls_wrong(const struct colls *a, int k, int it)
 	case 0: case 2: case 8:
 		if (k == 2 && me != colls_root(a, 2))
 			return -1;
-		dev = k == 0 ? a->ag_r : k == 2 ? a->ga_r : a->a2a_r;
-		if (!(h8 = from_dev(dev, nb)))
+		if (!(h8 = from_dev(colls_out(a, k), nb)))
 			return -2;
 		for (i = 0; bad < 0 && i < nb; i++)
 			if (h8[i] != colls_byte((int)(i / b), k, (k == 8 ? (size_t)me * b : 0) + i % b,
@@ -4540,7 +4581,7 @@ static long colls_wrong(const struct colls *a, int k, int it)
 				bad = (long)i;
 		break;
 	case 1: case 3:
-		if (!(h8 = from_dev(k == 1 ? a->bc : a->sc_r, b)))
+		if (!(h8 = from_dev(colls_out(a, k), b)))
 			return -2;
 		for (i = 0; bad < 0 && i < b; i++)
 			if (h8[i] != colls_byte(colls_root(a, k), k, (k == 3 ? (size_t)me * b : 0) + i,
@@ -4551,8 +4592,7 @@ static long colls_wrong(const struct colls *a, int k, int it)
 		if (k == 4 && me != colls_root(a, 4))
 			return -1;
 		len = k == 6 ? 37 : k == 7 ? a->cr : a->c;
-		dev = k == 4 ? a->rd_r : k == 5 ? a->ar_r : k == 6 ? a->ard : a->rs_r;
-		if (!(h32 = from_dev(dev, len * 4)))
+		if (!(h32 = from_dev(colls_out(a, k), len * 4)))
 			return -2;
 		for (i = 0; bad < 0 && i < len; i++)
 			if (h32[i] != colls_sum(n, k, (k == 7 ? (size_t)me * a->cr : 0) + i, it))
@@ -4580,7 +4620,7 @@ static int colls_check(const struct colls *a, int it, const char *what)
 /* All nine collectives (AllReduce in both schemes where
  * nccl.allreduce_direct_max says so) captured in one graph on each rank,
  * replayed with new inputs each time; every result checked bit for bit.
- * arg: bytes per slice. */
+ * arg: bytes per slice, after an 'i' for every collective in place. */
 static int case_graph_colls(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	struct colls a;
@@ -4588,7 +4628,10 @@ static int case_graph_colls(int rank, int n, const ncclUniqueId *id, void *arg)
 	ncclComm_t comm = join(rank, n, id, &s);
 	cudaGraph_t g = NULL;
 	cudaGraphExec_t exec = NULL;
-	int ok = colls_alloc(&a, rank, n, strtoul(arg, NULL, 0));
+	const char *size = arg;
+	int ok = colls_alloc(&a, rank, n, strtoul(size + (*size == 'i'), NULL, 0));
+
+	a.inplace = *size == 'i';
 
 	CHECK(ok, "buffers");
 	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
@@ -4685,7 +4728,9 @@ static const struct rank_case rank_cases[] = {
 	{ "graphreplays-counts", 2, case_graph_replays, "counts" },
 	{ "graphdead", 2, case_graph_dead, NULL },
 	{ "graphdeadbig", 2, case_graph_dead_big, NULL },
+	{ "graphdeadcoll", 2, case_graph_dead_big, "coll" },
 	{ "graphreleased", 2, case_graph_replay_released, NULL },
+	{ "graphreleasedc", 2, case_graph_replay_released, "coll" },
 	{ "graphfuzz", 3, case_graph_fuzz, NULL },
 	{ "graphfuzz1", 3, case_graph_fuzz, "1" },
 	{ "graphfuzz2", 3, case_graph_fuzz, "2" },
@@ -4713,6 +4758,8 @@ static const struct rank_case rank_cases[] = {
 	{ "graphcolls5", 5, case_graph_colls, "65536" },
 	{ "graphcolls2s", 2, case_graph_colls, "1" },
 	{ "graphcolls8", 8, case_graph_colls, "40001" },
+	{ "graphcollsi", 3, case_graph_colls, "i300001" },
+	{ "graphcollsi4", 4, case_graph_colls, "i65536" },
 	{ "graphgrouped", 3, case_graph_grouped, "150001" },
 	{ "graphgrouped4", 4, case_graph_grouped, "7" },
 	{ "premulsum64", 2, case_premulsum64, NULL },
