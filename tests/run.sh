@@ -436,20 +436,17 @@ step "no window (every op through all slots)" env CXLSHIM_CCCL_WINDOW=max LD_PRE
 step "host waits (wait.mode=host)" env CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM" "$BUILD/tests/coll_check" "${V[@]}"
 # A CUDA driver may run the host functions of a process one at a time
 # (cuLaunchHostFunc); stream memory operations, graph replays and sends
-# must not depend on two of them running at once.  The replays' barriers
-# block, so they run on a gate thread (gate.h): a captured group over two
+# must not depend on two of them running at once.  A replay's host nodes
+# do not block (coll_flag.h, replay.h): a captured group over two
 # communicators, and two ranks of one process, replay without deadlock.
 step "host functions one at a time: memop waits, replays, p2p, PyTorch" sh -c \
 	"export CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD=$SHIM; $BUILD/tests/coll_check ${V[*]} &&
 	$BUILD/tests/api_check graph && $P2P alltoallv 4 && $BUILD/tests/pg_check 2 &&
 	CXLSHIM_TIMEOUT_OP_MS=10000 $BUILD/tests/api_check groupcapture &&
 	CXLSHIM_TIMEOUT_OP_MS=10000 $BUILD/tests/api_check graphall"
-# The gates themselves: 600 captured operations on one communicator (a
-# second page of words; 1200 gates, each a stream wait that a sleeping
-# emulated wait must not oversleep), an abort while a gate's barrier
-# waits for a rank that never replays, then replays whose jobs run
-# inline, and gate pages registered and given back while another thread
-# captures in global mode.
+# Many replays: 600 captured collectives on one communicator, an abort
+# while a replay waits for a rank that never replays, then replays after
+# it, and captures ended while another thread captures in global mode.
 step "replay gates: 600 ops, abort mid-replay, another thread capturing" sh -c \
 	"export CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD=$SHIM CXLSHIM_TIMEOUT_OP_MS=10000;
 	$BUILD/tests/api_check graphmany && $BUILD/tests/api_check graphabort &&

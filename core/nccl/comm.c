@@ -237,10 +237,10 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	return 0;
 }
 
-/* Gives the record back exactly once; a rank whose streams may still
- * touch the record keeps it (quarantine until the process exits). */
-/* Gives the record back once no replay start node uses it (replay.c:
- * they do not block); later ones see record_gone. */
+/* Gives the record back exactly once, and once no replay start node
+ * uses it (replay.c: they do not block); later ones see record_gone.  A
+ * rank whose streams may still touch the record keeps it instead
+ * (release(): quarantine until the process exits). */
 static void comm_leave(struct cxls_comm *c)
 {
 	struct timespec nap = { 0, 200000 };

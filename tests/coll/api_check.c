@@ -941,8 +941,9 @@ static void graph_free(cudaGraphExec_t exec, cudaGraph_t g)
  * group with an AllReduce per rank, each on its rank's stream, captured
  * into a graph per stream and replayed 20 times, the two graphs at once.
  * CUDA may run the host functions of a process one at a time (run with
- * CUDAEMU_SERIAL_HOST_FNS=1): a replay barrier that blocked in one would
- * wait for the other rank's, queued behind it (replay.h, gate.h). */
+ * CUDAEMU_SERIAL_HOST_FNS=1): a host node that blocked (the replay
+ * barriers before coll_flag.h) would wait for the other rank's, queued
+ * behind it. */
 static int case_graphall(void)
 {
 	enum { N = 2, B = 4096, REPLAYS = 20 };
@@ -1062,8 +1063,7 @@ static int case_graphall_p2p(void)
 }
 
 /* Captures a group AllReduce of in[i] into out[i] (GATE_B bytes) on each
- * of n communicators, one stream each, and replays it once: their replays
- * now hold gate words (gate.h).  No allocation or free, which another
+ * of n communicators, one stream each, and replays it once.  No allocation or free, which another
  * thread's global capture would forbid.  1 when the sums are right. */
 #define GATE_B 4096
 
@@ -1203,9 +1203,9 @@ static int case_graph_destroy_capturing(void)
 
 /* More captured operations on one communicator than a page of gate words
  * holds (512): a chain of ncclMax AllReduces, each reading the one before,
- * replayed with new inputs.  Its 1200 gates a replay must not each wait
- * out a sleep of the emulation's stream wait (50 ms: a replay took 60 s,
- * and the case timed out). */
+ * replayed with new inputs.  Its many slot-flag waits a replay must not
+ * each wait out a sleep of the emulation's stream wait (50 ms: a replay
+ * of 1200 such waits took 60 s, and the case timed out). */
 #define MANY_OPS 600
 
 static int case_graph_many(int rank, int n, const ncclUniqueId *id, void *arg)
@@ -1514,12 +1514,11 @@ static int case_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 	return CHECK_SUMMARY();
 }
 
-/* Rank 0 replays a captured AllGather alone, its gate thread waiting in
- * the replay's first barrier, and another thread aborts: the abort
- * returns, the stream completes, and replays after the abort (their jobs
- * inline) complete too.  Rank 1 sees the remote error, replays as well
- * (its gate thread's barriers pass on a failed communicator) and
- * destroys. */
+/* Rank 0 replays a captured AllGather alone, its stream waiting for rank
+ * 1's slot flags, and another thread aborts: the abort returns, the
+ * stream completes, and replays after the abort complete too.  Rank 1
+ * sees the remote error, replays as well (the failed flags let its waits
+ * pass) and destroys. */
 static int case_graph_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	size_t bytes = 4096;
