@@ -224,10 +224,12 @@ static int setup(struct cxls_comm *c, const struct cxls_join_args *ja)
 	c->view.ranks[c->rank].device = (uint32_t)c->device;
 	c->wd_since_ns = cxls_now_ns();
 	preload_kernels(c);
-	CXLS_INFO("comm %p rank %d/%d ready: pool slot %u, chunk %llu x %u slots (%u in the window), "
-		  "send/receive slots %u x %llu per channel (captured: %u x %llu), %s, %s, %s",
+	CXLS_INFO("comm %p rank %d/%d ready: pool slot %u, chunk %llu x %u slots (%u in the window; "
+		  "captured: %u x %llu), send/receive slots %u x %llu per channel (captured: %u x "
+		  "%llu), %s, %s, %s",
 		  (void *)c, c->rank, c->nranks, c->view.slot, (unsigned long long)c->lay.chunk,
-		  c->lay.slots, c->lay.win_slots, c->lay.p2p_slots,
+		  c->lay.slots, c->lay.win_slots, c->lay.gcoll_slots,
+		  (unsigned long long)c->lay.gcoll_chunk, c->lay.p2p_slots,
 		  (unsigned long long)c->lay.p2p_chunk, c->lay.gp2p_slots,
 		  (unsigned long long)c->lay.gp2p_chunk,
 		  c->lay.interleave ? "interleaved" : "sequential",

@@ -166,14 +166,19 @@ uint64_t cxls_layout_1n(const struct cxls_layout *l, uint32_t c)
 	return place(l, c % l->ndev, c / l->ndev);
 }
 
+/* Slot g of a part at `off` of each device lane, cut in `chunk`-byte
+ * slots: on device g % ND, so consecutive slots use different devices. */
+static uint64_t spread(const struct cxls_layout *l, uint64_t off, uint64_t chunk, uint64_t g)
+{
+	return l->lane_base + (g % l->ndev) * l->dev_size + off + (g / l->ndev) * chunk;
+}
+
 /* Slot j of the channel src -> dst in a p2p part at `off` of each device
  * lane, `slots` per channel of `chunk` bytes (layout.h). */
 static uint64_t channel_slot(const struct cxls_layout *l, uint64_t off, uint32_t slots,
 			     uint64_t chunk, uint32_t src, uint32_t dst, uint32_t j)
 {
-	uint64_t g = ((uint64_t)src * l->nranks + dst) * slots + j;
-
-	return l->lane_base + (g % l->ndev) * l->dev_size + off + (g / l->ndev) * chunk;
+	return spread(l, off, chunk, ((uint64_t)src * l->nranks + dst) * slots + j);
 }
 
 uint64_t cxls_layout_p2p(const struct cxls_layout *l, uint32_t src, uint32_t dst, uint32_t j)
@@ -188,9 +193,7 @@ uint64_t cxls_layout_gp2p(const struct cxls_layout *l, uint32_t src, uint32_t ds
 
 uint64_t cxls_layout_gcoll(const struct cxls_layout *l, uint32_t rank, uint32_t j)
 {
-	uint64_t g = (uint64_t)rank * l->gcoll_slots + j;
-
-	return l->lane_base + (g % l->ndev) * l->dev_size + l->gcoll_off + (g / l->ndev) * l->gcoll_chunk;
+	return spread(l, l->gcoll_off, l->gcoll_chunk, (uint64_t)rank * l->gcoll_slots + j);
 }
 
 uint32_t cxls_layout_device(const struct cxls_layout *l, uint64_t off)
