@@ -33,7 +33,8 @@
 #                 left, and runs that find nothing left are recorded SKIP
 #   --only ITEMS  a comma list of pool, pinned, nccl-tests, torch (default:
 #                 all); NCCL_TESTS_BINS (e.g. "all_gather broadcast")
-#                 and NCCL_TESTS_ARGS narrow the nccl-tests runs
+#                 and NCCL_TESTS_ARGS narrow the nccl-tests runs;
+#                 ACCEPT_POOL_SIZE sets the pool's size (default 1G)
 #   --emulate     no GPU needed: the parts the CPU emulation can run
 #                 (pool tests, pinned copies) on build/emu, to check the
 #                 script itself; nccl-tests and PyTorch are skipped, saying
@@ -231,7 +232,7 @@ trap 'rm -f /dev/shm/cxlshim-gpu-accept-$$*.pool' EXIT
 # and streams beyond the device's connections share hardware queues, where
 # a wait would hold up unrelated work: as many connections as CUDA allows.
 run_env=(LD_LIBRARY_PATH="$RUN_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-	CXLSHIM_POOL_PATH="$POOL" CXLSHIM_POOL_SIZE=1G CXLSHIM_CONF="$ROOT/tests/gpu/gpu.conf"
+	CXLSHIM_POOL_PATH="$POOL" CXLSHIM_POOL_SIZE="${ACCEPT_POOL_SIZE:-1G}" CXLSHIM_CONF="$ROOT/tests/gpu/gpu.conf"
 	CXLSHIM_TIMEOUT_OP_MS=30000 CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_TESTS_DEVICE=0)
 
 # step ITEM NAME SECONDS CMD...: one program under the preload, logged
@@ -282,13 +283,22 @@ pool_tests() {
 	# captured sends and receives on slot flags (pool format 18, 64-bit
 	# stream waits): sends whose receives the peer replays later or groups
 	# otherwise, replays matched in run order, an abort ending stuck
-	# replays, a dead peer, random sizes to every rank, split children,
-	# two ranks of one process
+	# replays, a dead peer, random sizes to every rank, split children
+	# (not graphallp2p: ncclCommInitAll wants a GPU per rank)
 	# shellcheck disable=SC2016
 	step pool "CUDA graph replays: captured sends and receives on slot flags" 150 bash -c \
 		'for c in graphsendsend graphsepgrp graphorder3 graphtwographs graphreplays-counts \
 			graphreplays-split graphstuck graphdead graphreleased graphfuzz graphfuzz4 \
-			graphsplitp2p graphallp2p; do CXLSHIM_TIMEOUT_OP_MS=5000 "$0" $c || exit 1; done' \
+			graphsplitp2p; do CXLSHIM_TIMEOUT_OP_MS=5000 "$0" $c || exit 1; done' \
+		"$T/api_check"
+	# captured collectives on slot flags (pool format 19): every
+	# collective in one graph, 2 and 4 ranks, in place too, 20 replays;
+	# the same collectives grouped in graphs differently per rank; a peer
+	# killed mid-replay; replays after an abort and the peer's destroy
+	# shellcheck disable=SC2016
+	step pool "CUDA graph replays: captured collectives on slot flags" 150 bash -c \
+		'for c in graphcolls graphcolls4 graphcollsi4 graphgrouped graphgrouped4 \
+			graphdeadcoll graphreleasedc; do CXLSHIM_TIMEOUT_OP_MS=5000 "$0" $c || exit 1; done' \
 		"$T/api_check"
 	# communicator calls: splits (nonblocking too), shrink, revoke, abort
 	# during a split, the device API teams, group ordering and failures,
