@@ -72,11 +72,31 @@ int cxls_cflag_release(const struct cxls_op *op, int owner, const uint8_t *slot)
 				   CXLS_FLAG_EMPTY);
 }
 
-int cxls_cflag_busy(const struct cxls_op *op, int on)
+int cxls_cflag_busy(const struct cxls_op *op, CUstream st, int on)
 {
 	struct cxls_comm *c = op->c;
 
-	return cxls_stage_flag_set(&c->st, op->ws,
+	return cxls_stage_flag_set(&c->st, st,
 				   &cxls_coll_flag(&c->view, c->rank, c->rank)->busy[0],
 				   (uint32_t)on);
+}
+
+struct cxls_bell *cxls_cflag_self(const struct cxls_op *op, const struct cxls_bell *b)
+{
+	struct cxls_comm *c = op->c;
+	struct cxls_bell *own = &c->view.cself[2 * (size_t)c->rank];
+
+	if (b == &c->view.pub[c->rank])
+		return &own[0];
+	if (b == &c->view.ack[c->rank])
+		return &own[1];
+	return NULL;
+}
+
+int cxls_cflag_self_reset(const struct cxls_op *op, CUstream st)
+{
+	struct cxls_comm *c = op->c;
+	struct cxls_bell *own = &c->view.cself[2 * (size_t)c->rank];
+
+	return cxls_stage_ring(&c->st, st, &own[0], 0) || cxls_stage_ring(&c->st, st, &own[1], 0);
 }

@@ -21,9 +21,18 @@
  * starts at its rank's first slot, and slot j of the owner takes round
  * k with k % slots == j: every rank derives the same slots from the
  * rounds, and collectives match in the order they run, however the ranks
- * put them in graphs.  A captured collective runs on one stream (no
- * write/read overlap), so the algorithms' waits between a rank's own
- * streams have nothing to wait for (common.c).
+ * put them in graphs.
+ *
+ * With overlap, a captured collective runs on the rank's write and read
+ * streams, as an eager one does: on a GPU that several processes share,
+ * a wait on the only stream of a context holds all its work until the
+ * peers' contexts had their turn (an H200 ran AllReduce -G seven times
+ * slower on one stream).  The algorithms' waits between the two streams
+ * (a reduced chunk goes out once our own fold of it is done) then use two
+ * doorbells of the rank's own (pool_format.h: cself), published and
+ * consumed rounds of this op: its first node sets both back to 0 before
+ * either stream starts, so every replay counts from 0 again.  Without
+ * overlap it runs on one stream, which orders those waits already.
  *
  * The rank's busy mark (its own line, owner == reader) is up while its
  * stream is inside a captured collective: the watchdog fails the
@@ -36,6 +45,9 @@
 
 #include <stdint.h>
 
+#include "cuda_drv.h"
+
+struct cxls_bell;
 struct cxls_op;
 
 /* The owner's captured staging slot of round k. */
@@ -49,7 +61,13 @@ int cxls_cflag_post(const struct cxls_op *op, const uint8_t *slot, int reader);
  * back once read.  Our own slot needs neither (one stream). */
 int cxls_cflag_wait_full(const struct cxls_op *op, int owner, const uint8_t *slot);
 int cxls_cflag_release(const struct cxls_op *op, int owner, const uint8_t *slot);
-/* The rank's busy mark, up (1) or down (0), on the op's stream. */
-int cxls_cflag_busy(const struct cxls_op *op, int on);
+/* The rank's busy mark, up (1) or down (0), on stream st (where the op
+ * forks and joins). */
+int cxls_cflag_busy(const struct cxls_op *op, CUstream st, int on);
+/* The rank's own doorbell that stands for its live `b` (publish or
+ * acknowledge) in a captured op; NULL for any other. */
+struct cxls_bell *cxls_cflag_self(const struct cxls_op *op, const struct cxls_bell *b);
+/* Both back to 0 on stream st, before the op's streams fork from it. */
+int cxls_cflag_self_reset(const struct cxls_op *op, CUstream st);
 
 #endif

@@ -166,7 +166,7 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->user = stream;
 	op->capturing = cap != 0;
 	op->flags = op->capturing;
-	op->split = s->overlap && !op->flags;
+	op->split = s->overlap;
 	op->root = k->root;
 	op->deferred = k->held;
 	if (op->flags && !c->lay.gcoll_slots) {
@@ -214,8 +214,9 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	/* the read stream only when it is used (overlap): a held op without
 	 * it runs on the write stream, which follow() put behind the user
 	 * stream, and would leave the read stream in a capture unjoined */
-	if (cxls_stage_fork(s, &op->pr, from, op->capturing, op->split) ||
-	    (op->flags && cxls_cflag_busy(op, 1)))
+	if ((op->flags && (cxls_cflag_busy(op, from, 1) ||
+			   (op->split && cxls_cflag_self_reset(op, from)))) ||
+	    cxls_stage_fork(s, &op->pr, from, op->capturing, op->split))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, &call);
 	return ncclSuccess;
@@ -240,7 +241,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 
 	cxls_trace_op_streams(op);
 	if (cxls_stage_join(s, &op->pr, tail, op->split) ||
-	    (op->flags ? cxls_cflag_busy(op, 0) :
+	    (op->flags ? cxls_cflag_busy(op, tail, 0) :
 			 cxls_op_ring(op, tail, &c->view.pub[c->rank], last) ||
 				 cxls_op_ring(op, tail, &c->view.ack[c->rank], last) ||
 				 cxls_op_ring(op, tail, &c->view.done[c->rank], ops)) ||
@@ -312,13 +313,24 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	return 0;
 }
 
-/* A captured op's algorithm rings and waits on doorbells only for itself
- * (allreduce.c: a reduced chunk is published once our own fold of it is
- * done), which its one stream orders already: nothing to do. */
+/* A captured op rings and waits on doorbells only between its own two
+ * streams (allreduce.c: a reduced chunk is published once our own fold of
+ * it is done): on the rank's own ones that count from 0 in each op
+ * (coll_flag.h), or on one stream not at all. */
+static int self_bell(struct cxls_op *op, struct cxls_bell **b)
+{
+	if (!(*b = cxls_cflag_self(op, *b))) {
+		CXLS_WARN("comm %p: a captured collective waits on a peer's doorbell",
+			  (void *)op->c);
+		return -1;
+	}
+	return 0;
+}
+
 int cxls_op_ring(struct cxls_op *op, CUstream st, struct cxls_bell *b, uint32_t v)
 {
 	if (op->flags)
-		return 0;
+		return !op->split ? 0 : self_bell(op, &b) || cxls_stage_ring(&op->c->st, st, b, v);
 	if (cxls_stage_ring(&op->c->st, st, b, v))
 		return -1;
 	if (!op->capturing)
@@ -329,7 +341,7 @@ int cxls_op_ring(struct cxls_op *op, CUstream st, struct cxls_bell *b, uint32_t 
 int cxls_op_wait_bell(struct cxls_op *op, CUstream st, struct cxls_bell *b, int owner, uint32_t v)
 {
 	if (op->flags)
-		return 0;
+		return !op->split ? 0 : self_bell(op, &b) || cxls_stage_wait(&op->c->st, st, b, v);
 	if (!op->capturing && owner != op->c->rank)
 		cxls_order_await(op->c, owner, b, v);
 	return cxls_stage_wait(&op->c->st, st, b, v);
@@ -351,8 +363,8 @@ int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, 
 	if (cxls_stage_flush(s, op->ws, slot, len))
 		return -1;
 	cxls_comm_count_io(c, len, 0);
-	if (op->flags)
-		return cxls_cflag_post(op, slot, reader);
+	if (op->flags && cxls_cflag_post(op, slot, reader))
+		return -1;
 	return cxls_op_ring(op, op->ws, &c->view.pub[c->rank], op->g0 + k + 1);
 }
 
@@ -425,8 +437,8 @@ int cxls_op_ack(struct cxls_op *op, uint32_t k)
 {
 	struct cxls_comm *c = op->c;
 
-	if (op->flags)
-		return 0; /* each read gave its slot back (cxls_op_read_done) */
+	/* (captured: each read gave its slot back, cxls_op_read_done; this
+	 * only tells our write stream how far the reads are) */
 	return cxls_op_ring(op, op->rs, &c->view.ack[c->rank], op->g0 + k + 1);
 }
 

@@ -19,7 +19,7 @@ static uint64_t align64(uint64_t v)
 
 uint64_t cxls_comm_stride(uint32_t max_ranks)
 {
-	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 4 * sizeof(struct cxls_bell) +
+	uint64_t per_rank = sizeof(struct cxls_rank_rec) + 6 * sizeof(struct cxls_bell) +
 			    2 * CXLS_DESC_RING * sizeof(struct cxls_op_desc);
 	uint64_t pairs = (uint64_t)max_ranks * max_ranks *
 			 (2 * sizeof(struct cxls_bell) + 2 * sizeof(struct cxls_flag_line) +
@@ -46,7 +46,8 @@ void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_
 	v->p2p_pub = (struct cxls_bell *)(v->desc + (size_t)n * CXLS_DESC_RING);
 	v->p2p_ack = v->p2p_pub + (size_t)n * n;
 	v->p2p_done = v->p2p_ack + (size_t)n * n;
-	v->p2p_flag = (struct cxls_flag_line *)(v->p2p_done + n);
+	v->cself = v->p2p_done + n;
+	v->p2p_flag = (struct cxls_flag_line *)(v->cself + 2 * (size_t)n);
 	v->coll_flag = v->p2p_flag + (size_t)n * n;
 	v->replay = (struct cxls_op_desc *)(v->coll_flag + (size_t)n * n);
 	v->p2p_smsg = (struct cxls_p2p_msg *)(v->replay + (size_t)n * CXLS_DESC_RING);

@@ -27,6 +27,7 @@ struct cxls_comm_view {
 	struct cxls_bell *p2p_pub;  /* [src * max_ranks + dst] */
 	struct cxls_bell *p2p_ack;  /* [src * max_ranks + dst] */
 	struct cxls_bell *p2p_done; /* [rank] */
+	struct cxls_bell *cself;    /* [rank * 2 + 0: published, 1: consumed] */
 	struct cxls_flag_line *p2p_flag;  /* [src * max_ranks + dst] */
 	struct cxls_flag_line *coll_flag; /* [owner * max_ranks + reader] */
 	struct cxls_op_desc *replay; /* [rank * CXLS_DESC_RING + seq % CXLS_DESC_RING] */

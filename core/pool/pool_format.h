@@ -270,6 +270,9 @@ struct cxls_comm_rec {
 	 * struct cxls_bell     p2p_pub[max_ranks][max_ranks];  [src][dst] chunks sent
 	 * struct cxls_bell     p2p_ack[max_ranks][max_ranks];  [src][dst] chunks received
 	 * struct cxls_bell     p2p_done[max_ranks];  send/receive groups completed
+	 * struct cxls_bell     cself[max_ranks][2];  a captured collective's
+	 *                      rounds published and consumed, which only the
+	 *                      rank's own two streams wait on (coll_flag.h)
 	 * struct cxls_flag_line p2p_flag[max_ranks][max_ranks]; [src][dst]
 	 *                      captured sends' slot flags (p2p.c)
 	 * struct cxls_flag_line coll_flag[max_ranks][max_ranks]; [owner][reader]
