@@ -254,6 +254,19 @@ step "api: CUDA graph: every collective, direct AllReduce, two work streams, hos
 	"$BUILD/tests/api_check" "$SHIM"
 step "api: CUDA graph: the same collectives grouped in graphs differently per rank, eager ones between" \
 	shim sh -c '"$0" graphgrouped && "$0" graphgrouped4' "$BUILD/tests/api_check"
+# two work streams per captured collective (overlap): their waits on
+# each other use the rank's own doorbells, which each op sets back to 0
+step "api: CUDA graph: every collective on two work streams: direct AllReduce, host waits, 32-bit waits, grouped" \
+	sh -c 'for e in CXLSHIM_NCCL_ALLREDUCE_DIRECT_MAX=1G CXLSHIM_WAIT_MODE=host \
+	 "CUDAEMU_NO_MEMOPS64=1 CUDAEMU_SERIAL_HOST_FNS=1" CUDAEMU_CONNECTIONS=1; do
+	 env $e CXLSHIM_CCCL_OVERLAP=1 LD_PRELOAD="$1" sh -c '"'"'"$0" graphcolls4 && "$0" graphcollsi &&
+	 "$0" graphgrouped4'"'"' "$0" || exit 1; done' "$BUILD/tests/api_check" "$SHIM"
+step "api: CUDA graph: one graph launched 3 times back to back, a captured group over two communicators" \
+	sh -c 'for e in X=0 CXLSHIM_CCCL_OVERLAP=1 "CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_NCCL_ALLREDUCE_DIRECT_MAX=1G" \
+	 "CXLSHIM_CCCL_OVERLAP=1 CXLSHIM_WAIT_MODE=host" \
+	 "CXLSHIM_CCCL_OVERLAP=1 CUDAEMU_NO_MEMOPS64=1 CUDAEMU_SERIAL_HOST_FNS=1"; do
+	 env $e LD_PRELOAD="$1" sh -c '"'"'"$0" graphtwice && "$0" graphtwice4'"'"' "$0" || exit 1; done' \
+	"$BUILD/tests/api_check" "$SHIM"
 step "api: CUDA graph: AllReduce, ReduceScatter (PreMulSum), Reduce, 20 replays" shim \
 	"$BUILD/tests/api_check" graphreduce
 step "api: same, two work streams (overlap on)" env CXLSHIM_CCCL_OVERLAP=1 \
@@ -465,6 +478,7 @@ step "non-coherent pool: CUDA graph replays, a pipeline, sends before receives, 
 	env "$(pool flush)" CXLSHIM_POOL_COHERENCE=flush LD_PRELOAD="$SHIM" sh -c \
 	'"$0" graph && "$0" graphpipe && "$0" graphmix-mixed && "$0" graphsendsend &&
 	 "$0" graphcolls && "$0" graphgrouped &&
+	 CXLSHIM_CCCL_OVERLAP=1 "$0" graphcollsi && CXLSHIM_CCCL_OVERLAP=1 "$0" graphtwice &&
 	 CXLSHIM_TIMEOUT_OP_MS=5000 "$0" graphkind &&
 	 CXLSHIM_WAIT_MODE=host "$0" graphsendsend' \
 	"$BUILD/tests/api_check"

@@ -89,8 +89,9 @@ struct cxls_op {
 	size_t bytes;           /* bytes per rank-slice */
 	size_t chunk;           /* bytes per round, <= the layout's block */
 	int capturing;          /* the user stream is being captured */
-	/* captured: its slots hand off with flags, not doorbells
-	 * (coll_flag.h), and it runs on one stream */
+	/* captured: its slots hand off with flags, not doorbells, and its
+	 * two streams (overlap) wait on each other on the rank's own
+	 * (coll_flag.h: cself) */
 	int flags;
 	int split;              /* on the write and read streams (overlap) */
 	int root;               /* the call's, -1 without */

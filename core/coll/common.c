@@ -229,8 +229,9 @@ fail:
  * every slot of the op (final publish and acknowledge, which also keep the
  * doorbells of ranks that published or consumed nothing in step with the
  * rounds), and one more collective is complete.  A captured op touches no
- * doorbell: its flags are all back to EMPTY once its readers are done,
- * and its busy mark goes down. */
+ * shared doorbell (only its own two, which the next one sets back to 0):
+ * its flags are all back to EMPTY once its readers are done, and its
+ * busy mark goes down. */
 ncclResult_t cxls_op_end(struct cxls_op *op)
 {
 	struct cxls_comm *c = op->c;

@@ -4112,6 +4112,112 @@ static int case_group_mixed_capture(int rank, int n, const ncclUniqueId *id, voi
 	return CHECK_SUMMARY();
 }
 
+/* ---- one graph launched again before its last launch is done ---------- */
+
+#define TWICE_LAUNCHES 3
+
+/* Rank r's input element i of buffer k (small: sums of TWICE_LAUNCHES
+ * launches fit an int). */
+static int twice_in(int r, int k, size_t i)
+{
+	return (int)((r + 1) * (k + 1) + i % 7);
+}
+
+/* Element i of AllReduce buffer k after `launches` in-place sums. */
+static int twice_sum(int n, int k, size_t i, int launches)
+{
+	int s = 0;
+
+	for (int r = 0; r < n; r++)
+		s += twice_in(r, k, i);
+	for (int l = 1; l < launches; l++)
+		s *= n;
+	return s;
+}
+
+/* Block p, element j, of rank r's AlltoAll buffer before any launch. */
+static int twice_a2a(int r, int p, size_t j)
+{
+	return (int)(r * 4096 + p * 64 + j % 61);
+}
+
+static int twice_fill(int *dev, const int *host, size_t count, cudaStream_t s)
+{
+	return cudaMemcpyAsync(dev, host, count * sizeof(int), cudaMemcpyHostToDevice, s) ==
+		       cudaSuccess &&
+	       cudaStreamSynchronize(s) == cudaSuccess;
+}
+
+/* A captured group of in-place AllReduces on two communicators, then an
+ * in-place AlltoAll, in one graph launched TWICE_LAUNCHES times back to
+ * back on one stream with no synchronisation between: each launch starts
+ * once the previous one ended (stream order), and each captured op counts
+ * its own rounds from 0 again (with overlap its two streams' doorbells,
+ * coll_flag.h), however close behind the previous op of the same rank it
+ * comes.  arg: elements per buffer (per block for the AlltoAll). */
+static int case_graph_twice(int rank, int n, const ncclUniqueId *id, void *arg)
+{
+	size_t count = strtoul(arg, NULL, 0), a2a = count * (size_t)n;
+	cudaStream_t s;
+	ncclComm_t a = join(rank, n, id, &s), b = NULL;
+	int *x[2], *y, *host = malloc(a2a * sizeof(int));
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t exec = NULL;
+	int ok = host != NULL;
+
+	CHECK(ncclCommSplit(a, 0, rank, &b, NULL) == ncclSuccess && b, "split");
+	for (int k = 0; k < 2; k++) {
+		x[k] = (int *)dev_alloc(count * sizeof(int), 0);
+		for (size_t i = 0; ok && i < count; i++)
+			host[i] = twice_in(rank, k, i);
+		ok = ok && x[k] && twice_fill(x[k], host, count, s);
+	}
+	y = (int *)dev_alloc(a2a * sizeof(int), 0);
+	for (size_t i = 0; ok && i < a2a; i++)
+		host[i] = twice_a2a(rank, (int)(i / count), i % count);
+	ok = ok && y && twice_fill(y, host, a2a, s);
+	CHECK(ok, "buffers");
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+	CHECK(ncclGroupStart() == ncclSuccess, "group start");
+	for (int i = 0; i < 2; i++) {
+		int k = (i + rank) % 2; /* the ranks call the communicators in other orders */
+
+		CHECK(ncclAllReduce(x[k], x[k], count, ncclInt32, ncclSum, k ? b : a, s) ==
+			      ncclSuccess, "AllReduce on communicator %d", k);
+	}
+	CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+	CHECK(ncclAlltoAll(y, y, count, ncclInt32, a, s) == ncclSuccess, "AlltoAll");
+	CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+	CHECK(g && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess, "instantiate");
+	for (int l = 0; ok && exec && l < TWICE_LAUNCHES; l++)
+		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d", l);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
+	for (int k = 0; ok && k < 2; k++) {
+		ok = cudaMemcpy(host, x[k], count * sizeof(int), cudaMemcpyDeviceToHost) ==
+		     cudaSuccess;
+		for (size_t i = 0; ok && i < count; i++)
+			ok = host[i] == twice_sum(n, k, i, TWICE_LAUNCHES);
+		CHECK(ok, "AllReduce %d after %d launches", k, TWICE_LAUNCHES);
+	}
+	ok = ok && cudaMemcpy(host, y, a2a * sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+	/* an odd number of exchanges: block p holds rank p's block for us */
+	for (size_t i = 0; ok && i < a2a; i++)
+		ok = host[i] == twice_a2a((int)(i / count), rank, i % count);
+	CHECK(ok, "AlltoAll after %d launches", TWICE_LAUNCHES);
+	CHECK(allgather_ok(a, s, rank, n, 4096) && allgather_ok(b, s, rank, n, 4096),
+	      "both communicators work after the launches");
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (g)
+		cudaGraphDestroy(g);
+	CHECK(ncclCommDestroy(b) == ncclSuccess && ncclCommDestroy(a) == ncclSuccess, "destroy");
+	cudaFree(x[0]);
+	cudaFree(x[1]);
+	cudaFree(y);
+	free(host);
+	return CHECK_SUMMARY();
+}
+
 /* ---- a captured group: held to its end, communicators in any order ----- */
 
 #define CAP_REPLAYS 20
@@ -4761,6 +4867,8 @@ static const struct rank_case rank_cases[] = {
 	{ "graphcollsi4", 4, case_graph_colls, "i65536" },
 	{ "graphgrouped", 3, case_graph_grouped, "150001" },
 	{ "graphgrouped4", 4, case_graph_grouped, "7" },
+	{ "graphtwice", 3, case_graph_twice, "300001" },
+	{ "graphtwice4", 4, case_graph_twice, "4099" },
 	{ "premulsum64", 2, case_premulsum64, NULL },
 	{ "devapi", 3, case_devapi, NULL },
 	{ "splitabort", 2, case_split_abort, NULL },
