@@ -450,7 +450,7 @@ step "host waits (wait.mode=host)" env CXLSHIM_WAIT_MODE=host LD_PRELOAD="$SHIM"
 # A CUDA driver may run the host functions of a process one at a time
 # (cuLaunchHostFunc); stream memory operations, graph replays and sends
 # must not depend on two of them running at once.  A replay's host nodes
-# do not block (coll_flag.h, replay.h): a captured group over two
+# do not block (gcoll.h, replay.h): a captured group over two
 # communicators, and two ranks of one process, replay without deadlock.
 step "host functions one at a time: memop waits, replays, p2p, PyTorch" sh -c \
 	"export CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD=$SHIM; $BUILD/tests/coll_check ${V[*]} &&
@@ -460,7 +460,7 @@ step "host functions one at a time: memop waits, replays, p2p, PyTorch" sh -c \
 # Many replays: 600 captured collectives on one communicator, an abort
 # while a replay waits for a rank that never replays, then replays after
 # it, and captures ended while another thread captures in global mode.
-step "replay gates: 600 ops, abort mid-replay, another thread capturing" sh -c \
+step "replays: 600 captured ops, abort mid-replay, another thread capturing" sh -c \
 	"export CUDAEMU_SERIAL_HOST_FNS=1 LD_PRELOAD=$SHIM CXLSHIM_TIMEOUT_OP_MS=10000;
 	$BUILD/tests/api_check graphmany && $BUILD/tests/api_check graphabort &&
 	$BUILD/tests/api_check graphdestroycap"

@@ -3,7 +3,7 @@
 #   1. ASan + UBSan: every step of tests/run.sh on build-asan/
 #   2. TSan: the steps with threads that race if anything does (abort from
 #      another thread, nonblocking init, watchdog against enqueue, stream
-#      host functions stamping traces, replay gate threads) on build-tsan/,
+#      host functions stamping traces, replay start nodes) on build-tsan/,
 #      whose CUDA emulation is instrumented too: TSan sees the streams'
 #      ordering
 #   3. valgrind memcheck: the cxlshim command and emulated NCCL runs of
@@ -21,13 +21,13 @@ echo "=== ASan + UBSan (build-asan)"
 ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 CFLAGS="$ASAN_CFLAGS" SANITIZE="-fsanitize=address,undefined" BUILD=build-asan \
-	CXLSHIM_TEST_ONLY='^(unit|api|coll: [1-4] ranks, counts|reduce: [1-3] ranks|variant|host waits|replay gates|non-coherent|two jobs|ops|sock: (large writes|by reference|sleepers|stress|corrupt|longjmp$|longjmp-close|fork-epoll))' \
+	CXLSHIM_TEST_ONLY='^(unit|api|coll: [1-4] ranks, counts|reduce: [1-3] ranks|variant|host waits|replays: 600|non-coherent|two jobs|ops|sock: (large writes|by reference|sleepers|stress|corrupt|longjmp$|longjmp-close|fork-epoll))' \
 	tests/run.sh || rc=1
 
 echo "=== TSan (build-tsan)"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0 \
 CFLAGS="$TSAN_CFLAGS" SANITIZE="-fsanitize=thread" BUILD=build-tsan \
-	CXLSHIM_TEST_ONLY='^(unit: (pool|crew)|api: (nonblocking|abort|rank SIGKILLed|ops on different|ncclCommInitAll|3 ranks of one process|two communicators|one thread splits|split and shrink of a nonblocking|a captured group|each rank called)|coll: 3 ranks, counts|reduce: 2 ranks|host waits|replay gates|ops: (doctor|trace)|mem: (4 threads|8 threads))' \
+	CXLSHIM_TEST_ONLY='^(unit: (pool|crew)|api: (nonblocking|abort|rank SIGKILLed|ops on different|ncclCommInitAll|3 ranks of one process|two communicators|one thread splits|split and shrink of a nonblocking|a captured group|each rank called)|coll: 3 ranks, counts|reduce: 2 ranks|host waits|replays: 600|ops: (doctor|trace)|mem: (4 threads|8 threads))' \
 	tests/run.sh || rc=1
 
 echo "=== valgrind memcheck ($BUILD)"

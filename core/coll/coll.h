@@ -11,7 +11,7 @@
 
 #include "comm.h"
 #include "arith.h"
-#include "coll_flag.h"
+#include "gcoll.h"
 #include "op_desc.h"
 
 
@@ -88,11 +88,12 @@ struct cxls_op {
 	uint32_t cpr;           /* rounds (chunks) per slice */
 	size_t bytes;           /* bytes per rank-slice */
 	size_t chunk;           /* bytes per round, <= the layout's block */
-	int capturing;          /* the user stream is being captured */
-	/* captured: its slots hand off with flags, not doorbells, and its
-	 * two streams (overlap) wait on each other on the rank's own
-	 * (coll_flag.h: cself) */
-	int flags;
+	/* the user stream is being captured: the op stages in slots of its
+	 * own that hand off with flags, not doorbells, and its two streams
+	 * (overlap) wait on each other on doorbells of the rank's own
+	 * (gcoll.h); replay holds its start node's record (replay.h) */
+	int capturing;
+	struct cxls_replay *replay;
 	int split;              /* on the write and read streams (overlap) */
 	int root;               /* the call's, -1 without */
 	/* enqueued at a group's end: the work runs on the communicator's own
@@ -100,7 +101,6 @@ struct cxls_op {
 	 * operation (group.h), so that the group's communicators progress
 	 * together whatever order each rank called them in */
 	int deferred;
-	struct cxls_replay *replay; /* then: its start node (replay.h) */
 	/* PreMulSum: every rank scales its own input as it publishes it (the
 	 * scalar may differ per rank), so readers only add */
 	const struct cxls_redop *scale;
@@ -134,18 +134,21 @@ ncclResult_t cxls_op_abandon(struct cxls_op *op);
 /* Flow control, on the write stream: before writing round k into a slot
  * reused every `depth` rounds, wait until the rank that consumed what the
  * slot held (`consumer`, or every other rank when -1) acknowledged it.
- * Round 0 waits for every rank to be done with the previous op. */
+ * Round 0 waits for every rank to be done with the previous op.  (A
+ * captured op waits in cxls_op_put instead, on the slot's flags.) */
 int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int consumer);
 /* A doorbell ring and a wait for owner's doorbell, on stream st, in an
  * order the GPU cannot deadlock on when owner is a rank of this process
- * on the same context (order.h). */
+ * on the same context (order.h).  A captured op may only name its own
+ * publish and acknowledge doorbells: it rings and waits on its own
+ * stand-ins for them (gcoll.h), or with one stream not at all. */
 int cxls_op_ring(struct cxls_op *op, CUstream st, struct cxls_bell *b, uint32_t v);
 int cxls_op_wait_bell(struct cxls_op *op, CUstream st, struct cxls_bell *b, int owner, uint32_t v);
 /* Round k's data: write stream copies src into the slot and rings our
  * publish doorbell; the read stream waits for peer's, copies out and
  * (cxls_op_ack) acknowledges the round.  `reader`: the rank that reads
  * this content of the slot, -1 when every peer does (a captured op marks
- * the slot FULL for them, coll_flag.h).  `peer` of a get is the slot's
+ * the slot FULL for them, gcoll.h).  `peer` of a get is the slot's
  * owner (the root for the 1-to-N slots). */
 int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, size_t len,
 		int reader);
@@ -248,8 +251,8 @@ static inline uint8_t *cxls_op_slot(const struct cxls_op *op, int rank, uint32_t
 {
 	const struct cxls_comm *c = op->c;
 
-	if (op->flags)
-		return cxls_cflag_slot(op, rank, k);
+	if (op->capturing)
+		return cxls_gcoll_slot(op, rank, k);
 	return c->pool->base +
 	       cxls_layout_n2n(&c->lay, (uint32_t)rank, (uint32_t)((op->s0 + k) % op->depth));
 }
@@ -259,8 +262,8 @@ static inline uint8_t *cxls_op_slot_1n(const struct cxls_op *op, uint32_t k)
 {
 	const struct cxls_comm *c = op->c;
 
-	if (op->flags)
-		return cxls_cflag_slot(op, op->root, k);
+	if (op->capturing)
+		return cxls_gcoll_slot(op, op->root, k);
 	return c->pool->base + cxls_layout_1n(&c->lay, (uint32_t)((op->s0 + k) % op->depth));
 }
 static inline size_t cxls_op_off(const struct cxls_op *op, uint32_t k)

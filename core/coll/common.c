@@ -165,13 +165,13 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->trace = 0;
 	op->user = stream;
 	op->capturing = cap != 0;
-	op->flags = op->capturing;
 	op->split = s->overlap;
 	op->root = k->root;
 	op->deferred = k->held;
-	if (op->flags && !c->lay.gcoll_slots) {
+	if (op->capturing && !c->lay.gcoll_slots) {
 		cxls_comm_set_error(c, "no staging slots for captured collectives at %d ranks in "
-				       "this pool: a bigger pool, or capture outside graphs",
+				       "this pool: use a bigger pool, or run this collective outside "
+				       "a graph capture",
 				    c->nranks);
 		r = ncclInvalidUsage;
 		goto fail;
@@ -184,20 +184,21 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	}
 	op->ws = op->split || op->deferred ? op->pr.ws : stream;
 	op->rs = op->split ? op->pr.rs : op->ws;
-	op->s0 = op->flags ? 0 : atomic_load(&c->round);
+	op->s0 = op->capturing ? 0 : atomic_load(&c->round);
 	op->g0 = (uint32_t)op->s0;
 	op->bytes = bytes;
-	op->chunk = op_chunk(c, bytes, op->flags);
+	op->chunk = op_chunk(c, bytes, op->capturing);
 	op->cpr = (uint32_t)((bytes + op->chunk - 1) / op->chunk);
 	op->rounds = op->cpr * slices;
 	op->replay = NULL;
 	op->staging = staging_of(call.kind);
-	op->depth = op->flags ? c->lay.gcoll_slots : depth_of(c, call.kind);
-	op->same_staging = !op->flags && atomic_load(&c->last_staging) == op->staging &&
+	op->depth = op->capturing ? c->lay.gcoll_slots : depth_of(c, call.kind);
+	op->same_staging = !op->capturing && atomic_load(&c->last_staging) == op->staging &&
 			   atomic_load(&c->last_depth) == op->depth;
 	/* a held op starts on the write stream, behind the user stream: a
-	 * replay's first node goes there, before either work stream starts,
-	 * so that no communicator's replay waits behind another's */
+	 * captured op's first nodes go there, before either work stream
+	 * starts, so that one communicator's waits never hold another's
+	 * branch of the group (group.h) */
 	from = op->deferred ? op->pr.ws : stream;
 	if (op->deferred && cxls_stage_follow(s, from, stream))
 		return cxls_op_abandon(op);
@@ -209,13 +210,13 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	 * extend (replay.h) */
 	if (!op->capturing && (r = cxls_desc_post(c, &call, op->rounds, stream)))
 		goto fail;
-	if (op->flags)
+	if (op->capturing)
 		atomic_store(&c->coll_captured, 1); /* before its flags are used */
 	/* the read stream only when it is used (overlap): a held op without
 	 * it runs on the write stream, which follow() put behind the user
 	 * stream, and would leave the read stream in a capture unjoined */
-	if ((op->flags && (cxls_cflag_busy(op, from, 1) ||
-			   (op->split && cxls_cflag_self_reset(op, from)))) ||
+	if ((op->capturing && (cxls_gcoll_busy(op, from, 1) ||
+			   (op->split && cxls_gcoll_bells_reset(op, from)))) ||
 	    cxls_stage_fork(s, &op->pr, from, op->capturing, op->split))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, &call);
@@ -242,7 +243,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 
 	cxls_trace_op_streams(op);
 	if (cxls_stage_join(s, &op->pr, tail, op->split) ||
-	    (op->flags ? cxls_cflag_busy(op, tail, 0) :
+	    (op->capturing ? cxls_gcoll_busy(op, tail, 0) :
 			 cxls_op_ring(op, tail, &c->view.pub[c->rank], last) ||
 				 cxls_op_ring(op, tail, &c->view.ack[c->rank], last) ||
 				 cxls_op_ring(op, tail, &c->view.done[c->rank], ops)) ||
@@ -262,6 +263,9 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	return ncclSuccess;
 }
 
+/* (A captured op abandoned after its busy mark went up leaves the mark
+ * up in any replay of that capture: the communicator failed anyway, and
+ * its destroy then keeps the record until the process exits.) */
 ncclResult_t cxls_op_abandon(struct cxls_op *op)
 {
 	cxls_comm_set_error(op->c, "enqueueing a collective failed half way: aborting");
@@ -275,7 +279,7 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 	struct cxls_comm *c = op->c;
 	uint32_t target;
 
-	if (op->flags)
+	if (op->capturing)
 		return 0; /* cxls_op_put waits for the slot's own flags */
 	/* Within the first `depth` rounds only the previous ops' data can be in
 	 * the slots, placed by any rank: once, at round 0, wait until every rank
@@ -317,33 +321,46 @@ int cxls_op_wait_consumed(struct cxls_op *op, uint32_t k, uint32_t depth, int co
 /* A captured op rings and waits on doorbells only between its own two
  * streams (allreduce.c: a reduced chunk is published once our own fold of
  * it is done): on the rank's own ones that count from 0 in each op
- * (coll_flag.h), or on one stream not at all. */
-static int self_bell(struct cxls_op *op, struct cxls_bell **b)
+ * (gcoll.h), or on one stream not at all.  Returns the doorbell to use,
+ * or NULL when there is nothing to do; *bad when b is a peer's. */
+static struct cxls_bell *captured_bell(struct cxls_op *op, struct cxls_bell *b, int *bad)
 {
-	if (!(*b = cxls_cflag_self(op, *b))) {
+	struct cxls_bell *own;
+
+	*bad = 0;
+	if (!op->split)
+		return NULL; /* one stream orders it */
+	if (!(own = cxls_gcoll_own_bell(op, b))) {
 		CXLS_WARN("comm %p: a captured collective waits on a peer's doorbell",
 			  (void *)op->c);
-		return -1;
+		*bad = 1;
 	}
-	return 0;
+	return own;
 }
 
 int cxls_op_ring(struct cxls_op *op, CUstream st, struct cxls_bell *b, uint32_t v)
 {
-	if (op->flags)
-		return !op->split ? 0 : self_bell(op, &b) || cxls_stage_ring(&op->c->st, st, b, v);
+	int bad;
+
+	if (op->capturing) {
+		b = captured_bell(op, b, &bad);
+		return bad ? -1 : b ? cxls_stage_ring(&op->c->st, st, b, v) : 0;
+	}
 	if (cxls_stage_ring(&op->c->st, st, b, v))
 		return -1;
-	if (!op->capturing)
-		cxls_order_queued(op->c, b, v);
+	cxls_order_queued(op->c, b, v);
 	return 0;
 }
 
 int cxls_op_wait_bell(struct cxls_op *op, CUstream st, struct cxls_bell *b, int owner, uint32_t v)
 {
-	if (op->flags)
-		return !op->split ? 0 : self_bell(op, &b) || cxls_stage_wait(&op->c->st, st, b, v);
-	if (!op->capturing && owner != op->c->rank)
+	int bad;
+
+	if (op->capturing) {
+		b = captured_bell(op, b, &bad);
+		return bad ? -1 : b ? cxls_stage_wait(&op->c->st, st, b, v) : 0;
+	}
+	if (owner != op->c->rank)
 		cxls_order_await(op->c, owner, b, v);
 	return cxls_stage_wait(&op->c->st, st, b, v);
 }
@@ -355,7 +372,7 @@ int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, 
 	const struct cxls_stage *s = &c->st;
 	int scaled = op->scale && op->scale->kind == CXLS_RED_PREMULSUM;
 
-	if (op->flags && cxls_cflag_wait_free(op, slot))
+	if (op->capturing && cxls_gcoll_wait_free(op, slot))
 		return -1;
 	if (scaled ? cxls_op_scale_put(op, slot, src, len) :
 		     cxls_stage_pool_copy(s, op->ws, s->rec_w, cxls_stage_dev(s, slot), cxls_dptr(src),
@@ -364,7 +381,7 @@ int cxls_op_put(struct cxls_op *op, uint32_t k, uint8_t *slot, const char *src, 
 	if (cxls_stage_flush(s, op->ws, slot, len))
 		return -1;
 	cxls_comm_count_io(c, len, 0);
-	if (op->flags && cxls_cflag_post(op, slot, reader))
+	if (op->capturing && cxls_gcoll_post(op, slot, reader))
 		return -1;
 	return cxls_op_ring(op, op->ws, &c->view.pub[c->rank], op->g0 + k + 1);
 }
@@ -374,7 +391,7 @@ int cxls_op_await(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, size_
 	struct cxls_comm *c = op->c;
 	const struct cxls_stage *s = &c->st;
 
-	if ((op->flags ? cxls_cflag_wait_full(op, peer, slot) :
+	if ((op->capturing ? cxls_gcoll_wait_full(op, peer, slot) :
 			 cxls_op_wait_bell(op, op->rs, &c->view.pub[peer], peer, op->g0 + k + 1)) ||
 	    cxls_stage_flush(s, op->rs, slot, len))
 		return -1;
@@ -395,7 +412,7 @@ int cxls_op_get(struct cxls_op *op, uint32_t k, int peer, uint8_t *slot, char *d
 
 int cxls_op_read_done(struct cxls_op *op, int peer, uint8_t *slot)
 {
-	return op->flags ? cxls_cflag_release(op, peer, slot) : 0;
+	return op->capturing ? cxls_gcoll_release(op, peer, slot) : 0;
 }
 
 int cxls_op_publish_all(struct cxls_op *op, const char *send, int consumer)

@@ -132,6 +132,10 @@ static void mismatch(struct cxls_comm *c, const struct desc *mine, int peer,
 	const char *what = replay ? "collective replay" : "operation";
 	char a[96], b[96];
 
+	/* the application's thread, the watchdog and a replay's host node
+	 * may each find it: one of them writes the message */
+	if (atomic_exchange(&c->mismatch_told, 1))
+		goto fail;
 	describe(a, sizeof(a), mine);
 	describe(b, sizeof(b), theirs);
 	cxls_comm_set_error(c, "%s %u: this rank called %s but rank %d called %s", what,
@@ -139,6 +143,7 @@ static void mismatch(struct cxls_comm *c, const struct desc *mine, int peer,
 	CXLS_WARN("comm %p: %s %u: this rank called %s but rank %d called %s: failing the "
 		  "communicator on every rank",
 		  (void *)c, what, mine->seq, a, peer, b);
+fail:
 	cxls_comm_fail(c, CXLS_ABORT_MISMATCH, ncclInvalidUsage);
 }
 

@@ -41,8 +41,8 @@ void cxls_order_clear(struct cxls_comm *c);
  * did not submit, until cxls_order_begin(c) starts its next phase. */
 void cxls_order_done(struct cxls_comm *c);
 void cxls_order_begin(struct cxls_comm *c);
-/* c submitted a ring of b to v (not in a capture: a graph's rings are
- * submitted when it is launched, replay.h). */
+/* c submitted a ring of b to v (not in a capture: captured work rings no
+ * shared doorbell, gcoll.h and p2p.h). */
 void cxls_order_queued(struct cxls_comm *c, struct cxls_bell *b, uint32_t v);
 /* Before c submits a wait for owner's doorbell b to reach v: returns once
  * owner submitted that ring if c waits for owner's rings (or b reached v,

@@ -6,7 +6,6 @@
 
 #include "log.h"
 #include "op_desc.h"
-#include "stage.h"
 
 /* A block of cxls_replay_hold. */
 struct held {
@@ -30,11 +29,13 @@ static void on_start(void *arg)
 	struct cxls_replay *r = arg;
 	struct cxls_comm *c = r->c;
 
-	atomic_fetch_add(&c->replay_jobs, 1);
-	if (!atomic_load(&c->record_gone))
-		cxls_desc_post_replay(c, &r->call, r->rounds,
-				      atomic_fetch_add(&c->replays_started, 1) + 1);
-	atomic_fetch_sub(&c->replay_jobs, 1);
+	atomic_fetch_add(&c->start_nodes, 1);
+	if (!atomic_load(&c->record_gone)) {
+		uint32_t n = atomic_fetch_add(&c->replays_started, 1) + 1;
+
+		cxls_desc_post_replay(c, &r->call, r->rounds, n);
+	}
+	atomic_fetch_sub(&c->start_nodes, 1);
 }
 
 struct cxls_replay *cxls_replay_begin(struct cxls_comm *c, CUstream st,

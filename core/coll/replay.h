@@ -4,7 +4,7 @@
  * A graph freezes the values of its stream memory operations, while the
  * communicator's doorbells keep counting.  So a captured collective does
  * not use them: it stages in slots of its own whose flags go EMPTY ->
- * FULL -> EMPTY (coll_flag.h), which hold at every replay, and a replay
+ * FULL -> EMPTY (gcoll.h), which hold at every replay, and a replay
  * meets no one on the host.  Its graph holds one host node, at the
  * start, which runs at every replay and does not block:
  *
@@ -16,7 +16,7 @@
  *     failed communicator let every wait pass, so the replay completes
  *     instead of hanging;
  *   - the count tells the watchdog that captured work progresses: a
- *     rank busy in a captured collective (its busy mark, coll_flag.h)
+ *     rank busy in a captured collective (its busy mark, gcoll.h)
  *     whose replays stop starting for the op timeout fails the
  *     communicator (a peer that replays something else entirely, or
  *     nothing).

@@ -251,7 +251,7 @@ static void comm_leave(struct cxls_comm *c)
 		return;
 	c->joined = 0;
 	atomic_store(&c->record_gone, 1);
-	while (atomic_load(&c->replay_jobs))
+	while (atomic_load(&c->start_nodes))
 		nanosleep(&nap, NULL);
 	cxls_comm_leave(c->pool, &c->view, (uint32_t)c->rank);
 }
@@ -627,20 +627,21 @@ static void captured_fail(struct cxls_comm *c, int r)
 		flags_fail(c, cxls_p2p_flag(&c->view, c->rank, r), c->lay.gp2p_slots);
 	}
 	if (atomic_load(&c->coll_captured) && r != c->rank) {
-		flags_fail(c, cxls_coll_flag(&c->view, r, c->rank), c->lay.gcoll_slots);
-		flags_fail(c, cxls_coll_flag(&c->view, c->rank, r), c->lay.gcoll_slots);
+		flags_fail(c, cxls_gcoll_flag(&c->view, r, c->rank), c->lay.gcoll_slots);
+		flags_fail(c, cxls_gcoll_flag(&c->view, c->rank, r), c->lay.gcoll_slots);
 	}
 }
 
-/* How far past the live sequence unblocking raises a doorbell: a replayed
- * operation waits for values relative to its capture, which the live
- * sequence may not have reached yet; half the sequence space is still
- * "ahead" for every comparison (cxls_seq_reached, CU_STREAM_WAIT_VALUE_GEQ). */
+/* How far past the live sequence unblocking raises a doorbell: the live
+ * sequence (c->round) moves only when an op's enqueue ends, so an op
+ * being enqueued waits for values beyond it; half the sequence space is
+ * still "ahead" for every comparison (cxls_seq_reached,
+ * CU_STREAM_WAIT_VALUE_GEQ). */
 #define UNBLOCK_LEAD (1u << 30)
 
 /* Raises every doorbell of the communicator far enough that every wait
- * this rank enqueued passes, eager or replayed, and fails the slot flags
- * of its captured sends and receives.  Streams may still ring lower
+ * this rank enqueued passes, and fails the slot flags of its captured
+ * sends, receives and collectives.  Streams may still ring lower
  * values afterwards (and write a flag's state, which is all a device
  * without 64-bit waits looks at), so the watchdog and drain() repeat it
  * while this rank has work in flight. */
@@ -677,7 +678,7 @@ void cxls_comm_fail(struct cxls_comm *c, int reason, ncclResult_t err)
 
 int cxls_comm_coll_busy(struct cxls_comm *c)
 {
-	struct cxls_flag_line *own = cxls_coll_flag(&c->view, c->rank, c->rank);
+	struct cxls_flag_line *own = cxls_gcoll_flag(&c->view, c->rank, c->rank);
 
 	if (!atomic_load(&c->coll_captured))
 		return 0;
@@ -685,14 +686,12 @@ int cxls_comm_coll_busy(struct cxls_comm *c)
 	return atomic_load(&own->busy[0]) != 0;
 }
 
-int cxls_comm_captured_busy(struct cxls_comm *c, int r)
+int cxls_comm_p2p_busy(struct cxls_comm *c, int r)
 {
 	struct cxls_flag_line *out = cxls_p2p_flag(&c->view, c->rank, r);
 	struct cxls_flag_line *in = cxls_p2p_flag(&c->view, r, c->rank);
 	int f = c->pool->flush_mode;
 
-	if (cxls_comm_coll_busy(c))
-		return 1;
 	if (!atomic_load(&c->p2p_captured))
 		return 0;
 	cxls_refresh(f, out, sizeof(*out));
@@ -713,7 +712,7 @@ static int captured_in_flight(struct cxls_comm *c)
 	if (!atomic_load(&c->p2p_captured))
 		return 0;
 	for (int r = 0; r < c->nranks; r++)
-		if (r != c->rank && cxls_comm_captured_busy(c, r))
+		if (r != c->rank && cxls_comm_p2p_busy(c, r))
 			return 1;
 	return 0;
 }

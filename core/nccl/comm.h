@@ -130,10 +130,15 @@ struct cxls_comm {
 	_Atomic int aborted;     /* ncclCommAbort or failure: stop everything */
 	_Atomic int finalized;
 	_Atomic int revoked;     /* ncclCommRevoke: split, shrink or destroy only */
-	/* watchdog: progress of this rank's done[] bell as last seen */
+	/* watchdog: progress of this rank's done[] bell as last seen; and
+	 * replays_started as last seen while a captured collective was busy,
+	 * and since when */
 	uint32_t wd_done, wd_p2p_done;
 	uint64_t wd_since_ns;
+	uint32_t wd_replays;
+	uint64_t wd_replay_since_ns;
 	uint32_t desc_verified;  /* ops whose descriptors every peer matched */
+	_Atomic int mismatch_told; /* a mismatch was reported (op_desc.c) */
 	/* CUDA graphs (replay.c): collectives captured so far (their start
 	 * nodes' records), and how many of their replays this rank started
 	 * (the replay descriptors' numbers), of which the peers matched
@@ -141,14 +146,10 @@ struct cxls_comm {
 	struct cxls_replay *replays;
 	_Atomic uint32_t replays_started;
 	uint32_t replay_verified;
-	/* watchdog: replays_started as last seen while a captured collective
-	 * was busy, and since when */
-	uint32_t wd_replays;
-	uint64_t wd_replay_since_ns;
 	/* start nodes touching the record, and 1 once it is given back: a
 	 * node that runs later (a replay of an aborted communicator's graph)
 	 * must not write descriptors another communicator may own by then */
-	_Atomic uint32_t replay_jobs;
+	_Atomic uint32_t start_nodes;
 	_Atomic int record_gone;
 	/* set at its first captured send or receive, and collective: the
 	 * watchdog looks at the busy marks from then on (watchdog.c), and an
@@ -295,8 +296,8 @@ ncclResult_t cxls_comm_abort(struct cxls_comm *c);
 ncclResult_t cxls_comm_revoke(struct cxls_comm *c);
 ncclResult_t cxls_comm_async_error(struct cxls_comm *c, ncclResult_t *err);
 /* 1 when a stream of this rank is inside a captured send to or receive
- * from rank r, or a captured collective (the busy marks, pool_format.h). */
-int cxls_comm_captured_busy(struct cxls_comm *c, int r);
+ * from rank r (the busy marks, pool_format.h). */
+int cxls_comm_p2p_busy(struct cxls_comm *c, int r);
 /* 1 when a stream of this rank is inside a captured collective. */
 int cxls_comm_coll_busy(struct cxls_comm *c);
 /* Marks the communicator failed everywhere and unblocks every waiter. */

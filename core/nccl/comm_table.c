@@ -46,10 +46,10 @@ void cxls_comm_view_of(const struct cxls_pool *pool, uint32_t slot, struct cxls_
 	v->p2p_pub = (struct cxls_bell *)(v->desc + (size_t)n * CXLS_DESC_RING);
 	v->p2p_ack = v->p2p_pub + (size_t)n * n;
 	v->p2p_done = v->p2p_ack + (size_t)n * n;
-	v->cself = v->p2p_done + n;
-	v->p2p_flag = (struct cxls_flag_line *)(v->cself + 2 * (size_t)n);
-	v->coll_flag = v->p2p_flag + (size_t)n * n;
-	v->replay = (struct cxls_op_desc *)(v->coll_flag + (size_t)n * n);
+	v->gcoll_bell = v->p2p_done + n;
+	v->p2p_flag = (struct cxls_flag_line *)(v->gcoll_bell + 2 * (size_t)n);
+	v->gcoll_flag = v->p2p_flag + (size_t)n * n;
+	v->replay = (struct cxls_op_desc *)(v->gcoll_flag + (size_t)n * n);
 	v->p2p_smsg = (struct cxls_p2p_msg *)(v->replay + (size_t)n * CXLS_DESC_RING);
 	v->p2p_rmsg = v->p2p_smsg + (size_t)n * n;
 	v->max_ranks = n;
@@ -293,12 +293,12 @@ static void line_start(const struct cxls_pool *pool, struct cxls_flag_line *f)
 
 /* Every captured slot of every channel and every rank starts EMPTY: a
  * captured send or collective waits for that bit before it writes the
- * slot (p2p.c, coll_flag.c), which a zeroed word would not have. */
+ * slot (p2p.c, gcoll.c), which a zeroed word would not have. */
 static void start_flags(const struct cxls_pool *pool, struct cxls_comm_view *v, uint32_t nranks)
 {
 	for (uint32_t i = 0; i < nranks * nranks; i++) {
 		line_start(pool, cxls_p2p_flag(v, (int)(i / nranks), (int)(i % nranks)));
-		line_start(pool, cxls_coll_flag(v, (int)(i / nranks), (int)(i % nranks)));
+		line_start(pool, cxls_gcoll_flag(v, (int)(i / nranks), (int)(i % nranks)));
 	}
 }
 

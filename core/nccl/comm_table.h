@@ -27,9 +27,9 @@ struct cxls_comm_view {
 	struct cxls_bell *p2p_pub;  /* [src * max_ranks + dst] */
 	struct cxls_bell *p2p_ack;  /* [src * max_ranks + dst] */
 	struct cxls_bell *p2p_done; /* [rank] */
-	struct cxls_bell *cself;    /* [rank * 2 + 0: published, 1: consumed] */
+	struct cxls_bell *gcoll_bell;    /* [rank * 2 + 0: published, 1: consumed] */
 	struct cxls_flag_line *p2p_flag;  /* [src * max_ranks + dst] */
-	struct cxls_flag_line *coll_flag; /* [owner * max_ranks + reader] */
+	struct cxls_flag_line *gcoll_flag; /* [owner * max_ranks + reader] */
 	struct cxls_op_desc *replay; /* [rank * CXLS_DESC_RING + seq % CXLS_DESC_RING] */
 	struct cxls_p2p_msg *p2p_smsg; /* [src * max_ranks + dst] sizes as sent */
 	struct cxls_p2p_msg *p2p_rmsg; /* [src * max_ranks + dst] sizes as received */
@@ -87,12 +87,19 @@ static inline struct cxls_flag_line *cxls_p2p_flag(const struct cxls_comm_view *
 }
 
 /* The slot flags of owner's captured staging slots, as reader sees them
- * (coll_flag.c); owner == reader: the rank's captured-collective busy
+ * (gcoll.c); owner == reader: the rank's captured-collective busy
  * mark. */
-static inline struct cxls_flag_line *cxls_coll_flag(const struct cxls_comm_view *v, int owner,
+static inline struct cxls_flag_line *cxls_gcoll_flag(const struct cxls_comm_view *v, int owner,
 						     int reader)
 {
-	return &v->coll_flag[(size_t)owner * v->max_ranks + (size_t)reader];
+	return &v->gcoll_flag[(size_t)owner * v->max_ranks + (size_t)reader];
+}
+
+/* Rank's own doorbells for a captured collective's waits between its two
+ * streams: i = 0 rounds published, 1 rounds consumed (gcoll.h). */
+static inline struct cxls_bell *cxls_gcoll_bell(const struct cxls_comm_view *v, int rank, int i)
+{
+	return &v->gcoll_bell[2 * (size_t)rank + (size_t)i];
 }
 
 /* Test hook (CXLSHIM_TEST_ROUND0): the round a new communicator starts

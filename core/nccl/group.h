@@ -15,7 +15,7 @@
  *     may call the group's communicators in any order, as with NCCL.
  *     Captured calls too: their graph then holds a branch per
  *     communicator, and its replays cannot deadlock either (they meet
- *     no one on the host: coll_flag.h);
+ *     no one on the host: gcoll.h);
  *   - sends and receives, run per communicator as one lockstep group
  *     (p2p.h), communicators in key order so that every rank enqueues them
  *     in the same order whatever order the calls came in.

@@ -49,8 +49,10 @@ static int peer_gone(struct cxls_comm *c, uint32_t ops)
  * with NCCL, whose own wait would last until an abort. */
 static int captured_peer_dead(struct cxls_comm *c)
 {
+	int coll = cxls_comm_coll_busy(c); /* every peer's business */
+
 	for (int r = 0; r < c->nranks; r++)
-		if (r != c->rank && cxls_comm_captured_busy(c, r) && died(c, r))
+		if (r != c->rank && (coll || cxls_comm_p2p_busy(c, r)) && died(c, r))
 			return r;
 	return -1;
 }

@@ -8,10 +8,12 @@
 #include "coherence.h"
 #include "futex.h"
 
-/* Unlike a doorbell's line, a channel's flag line has two writers, the
- * sender and the receiver: a slot's state is written by whichever end
- * holds the slot (the hand-off keeps their writes apart), other slots'
- * by the other end meanwhile, the busy marks by one end each.  Without
+/* Unlike a doorbell's line, a flag line has two writers, the writer and
+ * the reader of its slots (a channel's sender and receiver, a captured
+ * collective's slot owner and one reader): a slot's state is written by
+ * whichever end holds the slot (the hand-off keeps their writes apart),
+ * other slots' by the other end meanwhile, the busy marks by one end
+ * each.  Without
  * coherence a store to a cached line followed by a write-back writes the
  * whole line, and could put back a word the other end wrote meanwhile; a
  * non-temporal store writes those four bytes alone. */

@@ -1,7 +1,8 @@
-/* flag.h - CPU side of the slot flags of captured sends (pool_format.h:
- * struct cxls_flag): hand-offs of one staging slot between its writer and
- * its reader, EMPTY -> FULL -> EMPTY, whose values do not count up, so a
- * graph that froze them replays any number of times.
+/* flag.h - CPU side of the slot flags of captured sends and collectives
+ * (pool_format.h: struct cxls_flag): hand-offs of one staging slot
+ * between its writer and a reader, EMPTY -> FULL -> EMPTY, whose values
+ * do not count up, so a graph that froze them replays any number of
+ * times.
  */
 #ifndef CXLSHIM_CORE_FLAG_H
 #define CXLSHIM_CORE_FLAG_H

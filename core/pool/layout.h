@@ -23,7 +23,7 @@
  * slots, for sends and receives captured in CUDA graphs (gp2p_, p2p.h),
  * which hand off their slots otherwise.  The sixteenth before that holds
  * GCOLL_SLOTS staging slots per rank for collectives captured in graphs
- * (gcoll_, coll_flag.h), slot g = rank * gcoll_slots + j on device
+ * (gcoll_, gcoll.h), slot g = rank * gcoll_slots + j on device
  * g % ND: their flags, unlike the doorbells, do not count, so eager and
  * captured collectives must not hand the same slots to each other.
  */

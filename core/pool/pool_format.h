@@ -94,7 +94,7 @@ struct cxls_bell {
 };
 
 /* Slot flags of what CUDA graphs captured: a captured send's channel
- * slots (p2p.c), a captured collective's staging slots (coll_flag.c).
+ * slots (p2p.c), a captured collective's staging slots (gcoll.c).
  * A slot's flag is two words that a device reads as one little-endian
  * 64-bit word: streams write `state` (EMPTY, FULL), only hosts write
  * `failed`, all ones once the communicator failed, so that every wait on
@@ -188,7 +188,7 @@ enum cxls_op_kind {
 	CXLS_OP_ALLTOALL, CXLS_OP_REDUCE, CXLS_OP_ALLREDUCE, CXLS_OP_REDUCESCATTER,
 	CXLS_OP_SENDRECV, /* a group of sends and receives (posted by none
 			   * since their replays meet their pairs alone,
-			   * replay.h; kept, the numbers after it stay) */
+			   * p2p.h; kept, the numbers after it stay) */
 	CXLS_OP_ALLREDUCE_DIRECT, /* AllReduce in CCCL's direct scheme */
 	CXLS_OP_KINDS
 };
@@ -270,13 +270,13 @@ struct cxls_comm_rec {
 	 * struct cxls_bell     p2p_pub[max_ranks][max_ranks];  [src][dst] chunks sent
 	 * struct cxls_bell     p2p_ack[max_ranks][max_ranks];  [src][dst] chunks received
 	 * struct cxls_bell     p2p_done[max_ranks];  send/receive groups completed
-	 * struct cxls_bell     cself[max_ranks][2];  a captured collective's
+	 * struct cxls_bell     gcoll_bell[max_ranks][2];  a captured collective's
 	 *                      rounds published and consumed, which only the
-	 *                      rank's own two streams wait on (coll_flag.h)
+	 *                      rank's own two streams wait on (gcoll.h)
 	 * struct cxls_flag_line p2p_flag[max_ranks][max_ranks]; [src][dst]
 	 *                      captured sends' slot flags (p2p.c)
-	 * struct cxls_flag_line coll_flag[max_ranks][max_ranks]; [owner][reader]
-	 *                      captured collectives' slot flags (coll_flag.c)
+	 * struct cxls_flag_line gcoll_flag[max_ranks][max_ranks]; [owner][reader]
+	 *                      captured collectives' slot flags (gcoll.c)
 	 * struct cxls_op_desc  replay[max_ranks][CXLS_DESC_RING]; the captured
 	 *                      collectives each rank replayed, by number
 	 * struct cxls_p2p_msg  p2p_smsg[max_ranks][max_ranks]; [src][dst] as sent

@@ -942,7 +942,7 @@ static void graph_free(cudaGraphExec_t exec, cudaGraph_t g)
  * into a graph per stream and replayed 20 times, the two graphs at once.
  * CUDA may run the host functions of a process one at a time (run with
  * CUDAEMU_SERIAL_HOST_FNS=1): a host node that blocked (the replay
- * barriers before coll_flag.h) would wait for the other rank's, queued
+ * barriers before gcoll.h) would wait for the other rank's, queued
  * behind it. */
 static int case_graphall(void)
 {
@@ -1062,15 +1062,15 @@ static int case_graphall_p2p(void)
 	return CHECK_SUMMARY();
 }
 
-/* Captures a group AllReduce of in[i] into out[i] (GATE_B bytes) on each
+/* Captures a group AllReduce of in[i] into out[i] (CAPTURE_B bytes) on each
  * of n communicators, one stream each, and replays it once.  No allocation or free, which another
  * thread's global capture would forbid.  1 when the sums are right. */
-#define GATE_B 4096
+#define CAPTURE_B 4096
 
 static int capture_all(ncclComm_t *comms, cudaStream_t *s, int n, char **in, char **out,
 		       cudaGraph_t *g, cudaGraphExec_t *exec)
 {
-	char host[GATE_B];
+	char host[CAPTURE_B];
 	int ok = 1;
 
 	for (int i = 0; i < n; i++)
@@ -1078,7 +1078,7 @@ static int capture_all(ncclComm_t *comms, cudaStream_t *s, int n, char **in, cha
 				   cudaSuccess;
 	ncclGroupStart();
 	for (int i = 0; i < n; i++)
-		ok = ok && ncclAllReduce(in[i], out[i], GATE_B, ncclInt8, ncclSum, comms[i], s[i]) ==
+		ok = ok && ncclAllReduce(in[i], out[i], CAPTURE_B, ncclInt8, ncclSum, comms[i], s[i]) ==
 				   ncclSuccess;
 	ok = ncclGroupEnd() == ncclSuccess && ok;
 	for (int i = 0; i < n; i++) {
@@ -1090,17 +1090,17 @@ static int capture_all(ncclComm_t *comms, cudaStream_t *s, int n, char **in, cha
 	}
 	for (int i = 0; ok && i < n; i++) {
 		cudaSetDevice(i);
-		cudaMemsetAsync(in[i], i + 1, GATE_B, s[i]);
-		cudaMemsetAsync(out[i], 0, GATE_B, s[i]);
+		cudaMemsetAsync(in[i], i + 1, CAPTURE_B, s[i]);
+		cudaMemsetAsync(out[i], 0, CAPTURE_B, s[i]);
 		ok = cudaGraphLaunch(exec[i], s[i]) == cudaSuccess;
 	}
 	for (int i = 0; ok && i < n; i++) {
 		cudaSetDevice(i);
 		ok = cudaStreamSynchronize(s[i]) == cudaSuccess &&
-		     cudaMemcpyAsync(host, out[i], GATE_B, cudaMemcpyDeviceToHost, s[i]) ==
+		     cudaMemcpyAsync(host, out[i], CAPTURE_B, cudaMemcpyDeviceToHost, s[i]) ==
 			     cudaSuccess &&
 		     cudaStreamSynchronize(s[i]) == cudaSuccess;
-		for (int b = 0; ok && b < GATE_B; b++)
+		for (int b = 0; ok && b < CAPTURE_B; b++)
 			ok = host[b] == (char)(n * (n + 1) / 2);
 	}
 	return ok;
@@ -1155,10 +1155,10 @@ static void *bystander_capture(void *arg)
 
 /* While another thread captures in global mode (PyTorch may capture on
  * one thread while another sets up or tears down a process group),
- * communicators capture their first operations, which registers a page
- * of gate words, then are destroyed, which unregisters it: both are
- * "potentially unsafe" calls, which must neither fail nor invalidate
- * that capture (destroy's did).  Then new communicators capture and
+ * communicators capture their first operations, then are destroyed:
+ * what they do then (once, registering a page of the gate words replays
+ * had until session 33) must neither fail nor invalidate that capture
+ * (destroy's did).  Then new communicators capture and
  * replay. */
 static int case_graph_destroy_capturing(void)
 {
@@ -1176,8 +1176,8 @@ static int case_graph_destroy_capturing(void)
 	for (int i = 0; i < N; i++) {
 		cudaSetDevice(i);
 		cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking);
-		in[i] = dev_alloc(GATE_B, 0);
-		out[i] = dev_alloc(GATE_B, 0);
+		in[i] = dev_alloc(CAPTURE_B, 0);
+		out[i] = dev_alloc(CAPTURE_B, 0);
 	}
 	pthread_create(&t, NULL, bystander_capture, &b);
 	bystander_wait(&b, 1);
@@ -1201,11 +1201,12 @@ static int case_graph_destroy_capturing(void)
 	return CHECK_SUMMARY();
 }
 
-/* More captured operations on one communicator than a page of gate words
- * holds (512): a chain of ncclMax AllReduces, each reading the one before,
- * replayed with new inputs.  Its many slot-flag waits a replay must not
- * each wait out a sleep of the emulation's stream wait (50 ms: a replay
- * of 1200 such waits took 60 s, and the case timed out). */
+/* Many captured operations on one communicator (more than a page of the
+ * gate words replays had until session 33 held, 512): a chain of ncclMax
+ * AllReduces, each reading the one before, replayed with new inputs.
+ * Its many slot-flag waits a replay must not each wait out a sleep of
+ * the emulation's stream wait (50 ms: a replay of 1200 such waits took
+ * 60 s, and the case timed out). */
 #define MANY_OPS 600
 
 static int case_graph_many(int rank, int n, const ncclUniqueId *id, void *arg)
@@ -3069,7 +3070,7 @@ static void drains_or_leave(cudaStream_t st, double limit, const char *what)
  * released and the peer dead nobody failed it again, and the stream
  * waited for ever at its first reused slot (CUDAEMU_NO_MEMOPS64=1).
  * arg "coll": a captured Reduce of as many bytes instead, which waits for
- * the dead rank at every chunk of its slot flags (coll_flag.h). */
+ * the dead rank at every chunk of its slot flags (gcoll.h). */
 static int case_graph_dead_big(int rank, int n, const ncclUniqueId *id, void *arg)
 {
 	size_t bytes = 4 * MIB;
@@ -4153,7 +4154,7 @@ static int twice_fill(int *dev, const int *host, size_t count, cudaStream_t s)
  * back on one stream with no synchronisation between: each launch starts
  * once the previous one ended (stream order), and each captured op counts
  * its own rounds from 0 again (with overlap its two streams' doorbells,
- * coll_flag.h), however close behind the previous op of the same rank it
+ * gcoll.h), however close behind the previous op of the same rank it
  * comes.  arg: elements per buffer (per block for the AlltoAll). */
 static int case_graph_twice(int rank, int n, const ncclUniqueId *id, void *arg)
 {

@@ -1,9 +1,9 @@
-/* coll_flag.h - how a captured collective hands its staging slots over.
+/* gcoll.h - how a captured collective hands its staging slots over.
  *
  * Eager collectives count rounds on doorbells, which a CUDA graph would
  * freeze at their capture-time values.  A captured collective stages in
  * slots of its own instead (layout.h: gcoll_, GCOLL_SLOTS per rank), and
- * every (slot, reader) pair has a flag (pool_format.h: coll_flag) that
+ * every (slot, reader) pair has a flag (pool_format.h: gcoll_flag) that
  * goes EMPTY -> FULL -> EMPTY, so each replay leaves them as it found
  * them:
  *
@@ -29,7 +29,7 @@
  * peers' contexts had their turn (an H200 ran AllReduce -G seven times
  * slower on one stream).  The algorithms' waits between the two streams
  * (a reduced chunk goes out once our own fold of it is done) then use two
- * doorbells of the rank's own (pool_format.h: cself), published and
+ * doorbells of the rank's own (pool_format.h: gcoll_bell), published and
  * consumed rounds of this op: its first node sets both back to 0 before
  * either stream starts, so every replay counts from 0 again.  Without
  * overlap it runs on one stream, which orders those waits already.
@@ -40,8 +40,8 @@
  * the op timeout while it stays up (replay.h), and a destroy waits while
  * it is up (comm.c).
  */
-#ifndef CXLSHIM_CORE_COLL_FLAG_H
-#define CXLSHIM_CORE_COLL_FLAG_H
+#ifndef CXLSHIM_CORE_GCOLL_H
+#define CXLSHIM_CORE_GCOLL_H
 
 #include <stdint.h>
 
@@ -51,23 +51,26 @@ struct cxls_bell;
 struct cxls_op;
 
 /* The owner's captured staging slot of round k. */
-uint8_t *cxls_cflag_slot(const struct cxls_op *op, int owner, uint32_t k);
+uint8_t *cxls_gcoll_slot(const struct cxls_op *op, int owner, uint32_t k);
 /* Writer side, on the op's stream: before writing our `slot`, wait until
  * every peer emptied it; after, mark it FULL for `reader` (-1: every
  * peer). */
-int cxls_cflag_wait_free(const struct cxls_op *op, const uint8_t *slot);
-int cxls_cflag_post(const struct cxls_op *op, const uint8_t *slot, int reader);
+int cxls_gcoll_wait_free(const struct cxls_op *op, const uint8_t *slot);
+int cxls_gcoll_post(const struct cxls_op *op, const uint8_t *slot, int reader);
 /* Reader side: wait for owner's `slot` to be FULL for us, and give it
- * back once read.  Our own slot needs neither (one stream). */
-int cxls_cflag_wait_full(const struct cxls_op *op, int owner, const uint8_t *slot);
-int cxls_cflag_release(const struct cxls_op *op, int owner, const uint8_t *slot);
+ * back once read.  Our own slot has no flag for us: where an algorithm
+ * reads it back, our write of it is ordered by the stream, or with two
+ * streams by its waits on our own doorbells (cxls_gcoll_own_bell).  -1
+ * also for a slot that is not one of owner's (a bug: refused). */
+int cxls_gcoll_wait_full(const struct cxls_op *op, int owner, const uint8_t *slot);
+int cxls_gcoll_release(const struct cxls_op *op, int owner, const uint8_t *slot);
 /* The rank's busy mark, up (1) or down (0), on stream st (where the op
  * forks and joins). */
-int cxls_cflag_busy(const struct cxls_op *op, CUstream st, int on);
+int cxls_gcoll_busy(const struct cxls_op *op, CUstream st, int on);
 /* The rank's own doorbell that stands for its live `b` (publish or
  * acknowledge) in a captured op; NULL for any other. */
-struct cxls_bell *cxls_cflag_self(const struct cxls_op *op, const struct cxls_bell *b);
+struct cxls_bell *cxls_gcoll_own_bell(const struct cxls_op *op, const struct cxls_bell *b);
 /* Both back to 0 on stream st, before the op's streams fork from it. */
-int cxls_cflag_self_reset(const struct cxls_op *op, CUstream st);
+int cxls_gcoll_bells_reset(const struct cxls_op *op, CUstream st);
 
 #endif
