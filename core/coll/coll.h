@@ -94,7 +94,6 @@ struct cxls_op {
 	 * (gcoll.h); replay holds its start node's record (replay.h) */
 	int capturing;
 	struct cxls_replay *replay;
-	int split;              /* on the write and read streams (overlap) */
 	int root;               /* the call's, -1 without */
 	/* enqueued at a group's end: the work runs on the communicator's own
 	 * streams and the user stream waits for it after the group's last

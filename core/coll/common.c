@@ -165,7 +165,6 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	op->trace = 0;
 	op->user = stream;
 	op->capturing = cap != 0;
-	op->split = s->overlap;
 	op->root = k->root;
 	op->deferred = k->held;
 	if (op->capturing && !c->lay.gcoll_slots) {
@@ -182,8 +181,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 		r = ncclSystemError;
 		goto fail;
 	}
-	op->ws = op->split || op->deferred ? op->pr.ws : stream;
-	op->rs = op->split ? op->pr.rs : op->ws;
+	op->ws = s->overlap || op->deferred ? op->pr.ws : stream;
+	op->rs = s->overlap ? op->pr.rs : op->ws;
 	op->s0 = op->capturing ? 0 : atomic_load(&c->round);
 	op->g0 = (uint32_t)op->s0;
 	op->bytes = bytes;
@@ -216,8 +215,8 @@ ncclResult_t cxls_op_begin(struct cxls_op *op, struct cxls_comm *c, const struct
 	 * it runs on the write stream, which follow() put behind the user
 	 * stream, and would leave the read stream in a capture unjoined */
 	if ((op->capturing && (cxls_gcoll_busy(op, from, 1) ||
-			   (op->split && cxls_gcoll_bells_reset(op, from)))) ||
-	    cxls_stage_fork(s, &op->pr, from, op->capturing, op->split))
+			   (s->overlap && cxls_gcoll_bells_reset(op, from)))) ||
+	    cxls_stage_fork(s, &op->pr, from, op->capturing, s->overlap))
 		return cxls_op_abandon(op);
 	cxls_trace_op_begin(op, &call);
 	return ncclSuccess;
@@ -242,7 +241,7 @@ ncclResult_t cxls_op_end(struct cxls_op *op)
 	CUstream tail = op->deferred ? op->ws : op->user;
 
 	cxls_trace_op_streams(op);
-	if (cxls_stage_join(s, &op->pr, tail, op->split) ||
+	if (cxls_stage_join(s, &op->pr, tail, s->overlap) ||
 	    (op->capturing ? cxls_gcoll_busy(op, tail, 0) :
 			 cxls_op_ring(op, tail, &c->view.pub[c->rank], last) ||
 				 cxls_op_ring(op, tail, &c->view.ack[c->rank], last) ||
@@ -328,7 +327,7 @@ static struct cxls_bell *captured_bell(struct cxls_op *op, struct cxls_bell *b, 
 	struct cxls_bell *own;
 
 	*bad = 0;
-	if (!op->split)
+	if (!op->c->st.overlap)
 		return NULL; /* one stream orders it */
 	if (!(own = cxls_gcoll_own_bell(op, b))) {
 		CXLS_WARN("comm %p: a captured collective waits on a peer's doorbell",

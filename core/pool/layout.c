@@ -26,27 +26,25 @@ static int fits(const struct cxls_layout *l)
 	       n2n_blocks_per_dev(l->ndev, l->nranks, l->slots, l->interleave) <= l->lane_blocks;
 }
 
-#define P2P_SLOTS 4 /* a power of two (p2p_init) */
+#define P2P_SLOTS 4 /* powers of two: p2p.c takes a 32-bit sequence modulo */
 #define GCOLL_SLOTS 4
 _Static_assert(P2P_SLOTS <= CXLS_FLAG_SLOTS && GCOLL_SLOTS <= CXLS_FLAG_SLOTS,
 	       "a flag for every captured slot");
 #define P2P_MAX_CHUNK (1u << 20)
 
-/* Cuts a p2p part (`bytes` per device) into P2P_SLOTS slots per ordered
- * pair, or fewer slots of at least one page when ranks are many; with less
- * than that the communicator has no such channels (*slots == 0). */
-static void p2p_init(const struct cxls_layout *l, uint64_t bytes, uint32_t *slots,
-		     uint64_t *chunk)
+/* Cuts a part of each device lane (`bytes` per device) into `most` slots
+ * for each of `owners` (ordered pairs of ranks, or ranks), halving the
+ * slots until each is at least a page, at most `max_chunk`; with less
+ * than a page each there are none (*slots == 0). */
+static void cut_part(const struct cxls_layout *l, uint64_t bytes, uint64_t owners, uint32_t most,
+		     uint64_t max_chunk, uint32_t *slots, uint64_t *chunk)
 {
-	uint64_t pairs = (uint64_t)l->nranks * l->nranks;
-
-	/* powers of two only: p2p.c takes a 32-bit sequence modulo the count */
-	for (*slots = P2P_SLOTS; *slots >= 1; *slots /= 2) {
-		uint64_t per_dev = div_up(pairs * *slots, l->ndev);
+	for (*slots = most; *slots >= 1; *slots /= 2) {
+		uint64_t per_dev = div_up(owners * *slots, l->ndev);
 
 		*chunk = (bytes / per_dev) & ~(uint64_t)4095;
-		if (*chunk > P2P_MAX_CHUNK)
-			*chunk = P2P_MAX_CHUNK;
+		if (*chunk > max_chunk)
+			*chunk = max_chunk;
 		if (*chunk >= 4096)
 			return;
 	}
@@ -54,22 +52,11 @@ static void p2p_init(const struct cxls_layout *l, uint64_t bytes, uint32_t *slot
 	*chunk = 0;
 }
 
-/* Cuts the captured collectives' part (`bytes` per device) into
- * GCOLL_SLOTS slots per rank, or fewer, of at least a page and at most
- * the collectives' chunk; none when a page each does not fit. */
-static void gcoll_init(struct cxls_layout *l, uint64_t bytes)
+/* A p2p part: P2P_SLOTS slots per ordered pair. */
+static void p2p_init(const struct cxls_layout *l, uint64_t bytes, uint32_t *slots,
+		     uint64_t *chunk)
 {
-	for (l->gcoll_slots = GCOLL_SLOTS; l->gcoll_slots >= 1; l->gcoll_slots /= 2) {
-		uint64_t per_dev = div_up((uint64_t)l->nranks * l->gcoll_slots, l->ndev);
-
-		l->gcoll_chunk = (bytes / per_dev) & ~(uint64_t)4095;
-		if (l->gcoll_chunk > l->chunk)
-			l->gcoll_chunk = l->chunk;
-		if (l->gcoll_chunk >= 4096)
-			return;
-	}
-	l->gcoll_slots = 0;
-	l->gcoll_chunk = 0;
+	cut_part(l, bytes, (uint64_t)l->nranks * l->nranks, P2P_SLOTS, P2P_MAX_CHUNK, slots, chunk);
 }
 
 /* A loop of collectives cycles through every staging slot, nranks x
@@ -122,7 +109,9 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 	memset(l, 0, sizeof(*l));
 	return -1;
 found:
-	gcoll_init(l, l->gp2p_off - l->gcoll_off);
+	/* captured collectives: GCOLL_SLOTS per rank, at most the eager chunk */
+	cut_part(l, l->gp2p_off - l->gcoll_off, l->nranks, GCOLL_SLOTS, l->chunk, &l->gcoll_slots,
+		 &l->gcoll_chunk);
 	/* The root of a 1-to-N op may use every block the N-to-N layout
 	 * reserves, which keeps the footprint the same for both. */
 	l->bcast_slots = nranks * l->slots;
