@@ -77,6 +77,39 @@ static uint32_t window_slots(const struct cxls_layout *l, uint64_t window)
 	return n < 2 ? 2 : n < l->slots ? (uint32_t)n : l->slots;
 }
 
+static uint64_t page_up(uint64_t bytes)
+{
+	return (bytes + 4095) & ~(uint64_t)4095;
+}
+
+/* Bytes of each device lane a part of `slots` slots per owner uses. */
+static uint64_t part_bytes(const struct cxls_layout *l, uint64_t owners, uint32_t slots,
+			   uint64_t chunk)
+{
+	return page_up(div_up(owners * slots, l->ndev) * chunk);
+}
+
+/* The captured parts, between the eager collectives' blocks (ending at
+ * `eager_end`) and the eager sends' part: the captured collectives' slots,
+ * then the captured sends' channels, each given at least a sixteenth and
+ * an eighth of the lane.  Interleaved, the eager collectives address only
+ * the blocks the N-to-N placement needs (the 1-to-N one needs no more),
+ * and the captured parts take the rest: on a GPU a slot's hand-off costs
+ * about what an eager chunk's does, so graph mode runs at eager's speed
+ * only with slots as large (it ran at half of it with slots half as
+ * large, on an H200). */
+static void captured_parts(struct cxls_layout *l, uint64_t lane_size, uint64_t eager_end)
+{
+	uint64_t gp2p_least = (lane_size / 8) & ~(uint64_t)4095;
+
+	l->gcoll_off = eager_end;
+	/* GCOLL_SLOTS per rank, at most the eager chunk */
+	cut_part(l, l->p2p_off - gp2p_least - l->gcoll_off, l->nranks, GCOLL_SLOTS, l->chunk,
+		 &l->gcoll_slots, &l->gcoll_chunk);
+	l->gp2p_off = l->gcoll_off + part_bytes(l, l->nranks, l->gcoll_slots, l->gcoll_chunk);
+	p2p_init(l, l->p2p_off - l->gp2p_off, &l->gp2p_slots, &l->gp2p_chunk);
+}
+
 int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_t lane,
 		     uint32_t nranks, uint64_t chunk, uint32_t slots, int interleave,
 		     uint64_t window)
@@ -90,14 +123,11 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 	l->interleave = interleave;
 	l->dev_size = sb->dev_size;
 	l->lane_base = sb->dev_offset + (uint64_t)lane * sb->lane_size;
-	/* the last quarter for eager sends, an eighth before it for captured
-	 * ones (layout.h) */
+	/* the last quarter for eager sends, at least an eighth and a
+	 * sixteenth before it for captured ones (layout.h) */
 	l->p2p_off = (sb->lane_size - sb->lane_size / 4) & ~(uint64_t)4095;
-	l->gp2p_off = (l->p2p_off - sb->lane_size / 8) & ~(uint64_t)4095;
-	l->gcoll_off = (l->gp2p_off - sb->lane_size / 16) & ~(uint64_t)4095;
-	coll_bytes = l->gcoll_off;
+	coll_bytes = (l->p2p_off - sb->lane_size / 8 - sb->lane_size / 16) & ~(uint64_t)4095;
 	p2p_init(l, sb->lane_size - l->p2p_off, &l->p2p_slots, &l->p2p_chunk);
-	p2p_init(l, l->p2p_off - l->gp2p_off, &l->gp2p_slots, &l->gp2p_chunk);
 	for (l->chunk = chunk; l->chunk >= (64u << 10); l->chunk /= 2) {
 		l->lane_blocks = coll_bytes / l->chunk;
 		for (l->slots = slots; l->slots >= 1; l->slots = l->slots > 2 ? l->slots / 2 :
@@ -109,9 +139,10 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 	memset(l, 0, sizeof(*l));
 	return -1;
 found:
-	/* captured collectives: GCOLL_SLOTS per rank, at most the eager chunk */
-	cut_part(l, l->gp2p_off - l->gcoll_off, l->nranks, GCOLL_SLOTS, l->chunk, &l->gcoll_slots,
-		 &l->gcoll_chunk);
+	/* the sequential placement fills whole lanes */
+	if (interleave)
+		l->lane_blocks = n2n_blocks_per_dev(l->ndev, nranks, l->slots, 1);
+	captured_parts(l, sb->lane_size, interleave ? page_up(l->lane_blocks * l->chunk) : coll_bytes);
 	/* The root of a 1-to-N op may use every block the N-to-N layout
 	 * reserves, which keeps the footprint the same for both. */
 	l->bcast_slots = nranks * l->slots;

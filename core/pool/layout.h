@@ -19,13 +19,16 @@
  * p2p_slots blocks of p2p_chunk bytes for each ordered pair of ranks, slot
  * g = pair * p2p_slots + j on device g % ND, so that a rank's channels to
  * different peers, and consecutive slots of one channel, use different
- * devices.  The eighth before it holds as many channels, with smaller
- * slots, for sends and receives captured in CUDA graphs (gp2p_, p2p.h),
- * which hand off their slots otherwise.  The sixteenth before that holds
- * GCOLL_SLOTS staging slots per rank for collectives captured in graphs
- * (gcoll_, gcoll.h), slot g = rank * gcoll_slots + j on device
- * g % ND: their flags, unlike the doorbells, do not count, so eager and
- * captured collectives must not hand the same slots to each other.
+ * devices.  Between the eager collectives' blocks and that quarter lie the
+ * parts of operations captured in CUDA graphs, which hand off their slots
+ * otherwise: GCOLL_SLOTS staging slots per rank for collectives (gcoll_,
+ * gcoll.h; slot g = rank * gcoll_slots + j on device g % ND), then as
+ * many channels as the eager sends have (gp2p_, p2p.h), at least a
+ * sixteenth and an eighth of the lane.  Interleaved, they take every
+ * block the eager placement leaves (layout.c captured_parts).  The
+ * captured collectives' flags, unlike the doorbells, do not count, so
+ * eager and captured collectives must not hand the same slots to each
+ * other.
  */
 #ifndef CXLSHIM_CORE_LAYOUT_H
 #define CXLSHIM_CORE_LAYOUT_H

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define CXLS_POOL_MAGIC 0x4c4f4f50534c5843ull /* "CXLSPOOL" */
-#define CXLS_POOL_VERSION 19u /* 4: socket region; 5: record checksums, format claim;
+#define CXLS_POOL_VERSION 20u /* 4: socket region; 5: record checksums, format claim;
 				* 6: p2p message sizes; 7: socket buffer classes;
 				* 8: socket lines with one writer, sleepers;
 				* 9: replayed calls; 10: socket claims identified,
@@ -37,7 +37,9 @@
 				* 18: slot flags for captured sends (no pair
 				* barriers); 19: slot flags for captured
 				* collectives (no replay barriers), replay
-				* descriptor rings */
+				* descriptor rings; 20: captured collectives'
+				* slots take the lane's blocks the eager ones
+				* leave (layout.c) */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */

@@ -34,7 +34,9 @@
 #   --only ITEMS  a comma list of pool, pinned, nccl-tests, torch (default:
 #                 all); NCCL_TESTS_BINS (e.g. "all_gather broadcast")
 #                 and NCCL_TESTS_ARGS narrow the nccl-tests runs;
-#                 ACCEPT_POOL_SIZE sets the pool's size (default 1G)
+#                 ACCEPT_POOL_SIZE sets the pool's size (default 1G);
+#                 ACCEPT_CONNECTIONS sets CUDA_DEVICE_MAX_CONNECTIONS
+#                 (default 32; 1 is Megatron-LM's one queue per context)
 #   --emulate     no GPU needed: the parts the CPU emulation can run
 #                 (pool tests, pinned copies) on build/emu, to check the
 #                 script itself; nccl-tests and PyTorch are skipped, saying
@@ -233,7 +235,7 @@ trap 'rm -f /dev/shm/cxlshim-gpu-accept-$$*.pool' EXIT
 # a wait would hold up unrelated work: as many connections as CUDA allows.
 run_env=(LD_LIBRARY_PATH="$RUN_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	CXLSHIM_POOL_PATH="$POOL" CXLSHIM_POOL_SIZE="${ACCEPT_POOL_SIZE:-1G}" CXLSHIM_CONF="$ROOT/tests/gpu/gpu.conf"
-	CXLSHIM_TIMEOUT_OP_MS=30000 CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_TESTS_DEVICE=0)
+	CXLSHIM_TIMEOUT_OP_MS=30000 CUDA_DEVICE_MAX_CONNECTIONS="${ACCEPT_CONNECTIONS:-32}" NCCL_TESTS_DEVICE=0)
 
 # step ITEM NAME SECONDS CMD...: one program under the preload, logged
 step() {
@@ -298,7 +300,7 @@ pool_tests() {
 	# shellcheck disable=SC2016
 	step pool "CUDA graph replays: captured collectives on slot flags" 150 bash -c \
 		'for c in graphcolls graphcolls4 graphcollsi4 graphgrouped graphgrouped4 \
-			graphdeadcoll graphreleasedc; do CXLSHIM_TIMEOUT_OP_MS=5000 "$0" $c || exit 1; done' \
+			graphdeadcoll graphreleasedc graphtwice4; do CXLSHIM_TIMEOUT_OP_MS=5000 "$0" $c || exit 1; done' \
 		"$T/api_check"
 	# communicator calls: splits (nonblocking too), shrink, revoke, abort
 	# during a split, the device API teams, group ordering and failures,
@@ -328,9 +330,10 @@ pool_tests() {
 	# one queue per context, as Megatron-LM sets it: every rank submits a
 	# group's communicators in one order (core/nccl/group.c)
 	# shellcheck disable=SC2016
-	step pool "one queue per context (CUDA_DEVICE_MAX_CONNECTIONS=1): group orders, collectives" 120 \
+	step pool "one queue per context (CUDA_DEVICE_MAX_CONNECTIONS=1): group orders, collectives, captured collectives" 150 \
 		bash -c 'export CUDA_DEVICE_MAX_CONNECTIONS=1 CXLSHIM_TIMEOUT_OP_MS=10000
-			"$0" collorder 2 && "$1" -n 2 -c 1,odd,1M -t int8,float' "$T/p2p_check" "$T/coll_check"
+			"$0" collorder 2 && "$1" -n 2 -c 1,odd,1M -t int8,float &&
+			"$2" graphcolls4 && "$2" graphtwice' "$T/p2p_check" "$T/coll_check" "$T/api_check"
 	step pool "send/receive alltoallv, 4 ranks" 120 "$T/p2p_check" alltoallv 4
 	step pool "ProcessGroupNCCL usage, 4 ranks" 120 "$T/pg_check" 4
 }

@@ -194,8 +194,8 @@ static void p2p_channels(void)
 	      "no room for 16x16 channels: collectives only");
 }
 
-/* Captured collectives' slots: GCOLL_SLOTS per rank in the sixteenth of
- * the lane before the captured channels, never overlapping each other,
+/* Captured collectives' slots: GCOLL_SLOTS per rank in the part of the
+ * lane before the captured channels, never overlapping each other,
  * the eager collectives' blocks or the channels; a rank's consecutive
  * slots on different devices; at most the collectives' chunk. */
 static void gcoll_slots(void)
@@ -232,6 +232,44 @@ static void gcoll_slots(void)
 	for (n = 2; cxls_layout_init(&l, &sb, 0, n, 64 << 10, 1, 1, 0) == 0; n++)
 		CHECK(l.gcoll_slots >= 1 && l.gcoll_chunk >= 4096, "%u ranks: captured slots", n);
 	CHECK(n > 64, "eager collectives fit up to %u ranks", n - 1);
+}
+
+/* The captured parts take the blocks the interleaved eager placement
+ * leaves, at least a sixteenth (collectives) and an eighth (sends) of the
+ * lane: at a few ranks captured collectives stage in slots of the eager
+ * chunk; at many they still get their least; sequentially placed eager
+ * blocks fill the lane up to those least parts. */
+static void captured_share(void)
+{
+	struct cxls_super sb = geometry(4, 16, 15u << 20);
+	uint64_t lane = sb.lane_size;
+	struct cxls_layout l;
+
+	for (uint32_t n = 1; n <= 16; n++) {
+		for (int il = 0; il <= 1; il++) {
+			uint64_t eager_end, per_dev, least;
+
+			CHECK(cxls_layout_init(&l, &sb, 3, n, 512 << 10, 8, il, 0) == 0,
+			      "%u ranks: init", n);
+			eager_end = l.lane_blocks * l.chunk;
+			CHECK(eager_end <= l.gcoll_off && l.gcoll_off - eager_end < (il ? 4096 : l.chunk),
+			      "%u ranks, interleave %d: captured slots right after the eager blocks",
+			      n, il);
+			per_dev = ((uint64_t)n * 4 + sb.ndev - 1) / sb.ndev;
+			least = (lane / 16 / per_dev) & ~4095ull;
+			CHECK(l.gp2p_off - l.gcoll_off >= per_dev * l.gcoll_chunk,
+			      "%u ranks: the captured collectives' part holds its slots", n);
+			CHECK(l.gcoll_slots == 4 &&
+				      l.gcoll_chunk >= (least < l.chunk ? least : l.chunk),
+			      "%u ranks: 4 captured slots of at least a sixteenth's share", n);
+			CHECK(l.p2p_off - l.gp2p_off >= (lane / 8 & ~4095ull),
+			      "%u ranks: the captured channels keep an eighth", n);
+			if (il && n <= 4)
+				CHECK(l.gcoll_slots == 4 && l.gcoll_chunk == l.chunk,
+				      "%u ranks: captured slots of the eager chunk (%llu)", n,
+				      (unsigned long long)l.gcoll_chunk);
+		}
+	}
 }
 
 /* The window bounds the depth of the collectives whose ranks move alike:
@@ -276,6 +314,7 @@ int main(void)
 	window();
 	p2p_channels();
 	gcoll_slots();
+	captured_share();
 	sweep();
 	exclusive_devices();
 	round_robin();
