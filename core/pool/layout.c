@@ -126,6 +126,8 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 	/* the last quarter for eager sends, at least an eighth and a
 	 * sixteenth before it for captured ones (layout.h) */
 	l->p2p_off = (sb->lane_size - sb->lane_size / 4) & ~(uint64_t)4095;
+	if (l->p2p_off < sb->lane_size / 8 + sb->lane_size / 16)
+		goto fail; /* a lane of a page */
 	coll_bytes = (l->p2p_off - sb->lane_size / 8 - sb->lane_size / 16) & ~(uint64_t)4095;
 	p2p_init(l, sb->lane_size - l->p2p_off, &l->p2p_slots, &l->p2p_chunk);
 	for (l->chunk = chunk; l->chunk >= (64u << 10); l->chunk /= 2) {
@@ -136,6 +138,7 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 				goto found;
 		}
 	}
+fail:
 	memset(l, 0, sizeof(*l));
 	return -1;
 found:

@@ -192,6 +192,13 @@ static void p2p_channels(void)
 	sb = geometry(2, 16, 1 << 20);
 	CHECK(cxls_layout_init(&l, &sb, 0, 16, 1 << 20, 8, 1, 0) == 0 && l.p2p_slots == 0,
 	      "no room for 16x16 channels: collectives only");
+	/* a lane of a page or two has no room for the parts: refused (a page
+	 * once wrapped below zero and placed blocks beyond the lane) */
+	for (uint64_t lane = 4096; lane <= 8192; lane += 4096) {
+		sb = geometry(4, 4, lane);
+		CHECK(cxls_layout_init(&l, &sb, 0, 2, 64 << 10, 8, 1, 0) == -1,
+		      "a lane of %llu bytes refused", (unsigned long long)lane);
+	}
 }
 
 /* Captured collectives' slots: GCOLL_SLOTS per rank in the part of the
