@@ -82,6 +82,16 @@ $(BUILD)/tests/%: tests/coll/%.c tests/common/launch.c $(EMU_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
 
+# api_check: its cases in a file per topic (tests/coll/api/), compiled to
+# objects under $(BUILD)/obj as the library's are, with the same flags.
+API_CHECK_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/coll/api/*.c)))
+
+$(BUILD)/tests/api_check: $(API_CHECK_OBJ) tests/common/launch.c $(EMU_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.o %.c,$^) $(NCCL_PROG_LDFLAGS) $(NCCL_PROG_LIBS)
+
+-include $(API_CHECK_OBJ:.o=.d)
+
 # A working stand-in for the real libnccl.so.2 (none runs without a GPU):
 # route_check links it instead of the real one, so the shim finds it the
 # same way.

@@ -3,13 +3,23 @@
  * CHECK(cond, fmt, ...) counts one check, prints "FAIL file:line ..." when
  * it does not hold, and never stops the test: later checks still run.
  * CHECK_SUMMARY() prints "N passed, M failed" and yields the exit status.
+ *
+ * The counters are the including file's own, which suits a program of one
+ * file.  A program of several files defines CHECK_SHARED before it
+ * includes this in every file, and one of its files defines the counters
+ * (int check_passed, check_failed;), so that a summary counts the checks
+ * of every file (tests/coll/api/).
  */
 #ifndef CXLSHIM_TESTS_CHECK_H
 #define CXLSHIM_TESTS_CHECK_H
 
 #include <stdio.h>
 
+#ifdef CHECK_SHARED
+extern int check_passed, check_failed;
+#else
 static int check_passed, check_failed;
+#endif
 
 #define CHECK(cond, ...)                                                       \
 	do {                                                                   \
