@@ -79,7 +79,12 @@ static uint32_t window_slots(const struct cxls_layout *l, uint64_t window)
 
 static uint64_t page_up(uint64_t bytes)
 {
-	return (bytes + 4095) & ~(uint64_t)4095;
+	return (bytes + CXLS_PAGE - 1) & ~(CXLS_PAGE - 1);
+}
+
+static uint64_t page_down(uint64_t bytes)
+{
+	return bytes & ~(CXLS_PAGE - 1);
 }
 
 /* Bytes of each device lane a part of `slots` slots per owner uses. */
@@ -89,32 +94,44 @@ static uint64_t part_bytes(const struct cxls_layout *l, uint64_t owners, uint32_
 	return page_up(div_up(owners * slots, l->ndev) * chunk);
 }
 
-/* The captured parts, between the eager collectives' blocks (ending at
- * `eager_end`) and the eager sends' part: the captured collectives' slots,
- * then the captured sends' channels, each given at least a sixteenth and
- * an eighth of the lane.  Interleaved, the eager collectives address only
- * the blocks the N-to-N placement needs (the 1-to-N one needs no more),
- * and the captured parts take the rest: on a GPU a slot's hand-off costs
- * about what an eager chunk's does, so graph mode runs at eager's speed
- * only with slots as large (it ran at half of it with slots half as
- * large, on an H200). */
-static void captured_parts(struct cxls_layout *l, uint64_t lane_size, uint64_t eager_end)
+/* Cuts the room from `eager_end` (a page boundary, at least gcoll_least +
+ * gp2p_least before p2p_off) to the eager sends' part: first the captured
+ * collectives' GCOLL_SLOTS per rank, at most the eager chunk each, from
+ * all of it but gp2p_least; then the captured sends' channels from the
+ * rest.  Slots as large as the eager ones matter on a GPU, where a slot's
+ * hand-off costs about what an eager chunk's does (bench/README.md, "On a
+ * real GPU, eighth run"). */
+static void captured_parts(struct cxls_layout *l, uint64_t eager_end, uint64_t gp2p_least)
 {
-	uint64_t gp2p_least = (lane_size / 8) & ~(uint64_t)4095;
-
 	l->gcoll_off = eager_end;
-	/* GCOLL_SLOTS per rank, at most the eager chunk */
 	cut_part(l, l->p2p_off - gp2p_least - l->gcoll_off, l->nranks, GCOLL_SLOTS, l->chunk,
 		 &l->gcoll_slots, &l->gcoll_chunk);
 	l->gp2p_off = l->gcoll_off + part_bytes(l, l->nranks, l->gcoll_slots, l->gcoll_chunk);
 	p2p_init(l, l->p2p_off - l->gp2p_off, &l->gp2p_slots, &l->gp2p_chunk);
 }
 
+/* The largest chunk (halving from `chunk`, down to 64 KiB) and then the
+ * most slots (halving, down to 2, then 1) whose N-to-N placement fits in
+ * coll_bytes of each device lane.  Returns 0 or -1. */
+static int fit_eager(struct cxls_layout *l, uint64_t coll_bytes, uint64_t chunk, uint32_t slots)
+{
+	for (l->chunk = chunk; l->chunk >= (64u << 10); l->chunk /= 2) {
+		l->lane_blocks = coll_bytes / l->chunk;
+		for (l->slots = slots; l->slots >= 1; l->slots = l->slots > 2 ? l->slots / 2 :
+								 l->slots - 1) {
+			if (fits(l))
+				return 0;
+		}
+	}
+	return -1;
+}
+
 int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_t lane,
 		     uint32_t nranks, uint64_t chunk, uint32_t slots, int interleave,
 		     uint64_t window)
 {
-	uint64_t coll_bytes;
+	uint64_t lane_size = sb->lane_size, gcoll_least = lane_size / 16;
+	uint64_t gp2p_least = page_down(lane_size / 8), coll_bytes, eager_end;
 
 	if (nranks < 1 || chunk < 4096 || slots < 1 || lane >= sb->max_comms)
 		return -1;
@@ -122,30 +139,27 @@ int cxls_layout_init(struct cxls_layout *l, const struct cxls_super *sb, uint32_
 	l->nranks = nranks;
 	l->interleave = interleave;
 	l->dev_size = sb->dev_size;
-	l->lane_base = sb->dev_offset + (uint64_t)lane * sb->lane_size;
+	l->lane_base = sb->dev_offset + (uint64_t)lane * lane_size;
 	/* the last quarter for eager sends, at least an eighth and a
-	 * sixteenth before it for captured ones (layout.h) */
-	l->p2p_off = (sb->lane_size - sb->lane_size / 4) & ~(uint64_t)4095;
-	if (l->p2p_off < sb->lane_size / 8 + sb->lane_size / 16)
-		goto fail; /* a lane of a page */
-	coll_bytes = (l->p2p_off - sb->lane_size / 8 - sb->lane_size / 16) & ~(uint64_t)4095;
-	p2p_init(l, sb->lane_size - l->p2p_off, &l->p2p_slots, &l->p2p_chunk);
-	for (l->chunk = chunk; l->chunk >= (64u << 10); l->chunk /= 2) {
-		l->lane_blocks = coll_bytes / l->chunk;
-		for (l->slots = slots; l->slots >= 1; l->slots = l->slots > 2 ? l->slots / 2 :
-								 l->slots - 1) {
-			if (fits(l))
-				goto found;
-		}
-	}
-fail:
-	memset(l, 0, sizeof(*l));
-	return -1;
-found:
-	/* the sequential placement fills whole lanes */
-	if (interleave)
+	 * sixteenth before it for captured sends and collectives (layout.h);
+	 * a lane of a page or so has no room for them (format() makes lanes
+	 * of 1 MiB or more, a crafted pool may not) */
+	l->p2p_off = page_down(lane_size - lane_size / 4);
+	if (l->p2p_off < gp2p_least + gcoll_least)
+		goto fail;
+	coll_bytes = page_down(l->p2p_off - gp2p_least - gcoll_least);
+	p2p_init(l, lane_size - l->p2p_off, &l->p2p_slots, &l->p2p_chunk);
+	if (fit_eager(l, coll_bytes, chunk, slots))
+		goto fail;
+	if (interleave) {
+		/* eager ops address only the N-to-N blocks (1-to-N needs no
+		 * more); the captured parts get the rest */
 		l->lane_blocks = n2n_blocks_per_dev(l->ndev, nranks, l->slots, 1);
-	captured_parts(l, sb->lane_size, interleave ? page_up(l->lane_blocks * l->chunk) : coll_bytes);
+		eager_end = page_up(l->lane_blocks * l->chunk);
+	} else {
+		eager_end = coll_bytes; /* place_seq fills device by device */
+	}
+	captured_parts(l, eager_end, gp2p_least);
 	/* The root of a 1-to-N op may use every block the N-to-N layout
 	 * reserves, which keeps the footprint the same for both. */
 	l->bcast_slots = nranks * l->slots;
@@ -156,6 +170,9 @@ found:
 	if (l->win_bcast_slots > l->bcast_slots)
 		l->win_bcast_slots = l->bcast_slots;
 	return 0;
+fail:
+	memset(l, 0, sizeof(*l));
+	return -1;
 }
 
 static uint64_t place(const struct cxls_layout *l, uint64_t dev, uint64_t block)

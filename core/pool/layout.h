@@ -24,8 +24,10 @@
  * otherwise: GCOLL_SLOTS staging slots per rank for collectives (gcoll_,
  * gcoll.h; slot g = rank * gcoll_slots + j on device g % ND), then as
  * many channels as the eager sends have (gp2p_, p2p.h), at least a
- * sixteenth and an eighth of the lane.  Interleaved, they take every
- * block the eager placement leaves (layout.c captured_parts).  The
+ * sixteenth and an eighth of the lane respectively.  Interleaved, they
+ * share every block the eager placement leaves: the collectives' slots
+ * grow up to the eager chunk, the sends' channels take the rest
+ * (layout.c captured_parts).  The
  * captured collectives' flags, unlike the doorbells, do not count, so
  * eager and captured collectives must not hand the same slots to each
  * other.
@@ -47,7 +49,9 @@ struct cxls_layout {
 	uint32_t win_slots;
 	uint32_t win_bcast_slots;
 	uint64_t chunk;        /* bytes per block */
-	uint64_t lane_blocks;  /* blocks per device lane */
+	/* blocks per device lane the eager collectives may use: interleaved,
+	 * those the N-to-N placement needs; sequential, all it fills */
+	uint64_t lane_blocks;
 	uint64_t lane_base;    /* pool offset of this lane in device 0 */
 	uint64_t dev_size;     /* stride between devices */
 	int interleave;

@@ -38,8 +38,9 @@
 				* barriers); 19: slot flags for captured
 				* collectives (no replay barriers), replay
 				* descriptor rings; 20: captured collectives'
-				* slots take the lane's blocks the eager ones
-				* leave (layout.c) */
+				* slots and captured sends' channels take the
+				* lane's blocks the eager collectives leave
+				* (layout.c) */
 #define CXLS_LINE 64
 #define CXLS_PAGE 4096ull
 #define CXLS_MAX_RANKS 1024u /* ranks per communicator a pool can describe */

@@ -272,11 +272,97 @@ static void captured_share(void)
 			CHECK(l.p2p_off - l.gp2p_off >= (lane / 8 & ~4095ull),
 			      "%u ranks: the captured channels keep an eighth", n);
 			if (il && n <= 4)
-				CHECK(l.gcoll_slots == 4 && l.gcoll_chunk == l.chunk,
+				CHECK(l.gcoll_chunk == l.chunk,
 				      "%u ranks: captured slots of the eager chunk (%llu)", n,
 				      (unsigned long long)l.gcoll_chunk);
 		}
 	}
+}
+
+/* A slot: where it starts and how long it is. */
+struct span {
+	uint64_t off, len;
+};
+
+static int cmp_span(const void *a, const void *b)
+{
+	return cmp_u64(&((const struct span *)a)->off, &((const struct span *)b)->off);
+}
+
+/* Spans sorted: each inside its device's lane, none overlapping the next. */
+static int spans_apart(const struct cxls_layout *l, struct span *sp, size_t n,
+		       const struct cxls_super *sb, uint32_t lane)
+{
+	qsort(sp, n, sizeof(*sp), cmp_span);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t dev = cxls_layout_device(l, sp[i].off);
+		uint64_t start = sb->dev_offset + dev * sb->dev_size + lane * sb->lane_size;
+
+		if (dev >= sb->ndev || sp[i].off < start ||
+		    sp[i].off + sp[i].len > start + sb->lane_size)
+			return 0;
+		if (i && sp[i].off < sp[i - 1].off + sp[i - 1].len)
+			return 0;
+	}
+	return 1;
+}
+
+/* The slots of every part but one eager placement (N-to-N or 1-to-N,
+ * which share blocks): n2n selects which.  Returns how many. */
+static size_t all_slots(const struct cxls_layout *l, int n2n, struct span *sp)
+{
+	uint32_t n = l->nranks;
+	size_t k = 0;
+
+	if (n2n)
+		for (uint32_t r = 0; r < n; r++)
+			for (uint32_t s = 0; s < l->slots; s++)
+				sp[k++] = (struct span){ cxls_layout_n2n(l, r, s), l->chunk };
+	else
+		for (uint32_t c = 0; c < l->bcast_slots; c++)
+			sp[k++] = (struct span){ cxls_layout_1n(l, c), l->chunk };
+	for (uint32_t r = 0; r < n; r++)
+		for (uint32_t j = 0; j < l->gcoll_slots; j++)
+			sp[k++] = (struct span){ cxls_layout_gcoll(l, r, j), l->gcoll_chunk };
+	for (uint32_t a = 0; a < n * n * (l->p2p_slots + l->gp2p_slots); a++) {
+		sp[k].off = p2p_slot(l, n, a, &sp[k].len);
+		k++;
+	}
+	return k;
+}
+
+/* Every slot of every kind inside its lane and apart from the others, for
+ * lanes from 1 MiB (format()'s least) up, page multiples or not, both
+ * placements: the captured parts follow the eager blocks wherever those
+ * end. */
+static void every_kind(void)
+{
+	static const uint32_t ndevs[] = { 1, 2, 3, 4, 8 };
+	static const uint32_t ranks[] = { 1, 2, 3, 4, 5, 8 };
+	static const uint64_t lanes[] = { 1 << 20, (1 << 20) + 3 * 4096, 15u << 20,
+					  (15u << 20) + 1000 };
+
+	for (size_t d = 0; d < sizeof(ndevs) / sizeof(ndevs[0]); d++)
+		for (size_t r = 0; r < sizeof(ranks) / sizeof(ranks[0]); r++)
+			for (size_t z = 0; z < sizeof(lanes) / sizeof(lanes[0]); z++)
+				for (int il = 0; il < 2; il++) {
+					struct cxls_super sb = geometry(ndevs[d], 4, lanes[z]);
+					struct cxls_layout l;
+					uint32_t n = ranks[r];
+					struct span *sp;
+
+					if (cxls_layout_init(&l, &sb, 3, n, 512 << 10, 8, il, 0))
+						continue; /* no room: refused, fine */
+					sp = malloc(sizeof(*sp) * (n * l.slots + l.bcast_slots +
+								   n * l.gcoll_slots +
+								   n * n * (l.p2p_slots + l.gp2p_slots)));
+					for (int n2n = 0; n2n < 2; n2n++)
+						CHECK(spans_apart(&l, sp, all_slots(&l, n2n, sp), &sb, 3),
+						      "ND %u N %u lane %llu il %d %s: a slot escapes its lane or overlaps another",
+						      ndevs[d], n, (unsigned long long)lanes[z], il,
+						      n2n ? "N-to-N" : "1-to-N");
+					free(sp);
+				}
 }
 
 /* The window bounds the depth of the collectives whose ranks move alike:
@@ -322,6 +408,7 @@ int main(void)
 	p2p_channels();
 	gcoll_slots();
 	captured_share();
+	every_kind();
 	sweep();
 	exclusive_devices();
 	round_robin();

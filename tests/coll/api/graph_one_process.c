@@ -68,7 +68,8 @@ int case_graphall(void)
 }
 
 /* As graphall, with a send/receive pair per rank (each rank sends to the
- * other and receives from it, bigger than the captured slots hold), and
+ * other and receives from it, bigger than the captured slots of
+ * tests/run.sh's 256 MiB pool hold), and
  * the two graphs launched one after the other from one thread. */
 int case_graphall_p2p(void)
 {
