@@ -36,7 +36,9 @@
 #                 and NCCL_TESTS_ARGS narrow the nccl-tests runs;
 #                 ACCEPT_POOL_SIZE sets the pool's size (default 1G);
 #                 ACCEPT_CONNECTIONS sets CUDA_DEVICE_MAX_CONNECTIONS
-#                 (default 32; 1 is Megatron-LM's one queue per context)
+#                 (default 32; 1 is Megatron-LM's one queue per context);
+#                 CXLSHIM_* policy settings in the environment reach
+#                 every rank (e.g. CXLSHIM_CCCL_CHUNK_SIZE=2M)
 #   --emulate     no GPU needed: the parts the CPU emulation can run
 #                 (pool tests, pinned copies) on build/emu, to check the
 #                 script itself; nccl-tests and PyTorch are skipped, saying
@@ -456,8 +458,10 @@ nt_run() {
 		return
 	fi
 	if [ "$mpi" = 1 ]; then
-		local fwd=(-x LD_PRELOAD="$SHIM")
+		local fwd=(-x LD_PRELOAD="$SHIM") v
 		mpirun --version 2>&1 | grep -q 'Open MPI' && fwd+=(--allow-run-as-root --oversubscribe)
+		# the caller's policy settings too (CXLSHIM_CCCL_CHUNK_SIZE=2M, ...)
+		for v in $(compgen -e | grep '^CXLSHIM_'); do fwd+=(-x "$v"); done
 		env "${run_env[@]}" timeout -k 5 "$secs" mpirun -np "$n" "${fwd[@]}" \
 			-x LD_LIBRARY_PATH -x CXLSHIM_POOL_PATH -x CXLSHIM_POOL_SIZE -x CXLSHIM_CONF \
 			-x CUDA_DEVICE_MAX_CONNECTIONS -x NCCL_TESTS_DEVICE "$@" >"$log" 2>&1
