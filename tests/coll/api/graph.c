@@ -81,8 +81,7 @@ int case_graph(int rank, int n, const ncclUniqueId *id, void *arg)
 	}
 	CHECK(bad < 0, "replay %d gave wrong results", bad);
 	CHECK(allgather_ok(comm, s, rank, n, MIB), "eager op after the replays");
-	cudaGraphExecDestroy(exec);
-	cudaGraphDestroy(graph);
+	graph_free(exec, graph);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	free(host);
 	return CHECK_SUMMARY();
@@ -128,10 +127,7 @@ int case_graph_many(int rank, int n, const ncclUniqueId *id, void *arg)
 	}
 	CHECK(bad < 0, "replay %d: the chain's end is wrong", bad);
 	CHECK(allgather_ok(comm, s, rank, n, 4096), "eager op after the replays");
-	if (exec)
-		cudaGraphExecDestroy(exec);
-	if (g)
-		cudaGraphDestroy(g);
+	graph_free(exec, g);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	return CHECK_SUMMARY();
 }

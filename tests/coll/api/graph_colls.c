@@ -50,8 +50,7 @@ int case_graph_a2a(int rank, int n, const ncclUniqueId *id, void *arg)
 			      it);
 	}
 	CHECK(bad < 0, "replay %d gave wrong results", bad);
-	cudaGraphExecDestroy(exec);
-	cudaGraphDestroy(graph);
+	graph_free(exec, graph);
 	cudaFree(buf);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	free(host);
@@ -132,8 +131,7 @@ int case_graph_reduce(int rank, int n, const ncclUniqueId *id, void *arg)
 			bad = it;
 	}
 	CHECK(bad < 0, "replay %d gave wrong results", bad);
-	cudaGraphExecDestroy(exec);
-	cudaGraphDestroy(graph);
+	graph_free(exec, graph);
 	CHECK(ncclRedOpDestroy(pms, comm) == ncclSuccess, "PreMulSum destroy");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	cudaFree(send);
@@ -238,10 +236,7 @@ int case_graph_twice(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(ok, "AlltoAll after %d launches", TWICE_LAUNCHES);
 	CHECK(allgather_ok(a, s, rank, n, 4096) && allgather_ok(b, s, rank, n, 4096),
 	      "both communicators work after the launches");
-	if (exec)
-		cudaGraphExecDestroy(exec);
-	if (g)
-		cudaGraphDestroy(g);
+	graph_free(exec, g);
 	CHECK(ncclCommDestroy(b) == ncclSuccess && ncclCommDestroy(a) == ncclSuccess, "destroy");
 	cudaFree(x[0]);
 	cudaFree(x[1]);
@@ -531,10 +526,7 @@ int case_graph_colls(int rank, int n, const ncclUniqueId *id, void *arg)
 	}
 	CHECK(allgather_ok(comm, s, rank, n, MIB + 3), "eager op after the replays");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-	if (exec)
-		cudaGraphExecDestroy(exec);
-	if (g)
-		cudaGraphDestroy(g);
+	graph_free(exec, g);
 	colls_free(&a);
 	return CHECK_SUMMARY();
 }
@@ -577,8 +569,7 @@ int case_graph_grouped(int rank, int n, const ncclUniqueId *id, void *arg)
 	}
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	for (int j = 0; j < graphs; j++) {
-		cudaGraphExecDestroy(exec[j]);
-		cudaGraphDestroy(g[j]);
+		graph_free(exec[j], g[j]);
 	}
 	colls_free(&a);
 	return CHECK_SUMMARY();

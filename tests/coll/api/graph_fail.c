@@ -53,10 +53,7 @@ int case_graph_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after remote abort");
 	}
 	launch_barrier();
-	if (exec)
-		cudaGraphExecDestroy(exec);
-	if (g)
-		cudaGraphDestroy(g);
+	graph_free(exec, g);
 	return CHECK_SUMMARY();
 }
 
@@ -106,8 +103,7 @@ int case_graph_mismatch(int rank, int n, const ncclUniqueId *id, void *arg)
 	      "%s: rank %d async error %d after %.2fs", what, rank, e, took);
 	CHECK(ncclAllGather(send, recv, bytes, ncclInt8, comm, s) != ncclSuccess,
 	      "%s: a failed communicator refuses further work", what);
-	cudaGraphExecDestroy(exec);
-	cudaGraphDestroy(graph);
+	graph_free(exec, graph);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after the mismatch");
 	return CHECK_SUMMARY();
 }
@@ -171,8 +167,7 @@ int case_graph_stuck(int rank, int n, const ncclUniqueId *id, void *arg)
 	if (rank == 1)
 		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after the remote abort");
 	launch_barrier();
-	cudaGraphExecDestroy(exec);
-	cudaGraphDestroy(graph);
+	graph_free(exec, graph);
 	return CHECK_SUMMARY();
 }
 
@@ -233,10 +228,7 @@ int case_graph_pair_abort(int rank, int n, const ncclUniqueId *id, void *arg)
 	if (rank != aborter)
 		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after the failure");
 	launch_barrier();
-	if (exec)
-		cudaGraphExecDestroy(exec);
-	if (g)
-		cudaGraphDestroy(g);
+	graph_free(exec, g);
 	return CHECK_SUMMARY();
 }
 
@@ -289,8 +281,7 @@ int case_graph_dead(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(took >= 0 && e == ncclRemoteError, "peer death reported: %d after %.2fs", e, took);
 	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
 	CHECK(cudaStreamSynchronize(s) == cudaSuccess, "the stream drained after the abort");
-	cudaGraphExecDestroy(exec);
-	cudaGraphDestroy(g);
+	graph_free(exec, g);
 	return CHECK_SUMMARY();
 }
 
@@ -342,8 +333,7 @@ int case_graph_dead_big(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(took >= 0 && e == ncclRemoteError, "peer death reported: %d after %.2fs", e, took);
 	CHECK(ncclCommAbort(comm) == ncclSuccess, "abort");
 	drains_or_leave(s, 10, "the replay in flight, after the abort,");
-	cudaGraphExecDestroy(exec);
-	cudaGraphDestroy(g);
+	graph_free(exec, g);
 	return CHECK_SUMMARY();
 }
 
@@ -394,7 +384,6 @@ int case_graph_replay_released(int rank, int n, const ncclUniqueId *id, void *ar
 			CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "launch %d after the abort", it);
 		drains_or_leave(s, 10, "the replays after the abort");
 	}
-	cudaGraphExecDestroy(exec);
-	cudaGraphDestroy(g);
+	graph_free(exec, g);
 	return CHECK_SUMMARY();
 }

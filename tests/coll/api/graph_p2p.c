@@ -60,8 +60,7 @@ int case_graph_pipe(int rank, int n, const ncclUniqueId *id, void *arg)
 	}
 	CHECK(bad < 0, "rank %d: replay %d carried wrong bytes", rank, bad);
 	CHECK(allgather_ok(comm, s, rank, n, MIB), "eager op after the replays");
-	cudaGraphExecDestroy(exec);
-	cudaGraphDestroy(graph);
+	graph_free(exec, graph);
 	cudaFree(buf);
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	free(host);
@@ -214,8 +213,7 @@ int case_graph_mix(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(bad < 0, "%s rank %d: replay %d gave wrong results", mode, rank, bad);
 	CHECK(allgather_ok(comm, s, rank, n, MIB), "eager op after the replays");
 	if (exec) {
-		cudaGraphExecDestroy(exec);
-		cudaGraphDestroy(graph);
+		graph_free(exec, graph);
 	}
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	free(host);
@@ -345,8 +343,7 @@ int case_graph_later(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(bad < 0, "%s rank %d: replay %d gave wrong results", mode, rank, bad);
 	CHECK(allgather_ok(comm, s, rank, n, MIB), "eager op after the replays");
 	for (int g = 0; g < graphs; g++) {
-		cudaGraphExecDestroy(exec[g]);
-		cudaGraphDestroy(graph[g]);
+		graph_free(exec[g], graph[g]);
 	}
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	free(host);
@@ -463,8 +460,7 @@ int case_graph_replays(int rank, int n, const ncclUniqueId *id, void *arg)
 		CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	}
 	for (int k = 0; k < graphs; k++) {
-		cudaGraphExecDestroy(exec[k]);
-		cudaGraphDestroy(g[k]);
+		graph_free(exec[k], g[k]);
 	}
 	free(host);
 	return CHECK_SUMMARY();

@@ -389,10 +389,7 @@ int case_group_capture(int rank, int n, const ncclUniqueId *id, void *arg)
 	CHECK(bad < 0, "replay %d gave wrong sums", bad);
 	CHECK(allgather_ok(a, s, rank, n, 4096) && allgather_ok(b, t, rank, n, 4096),
 	      "both communicators work after the replays");
-	if (exec)
-		cudaGraphExecDestroy(exec);
-	if (g)
-		cudaGraphDestroy(g);
+	graph_free(exec, g);
 	CHECK(ncclCommDestroy(b) == ncclSuccess && ncclCommDestroy(a) == ncclSuccess, "destroy");
 	return CHECK_SUMMARY();
 }
@@ -438,10 +435,7 @@ int case_group_capture_mixed(int rank, int n, const ncclUniqueId *id, void *arg)
 		CHECK(cudaGraphLaunch(exec, s) == cudaSuccess && cudaStreamSynchronize(s) ==
 			      cudaSuccess && all_bytes(b, 4096, n) && all_bytes(ring, 4096, 1),
 		      "replay %d", it);
-	if (exec)
-		cudaGraphExecDestroy(exec);
-	if (g)
-		cudaGraphDestroy(g);
+	graph_free(exec, g);
 	CHECK(allgather_ok(comm, t, rank, n, 4096), "the communicator works after");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	cudaStreamDestroy(t);
@@ -506,10 +500,7 @@ int case_group_capture_streams(int rank, int n, const ncclUniqueId *id, void *ar
 	CHECK(made == K - 1, "%d of %d captures open at once took a collective", made, K);
 	CHECK(ncclCommGetAsyncError(comm, &e) == ncclSuccess && e == ncclSuccess,
 	      "the communicator did not fail: %d", e);
-	if (x)
-		cudaGraphExecDestroy(x);
-	if (g2)
-		cudaGraphDestroy(g2);
+	graph_free(x, g2);
 	CHECK(allgather_ok(comm, s, rank, n, 4096), "the communicator works after");
 	CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 	free(st);
