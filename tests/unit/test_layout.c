@@ -28,19 +28,29 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Offsets sorted: consecutive ones at least a chunk apart, all in a lane. */
-static int disjoint_in_lanes(const struct cxls_layout *l, uint64_t *offs, size_t n,
-			     const struct cxls_super *sb, uint32_t lane)
-{
-	qsort(offs, n, sizeof(*offs), cmp_u64);
-	for (size_t i = 0; i < n; i++) {
-		uint32_t dev = cxls_layout_device(l, offs[i]);
-		uint64_t lane_start = sb->dev_offset + dev * sb->dev_size + lane * sb->lane_size;
+/* A slot: where it starts and how long it is. */
+struct span {
+	uint64_t off, len;
+};
 
-		if (dev >= sb->ndev || offs[i] < lane_start ||
-		    offs[i] + l->chunk > lane_start + sb->lane_size)
+static int cmp_span(const void *a, const void *b)
+{
+	return cmp_u64(&((const struct span *)a)->off, &((const struct span *)b)->off);
+}
+
+/* Spans sorted: each inside its device's lane, none overlapping the next. */
+static int spans_apart(const struct cxls_layout *l, struct span *sp, size_t n,
+		       const struct cxls_super *sb, uint32_t lane)
+{
+	qsort(sp, n, sizeof(*sp), cmp_span);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t dev = cxls_layout_device(l, sp[i].off);
+		uint64_t start = sb->dev_offset + dev * sb->dev_size + lane * sb->lane_size;
+
+		if (dev >= sb->ndev || sp[i].off < start ||
+		    sp[i].off + sp[i].len > start + sb->lane_size)
 			return 0;
-		if (i && offs[i] < offs[i - 1] + l->chunk)
+		if (i && sp[i].off < sp[i - 1].off + sp[i - 1].len)
 			return 0;
 	}
 	return 1;
@@ -57,7 +67,7 @@ static void sweep(void)
 				struct cxls_super sb = geometry(ndevs[d], 4, 8 << 20);
 				struct cxls_layout l;
 				uint32_t n = ranks[r], lane = 2;
-				uint64_t *offs;
+				struct span *sp;
 				size_t k = 0;
 
 				if (cxls_layout_init(&l, &sb, lane, n, 512 << 10, 8, il, 0)) {
@@ -66,19 +76,19 @@ static void sweep(void)
 				}
 				/* p2p.c takes a 32-bit sequence modulo p2p_slots */
 				CHECK(!(l.p2p_slots & (l.p2p_slots - 1)), "%u p2p slots", l.p2p_slots);
-				offs = malloc(sizeof(*offs) * (n * l.slots + l.bcast_slots));
+				sp = malloc(sizeof(*sp) * (n * l.slots + l.bcast_slots));
 				for (uint32_t rk = 0; rk < n; rk++)
 					for (uint32_t s = 0; s < l.slots; s++)
-						offs[k++] = cxls_layout_n2n(&l, rk, s);
-				CHECK(disjoint_in_lanes(&l, offs, k, &sb, lane),
+						sp[k++] = (struct span){ cxls_layout_n2n(&l, rk, s), l.chunk };
+				CHECK(spans_apart(&l, sp, k, &sb, lane),
 				      "N-to-N ND %u N %u il %d overlaps or escapes", ndevs[d], n, il);
 				k = 0;
 				for (uint32_t c = 0; c < l.bcast_slots; c++)
-					offs[k++] = cxls_layout_1n(&l, c);
-				CHECK(disjoint_in_lanes(&l, offs, k, &sb, lane),
+					sp[k++] = (struct span){ cxls_layout_1n(&l, c), l.chunk };
+				CHECK(spans_apart(&l, sp, k, &sb, lane),
 				      "1-to-N ND %u N %u il %d overlaps or escapes", ndevs[d], n, il);
 				CHECK(l.bcast_slots >= l.slots, "bcast depth");
-				free(offs);
+				free(sp);
 			}
 }
 
@@ -277,34 +287,6 @@ static void captured_share(void)
 				      (unsigned long long)l.gcoll_chunk);
 		}
 	}
-}
-
-/* A slot: where it starts and how long it is. */
-struct span {
-	uint64_t off, len;
-};
-
-static int cmp_span(const void *a, const void *b)
-{
-	return cmp_u64(&((const struct span *)a)->off, &((const struct span *)b)->off);
-}
-
-/* Spans sorted: each inside its device's lane, none overlapping the next. */
-static int spans_apart(const struct cxls_layout *l, struct span *sp, size_t n,
-		       const struct cxls_super *sb, uint32_t lane)
-{
-	qsort(sp, n, sizeof(*sp), cmp_span);
-	for (size_t i = 0; i < n; i++) {
-		uint32_t dev = cxls_layout_device(l, sp[i].off);
-		uint64_t start = sb->dev_offset + dev * sb->dev_size + lane * sb->lane_size;
-
-		if (dev >= sb->ndev || sp[i].off < start ||
-		    sp[i].off + sp[i].len > start + sb->lane_size)
-			return 0;
-		if (i && sp[i].off < sp[i - 1].off + sp[i - 1].len)
-			return 0;
-	}
-	return 1;
 }
 
 /* The slots of every part but one eager placement (N-to-N or 1-to-N,
