@@ -150,8 +150,9 @@ int cxls_sock_epoll_waited(int epfd, struct epoll_event *ev, int max, int timeou
 			   const sigset_t *mask, int n);
 void cxls_sock_epoll_closing(int fd);
 /* An epoll fd in a poll or select: the set the shim keeps for it when it
- * holds pooled sockets, with a reference (NULL otherwise); whether one of
- * them is ready; the reference given back.  The members are not armed:
+ * holds pooled sockets or sets that may (nested), with a reference (NULL
+ * otherwise); whether one of those sockets, at any depth, is ready; the
+ * reference given back.  The members are not armed:
  * the poller looks again every CXLS_SOCK_POLLED_SET_MS while it sleeps. */
 #define CXLS_SOCK_POLLED_SET_MS 5
 struct epset;

@@ -29,7 +29,8 @@
  * This file holds the sets and their table; the rest, one part each:
  * sock_epoll_item.c, what a set holds per fd (items) and what the kernel
  * watches for it; sock_epoll_ctl.c, epoll_ctl (nested sets, and the
- * registrations taken over at connect); sock_epoll_ready.c, what the
+ * registrations taken over at connect); sock_epoll_nest.c, the sets
+ * nested in a set, at any depth; sock_epoll_ready.c, what the
  * rings say is ready (edge, level, one-shot, busy-poll);
  * sock_epoll_sleep.c, the pooled sockets one wait sleeps on;
  * sock_epoll_wait.c, epoll_wait; sock_epoll_close.c, the close and dup of
@@ -228,7 +229,7 @@ struct epset *cxls_sock_epoll_polled(int fd)
 	if (!s)
 		return NULL;
 	pthread_mutex_lock(&s->lock);
-	members = !s->closed && s->n > 0;
+	members = !s->closed && (s->n > 0 || s->nchild > 0);
 	pthread_mutex_unlock(&s->lock);
 	if (members)
 		return s;

@@ -32,37 +32,6 @@ int cxls_ep_is_epoll(int fd)
 	return !strcmp(link, "anon_inode:[eventpoll]");
 }
 
-/* The place of child set fd in s, or s->nchild when it is not there. */
-static int child_index(const struct epset *s, int fd)
-{
-	int i;
-
-	for (i = 0; i < s->nchild && s->child[i].fd != fd; i++)
-		;
-	return i;
-}
-
-/* ch at place i of s (i == s->nchild: a new entry), with a reference to
- * its set of the entry's own; s locked. */
-static void child_note(struct epset *s, int i, struct ep_child ch)
-{
-	cxls_ep_set_hold(ch.set);
-	if (i == s->nchild)
-		s->nchild++;
-	else
-		cxls_ep_set_put(s->child[i].set);
-	s->child[i] = ch;
-}
-
-/* The entry at place i of s goes, with its reference; s locked. */
-void cxls_ep_child_drop(struct epset *s, int i)
-{
-	struct epset *in = s->child[i].set;
-
-	s->child[i] = s->child[--s->nchild];
-	cxls_ep_set_put(in);
-}
-
 /* epoll_ctl(outer, op, inner): the kernel registration as asked, plus the
  * shim's note of the child set (EP_CHILDREN at most: a set nested beyond
  * that is the kernel's alone, its pooled members unseen from outside).
@@ -80,12 +49,13 @@ static int ctl_nested(int epfd, int op, int fd, struct epoll_event *ev, struct e
 		errno = err;
 		return r;
 	}
-	i = child_index(s, fd);
+	i = cxls_ep_child_index(s, fd);
 	if (!r && op == EPOLL_CTL_DEL && i < s->nchild)
 		cxls_ep_child_drop(s, i);
-	else if (!r && op != EPOLL_CTL_DEL && ev && (i < s->nchild || s->nchild < EP_CHILDREN))
-		child_note(s, i, (struct ep_child){ .fd = fd, .set = inner, .events = ev->events,
-						   .data = ev->data });
+	else if (!r && op != EPOLL_CTL_DEL && ev)
+		cxls_ep_child_note(s, i, &(struct ep_child){ .fd = fd, .set = inner,
+							     .events = ev->events,
+							     .data = ev->data });
 	cxls_ep_set_unlock(s);
 	return r;
 }
@@ -380,35 +350,40 @@ static void unadopt_one(int fd, const struct cxls_epreg *r)
 	cxls_ep_set_unlock(s);
 }
 
-/* Notes epoll fd inner (now holding a followed fd) as a member of the
- * sets it was added to while the shim did not look (sock_epseen.h). */
-static int adopt_nested(int inner)
+/* Notes epoll fd inner (now holding a followed fd, or a set that does,
+ * depth levels down) as a member of the sets it was added to while the
+ * shim did not look (sock_epseen.h), and those sets in theirs: a set
+ * nested in a set nested in the one an event loop waits on wakes it as
+ * well. */
+static int adopt_nested(int inner, int depth)
 {
 	struct cxls_epreg outer[CXLS_EPREG_MAX];
 	struct epset *in;
 	int n = cxls_epseen_regs(inner, outer), rc = 0;
 
-	if (n < 0)
+	if (n < 0 || depth > EP_NEST_DEPTH)
 		return -1;
 	in = cxls_ep_set_get(inner, 1);
 	if (!in)
 		return -1;
 	for (int i = 0; i < n && !rc; i++) {
 		struct epset *s = cxls_ep_set_lock(outer[i].epfd, 1);
-		int j;
+		int j, noted;
 
 		if (!s) {
 			rc = -1;
 			break;
 		}
-		j = child_index(s, inner);
-		if (j == s->nchild && s->nchild == EP_CHILDREN)
-			rc = -1;
-		else if (j == s->nchild)
-			child_note(s, j, (struct ep_child){ .fd = inner, .set = in,
-							   .events = outer[i].events,
-							   .data.u64 = outer[i].data });
+		j = cxls_ep_child_index(s, inner);
+		noted = j == s->nchild;
+		if (noted)
+			rc = cxls_ep_child_note(s, j, &(struct ep_child){
+				.fd = inner, .set = in, .events = outer[i].events,
+				.data.u64 = outer[i].data,
+				.disabled = cxls_epreg_disabled(&outer[i]) });
 		cxls_ep_set_unlock(s);
+		if (!rc && noted)
+			rc = adopt_nested(outer[i].epfd, depth + 1);
 	}
 	cxls_ep_set_put(in);
 	return rc;
@@ -420,7 +395,7 @@ int cxls_sock_epoll_adopt(int fd, struct cxls_sconn *c, const struct cxls_epreg 
 
 	/* the sets' own places first: a failure there changes nothing */
 	for (i = 0; i < n; i++)
-		if (adopt_nested(r[i].epfd))
+		if (adopt_nested(r[i].epfd, 1))
 			return -1;
 	for (i = 0; i < n; i++)
 		if (adopt_one(fd, c, &r[i]))

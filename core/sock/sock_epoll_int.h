@@ -61,6 +61,8 @@ struct ep_item {
 };
 
 #define EP_CHILDREN 8
+/* How deep sets nest below the one waited on: the kernel's EP_MAX_NESTS */
+#define EP_NEST_DEPTH 4
 
 /* An epoll fd inside this one (nested sets): its pooled members make it
  * ready, which the kernel only sees once they are armed. */
@@ -191,8 +193,26 @@ struct cxls_ep_kregs {
 void cxls_ep_kregs_load(struct cxls_ep_kregs *k, int ep);
 void cxls_ep_kregs_free(struct cxls_ep_kregs *k);
 
-/* A nested set's entry goes (sock_epoll_ctl.c); s locked. */
+/* Nested sets (sock_epoll_nest.c); s locked.  The place of child set fd
+ * in s, or s->nchild when it is not there; ch noted at place i (s->nchild:
+ * a new entry, -1 when s has EP_CHILDREN already) with a reference to its
+ * set of the entry's own; the entry at place i dropped with its
+ * reference. */
+int cxls_ep_child_index(const struct epset *s, int fd);
+int cxls_ep_child_note(struct epset *s, int i, const struct ep_child *ch);
 void cxls_ep_child_drop(struct epset *s, int i);
+
+/* Locks a set nested depth levels below the one a walk started from:
+ * 0, or -1 when it is deeper than the kernel allows or this thread holds
+ * it already (a loop in notes that lag the kernel's). */
+int cxls_ep_nest_lock(struct epset *in, int depth);
+
+/* fn(in, fd, arg) for every set below s (locked), at any depth, each once
+ * and locked for its call; fd is its epoll fd, as its parent's note
+ * names it.  Stops at the first nonzero fn
+ * returns, and returns it. */
+typedef int (*cxls_ep_nest_fn)(struct epset *in, int fd, void *arg);
+int cxls_ep_nest_each(struct epset *s, cxls_ep_nest_fn fn, void *arg);
 
 /* Ready items, from the rings (sock_epoll_ready.c); s locked.  arm: 0
  * only looks, else the token of the sleep idle items are armed for. */

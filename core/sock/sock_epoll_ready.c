@@ -110,22 +110,33 @@ int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, ui
 	return n;
 }
 
-/* What an inner set's pooled members have seen so far: bytes in, room
- * made, reading over.  The kernel wakes an outer edge-triggered set at
- * each of these, ready members or not; a mark that moved is such an edge. */
-static uint64_t child_mark(const struct epset *in)
+/* What the pooled members of an inner set, and of the sets below it,
+ * have seen so far: bytes in, room made, reading over.  The kernel wakes
+ * an outer edge-triggered set at each of these, ready members or not; a
+ * mark that moved is such an edge. */
+static int add_marks(struct epset *in, int fd, void *mark)
 {
-	uint64_t m = 0;
+	uint64_t *m = mark;
 
+	(void)fd;
 	for (int j = 0; j < in->n; j++) {
 		struct cxls_sconn *c = in->items[j].c;
 
 		/* a connect or a meeting under way has no rings yet */
 		if (atomic_load(&c->mode) != CXLS_SC_POOL)
 			continue;
-		m += cxls_stream_produced(&c->rx) + atomic_load(&c->tx.hdr->cons) +
-		     ((uint64_t)end_of(c) << 40);
+		*m += cxls_stream_produced(&c->rx) + atomic_load(&c->tx.hdr->cons) +
+		      ((uint64_t)end_of(c) << 40);
 	}
+	return 0;
+}
+
+static uint64_t child_mark(struct epset *in)
+{
+	uint64_t m = 0;
+
+	add_marks(in, -1, &m);
+	cxls_ep_nest_each(in, add_marks, &m);
 	return m;
 }
 
@@ -142,18 +153,28 @@ static int child_reports(struct ep_child *ch, uint64_t mark)
 	return 1;
 }
 
-/* Whether a pooled member of set `in` (locked) is ready, arming them all
- * for the sleep of token arm (0: only look): any of them may ring first.
- * Nothing is reported: that is the set's own epoll_wait's to do. */
-static int members_ready(struct epset *in, uint64_t arm)
+/* Whether set `in` (locked, depth levels below the set waited on) has a
+ * pooled member ready: its own, or one of a set nested in it whose
+ * registration there lets it count (EPOLLIN, its one shot not spent).
+ * When arm is a sleep's token (0: only look) every member at every depth
+ * is armed for it: any of them may ring first.  Nothing is reported: that
+ * is the sets' own epoll_waits' to do. */
+static int members_ready(struct epset *in, uint64_t arm, int depth)
 {
 	int ready = 0;
 
-	for (int j = 0; j < in->n && !ready; j++)
-		ready = item_ready(&in->items[j], arm) != 0;
-	if (arm)
-		for (int j = 0; j < in->n; j++)
-			item_ready(&in->items[j], arm);
+	for (int j = 0; j < in->n && (!ready || arm); j++)
+		ready |= item_ready(&in->items[j], arm) != 0;
+	for (int i = 0; i < in->nchild && (!ready || arm); i++) {
+		struct ep_child *ch = &in->child[i];
+		int r;
+
+		if (cxls_ep_nest_lock(ch->set, depth + 1))
+			continue;
+		r = members_ready(ch->set, arm, depth + 1);
+		pthread_mutex_unlock(&ch->set->lock);
+		ready |= r && (ch->events & EPOLLIN) && !ch->disabled;
+	}
 	return ready;
 }
 
@@ -164,9 +185,8 @@ int cxls_sock_epoll_polled_ready(struct epset *in)
 	pthread_mutex_lock(&in->lock);
 	/* the poller sleeps on no member's doorbell: every member is looked
 	 * at, quiet or not (a doorbell another thread read leaves it quiet) */
-	for (int j = 0; j < in->n; j++)
-		in->items[j].quiet = 0;
-	ready = members_ready(in, 0);
+	cxls_ep_unquiet(in);
+	ready = members_ready(in, 0, 0);
 	pthread_mutex_unlock(&in->lock);
 	return ready;
 }
@@ -181,8 +201,9 @@ static int collect_children(struct epset *s, struct epoll_event *out, int n, int
 		uint64_t mark;
 		int ready;
 
-		pthread_mutex_lock(&ch->set->lock);
-		ready = members_ready(ch->set, arm);
+		if (cxls_ep_nest_lock(ch->set, 1))
+			continue;
+		ready = members_ready(ch->set, arm, 1);
 		mark = ready && (ch->events & EPOLLET) ? child_mark(ch->set) : 0;
 		pthread_mutex_unlock(&ch->set->lock);
 		if (ready && child_reports(ch, mark)) {

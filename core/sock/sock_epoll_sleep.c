@@ -2,7 +2,7 @@
  *
  * A peer rings a socket's doorbell only while someone sleeps on it
  * (sock_chan.h), so a wait counts itself in on every pooled socket of the
- * set and its children before it arms them, and out again once the
+ * set and the sets below it before it arms them, and out again once the
  * kernel returned, whatever other threads did to the set meanwhile.
  */
 #include "sock_epoll_int.h"
@@ -68,22 +68,22 @@ int cxls_ep_sleeping_slice_ms(const struct sleeping *z)
 	return ms;
 }
 
-/* Counts this thread as a sleeper of every pooled socket of s and of its
- * children; s locked, before arming. */
+static int sleep_on(struct epset *in, int fd, void *z)
+{
+	(void)fd;
+	for (int j = 0; j < in->n; j++)
+		sleeping_add(z, &in->items[j]);
+	return 0;
+}
+
+/* Counts this thread as a sleeper of every pooled socket of s and of the
+ * sets below it; s locked, before arming. */
 void cxls_ep_sleep_set(struct epset *s, struct sleeping *z)
 {
 	z->n = 0;
 	z->gone = 0;
-	for (int i = 0; i < s->n; i++)
-		sleeping_add(z, &s->items[i]);
-	for (int i = 0; i < s->nchild; i++) {
-		struct epset *in = s->child[i].set;
-
-		pthread_mutex_lock(&in->lock);
-		for (int j = 0; j < in->n; j++)
-			sleeping_add(z, &in->items[j]);
-		pthread_mutex_unlock(&in->lock);
-	}
+	sleep_on(s, -1, z);
+	cxls_ep_nest_each(s, sleep_on, z);
 }
 
 /* The kernel reported fd's doorbell: cxls_ep_wake_set() reads it, unless
@@ -95,21 +95,22 @@ void cxls_ep_sleeping_rang(struct sleeping *z, int fd)
 			z->v[i].rang = 1;
 }
 
+static int unquiet(struct epset *in, int fd, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	for (int j = 0; j < in->n; j++)
+		in->items[j].quiet = 0;
+	return 0;
+}
+
 /* Items armed for a sleep that is over are idle no more: the last
  * sleeper withdrew their requests (sock_chan.c), so no doorbell will
- * tell; s locked. */
+ * tell; s and the sets below it, s locked. */
 void cxls_ep_unquiet(struct epset *s)
 {
-	for (int i = 0; i < s->n; i++)
-		s->items[i].quiet = 0;
-	for (int i = 0; i < s->nchild; i++) {
-		struct epset *in = s->child[i].set;
-
-		pthread_mutex_lock(&in->lock);
-		for (int j = 0; j < in->n; j++)
-			in->items[j].quiet = 0;
-		pthread_mutex_unlock(&in->lock);
-	}
+	unquiet(s, -1, NULL);
+	cxls_ep_nest_each(s, unquiet, NULL);
 }
 
 /* After the kernel returned: gives back the entries and references

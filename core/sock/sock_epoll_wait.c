@@ -106,7 +106,7 @@ static uint64_t look_item(int epfd, struct epset *s, int i, uint64_t now, int *d
 	return it->look_at = cxls_sock_next_look(it->c, now);
 }
 
-static uint64_t meetings_due(int epfd, struct epset *s)
+static uint64_t own_meetings_due(int epfd, struct epset *s)
 {
 	uint64_t now = 0, next = 0;
 	int dropped;
@@ -121,13 +121,20 @@ static uint64_t meetings_due(int epfd, struct epset *s)
 		next = sooner(next, look_item(epfd, s, i, now, &dropped));
 		i -= dropped;
 	}
-	for (int i = 0; i < s->nchild; i++) {
-		struct ep_child *ch = &s->child[i];
+	return next;
+}
 
-		pthread_mutex_lock(&ch->set->lock);
-		next = sooner(next, meetings_due(ch->fd, ch->set));
-		pthread_mutex_unlock(&ch->set->lock);
-	}
+static int nested_meetings_due(struct epset *in, int fd, void *next)
+{
+	*(uint64_t *)next = sooner(*(uint64_t *)next, own_meetings_due(fd, in));
+	return 0;
+}
+
+static uint64_t meetings_due(int epfd, struct epset *s)
+{
+	uint64_t next = own_meetings_due(epfd, s);
+
+	cxls_ep_nest_each(s, nested_meetings_due, &next);
 	return next;
 }
 

@@ -590,11 +590,12 @@ static void nested_calls(uint32_t how, const char *what)
 
 /* An event loop embedded in another one's poll or select: the outer loop
  * waits on the inner one's epoll fd, readable once bytes come to a socket
- * of its set (here 100 ms after the wait began, from a child). */
-static void epfd_calls(int use_select)
+ * of its set (here 100 ms after the wait began, from a child), or to a
+ * socket of a set nested in it, `nested` sets down. */
+static void epfd_calls(int use_select, int nested)
 {
 	struct epoll_event ev = { EPOLLIN, { 0 } };
-	int a, b, ep = epoll_create1(EPOLL_CLOEXEC), r;
+	int a, b, ep = epoll_create1(EPOLL_CLOEXEC), set[2] = { -1, -1 }, holder = ep, r;
 	uint64_t t0;
 	pid_t pid;
 
@@ -602,7 +603,12 @@ static void epfd_calls(int use_select)
 		printf("FAIL no connection: %s\n", strerror(errno));
 		return;
 	}
-	epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev);
+	for (int i = 0; i < nested; i++) {
+		set[i] = epoll_create1(EPOLL_CLOEXEC);
+		epoll_ctl(holder, EPOLL_CTL_ADD, set[i], &ev);
+		holder = set[i];
+	}
+	epoll_ctl(holder, EPOLL_CTL_ADD, b, &ev);
 	pid = fork();
 	if (pid == 0) {
 		usleep(100 * 1000);
@@ -619,10 +625,12 @@ static void epfd_calls(int use_select)
 	} else {
 		r = poll(&(struct pollfd){ ep, POLLIN, 0 }, 1, 3000);
 	}
-	printf("%-40s %d, %s\n", use_select ? "select on an epoll fd:" : "poll on an epoll fd:", r,
-	       tu_now_us() - t0 < 1500000 ? "in time" : "late");
+	printf("%s on an epoll fd, %d sets down: %d, %s\n", use_select ? "select" : "poll", nested,
+	       r, tu_now_us() - t0 < 1500000 ? "in time" : "late");
 	SAY(epoll_wait(ep, &ev, 1, 0));
 	tu_wait(pid);
+	for (int i = 0; i < nested; i++)
+		close(set[i]);
 	close(ep);
 	close(a);
 	close(b);
@@ -1856,8 +1864,10 @@ int main(void)
 	peek_off_calls();
 	peek_off_accepted();
 	turn_calls();
-	epfd_calls(0);
-	epfd_calls(1);
+	for (int nested = 0; nested <= 2; nested++) {
+		epfd_calls(0, nested);
+		epfd_calls(1, nested);
+	}
 	epfd_closed_under_wait(0);
 	epfd_closed_under_wait(1);
 	nested_mixed_calls();

@@ -33,6 +33,7 @@
 
 #define DATA 0x5eed0000beefull  /* the application's data of the socket */
 #define INNER 0x11e7ull        /* of the inner set, in the outer one */
+#define MIDDLE 0x3dd1eull      /* of the middle set, three deep */
 #define PAYLOAD (1u << 20)
 #define WAIT_MS 20000 /* a lost event, not a slow machine */
 
@@ -67,7 +68,9 @@ static int echo_one(void *arg)
 
 struct loop {
 	int ep;        /* the set the loop waits on */
-	int inner;     /* nested: the set holding fd (in ep); else -1 */
+	int inner;     /* nested: the set holding fd (in ep, or in middle);
+			* else -1 */
+	int middle;    /* nested two deep: the set in ep holding inner; else -1 */
 	int fd;
 	uint64_t data;  /* its registration's */
 	uint32_t flags; /* EPOLLET, EPOLLONESHOT */
@@ -84,8 +87,18 @@ static int set_of_fd(struct loop *l)
 	return l->inner >= 0 ? l->inner : l->ep;
 }
 
+/* An epoll set added to set ep with data, level-triggered; -1 on error. */
+static int set_in(int ep, uint64_t data)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = data } };
+	int in = epoll_create1(0);
+
+	return in >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, in, &ev) ? in : -1;
+}
+
 /* Everything up to connect(): server, socket, sets, registration (in
- * ep when not -1, with data). */
+ * ep when not -1, with data).  nested: how many sets are between ep and
+ * the socket (0, 1 or 2). */
 static int loop_open_in(struct loop *l, uint32_t flags, int nested, int ep, uint64_t data)
 {
 	struct epoll_event ev;
@@ -108,14 +121,11 @@ static int loop_open_in(struct loop *l, uint32_t flags, int nested, int ep, uint
 	l->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	l->ep = ep >= 0 ? ep : epoll_create1(0);
 	l->data = data;
-	l->inner = -1;
-	if (nested) {
-		l->inner = epoll_create1(0);
-		ev.events = EPOLLIN;
-		ev.data.u64 = INNER;
-		if (epoll_ctl(l->ep, EPOLL_CTL_ADD, l->inner, &ev))
-			return -1;
-	}
+	l->inner = l->middle = -1;
+	if (nested == 2 && (l->middle = set_in(l->ep, MIDDLE)) < 0)
+		return -1;
+	if (nested && (l->inner = set_in(l->middle >= 0 ? l->middle : l->ep, INNER)) < 0)
+		return -1;
 	ev.events = EPOLLIN | EPOLLOUT | flags;
 	ev.data.u64 = data;
 	return epoll_ctl(set_of_fd(l), EPOLL_CTL_ADD, l->fd, &ev);
@@ -134,8 +144,15 @@ static int loop_connect(struct loop *l)
 		       : -1;
 }
 
-/* The socket's events from the set (through the outer one when nested:
- * it may report the inner set ready when the inner has nothing to say,
+/* Whether ev[0..n) is the one event of a set nested in the one waited
+ * on, registered with data. */
+static int just_set(const struct epoll_event *ev, int n, uint64_t data)
+{
+	return n == 1 && ev[0].data.u64 == data && (ev[0].events & EPOLLIN);
+}
+
+/* The socket's events from the set (through the outer ones when nested:
+ * each may report the set below it ready when that has nothing to say,
  * as the kernel's does); 0 on timeout, -1 on an event that is not the
  * application's. */
 static int loop_wait(struct loop *l)
@@ -148,8 +165,13 @@ static int loop_wait(struct loop *l)
 		n = epoll_wait(l->ep, ev, 4, WAIT_MS);
 		if (n < 0)
 			return errno == EINTR ? 0 : -1;
+		if (n && l->middle >= 0) {
+			if (!just_set(ev, n, MIDDLE))
+				return -1;
+			n = epoll_wait(l->middle, ev, 4, 0);
+		}
 		if (n && l->inner >= 0) {
-			if (n != 1 || ev[0].data.u64 != INNER || !(ev[0].events & EPOLLIN))
+			if (!just_set(ev, n, INNER))
 				return -1;
 			n = epoll_wait(l->inner, ev, 4, 0);
 		}
@@ -302,6 +324,8 @@ static void loop_close(struct loop *l, const char *what)
 		close(l->ep);
 	if (l->inner >= 0)
 		close(l->inner);
+	if (l->middle >= 0)
+		close(l->middle);
 	CHECK(tu_wait(l->server) == 0, "%s: echo server", what);
 	free(l->in);
 	free(l->out);
@@ -347,10 +371,14 @@ static void test_nested(void)
 
 	run_epoll("nested, level-triggered", 0, 1);
 	run_epoll("nested, edge-triggered", EPOLLET, 1);
+	/* the set waited on wakes for a pooled socket two sets down */
+	run_epoll("nested two deep, level-triggered", 0, 2);
+	run_epoll("nested two deep, edge-triggered", EPOLLET, 2);
 	/* with a socket the shim follows already (a listener), the inner
 	 * set is known as one when it goes into the outer */
 	keep = tu_listen(&port, 0);
 	run_epoll("nested, a listener open", EPOLLET, 1);
+	run_epoll("nested two deep, a listener open", 0, 2);
 	close(keep);
 }
 
