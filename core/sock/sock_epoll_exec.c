@@ -11,9 +11,12 @@
  * the pooled connections (sock_exec.c):
  *   ep:fd:events:data:flags:last:seen_prod:seen_cons:maker_pid:
  *     maker_start:maker_execs:born
- * (events, data, last in hex), and "dup=ep" for another number of the
- * same set.  The new image, once it adopted the connections, rebuilds the
- * sets from it, so that epoll_wait, EPOLL_CTL_MOD and EPOLL_CTL_DEL go on
+ * (events, data, last in hex), "dup=ep" for another number of the same
+ * set, and for a set nested in another (sock_epoll_nest.c)
+ *   ep>inner:events:data:flags:mark
+ * (events, data, flags in hex: the outer registration's, and whether its
+ * one shot fired; mark, what edge triggering compares against).  The new
+ * image, once it adopted the connections, rebuilds the sets from it, so that epoll_wait, EPOLL_CTL_MOD and EPOLL_CTL_DEL go on
  * as before the exec: the one-shot and edge states, a parked item (the
  * application's DEL, the registration kept for its next ADD), and
  * whether another process may wake by a registration (an item made
@@ -24,7 +27,8 @@
  * forged: an entry is taken only when the kernel agrees with it (ep is an
  * epoll fd whose file holds the shim's registration of fd, for fd's
  * socket; fd is a pooled connection just adopted; a dup is the same
- * epoll file, kcmp()).  Anything else is said (WARN) and left as it was
+ * epoll file, kcmp(); a nested set is an epoll file that ep's file holds
+ * under that number with that data, kcmp()).  Anything else is said (WARN) and left as it was
  * before this existed: the kernel's registration without an item, whose
  * tags the new image's waits drop (foreign_tag()).
  *
@@ -65,6 +69,9 @@ enum {
 			 * be another process's too */
 	X_ALL = 15
 };
+
+/* A nested set's entry's flags */
+enum { C_DISABLED = 1, C_ALL = 1 };
 
 /* ---- before exec ---------------------------------------------------- */
 
@@ -148,6 +155,20 @@ static void put_item(struct spec_buf *b, int ep, const struct ep_item *it)
 	    (unsigned long long)it->born);
 }
 
+/* The sets nested in s (e's) whose epoll fd survives and still names
+ * them: the new image follows them from e too. */
+static void put_children(struct spec_buf *b, int e, const struct epset *s)
+{
+	for (int i = 0; i < s->nchild; i++) {
+		const struct ep_child *ch = &s->child[i];
+
+		if (cxls_fd_survives_exec(ch->fd) && cxls_ep_set_at(ch->fd) == ch->set)
+			put(b, "%d>%d:%x:%llx:%x:%llu", e, ch->fd, ch->events,
+			    (unsigned long long)ch->data.u64, ch->disabled ? C_DISABLED : 0,
+			    (unsigned long long)ch->mark);
+	}
+}
+
 /* s's first number below e that stays open across exec, or -1. */
 static int first_number(const struct epset *s, int e)
 {
@@ -189,6 +210,7 @@ static void put_sets(struct spec_buf *b)
 		for (int i = 0; i < s->n; i++)
 			if (carried(&s->items[i]))
 				put_item(b, e, &s->items[i]);
+		put_children(b, e, s);
 		pthread_mutex_unlock(&s->lock);
 	}
 	pthread_mutex_unlock(&cxls_ep_sets_lock);
@@ -404,6 +426,58 @@ static const char *take_alias(const char *entry)
 	return NULL;
 }
 
+/* Whether epoll fd ep's file holds inner's file under the number inner
+ * with data (the application's registration of a nested set): the
+ * number and data from /proc, the file by kcmp(). */
+static int holds_set(struct taking *t, int ep, int inner, uint64_t data)
+{
+	struct kcmp_epoll_slot slot = { .efd = (uint32_t)ep, .tfd = (uint32_t)inner, .toff = 0 };
+	int self = getpid(), listed = 0;
+
+	cxls_ep_kregs_load(&t->k, ep);
+	for (int i = 0; i < t->k.n && !listed; i++)
+		listed = t->k.v[i].tfd == inner && t->k.v[i].data == data;
+	return listed && syscall(SYS_kcmp, self, self, KCMP_EPOLL_TFD, inner, &slot) == 0;
+}
+
+/* "ep>inner:events:data:flags:mark": inner's set nested in ep's; NULL,
+ * or why not. */
+static const char *take_child(struct taking *t, const char *entry)
+{
+	uint64_t ep, inner, events, data, flags, mark;
+	struct ep_child ch;
+	struct epset *s, *in;
+	const char *why = NULL;
+
+	if (field(&entry, 10, INT32_MAX, '>', &ep) || field(&entry, 10, INT32_MAX, ':', &inner) ||
+	    field(&entry, 16, UINT32_MAX, ':', &events) ||
+	    field(&entry, 16, UINT64_MAX, ':', &data) || field(&entry, 16, C_ALL, ':', &flags) ||
+	    field(&entry, 10, UINT64_MAX, '\0', &mark) || ep == inner)
+		return "garbled";
+	if (!cxls_ep_is_epoll((int)ep) || !cxls_ep_is_epoll((int)inner))
+		return "not an epoll fd";
+	if (!holds_set(t, (int)ep, (int)inner, data))
+		return "the epoll file holds no such registration of that set, or kcmp() refused "
+		       "to say";
+	in = cxls_ep_set_get((int)inner, 1);
+	if (!in)
+		return "no memory";
+	s = cxls_ep_set_lock((int)ep, 1);
+	ch = (struct ep_child){ .fd = (int)inner, .set = in, .events = (uint32_t)events,
+				.data.u64 = data, .disabled = !!(flags & C_DISABLED),
+				.mark = mark };
+	if (!s)
+		why = "no memory";
+	else if (cxls_ep_child_index(s, (int)inner) < s->nchild)
+		why = "listed twice";
+	else if (cxls_ep_child_note(s, s->nchild, &ch))
+		why = "more nested sets than the shim follows in one";
+	if (s)
+		cxls_ep_set_unlock(s);
+	cxls_ep_set_put(in);
+	return why;
+}
+
 /* This many refusals are said one by one, the rest counted. */
 #define SAID_MAX 8
 
@@ -422,6 +496,8 @@ static void take_entry(struct taking *t, const char *entry)
 
 	if (strchr(entry, '='))
 		why = take_alias(entry);
+	else if (strchr(entry, '>'))
+		why = take_child(t, entry);
 	else if (parse_item(entry, &x))
 		why = "garbled";
 	else if (!(why = take_item(t, &x)))

@@ -2143,6 +2143,90 @@ static void test_exec_epoll_takeover(void)
 	close(b2);
 }
 
+/* ---- nested sets taken over across exec ---------------------------------
+ * The set waited on holds a set that holds the set of the pooled socket
+ * (O > M > I > b), and another set holds I edge-triggered (E), its edge
+ * taken before the exec with the byte left unread.  The new image's waits
+ * on O wake for b's bytes and its close three sets down, and E reports no
+ * edge it already reported (what it compares against comes along). */
+
+/* The new image: O and M in the first argument, b, I and E in the third,
+ * back the fourth. */
+static int exec_epnest(char **arg)
+{
+	int o = atoi(arg[0]) & 0xffff, m = atoi(arg[0]) >> 16, b = atoi(arg[1]),
+	    in = atoi(arg[2]) & 0xffff, e = atoi(arg[2]) >> 16, back = atoi(arg[3]);
+	char c;
+
+	if (write(back, "e", 1) != 1)
+		return 1;
+	if (got_none(e, 0, "edge-triggered, the edge taken before the exec"))
+		return 10;
+	if (got_one(o, 0, 3, EPOLLIN, "the byte left unread, three sets down") ||
+	    got_one(m, 0, 4, EPOLLIN, "the middle set") ||
+	    got_one(in, 0, 5, EPOLLIN, "the set of the socket"))
+		return 11;
+	if (read(b, &c, 1) != 1 || c != 'w' || got_none(o, 100, "all read"))
+		return 12;
+	if (write(back, "r", 1) != 1)
+		return 1;
+	if (got_one(o, 2000, 3, EPOLLIN, "the peer's byte, asleep three sets up"))
+		return 13;
+	if (got_one(e, 0, 6, EPOLLIN, "edge-triggered, the new byte") || read(b, &c, 1) != 1 ||
+	    c != 'x')
+		return 14;
+	if (write(back, "c", 1) != 1)
+		return 1;
+	if (got_one(o, 2000, 3, EPOLLIN, "the peer's close") ||
+	    got_one(in, 0, 5, EPOLLIN | EPOLLRDHUP, "the close in the socket's set"))
+		return 15;
+	return 0;
+}
+
+static int set_holding(int fd, uint32_t events, uint64_t data)
+{
+	int ep = epoll_create1(0);
+
+	CHECK(ep >= 0 && ep < 0x8000 &&
+		      epoll_ctl(ep, EPOLL_CTL_ADD, fd, &(struct epoll_event){ events, { .u64 = data } }) == 0,
+	      "a set holding fd %d", fd);
+	return ep;
+}
+
+static void test_exec_epoll_nested(void)
+{
+	int a, b, in, m, o, e, back, st;
+	struct epoll_event ev;
+	char c;
+	pid_t child;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	in = set_holding(b, EPOLLIN | EPOLLRDHUP, 5);
+	m = set_holding(in, EPOLLIN, 4);
+	o = set_holding(m, EPOLLIN, 3);
+	e = set_holding(in, EPOLLIN | EPOLLET, 6);
+	CHECK(write(a, "w", 1) == 1 && epoll_wait(e, &ev, 1, 2000) == 1 && ev.data.u64 == 6,
+	      "the edge-triggered set's edge, before the exec");
+	child = exec_epoll_child("exec-epnest", a, -1, o | m << 16, b, in | e << 16, &back);
+	CHECK(read(back, &c, 1) == 1 && c == 'e', "the exec'd image runs");
+	close(b);
+	close(in);
+	close(m);
+	close(o);
+	close(e);
+	if (read(back, &c, 1) == 1 && c == 'r') {
+		usleep(50 * 1000); /* asleep in its epoll_wait, mostly */
+		CHECK(write(a, "x", 1) == 1, "a byte for b");
+	}
+	if (read(back, &c, 1) == 1 && c == 'c')
+		close(a); /* the FIN */
+	st = tu_wait(child);
+	CHECK(st == 0, "the exec'd image woke through the nested sets it inherited (exit %d)", st);
+	close(a);
+	close(back);
+}
+
 /* ---- a forged CXLSHIM_SOCK_EPOLL -----------------------------------------
  * The list comes from the environment, which may be stale or forged:
  * every entry the kernel does not confirm is refused, the others taken. */
@@ -2176,7 +2260,8 @@ static int exec_epforged(char **arg);
  * genuine entry: garbled entries, an epoll fd holding no registration of
  * the socket (p0's ep2), a pipe for the epoll fd, a pipe for the socket,
  * numbers out of range, a dup that is another epoll file, the entry
- * twice, one too long. */
+ * twice, one too long; nested sets: ep in ep2 (which holds no such
+ * registration), a pipe in ep, flags out of range, garbled, ep in itself. */
 static int exec_epforge(char **arg)
 {
 	int ep = atoi(arg[0]), b = atoi(arg[1]), p0 = atoi(arg[2]) & 0xffff,
@@ -2205,9 +2290,10 @@ static int exec_epforge(char **arg)
 	snprintf(forged, size,
 		 "CXLSHIM_SOCK_EPOLL=junk,,%d:%d:%s,%d:%d:%s,%d:%d:%s,%d:%d:%sX,-1:%d:%s,"
 		 "%d:%d:1:5:0:0:0:0:0:0:0:99999999999999999999999,%d:%d:5,%s,"
-		 "%d:%d:%s,%d=%d,%d:%d:%s,%d=x",
+		 "%d:%d:%s,%d=%d,%d:%d:%s,%d=x,%d>%d:1:77:0:0,%d>%d:1:5:0:0,%d>%d:1:5:2:0,%d>%d,"
+		 "%d>%d:1:5:0:0",
 		 ep2, b, rest, p0, b, rest, ep, p0, rest, ep, b, rest, b, rest, ep, b, ep, b, lng,
-		 ep, b, rest, ep2, ep, ep, b, rest, ep);
+		 ep, b, rest, ep2, ep, ep, b, rest, ep, ep2, ep, ep, p0, ep2, ep, ep2, ep, ep, ep);
 	if (asprintf(&fdsvar, "CXLSHIM_SOCK_FDS=%s", fds) < 0)
 		return 22;
 	while (environ[n])
@@ -2238,6 +2324,8 @@ static int exec_epforged(char **arg)
 		return 30;
 	if (got_one(ep, 2000, 5, EPOLLIN, "the peer's byte"))
 		return 31;
+	if (got_one(ep2, 0, 9, EPOLLIN, "the plain set, b's byte not in it"))
+		return 34;
 	if (read(b, &c, 1) != 1 || c != 'x' || got_none(ep, 100, "all read"))
 		return 32;
 	if (write(back, "r", 1) != 1)
@@ -4529,6 +4617,7 @@ static const struct tu_case cases[] = {
 	{ "exec-epoll-inherited", test_exec_epoll_inherited },
 	{ "exec-epoll-takeover", test_exec_epoll_takeover },
 	{ "exec-epoll-forged", test_exec_epoll_forged },
+	{ "exec-epoll-nested", test_exec_epoll_nested },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
@@ -4568,6 +4657,8 @@ int main(int argc, char **argv)
 		return exec_epwait(argv[2], argv[3]);
 	if (argc == 6 && !strcmp(argv[1], "exec-eptake"))
 		return exec_eptake(argv + 2);
+	if (argc == 6 && !strcmp(argv[1], "exec-epnest"))
+		return exec_epnest(argv + 2);
 	if (argc == 6 && !strcmp(argv[1], "exec-epforge"))
 		return exec_epforge(argv + 2);
 	if (argc == 6 && !strcmp(argv[1], "exec-epforged"))
