@@ -255,7 +255,7 @@ static int spawned(int r, pid_t child, pid_t *pid, char **env)
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_spawn_spec, NULL, path);
+	char **env = with_spec(envp, cxls_sock_spawn_spec, cxls_sock_epoll_spawn_spec, path);
 	pid_t child = 0;
 	int r = REAL(posix_spawn)(&child, path, fa, attr, argv, env ? env : envp);
 
@@ -265,7 +265,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char **env = with_spec(envp, cxls_sock_spawn_spec, NULL, file);
+	char **env = with_spec(envp, cxls_sock_spawn_spec, cxls_sock_epoll_spawn_spec, file);
 	pid_t child = 0;
 	int r = REAL(posix_spawnp)(&child, file, fa, attr, argv, env ? env : envp);
 
@@ -273,40 +273,60 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 }
 
 /* system() and popen() start their shell through glibc's own spawn,
- * past the wrappers above, with the process's environment: the list goes
+ * past the wrappers above, with the process's environment: the lists go
  * there for the call.  The shell and what it execs adopt what they hold
  * when they load.  popen returns while its child runs, and glibc keeps
  * the child's pid to itself: the calling thread's children before and
  * after the call tell it, and it is recorded as a holder as after
  * posix_spawn. */
-static char *spec_to_environ(void)
-{
-	char *var = cxls_sock_spawn_spec(); /* which settles them first */
+struct spawn_env {
+	char *fds, *epoll; /* the lists put in environ, or NULL */
+};
 
-	if (var && (!(var = strdup(var)) || putenv(var))) {
-		free(var);
-		var = NULL;
+/* A copy of "NAME=value" in environ; NULL when var is or it failed. */
+static char *to_environ(const char *var)
+{
+	char *copy = var ? strdup(var) : NULL;
+
+	if (copy && putenv(copy)) {
+		free(copy);
+		copy = NULL;
 	}
-	return var;
+	return copy;
 }
 
-static void spec_from_environ(char *var)
+/* 1 when there is something for the child (v filled). */
+static int spec_to_environ(struct spawn_env *v)
+{
+	v->fds = to_environ(cxls_sock_spawn_spec()); /* which settles them first */
+	v->epoll = v->fds ? to_environ(cxls_sock_epoll_spawn_spec()) : NULL;
+	return v->fds != NULL;
+}
+
+static void spec_from_environ(struct spawn_env *v)
 {
 	int err = errno;
 
-	if (var) {
+	if (v->fds) {
 		unsetenv(CXLS_SOCK_FDS_ENV);
-		free(var);
+		free(v->fds);
+	}
+	if (v->epoll) {
+		unsetenv(CXLS_SOCK_EPOLL_ENV);
+		free(v->epoll);
 	}
 	errno = err;
 }
 
 EXPORT int system(const char *cmd)
 {
-	char *var = cmd ? spec_to_environ() : NULL;
-	int r = REAL(system)(cmd);
+	struct spawn_env v = { NULL, NULL };
+	int r;
 
-	spec_from_environ(var);
+	if (cmd)
+		spec_to_environ(&v);
+	r = REAL(system)(cmd);
+	spec_from_environ(&v);
 	return r;
 }
 
@@ -337,8 +357,8 @@ static int children(pid_t *kid)
 EXPORT FILE *popen(const char *cmd, const char *mode)
 {
 	pid_t before[KIDS_MAX], after[KIDS_MAX];
-	char *var = spec_to_environ();
-	int nb = var ? children(before) : 0;
+	struct spawn_env v;
+	int var = spec_to_environ(&v), nb = var ? children(before) : 0;
 	FILE *f = REAL(popen)(cmd, mode);
 
 	for (int i = 0, na = f && var ? children(after) : 0; i < na; i++) {
@@ -349,7 +369,7 @@ EXPORT FILE *popen(const char *cmd, const char *mode)
 		if (!old)
 			cxls_sock_spawned(after[i]);
 	}
-	spec_from_environ(var);
+	spec_from_environ(&v);
 	return f;
 }
 

@@ -182,11 +182,13 @@ void cxls_sock_spawned(pid_t pid);
 void cxls_sock_adopt(const char *spec);
 /* And the items of the epoll sets whose fds survive the exec, for those
  * connections (sock_epoll_exec.c): "CXLSHIM_SOCK_EPOLL=...", the calling
- * thread's buffer (NULL: none; never in a child of vfork); the new image
- * rebuilds the sets from it after cxls_sock_adopt(), checking each entry
- * against the kernel. */
+ * thread's buffer (NULL: none), for this process's exec (or its child of
+ * vfork's) or for a program posix_spawn, system or popen starts; the new
+ * image rebuilds the sets from it after cxls_sock_adopt(), checking each
+ * entry against the kernel. */
 #define CXLS_SOCK_EPOLL_ENV "CXLSHIM_SOCK_EPOLL"
 char *cxls_sock_epoll_exec_spec(void);
+char *cxls_sock_epoll_spawn_spec(void);
 void cxls_sock_epoll_inherit(const char *spec);
 /* Right before the exec system call (after the list was made): this
  * process counts the exec on each of its pooled connections (sock_format.h,

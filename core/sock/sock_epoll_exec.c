@@ -32,10 +32,16 @@
  * before this existed: the kernel's registration without an item, whose
  * tags the new image's waits drop (foreign_tag()).
  *
- * Only an exec by the owner of the fd records carries sets: a child of
- * vfork and posix_spawn's child share the epoll file with their parent,
- * whose items stay its own, and would need holder records that say the
- * new image has a copy of them (README, "Not yet").
+ * The exec of a child of vfork, and a program posix_spawn, system or
+ * popen starts, carry the sets too: such a child shares the epoll file
+ * with its parent, whose items stay its own, as a fork's child shares
+ * them; so each entry says so (X_FORKED), and the parent counts a fork
+ * (cxls_ep_forks): neither side's close takes the kernel registration
+ * from the other while it holds the socket (shared_reg() in
+ * sock_epoll_close.c; the child is a holder of the connection from
+ * before its exec, sock_exec.c).  A child of vfork may have closed or
+ * dup'd fds since, where the fd records do not see: its items are those
+ * the kernel still shows under their numbers in its own fd table.
  */
 #include "sock_epoll_int.h"
 
@@ -124,10 +130,36 @@ __attribute__((format(printf, 2, 3))) static void put(struct spec_buf *b, const 
 	b->n++;
 }
 
+/* Whom the list is for. */
+enum heir {
+	HEIR_SELF,    /* this process's next image: the fd records are exact */
+	HEIR_VFORKED, /* the next image of this child of vfork */
+	HEIR_SPAWNED, /* a program posix_spawn, system or popen starts */
+};
+
+/* The kernel's registration of fd in k's file when it is the shim's
+ * doorbell registration of fd's socket (its tag, its inode); NULL
+ * otherwise. */
+static const struct cxls_ep_kreg *shim_reg(const struct cxls_ep_kregs *k, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return NULL;
+	for (int i = 0; i < k->n; i++) {
+		const struct cxls_ep_kreg *r = &k->v[i];
+
+		if (r->tfd == fd && r->data == (TAG | (uint32_t)fd) && r->ino == st.st_ino)
+			return r;
+	}
+	return NULL;
+}
+
 /* Whether the new image can have the item: its fd stays open and names
- * its pooled connection (sock_exec.c lists it), and the fd is its own
- * (not gone). */
-static int carried(const struct ep_item *it)
+ * its pooled connection (sock_exec.c lists it; in a child of vfork, the
+ * kernel says so: the socket under that number is the one the shim
+ * registered in epoll fd ep's file), and the fd is its own (not gone). */
+static int carried(const struct ep_item *it, enum heir h, struct cxls_ep_kregs *k, int ep)
 {
 	struct cxls_sconn *now;
 	int ok;
@@ -135,6 +167,10 @@ static int carried(const struct ep_item *it)
 	if (it->gone || atomic_load(&it->c->mode) != CXLS_SC_POOL ||
 	    !cxls_fd_survives_exec(it->fd))
 		return 0;
+	if (h == HEIR_VFORKED) {
+		cxls_ep_kregs_load(k, ep);
+		return shim_reg(k, it->fd) != NULL;
+	}
 	now = cxls_fdtab_get(it->fd);
 	ok = now == it->c;
 	if (now)
@@ -142,11 +178,11 @@ static int carried(const struct ep_item *it)
 	return ok;
 }
 
-static void put_item(struct spec_buf *b, int ep, const struct ep_item *it)
+static void put_item(struct spec_buf *b, int ep, const struct ep_item *it, enum heir h)
 {
 	unsigned flags = (it->disabled ? X_DISABLED : 0) | (it->parked ? X_PARKED : 0) |
 			 (it->seen_end ? X_SEEN_END : 0) |
-			 (it->epoch != atomic_load(&cxls_ep_forks) ? X_FORKED : 0);
+			 (it->epoch != atomic_load(&cxls_ep_forks) || h != HEIR_SELF ? X_FORKED : 0);
 
 	put(b, "%d:%d:%x:%llx:%x:%x:%llu:%llu:%u:%llu:%u:%llu", ep, it->fd, it->events,
 	    (unsigned long long)it->data.u64, flags, it->last,
@@ -184,8 +220,10 @@ static int first_number(const struct epset *s, int e)
  * thread inside them gets EDEADLK, and reading what that thread was
  * changing (or unlocking it under it, should the exec fail) would be
  * worse than carrying nothing of those sets. */
-static void put_sets(struct spec_buf *b)
+static void put_sets(struct spec_buf *b, enum heir h)
 {
+	struct cxls_ep_kregs k = CXLS_EP_KREGS_INIT;
+
 	if (pthread_mutex_lock(&cxls_ep_sets_lock)) {
 		CXLS_WARN("exec: epoll sets in use by this thread (a signal handler's exec?): "
 			  "the new image's waits report none of their pooled sockets");
@@ -208,28 +246,46 @@ static void put_sets(struct spec_buf *b)
 			continue;
 		}
 		for (int i = 0; i < s->n; i++)
-			if (carried(&s->items[i]))
-				put_item(b, e, &s->items[i]);
+			if (carried(&s->items[i], h, &k, e))
+				put_item(b, e, &s->items[i], h);
 		put_children(b, e, s);
 		pthread_mutex_unlock(&s->lock);
 	}
 	pthread_mutex_unlock(&cxls_ep_sets_lock);
+	cxls_ep_kregs_free(&k);
 }
 
-char *cxls_sock_epoll_exec_spec(void)
+static char *spec_for(enum heir h)
 {
 	struct spec_buf b = { 0, 0, 0 };
 
-	if (!atomic_load(&cxls_ep_any_set) || cxls_sock_borrowed())
+	if (!atomic_load(&cxls_ep_any_set))
 		return NULL;
 	if (grow(sizeof(CXLS_SOCK_EPOLL_ENV) + 1))
 		return NULL;
 	b.len = (size_t)sprintf(text_buf, "%s=", CXLS_SOCK_EPOLL_ENV);
-	put_sets(&b);
+	put_sets(&b, h);
 	if (b.full)
 		CXLS_WARN("exec: more epoll items of pooled sockets than %s can name: the new "
 			  "image's waits report none of the others", CXLS_SOCK_EPOLL_ENV);
-	return b.n ? text_buf : NULL;
+	if (!b.n)
+		return NULL;
+	/* another process will share those registrations: this one's items
+	 * made so far are a fork's from now on (in a child of vfork, the
+	 * parent's memory is this one's) */
+	if (h != HEIR_SELF)
+		atomic_fetch_add(&cxls_ep_forks, 1);
+	return text_buf;
+}
+
+char *cxls_sock_epoll_exec_spec(void)
+{
+	return spec_for(cxls_sock_borrowed() ? HEIR_VFORKED : HEIR_SELF);
+}
+
+char *cxls_sock_epoll_spawn_spec(void)
+{
+	return spec_for(HEIR_SPAWNED);
 }
 
 /* ---- in the new image ----------------------------------------------- */
@@ -299,24 +355,6 @@ struct taking {
 				    * with a reference */
 	int nconns, capconns;
 };
-
-/* The kernel's registration of fd in k's file when it is the shim's
- * doorbell registration of fd's socket (its tag, its inode); NULL
- * otherwise. */
-static const struct cxls_ep_kreg *shim_reg(const struct cxls_ep_kregs *k, int fd)
-{
-	struct stat st;
-
-	if (fstat(fd, &st))
-		return NULL;
-	for (int i = 0; i < k->n; i++) {
-		const struct cxls_ep_kreg *r = &k->v[i];
-
-		if (r->tfd == fd && r->data == (TAG | (uint32_t)fd) && r->ino == st.st_ino)
-			return r;
-	}
-	return NULL;
-}
 
 /* The states of the item made from x, whose registration r the kernel
  * holds. */

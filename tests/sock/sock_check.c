@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -2150,6 +2151,35 @@ static void test_exec_epoll_takeover(void)
  * on O wake for b's bytes and its close three sets down, and E reports no
  * edge it already reported (what it compares against comes along). */
 
+/* An event reported down the chain O > M > I within ms: O reports M
+ * (data 3), M reports I (4), I reports b (5) with at least the bits want.
+ * As the kernel's, an outer set may report the one below it ready when
+ * that has nothing to say (a doorbell left unread): then O is waited on
+ * again.  0, or 1 with what went wrong printed. */
+static int down_the_chain(int o, int m, int in, int ms, uint32_t want, const char *what)
+{
+	uint64_t end = tu_now_us() + (uint64_t)ms * 1000;
+	struct epoll_event ev[4];
+	int n;
+
+	do {
+		n = epoll_wait(o, ev, 4, ms);
+		if (n == 1 && ev[0].data.u64 == 3)
+			n = epoll_wait(m, ev, 4, 0);
+		if (n == 1 && ev[0].data.u64 == 4)
+			n = epoll_wait(in, ev, 4, 0);
+		if (n == 1 && ev[0].data.u64 == 5 && (ev[0].events & want) == want)
+			return 0;
+		if (n != 0)
+			break;
+	} while (tu_now_us() < end);
+	printf("exec'd image, %s: %d events", what, n);
+	for (int i = 0; i < n; i++)
+		printf(" (%#x, data %#llx)", ev[i].events, (unsigned long long)ev[i].data.u64);
+	printf(" (wanted data 3, 4, 5 down the chain, %#x)\n", want);
+	return 1;
+}
+
 /* The new image: O and M in the first argument, b, I and E in the third,
  * back the fourth. */
 static int exec_epnest(char **arg)
@@ -2162,23 +2192,20 @@ static int exec_epnest(char **arg)
 		return 1;
 	if (got_none(e, 0, "edge-triggered, the edge taken before the exec"))
 		return 10;
-	if (got_one(o, 0, 3, EPOLLIN, "the byte left unread, three sets down") ||
-	    got_one(m, 0, 4, EPOLLIN, "the middle set") ||
-	    got_one(in, 0, 5, EPOLLIN, "the set of the socket"))
+	if (down_the_chain(o, m, in, 0, EPOLLIN, "the byte left unread, three sets down"))
 		return 11;
-	if (read(b, &c, 1) != 1 || c != 'w' || got_none(o, 100, "all read"))
+	if (read(b, &c, 1) != 1 || c != 'w')
 		return 12;
 	if (write(back, "r", 1) != 1)
 		return 1;
-	if (got_one(o, 2000, 3, EPOLLIN, "the peer's byte, asleep three sets up"))
+	if (down_the_chain(o, m, in, 2000, EPOLLIN, "the peer's byte, asleep three sets up"))
 		return 13;
 	if (got_one(e, 0, 6, EPOLLIN, "edge-triggered, the new byte") || read(b, &c, 1) != 1 ||
 	    c != 'x')
 		return 14;
 	if (write(back, "c", 1) != 1)
 		return 1;
-	if (got_one(o, 2000, 3, EPOLLIN, "the peer's close") ||
-	    got_one(in, 0, 5, EPOLLIN | EPOLLRDHUP, "the close in the socket's set"))
+	if (down_the_chain(o, m, in, 2000, EPOLLIN | EPOLLRDHUP, "the peer's close"))
 		return 15;
 	return 0;
 }
@@ -2225,6 +2252,133 @@ static void test_exec_epoll_nested(void)
 	CHECK(st == 0, "the exec'd image woke through the nested sets it inherited (exit %d)", st);
 	close(a);
 	close(back);
+}
+
+/* ---- a set inherited by a child of vfork or posix_spawn ------------------
+ * Such a child shares the epoll file with its parent, which keeps its
+ * items, as after fork: the program it execs gets the set's pooled
+ * socket with its own events and data, and the parent's close of its
+ * copy of the socket leaves the registration the shim's (the exec'd
+ * image's waits rely on its doorbells). */
+
+/* The new image: ep holds b (EPOLLIN | EPOLLRDHUP, data 5); says it runs
+ * on back, and again once it read the peer's byte. */
+static int exec_epshared(char **arg)
+{
+	int ep = atoi(arg[0]), b = atoi(arg[1]), back = atoi(arg[3]);
+	char c;
+
+	if (write(back, "e", 1) != 1)
+		return 1;
+	if (got_one(ep, 2000, 5, EPOLLIN, "the peer's byte"))
+		return 10;
+	if (expect_pool && kernel_reg_data(ep, b) >> 48 != 0xc5c5) {
+		printf("exec'd image: b's registration has data %#llx, not the shim's\n",
+		       kernel_reg_data(ep, b));
+		return 11;
+	}
+	if (read(b, &c, 1) != 1 || c != 'x' || got_none(ep, 100, "all read"))
+		return 12;
+	if (write(back, "r", 1) != 1)
+		return 1;
+	if (got_one(ep, 2000, 5, EPOLLIN | EPOLLRDHUP, "the peer's close"))
+		return 13;
+	return 0;
+}
+
+enum start { BY_VFORK, BY_SPAWN, BY_POPEN };
+
+/* A started exec-epshared: its pid, or the stream popen gave. */
+struct started {
+	pid_t pid;
+	FILE *f;
+};
+
+/* Starts exec-epshared with ep and b (by vfork and exec, posix_spawn, or
+ * popen: a shell that execs it), a and the pipe's read end closed for it;
+ * *back that read end. */
+static struct started start_epshared(enum start how, int a, int ep, int b, int *back)
+{
+	char s[4][16], cmd[256],
+		*argv[] = { (char *)self_path, "exec-epshared", s[0], s[1], s[2], s[3], NULL };
+	posix_spawn_file_actions_t fa;
+	struct started st = { -1, NULL };
+	int p[2];
+
+	CHECK(pipe2(p, O_CLOEXEC) == 0 && fcntl(p[1], F_SETFD, 0) == 0, "pipe");
+	snprintf(s[0], sizeof(s[0]), "%d", ep);
+	snprintf(s[1], sizeof(s[1]), "%d", b);
+	snprintf(s[2], sizeof(s[2]), "-1");
+	snprintf(s[3], sizeof(s[3]), "%d", p[1]);
+	if (how == BY_SPAWN) {
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_addclose(&fa, a);
+		CHECK(posix_spawn(&st.pid, self_path, &fa, NULL, argv, environ) == 0, "posix_spawn");
+		posix_spawn_file_actions_destroy(&fa);
+	} else if (how == BY_VFORK) {
+		st.pid = vfork();
+		if (st.pid == 0) {
+			close(a);
+			execv(self_path, argv);
+			_exit(127);
+		}
+	} else {
+		snprintf(cmd, sizeof(cmd), "exec %s exec-epshared %s %s %s %s", self_path, s[0], s[1],
+			 s[2], s[3]);
+		CHECK(fcntl(a, F_SETFD, FD_CLOEXEC) == 0, "a not for the child");
+		st.f = popen(cmd, "r");
+		CHECK(st.f && fcntl(a, F_SETFD, 0) == 0, "popen");
+	}
+	close(p[1]);
+	*back = p[0];
+	return st;
+}
+
+static int finish_epshared(struct started st)
+{
+	int r;
+
+	if (!st.f)
+		return tu_wait(st.pid);
+	r = pclose(st.f);
+	return r >= 0 && WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+}
+
+static void exec_epoll_shared(enum start how, const char *what)
+{
+	int a, b, back, ep = epoll_create1(0), st;
+	struct started child;
+	char c;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN | EPOLLRDHUP,
+								   { .u64 = 5 } }) == 0,
+	      "epoll set");
+	child = start_epshared(how, a, ep, b, &back);
+	CHECK(read(back, &c, 1) == 1 && c == 'e', "%s: the exec'd image runs", what);
+	close(b); /* the exec'd image's waits rely on the registration */
+	usleep(50 * 1000); /* asleep in its epoll_wait, mostly */
+	CHECK(write(a, "x", 1) == 1, "a byte for b");
+	if (read(back, &c, 1) == 1 && c == 'r')
+		close(a); /* the FIN */
+	st = finish_epshared(child);
+	CHECK(st == 0, "%s: the exec'd program got its events from the set it shares (exit %d)",
+	      what, st);
+	close(a);
+	close(back);
+	close(ep);
+}
+
+static void test_exec_epoll_vfork(void)
+{
+	exec_epoll_shared(BY_VFORK, "vfork and exec");
+}
+
+static void test_exec_epoll_spawn(void)
+{
+	exec_epoll_shared(BY_SPAWN, "posix_spawn");
+	exec_epoll_shared(BY_POPEN, "popen");
 }
 
 /* ---- a forged CXLSHIM_SOCK_EPOLL -----------------------------------------
@@ -4618,6 +4772,8 @@ static const struct tu_case cases[] = {
 	{ "exec-epoll-takeover", test_exec_epoll_takeover },
 	{ "exec-epoll-forged", test_exec_epoll_forged },
 	{ "exec-epoll-nested", test_exec_epoll_nested },
+	{ "exec-epoll-vfork", test_exec_epoll_vfork },
+	{ "exec-epoll-spawn", test_exec_epoll_spawn },
 	{ "sleepers", test_sleepers },
 	{ "fork-wake", test_fork_wake },
 	{ "longjmp", test_longjmp },
@@ -4657,6 +4813,8 @@ int main(int argc, char **argv)
 		return exec_epwait(argv[2], argv[3]);
 	if (argc == 6 && !strcmp(argv[1], "exec-eptake"))
 		return exec_eptake(argv + 2);
+	if (argc == 6 && !strcmp(argv[1], "exec-epshared"))
+		return exec_epshared(argv + 2);
 	if (argc == 6 && !strcmp(argv[1], "exec-epnest"))
 		return exec_epnest(argv + 2);
 	if (argc == 6 && !strcmp(argv[1], "exec-epforge"))
