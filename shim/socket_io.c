@@ -787,16 +787,17 @@ static mode_t fd_kind(int fd)
 	return fstat(fd, &st) ? 0 : st.st_mode & S_IFMT;
 }
 
-/* Whether fd is open the way a call uses it (want: O_RDONLY to read from
- * it, O_WRONLY to write to it): the kernel says EBADF otherwise (for a
- * pipe's other end, where splice's poll waited for ever for what that end
- * never is). */
+/* fd's file status flags when it is open the way a call uses it (want:
+ * O_RDONLY to read from it, O_WRONLY to write to it), else -1: the kernel
+ * says EBADF then (for a pipe's other end, where splice's poll waited for
+ * ever for what that end never is). */
 static int open_for(int fd, int want)
 {
-	int fl = REAL(fcntl)(fd, F_GETFL);
+	int fl = REAL(fcntl)(fd, F_GETFL), wrong = want == O_RDONLY ? O_WRONLY : O_RDONLY;
 
-	return fl >= 0 && !(fl & O_PATH) &&
-	       (fl & O_ACCMODE) != (want == O_RDONLY ? O_WRONLY : O_RDONLY);
+	if (fl < 0 || (fl & O_PATH) || (fl & O_ACCMODE) == wrong)
+		return -1;
+	return fl;
 }
 
 /* The kernel's answer to sendfile from `in` where it cannot be read as a
@@ -807,7 +808,7 @@ static int sendfile_source_error(int in, const off_t *off)
 {
 	mode_t kind;
 
-	if (!open_for(in, O_RDONLY))
+	if (open_for(in, O_RDONLY) < 0)
 		return EBADF;
 	kind = fd_kind(in);
 	if (kind == S_IFSOCK || kind == S_IFIFO)
@@ -944,9 +945,9 @@ static ssize_t pipe_source(void *arg, void *buf, size_t n)
  * and then read, bytes another reader of the pipe took in between reached
  * both, and the splice took others. */
 static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec *iov,
-			    unsigned int flags)
+			    unsigned int flags, int pipe_fl)
 {
-	int nb = (flags & SPLICE_F_NONBLOCK) || (REAL(fcntl)(in, F_GETFL) & O_NONBLOCK);
+	int nb = (flags & SPLICE_F_NONBLOCK) || (pipe_fl & O_NONBLOCK);
 	struct pipe_source src = { in, 0 };
 
 	for (;;) {
@@ -969,9 +970,9 @@ static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec 
  * RWF_NOWAIT (kernels before 6.0, and a pipe's file the kernel's own
  * splice used: pipe_clear_nowait): through a file of the pipe's own,
  * opened O_NONBLOCK by /proc (fd's O_NONBLOCK belongs to every holder of
- * its file).  Without one (no /proc, no fd left) a page at most, which
- * fits once poll found room unless another writer of the pipe filled it
- * between; without a reader the write says EPIPE at once. */
+ * its file).  Without one (no /proc, no fd left) a page at most once
+ * poll finds room, which waits only if another writer of the pipe filled
+ * it between; without a reader the write says EPIPE at once. */
 static ssize_t pipe_write_nowait(int fd, const void *buf, size_t n)
 {
 	char path[48];
@@ -980,6 +981,8 @@ static ssize_t pipe_write_nowait(int fd, const void *buf, size_t n)
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	own = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (own < 0 && wait_pipe(fd, POLLOUT, 1) < 0)
+		return -1; /* EAGAIN: full */
 	if (own < 0)
 		return REAL(write)(fd, buf, n < PIPE_BUF ? n : PIPE_BUF);
 	r = REAL(write)(own, buf, n);
@@ -1003,34 +1006,43 @@ static ssize_t pipe_sink(void *arg, const void *buf, size_t n)
 	return r;
 }
 
-/* pooled socket -> pipe: wait for bytes (a peek), then for room in the
- * pipe, as the kernel's splice does, then hand the pipe what the stream
- * holds and take from it what the pipe took, in one step under the
- * socket's consumer lock: a peek, a write and a read apart let another
- * reader of the socket take the bytes between, which then reached both
- * (and the splice took others).  SPLICE_F_NONBLOCK is the pipe's side
- * only, as the kernel's: the socket waits as its own O_NONBLOCK says.
- * SO_PEEK_OFF's offset stays where it was, as tcp_splice_read leaves it. */
+/* A splice of more than this into a pipe asks the pipe for room before
+ * it copies the bytes out of the ring: a copy that a full pipe then
+ * refuses costs more than the poll.  A smaller one tries at once. */
+#define PIPE_ASK_FIRST (16u << 10)
+
+/* pooled socket -> pipe: wait for bytes (a peek of one), then hand the
+ * pipe what the stream holds and take from it what the pipe took, in one
+ * step under the socket's consumer lock (a peek, a write and a read apart
+ * let another reader of the socket take the bytes between, which then
+ * reached both, and the splice took others); a full pipe is waited for
+ * as the kernel's splice waits for room, unless SPLICE_F_NONBLOCK or its
+ * O_NONBLOCK says EAGAIN, which the kernel says before it waits for the
+ * socket.  SPLICE_F_NONBLOCK is the pipe's side only, as the kernel's:
+ * the socket waits as its own O_NONBLOCK says, for any byte
+ * (tcp_splice_read does not ask SO_RCVLOWAT).  SO_PEEK_OFF's offset stays
+ * where it was, as tcp_splice_read leaves it. */
 static ssize_t pool_to_pipe(int in, int out, struct cxls_sconn *c, struct iovec *iov,
-			    unsigned int flags)
+			    unsigned int flags, int pipe_fl)
 {
-	int nb = (flags & SPLICE_F_NONBLOCK) || (REAL(fcntl)(out, F_GETFL) & O_NONBLOCK);
+	int nb = (flags & SPLICE_F_NONBLOCK) || (pipe_fl & O_NONBLOCK),
+	    full = iov->iov_len > PIPE_ASK_FIRST || (nb && !cxls_sock_unread(c));
 
 	for (;;) {
-		ssize_t r = cxls_sock_recvv_off(c, in, iov, 1, MSG_PEEK, CXLS_PEEK_OFF_NONE);
-		struct iovec have;
+		struct iovec one = { iov->iov_base, 1 }, have = *iov;
+		ssize_t r;
 
+		if (full && wait_pipe(out, POLLOUT, nb) < 0)
+			return -1;
+		r = cxls_sock_recvv_off(c, in, &one, 1, MSG_PEEK, CXLS_PEEK_OFF_NONE);
 		if (r <= 0)
 			return r;
-		if (wait_pipe(out, POLLOUT, nb) < 0)
-			return -1;
-		have = (struct iovec){ iov->iov_base, iov->iov_len };
 		r = cxls_sock_take_to(c, in, &have, pipe_sink, &out);
-		if (r < 0 && errno == EAGAIN && !nb)
-			continue; /* another writer filled the pipe since poll */
-		if (r != 0)
+		if (r > 0 || (r < 0 && errno != EAGAIN))
 			return r;
-		/* another reader took the bytes the peek saw: wait for more */
+		/* the pipe was full (another writer filled it since poll), or
+		 * another reader took the bytes the peek saw */
+		full = r < 0;
 	}
 }
 
@@ -1041,7 +1053,7 @@ static ssize_t pool_to_pipe(int in, int out, struct cxls_sconn *c, struct iovec 
  * would go through the other socket's kernel side, where a pooled peer
  * reads doorbells. */
 static ssize_t splice_pool(int in, struct cxls_sconn *cin, int out, struct cxls_sconn *cout,
-			   size_t len, unsigned int flags)
+			   size_t len, unsigned int flags, int pipe_fl)
 {
 	size_t want = len < BOUNCE ? len : BOUNCE;
 	char *buf = malloc(want ? want : 1);
@@ -1054,7 +1066,8 @@ static ssize_t splice_pool(int in, struct cxls_sconn *cin, int out, struct cxls_
 		return -1;
 	}
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs); /* as sendfile_pool */
-	r = cout ? pipe_to_pool(in, out, cout, &iov, flags) : pool_to_pipe(in, out, cin, &iov, flags);
+	r = cout ? pipe_to_pool(in, out, cout, &iov, flags, pipe_fl)
+		 : pool_to_pipe(in, out, cin, &iov, flags, pipe_fl);
 	pthread_setcancelstate(cs, NULL);
 	free(buf);
 	return r;
@@ -1068,6 +1081,7 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 {
 	struct cxls_sconn *cin = cxls_sock_use(in), *cout = cin ? NULL : cxls_sock_use(out);
 	ssize_t r;
+	int pipe_fl;
 
 	if (!cin && !cout)
 		return REAL(splice)(in, off_in, out, off_out, len, flags);
@@ -1084,11 +1098,11 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 	} else if (off_in || off_out) {
 		errno = ESPIPE;
 		r = -1;
-	} else if (cin ? !open_for(out, O_WRONLY) : !open_for(in, O_RDONLY)) {
+	} else if ((pipe_fl = cin ? open_for(out, O_WRONLY) : open_for(in, O_RDONLY)) < 0) {
 		errno = EBADF;
 		r = -1;
 	} else {
-		r = splice_pool(in, cin, out, cout, len, flags);
+		r = splice_pool(in, cin, out, cout, len, flags, pipe_fl);
 	}
 	cxls_sock_done(cin ? cin : cout);
 	return r;

@@ -575,7 +575,7 @@ step "sock: echo over IPv6" shim "${SOCK[@]}" echo6
 step "sock: server without the shim stays TCP" shim "${SOCK[@]}" plain-server
 step "sock: client without the shim stays TCP" shim "${SOCK[@]}" plain-client
 for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll epoll eintr \
-	close-blocked nonblock-blocked nonblock-fork cancel fork-epoll fork-epoll-orphan fork-epoll-churn fork-epoll-dupclose fork-epoll-dupclose-older epoll-dup epoll-waited-timeout epoll-ctl-badepfd epoll-lastclose-held exec-epoll-held exec-epoll-inherited exec-epoll-takeover exec-epoll-forged exec-epoll-nested exec-epoll-vfork exec-epoll-spawn sleepers fork-wake longjmp longjmp-close longjmp-altstack nbconnect corrupt corrupt-tell timeo lowat-ring badargs mmsg sendfile splice-race splice-args splice-nowait splice-sink uring \
+	close-blocked nonblock-blocked nonblock-fork cancel fork-epoll fork-epoll-orphan fork-epoll-churn fork-epoll-dupclose fork-epoll-dupclose-older epoll-dup epoll-waited-timeout epoll-ctl-badepfd epoll-lastclose-held exec-epoll-held exec-epoll-inherited exec-epoll-takeover exec-epoll-forged exec-epoll-nested exec-epoll-forged-nested exec-epoll-vfork exec-epoll-spawn sleepers fork-wake longjmp longjmp-close longjmp-altstack nbconnect corrupt corrupt-tell timeo lowat-ring badargs mmsg sendfile splice-race splice-args splice-nowait splice-sink uring \
 	stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t
 done
@@ -598,7 +598,7 @@ step "sock: random calls answered as the kernel answers them, $DIFF_SEEDS seeds"
 	env BUILD="$BUILD" SHIM="$SHIM" CXLSHIM_TEST_LONG="$LONG" tests/sock/diff_fuzz.sh
 # event loops that register their socket in an epoll set before connect()
 SOCKLOOP=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_loop_check")
-for t in lt et oneshot fired nested del select fork closed thread many dupclosed closewait reused \
+for t in lt et oneshot fired nested nested-late del select fork closed thread many dupclosed closewait reused \
 	finspin lateaccept lateuse lateuse-poll lateuse-mmsg reconnect refused refused-poll eintr denied denied-uid denied-bystander denied-listen denied-prefork unspec oneshot-tcp; do
 	step "sock: epoll set before connect(): $t" shim "${SOCKLOOP[@]}" $t
 done

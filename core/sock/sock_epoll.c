@@ -221,6 +221,12 @@ struct epset *cxls_ep_set_get(int epfd, int create)
 	return s;
 }
 
+static int holds_items(struct ep_child *ch, void *arg)
+{
+	(void)arg;
+	return ch->set->n > 0 ? CXLS_NEST_STOP : CXLS_NEST_ON;
+}
+
 struct epset *cxls_sock_epoll_polled(int fd)
 {
 	struct epset *s = cxls_ep_set_get(fd, 0);
@@ -229,7 +235,7 @@ struct epset *cxls_sock_epoll_polled(int fd)
 	if (!s)
 		return NULL;
 	pthread_mutex_lock(&s->lock);
-	members = !s->closed && (s->n > 0 || s->nchild > 0);
+	members = !s->closed && (s->n > 0 || cxls_ep_nest_each(s, holds_items, NULL));
 	pthread_mutex_unlock(&s->lock);
 	if (members)
 		return s;
@@ -335,7 +341,7 @@ static void fork_done(struct epset *s, void *arg)
 }
 
 /* Every set locked.  A thread holding a set's lock may wait for a
- * nested set's (sock_epoll_sleep.c), in no order the table knows: so
+ * nested set's (sock_epoll_nest.c), in no order the table knows: so
  * they are tried, and the first one busy is waited for with no other set
  * held, then kept while the others are tried again.  A set leaves the
  * table and the orphans only under cxls_ep_sets_lock: none goes

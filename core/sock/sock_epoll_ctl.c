@@ -32,14 +32,17 @@ int cxls_ep_is_epoll(int fd)
 	return !strcmp(link, "anon_inode:[eventpoll]");
 }
 
+static int adopt_nested(int inner, int depth);
+
 /* epoll_ctl(outer, op, inner): the kernel registration as asked, plus the
  * shim's note of the child set (EP_CHILDREN at most: a set nested beyond
- * that is the kernel's alone, its pooled members unseen from outside).
- * The caller keeps its reference to inner. */
+ * that is the kernel's alone, its pooled members unseen from outside),
+ * and of outer in the sets it was put in while the shim did not follow
+ * it.  The caller keeps its reference to inner. */
 static int ctl_nested(int epfd, int op, int fd, struct epoll_event *ev, struct epset *inner)
 {
 	struct epset *s = cxls_ep_set_lock(epfd, op == EPOLL_CTL_ADD);
-	int r = sys_epoll_ctl(epfd, op, fd, ev), i, err = errno;
+	int r = sys_epoll_ctl(epfd, op, fd, ev), i, err = errno, added = 0;
 
 	if (!s)
 		return r;
@@ -53,10 +56,15 @@ static int ctl_nested(int epfd, int op, int fd, struct epoll_event *ev, struct e
 	if (!r && op == EPOLL_CTL_DEL && i < s->nchild)
 		cxls_ep_child_drop(s, i);
 	else if (!r && op != EPOLL_CTL_DEL && ev)
-		cxls_ep_child_note(s, i, &(struct ep_child){ .fd = fd, .set = inner,
-							     .events = ev->events,
-							     .data = ev->data });
+		added = !cxls_ep_child_note(s, i, &(struct ep_child){ .fd = fd, .set = inner,
+								      .events = ev->events,
+								      .data = ev->data,
+								      .mark = EP_MARK_NONE }) &&
+			op == EPOLL_CTL_ADD;
 	cxls_ep_set_unlock(s);
+	if (added) /* outside s's lock: the outer sets' come first */
+		adopt_nested(epfd, 1);
+	errno = err;
 	return r;
 }
 
@@ -352,37 +360,40 @@ static void unadopt_one(int fd, const struct cxls_epreg *r)
 
 /* Notes epoll fd inner (now holding a followed fd, or a set that does,
  * depth levels down) as a member of the sets it was added to while the
- * shim did not look (sock_epseen.h), and those sets in theirs: a set
- * nested in a set nested in the one an event loop waits on wakes it as
- * well. */
+ * shim did not look (sock_epseen.h), and those sets in theirs, whether
+ * noted before or not: a set nested in a set nested in the one an event
+ * loop waits on wakes it as well.  0, or -1 when a note could not be made
+ * (the connect then stays on TCP). */
 static int adopt_nested(int inner, int depth)
 {
 	struct cxls_epreg outer[CXLS_EPREG_MAX];
 	struct epset *in;
-	int n = cxls_epseen_regs(inner, outer), rc = 0;
+	int n, rc = 0;
 
-	if (n < 0 || depth > EP_NEST_DEPTH)
+	if (depth > EP_NEST_DEPTH)
+		return 0; /* the kernel nests no set above this one */
+	n = cxls_epseen_regs(inner, outer);
+	if (n < 0)
 		return -1;
 	in = cxls_ep_set_get(inner, 1);
 	if (!in)
 		return -1;
 	for (int i = 0; i < n && !rc; i++) {
 		struct epset *s = cxls_ep_set_lock(outer[i].epfd, 1);
-		int j, noted;
+		int j;
 
 		if (!s) {
 			rc = -1;
 			break;
 		}
 		j = cxls_ep_child_index(s, inner);
-		noted = j == s->nchild;
-		if (noted)
+		if (j == s->nchild)
 			rc = cxls_ep_child_note(s, j, &(struct ep_child){
 				.fd = inner, .set = in, .events = outer[i].events,
 				.data.u64 = outer[i].data,
-				.disabled = cxls_epreg_disabled(&outer[i]) });
+				.disabled = cxls_epreg_disabled(&outer[i]), .mark = EP_MARK_NONE });
 		cxls_ep_set_unlock(s);
-		if (!rc && noted)
+		if (!rc)
 			rc = adopt_nested(outer[i].epfd, depth + 1);
 	}
 	cxls_ep_set_put(in);
@@ -393,7 +404,8 @@ int cxls_sock_epoll_adopt(int fd, struct cxls_sconn *c, const struct cxls_epreg 
 {
 	int i;
 
-	/* the sets' own places first: a failure there changes nothing */
+	/* the sets' own places first: after a failure there the notes made
+	 * stay (true of the kernel's sets), and nothing else changes */
 	for (i = 0; i < n; i++)
 		if (adopt_nested(r[i].epfd, 1))
 			return -1;

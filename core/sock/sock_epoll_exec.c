@@ -15,22 +15,25 @@
  * set, and for a set nested in another (sock_epoll_nest.c)
  *   ep>inner:events:data:flags:mark
  * (events, data, flags in hex: the outer registration's, and whether its
- * one shot fired; mark, what edge triggering compares against).  The new
- * image, once it adopted the connections, rebuilds the sets from it, so that epoll_wait, EPOLL_CTL_MOD and EPOLL_CTL_DEL go on
- * as before the exec: the one-shot and edge states, a parked item (the
- * application's DEL, the registration kept for its next ADD), and
- * whether another process may wake by a registration (an item made
- * before a fork: shared_reg() in sock_epoll_close.c); and this process
- * counts as holding a copy of those items again (copies_again()).
+ * one shot fired; mark, what edge triggering compares against), those
+ * last (a dup may name the inner set).  The new image, once it adopted
+ * the connections, rebuilds the sets from it, so that epoll_wait,
+ * EPOLL_CTL_MOD and EPOLL_CTL_DEL go on as before the exec: the one-shot
+ * and edge states, a parked item (the application's DEL, the
+ * registration kept for its next ADD), and whether another process may
+ * wake by a registration (an item made before a fork: shared_reg() in
+ * sock_epoll_close.c); and this process counts as holding a copy of
+ * those items again (copies_again()).
  *
  * The list is the application's environment, which may be stale or
  * forged: an entry is taken only when the kernel agrees with it (ep is an
  * epoll fd whose file holds the shim's registration of fd, for fd's
  * socket; fd is a pooled connection just adopted; a dup is the same
  * epoll file, kcmp(); a nested set is an epoll file that ep's file holds
- * under that number with that data, kcmp()).  Anything else is said (WARN) and left as it was
- * before this existed: the kernel's registration without an item, whose
- * tags the new image's waits drop (foreign_tag()).
+ * under that number with that data and those events, kcmp()).  Anything
+ * else is said (WARN) and left as it was before this existed: the
+ * kernel's registration without an item, whose tags the new image's
+ * waits drop (foreign_tag()).
  *
  * The exec of a child of vfork, and a program posix_spawn, system or
  * popen starts, carry the sets too: such a child shares the epoll file
@@ -215,11 +218,12 @@ static int first_number(const struct epset *s, int e)
 }
 
 /* Each set with an epoll fd that survives: its items under its first
- * such number, its other numbers as dups of that one.  The locks are
- * error-checking: an exec from a signal handler that interrupted this
- * thread inside them gets EDEADLK, and reading what that thread was
- * changing (or unlocking it under it, should the exec fail) would be
- * worse than carrying nothing of those sets. */
+ * such number, its other numbers as dups of that one, and once every set
+ * has its numbers, the sets nested in each (a dup may name one).  The
+ * locks are error-checking: an exec from a signal handler that
+ * interrupted this thread inside them gets EDEADLK, and reading what that
+ * thread was changing (or unlocking it under it, should the exec fail)
+ * would be worse than carrying nothing of those sets. */
 static void put_sets(struct spec_buf *b, enum heir h)
 {
 	struct cxls_ep_kregs k = CXLS_EP_KREGS_INIT;
@@ -229,28 +233,33 @@ static void put_sets(struct spec_buf *b, enum heir h)
 			  "the new image's waits report none of their pooled sockets");
 		return;
 	}
-	for (int e = 0; e < cxls_ep_nsets; e++) {
-		struct epset *s = cxls_ep_set_at(e);
-		int first;
+	for (int pass = 0; pass < 2; pass++)
+		for (int e = 0; e < cxls_ep_nsets; e++) {
+			struct epset *s = cxls_ep_set_at(e);
+			int first;
 
-		if (!s || !cxls_fd_survives_exec(e))
-			continue;
-		first = first_number(s, e);
-		if (first >= 0) {
-			put(b, "%d=%d", e, first);
-			continue;
+			if (!s || !cxls_fd_survives_exec(e))
+				continue;
+			first = first_number(s, e);
+			if (first >= 0) {
+				if (!pass)
+					put(b, "%d=%d", e, first);
+				continue;
+			}
+			if (pthread_mutex_lock(&s->lock)) {
+				if (!pass)
+					CXLS_WARN("exec: epoll fd %d in use by this thread (a signal "
+						  "handler's exec?): not carried", e);
+				continue;
+			}
+			if (pass)
+				put_children(b, e, s);
+			else
+				for (int i = 0; i < s->n; i++)
+					if (carried(&s->items[i], h, &k, e))
+						put_item(b, e, &s->items[i], h);
+			pthread_mutex_unlock(&s->lock);
 		}
-		if (pthread_mutex_lock(&s->lock)) {
-			CXLS_WARN("exec: epoll fd %d in use by this thread (a signal handler's "
-				  "exec?): not carried", e);
-			continue;
-		}
-		for (int i = 0; i < s->n; i++)
-			if (carried(&s->items[i], h, &k, e))
-				put_item(b, e, &s->items[i], h);
-		put_children(b, e, s);
-		pthread_mutex_unlock(&s->lock);
-	}
 	pthread_mutex_unlock(&cxls_ep_sets_lock);
 	cxls_ep_kregs_free(&k);
 }
@@ -449,33 +458,67 @@ static const char *take_alias(const char *entry)
 	uint64_t dup, ep;
 	int self = getpid();
 
+	struct epset *s;
+
 	if (field(&entry, 10, INT32_MAX, '=', &dup) || field(&entry, 10, INT32_MAX, '\0', &ep) ||
 	    ep == dup)
 		return "garbled";
-	if (!cxls_ep_set_at((int)ep))
-		return NULL; /* none of ep's items was taken: nothing to name */
-	if (!cxls_ep_is_epoll((int)dup))
+	if (!cxls_ep_is_epoll((int)dup) || !cxls_ep_is_epoll((int)ep))
 		return "not an epoll fd";
 	if (syscall(SYS_kcmp, self, self, KCMP_FILE, (int)dup, (int)ep) != 0)
 		return "not the same epoll file, or kcmp() refused to say";
 	if (cxls_ep_set_at((int)dup))
 		return "listed twice";
+	/* ep's set, made now if none of its items was taken: the sets nested
+	 * in it, whose entries come last, may name it by this number */
+	s = cxls_ep_set_get((int)ep, 1);
+	if (!s)
+		return "no memory";
 	cxls_sock_epoll_duped((int)ep, (int)dup);
+	cxls_ep_set_put(s);
 	return NULL;
 }
 
-/* Whether epoll fd ep's file holds inner's file under the number inner
- * with data (the application's registration of a nested set): the
- * number and data from /proc, the file by kcmp(). */
-static int holds_set(struct taking *t, int ep, int inner, uint64_t data)
+/* The registration epoll fd ep's file holds of inner's file under the
+ * number inner with data (the application's registration of a nested
+ * set): the number and data from /proc, the file by kcmp(); NULL when
+ * there is none. */
+static const struct cxls_ep_kreg *set_reg(struct taking *t, int ep, int inner, uint64_t data)
 {
 	struct kcmp_epoll_slot slot = { .efd = (uint32_t)ep, .tfd = (uint32_t)inner, .toff = 0 };
-	int self = getpid(), listed = 0;
+	const struct cxls_ep_kreg *r = NULL;
+	int self = getpid();
 
 	cxls_ep_kregs_load(&t->k, ep);
-	for (int i = 0; i < t->k.n && !listed; i++)
-		listed = t->k.v[i].tfd == inner && t->k.v[i].data == data;
-	return listed && syscall(SYS_kcmp, self, self, KCMP_EPOLL_TFD, inner, &slot) == 0;
+	for (int i = 0; i < t->k.n && !r; i++)
+		if (t->k.v[i].tfd == inner && t->k.v[i].data == data)
+			r = &t->k.v[i];
+	if (r && syscall(SYS_kcmp, self, self, KCMP_EPOLL_TFD, inner, &slot) != 0)
+		r = NULL;
+	return r;
+}
+
+/* The flags of a registration beside its events (EPOLLERR and EPOLLHUP
+ * the kernel adds to every one) */
+#define REG_FLAGS (EPOLLONESHOT | EPOLLET | EPOLLWAKEUP | EPOLLEXCLUSIVE)
+#define REG_ALWAYS (EPOLLERR | EPOLLHUP)
+
+/* The note of a nested set that the entry asks for, as far as the kernel's
+ * registration r of it agrees: the same events, or, where its one shot
+ * fired (only its flags are left), the same flags and a spent note (a
+ * note the entry says is spent stays so: the shim's report spends it, the
+ * kernel's registration then stays armed).  NULL, or why not. */
+static const char *check_note(const struct cxls_ep_kreg *r, struct ep_child *ch)
+{
+	uint32_t have = r->events & ~(uint32_t)REG_ALWAYS, want = ch->events & ~(uint32_t)REG_ALWAYS;
+
+	if (!(have & ~(uint32_t)REG_FLAGS)) {
+		if ((want & REG_FLAGS) != have)
+			return "its flags differ from the kernel's registration";
+		ch->disabled = 1;
+		return NULL;
+	}
+	return have == want ? NULL : "its events differ from the kernel's registration";
 }
 
 /* "ep>inner:events:data:flags:mark": inner's set nested in ep's; NULL,
@@ -483,9 +526,10 @@ static int holds_set(struct taking *t, int ep, int inner, uint64_t data)
 static const char *take_child(struct taking *t, const char *entry)
 {
 	uint64_t ep, inner, events, data, flags, mark;
+	const struct cxls_ep_kreg *r;
 	struct ep_child ch;
 	struct epset *s, *in;
-	const char *why = NULL;
+	const char *why;
 
 	if (field(&entry, 10, INT32_MAX, '>', &ep) || field(&entry, 10, INT32_MAX, ':', &inner) ||
 	    field(&entry, 16, UINT32_MAX, ':', &events) ||
@@ -494,25 +538,27 @@ static const char *take_child(struct taking *t, const char *entry)
 		return "garbled";
 	if (!cxls_ep_is_epoll((int)ep) || !cxls_ep_is_epoll((int)inner))
 		return "not an epoll fd";
-	if (!holds_set(t, (int)ep, (int)inner, data))
+	r = set_reg(t, (int)ep, (int)inner, data);
+	if (!r)
 		return "the epoll file holds no such registration of that set, or kcmp() refused "
 		       "to say";
-	in = cxls_ep_set_get((int)inner, 1);
-	if (!in)
-		return "no memory";
-	s = cxls_ep_set_lock((int)ep, 1);
-	ch = (struct ep_child){ .fd = (int)inner, .set = in, .events = (uint32_t)events,
-				.data.u64 = data, .disabled = !!(flags & C_DISABLED),
-				.mark = mark };
+	ch = (struct ep_child){ .fd = (int)inner, .events = (uint32_t)events, .data.u64 = data,
+				.disabled = !!(flags & C_DISABLED), .mark = mark };
+	if ((why = check_note(r, &ch)))
+		return why;
+	/* a dup's number names its set already (its entry came first) */
+	in = ch.set = cxls_ep_set_get((int)inner, 1);
+	s = in ? cxls_ep_set_lock((int)ep, 1) : NULL;
 	if (!s)
 		why = "no memory";
 	else if (cxls_ep_child_index(s, (int)inner) < s->nchild)
 		why = "listed twice";
 	else if (cxls_ep_child_note(s, s->nchild, &ch))
-		why = "more nested sets than the shim follows in one";
+		why = "more nested sets than the shim follows in one, or a loop";
 	if (s)
 		cxls_ep_set_unlock(s);
-	cxls_ep_set_put(in);
+	if (in)
+		cxls_ep_set_put(in);
 	return why;
 }
 

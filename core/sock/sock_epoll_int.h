@@ -79,6 +79,10 @@ struct ep_child {
 	uint64_t mark;
 };
 
+/* An edge-triggered note's mark before its first report: any look is an
+ * edge (a fresh connection's rings add up to 0) */
+#define EP_MARK_NONE UINT64_MAX
+
 /* What fork's prepare did with a lock: took it, or found the forking
  * thread holding it itself (a signal handler's fork). */
 enum ep_forklock { FORK_FREE, FORK_LOCKED, FORK_OWN };
@@ -195,24 +199,33 @@ void cxls_ep_kregs_free(struct cxls_ep_kregs *k);
 
 /* Nested sets (sock_epoll_nest.c); s locked.  The place of child set fd
  * in s, or s->nchild when it is not there; ch noted at place i (s->nchild:
- * a new entry, -1 when s has EP_CHILDREN already) with a reference to its
- * set of the entry's own; the entry at place i dropped with its
- * reference. */
+ * a new entry; -1 when s has EP_CHILDREN already, or ch's set reaches s
+ * by the notes, a loop the kernel would have refused: they lag it) with
+ * a reference to its set of the entry's own; the entry at place i
+ * dropped with its reference. */
 int cxls_ep_child_index(const struct epset *s, int fd);
 int cxls_ep_child_note(struct epset *s, int i, const struct ep_child *ch);
 void cxls_ep_child_drop(struct epset *s, int i);
 
-/* Locks a set nested depth levels below the one a walk started from:
- * 0, or -1 when it is deeper than the kernel allows or this thread holds
- * it already (a loop in notes that lag the kernel's). */
-int cxls_ep_nest_lock(struct epset *in, int depth);
+/* Whether a ready set noted as ch can make the set that notes it ready:
+ * an epoll fd is only ever readable, and a one shot that fired is silent
+ * until EPOLL_CTL_MOD notes it anew.  Nothing below one that cannot is
+ * armed or slept on by a wait on that set. */
+int cxls_ep_child_passes(const struct ep_child *ch);
 
-/* fn(in, fd, arg) for every set below s (locked), at any depth, each once
- * and locked for its call; fd is its epoll fd, as its parent's note
- * names it.  Stops at the first nonzero fn
- * returns, and returns it. */
-typedef int (*cxls_ep_nest_fn)(struct epset *in, int fd, void *arg);
+/* A walk over the sets below s (locked): fn(ch, arg) for every note ch
+ * reached through notes that pass readiness up (EPOLLIN, one shot not
+ * spent), depth first, each set once, ch->set locked for fn's call and
+ * while the walk is below it.  fn says whether to go below ch->set (ON),
+ * not (PRUNE), or to end the walk (STOP).  1 when fn ended it. */
+enum { CXLS_NEST_ON, CXLS_NEST_PRUNE, CXLS_NEST_STOP };
+typedef int (*cxls_ep_nest_fn)(struct ep_child *ch, void *arg);
 int cxls_ep_nest_each(struct epset *s, cxls_ep_nest_fn fn, void *arg);
+
+/* Whether set `to` is `from` or below it by any note: noting `from` in
+ * `to` would close a loop.  Takes from's lock (the caller may hold
+ * `to`'s, as an outer set's). */
+int cxls_ep_nest_reaches(struct epset *from, const struct epset *to);
 
 /* Ready items, from the rings (sock_epoll_ready.c); s locked.  arm: 0
  * only looks, else the token of the sleep idle items are armed for. */

@@ -7,8 +7,11 @@
  * arms, the pooled members of every set below it, at any depth: the
  * kernel nests sets up to EP_MAX_NESTS (4) below the one waited on and
  * refuses loops (ELOOP).  The walk is bounded all the same, by depth and
- * by a list of the sets it has been through, since the shim's notes of
- * children may lag the kernel's (a set nested beyond EP_CHILDREN).
+ * by a list of the sets it has been through (a set reached by two paths
+ * is visited once), and no note is made that would close a loop: the
+ * shim's notes may lag the kernel's (another process's EPOLL_CTL_DEL on
+ * a set shared across fork), and a loop among them would have two
+ * threads waiting on two of its sets lock them in opposite orders.
  */
 #include "sock_epoll_int.h"
 
@@ -28,7 +31,7 @@ int cxls_ep_child_index(const struct epset *s, int fd)
 
 int cxls_ep_child_note(struct epset *s, int i, const struct ep_child *ch)
 {
-	if (i == s->nchild && s->nchild == EP_CHILDREN)
+	if (i == s->nchild && (s->nchild == EP_CHILDREN || cxls_ep_nest_reaches(ch->set, s)))
 		return -1;
 	cxls_ep_set_hold(ch->set);
 	if (i == s->nchild)
@@ -47,15 +50,12 @@ void cxls_ep_child_drop(struct epset *s, int i)
 	cxls_ep_set_put(in);
 }
 
-int cxls_ep_nest_lock(struct epset *in, int depth)
-{
-	/* error-checking locks: a loop in stale notes says EDEADLK */
-	return depth > EP_NEST_DEPTH || pthread_mutex_lock(&in->lock) ? -1 : 0;
-}
-
 struct walk {
 	cxls_ep_nest_fn fn;
 	void *arg;
+	const struct epset *target; /* ends the walk when met, unlocked */
+	int every;                  /* every note, not only those that pass
+				     * readiness up */
 	int n;
 	const struct epset *seen[WALK_SETS];
 };
@@ -72,17 +72,25 @@ static int seen(struct walk *w, const struct epset *in)
 	return 0;
 }
 
+int cxls_ep_child_passes(const struct ep_child *ch)
+{
+	return (ch->events & EPOLLIN) && !ch->disabled;
+}
+
 static int walk_below(struct walk *w, struct epset *s, int depth)
 {
-	int rc = 0;
+	int rc = CXLS_NEST_ON;
 
-	for (int i = 0; i < s->nchild && !rc; i++) {
+	for (int i = 0; i < s->nchild && rc != CXLS_NEST_STOP; i++) {
 		struct ep_child *ch = &s->child[i];
 
-		if (seen(w, ch->set) || cxls_ep_nest_lock(ch->set, depth))
+		if (ch->set == w->target)
+			return CXLS_NEST_STOP;
+		if ((!w->every && !cxls_ep_child_passes(ch)) || seen(w, ch->set) ||
+		    pthread_mutex_lock(&ch->set->lock)) /* EDEADLK: a loop */
 			continue;
-		rc = w->fn(ch->set, ch->fd, w->arg);
-		if (!rc)
+		rc = w->fn ? w->fn(ch, w->arg) : CXLS_NEST_ON;
+		if (rc == CXLS_NEST_ON && depth < EP_NEST_DEPTH)
 			rc = walk_below(w, ch->set, depth + 1);
 		pthread_mutex_unlock(&ch->set->lock);
 	}
@@ -93,5 +101,19 @@ int cxls_ep_nest_each(struct epset *s, cxls_ep_nest_fn fn, void *arg)
 {
 	struct walk w = { .fn = fn, .arg = arg, .n = 1, .seen = { s } };
 
-	return walk_below(&w, s, 1);
+	return walk_below(&w, s, 1) == CXLS_NEST_STOP;
+}
+
+int cxls_ep_nest_reaches(struct epset *from, const struct epset *to)
+{
+	struct walk w = { .target = to, .every = 1, .n = 1, .seen = { from } };
+	int r;
+
+	if (from == to)
+		return 1;
+	if (pthread_mutex_lock(&from->lock))
+		return 1; /* held by this thread: say the worst */
+	r = walk_below(&w, from, 1) == CXLS_NEST_STOP;
+	pthread_mutex_unlock(&from->lock);
+	return r;
 }

@@ -110,15 +110,12 @@ int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, ui
 	return n;
 }
 
-/* What the pooled members of an inner set, and of the sets below it,
- * have seen so far: bytes in, room made, reading over.  The kernel wakes
- * an outer edge-triggered set at each of these, ready members or not; a
- * mark that moved is such an edge. */
-static int add_marks(struct epset *in, int fd, void *mark)
+/* What the pooled members of a set have seen so far: bytes in, room
+ * made, reading over.  The kernel wakes an outer edge-triggered set at
+ * each of these, ready members or not; a mark that moved is such an
+ * edge. */
+static void add_marks(const struct epset *in, uint64_t *m)
 {
-	uint64_t *m = mark;
-
-	(void)fd;
 	for (int j = 0; j < in->n; j++) {
 		struct cxls_sconn *c = in->items[j].c;
 
@@ -128,24 +125,28 @@ static int add_marks(struct epset *in, int fd, void *mark)
 		*m += cxls_stream_produced(&c->rx) + atomic_load(&c->tx.hdr->cons) +
 		      ((uint64_t)end_of(c) << 40);
 	}
-	return 0;
 }
 
+static int add_marks_below(struct ep_child *ch, void *m)
+{
+	add_marks(ch->set, m);
+	return CXLS_NEST_ON;
+}
+
+/* The mark of set in (locked) and of the sets below it. */
 static uint64_t child_mark(struct epset *in)
 {
 	uint64_t m = 0;
 
-	add_marks(in, -1, &m);
-	cxls_ep_nest_each(in, add_marks, &m);
+	add_marks(in, &m);
+	cxls_ep_nest_each(in, add_marks_below, &m);
 	return m;
 }
 
-/* Whether the outer registration lets a ready inner set be reported now:
- * not after its one shot, and edge-triggered only on an edge. */
+/* Whether the outer registration lets a ready inner set be reported now
+ * (it passes, cxls_ep_child_passes()): edge-triggered only on an edge. */
 static int child_reports(struct ep_child *ch, uint64_t mark)
 {
-	if (!(ch->events & EPOLLIN) || ch->disabled)
-		return 0;
 	if ((ch->events & EPOLLET) && mark == ch->mark)
 		return 0;
 	ch->mark = mark;
@@ -153,29 +154,42 @@ static int child_reports(struct ep_child *ch, uint64_t mark)
 	return 1;
 }
 
-/* Whether set `in` (locked, depth levels below the set waited on) has a
- * pooled member ready: its own, or one of a set nested in it whose
- * registration there lets it count (EPOLLIN, its one shot not spent).
- * When arm is a sleep's token (0: only look) every member at every depth
- * is armed for it: any of them may ring first.  Nothing is reported: that
- * is the sets' own epoll_waits' to do. */
-static int members_ready(struct epset *in, uint64_t arm, int depth)
+static int arm_below(struct ep_child *ch, void *arm)
+{
+	for (int j = 0; j < ch->set->n; j++)
+		item_ready(&ch->set->items[j], *(uint64_t *)arm);
+	return CXLS_NEST_ON;
+}
+
+/* A set below makes the one that notes it ready when a pooled member of
+ * it is, or of a set below it in turn; through an edge-triggered note
+ * only when something changed since that set's own wait last reported
+ * it (else the kernel's outer sets would not wake either). */
+static int ready_below(struct ep_child *ch, void *arg)
+{
+	(void)arg;
+	if ((ch->events & EPOLLET) && child_mark(ch->set) == ch->mark)
+		return CXLS_NEST_PRUNE;
+	for (int j = 0; j < ch->set->n; j++)
+		if (item_ready(&ch->set->items[j], 0))
+			return CXLS_NEST_STOP;
+	return CXLS_NEST_ON;
+}
+
+/* Whether set `in` (locked) has a pooled member ready, its own or one of
+ * a set below it (cxls_ep_nest_each()).  When arm is a sleep's token (0:
+ * only look) every member below is armed for it first, whatever its
+ * edges say: any of them may ring first.  Nothing is reported: that is
+ * the sets' own epoll_waits' to do. */
+static int members_ready(struct epset *in, uint64_t arm)
 {
 	int ready = 0;
 
 	for (int j = 0; j < in->n && (!ready || arm); j++)
 		ready |= item_ready(&in->items[j], arm) != 0;
-	for (int i = 0; i < in->nchild && (!ready || arm); i++) {
-		struct ep_child *ch = &in->child[i];
-		int r;
-
-		if (cxls_ep_nest_lock(ch->set, depth + 1))
-			continue;
-		r = members_ready(ch->set, arm, depth + 1);
-		pthread_mutex_unlock(&ch->set->lock);
-		ready |= r && (ch->events & EPOLLIN) && !ch->disabled;
-	}
-	return ready;
+	if (arm)
+		cxls_ep_nest_each(in, arm_below, &arm);
+	return ready || cxls_ep_nest_each(in, ready_below, NULL);
 }
 
 int cxls_sock_epoll_polled_ready(struct epset *in)
@@ -186,7 +200,7 @@ int cxls_sock_epoll_polled_ready(struct epset *in)
 	/* the poller sleeps on no member's doorbell: every member is looked
 	 * at, quiet or not (a doorbell another thread read leaves it quiet) */
 	cxls_ep_unquiet(in);
-	ready = members_ready(in, 0, 0);
+	ready = members_ready(in, 0);
 	pthread_mutex_unlock(&in->lock);
 	return ready;
 }
@@ -201,9 +215,10 @@ static int collect_children(struct epset *s, struct epoll_event *out, int n, int
 		uint64_t mark;
 		int ready;
 
-		if (cxls_ep_nest_lock(ch->set, 1))
+		if (!cxls_ep_child_passes(ch) ||
+		    pthread_mutex_lock(&ch->set->lock)) /* EDEADLK: held here */
 			continue;
-		ready = members_ready(ch->set, arm, 1);
+		ready = members_ready(ch->set, arm);
 		mark = ready && (ch->events & EPOLLET) ? child_mark(ch->set) : 0;
 		pthread_mutex_unlock(&ch->set->lock);
 		if (ready && child_reports(ch, mark)) {

@@ -68,22 +68,26 @@ int cxls_ep_sleeping_slice_ms(const struct sleeping *z)
 	return ms;
 }
 
-static int sleep_on(struct epset *in, int fd, void *z)
+static void sleep_on(struct epset *in, struct sleeping *z)
 {
-	(void)fd;
 	for (int j = 0; j < in->n; j++)
 		sleeping_add(z, &in->items[j]);
-	return 0;
+}
+
+static int sleep_below(struct ep_child *ch, void *z)
+{
+	sleep_on(ch->set, z);
+	return CXLS_NEST_ON;
 }
 
 /* Counts this thread as a sleeper of every pooled socket of s and of the
- * sets below it; s locked, before arming. */
+ * sets below it that can wake it; s locked, before arming. */
 void cxls_ep_sleep_set(struct epset *s, struct sleeping *z)
 {
 	z->n = 0;
 	z->gone = 0;
-	sleep_on(s, -1, z);
-	cxls_ep_nest_each(s, sleep_on, z);
+	sleep_on(s, z);
+	cxls_ep_nest_each(s, sleep_below, z);
 }
 
 /* The kernel reported fd's doorbell: cxls_ep_wake_set() reads it, unless
@@ -95,13 +99,17 @@ void cxls_ep_sleeping_rang(struct sleeping *z, int fd)
 			z->v[i].rang = 1;
 }
 
-static int unquiet(struct epset *in, int fd, void *arg)
+static void unquiet(struct epset *in)
 {
-	(void)fd;
-	(void)arg;
 	for (int j = 0; j < in->n; j++)
 		in->items[j].quiet = 0;
-	return 0;
+}
+
+static int unquiet_below(struct ep_child *ch, void *arg)
+{
+	(void)arg;
+	unquiet(ch->set);
+	return CXLS_NEST_ON;
 }
 
 /* Items armed for a sleep that is over are idle no more: the last
@@ -109,8 +117,8 @@ static int unquiet(struct epset *in, int fd, void *arg)
  * tell; s and the sets below it, s locked. */
 void cxls_ep_unquiet(struct epset *s)
 {
-	unquiet(s, -1, NULL);
-	cxls_ep_nest_each(s, unquiet, NULL);
+	unquiet(s);
+	cxls_ep_nest_each(s, unquiet_below, NULL);
 }
 
 /* After the kernel returned: gives back the entries and references

@@ -71,12 +71,6 @@ static int convert(int epfd, struct epset *s, struct ep_item *it, uint32_t kev,
 	return out->events != 0;
 }
 
-/* Meetings under way in s (and its children) are looked at when their
- * time comes (convert(), cxls_sock_next_look(): a joining peer rings, a
- * refusing one, a peer that never came or another thread of ours that
- * settles it do not), and items whose meeting a call on their fd ended
- * with plain TCP get the application's registration; the nearest look
- * to come, 0 when none.  s locked. */
 /* The earlier of two times, 0 meaning none. */
 static uint64_t sooner(uint64_t a, uint64_t b)
 {
@@ -124,12 +118,18 @@ static uint64_t own_meetings_due(int epfd, struct epset *s)
 	return next;
 }
 
-static int nested_meetings_due(struct epset *in, int fd, void *next)
+static int nested_meetings_due(struct ep_child *ch, void *next)
 {
-	*(uint64_t *)next = sooner(*(uint64_t *)next, own_meetings_due(fd, in));
-	return 0;
+	*(uint64_t *)next = sooner(*(uint64_t *)next, own_meetings_due(ch->fd, ch->set));
+	return CXLS_NEST_ON;
 }
 
+/* Meetings under way in s and the sets below it are looked at when their
+ * time comes (convert(), cxls_sock_next_look(): a joining peer rings, a
+ * refusing one, a peer that never came or another thread of ours that
+ * settles it do not), and items whose meeting a call on their fd ended
+ * with plain TCP get the application's registration; the nearest look
+ * to come, 0 when none.  s locked. */
 static uint64_t meetings_due(int epfd, struct epset *s)
 {
 	uint64_t next = own_meetings_due(epfd, s);

@@ -588,6 +588,42 @@ static void nested_calls(uint32_t how, const char *what)
 	close(b);
 }
 
+/* Edge-triggered notes of nested sets, the socket writable all along
+ * (EPOLLOUT in the innermost set): the first look at an edge-triggered
+ * note is an edge; and once the middle set's own wait took the edge of
+ * its edge-triggered note, the level-triggered set above it has nothing
+ * to report either (an outer set that did would wake its loop for ever,
+ * the middle one saying nothing). */
+static void nested_edge_calls(void)
+{
+	struct epoll_event in_ev = { EPOLLIN, { 0 } }, out[2];
+	int a, b, n[4], top = epoll_create1(EPOLL_CLOEXEC), mid = epoll_create1(EPOLL_CLOEXEC),
+	       in = epoll_create1(EPOLL_CLOEXEC), et = epoll_create1(EPOLL_CLOEXEC);
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	epoll_ctl(in, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLOUT, { 0 } });
+	epoll_ctl(et, EPOLL_CTL_ADD, in, &(struct epoll_event){ EPOLLIN | EPOLLET, { 0 } });
+	n[0] = epoll_wait(et, out, 2, 100);
+	n[1] = epoll_wait(et, out, 2, 100);
+	epoll_ctl(mid, EPOLL_CTL_ADD, in, &(struct epoll_event){ EPOLLIN | EPOLLET, { 0 } });
+	epoll_ctl(top, EPOLL_CTL_ADD, mid, &in_ev);
+	n[2] = epoll_wait(mid, out, 2, 100); /* the edge, taken here */
+	n[3] = 0;
+	for (int i = 0; i < 5; i++)
+		n[3] += epoll_wait(top, out, 2, 20) > 0;
+	printf("%-40s %d %d, below one taken %d, above it %d of 5\n", "nested, edge, writable:",
+	       n[0], n[1], n[2], n[3]);
+	close(top);
+	close(mid);
+	close(et);
+	close(in);
+	close(a);
+	close(b);
+}
+
 /* An event loop embedded in another one's poll or select: the outer loop
  * waits on the inner one's epoll fd, readable once bytes come to a socket
  * of its set (here 100 ms after the wait began, from a child), or to a
@@ -1317,9 +1353,13 @@ static void splice_nonblock_calls(void)
 	ms_since(&t0);
 	SAY(splice(b, NULL, p[1], NULL, 16, SPLICE_F_NONBLOCK));
 	printf("%-64s %d\n", "at once:", ms_since(&t0) < 150);
+	SAY(recv(b, buf, sizeof(buf), MSG_DONTWAIT)); /* 6: kept */
+	/* a full pipe, an empty socket: the pipe's EAGAIN comes first */
+	ms_since(&t0);
+	SAY(splice(b, NULL, p[1], NULL, 16, SPLICE_F_NONBLOCK));
+	printf("%-64s %d\n", "at once:", ms_since(&t0) < 150);
 	while (n > 0 && (r = read(p[0], buf, sizeof(buf))) > 0)
 		n -= r;
-	SAY(recv(b, buf, sizeof(buf), MSG_DONTWAIT)); /* 6: kept */
 	/* a full socket, bytes in the pipe */
 	while (send(a, buf, sizeof(buf), MSG_DONTWAIT) > 0)
 		;
@@ -1331,6 +1371,34 @@ static void splice_nonblock_calls(void)
 	       r < 0 ? strerrorname_np(errno) : "-", waited >= 150);
 	memset(buf, 0, 8);
 	SAY(read(p[0], buf, sizeof(buf))); /* 4: kept */
+	close(p[0]);
+	close(p[1]);
+	close(a);
+	close(b);
+}
+
+/* A splice from a socket takes what is there, however few bytes, as
+ * tcp_splice_read does: SO_RCVLOWAT is for reads (a wait for it would end
+ * here at the 200 ms timeout, with EAGAIN). */
+static void splice_under_lowat(void)
+{
+	struct timeval fifth = { 0, 200 * 1000 };
+	int a, b, p[2], lowat = 100;
+	char buf[16] = { 0 };
+	struct timespec t0;
+
+	if (tu_pair(&a, &b) || pipe(p)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &fifth, sizeof(fifth));
+	setsockopt(b, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+	SAY(write(a, "0123456789", 10));
+	poll(&(struct pollfd){ b, POLLIN, 0 }, 1, 2000);
+	ms_since(&t0);
+	SAY(splice(b, NULL, p[1], NULL, 64, 0)); /* 10 */
+	printf("%-64s %d\n", "at once:", ms_since(&t0) < 150);
+	SAY(read(p[0], buf, sizeof(buf)));
 	close(p[0]);
 	close(p[1]);
 	close(a);
@@ -1874,6 +1942,7 @@ int main(void)
 	nested_calls(EPOLLIN, "nested, level-triggered:");
 	nested_calls(EPOLLIN | EPOLLET, "nested, edge-triggered:");
 	nested_calls(EPOLLIN | EPOLLONESHOT, "nested, one-shot:");
+	nested_edge_calls();
 	signal_calls();
 	for (enum closing how = BY_CLOSE; how <= THEN_FORK; how++)
 		closed_under_read(how);
@@ -1887,6 +1956,7 @@ int main(void)
 	private_number_calls();
 	closed_under_write();
 	splice_nonblock_calls();
+	splice_under_lowat();
 	gone_full_calls(0);
 	gone_full_calls(1);
 	for (enum holder_act act = BY_SHUT_WR; act <= BY_LOWAT; act++)

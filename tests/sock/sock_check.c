@@ -2146,7 +2146,8 @@ static void test_exec_epoll_takeover(void)
 
 /* ---- nested sets taken over across exec ---------------------------------
  * The set waited on holds a set that holds the set of the pooled socket
- * (O > M > I > b), and another set holds I edge-triggered (E), its edge
+ * (O > M > I > b; O holds M by a dup of M's fd numbered above O's), and
+ * another set holds I edge-triggered (E), its edge
  * taken before the exec with the byte left unread.  The new image's waits
  * on O wake for b's bytes and its close three sets down, and E reports no
  * edge it already reported (what it compares against comes along). */
@@ -2222,7 +2223,7 @@ static int set_holding(int fd, uint32_t events, uint64_t data)
 
 static void test_exec_epoll_nested(void)
 {
-	int a, b, in, m, o, e, back, st;
+	int a, b, in, m, m2, o, e, back, st;
 	struct epoll_event ev;
 	char c;
 	pid_t child;
@@ -2231,7 +2232,12 @@ static void test_exec_epoll_nested(void)
 	check_pooled(a, "pair");
 	in = set_holding(b, EPOLLIN | EPOLLRDHUP, 5);
 	m = set_holding(in, EPOLLIN, 4);
-	o = set_holding(m, EPOLLIN, 3);
+	/* O holds M by a dup numbered above O's own */
+	o = epoll_create1(0);
+	m2 = dup(m);
+	CHECK(m2 > o && m2 < 0x8000 &&
+		      epoll_ctl(o, EPOLL_CTL_ADD, m2, &(struct epoll_event){ EPOLLIN, { .u64 = 3 } }) == 0,
+	      "M in O by a dup");
 	e = set_holding(in, EPOLLIN | EPOLLET, 6);
 	CHECK(write(a, "w", 1) == 1 && epoll_wait(e, &ev, 1, 2000) == 1 && ev.data.u64 == 6,
 	      "the edge-triggered set's edge, before the exec");
@@ -2240,6 +2246,7 @@ static void test_exec_epoll_nested(void)
 	close(b);
 	close(in);
 	close(m);
+	close(m2);
 	close(o);
 	close(e);
 	if (read(back, &c, 1) == 1 && c == 'r') {
@@ -2408,6 +2415,31 @@ static char *first_env(const char *name)
 
 static int exec_epforged(char **arg);
 
+/* Execs this program's stage op with the 4 arguments arg past the shim
+ * (the raw system call), the connections' list fds and the epoll list
+ * "CXLSHIM_SOCK_EPOLL=..." as given; returns only on failure. */
+static int exec_past_shim(const char *op, char **arg, const char *fds, char *epoll_var)
+{
+	char *fdsvar, **env, *argv[7];
+	size_t n = 0;
+
+	if (asprintf(&fdsvar, "CXLSHIM_SOCK_FDS=%s", fds) < 0)
+		return 22;
+	while (environ[n])
+		n++;
+	env = calloc(n + 3, sizeof(*env));
+	memcpy(env, environ, n * sizeof(*env));
+	env[n] = fdsvar;
+	env[n + 1] = epoll_var;
+	argv[0] = (char *)self_path;
+	argv[1] = (char *)op;
+	for (int i = 0; i < 4; i++)
+		argv[2 + i] = arg[i];
+	argv[6] = NULL;
+	syscall(SYS_execve, self_path, argv, env);
+	return 23;
+}
+
 /* The stage between (exec'd through the shim): takes the genuine lists it
  * was given and execs stage 3 past the shim (the raw system call) with
  * the connections' list as it was and a forged epoll list around the
@@ -2421,8 +2453,8 @@ static int exec_epforge(char **arg)
 	int ep = atoi(arg[0]), b = atoi(arg[1]), p0 = atoi(arg[2]) & 0xffff,
 	    ep2 = atoi(arg[2]) >> 16;
 	char *fds = first_env("CXLSHIM_SOCK_FDS"), *eps = first_env("CXLSHIM_SOCK_EPOLL");
-	char *rest, *forged, *fdsvar, **env, *argv[8], lng[400];
-	size_t n = 0, size;
+	char *rest, *forged, lng[400];
+	size_t size;
 
 	if (!expect_pool) /* the kernel's sets: nothing to forge */
 		return exec_epforged(arg);
@@ -2448,21 +2480,7 @@ static int exec_epforge(char **arg)
 		 "%d>%d:1:5:0:0",
 		 ep2, b, rest, p0, b, rest, ep, p0, rest, ep, b, rest, b, rest, ep, b, ep, b, lng,
 		 ep, b, rest, ep2, ep, ep, b, rest, ep, ep2, ep, ep, p0, ep2, ep, ep2, ep, ep, ep);
-	if (asprintf(&fdsvar, "CXLSHIM_SOCK_FDS=%s", fds) < 0)
-		return 22;
-	while (environ[n])
-		n++;
-	env = calloc(n + 3, sizeof(*env));
-	memcpy(env, environ, n * sizeof(*env));
-	env[n] = fdsvar;
-	env[n + 1] = forged;
-	argv[0] = (char *)self_path;
-	argv[1] = "exec-epforged";
-	for (int i = 0; i < 4; i++)
-		argv[2 + i] = arg[i];
-	argv[6] = NULL;
-	syscall(SYS_execve, self_path, argv, env);
-	return 23;
+	return exec_past_shim("exec-epforged", arg, fds, forged);
 }
 
 /* Stage 3: ep2 is the plain set it was (p0, data 9); ep reports b's
@@ -2520,6 +2538,73 @@ static void test_exec_epoll_forged(void)
 	close(b);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* ---- a forged nested entry ------------------------------------------------
+ * A nested set's entry names a registration the kernel holds, but with
+ * other events: ep3 holds ep for EPOLLOUT (an epoll fd is never writable:
+ * it reports nothing), and the forged entry says EPOLLIN.  Taken, ep3
+ * would report ep at b's byte; the kernel's events refuse it. */
+
+static int exec_epnforged(char **arg);
+
+/* Stage 2: the genuine lists, the entry "ep3>ep:4:..." made "ep3>ep:1:...". */
+static int exec_epnforge(char **arg)
+{
+	int ep = atoi(arg[0]) & 0xffff, ep3 = atoi(arg[0]) >> 16;
+	char *fds = first_env("CXLSHIM_SOCK_FDS"), *eps = first_env("CXLSHIM_SOCK_EPOLL");
+	char head[32], *at, *forged;
+
+	if (!expect_pool)
+		return exec_epnforged(arg);
+	snprintf(head, sizeof(head), "%d>%d:4:", ep3, ep);
+	at = fds && eps ? strstr(eps, head) : NULL;
+	if (!at) {
+		printf("exec'd image: no entry %s in CXLSHIM_SOCK_EPOLL=%s\n", head,
+		       eps ? eps : "(none)");
+		return 20;
+	}
+	at[strlen(head) - 2] = '1';
+	if (asprintf(&forged, "CXLSHIM_SOCK_EPOLL=%s", eps) < 0)
+		return 21;
+	return exec_past_shim("exec-epnforged", arg, fds, forged);
+}
+
+/* Stage 3: ep reports b's byte; ep3 reports nothing. */
+static int exec_epnforged(char **arg)
+{
+	int ep = atoi(arg[0]) & 0xffff, ep3 = atoi(arg[0]) >> 16, back = atoi(arg[3]);
+
+	if (write(back, "e", 1) != 1)
+		return 1;
+	if (got_one(ep, 2000, 5, EPOLLIN, "the peer's byte"))
+		return 30;
+	if (got_none(ep3, 0, "a set registered for EPOLLOUT, forged EPOLLIN"))
+		return 31;
+	return 0;
+}
+
+static void test_exec_epoll_forged_nested(void)
+{
+	int a, b, back, ep, ep3, st;
+	char c;
+	pid_t child;
+
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	ep = set_holding(b, EPOLLIN, 5);
+	ep3 = set_holding(ep, EPOLLOUT, 0x33);
+	child = exec_epoll_child("exec-epnforge", a, -1, ep | ep3 << 16, b, -1, &back);
+	CHECK(read(back, &c, 1) == 1 && c == 'e', "the exec'd image runs");
+	usleep(50 * 1000);
+	CHECK(write(a, "x", 1) == 1, "a byte for b");
+	st = tu_wait(child);
+	CHECK(st == 0, "the forged events refused (exit %d)", st);
+	close(a);
+	close(b);
+	close(back);
+	close(ep);
+	close(ep3);
 }
 
 /* ---- fork while other threads use epoll ----------------------------------
@@ -4772,6 +4857,7 @@ static const struct tu_case cases[] = {
 	{ "exec-epoll-takeover", test_exec_epoll_takeover },
 	{ "exec-epoll-forged", test_exec_epoll_forged },
 	{ "exec-epoll-nested", test_exec_epoll_nested },
+	{ "exec-epoll-forged-nested", test_exec_epoll_forged_nested },
 	{ "exec-epoll-vfork", test_exec_epoll_vfork },
 	{ "exec-epoll-spawn", test_exec_epoll_spawn },
 	{ "sleepers", test_sleepers },
@@ -4815,6 +4901,10 @@ int main(int argc, char **argv)
 		return exec_eptake(argv + 2);
 	if (argc == 6 && !strcmp(argv[1], "exec-epshared"))
 		return exec_epshared(argv + 2);
+	if (argc == 6 && !strcmp(argv[1], "exec-epnforge"))
+		return exec_epnforge(argv + 2);
+	if (argc == 6 && !strcmp(argv[1], "exec-epnforged"))
+		return exec_epnforged(argv + 2);
 	if (argc == 6 && !strcmp(argv[1], "exec-epnest"))
 		return exec_epnest(argv + 2);
 	if (argc == 6 && !strcmp(argv[1], "exec-epforge"))

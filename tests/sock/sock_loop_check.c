@@ -33,7 +33,7 @@
 
 #define DATA 0x5eed0000beefull  /* the application's data of the socket */
 #define INNER 0x11e7ull        /* of the inner set, in the outer one */
-#define MIDDLE 0x3dd1eull      /* of the middle set, three deep */
+#define NEST_MAX 4             /* sets between the loop's and the socket */
 #define PAYLOAD (1u << 20)
 #define WAIT_MS 20000 /* a lost event, not a slow machine */
 
@@ -68,9 +68,9 @@ static int echo_one(void *arg)
 
 struct loop {
 	int ep;        /* the set the loop waits on */
-	int inner;     /* nested: the set holding fd (in ep, or in middle);
-			* else -1 */
-	int middle;    /* nested two deep: the set in ep holding inner; else -1 */
+	int nested;    /* sets between ep and fd: */
+	int set[NEST_MAX]; /* set[0] in ep, set[i] in set[i - 1], fd in the
+			    * last; registered with data INNER + i */
 	int fd;
 	uint64_t data;  /* its registration's */
 	uint32_t flags; /* EPOLLET, EPOLLONESHOT */
@@ -84,7 +84,7 @@ struct loop {
 
 static int set_of_fd(struct loop *l)
 {
-	return l->inner >= 0 ? l->inner : l->ep;
+	return l->nested ? l->set[l->nested - 1] : l->ep;
 }
 
 /* An epoll set added to set ep with data, level-triggered; -1 on error. */
@@ -98,7 +98,7 @@ static int set_in(int ep, uint64_t data)
 
 /* Everything up to connect(): server, socket, sets, registration (in
  * ep when not -1, with data).  nested: how many sets are between ep and
- * the socket (0, 1 or 2). */
+ * the socket (0 to NEST_MAX). */
 static int loop_open_in(struct loop *l, uint32_t flags, int nested, int ep, uint64_t data)
 {
 	struct epoll_event ev;
@@ -121,11 +121,10 @@ static int loop_open_in(struct loop *l, uint32_t flags, int nested, int ep, uint
 	l->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	l->ep = ep >= 0 ? ep : epoll_create1(0);
 	l->data = data;
-	l->inner = l->middle = -1;
-	if (nested == 2 && (l->middle = set_in(l->ep, MIDDLE)) < 0)
-		return -1;
-	if (nested && (l->inner = set_in(l->middle >= 0 ? l->middle : l->ep, INNER)) < 0)
-		return -1;
+	l->nested = nested;
+	for (int i = 0; i < nested; i++)
+		if ((l->set[i] = set_in(i ? l->set[i - 1] : l->ep, INNER + (uint64_t)i)) < 0)
+			return -1;
 	ev.events = EPOLLIN | EPOLLOUT | flags;
 	ev.data.u64 = data;
 	return epoll_ctl(set_of_fd(l), EPOLL_CTL_ADD, l->fd, &ev);
@@ -165,15 +164,10 @@ static int loop_wait(struct loop *l)
 		n = epoll_wait(l->ep, ev, 4, WAIT_MS);
 		if (n < 0)
 			return errno == EINTR ? 0 : -1;
-		if (n && l->middle >= 0) {
-			if (!just_set(ev, n, MIDDLE))
+		for (int i = 0; n && i < l->nested; i++) {
+			if (!just_set(ev, n, INNER + (uint64_t)i))
 				return -1;
-			n = epoll_wait(l->middle, ev, 4, 0);
-		}
-		if (n && l->inner >= 0) {
-			if (!just_set(ev, n, INNER))
-				return -1;
-			n = epoll_wait(l->inner, ev, 4, 0);
+			n = epoll_wait(l->set[i], ev, 4, 0);
 		}
 	} while (n == 0 && tu_now_us() < end);
 	if (n == 0)
@@ -322,10 +316,8 @@ static void loop_close(struct loop *l, const char *what)
 	close(l->fd);
 	if (l->ep >= 0)
 		close(l->ep);
-	if (l->inner >= 0)
-		close(l->inner);
-	if (l->middle >= 0)
-		close(l->middle);
+	for (int i = 0; i < l->nested; i++)
+		close(l->set[i]);
 	CHECK(tu_wait(l->server) == 0, "%s: echo server", what);
 	free(l->in);
 	free(l->out);
@@ -371,14 +363,46 @@ static void test_nested(void)
 
 	run_epoll("nested, level-triggered", 0, 1);
 	run_epoll("nested, edge-triggered", EPOLLET, 1);
-	/* the set waited on wakes for a pooled socket two sets down */
+	/* the set waited on wakes for a pooled socket sets down, to the
+	 * kernel's limit (4 between: a fifth set in the chain is ELOOP) */
 	run_epoll("nested two deep, level-triggered", 0, 2);
 	run_epoll("nested two deep, edge-triggered", EPOLLET, 2);
+	run_epoll("nested four deep, level-triggered", 0, NEST_MAX);
 	/* with a socket the shim follows already (a listener), the inner
 	 * set is known as one when it goes into the outer */
 	keep = tu_listen(&port, 0);
 	run_epoll("nested, a listener open", EPOLLET, 1);
 	run_epoll("nested two deep, a listener open", 0, 2);
+	run_epoll("nested four deep, a listener open", EPOLLET, NEST_MAX);
+	close(keep);
+}
+
+/* The chain made in an order that splits what the shim learns: C holds
+ * B while the shim follows nothing (only the kernel knows, and
+ * sock_epseen's note), then, a listener open, B takes A (the shim sees
+ * that one), and the socket goes into A before connect(): the loop waits
+ * on C. */
+static void test_nested_late(void)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = INNER } };
+	int c = epoll_create1(0), b = epoll_create1(0), keep;
+	uint16_t port;
+	struct loop l;
+
+	CHECK(epoll_ctl(c, EPOLL_CTL_ADD, b, &ev) == 0, "late: B in C");
+	keep = tu_listen(&port, 0);
+	CHECK(loop_open_in(&l, 0, 1, b, DATA) == 0, "late: A in B, the socket in A");
+	ev.data.u64 = INNER + 1;
+	CHECK(epoll_ctl(b, EPOLL_CTL_MOD, l.set[0], &ev) == 0, "late: A's data");
+	l.set[1] = l.set[0];
+	l.set[0] = b;
+	l.ep = c;
+	l.nested = 2;
+	CHECK(loop_connect(&l) == 0, "late: connect");
+	CHECK(loop_connected(&l) == 0, "late: EPOLLOUT and SO_ERROR 0 for the connect");
+	CHECK(loop_pump(&l, l.n, EPOLLOUT) == 0, "late: transfer (%zu sent, %zu back)", l.sent,
+	      l.got);
+	loop_close(&l, "late");
 	close(keep);
 }
 
@@ -1656,7 +1680,8 @@ static void test_eintr(void)
 
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
-	{ "nested", test_nested }, { "del", test_del },     { "select", test_select },
+	{ "nested", test_nested }, { "nested-late", test_nested_late },
+	{ "del", test_del },       { "select", test_select },
 	{ "fork", test_fork },     { "closed", test_closed }, { "thread", test_thread },
 	{ "many", test_many },     { "fired", test_fired }, { "dupclosed", test_dupclosed },
 	{ "closewait", test_closewait }, { "reused", test_reused }, { "finspin", test_finspin },
