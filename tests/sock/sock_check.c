@@ -2268,15 +2268,37 @@ static void test_exec_epoll_nested(void)
  * copy of the socket leaves the registration the shim's (the exec'd
  * image's waits rely on its doorbells). */
 
+static char *first_env(const char *name);
+
+/* Whether the epoll list this image was given names an item ep:fd. */
+static int listed(int ep, int fd)
+{
+	char *eps = first_env("CXLSHIM_SOCK_EPOLL"), head[32];
+	size_t k;
+
+	k = (size_t)snprintf(head, sizeof(head), "%d:%d:", ep, fd);
+	for (char *p = eps; p && *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ','))
+		if (!strncmp(p, head, k))
+			return 1;
+	return 0;
+}
+
 /* The new image: ep holds b (EPOLLIN | EPOLLRDHUP, data 5); says it runs
- * on back, and again once it read the peer's byte. */
+ * on back, and again once it read the peer's byte.  Unless gone is -1,
+ * a child of vfork put /dev/null on number gone, a pooled socket of ep
+ * before: the list it wrote names b and not that one. */
 static int exec_epshared(char **arg)
 {
-	int ep = atoi(arg[0]), b = atoi(arg[1]), back = atoi(arg[3]);
+	int ep = atoi(arg[0]), b = atoi(arg[1]), gone = atoi(arg[2]), back = atoi(arg[3]);
 	char c;
 
 	if (write(back, "e", 1) != 1)
 		return 1;
+	if (gone >= 0 && expect_pool && (!listed(ep, b) || listed(ep, gone))) {
+		printf("exec'd image: the list names b %d, fd %d (now /dev/null) %d\n",
+		       listed(ep, b), gone, listed(ep, gone));
+		return 14;
+	}
 	if (got_one(ep, 2000, 5, EPOLLIN, "the peer's byte"))
 		return 10;
 	if (expect_pool && kernel_reg_data(ep, b) >> 48 != 0xc5c5) {
@@ -2301,10 +2323,16 @@ struct started {
 	FILE *f;
 };
 
-/* Starts exec-epshared with ep and b (by vfork and exec, posix_spawn, or
- * popen: a shell that execs it), a and the pipe's read end closed for it;
- * *back that read end. */
-static struct started start_epshared(enum start how, int a, int ep, int b, int *back)
+/* What exec-epshared is started with: ep holding b, a (closed for it),
+ * and for a child of vfork, /dev/null to put on number gone (else -1). */
+struct shared_fds {
+	int a, ep, b, gone, null;
+};
+
+/* Starts exec-epshared with f (by vfork and exec, posix_spawn, or popen:
+ * a shell that execs it), a and the pipe's read end closed for it; *back
+ * that read end. */
+static struct started start_epshared(enum start how, const struct shared_fds *f, int *back)
 {
 	char s[4][16], cmd[256],
 		*argv[] = { (char *)self_path, "exec-epshared", s[0], s[1], s[2], s[3], NULL };
@@ -2313,28 +2341,30 @@ static struct started start_epshared(enum start how, int a, int ep, int b, int *
 	int p[2];
 
 	CHECK(pipe2(p, O_CLOEXEC) == 0 && fcntl(p[1], F_SETFD, 0) == 0, "pipe");
-	snprintf(s[0], sizeof(s[0]), "%d", ep);
-	snprintf(s[1], sizeof(s[1]), "%d", b);
-	snprintf(s[2], sizeof(s[2]), "-1");
+	snprintf(s[0], sizeof(s[0]), "%d", f->ep);
+	snprintf(s[1], sizeof(s[1]), "%d", f->b);
+	snprintf(s[2], sizeof(s[2]), "%d", f->gone);
 	snprintf(s[3], sizeof(s[3]), "%d", p[1]);
 	if (how == BY_SPAWN) {
 		posix_spawn_file_actions_init(&fa);
-		posix_spawn_file_actions_addclose(&fa, a);
+		posix_spawn_file_actions_addclose(&fa, f->a);
 		CHECK(posix_spawn(&st.pid, self_path, &fa, NULL, argv, environ) == 0, "posix_spawn");
 		posix_spawn_file_actions_destroy(&fa);
 	} else if (how == BY_VFORK) {
 		st.pid = vfork();
 		if (st.pid == 0) {
-			close(a);
+			close(f->a);
+			if (f->gone >= 0)
+				dup2(f->null, f->gone);
 			execv(self_path, argv);
 			_exit(127);
 		}
 	} else {
 		snprintf(cmd, sizeof(cmd), "exec %s exec-epshared %s %s %s %s", self_path, s[0], s[1],
 			 s[2], s[3]);
-		CHECK(fcntl(a, F_SETFD, FD_CLOEXEC) == 0, "a not for the child");
+		CHECK(fcntl(f->a, F_SETFD, FD_CLOEXEC) == 0, "a not for the child");
 		st.f = popen(cmd, "r");
-		CHECK(st.f && fcntl(a, F_SETFD, 0) == 0, "popen");
+		CHECK(st.f && fcntl(f->a, F_SETFD, 0) == 0, "popen");
 	}
 	close(p[1]);
 	*back = p[0];
@@ -2353,7 +2383,8 @@ static int finish_epshared(struct started st)
 
 static void exec_epoll_shared(enum start how, const char *what)
 {
-	int a, b, back, ep = epoll_create1(0), st;
+	int a, b, a2 = -1, back, ep = epoll_create1(0), st;
+	struct shared_fds f = { .gone = -1, .null = -1 };
 	struct started child;
 	char c;
 
@@ -2362,7 +2393,17 @@ static void exec_epoll_shared(enum start how, const char *what)
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &(struct epoll_event){ EPOLLIN | EPOLLRDHUP,
 								   { .u64 = 5 } }) == 0,
 	      "epoll set");
-	child = start_epshared(how, a, ep, b, &back);
+	if (how == BY_VFORK) { /* a second socket in the set, not the child's */
+		tcp_pair(&a2, &f.gone);
+		f.null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		CHECK(f.null >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, f.gone, &(struct epoll_event){
+						 EPOLLIN, { .u64 = 6 } }) == 0,
+		      "a second socket in the set");
+	}
+	f.a = a;
+	f.ep = ep;
+	f.b = b;
+	child = start_epshared(how, &f, &back);
 	CHECK(read(back, &c, 1) == 1 && c == 'e', "%s: the exec'd image runs", what);
 	close(b); /* the exec'd image's waits rely on the registration */
 	usleep(50 * 1000); /* asleep in its epoll_wait, mostly */
@@ -2375,6 +2416,11 @@ static void exec_epoll_shared(enum start how, const char *what)
 	close(a);
 	close(back);
 	close(ep);
+	if (a2 >= 0) {
+		close(a2);
+		close(f.gone);
+		close(f.null);
+	}
 }
 
 static void test_exec_epoll_vfork(void)
