@@ -11,6 +11,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -950,8 +951,11 @@ static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec 
 	int nb = (flags & SPLICE_F_NONBLOCK) || (pipe_fl & O_NONBLOCK);
 	struct pipe_source src = { in, 0 };
 
-	for (;;) {
-		int ev = wait_pipe(in, POLLIN, nb);
+	/* When the socket would take bytes at once, the pipe is read without
+	 * a poll first: an empty one says EAGAIN and is waited for below, one
+	 * without a writer says 0, as poll would have told */
+	for (int look = !cxls_sock_may_give(c);; look = 1) {
+		int ev = look ? wait_pipe(in, POLLIN, nb) : POLLIN;
 		ssize_t r;
 
 		if (ev < 0)
@@ -962,7 +966,7 @@ static ssize_t pipe_to_pool(int in, int out, struct cxls_sconn *c, struct iovec 
 		r = cxls_sock_give_from(c, out, iov, pipe_source, &src);
 		if (!(r < 0 && src.empty))
 			return r;
-		/* another reader took what poll saw: wait for more */
+		/* empty, or another reader took what poll saw: wait for more */
 	}
 }
 
@@ -1017,8 +1021,9 @@ static ssize_t pipe_sink(void *arg, const void *buf, size_t n)
  * let another reader of the socket take the bytes between, which then
  * reached both, and the splice took others); a full pipe is waited for
  * as the kernel's splice waits for room, unless SPLICE_F_NONBLOCK or its
- * O_NONBLOCK says EAGAIN, which the kernel says before it waits for the
- * socket.  SPLICE_F_NONBLOCK is the pipe's side only, as the kernel's:
+ * O_NONBLOCK says EAGAIN; the kernel waits for room (or says EAGAIN, or
+ * EPIPE without a reader) before it waits for the socket, and so does
+ * this when the socket has nothing yet.  SPLICE_F_NONBLOCK is the pipe's side only, as the kernel's:
  * the socket waits as its own O_NONBLOCK says, for any byte
  * (tcp_splice_read does not ask SO_RCVLOWAT).  SO_PEEK_OFF's offset stays
  * where it was, as tcp_splice_read leaves it. */
@@ -1026,14 +1031,19 @@ static ssize_t pool_to_pipe(int in, int out, struct cxls_sconn *c, struct iovec 
 			    unsigned int flags, int pipe_fl)
 {
 	int nb = (flags & SPLICE_F_NONBLOCK) || (pipe_fl & O_NONBLOCK),
-	    full = iov->iov_len > PIPE_ASK_FIRST || (nb && !cxls_sock_unread(c));
+	    full = iov->iov_len > PIPE_ASK_FIRST || !cxls_sock_unread(c), ev;
 
 	for (;;) {
 		struct iovec one = { iov->iov_base, 1 }, have = *iov;
 		ssize_t r;
 
-		if (full && wait_pipe(out, POLLOUT, nb) < 0)
+		if (full && (ev = wait_pipe(out, POLLOUT, nb)) < 0)
 			return -1;
+		if (full && (ev & POLLERR)) { /* no reader: as the kernel's wait_for_space */
+			pthread_kill(pthread_self(), SIGPIPE);
+			errno = EPIPE;
+			return -1;
+		}
 		r = cxls_sock_recvv_off(c, in, &one, 1, MSG_PEEK, CXLS_PEEK_OFF_NONE);
 		if (r <= 0)
 			return r;

@@ -123,6 +123,9 @@ ssize_t cxls_sock_take_to(struct cxls_sconn *c, int fd, const struct iovec *iov,
  * source's answer (0, or -1 with its errno), or the socket's -1. */
 ssize_t cxls_sock_give_from(struct cxls_sconn *c, int fd, const struct iovec *iov,
 			    ssize_t (*source)(void *arg, void *buf, size_t n), void *arg);
+/* Whether cxls_sock_give_from() would call source now, neither waiting
+ * for room nor failing first (a look, not a promise). */
+int cxls_sock_may_give(struct cxls_sconn *c);
 /* recvmmsg's error handling (__sys_recvmmsg): a reset not reported yet is
  * reported before any data (its errno, or 0); a reset that ends the call
  * after some messages is kept for the next call (the kernel keeps any

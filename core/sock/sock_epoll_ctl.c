@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "sock_epseen.h"
 #include "sock_origin.h"
 #include "sock_sys.h"
@@ -33,6 +34,18 @@ int cxls_ep_is_epoll(int fd)
 }
 
 static int adopt_nested(int inner, int depth);
+
+/* Notes set epfd in the sets it was put in unseen, and those in theirs;
+ * taken outside every set's lock (the outer sets' come first). */
+static void adopt_above(int epfd)
+{
+	static _Atomic int said;
+
+	if (adopt_nested(epfd, 1) && !atomic_exchange(&said, 1))
+		CXLS_WARN("epoll fd %d: the sets it is nested in cannot all be followed (/proc "
+			  "unreadable, or %d nested sets in one already): their waits do not "
+			  "wake for its pooled sockets (said once)", epfd, EP_CHILDREN);
+}
 
 /* epoll_ctl(outer, op, inner): the kernel registration as asked, plus the
  * shim's note of the child set (EP_CHILDREN at most: a set nested beyond
@@ -63,7 +76,7 @@ static int ctl_nested(int epfd, int op, int fd, struct epoll_event *ev, struct e
 			op == EPOLL_CTL_ADD;
 	cxls_ep_set_unlock(s);
 	if (added) /* outside s's lock: the outer sets' come first */
-		adopt_nested(epfd, 1);
+		adopt_above(epfd);
 	errno = err;
 	return r;
 }
@@ -247,7 +260,7 @@ static int ctl_followed(int epfd, int op, int fd, const struct epoll_event *ev,
 {
 	struct epset *s = cxls_ep_set_lock(epfd, op == EPOLL_CTL_ADD);
 	struct ep_item *it;
-	int r, err;
+	int r, err, first;
 
 	/* No set: nothing of fd's in it, so the kernel answers anything but
 	 * an ADD (EBADF, EINVAL for an fd that is no epoll fd, ENOENT), and
@@ -255,6 +268,7 @@ static int ctl_followed(int epfd, int op, int fd, const struct epoll_event *ev,
 	if (!s)
 		return op == EPOLL_CTL_ADD ? fail(ENOMEM) : -2;
 	it = cxls_ep_find_item(s, fd);
+	first = !it && op == EPOLL_CTL_ADD;
 	switch (op) {
 	case EPOLL_CTL_ADD:
 		r = ctl_add(epfd, s, it, fd, c, ev);
@@ -274,6 +288,10 @@ static int ctl_followed(int epfd, int op, int fd, const struct epoll_event *ev,
 	 * epoll fd onto that number found it there and was not followed) */
 	if (r && err == EBADF && op == EPOLL_CTL_ADD)
 		cxls_ep_forget_empty(epfd);
+	/* a new item: epfd may sit in sets it was put in unseen (nested
+	 * before anything was followed), which its sockets must wake too */
+	if (!r && first)
+		adopt_above(epfd);
 	errno = err;
 	return r;
 }
@@ -373,8 +391,8 @@ static int adopt_nested(int inner, int depth)
 	if (depth > EP_NEST_DEPTH)
 		return 0; /* the kernel nests no set above this one */
 	n = cxls_epseen_regs(inner, outer);
-	if (n < 0)
-		return -1;
+	if (n <= 0)
+		return n;
 	in = cxls_ep_set_get(inner, 1);
 	if (!in)
 		return -1;

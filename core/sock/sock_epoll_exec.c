@@ -481,7 +481,9 @@ static const char *take_alias(const char *entry)
 
 /* The registration epoll fd ep's file holds of inner's file under the
  * number inner with data (the application's registration of a nested
- * set): the number and data from /proc, the file by kcmp(); NULL when
+ * set): the number and data from /proc, the file by kcmp(), which counts
+ * the registrations under one number (a number reused while a dup kept
+ * its old file open has two) in the order /proc lists them; NULL when
  * there is none. */
 static const struct cxls_ep_kreg *set_reg(struct taking *t, int ep, int inner, uint64_t data)
 {
@@ -490,18 +492,24 @@ static const struct cxls_ep_kreg *set_reg(struct taking *t, int ep, int inner, u
 	int self = getpid();
 
 	cxls_ep_kregs_load(&t->k, ep);
-	for (int i = 0; i < t->k.n && !r; i++)
-		if (t->k.v[i].tfd == inner && t->k.v[i].data == data)
+	for (int i = 0; i < t->k.n && !r; i++) {
+		if (t->k.v[i].tfd != inner)
+			continue;
+		if (t->k.v[i].data == data)
 			r = &t->k.v[i];
+		else
+			slot.toff++;
+	}
 	if (r && syscall(SYS_kcmp, self, self, KCMP_EPOLL_TFD, inner, &slot) != 0)
 		r = NULL;
 	return r;
 }
 
-/* The flags of a registration beside its events (EPOLLERR and EPOLLHUP
- * the kernel adds to every one) */
-#define REG_FLAGS (EPOLLONESHOT | EPOLLET | EPOLLWAKEUP | EPOLLEXCLUSIVE)
-#define REG_ALWAYS (EPOLLERR | EPOLLHUP)
+/* The flags of a registration beside its events; what the kernel adds
+ * to every one (EPOLLERR, EPOLLHUP), or takes from it (EPOLLWAKEUP without
+ * CAP_BLOCK_SUSPEND), whatever the application asked */
+#define REG_FLAGS (EPOLLONESHOT | EPOLLET | EPOLLEXCLUSIVE)
+#define REG_UNSURE (EPOLLERR | EPOLLHUP | EPOLLWAKEUP)
 
 /* The note of a nested set that the entry asks for, as far as the kernel's
  * registration r of it agrees: the same events, or, where its one shot
@@ -510,7 +518,7 @@ static const struct cxls_ep_kreg *set_reg(struct taking *t, int ep, int inner, u
  * kernel's registration then stays armed).  NULL, or why not. */
 static const char *check_note(const struct cxls_ep_kreg *r, struct ep_child *ch)
 {
-	uint32_t have = r->events & ~(uint32_t)REG_ALWAYS, want = ch->events & ~(uint32_t)REG_ALWAYS;
+	uint32_t have = r->events & ~(uint32_t)REG_UNSURE, want = ch->events & ~(uint32_t)REG_UNSURE;
 
 	if (!(have & ~(uint32_t)REG_FLAGS)) {
 		if ((want & REG_FLAGS) != have)

@@ -263,6 +263,15 @@ void cxls_ep_sleep_set(struct epset *s, struct sleeping *z);
 int cxls_ep_sleeping_slice_ms(const struct sleeping *z);
 void cxls_ep_sleeping_rang(struct sleeping *z, int fd);
 int cxls_ep_wake_set(struct sleeping *z);
+/* The kernel reported set in (locked), nested in the one waited on: its
+ * pooled members' doorbells, and those of the sets below it, are what
+ * woke it (z as in cxls_ep_sleeping_rang()). */
+void cxls_ep_sleeping_rang_set(struct epset *in, struct sleeping *z);
+/* The kernel reported the set noted as ch (the application's own
+ * registration, in the set s waited on, locked): its one shot is spent
+ * and its edge taken, as the shim's own report would have left them, and
+ * the doorbells below it are read (sock_epoll_ready.c). */
+void cxls_ep_child_woke(struct epset *s, struct ep_child *ch, struct sleeping *z);
 void cxls_ep_unquiet(struct epset *s);
 
 #endif

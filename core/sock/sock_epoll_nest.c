@@ -15,10 +15,12 @@
  */
 #include "sock_epoll_int.h"
 
-/* Sets one walk goes through (4 levels of EP_CHILDREN could be more;
- * what is beyond is the kernel's alone, as a set nested past
- * EP_CHILDREN is) */
-#define WALK_SETS 64
+/* Sets one walk remembers, so that a set reached by two paths is visited
+ * once; past them (4 levels of EP_CHILDREN are up to 4680 sets) the walk
+ * goes on without, bounded by depth and EP_CHILDREN: a set may then be
+ * visited twice, which costs time, where one skipped would lose its
+ * wake-ups */
+#define WALK_SETS 128
 
 int cxls_ep_child_index(const struct epset *s, int fd)
 {
@@ -60,15 +62,12 @@ struct walk {
 	const struct epset *seen[WALK_SETS];
 };
 
-/* Whether the walk went through in already; else it now has. */
-static int seen(struct walk *w, const struct epset *in)
+/* Whether the walk went through in already. */
+static int seen(const struct walk *w, const struct epset *in)
 {
 	for (int i = 0; i < w->n; i++)
 		if (w->seen[i] == in)
 			return 1;
-	if (w->n == WALK_SETS)
-		return 1;
-	w->seen[w->n++] = in;
 	return 0;
 }
 
@@ -90,6 +89,9 @@ static int walk_below(struct walk *w, struct epset *s, int depth)
 		    pthread_mutex_lock(&ch->set->lock)) /* EDEADLK: a loop */
 			continue;
 		rc = w->fn ? w->fn(ch, w->arg) : CXLS_NEST_ON;
+		/* a set pruned here may be reached by a note that passes */
+		if (rc != CXLS_NEST_PRUNE && w->n < WALK_SETS)
+			w->seen[w->n++] = ch->set;
 		if (rc == CXLS_NEST_ON && depth < EP_NEST_DEPTH)
 			rc = walk_below(w, ch->set, depth + 1);
 		pthread_mutex_unlock(&ch->set->lock);

@@ -11,6 +11,7 @@
 
 #include "proc_id.h"
 #include "sock_ref.h"
+#include "sock_sys.h"
 
 static short poll_bits(uint32_t ev)
 {
@@ -110,20 +111,25 @@ int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, ui
 	return n;
 }
 
-/* What the pooled members of a set have seen so far: bytes in, room
- * made, reading over.  The kernel wakes an outer edge-triggered set at
- * each of these, ready members or not; a mark that moved is such an
- * edge. */
+/* What the pooled members of a set have seen so far, of what they watch:
+ * bytes in and reading over (EPOLLIN, EPOLLRDHUP), room made (EPOLLOUT).
+ * The kernel wakes an outer edge-triggered set at each of these, ready
+ * members or not, and for nothing a member does not watch (a one shot
+ * spent, a deleted one); a mark that moved is such an edge. */
 static void add_marks(const struct epset *in, uint64_t *m)
 {
 	for (int j = 0; j < in->n; j++) {
-		struct cxls_sconn *c = in->items[j].c;
+		const struct ep_item *it = &in->items[j];
+		struct cxls_sconn *c = it->c;
 
 		/* a connect or a meeting under way has no rings yet */
-		if (atomic_load(&c->mode) != CXLS_SC_POOL)
+		if (it->disabled || it->parked || it->gone ||
+		    atomic_load(&c->mode) != CXLS_SC_POOL)
 			continue;
-		*m += cxls_stream_produced(&c->rx) + atomic_load(&c->tx.hdr->cons) +
-		      ((uint64_t)end_of(c) << 40);
+		if (it->events & (EPOLLIN | EPOLLRDHUP))
+			*m += cxls_stream_produced(&c->rx) + ((uint64_t)end_of(c) << 40);
+		if (it->events & EPOLLOUT)
+			*m += atomic_load(&c->tx.hdr->cons);
 	}
 }
 
@@ -143,15 +149,41 @@ static uint64_t child_mark(struct epset *in)
 	return m;
 }
 
+/* A one shot the shim reported is spent in the kernel too (its flags
+ * left, as the kernel leaves a fired one): else the kernel reported it
+ * again at the next doorbell below it.  s's epoll fd: kfd. */
+static void spend_in_kernel(const struct epset *s, const struct ep_child *ch)
+{
+	struct epoll_event e = { .events = ch->events & (EPOLLONESHOT | EPOLLET), .data = ch->data };
+
+	if (s->kfd >= 0)
+		sys_epoll_ctl(s->kfd, EPOLL_CTL_MOD, ch->fd, &e);
+}
+
 /* Whether the outer registration lets a ready inner set be reported now
  * (it passes, cxls_ep_child_passes()): edge-triggered only on an edge. */
-static int child_reports(struct ep_child *ch, uint64_t mark)
+static int child_reports(const struct epset *s, struct ep_child *ch, uint64_t mark)
 {
 	if ((ch->events & EPOLLET) && mark == ch->mark)
 		return 0;
 	ch->mark = mark;
 	ch->disabled = (ch->events & EPOLLONESHOT) != 0;
+	if (ch->disabled)
+		spend_in_kernel(s, ch);
 	return 1;
+}
+
+void cxls_ep_child_woke(struct epset *s, struct ep_child *ch, struct sleeping *z)
+{
+	(void)s;
+	if (pthread_mutex_lock(&ch->set->lock))
+		return;
+	if (ch->events & EPOLLET)
+		ch->mark = child_mark(ch->set);
+	cxls_ep_sleeping_rang_set(ch->set, z);
+	pthread_mutex_unlock(&ch->set->lock);
+	if (ch->events & EPOLLONESHOT)
+		ch->disabled = 1;
 }
 
 static int arm_below(struct ep_child *ch, void *arm)
@@ -177,19 +209,15 @@ static int ready_below(struct ep_child *ch, void *arg)
 }
 
 /* Whether set `in` (locked) has a pooled member ready, its own or one of
- * a set below it (cxls_ep_nest_each()).  When arm is a sleep's token (0:
- * only look) every member below is armed for it first, whatever its
- * edges say: any of them may ring first.  Nothing is reported: that is
- * the sets' own epoll_waits' to do. */
-static int members_ready(struct epset *in, uint64_t arm)
+ * a set below it (cxls_ep_nest_each()).  Only a look: nothing is armed
+ * (cxls_ep_collect_all() arms) nor reported (that is the sets' own
+ * epoll_waits' to do). */
+static int members_ready(struct epset *in)
 {
-	int ready = 0;
-
-	for (int j = 0; j < in->n && (!ready || arm); j++)
-		ready |= item_ready(&in->items[j], arm) != 0;
-	if (arm)
-		cxls_ep_nest_each(in, arm_below, &arm);
-	return ready || cxls_ep_nest_each(in, ready_below, NULL);
+	for (int j = 0; j < in->n; j++)
+		if (item_ready(&in->items[j], 0))
+			return 1;
+	return cxls_ep_nest_each(in, ready_below, NULL);
 }
 
 int cxls_sock_epoll_polled_ready(struct epset *in)
@@ -200,15 +228,14 @@ int cxls_sock_epoll_polled_ready(struct epset *in)
 	/* the poller sleeps on no member's doorbell: every member is looked
 	 * at, quiet or not (a doorbell another thread read leaves it quiet) */
 	cxls_ep_unquiet(in);
-	ready = members_ready(in, 0);
+	ready = members_ready(in);
 	pthread_mutex_unlock(&in->lock);
 	return ready;
 }
 
-/* Nested sets whose pooled members are ready, reported as the inner epoll fd
- * (EPOLLIN), arming the members when asked (arm: as in cxls_ep_collect()). */
-static int collect_children(struct epset *s, struct epoll_event *out, int n, int max,
-			    uint64_t arm)
+/* Nested sets whose pooled members are ready, reported as the inner epoll
+ * fd (EPOLLIN). */
+static int collect_children(struct epset *s, struct epoll_event *out, int n, int max)
 {
 	for (int i = 0; i < s->nchild && n < max; i++) {
 		struct ep_child *ch = &s->child[i];
@@ -218,10 +245,10 @@ static int collect_children(struct epset *s, struct epoll_event *out, int n, int
 		if (!cxls_ep_child_passes(ch) ||
 		    pthread_mutex_lock(&ch->set->lock)) /* EDEADLK: held here */
 			continue;
-		ready = members_ready(ch->set, arm);
+		ready = members_ready(ch->set);
 		mark = ready && (ch->events & EPOLLET) ? child_mark(ch->set) : 0;
 		pthread_mutex_unlock(&ch->set->lock);
-		if (ready && child_reports(ch, mark)) {
+		if (ready && child_reports(s, ch, mark)) {
 			out[n].events = EPOLLIN;
 			out[n].data = ch->data;
 			n++;
@@ -231,10 +258,15 @@ static int collect_children(struct epset *s, struct epoll_event *out, int n, int
 }
 
 /* Everything ready in s and its children, into out after its first n
- * (at most max in all). */
+ * (at most max in all).  arm: as in cxls_ep_collect(); below s, exactly
+ * the members cxls_ep_sleep_set() counted the sleep in on are armed (the
+ * same walk), before the children are looked at. */
 int cxls_ep_collect_all(struct epset *s, struct epoll_event *out, int n, int max, uint64_t arm)
 {
-	return collect_children(s, out, cxls_ep_collect(s, out, n, max, arm), max, arm);
+	n = cxls_ep_collect(s, out, n, max, arm);
+	if (arm)
+		cxls_ep_nest_each(s, arm_below, &arm);
+	return collect_children(s, out, n, max);
 }
 
 /* Spins on the set's own items for the longest busy-poll window among

@@ -112,6 +112,36 @@ static int unquiet_below(struct ep_child *ch, void *arg)
 	return CXLS_NEST_ON;
 }
 
+/* The pooled items of in: looked at anew, their doorbells left to the
+ * sleep z that counted itself in on them (cxls_ep_wake_set() reads them),
+ * or read here when no sleep of this thread is (z NULL). */
+static void rang_in(struct epset *in, struct sleeping *z)
+{
+	for (int j = 0; j < in->n; j++) {
+		struct ep_item *it = &in->items[j];
+
+		if (it->gone || atomic_load(&it->c->mode) != CXLS_SC_POOL)
+			continue;
+		it->quiet = 0;
+		if (z)
+			cxls_ep_sleeping_rang(z, it->fd);
+		else
+			cxls_chan_drain(it->c, it->fd);
+	}
+}
+
+static int rang_below(struct ep_child *ch, void *z)
+{
+	rang_in(ch->set, z);
+	return CXLS_NEST_ON;
+}
+
+void cxls_ep_sleeping_rang_set(struct epset *in, struct sleeping *z)
+{
+	rang_in(in, z);
+	cxls_ep_nest_each(in, rang_below, z);
+}
+
 /* Items armed for a sleep that is over are idle no more: the last
  * sleeper withdrew their requests (sock_chan.c), so no doorbell will
  * tell; s and the sets below it, s locked. */

@@ -181,6 +181,16 @@ static void doorbell_event(int epfd, struct ep_item *it, struct sleeping *z)
 	}
 }
 
+/* The nested set noted with data d in s, or NULL (the application's
+ * data: two registrations may share it, the first is taken). */
+static struct ep_child *child_of(struct epset *s, uint64_t d)
+{
+	for (int k = 0; k < s->nchild; k++)
+		if (s->child[k].data.u64 == d)
+			return &s->child[k];
+	return NULL;
+}
+
 /* Sorts the kernel's answer in place (m events): the application's own
  * registrations stay, the shim's tags go, a connect in flight's becoming
  * the application's event (convert()).  How many stay; s locked. */
@@ -194,6 +204,10 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m,
 		uint64_t d = ev[i].data.u64;
 
 		if ((d & TAG_MASK) != TAG) {
+			struct ep_child *ch = child_of(s, d);
+
+			if (ch)
+				cxls_ep_child_woke(s, ch, z);
 			ev[keep++] = ev[i];
 			continue;
 		}
@@ -209,12 +223,9 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m,
 }
 
 /* Is ev the shim's report of a nested set (collect_children())? */
-static int child_report(const struct epset *s, const struct epoll_event *ev)
+static int child_report(struct epset *s, const struct epoll_event *ev)
 {
-	for (int k = 0; k < s->nchild; k++)
-		if (ev->data.u64 == s->child[k].data.u64)
-			return 1;
-	return 0;
+	return child_of(s, ev->data.u64) != NULL;
 }
 
 /* A nested set reported in ev[0..n) and again in ev[n..n+m) (by the

@@ -643,6 +643,11 @@ ssize_t cxls_sock_give_from(struct cxls_sconn *c, int fd, const struct iovec *io
 	return r;
 }
 
+int cxls_sock_may_give(struct cxls_sconn *c)
+{
+	return cxls_ring_free(&c->tx) > 0 && !cxls_chan_write_error(c);
+}
+
 int cxls_sock_unread(struct cxls_sconn *c)
 {
 	int64_t used = cxls_stream_used(&c->rx);

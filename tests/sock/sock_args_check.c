@@ -624,6 +624,105 @@ static void nested_edge_calls(void)
 	close(b);
 }
 
+/* A child that writes a byte to fd after ms, while the caller waits. */
+static pid_t byte_later(int fd, int ms)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		usleep((useconds_t)ms * 1000);
+		_exit(write(fd, "x", 1) == 1 ? 0 : 1);
+	}
+	return pid;
+}
+
+/* X holds A (registered with how), A holds b: a byte comes while X's
+ * wait sleeps (the kernel wakes A by b's doorbell), then two more waits:
+ * one-shot and edge-triggered report once, level each time; then b is
+ * read directly and the waits on X time out (a doorbell left unread kept
+ * A ready in the kernel for ever). */
+static void nested_woken_calls(uint32_t how, const char *what)
+{
+	int a, b, x = epoll_create1(EPOLL_CLOEXEC), in = epoll_create1(EPOLL_CLOEXEC), n[5];
+	struct epoll_event ev = { EPOLLIN, { 0 } }, out[2];
+	pid_t w;
+	char c;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	epoll_ctl(in, EPOLL_CTL_ADD, b, &ev);
+	ev.events = how;
+	epoll_ctl(x, EPOLL_CTL_ADD, in, &ev);
+	w = byte_later(a, 100);
+	n[0] = epoll_wait(x, out, 2, 2000);
+	tu_wait(w);
+	n[1] = epoll_wait(x, out, 2, 100);
+	n[2] = epoll_wait(x, out, 2, 100);
+	if (read(b, &c, 1) != 1)
+		printf("FAIL read\n");
+	n[3] = epoll_wait(x, out, 2, 100);
+	n[4] = epoll_wait(x, out, 2, 100);
+	printf("%-40s %d %d %d, read %d %d\n", what, n[0], n[1], n[2], n[3], n[4]);
+	close(x);
+	close(in);
+	close(a);
+	close(b);
+}
+
+/* Nested sets in shapes that hid a socket from the wait on X: A holds C
+ * edge-triggered (its edge taken) and B level-triggered, B holds C too;
+ * and 8 sets in X with 8 each, the socket in the last grandchild. */
+static void nested_shape_calls(void)
+{
+	int a, b, x = epoll_create1(EPOLL_CLOEXEC), sa = epoll_create1(EPOLL_CLOEXEC),
+		  sb = epoll_create1(EPOLL_CLOEXEC), sc = epoll_create1(EPOLL_CLOEXEC), grid[8][9];
+	struct epoll_event in = { EPOLLIN, { 0 } }, et = { EPOLLIN | EPOLLET, { 0 } }, out[4];
+	int n[3];
+	pid_t w;
+
+	if (tu_pair(&a, &b)) {
+		printf("FAIL no connection: %s\n", strerror(errno));
+		return;
+	}
+	epoll_ctl(sc, EPOLL_CTL_ADD, b, &in);
+	epoll_ctl(sa, EPOLL_CTL_ADD, sc, &et);
+	epoll_ctl(sa, EPOLL_CTL_ADD, sb, &in);
+	epoll_ctl(sb, EPOLL_CTL_ADD, sc, &in);
+	epoll_ctl(x, EPOLL_CTL_ADD, sa, &in);
+	if (write(a, "x", 1) != 1)
+		printf("FAIL write\n");
+	n[0] = epoll_wait(sa, out, 4, 1000);
+	n[1] = epoll_wait(x, out, 4, 200);
+	close(sc);
+	close(sb);
+	close(sa);
+	close(x);
+	x = epoll_create1(EPOLL_CLOEXEC);
+	for (int i = 0; i < 8; i++) {
+		grid[i][8] = epoll_create1(EPOLL_CLOEXEC);
+		epoll_ctl(x, EPOLL_CTL_ADD, grid[i][8], &in);
+		for (int j = 0; j < 8; j++) {
+			grid[i][j] = epoll_create1(EPOLL_CLOEXEC);
+			epoll_ctl(grid[i][8], EPOLL_CTL_ADD, grid[i][j], &in);
+		}
+	}
+	if (read(b, out, 1) != 1)
+		printf("FAIL read\n");
+	epoll_ctl(grid[7][7], EPOLL_CTL_ADD, b, &in);
+	w = byte_later(a, 100);
+	n[2] = epoll_wait(x, out, 4, 2000);
+	tu_wait(w);
+	printf("%-40s %d then X %d; 8 x 8 sets, X %d\n", "nested shapes:", n[0], n[1], n[2]);
+	for (int i = 0; i < 8; i++)
+		for (int j = 0; j < 9; j++)
+			close(grid[i][j]);
+	close(x);
+	close(a);
+	close(b);
+}
+
 /* An event loop embedded in another one's poll or select: the outer loop
  * waits on the inner one's epoll fd, readable once bytes come to a socket
  * of its set (here 100 ms after the wait began, from a child), or to a
@@ -1379,7 +1478,8 @@ static void splice_nonblock_calls(void)
 
 /* A splice from a socket takes what is there, however few bytes, as
  * tcp_splice_read does: SO_RCVLOWAT is for reads (a wait for it would end
- * here at the 200 ms timeout, with EAGAIN). */
+ * here at the 200 ms timeout, with EAGAIN); into a pipe without a reader
+ * it says EPIPE at once, an empty socket or not. */
 static void splice_under_lowat(void)
 {
 	struct timeval fifth = { 0, 200 * 1000 };
@@ -1399,7 +1499,10 @@ static void splice_under_lowat(void)
 	SAY(splice(b, NULL, p[1], NULL, 64, 0)); /* 10 */
 	printf("%-64s %d\n", "at once:", ms_since(&t0) < 150);
 	SAY(read(p[0], buf, sizeof(buf)));
+	/* a pipe without a reader: EPIPE before the socket is waited for */
 	close(p[0]);
+	SAY(splice(b, NULL, p[1], NULL, 16, 0));
+	SAY(splice(b, NULL, p[1], NULL, 65536, SPLICE_F_NONBLOCK));
 	close(p[1]);
 	close(a);
 	close(b);
@@ -1943,6 +2046,10 @@ int main(void)
 	nested_calls(EPOLLIN | EPOLLET, "nested, edge-triggered:");
 	nested_calls(EPOLLIN | EPOLLONESHOT, "nested, one-shot:");
 	nested_edge_calls();
+	nested_woken_calls(EPOLLIN | EPOLLONESHOT, "nested, one-shot, woken:");
+	nested_woken_calls(EPOLLIN | EPOLLET, "nested, edge-triggered, woken:");
+	nested_woken_calls(EPOLLIN, "nested, level-triggered, woken:");
+	nested_shape_calls();
 	signal_calls();
 	for (enum closing how = BY_CLOSE; how <= THEN_FORK; how++)
 		closed_under_read(how);

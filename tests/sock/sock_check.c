@@ -2261,6 +2261,40 @@ static void test_exec_epoll_nested(void)
 	close(back);
 }
 
+/* ---- sets nested before any socket ---------------------------------------
+ * An event loop nests its sets at start, before the shim follows any fd
+ * (only the kernel knows, and sock_epseen's note); a pooled socket put in
+ * the inner set later must wake a wait on the outer one. */
+static void test_epoll_nested_first(void)
+{
+	int x = epoll_create1(0), in = epoll_create1(0), a, b, n;
+	struct epoll_event ev = { EPOLLIN, { .u64 = 3 } };
+	uint64_t t0;
+	pid_t writer;
+
+	CHECK(epoll_ctl(x, EPOLL_CTL_ADD, in, &ev) == 0, "the inner set in the outer one");
+	tcp_pair(&a, &b);
+	check_pooled(a, "pair");
+	ev.data.u64 = 5;
+	CHECK(epoll_ctl(in, EPOLL_CTL_ADD, b, &ev) == 0, "the socket in the inner set");
+	writer = fork();
+	if (writer == 0) {
+		usleep(300 * 1000);
+		_exit(write(a, "x", 1) != 1);
+	}
+	t0 = tu_now_us();
+	n = epoll_wait(x, &ev, 1, 3000);
+	CHECK(n == 1 && ev.data.u64 == 3 && tu_now_us() - t0 < 2000000,
+	      "the outer set woke for the byte (%d events, %llu ms)", n,
+	      (unsigned long long)(tu_now_us() - t0) / 1000);
+	CHECK(epoll_wait(in, &ev, 1, 0) == 1 && ev.data.u64 == 5, "the inner set has it");
+	CHECK(tu_wait(writer) == 0, "the writer");
+	close(x);
+	close(in);
+	close(a);
+	close(b);
+}
+
 /* ---- a set inherited by a child of vfork or posix_spawn ------------------
  * Such a child shares the epoll file with its parent, which keeps its
  * items, as after fork: the program it execs gets the set's pooled
@@ -4903,6 +4937,7 @@ static const struct tu_case cases[] = {
 	{ "exec-epoll-takeover", test_exec_epoll_takeover },
 	{ "exec-epoll-forged", test_exec_epoll_forged },
 	{ "exec-epoll-nested", test_exec_epoll_nested },
+	{ "epoll-nested-first", test_epoll_nested_first },
 	{ "exec-epoll-forged-nested", test_exec_epoll_forged_nested },
 	{ "exec-epoll-vfork", test_exec_epoll_vfork },
 	{ "exec-epoll-spawn", test_exec_epoll_spawn },
