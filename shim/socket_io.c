@@ -1015,35 +1015,48 @@ static ssize_t pipe_sink(void *arg, const void *buf, size_t n)
  * refuses costs more than the poll.  A smaller one tries at once. */
 #define PIPE_ASK_FIRST (16u << 10)
 
+/* Room in pipe out, waited for unless nb: 0, or -1 with errno (EAGAIN,
+ * EINTR; EPIPE with SIGPIPE without a reader, as the kernel's
+ * wait_for_space says it). */
+static int pipe_room(int out, int nb)
+{
+	int ev = wait_pipe(out, POLLOUT, nb);
+
+	if (ev < 0)
+		return -1;
+	if (ev & POLLERR) {
+		pthread_kill(pthread_self(), SIGPIPE);
+		errno = EPIPE;
+		return -1;
+	}
+	return 0;
+}
+
 /* pooled socket -> pipe: wait for bytes (a peek of one), then hand the
  * pipe what the stream holds and take from it what the pipe took, in one
  * step under the socket's consumer lock (a peek, a write and a read apart
  * let another reader of the socket take the bytes between, which then
  * reached both, and the splice took others); a full pipe is waited for
  * as the kernel's splice waits for room, unless SPLICE_F_NONBLOCK or its
- * O_NONBLOCK says EAGAIN; the kernel waits for room (or says EAGAIN, or
+ * O_NONBLOCK says EAGAIN.  The kernel waits for room (or says EAGAIN, or
  * EPIPE without a reader) before it waits for the socket, and so does
- * this when the socket has nothing yet.  SPLICE_F_NONBLOCK is the pipe's side only, as the kernel's:
- * the socket waits as its own O_NONBLOCK says, for any byte
- * (tcp_splice_read does not ask SO_RCVLOWAT).  SO_PEEK_OFF's offset stays
- * where it was, as tcp_splice_read leaves it. */
+ * this when the socket has nothing yet.  SPLICE_F_NONBLOCK is the pipe's
+ * side only, as the kernel's: the socket waits as its own O_NONBLOCK
+ * says, for any byte (tcp_splice_read does not ask SO_RCVLOWAT).
+ * SO_PEEK_OFF's offset stays where it was, as tcp_splice_read leaves
+ * it. */
 static ssize_t pool_to_pipe(int in, int out, struct cxls_sconn *c, struct iovec *iov,
 			    unsigned int flags, int pipe_fl)
 {
 	int nb = (flags & SPLICE_F_NONBLOCK) || (pipe_fl & O_NONBLOCK),
-	    full = iov->iov_len > PIPE_ASK_FIRST || !cxls_sock_unread(c), ev;
+	    full = iov->iov_len > PIPE_ASK_FIRST || !cxls_sock_unread(c);
 
 	for (;;) {
 		struct iovec one = { iov->iov_base, 1 }, have = *iov;
 		ssize_t r;
 
-		if (full && (ev = wait_pipe(out, POLLOUT, nb)) < 0)
+		if (full && pipe_room(out, nb))
 			return -1;
-		if (full && (ev & POLLERR)) { /* no reader: as the kernel's wait_for_space */
-			pthread_kill(pthread_self(), SIGPIPE);
-			errno = EPIPE;
-			return -1;
-		}
 		r = cxls_sock_recvv_off(c, in, &one, 1, MSG_PEEK, CXLS_PEEK_OFF_NONE);
 		if (r <= 0)
 			return r;

@@ -217,49 +217,64 @@ static int first_number(const struct epset *s, int e)
 	return -1;
 }
 
+/* e's set, locked, when e stays open across exec and is the set's first
+ * such number; else NULL, and *first that first number when e is a
+ * later one (-1 otherwise).  The locks are error-checking: an exec from a
+ * signal handler that interrupted this thread inside them gets EDEADLK,
+ * and reading what that thread was changing (or unlocking it under it,
+ * should the exec fail) would be worse than carrying nothing of the set
+ * (said when say). */
+static struct epset *lock_carried(int e, int say, int *first)
+{
+	struct epset *s = cxls_ep_set_at(e);
+
+	*first = -1;
+	if (!s || !cxls_fd_survives_exec(e))
+		return NULL;
+	*first = first_number(s, e);
+	if (*first >= 0)
+		return NULL;
+	if (pthread_mutex_lock(&s->lock)) {
+		if (say)
+			CXLS_WARN("exec: epoll fd %d in use by this thread (a signal handler's "
+				  "exec?): not carried", e);
+		return NULL;
+	}
+	return s;
+}
+
 /* Each set with an epoll fd that survives: its items under its first
  * such number, its other numbers as dups of that one, and once every set
- * has its numbers, the sets nested in each (a dup may name one).  The
- * locks are error-checking: an exec from a signal handler that
- * interrupted this thread inside them gets EDEADLK, and reading what that
- * thread was changing (or unlocking it under it, should the exec fail)
- * would be worse than carrying nothing of those sets. */
+ * has its numbers, the sets nested in each (a dup may name one). */
 static void put_sets(struct spec_buf *b, enum heir h)
 {
 	struct cxls_ep_kregs k = CXLS_EP_KREGS_INIT;
+	struct epset *s;
+	int first;
 
 	if (pthread_mutex_lock(&cxls_ep_sets_lock)) {
 		CXLS_WARN("exec: epoll sets in use by this thread (a signal handler's exec?): "
 			  "the new image's waits report none of their pooled sockets");
 		return;
 	}
-	for (int pass = 0; pass < 2; pass++)
-		for (int e = 0; e < cxls_ep_nsets; e++) {
-			struct epset *s = cxls_ep_set_at(e);
-			int first;
-
-			if (!s || !cxls_fd_survives_exec(e))
-				continue;
-			first = first_number(s, e);
-			if (first >= 0) {
-				if (!pass)
-					put(b, "%d=%d", e, first);
-				continue;
-			}
-			if (pthread_mutex_lock(&s->lock)) {
-				if (!pass)
-					CXLS_WARN("exec: epoll fd %d in use by this thread (a signal "
-						  "handler's exec?): not carried", e);
-				continue;
-			}
-			if (pass)
-				put_children(b, e, s);
-			else
-				for (int i = 0; i < s->n; i++)
-					if (carried(&s->items[i], h, &k, e))
-						put_item(b, e, &s->items[i], h);
-			pthread_mutex_unlock(&s->lock);
-		}
+	for (int e = 0; e < cxls_ep_nsets; e++) {
+		s = lock_carried(e, 1, &first);
+		if (first >= 0)
+			put(b, "%d=%d", e, first);
+		if (!s)
+			continue;
+		for (int i = 0; i < s->n; i++)
+			if (carried(&s->items[i], h, &k, e))
+				put_item(b, e, &s->items[i], h);
+		pthread_mutex_unlock(&s->lock);
+	}
+	for (int e = 0; e < cxls_ep_nsets; e++) {
+		s = lock_carried(e, 0, &first);
+		if (!s)
+			continue;
+		put_children(b, e, s);
+		pthread_mutex_unlock(&s->lock);
+	}
 	pthread_mutex_unlock(&cxls_ep_sets_lock);
 	cxls_ep_kregs_free(&k);
 }
@@ -457,7 +472,6 @@ static const char *take_alias(const char *entry)
 {
 	uint64_t dup, ep;
 	int self = getpid();
-
 	struct epset *s;
 
 	if (field(&entry, 10, INT32_MAX, '=', &dup) || field(&entry, 10, INT32_MAX, '\0', &ep) ||

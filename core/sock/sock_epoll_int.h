@@ -221,6 +221,10 @@ int cxls_ep_child_passes(const struct ep_child *ch);
 enum { CXLS_NEST_ON, CXLS_NEST_PRUNE, CXLS_NEST_STOP };
 typedef int (*cxls_ep_nest_fn)(struct ep_child *ch, void *arg);
 int cxls_ep_nest_each(struct epset *s, cxls_ep_nest_fn fn, void *arg);
+/* fn(in, arg) for s itself and for every set that walk reaches, whatever
+ * note reached it (the sockets a wait on s looks at, sleeps on, ...). */
+typedef void (*cxls_ep_set_fn)(struct epset *in, void *arg);
+void cxls_ep_nest_sets(struct epset *s, cxls_ep_set_fn fn, void *arg);
 
 /* Whether set `to` is `from` or below it by any note: noting `from` in
  * `to` would close a loop.  Takes from's lock (the caller may hold
@@ -268,10 +272,10 @@ int cxls_ep_wake_set(struct sleeping *z);
  * woke it (z as in cxls_ep_sleeping_rang()). */
 void cxls_ep_sleeping_rang_set(struct epset *in, struct sleeping *z);
 /* The kernel reported the set noted as ch (the application's own
- * registration, in the set s waited on, locked): its one shot is spent
- * and its edge taken, as the shim's own report would have left them, and
- * the doorbells below it are read (sock_epoll_ready.c). */
-void cxls_ep_child_woke(struct epset *s, struct ep_child *ch, struct sleeping *z);
+ * registration, in the set waited on, locked): its one shot is spent and
+ * its edge taken, as the shim's own report would have left them, and the
+ * doorbells below it are read (sock_epoll_ready.c). */
+void cxls_ep_child_woke(struct ep_child *ch, struct sleeping *z);
 void cxls_ep_unquiet(struct epset *s);
 
 #endif

@@ -106,6 +106,27 @@ int cxls_ep_nest_each(struct epset *s, cxls_ep_nest_fn fn, void *arg)
 	return walk_below(&w, s, 1) == CXLS_NEST_STOP;
 }
 
+struct on_sets {
+	cxls_ep_set_fn fn;
+	void *arg;
+};
+
+static int on_set(struct ep_child *ch, void *arg)
+{
+	struct on_sets *o = arg;
+
+	o->fn(ch->set, o->arg);
+	return CXLS_NEST_ON;
+}
+
+void cxls_ep_nest_sets(struct epset *s, cxls_ep_set_fn fn, void *arg)
+{
+	struct on_sets o = { fn, arg };
+
+	fn(s, arg);
+	cxls_ep_nest_each(s, on_set, &o);
+}
+
 int cxls_ep_nest_reaches(struct epset *from, const struct epset *to)
 {
 	struct walk w = { .target = to, .every = 1, .n = 1, .seen = { from } };

@@ -116,8 +116,10 @@ int cxls_ep_collect(struct epset *s, struct epoll_event *out, int n, int max, ui
  * The kernel wakes an outer edge-triggered set at each of these, ready
  * members or not, and for nothing a member does not watch (a one shot
  * spent, a deleted one); a mark that moved is such an edge. */
-static void add_marks(const struct epset *in, uint64_t *m)
+static void add_marks(struct epset *in, void *mark)
 {
+	uint64_t *m = mark;
+
 	for (int j = 0; j < in->n; j++) {
 		const struct ep_item *it = &in->items[j];
 		struct cxls_sconn *c = it->c;
@@ -133,19 +135,12 @@ static void add_marks(const struct epset *in, uint64_t *m)
 	}
 }
 
-static int add_marks_below(struct ep_child *ch, void *m)
-{
-	add_marks(ch->set, m);
-	return CXLS_NEST_ON;
-}
-
 /* The mark of set in (locked) and of the sets below it. */
 static uint64_t child_mark(struct epset *in)
 {
 	uint64_t m = 0;
 
-	add_marks(in, &m);
-	cxls_ep_nest_each(in, add_marks_below, &m);
+	cxls_ep_nest_sets(in, add_marks, &m);
 	return m;
 }
 
@@ -173,9 +168,8 @@ static int child_reports(const struct epset *s, struct ep_child *ch, uint64_t ma
 	return 1;
 }
 
-void cxls_ep_child_woke(struct epset *s, struct ep_child *ch, struct sleeping *z)
+void cxls_ep_child_woke(struct ep_child *ch, struct sleeping *z)
 {
-	(void)s;
 	if (pthread_mutex_lock(&ch->set->lock))
 		return;
 	if (ch->events & EPOLLET)
@@ -184,6 +178,15 @@ void cxls_ep_child_woke(struct epset *s, struct ep_child *ch, struct sleeping *z
 	pthread_mutex_unlock(&ch->set->lock);
 	if (ch->events & EPOLLONESHOT)
 		ch->disabled = 1;
+}
+
+/* Whether a pooled member of in is ready (a look: nothing armed). */
+static int any_ready(struct epset *in)
+{
+	for (int j = 0; j < in->n; j++)
+		if (item_ready(&in->items[j], 0))
+			return 1;
+	return 0;
 }
 
 static int arm_below(struct ep_child *ch, void *arm)
@@ -202,10 +205,7 @@ static int ready_below(struct ep_child *ch, void *arg)
 	(void)arg;
 	if ((ch->events & EPOLLET) && child_mark(ch->set) == ch->mark)
 		return CXLS_NEST_PRUNE;
-	for (int j = 0; j < ch->set->n; j++)
-		if (item_ready(&ch->set->items[j], 0))
-			return CXLS_NEST_STOP;
-	return CXLS_NEST_ON;
+	return any_ready(ch->set) ? CXLS_NEST_STOP : CXLS_NEST_ON;
 }
 
 /* Whether set `in` (locked) has a pooled member ready, its own or one of
@@ -214,10 +214,7 @@ static int ready_below(struct ep_child *ch, void *arg)
  * epoll_waits' to do). */
 static int members_ready(struct epset *in)
 {
-	for (int j = 0; j < in->n; j++)
-		if (item_ready(&in->items[j], 0))
-			return 1;
-	return cxls_ep_nest_each(in, ready_below, NULL);
+	return any_ready(in) || cxls_ep_nest_each(in, ready_below, NULL);
 }
 
 int cxls_sock_epoll_polled_ready(struct epset *in)

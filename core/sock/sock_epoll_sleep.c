@@ -68,16 +68,10 @@ int cxls_ep_sleeping_slice_ms(const struct sleeping *z)
 	return ms;
 }
 
-static void sleep_on(struct epset *in, struct sleeping *z)
+static void sleep_on(struct epset *in, void *z)
 {
 	for (int j = 0; j < in->n; j++)
 		sleeping_add(z, &in->items[j]);
-}
-
-static int sleep_below(struct ep_child *ch, void *z)
-{
-	sleep_on(ch->set, z);
-	return CXLS_NEST_ON;
 }
 
 /* Counts this thread as a sleeper of every pooled socket of s and of the
@@ -86,8 +80,7 @@ void cxls_ep_sleep_set(struct epset *s, struct sleeping *z)
 {
 	z->n = 0;
 	z->gone = 0;
-	sleep_on(s, z);
-	cxls_ep_nest_each(s, sleep_below, z);
+	cxls_ep_nest_sets(s, sleep_on, z);
 }
 
 /* The kernel reported fd's doorbell: cxls_ep_wake_set() reads it, unless
@@ -99,23 +92,17 @@ void cxls_ep_sleeping_rang(struct sleeping *z, int fd)
 			z->v[i].rang = 1;
 }
 
-static void unquiet(struct epset *in)
-{
-	for (int j = 0; j < in->n; j++)
-		in->items[j].quiet = 0;
-}
-
-static int unquiet_below(struct ep_child *ch, void *arg)
+static void unquiet(struct epset *in, void *arg)
 {
 	(void)arg;
-	unquiet(ch->set);
-	return CXLS_NEST_ON;
+	for (int j = 0; j < in->n; j++)
+		in->items[j].quiet = 0;
 }
 
 /* The pooled items of in: looked at anew, their doorbells left to the
  * sleep z that counted itself in on them (cxls_ep_wake_set() reads them),
  * or read here when no sleep of this thread is (z NULL). */
-static void rang_in(struct epset *in, struct sleeping *z)
+static void rang_in(struct epset *in, void *z)
 {
 	for (int j = 0; j < in->n; j++) {
 		struct ep_item *it = &in->items[j];
@@ -130,16 +117,9 @@ static void rang_in(struct epset *in, struct sleeping *z)
 	}
 }
 
-static int rang_below(struct ep_child *ch, void *z)
-{
-	rang_in(ch->set, z);
-	return CXLS_NEST_ON;
-}
-
 void cxls_ep_sleeping_rang_set(struct epset *in, struct sleeping *z)
 {
-	rang_in(in, z);
-	cxls_ep_nest_each(in, rang_below, z);
+	cxls_ep_nest_sets(in, rang_in, z);
 }
 
 /* Items armed for a sleep that is over are idle no more: the last
@@ -147,8 +127,7 @@ void cxls_ep_sleeping_rang_set(struct epset *in, struct sleeping *z)
  * tell; s and the sets below it, s locked. */
 void cxls_ep_unquiet(struct epset *s)
 {
-	unquiet(s);
-	cxls_ep_nest_each(s, unquiet_below, NULL);
+	cxls_ep_nest_sets(s, unquiet, NULL);
 }
 
 /* After the kernel returned: gives back the entries and references

@@ -207,7 +207,7 @@ static int sort_kernel(int epfd, struct epset *s, struct epoll_event *ev, int m,
 			struct ep_child *ch = child_of(s, d);
 
 			if (ch)
-				cxls_ep_child_woke(s, ch, z);
+				cxls_ep_child_woke(ch, z);
 			ev[keep++] = ev[i];
 			continue;
 		}
