@@ -60,8 +60,10 @@
 
 /* Locks: cxls_ep_sets_lock (the epoll fd -> set table), then a set's lock
  * (struct epset), then its children's; free_lock (released sets) inside
- * any of them.  Nothing is held while the kernel sleeps.  All of them
- * error-checking (fork, below). */
+ * any of them, and the notes' shape lock (sock_epoll_nest.c) inside a
+ * set's, taking nothing.  Nothing is held while the kernel sleeps.  All
+ * but the shape lock error-checking (fork, below); that one is only
+ * taken under a set's lock, so free while fork holds them all. */
 pthread_mutex_t cxls_ep_sets_lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static _Atomic(set_slot *) set_chunks[SET_CHUNKS];
 int cxls_ep_nsets;
@@ -393,6 +395,7 @@ void cxls_sock_epoll_forked(void)
 	 * may be mid-change. */
 	cxls_ep_lock_init(&cxls_ep_sets_lock);
 	cxls_ep_lock_init(&free_lock);
+	cxls_ep_nest_forked();
 	for (int fd = 0; fd < cxls_ep_nsets; fd++) {
 		struct epset *s = cxls_ep_set_at(fd);
 

@@ -226,10 +226,8 @@ int cxls_ep_nest_each(struct epset *s, cxls_ep_nest_fn fn, void *arg);
 typedef void (*cxls_ep_set_fn)(struct epset *in, void *arg);
 void cxls_ep_nest_sets(struct epset *s, cxls_ep_set_fn fn, void *arg);
 
-/* Whether set `to` is `from` or below it by any note: noting `from` in
- * `to` would close a loop.  Takes from's lock (the caller may hold
- * `to`'s, as an outer set's). */
-int cxls_ep_nest_reaches(struct epset *from, const struct epset *to);
+/* In a forked child: the notes' shape lock starts over. */
+void cxls_ep_nest_forked(void);
 
 /* Ready items, from the rings (sock_epoll_ready.c); s locked.  arm: 0
  * only looks, else the token of the sleep idle items are armed for. */

@@ -12,6 +12,17 @@
  * shim's notes may lag the kernel's (another process's EPOLL_CTL_DEL on
  * a set shared across fork), and a loop among them would have two
  * threads waiting on two of its sets lock them in opposite orders.
+ *
+ * Locks: a walk holds the set it starts from and locks each set below
+ * while it is there, always downwards, which cannot close a cycle while
+ * the notes have none.  The loop check, though, runs for a set the
+ * caller holds and looks below the set being noted in it, which with
+ * notes that lag the kernel may be above the caller's: it takes no
+ * set's lock.  The notes' shape (which set each child entry names) is
+ * changed under the set's lock and shape_lock, and the check reads it
+ * under shape_lock alone, so check and note are one step (two threads
+ * noting A in B and B in A cannot both pass).  shape_lock is the
+ * innermost lock: nothing is taken under it.
  */
 #include "sock_epoll_int.h"
 
@@ -21,6 +32,10 @@
  * visited twice, which costs time, where one skipped would lose its
  * wake-ups */
 #define WALK_SETS 128
+
+static pthread_mutex_t shape_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int reaches(struct epset *from, const struct epset *to);
 
 int cxls_ep_child_index(const struct epset *s, int fd)
 {
@@ -33,14 +48,22 @@ int cxls_ep_child_index(const struct epset *s, int fd)
 
 int cxls_ep_child_note(struct epset *s, int i, const struct ep_child *ch)
 {
-	if (i == s->nchild && (s->nchild == EP_CHILDREN || cxls_ep_nest_reaches(ch->set, s)))
+	struct epset *was = NULL;
+
+	pthread_mutex_lock(&shape_lock);
+	if (i == s->nchild && (s->nchild == EP_CHILDREN || reaches(ch->set, s))) {
+		pthread_mutex_unlock(&shape_lock);
 		return -1;
+	}
 	cxls_ep_set_hold(ch->set);
 	if (i == s->nchild)
 		s->nchild++;
 	else
-		cxls_ep_set_put(s->child[i].set);
+		was = s->child[i].set;
 	s->child[i] = *ch;
+	pthread_mutex_unlock(&shape_lock);
+	if (was) /* its last reference may drop its own notes */
+		cxls_ep_set_put(was);
 	return 0;
 }
 
@@ -48,16 +71,24 @@ void cxls_ep_child_drop(struct epset *s, int i)
 {
 	struct epset *in = s->child[i].set;
 
+	pthread_mutex_lock(&shape_lock);
 	s->child[i] = s->child[--s->nchild];
+	pthread_mutex_unlock(&shape_lock);
 	cxls_ep_set_put(in);
+}
+
+void cxls_ep_nest_forked(void)
+{
+	pthread_mutex_init(&shape_lock, NULL);
 }
 
 struct walk {
 	cxls_ep_nest_fn fn;
 	void *arg;
-	const struct epset *target; /* ends the walk when met, unlocked */
-	int every;                  /* every note, not only those that pass
-				     * readiness up */
+	const struct epset *target; /* ends the walk when met */
+	int shape;                  /* the loop check's: every note, not
+				     * only those that pass readiness up,
+				     * under shape_lock instead of the sets' */
 	int n;
 	const struct epset *seen[WALK_SETS];
 };
@@ -85,8 +116,8 @@ static int walk_below(struct walk *w, struct epset *s, int depth)
 
 		if (ch->set == w->target)
 			return CXLS_NEST_STOP;
-		if ((!w->every && !cxls_ep_child_passes(ch)) || seen(w, ch->set) ||
-		    pthread_mutex_lock(&ch->set->lock)) /* EDEADLK: a loop */
+		if ((!w->shape && !cxls_ep_child_passes(ch)) || seen(w, ch->set) ||
+		    (!w->shape && pthread_mutex_lock(&ch->set->lock))) /* EDEADLK: a loop */
 			continue;
 		rc = w->fn ? w->fn(ch, w->arg) : CXLS_NEST_ON;
 		/* a set pruned here may be reached by a note that passes */
@@ -94,7 +125,8 @@ static int walk_below(struct walk *w, struct epset *s, int depth)
 			w->seen[w->n++] = ch->set;
 		if (rc == CXLS_NEST_ON && depth < EP_NEST_DEPTH)
 			rc = walk_below(w, ch->set, depth + 1);
-		pthread_mutex_unlock(&ch->set->lock);
+		if (!w->shape)
+			pthread_mutex_unlock(&ch->set->lock);
 	}
 	return rc;
 }
@@ -127,16 +159,11 @@ void cxls_ep_nest_sets(struct epset *s, cxls_ep_set_fn fn, void *arg)
 	cxls_ep_nest_each(s, on_set, &o);
 }
 
-int cxls_ep_nest_reaches(struct epset *from, const struct epset *to)
+/* Whether set `to` is `from` or below it by any note: noting `from` in
+ * `to` would close a loop.  shape_lock held. */
+static int reaches(struct epset *from, const struct epset *to)
 {
-	struct walk w = { .target = to, .every = 1, .n = 1, .seen = { from } };
-	int r;
+	struct walk w = { .target = to, .shape = 1, .n = 1, .seen = { from } };
 
-	if (from == to)
-		return 1;
-	if (pthread_mutex_lock(&from->lock))
-		return 1; /* held by this thread: say the worst */
-	r = walk_below(&w, from, 1) == CXLS_NEST_STOP;
-	pthread_mutex_unlock(&from->lock);
-	return r;
+	return from == to || walk_below(&w, from, 1) == CXLS_NEST_STOP;
 }

@@ -406,6 +406,81 @@ static void test_nested_late(void)
 	close(keep);
 }
 
+/* Notes that lag the kernel's: a child takes inner set A out of outer set
+ * S (S is shared across the fork), which this process's shim cannot see,
+ * so its notes keep A below S.  Then one thread waits on S over and over
+ * (each wait locks S, then A below it) while another puts S into A and
+ * takes it out again: the kernel allows it, and the shim's loop check
+ * for the new note must not take S's lock while the thread holds A's,
+ * or the two wait for each other forever. */
+struct lag {
+	int s;
+	_Atomic int stop;
+	long waits;
+};
+
+static void *lag_waiter(void *arg)
+{
+	struct lag *g = arg;
+	struct epoll_event ev[4];
+
+	while (!g->stop) {
+		epoll_wait(g->s, ev, 4, 0);
+		g->waits++;
+	}
+	return NULL;
+}
+
+static void on_lag_hang(int sig)
+{
+	static const char say[] = "FAIL nested-lag: a wait on S and the note of S in A "
+				  "wait for each other (hung for 30 s)\n";
+
+	(void)sig;
+	(void)!write(1, say, sizeof(say) - 1);
+	_exit(1);
+}
+
+static void test_nested_lag(void)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = INNER + 7 } };
+	struct lag g = { 0 };
+	uint64_t end;
+	long adds = 0, bad = 0;
+	pthread_t t;
+	struct loop l;
+	pid_t pid;
+
+	CHECK(loop_open(&l, 0, 1) == 0 && loop_connect(&l) == 0, "lag: connect");
+	CHECK(loop_connected(&l) == 0, "lag: connected");
+	pid = fork();
+	if (pid == 0)
+		_exit(epoll_ctl(l.ep, EPOLL_CTL_DEL, l.set[0], NULL) ? 1 : 0);
+	CHECK(tu_wait(pid) == 0, "lag: the child took A out of S");
+	g.s = l.ep;
+	signal(SIGALRM, on_lag_hang);
+	alarm(30);
+	pthread_create(&t, NULL, lag_waiter, &g);
+	end = tu_now_us() + 1500000;
+	while (tu_now_us() < end) {
+		bad += epoll_ctl(l.set[0], EPOLL_CTL_ADD, l.ep, &ev) != 0;
+		bad += epoll_ctl(l.set[0], EPOLL_CTL_DEL, l.ep, NULL) != 0;
+		adds++;
+	}
+	g.stop = 1;
+	pthread_join(t, NULL);
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
+	CHECK(bad == 0, "lag: %ld of %ld ADDs and DELs of S in A failed", bad, 2 * adds);
+	CHECK(adds > 100 && g.waits > 100, "lag: %ld notes and %ld waits raced", adds, g.waits);
+	/* the connection itself is untouched: A still holds it */
+	l.ep = l.set[0];
+	l.set[0] = -1;
+	l.nested = 0;
+	CHECK(loop_pump(&l, l.n, EPOLLOUT) == 0, "lag: transfer waiting on A (%zu back)", l.got);
+	loop_close(&l, "lag");
+}
+
 /* A one-shot registration that fired before connect() (a fresh socket
  * reports EPOLLOUT|EPOLLHUP) stays disabled until EPOLL_CTL_MOD. */
 static void test_fired(void)
@@ -1681,6 +1756,7 @@ static void test_eintr(void)
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "nested-late", test_nested_late },
+	{ "nested-lag", test_nested_lag },
 	{ "del", test_del },       { "select", test_select },
 	{ "fork", test_fork },     { "closed", test_closed }, { "thread", test_thread },
 	{ "many", test_many },     { "fired", test_fired }, { "dupclosed", test_dupclosed },
