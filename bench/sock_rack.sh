@@ -14,16 +14,20 @@
 # same minutes; -t measures real tools instead of sock_perf: iperf3 with
 # 64 KiB writes for 4 s (Mbit/s) and redis-benchmark -c 50 -n 20000 SET
 # and GET, plain and -P 16 (requests/s and p99 ms), each against its own
-# server in guest a; the summary gives per size (or figure) the median of each column and
+# server in guest a; -b US: the busy-poll window of the "busy" side (default
+# 200 us for ping-pong, 100 for -t); -S N: N vCPUs per guest (rack.sh's
+# default 2: two guests then ask 4 vCPUs of this machine's 2 cores); the summary gives per size (or figure) the median of each column and
 # of the per-round ratios, with their range.  Under TCG every guest
 # instruction is emulated and one sample swings 0.6-1.5x: absolute times
 # are far from hardware, the medians of ratios are what to read.  Exit 77
 # when guests cannot run.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-SIZES="64 1024 65536 1048576" SMALL_N=300 LARGE_N=30 ROUNDS=5 TOOLS=0
+SIZES="64 1024 65536 1048576" SMALL_N=300 LARGE_N=30 ROUNDS=5 TOOLS=0 BUSY= SMP=()
 while [ $# -gt 0 ]; do
 	case $1 in
+	-b) BUSY=$2; shift 2 ;;
+	-S) SMP=(--smp "$2"); shift 2 ;;
 	-s) SIZES="64 65536" SMALL_N=100 LARGE_N=10; shift ;;
 	-r) ROUNDS=$2; shift 2 ;;
 	-t) TOOLS=1; shift ;;
@@ -42,7 +46,7 @@ CXLSHIM_POOL_PATH=$POOL CXLSHIM_POOL_SIZE=256M LD_PRELOAD=$PWD/build/libcxlshim.
 
 A='P=$PWD/build/bench/sock_perf; L=$PWD/build/libcxlshim.so
 $P -w echo-server -p 5601 & env LD_PRELOAD=$L $P -w echo-server -p 5602 &
-env LD_PRELOAD=$L CXLSHIM_SOCK_BUSY_POLL_US=200 $P -w echo-server -p 5603 &
+env LD_PRELOAD=$L CXLSHIM_SOCK_BUSY_POLL_US='"${BUSY:-200}"' $P -w echo-server -p 5603 &
 while [ ! -e $RACK_DIR/done ]; do sleep 0.2; done'
 # one line per round and size: "round R size S net P50 pool P50 busy P50"
 B='P=$PWD/build/bench/sock_perf; L=$PWD/build/libcxlshim.so; sleep 2
@@ -51,7 +55,7 @@ for r in $(seq '"$ROUNDS"'); do for s in '"$SIZES"'; do
   n='"$SMALL_N"'; [ $s -ge 65536 ] && n='"$LARGE_N"'
   t=$(p50 $P -w pingpong -z $s -n $n -p 5601)
   p=$(p50 env LD_PRELOAD=$L $P -w pingpong -z $s -n $n -p 5602)
-  b=$(p50 env LD_PRELOAD=$L CXLSHIM_SOCK_BUSY_POLL_US=200 $P -w pingpong -z $s -n $n -p 5603)
+  b=$(p50 env LD_PRELOAD=$L CXLSHIM_SOCK_BUSY_POLL_US='"${BUSY:-200}"' $P -w pingpong -z $s -n $n -p 5603)
   echo "round $r size $s net $t pool $p busy $b"
 done; done
 touch $RACK_DIR/done'
@@ -61,7 +65,7 @@ if [ $TOOLS = 1 ]; then
 	for t in iperf3 redis-server redis-benchmark; do
 		command -v $t >/dev/null || { echo "SKIP: $t not installed (make deps)"; exit 77; }
 	done
-	A='L=$PWD/build/libcxlshim.so; B="CXLSHIM_SOCK_BUSY_POLL_US=100"
+	A='L=$PWD/build/libcxlshim.so; B="CXLSHIM_SOCK_BUSY_POLL_US='"${BUSY:-100}"'"
 R="--save \"\" --appendonly no --protected-mode no"
 iperf3 -s -p 5201 >/dev/null 2>&1 & env LD_PRELOAD=$L iperf3 -s -p 5202 >/dev/null 2>&1 &
 env LD_PRELOAD=$L $B iperf3 -s -p 5203 >/dev/null 2>&1 &
@@ -71,7 +75,7 @@ eval env LD_PRELOAD=$L $B redis-server --port 6381 $R >/dev/null 2>&1 &
 while [ ! -e $RACK_DIR/done ]; do sleep 0.2; done'
 	# side S: the environment of side S (0 net, 1 pool, 2 busy-poll)
 	B='L=$PWD/build/libcxlshim.so; sleep 3
-side() { case $1 in 0) echo X=0 ;; 1) echo LD_PRELOAD=$L ;; *) echo LD_PRELOAD=$L CXLSHIM_SOCK_BUSY_POLL_US=100 ;; esac; }
+side() { case $1 in 0) echo X=0 ;; 1) echo LD_PRELOAD=$L ;; *) echo LD_PRELOAD=$L CXLSHIM_SOCK_BUSY_POLL_US='"${BUSY:-100}"' ;; esac; }
 mbit() { env $(side $1) iperf3 -c $RACK_PEER_IP -p $((5201 + $1)) -l 64K -t 4 -f m | awk "/receiver/ { print \$7 }"; }
 # redis S P: "SET rps p99 GET rps p99"
 rds() { env $(side $1) redis-benchmark -h $RACK_PEER_IP -p $((6379 + $1)) -c 50 -n 20000 -P $2 -t set,get --csv |
@@ -88,7 +92,7 @@ for r in $(seq '"$ROUNDS"'); do
 done
 touch $RACK_DIR/done'
 fi
-"$RACK" --repo "$PWD" --pool $POOL --timeout $((120 + (60 + 120 * TOOLS) * ROUNDS)) --a "$A" --b "$B" | tee "$OUT"
+"$RACK" --repo "$PWD" --pool $POOL "${SMP[@]}" --timeout $((120 + (60 + 120 * TOOLS) * ROUNDS)) --a "$A" --b "$B" | tee "$OUT"
 rc=${PIPESTATUS[0]}
 [ "$rc" = 0 ] || exit "$rc"
 if [ $TOOLS = 1 ]; then

@@ -165,9 +165,10 @@ void cxls_proc_of(uint32_t pid, struct cxls_proc_id *id)
 void cxls_proc_self(struct cxls_proc_id *id)
 {
 	static _Thread_local struct cxls_proc_id cached;
+	uint32_t pid = (uint32_t)getpid(); /* a fork's child asks anew */
 
-	if (cached.pid != (uint32_t)getpid()) {
-		cached.pid = (uint32_t)getpid();
+	if (cached.pid != pid) {
+		cached.pid = pid;
 		cached.boot_hash = boot_hash();
 		cached.start_time = start_time_of(cached.pid);
 	}
