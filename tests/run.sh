@@ -574,7 +574,7 @@ step "sock: echo over IPv4, 8 MiB in random pieces" shim "${SOCK[@]}" echo
 step "sock: echo over IPv6" shim "${SOCK[@]}" echo6
 step "sock: server without the shim stays TCP" shim "${SOCK[@]}" plain-server
 step "sock: client without the shim stays TCP" shim "${SOCK[@]}" plain-client
-for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll epoll eintr \
+for t in flags halfclose reset epipe kill-writer kill-reader fork dup exec poll epoll eintr eintr-stop \
 	close-blocked nonblock-blocked nonblock-fork cancel fork-epoll fork-epoll-orphan fork-epoll-churn fork-epoll-dupclose fork-epoll-dupclose-older epoll-dup epoll-waited-timeout epoll-ctl-badepfd epoll-lastclose-held exec-epoll-held exec-epoll-inherited exec-epoll-takeover exec-epoll-forged exec-epoll-nested epoll-nested-first exec-epoll-forged-nested exec-epoll-vfork exec-epoll-spawn sleepers fork-wake longjmp longjmp-close longjmp-altstack nbconnect corrupt corrupt-tell timeo lowat-ring badargs mmsg sendfile splice-race splice-args splice-nowait splice-sink uring \
 	stress; do
 	step "sock: $t" shim "${SOCK[@]}" $t

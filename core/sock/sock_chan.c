@@ -528,3 +528,19 @@ int cxls_chan_restartable(void)
 	}
 	return 1;
 }
+
+int cxls_chan_restartable_lately(void)
+{
+	static _Atomic uint64_t looked; /* when, in ns; 0: never */
+	static _Atomic int was;
+	uint64_t now = cxls_now_ns(), at = atomic_load_explicit(&looked, memory_order_relaxed);
+	int err = errno, r;
+
+	if (at && now - at < 1000000000ull)
+		return atomic_load_explicit(&was, memory_order_relaxed);
+	r = cxls_chan_restartable(); /* two threads may both look: alike */
+	atomic_store_explicit(&was, r, memory_order_relaxed);
+	atomic_store_explicit(&looked, now, memory_order_relaxed);
+	errno = err;
+	return r;
+}

@@ -222,5 +222,8 @@ short cxls_chan_busy_poll(struct cxls_sconn *c, short events);
 /* SA_RESTART semantics for a wait that the kernel saw interrupted: 1 when
  * every installed handler restarts. */
 int cxls_chan_restartable(void);
+/* The same, as it was within the last second: handlers change rarely (a
+ * program installs them as it starts) and each look reads every signal's. */
+int cxls_chan_restartable_lately(void);
 
 #endif

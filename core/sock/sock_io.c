@@ -236,8 +236,11 @@ static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadlin
 		if ((deadline - now) / 1000000 < (uint64_t)ms)
 			ms = (int)((deadline - now) / 1000000) + 1;
 	}
-	/* a recv takes no mask: only while signals come in anyway */
-	if (want == POLLIN && !deadline && !blocked)
+	/* a recv takes no mask: only while signals come in anyway; and after
+	 * a stop (SIGSTOP, a debugger's) it says EINTR where the kernel
+	 * restarts a poll, which matters where a handler does not restart
+	 * (no handler ran: a TCP read would go on) */
+	if (want == POLLIN && !deadline && !blocked && cxls_chan_restartable_lately())
 		cxls_chan_sleep_reader(c, &z); /* may sleep in recv */
 	else
 		cxls_chan_sleep(c, &z);

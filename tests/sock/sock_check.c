@@ -1024,6 +1024,71 @@ static void test_eintr(void)
 	close(b);
 }
 
+/* A process stopped (SIGSTOP) and continued while blocked in a read runs
+ * no handler, so the kernel goes on with the read, whatever the handlers
+ * installed (one without SA_RESTART here): no EINTR.  The reader is a
+ * thread of a second process, which owns the pair alone (a socket one
+ * process holds sleeps the way a lone reader does) and writes to it
+ * once its stops are over; this process stops and continues it. */
+static int stopped_reader(int go, int ready)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 }; /* no SA_RESTART */
+	struct blocked bl = { 0 };
+	pthread_t t;
+	int a, b;
+	char c;
+
+	sigaction(SIGUSR1, &sa, NULL);
+	tcp_pair(&a, &b);
+	bl.fd = b;
+	pthread_create(&t, NULL, blocked_read, &bl);
+	usleep(5000);
+	(void)!write(ready, "r", 1);
+	/* the parent's stops are over when it says so */
+	while (read(go, &c, 1) < 0 && errno == EINTR)
+		;
+	(void)!write(a, "s", 1);
+	pthread_join(t, NULL);
+	if (pool_rec(local_port(a), 0) == NULL && expect_pool)
+		return 4;
+	return bl.r == 1 && bl.buf[0] == 's' ? 0 : bl.r < 0 && bl.err == EINTR ? 2 : 3;
+}
+
+static void test_eintr_stop(void)
+{
+	int go[2], ready[2], st = -1;
+	pid_t pid;
+	char c;
+
+	CHECK(pipe(go) == 0 && pipe(ready) == 0, "stop: pipes");
+	pid = fork();
+	if (pid == 0) {
+		close(go[1]);
+		close(ready[0]);
+		_exit(stopped_reader(go[0], ready[1]));
+	}
+	close(go[0]);
+	close(ready[1]);
+	CHECK(read(ready[0], &c, 1) == 1, "stop: the reader started");
+	/* the first stop inside the read's first wait slice, where it
+	 * sleeps in a recv, then the others at every phase of the slices */
+	usleep(10000);
+	for (int i = 0; i < 12; i++) { /* at every phase of its wait slices */
+		kill(pid, SIGSTOP);
+		usleep(20000);
+		kill(pid, SIGCONT);
+		usleep(17000 + 9000 * (useconds_t)i);
+	}
+	usleep(50000);
+	CHECK(write(go[1], "g", 1) == 1, "stop: go");
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "stop: the read after SIGSTOP and SIGCONT (exit %d; 2: EINTR, 4: not pooled)",
+	      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	close(go[1]);
+	close(ready[0]);
+}
+
 /* A call blocked on a pooled socket, restarted after each EINTR, until it
  * returns something else; eintr counts them. */
 struct gap_call {
@@ -4918,6 +4983,7 @@ static const struct tu_case cases[] = {
 	{ "epoll", test_epoll },
 	{ "eintr", test_eintr },
 	{ "eintr-gap", test_eintr_gap },
+	{ "eintr-stop", test_eintr_stop },
 	{ "close-blocked", test_close_while_blocked },
 	{ "nonblock-blocked", test_nonblock_while_blocked },
 	{ "nonblock-fork", test_nonblock_across_fork },
