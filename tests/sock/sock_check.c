@@ -1024,24 +1024,50 @@ static void test_eintr(void)
 	close(b);
 }
 
-/* A process stopped (SIGSTOP) and continued while blocked in a read runs
- * no handler, so the kernel goes on with the read, whatever the handlers
- * installed (one without SA_RESTART here): no EINTR.  The reader is a
- * thread of a second process, which owns the pair alone (a socket one
- * process holds sleeps the way a lone reader does) and writes to it
- * once its stops are over; this process stops and continues it. */
-static int stopped_reader(int go, int ready)
+/* A process stopped (SIGSTOP) and continued while blocked in a read,
+ * poll or select runs no handler, so the kernel goes on with the call,
+ * whatever the handlers installed (one without SA_RESTART here): no
+ * EINTR.  The caller is a thread of a second process, which owns the
+ * pair alone (a socket one process holds sleeps the way a lone reader
+ * does) and writes to it once its stops are over; this process stops and
+ * continues it. */
+struct stopped {
+	int kind; /* 0 read, 1 poll, 2 select */
+	int fd;
+	long r;
+	int err;
+	char buf[8];
+};
+
+static void *stopped_call(void *arg)
+{
+	struct stopped *t = arg;
+	struct pollfd p = { t->fd, POLLIN, 0 };
+	fd_set rd;
+
+	FD_ZERO(&rd);
+	FD_SET(t->fd, &rd);
+	t->r = t->kind == 0 ? read(t->fd, t->buf, sizeof(t->buf))
+	       : t->kind == 1 ? poll(&p, 1, -1)
+			      : select(t->fd + 1, &rd, NULL, NULL, NULL);
+	t->err = errno;
+	if (t->r == 1 && t->kind)
+		t->r = read(t->fd, t->buf, sizeof(t->buf));
+	return NULL;
+}
+
+static int stopped_caller(int kind, int go, int ready)
 {
 	struct sigaction sa = { .sa_handler = on_usr1 }; /* no SA_RESTART */
-	struct blocked bl = { 0 };
+	struct stopped sc = { .kind = kind };
 	pthread_t t;
 	int a, b;
 	char c;
 
 	sigaction(SIGUSR1, &sa, NULL);
 	tcp_pair(&a, &b);
-	bl.fd = b;
-	pthread_create(&t, NULL, blocked_read, &bl);
+	sc.fd = b;
+	pthread_create(&t, NULL, stopped_call, &sc);
 	usleep(5000);
 	(void)!write(ready, "r", 1);
 	/* the parent's stops are over when it says so */
@@ -1051,11 +1077,12 @@ static int stopped_reader(int go, int ready)
 	pthread_join(t, NULL);
 	if (pool_rec(local_port(a), 0) == NULL && expect_pool)
 		return 4;
-	return bl.r == 1 && bl.buf[0] == 's' ? 0 : bl.r < 0 && bl.err == EINTR ? 2 : 3;
+	return sc.r == 1 && sc.buf[0] == 's' ? 0 : sc.r < 0 && sc.err == EINTR ? 2 : 3;
 }
 
-static void test_eintr_stop(void)
+static void stop_round(int kind)
 {
+	static const char *const name[] = { "read", "poll", "select" };
 	int go[2], ready[2], st = -1;
 	pid_t pid;
 	char c;
@@ -1065,15 +1092,15 @@ static void test_eintr_stop(void)
 	if (pid == 0) {
 		close(go[1]);
 		close(ready[0]);
-		_exit(stopped_reader(go[0], ready[1]));
+		_exit(stopped_caller(kind, go[0], ready[1]));
 	}
 	close(go[0]);
 	close(ready[1]);
-	CHECK(read(ready[0], &c, 1) == 1, "stop: the reader started");
-	/* the first stop inside the read's first wait slice, where it
-	 * sleeps in a recv, then the others at every phase of the slices */
+	CHECK(read(ready[0], &c, 1) == 1, "stop: the %s started", name[kind]);
+	/* the first stop inside the call's first wait slice (a read sleeps
+	 * in a recv there), then the others at every phase of the slices */
 	usleep(10000);
-	for (int i = 0; i < 12; i++) { /* at every phase of its wait slices */
+	for (int i = 0; i < 12; i++) {
 		kill(pid, SIGSTOP);
 		usleep(20000);
 		kill(pid, SIGCONT);
@@ -1083,10 +1110,16 @@ static void test_eintr_stop(void)
 	CHECK(write(go[1], "g", 1) == 1, "stop: go");
 	waitpid(pid, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "stop: the read after SIGSTOP and SIGCONT (exit %d; 2: EINTR, 4: not pooled)",
-	      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	      "stop: the %s after SIGSTOP and SIGCONT (exit %d; 2: EINTR, 4: not pooled)",
+	      name[kind], WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	close(go[1]);
 	close(ready[0]);
+}
+
+static void test_eintr_stop(void)
+{
+	for (int kind = 0; kind < 3; kind++)
+		stop_round(kind);
 }
 
 /* A call blocked on a pooled socket, restarted after each EINTR, until it
