@@ -598,7 +598,7 @@ step "sock: random calls answered as the kernel answers them, $DIFF_SEEDS seeds"
 	env BUILD="$BUILD" SHIM="$SHIM" CXLSHIM_TEST_LONG="$LONG" tests/sock/diff_fuzz.sh
 # event loops that register their socket in an epoll set before connect()
 SOCKLOOP=(env CXLSHIM_SOCK_MEET_TIMEOUT_MS=5000 "$BUILD/tests/sock_loop_check")
-for t in lt et oneshot fired nested nested-late nested-lag del select fork closed thread many dupclosed closewait reused \
+for t in lt et oneshot fired nested nested-late nested-lag nested-lag-deep del select fork closed thread many dupclosed closewait reused \
 	finspin lateaccept lateuse lateuse-poll lateuse-mmsg reconnect refused refused-poll eintr denied denied-uid denied-bystander denied-listen denied-prefork unspec oneshot-tcp; do
 	step "sock: epoll set before connect(): $t" shim "${SOCKLOOP[@]}" $t
 done

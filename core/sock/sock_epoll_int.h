@@ -120,6 +120,7 @@ struct epset {
 	int npos;
 	int nchild;
 	struct ep_child child[EP_CHILDREN];
+	uint64_t shape_mark;   /* the loop check's (sock_epoll_nest.c) */
 };
 
 /* The set table (sock_epoll.c): epoll fd -> set.  cxls_ep_sets_lock comes

@@ -8,10 +8,11 @@
  * kernel nests sets up to EP_MAX_NESTS (4) below the one waited on and
  * refuses loops (ELOOP).  The walk is bounded all the same, by depth and
  * by a list of the sets it has been through (a set reached by two paths
- * is visited once), and no note is made that would close a loop: the
- * shim's notes may lag the kernel's (another process's EPOLL_CTL_DEL on
- * a set shared across fork), and a loop among them would have two
- * threads waiting on two of its sets lock them in opposite orders.
+ * is visited once), and no note is made that would close a loop, however
+ * long: the shim's notes may lag the kernel's (another process's
+ * EPOLL_CTL_DEL on a set shared across fork), so their paths may be
+ * longer than the kernel's, and a loop among them would have two threads
+ * waiting on two of its sets lock them in opposite orders.
  *
  * Locks: a walk holds the set it starts from and locks each set below
  * while it is there, always downwards, which cannot close a cycle while
@@ -22,9 +23,12 @@
  * changed under the set's lock and shape_lock, and the check reads it
  * under shape_lock alone, so check and note are one step (two threads
  * noting A in B and B in A cannot both pass).  shape_lock is the
- * innermost lock: nothing is taken under it.
+ * innermost of the shim's locks: none is taken under it.
  */
 #include "sock_epoll_int.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 /* Sets one walk remembers, so that a set reached by two paths is visited
  * once; past them (4 levels of EP_CHILDREN are up to 4680 sets) the walk
@@ -34,6 +38,7 @@
 #define WALK_SETS 128
 
 static pthread_mutex_t shape_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t shape_walks; /* a loop check's mark; under shape_lock */
 
 static int reaches(struct epset *from, const struct epset *to);
 
@@ -85,10 +90,6 @@ void cxls_ep_nest_forked(void)
 struct walk {
 	cxls_ep_nest_fn fn;
 	void *arg;
-	const struct epset *target; /* ends the walk when met */
-	int shape;                  /* the loop check's: every note, not
-				     * only those that pass readiness up,
-				     * under shape_lock instead of the sets' */
 	int n;
 	const struct epset *seen[WALK_SETS];
 };
@@ -114,19 +115,16 @@ static int walk_below(struct walk *w, struct epset *s, int depth)
 	for (int i = 0; i < s->nchild && rc != CXLS_NEST_STOP; i++) {
 		struct ep_child *ch = &s->child[i];
 
-		if (ch->set == w->target)
-			return CXLS_NEST_STOP;
-		if ((!w->shape && !cxls_ep_child_passes(ch)) || seen(w, ch->set) ||
-		    (!w->shape && pthread_mutex_lock(&ch->set->lock))) /* EDEADLK: a loop */
+		if (!cxls_ep_child_passes(ch) || seen(w, ch->set) ||
+		    pthread_mutex_lock(&ch->set->lock)) /* EDEADLK: a loop */
 			continue;
-		rc = w->fn ? w->fn(ch, w->arg) : CXLS_NEST_ON;
+		rc = w->fn(ch, w->arg);
 		/* a set pruned here may be reached by a note that passes */
 		if (rc != CXLS_NEST_PRUNE && w->n < WALK_SETS)
 			w->seen[w->n++] = ch->set;
 		if (rc == CXLS_NEST_ON && depth < EP_NEST_DEPTH)
 			rc = walk_below(w, ch->set, depth + 1);
-		if (!w->shape)
-			pthread_mutex_unlock(&ch->set->lock);
+		pthread_mutex_unlock(&ch->set->lock);
 	}
 	return rc;
 }
@@ -159,11 +157,47 @@ void cxls_ep_nest_sets(struct epset *s, cxls_ep_set_fn fn, void *arg)
 	cxls_ep_nest_each(s, on_set, &o);
 }
 
-/* Whether set `to` is `from` or below it by any note: noting `from` in
- * `to` would close a loop.  shape_lock held. */
+/* Whether set `to` is `from` or below it by any note, at any depth:
+ * noting `from` in `to` would close a loop.  Notes that lag the kernel's
+ * can make paths longer than it allows, so no depth bounds this walk;
+ * the notes have no loop (each was checked so), and a mark visits every
+ * set once.  shape_lock held; no set's lock. */
 static int reaches(struct epset *from, const struct epset *to)
 {
-	struct walk w = { .target = to, .shape = 1, .n = 1, .seen = { from } };
+	struct epset *stack_here[64], **stack = stack_here, **grown;
+	size_t n = 0, cap = sizeof(stack_here) / sizeof(stack_here[0]);
+	uint64_t mark = ++shape_walks;
+	int found = from == to;
 
-	return from == to || walk_below(&w, from, 1) == CXLS_NEST_STOP;
+	from->shape_mark = mark;
+	stack[n++] = from;
+	while (n && !found) {
+		struct epset *s = stack[--n];
+
+		for (int i = 0; i < s->nchild && !found; i++) {
+			struct epset *in = s->child[i].set;
+
+			if (in == to) {
+				found = 1;
+			} else if (in->shape_mark != mark) {
+				if (n == cap) {
+					grown = stack == stack_here ? malloc(2 * cap * sizeof(*grown))
+								    : realloc(stack, 2 * cap * sizeof(*grown));
+					if (!grown) {
+						found = 1; /* cannot tell: say the worst */
+						break;
+					}
+					if (stack == stack_here)
+						memcpy(grown, stack_here, sizeof(stack_here));
+					stack = grown;
+					cap *= 2;
+				}
+				in->shape_mark = mark;
+				stack[n++] = in;
+			}
+		}
+	}
+	if (stack != stack_here)
+		free(stack);
+	return found;
 }

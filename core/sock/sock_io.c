@@ -203,9 +203,11 @@ static int sleep_in_kernel(struct cxls_sconn *c, struct pollfd *p, int ms,
  * at the socket's timeout, EBADF when every fd of it was closed and none
  * kept).  *fdp: the call's fd, the kept copy once the application closed
  * it (sock_kept.h).  need: the bytes a peek needs in the stream
- * (peek_need(); 0: any).  k: the call's state across its waits. */
+ * (peek_need(); 0: any).  held: the call has bytes to return already
+ * (read, or found by a peek), so any signal ends it, a stop too, as
+ * TCP's.  k: the call's state across its waits. */
 static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadline, size_t need,
-		    struct io_call *k)
+		    int held, struct io_call *k)
 {
 	int ms = CXLS_CHAN_SLICE_MS, r, err, fd, blocked;
 	struct pollfd p;
@@ -238,9 +240,12 @@ static int wait_for(struct cxls_sconn *c, int *fdp, short want, uint64_t deadlin
 	}
 	/* a recv takes no mask: only while signals come in anyway; and after
 	 * a stop (SIGSTOP, a debugger's) it says EINTR where the kernel
-	 * restarts a poll, which matters where a handler does not restart
-	 * (no handler ran: a TCP read would go on) */
-	if (want == POLLIN && !deadline && !blocked && cxls_chan_restartable_lately())
+	 * restarts a poll: what TCP's read does after a stop when it holds
+	 * bytes (it returns them), and, where every handler restarts, what
+	 * the caller makes good; with nothing held and a handler that does
+	 * not restart, a TCP read would go on where the EINTR cannot tell a
+	 * stop from that handler */
+	if (want == POLLIN && !deadline && !blocked && (held || cxls_chan_restartable_lately()))
 		cxls_chan_sleep_reader(c, &z); /* may sleep in recv */
 	else
 		cxls_chan_sleep(c, &z);
@@ -400,8 +405,10 @@ static ssize_t recv_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 			deadline = timeout_of(c, fd, 1);
 			timed = 1;
 		}
-		if (wait_for(c, &fd, POLLIN, deadline, peek ? peek_need(c, skip, lowat) : 0, call) &&
-		    !restarts(got, deadline)) {
+		/* TCP counts what a peek found as copied: a signal returns it */
+		if (wait_for(c, &fd, POLLIN, deadline, peek ? peek_need(c, skip, lowat) : 0,
+			     got || (peek && past(c, skip)), call) &&
+		    !restarts(got || (peek && past(c, skip)), deadline)) {
 			if (!peek || !past(c, skip))
 				return done(got, errno);
 			nb = 1; /* TCP's peek would have copied what is there */
@@ -545,7 +552,7 @@ static ssize_t send_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 			deadline = timeout_of(c, fd, 0);
 			timed = 1;
 		}
-		if (wait_for(c, &fd, POLLOUT, deadline, 0, call) && !restarts(sent, deadline))
+		if (wait_for(c, &fd, POLLOUT, deadline, 0, 0, call) && !restarts(sent, deadline))
 			return done(sent, errno);
 		nb = call->found_nonblock;
 		if (cxls_ring_lock(&c->tx.hdr->prod_lock))
@@ -628,7 +635,7 @@ static ssize_t give_loop(struct cxls_sconn *c, int fd, const struct iovec *iov,
 			deadline = timeout_of(c, fd, 0);
 			timed = 1;
 		}
-		if (wait_for(c, &fd, POLLOUT, deadline, 0, call) && !restarts(0, deadline))
+		if (wait_for(c, &fd, POLLOUT, deadline, 0, 0, call) && !restarts(0, deadline))
 			return done(0, errno);
 		nb = call->found_nonblock;
 	}

@@ -1027,12 +1027,13 @@ static void test_eintr(void)
 /* A process stopped (SIGSTOP) and continued while blocked in a read,
  * poll or select runs no handler, so the kernel goes on with the call,
  * whatever the handlers installed (one without SA_RESTART here): no
- * EINTR.  The caller is a thread of a second process, which owns the
+ * EINTR; but a read that holds bytes returns them, as at any signal.  The caller is a thread of a second process, which owns the
  * pair alone (a socket one process holds sleeps the way a lone reader
  * does) and writes to it once its stops are over; this process stops and
  * continues it. */
 struct stopped {
-	int kind; /* 0 read, 1 poll, 2 select */
+	int kind; /* 0 read, 1 poll, 2 select; with "0123" there already,
+		   * a recv of 8 with 3 MSG_WAITALL, 4 MSG_WAITALL|MSG_PEEK */
 	int fd;
 	long r;
 	int err;
@@ -1049,9 +1050,10 @@ static void *stopped_call(void *arg)
 	FD_SET(t->fd, &rd);
 	t->r = t->kind == 0 ? read(t->fd, t->buf, sizeof(t->buf))
 	       : t->kind == 1 ? poll(&p, 1, -1)
-			      : select(t->fd + 1, &rd, NULL, NULL, NULL);
+	       : t->kind == 2 ? select(t->fd + 1, &rd, NULL, NULL, NULL)
+	       : recv(t->fd, t->buf, 8, MSG_WAITALL | (t->kind == 4 ? MSG_PEEK : 0));
 	t->err = errno;
-	if (t->r == 1 && t->kind)
+	if (t->r == 1 && (t->kind == 1 || t->kind == 2))
 		t->r = read(t->fd, t->buf, sizeof(t->buf));
 	return NULL;
 }
@@ -1067,22 +1069,27 @@ static int stopped_caller(int kind, int go, int ready)
 	sigaction(SIGUSR1, &sa, NULL);
 	tcp_pair(&a, &b);
 	sc.fd = b;
+	if (kind >= 3)
+		(void)!write(a, "0123", 4);
 	pthread_create(&t, NULL, stopped_call, &sc);
 	usleep(5000);
 	(void)!write(ready, "r", 1);
 	/* the parent's stops are over when it says so */
 	while (read(go, &c, 1) < 0 && errno == EINTR)
 		;
-	(void)!write(a, "s", 1);
+	(void)!write(a, kind >= 3 ? "4567" : "s", kind >= 3 ? 4 : 1);
 	pthread_join(t, NULL);
 	if (pool_rec(local_port(a), 0) == NULL && expect_pool)
 		return 4;
+	if (kind >= 3) /* TCP returns what it holds at the first stop */
+		return sc.r == 4 && !memcmp(sc.buf, "0123", 4) ? 0 : sc.r == 8 ? 5 : 3;
 	return sc.r == 1 && sc.buf[0] == 's' ? 0 : sc.r < 0 && sc.err == EINTR ? 2 : 3;
 }
 
 static void stop_round(int kind)
 {
-	static const char *const name[] = { "read", "poll", "select" };
+	static const char *const name[] = { "read", "poll", "select", "MSG_WAITALL recv",
+					    "MSG_WAITALL|MSG_PEEK recv" };
 	int go[2], ready[2], st = -1;
 	pid_t pid;
 	char c;
@@ -1110,7 +1117,8 @@ static void stop_round(int kind)
 	CHECK(write(go[1], "g", 1) == 1, "stop: go");
 	waitpid(pid, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "stop: the %s after SIGSTOP and SIGCONT (exit %d; 2: EINTR, 4: not pooled)",
+	      "stop: the %s after SIGSTOP and SIGCONT (exit %d; 2: EINTR, 4: not pooled, "
+	      "5: all 8 bytes, not the 4 held)",
 	      name[kind], WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	close(go[1]);
 	close(ready[0]);
@@ -1118,7 +1126,7 @@ static void stop_round(int kind)
 
 static void test_eintr_stop(void)
 {
-	for (int kind = 0; kind < 3; kind++)
+	for (int kind = 0; kind < 5; kind++)
 		stop_round(kind);
 }
 

@@ -433,8 +433,8 @@ static void *lag_waiter(void *arg)
 
 static void on_lag_hang(int sig)
 {
-	static const char say[] = "FAIL nested-lag: a wait on S and the note of S in A "
-				  "wait for each other (hung for 30 s)\n";
+	static const char say[] = "FAIL nested-lag: threads waiting on sets whose notes "
+				  "lag the kernel's wait for each other (hung for 30 s)\n";
 
 	(void)sig;
 	(void)!write(1, say, sizeof(say) - 1);
@@ -479,6 +479,79 @@ static void test_nested_lag(void)
 	l.nested = 0;
 	CHECK(loop_pump(&l, l.n, EPOLLOUT) == 0, "lag: transfer waiting on A (%zu back)", l.got);
 	loop_close(&l, "lag");
+}
+
+/* Lagging notes make paths longer than the kernel allows: a child takes
+ * A out of S and C out of B, then S goes into X, B into A, D (which holds
+ * the socket) into C, and X into D.  The kernel's chain is C > D > X > S;
+ * the shim's notes would close the loop X > S > A > B > C > D > X, five
+ * sets below the one noted, and a thread waiting on X and one on C would
+ * lock its sets in opposite orders: the loop check must see that far. */
+struct deep {
+	int ep;
+	_Atomic int *stop;
+	long waits;
+};
+
+static void *deep_waiter(void *arg)
+{
+	struct deep *d = arg;
+	struct epoll_event ev[4];
+
+	while (!*d->stop) {
+		epoll_wait(d->ep, ev, 4, 0);
+		d->waits++;
+	}
+	return NULL;
+}
+
+static int nest(int outer, int inner)
+{
+	struct epoll_event ev = { EPOLLIN, { .fd = inner } };
+
+	return epoll_ctl(outer, EPOLL_CTL_ADD, inner, &ev);
+}
+
+static void test_nested_lag_deep(void)
+{
+	int x = epoll_create1(0), s = epoll_create1(0), a = epoll_create1(0);
+	int b = epoll_create1(0), c = epoll_create1(0), d;
+	_Atomic int stop = 0;
+	struct deep wx = { x, &stop, 0 }, wc = { c, &stop, 0 };
+	pthread_t tx, tc;
+	struct loop l;
+	pid_t pid;
+
+	CHECK(loop_open(&l, 0, 1) == 0 && loop_connect(&l) == 0, "deep: connect");
+	CHECK(loop_connected(&l) == 0, "deep: connected");
+	d = l.set[0];
+	CHECK(nest(s, a) == 0 && nest(b, c) == 0, "deep: A in S, C in B");
+	pid = fork();
+	if (pid == 0)
+		_exit(epoll_ctl(s, EPOLL_CTL_DEL, a, NULL) || epoll_ctl(b, EPOLL_CTL_DEL, c, NULL));
+	CHECK(tu_wait(pid) == 0, "deep: the child took A out of S and C out of B");
+	CHECK(nest(x, s) == 0 && nest(a, b) == 0 && nest(c, d) == 0 && nest(d, x) == 0,
+	      "deep: S in X, B in A, D in C, X in D: %s", strerror(errno));
+	signal(SIGALRM, on_lag_hang);
+	alarm(30);
+	pthread_create(&tx, NULL, deep_waiter, &wx);
+	pthread_create(&tc, NULL, deep_waiter, &wc);
+	usleep(1500000);
+	stop = 1;
+	pthread_join(tx, NULL);
+	pthread_join(tc, NULL);
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
+	CHECK(wx.waits > 100 && wc.waits > 100, "deep: %ld waits on X and %ld on C", wx.waits,
+	      wc.waits);
+	/* the connection itself is untouched: D, in the loop's set, holds it */
+	CHECK(loop_pump(&l, l.n, EPOLLOUT) == 0, "deep: transfer (%zu back)", l.got);
+	loop_close(&l, "deep");
+	close(x);
+	close(s);
+	close(a);
+	close(b);
+	close(c);
 }
 
 /* A one-shot registration that fired before connect() (a fresh socket
@@ -1756,7 +1829,7 @@ static void test_eintr(void)
 static const struct tu_case cases[] = {
 	{ "lt", test_lt },         { "et", test_et },       { "oneshot", test_oneshot },
 	{ "nested", test_nested }, { "nested-late", test_nested_late },
-	{ "nested-lag", test_nested_lag },
+	{ "nested-lag", test_nested_lag }, { "nested-lag-deep", test_nested_lag_deep },
 	{ "del", test_del },       { "select", test_select },
 	{ "fork", test_fork },     { "closed", test_closed }, { "thread", test_thread },
 	{ "many", test_many },     { "fired", test_fired }, { "dupclosed", test_dupclosed },
