@@ -62,8 +62,8 @@
  * (struct epset), then its children's; free_lock (released sets) inside
  * any of them, and the notes' shape lock (sock_epoll_nest.c) inside a
  * set's, taking nothing.  Nothing is held while the kernel sleeps.  All
- * but the shape lock error-checking (fork, below); that one is only
- * taken under a set's lock, so free while fork holds them all. */
+ * of them error-checking (fork, below; the shape lock is only taken
+ * under a set's, so it is free while fork holds them all). */
 pthread_mutex_t cxls_ep_sets_lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static _Atomic(set_slot *) set_chunks[SET_CHUNKS];
 int cxls_ep_nsets;

@@ -37,7 +37,10 @@
  * wake-ups */
 #define WALK_SETS 128
 
-static pthread_mutex_t shape_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Error-checking, as the sets' locks: a thread that holds it when a
+ * signal handler of its closes an epoll fd goes on instead of waiting
+ * for itself (a note is then refused, a drop made unlocked). */
+static pthread_mutex_t shape_lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static uint64_t shape_walks; /* a loop check's mark; under shape_lock */
 
 static int reaches(struct epset *from, const struct epset *to);
@@ -55,7 +58,8 @@ int cxls_ep_child_note(struct epset *s, int i, const struct ep_child *ch)
 {
 	struct epset *was = NULL;
 
-	pthread_mutex_lock(&shape_lock);
+	if (pthread_mutex_lock(&shape_lock))
+		return -1;
 	if (i == s->nchild && (s->nchild == EP_CHILDREN || reaches(ch->set, s))) {
 		pthread_mutex_unlock(&shape_lock);
 		return -1;
@@ -75,16 +79,17 @@ int cxls_ep_child_note(struct epset *s, int i, const struct ep_child *ch)
 void cxls_ep_child_drop(struct epset *s, int i)
 {
 	struct epset *in = s->child[i].set;
+	int locked = !pthread_mutex_lock(&shape_lock);
 
-	pthread_mutex_lock(&shape_lock);
 	s->child[i] = s->child[--s->nchild];
-	pthread_mutex_unlock(&shape_lock);
+	if (locked)
+		pthread_mutex_unlock(&shape_lock);
 	cxls_ep_set_put(in);
 }
 
 void cxls_ep_nest_forked(void)
 {
-	pthread_mutex_init(&shape_lock, NULL);
+	cxls_ep_lock_init(&shape_lock);
 }
 
 struct walk {
