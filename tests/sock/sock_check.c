@@ -1066,6 +1066,8 @@ static int stopped_caller(int kind, int go, int ready)
 	int a, b;
 	char c;
 
+	/* before this process's first blocking read: the shim looks at the
+	 * handlers then, and again only a second later */
 	sigaction(SIGUSR1, &sa, NULL);
 	tcp_pair(&a, &b);
 	sc.fd = b;
