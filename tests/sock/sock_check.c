@@ -990,6 +990,20 @@ static void *blocked_read(void *arg)
 	return NULL;
 }
 
+struct peek_wait {
+	int fd, flags;
+	ssize_t r;
+	char buf[8];
+};
+
+static void *waitall_read(void *arg)
+{
+	struct peek_wait *p = arg;
+
+	p->r = recv(p->fd, p->buf, sizeof(p->buf), p->flags);
+	return NULL;
+}
+
 static void test_eintr(void)
 {
 	struct sigaction sa;
@@ -1018,6 +1032,23 @@ static void test_eintr(void)
 	pthread_join(t, NULL);
 	CHECK(bl.r == 1 && bl.buf[0] == 'r', "with SA_RESTART: the read goes on (%zd %d)", bl.r,
 	      bl.err);
+	/* a call that holds bytes ends at a signal even under SA_RESTART,
+	 * returning them: TCP counts a peek's bytes as copied too */
+	for (int peek = 0; peek < 2; peek++) {
+		struct peek_wait pw = { .fd = b, .flags = MSG_WAITALL | (peek ? MSG_PEEK : 0) };
+
+		CHECK(write(a, "0123", 4) == 4, "held: write");
+		pthread_create(&t, NULL, waitall_read, &pw);
+		usleep(50000);
+		pthread_kill(t, SIGUSR1);
+		usleep(50000);
+		CHECK(write(a, "4567", 4) == 4, "held: write the rest");
+		pthread_join(t, NULL);
+		CHECK(pw.r == 4 && !memcmp(pw.buf, "0123", 4),
+		      "with SA_RESTART, a MSG_WAITALL%s recv holding 4 bytes returns them (%zd)",
+		      peek ? "|MSG_PEEK" : "", pw.r);
+		CHECK(recv(b, pw.buf, 8, MSG_DONTWAIT) == (peek ? 8 : 4), "held: the rest read");
+	}
 	signal(SIGUSR1, SIG_DFL);
 	check_pooled(a, "signalled pair");
 	close(a);
