@@ -28,7 +28,6 @@
 #include "sock_epoll_int.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* Sets one walk remembers, so that a set reached by two paths is visited
  * once; past them (4 levels of EP_CHILDREN are up to 4680 sets) the walk
@@ -162,6 +161,23 @@ void cxls_ep_nest_sets(struct epset *s, cxls_ep_set_fn fn, void *arg)
 	cxls_ep_nest_each(s, on_set, &o);
 }
 
+/* Puts in on the loop check's stack, grown as needed; -1 when memory is
+ * short. */
+static int push(struct epset ***stack, size_t *n, size_t *cap, struct epset *in)
+{
+	if (*n == *cap) {
+		size_t more = *cap ? 2 * *cap : 64;
+		struct epset **grown = realloc(*stack, more * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		*stack = grown;
+		*cap = more;
+	}
+	(*stack)[(*n)++] = in;
+	return 0;
+}
+
 /* Whether set `to` is `from` or below it by any note, at any depth:
  * noting `from` in `to` would close a loop.  Notes that lag the kernel's
  * can make paths longer than it allows, so no depth bounds this walk;
@@ -169,40 +185,25 @@ void cxls_ep_nest_sets(struct epset *s, cxls_ep_set_fn fn, void *arg)
  * set once.  shape_lock held; no set's lock. */
 static int reaches(struct epset *from, const struct epset *to)
 {
-	struct epset *stack_here[64], **stack = stack_here, **grown;
-	size_t n = 0, cap = sizeof(stack_here) / sizeof(stack_here[0]);
+	struct epset **stack = NULL;
+	size_t n = 0, cap = 0;
 	uint64_t mark = ++shape_walks;
 	int found = from == to;
 
 	from->shape_mark = mark;
-	stack[n++] = from;
+	if (push(&stack, &n, &cap, from))
+		found = 1; /* cannot tell: say the worst */
 	while (n && !found) {
 		struct epset *s = stack[--n];
 
 		for (int i = 0; i < s->nchild && !found; i++) {
 			struct epset *in = s->child[i].set;
 
-			if (in == to) {
-				found = 1;
-			} else if (in->shape_mark != mark) {
-				if (n == cap) {
-					grown = stack == stack_here ? malloc(2 * cap * sizeof(*grown))
-								    : realloc(stack, 2 * cap * sizeof(*grown));
-					if (!grown) {
-						found = 1; /* cannot tell: say the worst */
-						break;
-					}
-					if (stack == stack_here)
-						memcpy(grown, stack_here, sizeof(stack_here));
-					stack = grown;
-					cap *= 2;
-				}
-				in->shape_mark = mark;
-				stack[n++] = in;
-			}
+			if (in == to || (in->shape_mark != mark && push(&stack, &n, &cap, in)))
+				found = 1; /* a loop, or memory short: the worst */
+			in->shape_mark = mark;
 		}
 	}
-	if (stack != stack_here)
-		free(stack);
+	free(stack);
 	return found;
 }

@@ -316,6 +316,13 @@ void cxls_sock_keep_error(struct cxls_sconn *c, int err)
 		cxls_chan_told(c, 0); /* cxls_chan_tell_reset says it again */
 }
 
+/* Whether a read has bytes to return: those it took, or, TCP counts
+ * them as copied, those a peek finds past its offset now. */
+static int holds(struct cxls_sconn *c, size_t got, int peek, uint64_t skip)
+{
+	return got || (peek && past(c, skip));
+}
+
 /* One copy out of the stream, the consumer lock held: a peek from the
  * offset (start), which it then moves on, a read moving it back (moves),
  * as tcp_recvmsg does under the socket lock. */
@@ -405,10 +412,10 @@ static ssize_t recv_loop(struct cxls_sconn *c, int fd, const struct iovec *iov, 
 			deadline = timeout_of(c, fd, 1);
 			timed = 1;
 		}
-		/* TCP counts what a peek found as copied: a signal returns it */
+		/* a signal returns what the read holds when it comes */
 		if (wait_for(c, &fd, POLLIN, deadline, peek ? peek_need(c, skip, lowat) : 0,
-			     got || (peek && past(c, skip)), call) &&
-		    !restarts(got || (peek && past(c, skip)), deadline)) {
+			     holds(c, got, peek, skip), call) &&
+		    !restarts(holds(c, got, peek, skip), deadline)) {
 			if (!peek || !past(c, skip))
 				return done(got, errno);
 			nb = 1; /* TCP's peek would have copied what is there */

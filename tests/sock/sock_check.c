@@ -976,6 +976,7 @@ static void on_usr1(int sig)
 
 struct blocked {
 	int fd;
+	int flags; /* waitall_read's */
 	ssize_t r;
 	int err;
 	char buf[8];
@@ -990,17 +991,11 @@ static void *blocked_read(void *arg)
 	return NULL;
 }
 
-struct peek_wait {
-	int fd, flags;
-	ssize_t r;
-	char buf[8];
-};
-
 static void *waitall_read(void *arg)
 {
-	struct peek_wait *p = arg;
+	struct blocked *b = arg;
 
-	p->r = recv(p->fd, p->buf, sizeof(p->buf), p->flags);
+	b->r = recv(b->fd, b->buf, sizeof(b->buf), b->flags);
 	return NULL;
 }
 
@@ -1035,7 +1030,7 @@ static void test_eintr(void)
 	/* a call that holds bytes ends at a signal even under SA_RESTART,
 	 * returning them: TCP counts a peek's bytes as copied too */
 	for (int peek = 0; peek < 2; peek++) {
-		struct peek_wait pw = { .fd = b, .flags = MSG_WAITALL | (peek ? MSG_PEEK : 0) };
+		struct blocked pw = { .fd = b, .flags = MSG_WAITALL | (peek ? MSG_PEEK : 0) };
 
 		CHECK(write(a, "0123", 4) == 4, "held: write");
 		pthread_create(&t, NULL, waitall_read, &pw);
